@@ -1,0 +1,28 @@
+// Command vkrt is the command line of the vkrt GPU compute runtime: list
+// devices, replay allocation streams and plan their pools, run WebAssembly
+// workloads, read memory records and run the conformance suite.
+//
+// Each subcommand lives in its own file and registers itself on rootCmd from
+// an init function.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+var rootCmd = &cobra.Command{
+	Use:           "vkrt",
+	Short:         "vkrt: a GPU compute runtime with measured memory pools",
+	SilenceUsage:  true,
+	SilenceErrors: true,
+}
+
+func main() {
+	if err := rootCmd.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "vkrt:", err)
+		os.Exit(1)
+	}
+}

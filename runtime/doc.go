@@ -1,0 +1,8 @@
+// Package runtime is vkrt's device-independent contract: the [Storage] a
+// device offers the memory pools, the [DeviceProperties] the pools size
+// themselves by, and the error kinds every layer classifies with
+// [errors.Is] and [errors.As].
+//
+// It shares its name with the standard library's runtime package; import it
+// as vkruntime where both are needed.
+package runtime

@@ -1,0 +1,56 @@
+package runtime
+
+import "fmt"
+
+// StorageID names one device allocation of a [Storage].
+type StorageID uint64
+
+// StorageHandle is a byte range of one device allocation.
+type StorageHandle struct {
+	ID     StorageID
+	Offset uint64
+	Size   uint64
+}
+
+// End is the offset one past the handle's last byte.
+func (h StorageHandle) End() uint64 { return h.Offset + h.Size }
+
+func (h StorageHandle) String() string {
+	return fmt.Sprintf("storage %d [%d, %d)", h.ID, h.Offset, h.End())
+}
+
+// Storage is what a device offers the pools: whole device allocations.
+//
+// Implementations need not be safe for concurrent use; a memory manager
+// serialises its calls.
+type Storage interface {
+	// Alloc makes one device allocation of size bytes; the handle's Offset is 0.
+	Alloc(size uint64) (StorageHandle, error)
+	// Dealloc releases an allocation. It may be deferred until Flush.
+	Dealloc(id StorageID)
+	// Flush hands deferred deallocations to the driver.
+	Flush()
+}
+
+// DeviceProperties are the facts about a device the pools size themselves by.
+type DeviceProperties struct {
+	// Alignment: every slice offset and size is a multiple of this.
+	Alignment uint64
+	// MaxPageSize is a sizing heuristic for the presets, not an allocation limit.
+	MaxPageSize uint64
+	// MemorySize is the size in bytes of the heap the pools allocate from.
+	MemorySize uint64
+}
+
+// Validate reports whether the properties can drive a pool manager.
+func (p DeviceProperties) Validate() error {
+	switch {
+	case p.Alignment == 0 || p.Alignment&(p.Alignment-1) != 0:
+		return fmt.Errorf("vkrt: device alignment %d is not a power of two", p.Alignment)
+	case p.MaxPageSize == 0:
+		return fmt.Errorf("vkrt: device max page size is 0")
+	case p.MaxPageSize%p.Alignment != 0:
+		return fmt.Errorf("vkrt: device max page size %d is not a multiple of the alignment %d", p.MaxPageSize, p.Alignment)
+	}
+	return nil
+}
