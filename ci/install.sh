@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what the build and tests need on a fresh Debian machine: Mesa's
+# lavapipe (CPU Vulkan), the Vulkan loader and validation layers, and the
+# SPIR-V tools. Only what is missing is installed.
+set -euo pipefail
+need=()
+for pkg in libvulkan1 mesa-vulkan-drivers glslang-tools spirv-tools vulkan-validationlayers; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing: ${need[*]}"
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
+go mod download

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The whole test suite from a fresh clone: installs what it needs, then
+# checks formatting, vet, the portable builds, every ci/check-*.sh, and the
+# tests (race detector and invariant checks on) and benchmarks once.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash ci/install.sh
+
+export PATH="$PATH:/usr/local/go/bin:$(go env GOPATH)/bin"
+export VKRT_REQUIRE_DEVICE="${VKRT_REQUIRE_DEVICE:-1}"
+export CGO_ENABLED=1
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; exit 1; fi
+
+step "go vet"
+go vet ./...
+
+step "portable builds (wasip1, js)"
+portable=(./runtime/ ./memory/ ./dryrun/)
+for p in "${portable[@]}"; do
+  [ -d "$p" ] || continue
+  GOOS=wasip1 GOARCH=wasm go build "$p"
+  GOOS=js GOARCH=wasm go build "$p"
+done
+
+for check in ci/check-*.sh; do
+  [ -e "$check" ] || continue
+  step "$check"
+  bash "$check"
+done
+
+step "go test -race -tags invariants"
+go test -race -tags invariants -count=1 -timeout 30m ./...
+
+step "benchmarks, once each"
+go test -run '^$' -bench . -benchtime 1x -count=1 -timeout 20m ./... >/tmp/vkrt-bench.log 2>&1 || { cat /tmp/vkrt-bench.log; exit 1; }
+grep -E '^(ok|FAIL|Benchmark)' /tmp/vkrt-bench.log | head -100
+
+step "go test (plain)"
+go test -count=1 -timeout 30m ./...
