@@ -1,0 +1,279 @@
+package dryrun
+
+import (
+	"bufio"
+	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Op is the kind of a trace event.
+type Op byte
+
+const (
+	// OpAlloc reserves Size bytes on Stream.
+	OpAlloc Op = 'a'
+	// OpFree releases the allocation with the event's Index.
+	OpFree Op = 'f'
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpAlloc:
+		return "alloc"
+	case OpFree:
+		return "free"
+	}
+	return fmt.Sprintf("Op(%d)", byte(o))
+}
+
+// Event is one line of an allocation stream.
+type Event struct {
+	Op Op
+	// Index is dense: the n-th allocation of the trace has Index n, and a free
+	// carries the Index of the allocation it releases, so a replay keeps its
+	// handles in a slice instead of a map.
+	Index  int32
+	Size   uint64 // bytes asked (allocations only)
+	Stream uint32 // allocations only
+	Line   int    // 1-based line number in the source; 0 for generated streams
+}
+
+// Trace is a parsed allocation stream.
+type Trace struct {
+	Name        string
+	Events      []Event
+	Allocations int
+}
+
+// ErrMalformedTrace classifies every trace parsing error; the typed form is
+// *TraceError.
+var ErrMalformedTrace = errors.New("dryrun: malformed trace")
+
+// TraceError names the line of a trace that could not be read and why.
+type TraceError struct {
+	Name   string // the trace's name, may be empty
+	Line   int    // 1-based
+	Text   string // the offending line, truncated for the message
+	Reason string
+}
+
+func (e *TraceError) Error() string {
+	name := e.Name
+	if name == "" {
+		name = "trace"
+	}
+	return fmt.Sprintf("dryrun: %s line %d: %s: %q", name, e.Line, e.Reason, e.Text)
+}
+
+// Is makes a *TraceError match ErrMalformedTrace.
+func (e *TraceError) Is(target error) bool { return target == ErrMalformedTrace }
+
+// maxTraceLine bounds one line so a garbage input cannot make the reader
+// buffer without limit; a well-formed line is under 60 bytes.
+const maxTraceLine = 4096
+
+// maxAllocations keeps dense indices within int32.
+const maxAllocations = 1<<31 - 1
+
+// ReadTrace parses an allocation stream, one event a line:
+//
+//	a <id> <bytes> <stream>   allocate <bytes>, name it <id>
+//	f <id>                    free the allocation named <id>
+//
+// Ids are unsigned decimal integers unique within the trace. Blank lines and
+// lines starting with '#' are skipped. The input may be gzip-compressed (its
+// magic bytes are detected). Every malformed line, free of an unknown or
+// already freed id, and repeated id is a *TraceError naming the line.
+func ReadTrace(name string, r io.Reader) (*Trace, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	magic, _ := br.Peek(2)
+	var src io.Reader = br
+	if len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: gzip header: %w", ErrMalformedTrace, name, err)
+		}
+		defer zr.Close()
+		src = zr
+	}
+	sc := bufio.NewScanner(src)
+	sc.Buffer(make([]byte, 0, maxTraceLine), maxTraceLine)
+
+	t := &Trace{Name: name}
+	// index of each id; live[index] says whether it is still allocated.
+	ids := make(map[uint64]int32)
+	var live []bool
+	line := 0
+	fields := make([][]byte, 0, 8)
+	fail := func(text []byte, reason string) error {
+		s := string(text)
+		if len(s) > 80 {
+			s = s[:80] + "…"
+		}
+		return &TraceError{Name: name, Line: line, Text: s, Reason: reason}
+	}
+	for sc.Scan() {
+		line++
+		text := sc.Bytes()
+		fields = splitFields(fields[:0], text)
+		if len(fields) == 0 || fields[0][0] == '#' {
+			continue
+		}
+		switch {
+		case len(fields[0]) == 1 && fields[0][0] == byte(OpAlloc):
+			if len(fields) != 4 {
+				return nil, fail(text, fmt.Sprintf("an allocation needs 3 fields (id, bytes, stream), got %d", len(fields)-1))
+			}
+			id, err := strconv.ParseUint(string(fields[1]), 10, 64)
+			if err != nil {
+				return nil, fail(text, "id is not an unsigned decimal integer")
+			}
+			size, err := strconv.ParseUint(string(fields[2]), 10, 64)
+			if err != nil {
+				return nil, fail(text, "bytes is not an unsigned decimal integer")
+			}
+			if size == 0 {
+				return nil, fail(text, "an allocation of 0 bytes")
+			}
+			stream, err := strconv.ParseUint(string(fields[3]), 10, 32)
+			if err != nil {
+				return nil, fail(text, "stream is not an unsigned 32-bit decimal integer")
+			}
+			if prev, seen := ids[id]; seen {
+				return nil, fail(text, fmt.Sprintf("id %d was already used by allocation %d", id, prev))
+			}
+			if t.Allocations == maxAllocations {
+				return nil, fail(text, fmt.Sprintf("more than %d allocations", maxAllocations))
+			}
+			index := int32(t.Allocations)
+			ids[id] = index
+			live = append(live, true)
+			t.Allocations++
+			t.Events = append(t.Events, Event{Op: OpAlloc, Index: index, Size: size, Stream: uint32(stream), Line: line})
+		case len(fields[0]) == 1 && fields[0][0] == byte(OpFree):
+			if len(fields) != 2 {
+				return nil, fail(text, fmt.Sprintf("a free needs 1 field (id), got %d", len(fields)-1))
+			}
+			id, err := strconv.ParseUint(string(fields[1]), 10, 64)
+			if err != nil {
+				return nil, fail(text, "id is not an unsigned decimal integer")
+			}
+			index, seen := ids[id]
+			if !seen {
+				return nil, fail(text, fmt.Sprintf("free of id %d, which was never allocated", id))
+			}
+			if !live[index] {
+				return nil, fail(text, fmt.Sprintf("free of id %d, which was already freed", id))
+			}
+			live[index] = false
+			t.Events = append(t.Events, Event{Op: OpFree, Index: index, Line: line})
+		default:
+			return nil, fail(text, `unknown event, want "a <id> <bytes> <stream>" or "f <id>"`)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, &TraceError{Name: name, Line: line + 1, Reason: fmt.Sprintf("line longer than %d bytes", maxTraceLine)}
+		}
+		if corruptGzip(err) {
+			return nil, fmt.Errorf("%w: %s: compressed data after line %d: %w", ErrMalformedTrace, name, line, err)
+		}
+		return nil, fmt.Errorf("dryrun: reading trace %s after line %d: %w", name, line, err)
+	}
+	return t, nil
+}
+
+// corruptGzip tells a damaged compressed stream from a failing reader.
+func corruptGzip(err error) bool {
+	var corrupt flate.CorruptInputError
+	return errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &corrupt)
+}
+
+// splitFields appends the space- or tab-separated fields of b to out; reusing
+// out keeps parsing free of per-line allocations.
+func splitFields(out [][]byte, b []byte) [][]byte {
+	for {
+		b = bytes.TrimLeft(b, " \t\r")
+		if len(b) == 0 {
+			return out
+		}
+		end := bytes.IndexAny(b, " \t\r")
+		if end < 0 {
+			return append(out, b)
+		}
+		out = append(out, b[:end])
+		b = b[end:]
+	}
+}
+
+// ReadTraceFile parses the trace at path; its name is the file name without
+// the .gz and .trace suffixes.
+func ReadTraceFile(path string) (*Trace, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("dryrun: open trace: %w", err)
+	}
+	defer f.Close()
+	return ReadTrace(TraceName(path), f)
+}
+
+// TraceName is the name a trace file goes by: its base name without the
+// .gz and .trace suffixes.
+func TraceName(path string) string {
+	name := filepath.Base(path)
+	name = strings.TrimSuffix(name, ".gz")
+	return strings.TrimSuffix(name, ".trace")
+}
+
+// PeakLiveBytes is the most requested bytes live at once in the trace.
+func (t *Trace) PeakLiveBytes() uint64 {
+	sizes := make([]uint64, t.Allocations)
+	var live, peak uint64
+	for _, e := range t.Events {
+		if e.Op == OpAlloc {
+			sizes[e.Index] = e.Size
+			live += e.Size
+			peak = max(peak, live)
+		} else {
+			live -= sizes[e.Index]
+		}
+	}
+	return peak
+}
+
+// WriteTo writes the trace in its text form, ids being the dense indices.
+func (t *Trace) WriteTo(w io.Writer) (int64, error) {
+	bw := bufio.NewWriter(w)
+	var n int64
+	buf := make([]byte, 0, 64)
+	for _, e := range t.Events {
+		buf = buf[:0]
+		if e.Op == OpAlloc {
+			buf = append(buf, "a "...)
+			buf = strconv.AppendInt(buf, int64(e.Index), 10)
+			buf = append(buf, ' ')
+			buf = strconv.AppendUint(buf, e.Size, 10)
+			buf = append(buf, ' ')
+			buf = strconv.AppendUint(buf, uint64(e.Stream), 10)
+		} else {
+			buf = append(buf, "f "...)
+			buf = strconv.AppendInt(buf, int64(e.Index), 10)
+		}
+		buf = append(buf, '\n')
+		m, err := bw.Write(buf)
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, bw.Flush()
+}

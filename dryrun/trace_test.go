@@ -1,0 +1,127 @@
+package dryrun
+
+import (
+	"bytes"
+	"compress/gzip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// sharedTraces lists the real model streams shipped with the repository.
+func sharedTraces(t testing.TB) []string {
+	paths, err := filepath.Glob("../testdata/traces/*.trace.gz")
+	require.NoError(t, err)
+	require.NotEmpty(t, paths, "the shipped traces are missing")
+	return paths
+}
+
+func TestReadTracePlainAndGzipAgree(t *testing.T) {
+	text := "a 7 100 0\n\n# a comment\na 3 2048 1\r\nf 7\n  a\t9 16 0\nf 3\n"
+	plain, err := ReadTrace("plain", strings.NewReader(text))
+	require.NoError(t, err)
+	require.Equal(t, 3, plain.Allocations)
+	require.Equal(t, []Event{
+		{Op: OpAlloc, Index: 0, Size: 100, Stream: 0, Line: 1},
+		{Op: OpAlloc, Index: 1, Size: 2048, Stream: 1, Line: 4},
+		{Op: OpFree, Index: 0, Line: 5},
+		{Op: OpAlloc, Index: 2, Size: 16, Stream: 0, Line: 6},
+		{Op: OpFree, Index: 1, Line: 7},
+	}, plain.Events)
+	require.Equal(t, uint64(2148), plain.PeakLiveBytes())
+
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, err = zw.Write([]byte(text))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	zipped, err := ReadTrace("zipped", &buf)
+	require.NoError(t, err)
+	require.Equal(t, plain.Events, zipped.Events)
+}
+
+func TestReadTraceErrorsNameTheLine(t *testing.T) {
+	cases := []struct {
+		text   string
+		line   int
+		reason string
+	}{
+		{"a 1 10 0\nx 2\n", 2, "unknown event"},
+		{"a 1 10\n", 1, "needs 3 fields"},
+		{"a 1 10 0 9\n", 1, "needs 3 fields"},
+		{"a one 10 0\n", 1, "id is not"},
+		{"a 1 -10 0\n", 1, "bytes is not"},
+		{"a 1 0 0\n", 1, "0 bytes"},
+		{"a 1 10 4294967296\n", 1, "stream is not"},
+		{"a 1 10 0\na 1 10 0\n", 2, "already used"},
+		{"a 1 10 0\nf 2\n", 2, "never allocated"},
+		{"a 1 10 0\nf 1\nf 1\n", 3, "already freed"},
+		{"a 1 10 0\n\nf\n", 3, "needs 1 field"},
+		{"a 1 10 0\n" + strings.Repeat("9", maxTraceLine+1) + "\n", 2, "longer than"},
+	}
+	for _, c := range cases {
+		_, err := ReadTrace("bad", strings.NewReader(c.text))
+		require.ErrorIs(t, err, ErrMalformedTrace, c.text)
+		var te *TraceError
+		require.ErrorAs(t, err, &te)
+		require.Equal(t, c.line, te.Line, c.text)
+		require.Contains(t, te.Reason, c.reason)
+		require.Contains(t, err.Error(), "bad line ")
+	}
+}
+
+func TestReadTraceFileShippedTraces(t *testing.T) {
+	for _, path := range sharedTraces(t) {
+		tr, err := ReadTraceFile(path)
+		require.NoError(t, err, path)
+		require.Equal(t, TraceName(path), tr.Name)
+		require.Greater(t, tr.Allocations, 0)
+		frees := 0
+		for _, e := range tr.Events {
+			if e.Op == OpFree {
+				frees++
+			}
+		}
+		require.Equal(t, len(tr.Events), tr.Allocations+frees)
+	}
+	_, err := ReadTraceFile(filepath.Join(t.TempDir(), "missing.trace"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+func TestTraceWriteToRoundTrips(t *testing.T) {
+	tr, err := ReadTrace("t", strings.NewReader("a 50 10 2\na 9 20 0\nf 50\n"))
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	_, err = tr.WriteTo(&buf)
+	require.NoError(t, err)
+	require.Equal(t, "a 0 10 2\na 1 20 0\nf 0\n", buf.String())
+}
+
+func FuzzReadTrace(f *testing.F) {
+	f.Add([]byte("a 1 100 0\nf 1\n"))
+	f.Add([]byte("a 1 100 0\na 2 5 3\nf 2\nf 1\n# end\n"))
+	f.Add([]byte("f 1\n"))
+	f.Add([]byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff, 1, 2})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tr, err := ReadTrace("fuzz", bytes.NewReader(data))
+		if err != nil {
+			require.ErrorIs(t, err, ErrMalformedTrace)
+			return
+		}
+		// A parsed trace writes out and reads back to the same events.
+		var buf bytes.Buffer
+		_, err = tr.WriteTo(&buf)
+		require.NoError(t, err)
+		again, err := ReadTrace("again", &buf)
+		require.NoError(t, err)
+		require.Equal(t, tr.Allocations, again.Allocations)
+		require.Equal(t, len(tr.Events), len(again.Events))
+		for i, e := range tr.Events {
+			e.Line = again.Events[i].Line
+			require.Equal(t, e, again.Events[i])
+		}
+	})
+}
