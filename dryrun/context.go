@@ -1,0 +1,25 @@
+package dryrun
+
+import "context"
+
+// markKey is the context key of the innermost dry-run mark.
+type markKey struct{}
+
+// With marks ctx as a dry run: allocations under it are lazy, launches are
+// validated and dropped, writes are dropped and reads return zeros.
+func With(ctx context.Context) context.Context {
+	return context.WithValue(ctx, markKey{}, true)
+}
+
+// RealRun opts a scope back into executing, inside a dry run or not: a
+// measurement that must really run. A With inside it makes the scope dry
+// again; the innermost mark wins.
+func RealRun(ctx context.Context) context.Context {
+	return context.WithValue(ctx, markKey{}, false)
+}
+
+// Active reports whether the innermost mark on ctx is a dry run.
+func Active(ctx context.Context) bool {
+	dry, _ := ctx.Value(markKey{}).(bool)
+	return dry
+}

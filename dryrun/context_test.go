@@ -1,0 +1,32 @@
+package dryrun
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestMarksNestInnermostWins(t *testing.T) {
+	base := context.Background()
+	require.False(t, Active(base), "an unmarked context runs for real")
+
+	dry := With(base)
+	require.True(t, Active(dry))
+	require.False(t, Active(base), "marking returns a new context")
+
+	real := RealRun(dry)
+	require.False(t, Active(real), "RealRun opts a scope of a dry run back in")
+	require.True(t, Active(dry), "the enclosing scope stays dry")
+
+	dryAgain := With(real)
+	require.True(t, Active(dryAgain), "With inside RealRun is dry again")
+	require.False(t, Active(RealRun(dryAgain)))
+
+	// Unrelated values in between do not hide the mark.
+	type other struct{}
+	require.True(t, Active(context.WithValue(dry, other{}, 1)))
+	cancelled, cancel := context.WithCancel(dry)
+	cancel()
+	require.True(t, Active(cancelled))
+}
