@@ -1,0 +1,16 @@
+// Package environment keeps vkrt's named environments: each one a SQLite file
+// of typed records (kind "memory" for the pool reports a client snapshots,
+// more kinds later) that outlive the process that wrote them.
+//
+// An environment stores a record as its kind, a label, the time it was
+// written and its JSON body; it knows nothing of what the bodies mean, so any
+// package can define a kind of its own by giving a type a Kind method. Bodies
+// are written with the type's own JSON encoding, which for the memory records
+// is the serde-compatible shape of the runtime the design comes from.
+//
+// Files live under a data directory: the WithDir option, else $VKRT_ENV_DIR,
+// else $XDG_DATA_HOME/vkrt/env, else ~/.local/share/vkrt/env. The store is
+// kill-safe (write-ahead log, each Put one synchronous transaction: a process
+// killed mid-write loses at most the record it was writing) and safe for
+// concurrent use by goroutines and by several processes.
+package environment

@@ -1,0 +1,257 @@
+package environment
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// DefaultName is the environment used when none is named.
+const DefaultName = "default"
+
+// DirEnvVar names the environment variable that moves the data directory.
+const DirEnvVar = "VKRT_ENV_DIR"
+
+// fileExt is the extension of an environment's file in the data directory.
+const fileExt = ".sqlite"
+
+// maxNameLen keeps names well inside every file system's limit.
+const maxNameLen = 128
+
+// config is what the options set; Open starts from defaults and applies each
+// option to its own copy, so an option value can be reused freely.
+type config struct {
+	dir         string
+	busyTimeout time.Duration
+	create      bool
+	now         func() time.Time
+}
+
+// Option configures Open.
+type Option func(config) config
+
+// WithDir stores environments in dir instead of the default data directory.
+func WithDir(dir string) Option {
+	return func(c config) config { c.dir = dir; return c }
+}
+
+// WithBusyTimeout sets how long a write waits for another writer (another
+// goroutine or process) before failing. The default is 10 seconds.
+func WithBusyTimeout(d time.Duration) Option {
+	return func(c config) config { c.busyTimeout = d; return c }
+}
+
+// WithoutCreate makes Open fail, with an error matching fs.ErrNotExist,
+// instead of creating an environment that does not exist yet: what a reader
+// wants.
+func WithoutCreate() Option {
+	return func(c config) config { c.create = false; return c }
+}
+
+// WithClock sets the clock that stamps records. The default is time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(c config) config { c.now = now; return c }
+}
+
+func newConfig(opts []Option) config {
+	c := config{busyTimeout: 10 * time.Second, create: true, now: time.Now}
+	for _, o := range opts {
+		c = o(c)
+	}
+	return c
+}
+
+// DefaultDir is the data directory environments live in when no option
+// names one: $VKRT_ENV_DIR, else $XDG_DATA_HOME/vkrt/env, else
+// ~/.local/share/vkrt/env.
+func DefaultDir() (string, error) {
+	if d := os.Getenv(DirEnvVar); d != "" {
+		return d, nil
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "vkrt", "env"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("environment: no data directory: set %s or XDG_DATA_HOME: %w", DirEnvVar, err)
+	}
+	return filepath.Join(home, ".local", "share", "vkrt", "env"), nil
+}
+
+func (c config) resolveDir() (string, error) {
+	if c.dir != "" {
+		return c.dir, nil
+	}
+	return DefaultDir()
+}
+
+// ValidateName reports whether name can name an environment: 1 to 128
+// letters, digits, '.', '_' and '-', not starting with '.' (so it can be
+// neither hidden nor a path).
+func ValidateName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: the name is empty", ErrInvalidName)
+	case len(name) > maxNameLen:
+		return fmt.Errorf("%w: %q is %d bytes long, at most %d allowed", ErrInvalidName, name, len(name), maxNameLen)
+	case strings.ContainsAny(name, `/\`):
+		return fmt.Errorf("%w: %q contains a path separator; an environment is named, not located (use WithDir or %s to move the directory)",
+			ErrInvalidName, name, DirEnvVar)
+	case name[0] == '.':
+		return fmt.Errorf("%w: %q starts with '.'", ErrInvalidName, name)
+	}
+	for _, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+		if !ok {
+			return fmt.Errorf("%w: %q contains %q; names use letters, digits, '.', '_' and '-'", ErrInvalidName, name, r)
+		}
+	}
+	return nil
+}
+
+// Path is the file that holds the environment name under the options' data
+// directory.
+func Path(name string, opts ...Option) (string, error) {
+	if err := ValidateName(name); err != nil {
+		return "", err
+	}
+	dir, err := newConfig(opts).resolveDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, name+fileExt), nil
+}
+
+// List names the environments in the options' data directory, sorted. A
+// directory that does not exist holds none.
+func List(opts ...Option) ([]string, error) {
+	dir, err := newConfig(opts).resolveDir()
+	if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("environment: listing %s: %w", dir, err)
+	}
+	var names []string
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), fileExt)
+		if ok && e.Type().IsRegular() && ValidateName(name) == nil {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// Env is one open environment. It is safe for concurrent use.
+type Env struct {
+	name   string
+	path   string
+	db     *sql.DB
+	now    func() time.Time
+	closed atomic.Bool
+}
+
+// Open opens the environment name, creating it (and its directory) unless
+// WithoutCreate is given. A file that is not a vkrt environment is refused
+// with ErrNotEnvironment and left untouched; one written by a newer schema
+// with a *SchemaError.
+func Open(name string, opts ...Option) (*Env, error) {
+	return OpenContext(context.Background(), name, opts...)
+}
+
+// OpenContext is Open bounded by ctx.
+func OpenContext(ctx context.Context, name string, opts ...Option) (*Env, error) {
+	c := newConfig(opts)
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	dir, err := c.resolveDir()
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, name+fileExt)
+	if strings.ContainsAny(path, "?#") {
+		// The driver reads '?' as the start of its options.
+		return nil, fmt.Errorf("environment: data directory %q contains '?' or '#', which SQLite file names cannot hold", dir)
+	}
+	if c.busyTimeout < 0 {
+		return nil, fmt.Errorf("environment: busy timeout %v is negative", c.busyTimeout)
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if !c.create {
+			return nil, fmt.Errorf("environment %q does not exist (no file %s): %w", name, path, fs.ErrNotExist)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("environment: creating data directory: %w", err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("environment %q: %w", name, err)
+	}
+	if err := checkHeader(path); err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", dsn(path, c.busyTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("environment %q: %w", name, err)
+	}
+	if err := prepare(ctx, db, path); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &Env{name: name, path: path, db: db, now: c.now}, nil
+}
+
+// dsn configures every connection of the pool the same way.
+//
+// synchronous=FULL: in WAL mode NORMAL already survives a killed process, but
+// a power cut may roll back the last commits; FULL syncs the log at every
+// commit so a Put that returned nil survives that too. Records are snapshots
+// taken a few times per workload, so one sync each costs nothing that matters.
+//
+// _txlock=immediate: a write transaction takes the write lock at BEGIN, so
+// concurrent writers queue on the busy timeout instead of failing when a read
+// lock cannot be upgraded.
+func dsn(path string, busy time.Duration) string {
+	return fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)&_txlock=immediate",
+		path, busy.Milliseconds())
+}
+
+// Name is the environment's name.
+func (e *Env) Name() string { return e.name }
+
+// Path is the environment's file.
+func (e *Env) Path() string { return e.path }
+
+// Close releases the environment. Using it afterwards fails with ErrClosed;
+// closing twice is harmless.
+func (e *Env) Close() error {
+	if e.closed.Swap(true) {
+		return nil
+	}
+	if err := e.db.Close(); err != nil {
+		return fmt.Errorf("environment %q: closing: %w", e.name, err)
+	}
+	return nil
+}
+
+func (e *Env) usable() error {
+	if e.closed.Load() {
+		return fmt.Errorf("environment %q: %w", e.name, ErrClosed)
+	}
+	return nil
+}

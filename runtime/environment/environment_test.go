@@ -1,0 +1,350 @@
+package environment
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// sampleRecord is a record kind of the tests' own.
+type sampleRecord struct {
+	Seq  int    `json:"seq"`
+	Note string `json:"note"`
+}
+
+func (sampleRecord) Kind() string { return "sample" }
+
+// otherRecord is a second kind, to check kinds stay apart.
+type otherRecord struct {
+	Value float64 `json:"value"`
+}
+
+func (otherRecord) Kind() string { return "other" }
+
+// labelledRecord encodes itself the way memory records do: the label
+// inside the body, next to the report.
+type labelledRecord struct {
+	Label  string
+	Report map[string]int
+}
+
+func (labelledRecord) Kind() string { return KindMemory }
+
+func (r labelledRecord) MarshalJSON() ([]byte, error) {
+	return []byte(fmt.Sprintf(`{"label":%q,"report":{"pages":%d}}`, r.Label, r.Report["pages"])), nil
+}
+
+func openTemp(t *testing.T, name string, opts ...Option) *Env {
+	t.Helper()
+	env, err := Open(name, append([]Option{WithDir(t.TempDir())}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, env.Close()) })
+	return env
+}
+
+func TestOpenPutReopen(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	env, err := Open("bench", WithDir(dir))
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(dir, "bench.sqlite"), env.Path())
+	require.Equal(t, "bench", env.Name())
+	put, err := env.Put(ctx, "model loaded", sampleRecord{Seq: 7, Note: "weights"})
+	require.NoError(t, err)
+	require.Positive(t, put.ID)
+	require.Equal(t, "sample", put.Kind)
+	require.NoError(t, env.Close())
+
+	env, err = Open("bench", WithDir(dir), WithoutCreate())
+	require.NoError(t, err)
+	defer env.Close()
+	got, err := env.Get(ctx, put.ID)
+	require.NoError(t, err)
+	require.Equal(t, put.Label, got.Label)
+	require.Equal(t, put.Time.UnixNano(), got.Time.UnixNano())
+	require.JSONEq(t, `{"seq":7,"note":"weights"}`, string(got.Body))
+	rec, err := Decode[sampleRecord](got)
+	require.NoError(t, err)
+	require.Equal(t, sampleRecord{Seq: 7, Note: "weights"}, rec)
+
+	_, err = env.Get(ctx, put.ID+100)
+	require.ErrorIs(t, err, ErrNoRecord)
+
+	names, err := List(WithDir(dir))
+	require.NoError(t, err)
+	require.Equal(t, []string{"bench"}, names)
+}
+
+func TestDataDirectoryResolution(t *testing.T) {
+	home, xdg, moved, opt := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_DATA_HOME", "")
+	t.Setenv(DirEnvVar, "")
+
+	p, err := Path("a")
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(home, ".local", "share", "vkrt", "env", "a.sqlite"), p)
+
+	t.Setenv("XDG_DATA_HOME", xdg)
+	p, err = Path("a")
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(xdg, "vkrt", "env", "a.sqlite"), p)
+
+	t.Setenv(DirEnvVar, moved)
+	p, err = Path("a")
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(moved, "a.sqlite"), p)
+
+	// An option beats every variable, and options compose without sharing
+	// state: the same slice opens where it says each time.
+	base := []Option{WithDir(opt)}
+	env, err := Open("a", append(base, WithDir(moved))...)
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(moved, "a.sqlite"), env.Path())
+	require.NoError(t, env.Close())
+	env, err = Open("a", base...)
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(opt, "a.sqlite"), env.Path())
+	require.NoError(t, env.Close())
+}
+
+func TestNamesAreValidated(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"", "a/b", `a\b`, "../up", ".hidden", "sp ace", "tab\t", "é", string(make([]byte, 200))} {
+		_, err := Open(name, WithDir(dir))
+		require.ErrorIs(t, err, ErrInvalidName, "name %q", name)
+		require.Contains(t, err.Error(), "environment: invalid name")
+	}
+	_, err := Open("a/b", WithDir(dir))
+	require.ErrorContains(t, err, "path separator")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "a refused name must create nothing")
+
+	for _, name := range []string{"default", "gpt2-train_2026.11", "A1"} {
+		require.NoError(t, ValidateName(name))
+	}
+}
+
+func TestWithoutCreateRefusesMissing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "not-yet")
+	_, err := Open("absent", WithDir(dir), WithoutCreate())
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.ErrorContains(t, err, `environment "absent" does not exist`)
+	_, statErr := os.Stat(dir)
+	require.ErrorIs(t, statErr, fs.ErrNotExist, "a refused open must not create the directory")
+}
+
+func TestRefusesFilesOfOthers(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name+".sqlite")
+		require.NoError(t, os.WriteFile(p, data, 0o644))
+		return p
+	}
+	withSQL := func(name string, stmts ...string) string {
+		p := filepath.Join(dir, name+".sqlite")
+		db, err := sql.Open("sqlite", p)
+		require.NoError(t, err)
+		for _, s := range stmts {
+			_, err := db.Exec(s)
+			require.NoError(t, err)
+		}
+		require.NoError(t, db.Close())
+		return p
+	}
+	cases := map[string]string{
+		"text":    write("text", []byte("name,value\nbert,12\n")),
+		"short":   write("short", []byte("SQL")),
+		"tables":  withSQL("tables", "CREATE TABLE users (id INTEGER)", "INSERT INTO users VALUES (1)"),
+		"foreign": withSQL("foreign", "PRAGMA application_id = 1234"),
+	}
+	for name, path := range cases {
+		before, err := os.ReadFile(path)
+		require.NoError(t, err)
+		_, err = Open(name, WithDir(dir))
+		require.ErrorIs(t, err, ErrNotEnvironment, name)
+		require.ErrorContains(t, err, path)
+		after, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.Equal(t, before, after, "%s: a refused file must be left as it was", name)
+		_, err = os.Stat(path + "-wal")
+		require.ErrorIs(t, err, fs.ErrNotExist, "%s: no log may be started on a refused file", name)
+	}
+}
+
+func TestNewerSchemaRefused(t *testing.T) {
+	dir := t.TempDir()
+	env, err := Open("future", WithDir(dir))
+	require.NoError(t, err)
+	_, err = env.db.Exec(fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion+3))
+	require.NoError(t, err)
+	require.NoError(t, env.Close())
+
+	_, err = Open("future", WithDir(dir))
+	require.ErrorIs(t, err, ErrNewerSchema)
+	var se *SchemaError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, SchemaVersion+3, se.Version)
+	require.Equal(t, SchemaVersion, se.Supported)
+	require.ErrorContains(t, err, fmt.Sprintf("schema version %d, this build reads up to %d", SchemaVersion+3, SchemaVersion))
+}
+
+func TestMigratesFromMarkedEmptyFile(t *testing.T) {
+	// A file marked as an environment at version 0 (created by a build
+	// killed before its first migration committed) is brought up to date.
+	dir := t.TempDir()
+	p := filepath.Join(dir, "half.sqlite")
+	db, err := sql.Open("sqlite", p)
+	require.NoError(t, err)
+	_, err = db.Exec(fmt.Sprintf("PRAGMA application_id = %d", applicationID))
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	env, err := Open("half", WithDir(dir))
+	require.NoError(t, err)
+	defer env.Close()
+	var version int64
+	require.NoError(t, env.db.QueryRow("PRAGMA user_version").Scan(&version))
+	require.Equal(t, SchemaVersion, version)
+	var mode string
+	require.NoError(t, env.db.QueryRow("PRAGMA journal_mode").Scan(&mode))
+	require.Equal(t, "wal", mode)
+	_, err = env.Put(context.Background(), "after migration", sampleRecord{Seq: 1})
+	require.NoError(t, err)
+}
+
+func TestPutRefusesBadInput(t *testing.T) {
+	env := openTemp(t, "bad")
+	ctx := context.Background()
+	_, err := env.PutJSON(ctx, "sample", "x", []byte(`{"seq":`))
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	require.ErrorContains(t, err, "not valid JSON")
+	_, err = env.PutJSON(ctx, "Sample Kind", "x", []byte(`{}`))
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	require.ErrorContains(t, err, `kind "Sample Kind"`)
+	_, err = env.PutJSON(ctx, "", "x", []byte(`{}`))
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	_, err = env.Put(ctx, "", sampleRecord{})
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	require.ErrorContains(t, err, "label is empty")
+	_, err = env.Put(ctx, "x", nil)
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	_, err = env.Put(ctx, "bad\xffutf8", sampleRecord{})
+	require.ErrorIs(t, err, ErrInvalidRecord)
+
+	all, err := env.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Empty(t, all, "refused records must store nothing")
+}
+
+func TestQuerySelects(t *testing.T) {
+	start := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	tick := 0
+	clock := func() time.Time { tick++; return start.Add(time.Duration(tick) * time.Minute) }
+	env := openTemp(t, "query", WithClock(clock))
+	ctx := context.Background()
+	labels := []string{"model loaded", "after the dry run", "after the real run", "model unloaded"}
+	for i, l := range labels {
+		_, err := env.Put(ctx, l, sampleRecord{Seq: i})
+		require.NoError(t, err)
+		_, err = env.Put(ctx, l, otherRecord{Value: float64(i) / 2})
+		require.NoError(t, err)
+	}
+	_, err := env.Put(ctx, "report", labelledRecord{Label: "report", Report: map[string]int{"pages": 3}})
+	require.NoError(t, err)
+
+	all, err := env.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, all, 9)
+	for i := 1; i < len(all); i++ {
+		require.Greater(t, all[i].ID, all[i-1].ID, "oldest first")
+	}
+
+	samples, err := env.Query(ctx, Query{Kind: "sample"})
+	require.NoError(t, err)
+	require.Len(t, samples, 4)
+
+	after, err := env.Query(ctx, Query{LabelGlob: "after *"})
+	require.NoError(t, err)
+	require.Len(t, after, 4)
+	for _, e := range after {
+		require.Contains(t, []string{"after the dry run", "after the real run"}, e.Label)
+	}
+	single, err := env.Query(ctx, Query{Kind: "other", LabelGlob: "model [lu]*"})
+	require.NoError(t, err)
+	require.Len(t, single, 2)
+	require.Equal(t, "model loaded", single[0].Label)
+	require.Equal(t, "model unloaded", single[1].Label)
+
+	// Records are stamped at minutes 1..9; Since is inclusive.
+	since, err := env.Query(ctx, Query{Since: start.Add(7 * time.Minute)})
+	require.NoError(t, err)
+	require.Len(t, since, 3)
+	require.Equal(t, start.Add(7*time.Minute).UnixNano(), since[0].Time.UnixNano())
+
+	last, err := env.Query(ctx, Query{Kind: "sample", Last: 2})
+	require.NoError(t, err)
+	require.Len(t, last, 2)
+	require.Equal(t, []string{"after the real run", "model unloaded"}, []string{last[0].Label, last[1].Label})
+
+	mem, err := env.Query(ctx, Query{Kind: KindMemory})
+	require.NoError(t, err)
+	require.Len(t, mem, 1)
+	require.Equal(t, `{"label":"report","report":{"pages":3}}`, string(mem[0].Body), "a record's own encoding is stored as it is")
+
+	_, err = env.Query(ctx, Query{LabelGlob: "after [the"})
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	require.ErrorContains(t, err, "never closes")
+	_, err = env.Query(ctx, Query{Last: -1})
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	_, err = env.Query(ctx, Query{Kind: "No Such"})
+	require.ErrorIs(t, err, ErrInvalidRecord)
+}
+
+func TestTypedQueries(t *testing.T) {
+	env := openTemp(t, "typed")
+	ctx := context.Background()
+	for i := range 3 {
+		_, err := env.Put(ctx, fmt.Sprintf("step %d", i), sampleRecord{Seq: i, Note: "n"})
+		require.NoError(t, err)
+	}
+	_, err := env.Put(ctx, "step 9", otherRecord{Value: 1.5})
+	require.NoError(t, err)
+
+	typed, err := QueryAs[sampleRecord](ctx, env, Query{LabelGlob: "step *"})
+	require.NoError(t, err)
+	require.Len(t, typed, 3)
+	for i, r := range typed {
+		require.Equal(t, i, r.Value.Seq)
+		require.Equal(t, fmt.Sprintf("step %d", i), r.Label)
+	}
+	others, err := QueryAs[otherRecord](ctx, env, Query{})
+	require.NoError(t, err)
+	require.Len(t, others, 1)
+	require.Equal(t, 1.5, others[0].Value.Value)
+
+	_, err = QueryAs[sampleRecord](ctx, env, Query{Kind: "other"})
+	require.ErrorIs(t, err, ErrKindMismatch)
+	_, err = Decode[sampleRecord](others[0].Entry)
+	require.ErrorIs(t, err, ErrKindMismatch)
+	require.ErrorContains(t, err, `kind "other"`)
+}
+
+func TestClosedEnvironment(t *testing.T) {
+	env, err := Open("closed", WithDir(t.TempDir()))
+	require.NoError(t, err)
+	require.NoError(t, env.Close())
+	require.NoError(t, env.Close())
+	_, err = env.Put(context.Background(), "late", sampleRecord{})
+	require.ErrorIs(t, err, ErrClosed)
+	_, err = env.Query(context.Background(), Query{})
+	require.ErrorIs(t, err, ErrClosed)
+}

@@ -1,0 +1,42 @@
+package environment
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrInvalidName: an environment name that cannot be a file name.
+	ErrInvalidName = errors.New("environment: invalid name")
+	// ErrNotEnvironment: the file exists but is not a vkrt environment.
+	ErrNotEnvironment = errors.New("environment: not a vkrt environment")
+	// ErrNewerSchema: the file was written by a newer vkrt. Typed form:
+	// *SchemaError.
+	ErrNewerSchema = errors.New("environment: schema newer than this build")
+	// ErrClosed: the environment was used after Close.
+	ErrClosed = errors.New("environment: closed")
+	// ErrInvalidRecord: a kind, label or body that cannot be stored, or a
+	// query that cannot be run.
+	ErrInvalidRecord = errors.New("environment: invalid record")
+	// ErrKindMismatch: an entry decoded as a type of another kind.
+	ErrKindMismatch = errors.New("environment: record kind mismatch")
+)
+
+// SchemaError is ErrNewerSchema with the numbers: the file's schema version
+// and the newest one this build reads.
+type SchemaError struct {
+	Path      string
+	Version   int64
+	Supported int64
+}
+
+func (e *SchemaError) Error() string {
+	return fmt.Sprintf("environment: %s has schema version %d, this build reads up to %d; open it with a newer vkrt",
+		e.Path, e.Version, e.Supported)
+}
+
+// Is makes a *SchemaError match ErrNewerSchema.
+func (e *SchemaError) Is(target error) bool { return target == ErrNewerSchema }
+
+// ErrNoRecord: no record has the id asked for.
+var ErrNoRecord = errors.New("environment: no such record")

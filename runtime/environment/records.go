@@ -1,0 +1,279 @@
+package environment
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/goccy/go-json"
+)
+
+// Record is a value an environment can store: its kind names the table of
+// meaning its JSON body belongs to ("memory", …). Kind must not depend on the
+// value, since typed queries ask it of the zero value.
+type Record interface {
+	Kind() string
+}
+
+// KindMemory is the kind of the memory records clients write: a stream's
+// pool report at a moment the caller named.
+const KindMemory = "memory"
+
+// Entry is one stored record: where it sits, what it is, and its JSON body.
+type Entry struct {
+	ID    int64
+	Kind  string
+	Label string
+	Time  time.Time
+	Body  []byte
+}
+
+// Decode unmarshals the body into v.
+func (e Entry) Decode(v any) error {
+	if err := json.Unmarshal(e.Body, v); err != nil {
+		return fmt.Errorf("environment: decoding record %d (kind %q) into %T: %w", e.ID, e.Kind, v, err)
+	}
+	return nil
+}
+
+// Typed is an entry together with its body decoded.
+type Typed[T Record] struct {
+	Entry
+	Value T
+}
+
+// Decode decodes an entry as a T, refusing an entry of another kind with
+// ErrKindMismatch.
+func Decode[T Record](e Entry) (T, error) {
+	var v T
+	if kind := v.Kind(); e.Kind != kind {
+		return v, fmt.Errorf("%w: record %d is of kind %q, asked to decode it as %T of kind %q", ErrKindMismatch, e.ID, e.Kind, v, kind)
+	}
+	err := e.Decode(&v)
+	return v, err
+}
+
+// Query selects records. The zero Query selects every record.
+type Query struct {
+	// Kind selects records of one kind; empty selects every kind.
+	Kind string
+	// LabelGlob selects labels matching a glob: '*' any run of characters,
+	// '?' one character, '[...]' a set (SQLite GLOB, case-sensitive). Empty
+	// selects every label.
+	LabelGlob string
+	// Since selects records written at or after this time; zero selects all.
+	Since time.Time
+	// Last, when positive, keeps only the newest Last records.
+	Last int
+}
+
+// Put stores rec under label as one transaction and returns its entry. The
+// body is rec's JSON encoding.
+func (e *Env) Put(ctx context.Context, label string, rec Record) (Entry, error) {
+	if rec == nil {
+		return Entry{}, fmt.Errorf("%w: nil record for label %q", ErrInvalidRecord, label)
+	}
+	body, err := json.Marshal(rec)
+	if err != nil {
+		return Entry{}, fmt.Errorf("environment: encoding %T record %q: %w", rec, label, err)
+	}
+	return e.PutJSON(ctx, rec.Kind(), label, body)
+}
+
+// PutJSON stores a body that is already JSON, as one transaction.
+func (e *Env) PutJSON(ctx context.Context, kind, label string, body []byte) (Entry, error) {
+	if err := e.usable(); err != nil {
+		return Entry{}, err
+	}
+	if err := validateKind(kind); err != nil {
+		return Entry{}, err
+	}
+	if err := validateLabel(label); err != nil {
+		return Entry{}, err
+	}
+	if !json.Valid(body) {
+		return Entry{}, fmt.Errorf("%w: body of %q record %q is not valid JSON (%d bytes)", ErrInvalidRecord, kind, label, len(body))
+	}
+	at := e.now()
+	tx, err := e.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Entry{}, fmt.Errorf("environment %q: writing %q record %q: %w", e.name, kind, label, err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, "INSERT INTO records (kind, label, time_ns, body) VALUES (?, ?, ?, ?)",
+		kind, label, at.UnixNano(), string(body))
+	if err != nil {
+		return Entry{}, fmt.Errorf("environment %q: writing %q record %q: %w", e.name, kind, label, err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return Entry{}, fmt.Errorf("environment %q: writing %q record %q: %w", e.name, kind, label, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Entry{}, fmt.Errorf("environment %q: committing %q record %q: %w", e.name, kind, label, err)
+	}
+	return Entry{ID: id, Kind: kind, Label: label, Time: time.Unix(0, at.UnixNano()), Body: body}, nil
+}
+
+// Get returns the record with the given id, or ErrNoRecord.
+func (e *Env) Get(ctx context.Context, id int64) (Entry, error) {
+	if err := e.usable(); err != nil {
+		return Entry{}, err
+	}
+	row := e.db.QueryRowContext(ctx, "SELECT id, kind, label, time_ns, body FROM records WHERE id = ?", id)
+	ent, err := scanEntry(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Entry{}, fmt.Errorf("%w: environment %q has no record %d", ErrNoRecord, e.name, id)
+	}
+	if err != nil {
+		return Entry{}, fmt.Errorf("environment %q: reading record %d: %w", e.name, id, err)
+	}
+	return ent, nil
+}
+
+// Query returns the records q selects, oldest first (in the order they were
+// committed).
+func (e *Env) Query(ctx context.Context, q Query) ([]Entry, error) {
+	if err := e.usable(); err != nil {
+		return nil, err
+	}
+	if q.Kind != "" {
+		if err := validateKind(q.Kind); err != nil {
+			return nil, err
+		}
+	}
+	if err := validateGlob(q.LabelGlob); err != nil {
+		return nil, err
+	}
+	if q.Last < 0 {
+		return nil, fmt.Errorf("%w: Last is %d, must be 0 (all) or positive", ErrInvalidRecord, q.Last)
+	}
+	var where []string
+	var args []any
+	if q.Kind != "" {
+		where, args = append(where, "kind = ?"), append(args, q.Kind)
+	}
+	if q.LabelGlob != "" {
+		where, args = append(where, "label GLOB ?"), append(args, q.LabelGlob)
+	}
+	if !q.Since.IsZero() {
+		where, args = append(where, "time_ns >= ?"), append(args, q.Since.UnixNano())
+	}
+	stmt := "SELECT id, kind, label, time_ns, body FROM records"
+	if len(where) > 0 {
+		stmt += " WHERE " + strings.Join(where, " AND ")
+	}
+	if q.Last > 0 {
+		stmt = "SELECT * FROM (" + stmt + " ORDER BY id DESC LIMIT ?)"
+		args = append(args, q.Last)
+	}
+	stmt += " ORDER BY id"
+	rows, err := e.db.QueryContext(ctx, stmt, args...)
+	if err != nil {
+		return nil, fmt.Errorf("environment %q: querying: %w", e.name, err)
+	}
+	defer rows.Close()
+	var out []Entry
+	for rows.Next() {
+		ent, err := scanEntry(rows)
+		if err != nil {
+			return nil, fmt.Errorf("environment %q: reading records: %w", e.name, err)
+		}
+		out = append(out, ent)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("environment %q: reading records: %w", e.name, err)
+	}
+	return out, nil
+}
+
+// QueryAs returns the records of T's kind that q selects, decoded. q.Kind
+// must be empty or T's kind.
+func QueryAs[T Record](ctx context.Context, e *Env, q Query) ([]Typed[T], error) {
+	var zero T
+	kind := zero.Kind()
+	if q.Kind != "" && q.Kind != kind {
+		return nil, fmt.Errorf("%w: query asks for kind %q, decoding as %T of kind %q", ErrKindMismatch, q.Kind, zero, kind)
+	}
+	q.Kind = kind
+	entries, err := e.Query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Typed[T], 0, len(entries))
+	for _, ent := range entries {
+		v, err := Decode[T](ent)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Typed[T]{Entry: ent, Value: v})
+	}
+	return out, nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanEntry(s scanner) (Entry, error) {
+	var ent Entry
+	var ns int64
+	var body string
+	if err := s.Scan(&ent.ID, &ent.Kind, &ent.Label, &ns, &body); err != nil {
+		return Entry{}, err
+	}
+	ent.Time = time.Unix(0, ns)
+	ent.Body = []byte(body)
+	return ent, nil
+}
+
+const maxKindLen, maxLabelLen = 64, 4096
+
+func validateKind(kind string) error {
+	if kind == "" || len(kind) > maxKindLen {
+		return fmt.Errorf("%w: kind %q must be 1 to %d bytes", ErrInvalidRecord, kind, maxKindLen)
+	}
+	for _, r := range kind {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return fmt.Errorf("%w: kind %q contains %q; kinds use lower-case letters, digits, '-', '_' and '.'", ErrInvalidRecord, kind, r)
+		}
+	}
+	return nil
+}
+
+func validateLabel(label string) error {
+	switch {
+	case label == "":
+		return fmt.Errorf("%w: the label is empty; name what the record is a snapshot of", ErrInvalidRecord)
+	case len(label) > maxLabelLen:
+		return fmt.Errorf("%w: label is %d bytes, at most %d allowed", ErrInvalidRecord, len(label), maxLabelLen)
+	case !utf8.ValidString(label) || strings.ContainsRune(label, 0):
+		return fmt.Errorf("%w: label %q is not NUL-free UTF-8", ErrInvalidRecord, label)
+	}
+	return nil
+}
+
+// validateGlob refuses a set that never closes, which GLOB would silently
+// treat as matching nothing.
+func validateGlob(glob string) error {
+	for i := 0; i < len(glob); i++ {
+		if glob[i] != '[' {
+			continue
+		}
+		j := i + 1
+		if j < len(glob) && glob[j] == '^' {
+			j++
+		}
+		if j < len(glob) && glob[j] == ']' {
+			j++ // a ']' first in the set is a member
+		}
+		end := strings.IndexByte(glob[j:], ']')
+		if end < 0 {
+			return fmt.Errorf("%w: label glob %q opens a set at byte %d that never closes", ErrInvalidRecord, glob, i)
+		}
+		i = j + end
+	}
+	return nil
+}
