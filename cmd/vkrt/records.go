@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	json "github.com/goccy/go-json"
+	"github.com/spf13/cobra"
+
+	"github.com/vkrt/vkrt/memory"
+	"github.com/vkrt/vkrt/runtime/environment"
+)
+
+// allKinds is the --kind value that lists records of every kind.
+const allKinds = "all"
+
+func newRecordsCmd() *cobra.Command {
+	var (
+		envName string
+		glob    string
+		kind    string
+		last    int
+		asJSON  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "records",
+		Short: "the memory records of an environment",
+		Long: `List the records of an environment, oldest first: by default its memory
+records (a stream's pool report at a moment a workload named), one row each
+with the pools, the bytes reserved and in use, and the peak pages. --json
+writes one object per line: id, kind, label, time and the record itself.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q := environment.Query{LabelGlob: glob, Last: last, Kind: kind}
+			if kind == allKinds {
+				q.Kind = ""
+			}
+			return listRecords(cmd.Context(), cmd.OutOrStdout(), envName, q, asJSON)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&envName, "env", environment.DefaultName, "environment name (directory: $"+environment.DirEnvVar+", else the XDG data directory)")
+	f.StringVar(&glob, "label", "", "only labels matching this glob ('*', '?', '[...]')")
+	f.StringVar(&kind, "kind", environment.KindMemory, "record kind, or '"+allKinds+"' for every kind")
+	f.IntVar(&last, "last", 0, "only the newest N records")
+	f.BoolVar(&asJSON, "json", false, "one JSON object per line")
+	return cmd
+}
+
+func init() { rootCmd.AddCommand(newRecordsCmd()) }
+
+// recordLine is one record in --json output.
+type recordLine struct {
+	ID     int64           `json:"id"`
+	Kind   string          `json:"kind"`
+	Label  string          `json:"label"`
+	Time   time.Time       `json:"time"`
+	Record json.RawMessage `json:"record"`
+}
+
+func listRecords(ctx context.Context, out io.Writer, envName string, q environment.Query, asJSON bool) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	env, err := environment.OpenContext(ctx, envName, environment.WithoutCreate())
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	entries, err := env.Query(ctx, q)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(out)
+		for _, e := range entries {
+			line := recordLine{ID: e.ID, Kind: e.Kind, Label: e.Label, Time: e.Time.UTC(), Record: e.Body}
+			if err := enc.Encode(line); err != nil {
+				return fmt.Errorf("writing record %d: %w", e.ID, err)
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTIME\tKIND\tLABEL\tPOOLS\tRESERVED\tIN USE\tPEAK PAGES")
+	for _, e := range entries {
+		pools, reserved, inUse, peak := "-", "-", "-", "-"
+		if e.Kind == memory.RecordKind {
+			var rec memory.Record
+			if err := e.Decode(&rec); err != nil {
+				return err
+			}
+			u := rec.Report.Usage()
+			pools = strconv.Itoa(len(rec.Report.Dynamic) + 1) // the dynamic pools and the persistent one
+			reserved, inUse = memory.FormatBytes(u.BytesReserved), memory.FormatBytes(u.BytesInUse)
+			peak = strconv.FormatUint(peakPages(rec.Report), 10)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Time.Format("2006-01-02 15:04:05"), e.Kind, e.Label,
+			pools, reserved, inUse, peak)
+	}
+	return tw.Flush()
+}
+
+// peakPages sums every pool's high-water mark: the device allocations a
+// plan capped at this report would hold at most.
+func peakPages(r memory.Report) uint64 {
+	n := r.Persistent.PagesPeak
+	for _, p := range r.Dynamic {
+		n += p.PagesPeak
+	}
+	return n
+}

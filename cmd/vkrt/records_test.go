@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io/fs"
+	"strings"
+	"testing"
+
+	json "github.com/goccy/go-json"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/memory"
+	"github.com/vkrt/vkrt/runtime/environment"
+)
+
+// executeRecords runs `vkrt records args...` in-process with fresh flag
+// values and returns what it wrote.
+func executeRecords(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var sub *cobra.Command
+	for _, c := range rootCmd.Commands() {
+		if c.Name() == "records" {
+			sub = c
+		}
+	}
+	require.NotNil(t, sub, "records is registered on the root command")
+	sub.Flags().VisitAll(func(f *pflag.Flag) {
+		require.NoError(t, f.Value.Set(f.DefValue))
+		f.Changed = false
+	})
+	var out bytes.Buffer
+	rootCmd.SetOut(&out)
+	rootCmd.SetErr(&out)
+	rootCmd.SetArgs(append([]string{"records"}, args...))
+	defer rootCmd.SetArgs(nil)
+	err := rootCmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// sampleMemoryRecord is a report of a sliced pool over 1 MB pages and the
+// persistent pool, scaled by n so records tell apart.
+func sampleMemoryRecord(label string, n uint64) memory.Record {
+	return memory.Record{Label: label, Report: memory.Report{
+		Dynamic: []memory.PoolReport{{
+			Kind:  memory.SlicedKind{PageSize: 1 << 20, MaxSliceSize: 1 << 20, MaxPoolSize: ptr(uint64(4 << 20))},
+			Usage: memory.Usage{NumberAllocs: n, BytesInUse: 1000 * n, BytesPadding: 8 * n, BytesReserved: n << 20},
+			Pages: n, PagesPeak: n + 1, PagesUnmapped: n, LargestAlloc: 1000,
+		}},
+		Persistent: memory.PoolReport{
+			Kind:  memory.PersistentKind{},
+			Usage: memory.Usage{NumberAllocs: 1, BytesInUse: 500, BytesReserved: 512},
+			Pages: 1, PagesPeak: 1,
+		},
+	}}
+}
+
+func seedEnvironment(t *testing.T, name string) {
+	t.Helper()
+	env, err := environment.Open(name)
+	require.NoError(t, err)
+	defer env.Close()
+	ctx := context.Background()
+	for i, label := range []string{"model loaded", "after the dry run", "after the real run"} {
+		body, err := json.Marshal(sampleMemoryRecord(label, uint64(i+1)))
+		require.NoError(t, err)
+		_, err = env.PutJSON(ctx, environment.KindMemory, label, body)
+		require.NoError(t, err)
+	}
+	_, err = env.PutJSON(ctx, "note", "after the note", []byte(`{"text":"not a memory record"}`))
+	require.NoError(t, err)
+}
+
+func TestRecordsTable(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	seedEnvironment(t, "bench")
+
+	out, err := executeRecords(t, "--env", "bench")
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.Len(t, lines, 4, out)
+	require.Equal(t, []string{"ID", "TIME", "KIND", "LABEL", "POOLS", "RESERVED", "IN", "USE", "PEAK", "PAGES"}, strings.Fields(lines[0]))
+	// Second record: n=2 → reserved 2 MiB + 512 B, in use 2000+500 B, peak 3+1 pages.
+	require.Contains(t, lines[2], "after the dry run")
+	fields := strings.Fields(lines[2])
+	require.Equal(t, []string{"2", "memory"}, []string{fields[0], fields[3]})
+	tail := fields[len(fields)-6:]
+	require.Equal(t, []string{"2", memory.FormatBytes(2<<20 + 512), memory.FormatBytes(2500), "4"},
+		[]string{tail[0], tail[1] + " " + tail[2], tail[3] + " " + tail[4], tail[5]})
+	require.NotContains(t, out, "after the note", "only memory records by default")
+
+	out, err = executeRecords(t, "--env", "bench", "--label", "after *")
+	require.NoError(t, err)
+	require.Equal(t, 3, strings.Count(out, "\n"), out)
+	require.NotContains(t, out, "model loaded")
+
+	out, err = executeRecords(t, "--env", "bench", "--kind", "all", "--last", "2")
+	require.NoError(t, err)
+	require.Contains(t, out, "after the note")
+	require.Contains(t, out, "after the real run")
+	require.NotContains(t, out, "after the dry run")
+}
+
+func TestRecordsJSON(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	seedEnvironment(t, "bench")
+
+	out, err := executeRecords(t, "--env", "bench", "--json")
+	require.NoError(t, err)
+	sc := bufio.NewScanner(strings.NewReader(out))
+	var labels []string
+	for sc.Scan() {
+		var line struct {
+			ID     int64         `json:"id"`
+			Kind   string        `json:"kind"`
+			Label  string        `json:"label"`
+			Time   string        `json:"time"`
+			Record memory.Record `json:"record"`
+		}
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &line), sc.Text())
+		require.Equal(t, environment.KindMemory, line.Kind)
+		require.Equal(t, line.Label, line.Record.Label)
+		require.NotEmpty(t, line.Time)
+		n := uint64(len(labels) + 1)
+		require.Equal(t, sampleMemoryRecord(line.Label, n), line.Record)
+		labels = append(labels, line.Label)
+	}
+	require.Equal(t, []string{"model loaded", "after the dry run", "after the real run"}, labels)
+}
+
+func TestRecordsErrors(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(environment.DirEnvVar, dir)
+	_, err := executeRecords(t, "--env", "missing")
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.ErrorContains(t, err, `environment "missing" does not exist`)
+	names, err := environment.List()
+	require.NoError(t, err)
+	require.Empty(t, names, "reading must not create an environment")
+
+	_, err = executeRecords(t, "--env", "../elsewhere")
+	require.ErrorIs(t, err, environment.ErrInvalidName)
+
+	seedEnvironment(t, "bench")
+	_, err = executeRecords(t, "--env", "bench", "--label", "[unclosed")
+	require.ErrorIs(t, err, environment.ErrInvalidRecord)
+	_, err = executeRecords(t, "--env", "bench", "extra-arg")
+	require.Error(t, err)
+}
