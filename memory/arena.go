@@ -1,0 +1,172 @@
+package memory
+
+import (
+	"fmt"
+	"slices"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// arenaPool places reservations where an offline plan says. Slots may share
+// addresses (their planned lifetimes are disjoint), so each page keeps its
+// live ranges sorted by offset and a slot is taken only when its range is
+// free right now.
+type arenaPool struct {
+	poolBase
+	cfg   *arenaConfig
+	pages []arenaPage
+	refs  []arenaRef
+	spare []int32
+}
+
+type arenaPage struct {
+	devicePage
+	held   bool
+	ranges []arenaRange // live ranges, sorted by offset
+}
+
+type arenaRange struct{ offset, end uint64 }
+
+type arenaRef struct {
+	page   uint32
+	offset uint64
+	size   uint64
+}
+
+func newArenaPool(cfg *arenaConfig, storage vkruntime.Storage, total *Usage) *arenaPool {
+	return &arenaPool{poolBase: poolBase{storage: storage, total: total}, cfg: cfg, pages: make([]arenaPage, len(cfg.pages))}
+}
+
+func (p *arenaPool) report() PoolReport {
+	var bytes uint64
+	for _, s := range p.cfg.pages {
+		bytes += s
+	}
+	return p.reportWith(ArenaKind{PageBytes: bytes, Slots: uint64(len(p.cfg.slots))})
+}
+
+// place reserves the k-th planned slot for size aligned bytes; hit is false
+// when the stream diverged from the plan (past its end, another size, or the
+// range still taken).
+func (p *arenaPool) place(k uint64, size, requested uint64, lazy bool) (ref int32, hit bool, err error) {
+	if k >= uint64(len(p.cfg.slots)) {
+		return 0, false, nil
+	}
+	slot := p.cfg.slots[k]
+	if slot.Size != size {
+		return 0, false, nil
+	}
+	pg := &p.pages[slot.Page]
+	end := slot.Offset + size
+	i, _ := slices.BinarySearchFunc(pg.ranges, slot.Offset, func(r arenaRange, off uint64) int {
+		switch {
+		case r.end <= off:
+			return -1
+		case r.offset > off:
+			return 1
+		}
+		return 0
+	})
+	if i < len(pg.ranges) && pg.ranges[i].offset < end {
+		return 0, false, nil
+	}
+	if !pg.held {
+		dp, err := p.openPage(p.cfg.pages[slot.Page], lazy)
+		if err != nil {
+			return 0, false, err
+		}
+		pg.devicePage, pg.held = dp, true
+	} else if !lazy {
+		if err := p.mapPage(&pg.devicePage); err != nil {
+			return 0, false, err
+		}
+	}
+	pg.ranges = slices.Insert(pg.ranges, i, arenaRange{offset: slot.Offset, end: end})
+	r := arenaRef{page: slot.Page, offset: slot.Offset, size: size}
+	if n := len(p.spare); n > 0 {
+		ref = p.spare[n-1]
+		p.spare = p.spare[:n-1]
+		p.refs[ref] = r
+	} else {
+		p.refs = append(p.refs, r)
+		ref = int32(len(p.refs) - 1)
+	}
+	p.countAlloc(requested, size)
+	return ref, true, nil
+}
+
+func (p *arenaPool) free(ref int32, requested uint64) {
+	r := p.refs[ref]
+	pg := &p.pages[r.page]
+	i, _ := slices.BinarySearchFunc(pg.ranges, r.offset, func(x arenaRange, off uint64) int {
+		if x.offset < off {
+			return -1
+		} else if x.offset > off {
+			return 1
+		}
+		return 0
+	})
+	pg.ranges = slices.Delete(pg.ranges, i, i+1)
+	p.uncountAlloc(requested, r.size)
+	p.spare = append(p.spare, ref)
+}
+
+func (p *arenaPool) resolve(ref int32) (vkruntime.StorageHandle, error) {
+	r := p.refs[ref]
+	pg := &p.pages[r.page]
+	if err := p.mapPage(&pg.devicePage); err != nil {
+		return vkruntime.StorageHandle{}, err
+	}
+	return vkruntime.StorageHandle{ID: pg.handle.ID, Offset: r.offset, Size: r.size}, nil
+}
+
+func (p *arenaPool) locate(ref int32) (int, uint64, uint64) {
+	r := p.refs[ref]
+	return int(r.page), r.offset, r.size
+}
+
+// cleanup returns empty arena pages on an explicit cleanup only.
+func (p *arenaPool) cleanup(explicit bool) {
+	if !explicit {
+		return
+	}
+	for i := range p.pages {
+		pg := &p.pages[i]
+		if pg.held && len(pg.ranges) == 0 {
+			p.closePage(&pg.devicePage)
+			pg.held = false
+		}
+	}
+}
+
+func (p *arenaPool) checkInvariants() error {
+	var held, unmapped, live, reserved uint64
+	for i := range p.pages {
+		pg := &p.pages[i]
+		if !pg.held {
+			if len(pg.ranges) != 0 {
+				return fmt.Errorf("arena: released page %d has live ranges", i)
+			}
+			continue
+		}
+		held++
+		reserved += pg.size
+		if !pg.mapped {
+			unmapped++
+		}
+		for j, r := range pg.ranges {
+			if r.end > pg.size || (j > 0 && pg.ranges[j-1].end > r.offset) {
+				return fmt.Errorf("arena: page %d ranges overlap or pass the page at %d", i, r.offset)
+			}
+		}
+		live += uint64(len(pg.ranges))
+	}
+	switch {
+	case held != p.pageCount || unmapped != p.pagesUnmapped || reserved != p.usage.BytesReserved:
+		return fmt.Errorf("arena: %d pages (%d unmapped, %d B) held, recorded %d (%d, %d B)",
+			held, unmapped, reserved, p.pageCount, p.pagesUnmapped, p.usage.BytesReserved)
+	case live != p.usage.NumberAllocs:
+		return fmt.Errorf("arena: %d live ranges, usage says %d", live, p.usage.NumberAllocs)
+	}
+	return nil
+}

@@ -1,0 +1,38 @@
+// Package memory is vkrt's memory core: the pools that carve device
+// allocations into buffers, the per-stream [Manager] that routes reservations
+// through them, the [Layout] that configures them and the [Report] a measured
+// plan is derived from.
+//
+// # Pools
+//
+//   - Sliced pools carve fixed-size pages into slices by a deterministic
+//     first-fit over pages in index order (lowest page, then lowest offset),
+//     coalescing free neighbours.
+//   - Exclusive pools give every reservation a page of its own, sized to the
+//     first request that needed it, and reuse a free page for any request it
+//     fits (the smallest such page). Pages unused for a whole dealloc period,
+//     counted in the pool's reservations, return to the driver.
+//   - The direct pool makes one device allocation per reservation, sized to
+//     the aligned request, and reuses free ones by exact size only. Cached free
+//     allocations go back to the driver, oldest first, when a new one would
+//     take the pool's reserved bytes past its reclaim watermark.
+//   - The persistent pool serves everything reserved inside a persistent
+//     window: exact-fit allocations reused by identical size, kept until an
+//     explicit cleanup. Install leaves it alone.
+//   - The arena pool (the [ArenaLayout]) places the k-th reservation after an
+//     Install at a slot planned offline from a dry run.
+//
+// # Reservations
+//
+// Sizes are padded up to the device alignment. A zero-size request is padded
+// to one alignment unit like any other size: it gets a valid, bindable slice
+// and counts as an allocation of 0 requested bytes. Lazy reservations carve
+// pages that get no device memory until [Manager.Resolve] needs them, so a dry
+// run measures a workload without holding its memory.
+//
+// # Concurrency
+//
+// A Manager is not safe for concurrent use: callers serialise access (the
+// client holds one lock per stream around it). The types Layout, Report and
+// Usage are plain values.
+package memory

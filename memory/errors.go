@@ -1,0 +1,75 @@
+package memory
+
+import (
+	"errors"
+	"fmt"
+)
+
+// InstallErrorKind says why a layout was not installed.
+type InstallErrorKind int
+
+const (
+	// PoolsInUse: the dynamic pools still hold live allocations, so the
+	// previous layout was kept. Transient: retry once they drain.
+	PoolsInUse InstallErrorKind = iota + 1
+	// StreamUnavailable: the calling stream is in an error state.
+	StreamUnavailable
+	// Unsupported: the backend has no configurable pools. Permanent.
+	Unsupported
+	// InvalidLayout: the layout cannot be honoured. Permanent.
+	InvalidLayout
+)
+
+func (k InstallErrorKind) String() string {
+	switch k {
+	case PoolsInUse:
+		return "PoolsInUse"
+	case StreamUnavailable:
+		return "StreamUnavailable"
+	case Unsupported:
+		return "Unsupported"
+	case InvalidLayout:
+		return "InvalidLayout"
+	}
+	return fmt.Sprintf("InstallErrorKind(%d)", int(k))
+}
+
+// InstallError is why Install (or NewManager) did not take a layout.
+// BytesInUse is set for PoolsInUse, Reason for InvalidLayout.
+type InstallError struct {
+	Kind       InstallErrorKind
+	BytesInUse uint64
+	Reason     string
+}
+
+func (e *InstallError) Error() string {
+	switch e.Kind {
+	case PoolsInUse:
+		return fmt.Sprintf("%d B still live in the pools", e.BytesInUse)
+	case StreamUnavailable:
+		return "the calling stream is in an error state"
+	case Unsupported:
+		return "this backend has no configurable memory pools"
+	case InvalidLayout:
+		return "the pool layout cannot be honoured: " + e.Reason
+	}
+	return fmt.Sprintf("install error of unknown kind %d", int(e.Kind))
+}
+
+// Transient reports whether retrying the same install later can succeed:
+// only PoolsInUse is.
+func (e *InstallError) Transient() bool { return e.Kind == PoolsInUse }
+
+// Is lets errors.Is match an *InstallError by kind: errors.Is(err,
+// &InstallError{Kind: PoolsInUse}).
+func (e *InstallError) Is(target error) bool {
+	var t *InstallError
+	if errors.As(target, &t) {
+		return t.Kind == e.Kind
+	}
+	return false
+}
+
+func invalidLayout(format string, args ...any) *InstallError {
+	return &InstallError{Kind: InvalidLayout, Reason: fmt.Sprintf(format, args...)}
+}

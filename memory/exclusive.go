@@ -1,0 +1,161 @@
+package memory
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// exclusivePool gives each reservation a whole page. A new page is sized to
+// the request; a free page is reused by any request it fits, the smallest
+// such page first (lowest index on ties). Pages that stayed free for a
+// whole period of the pool's reservations go back to the driver.
+type exclusivePool struct {
+	poolBase
+	maxAlloc  uint64
+	pages     []exclusivePage
+	spare     []int32 // page slots not held
+	freeBySz  []int32 // free held pages, ordered by (size, index)
+	served    uint64  // reservations served: the dealloc clock
+	lastSweep uint64
+}
+
+type exclusivePage struct {
+	devicePage
+	held, inUse bool
+	lastUsed    uint64 // the clock when the page was last reserved or freed
+}
+
+func newExclusivePool(c poolConfig, storage vkruntime.Storage, total *Usage) *exclusivePool {
+	return &exclusivePool{poolBase: poolBase{storage: storage, total: total}, maxAlloc: c.maxAlloc}
+}
+
+func (p *exclusivePool) accepts(size uint64) bool { return size <= p.maxAlloc }
+
+func (p *exclusivePool) report() PoolReport {
+	return p.reportWith(ExclusiveKind{MaxAllocSize: p.maxAlloc})
+}
+
+func (p *exclusivePool) capacity() (uint64, uint64, bool) { return 0, 0, false }
+
+func (p *exclusivePool) compare(a, b int32) int {
+	return cmp.Or(cmp.Compare(p.pages[a].size, p.pages[b].size), cmp.Compare(a, b))
+}
+
+func (p *exclusivePool) reserve(size, requested uint64, lazy bool) (int32, error) {
+	i, _ := slices.BinarySearchFunc(p.freeBySz, size, func(ref int32, s uint64) int { return cmp.Compare(p.pages[ref].size, s) })
+	var ref int32
+	if i < len(p.freeBySz) {
+		ref = p.freeBySz[i]
+		if !lazy {
+			if err := p.mapPage(&p.pages[ref].devicePage); err != nil {
+				return 0, err
+			}
+		}
+		p.freeBySz = slices.Delete(p.freeBySz, i, i+1)
+	} else {
+		dp, err := p.openPage(size, lazy)
+		if err != nil {
+			return 0, err
+		}
+		if n := len(p.spare); n > 0 {
+			ref = p.spare[n-1]
+			p.spare = p.spare[:n-1]
+		} else {
+			p.pages = append(p.pages, exclusivePage{})
+			ref = int32(len(p.pages) - 1)
+		}
+		p.pages[ref] = exclusivePage{devicePage: dp, held: true}
+	}
+	pg := &p.pages[ref]
+	pg.inUse = true
+	pg.lastUsed = p.served
+	p.served++
+	p.countAlloc(requested, pg.size)
+	if p.served-p.lastSweep >= exclusiveDeallocPeriod {
+		p.sweep(false)
+	}
+	return ref, nil
+}
+
+func (p *exclusivePool) free(ref int32, requested uint64) {
+	pg := &p.pages[ref]
+	pg.inUse = false
+	pg.lastUsed = p.served
+	p.uncountAlloc(requested, pg.size)
+	i, _ := slices.BinarySearchFunc(p.freeBySz, ref, p.compare)
+	p.freeBySz = slices.Insert(p.freeBySz, i, ref)
+}
+
+// sweep returns free pages: all of them when explicit, otherwise those
+// that stayed free for a whole period.
+func (p *exclusivePool) sweep(explicit bool) {
+	p.lastSweep = p.served
+	released := false
+	p.freeBySz = slices.DeleteFunc(p.freeBySz, func(ref int32) bool {
+		pg := &p.pages[ref]
+		if !explicit && p.served-pg.lastUsed < exclusiveDeallocPeriod {
+			return false
+		}
+		p.closePage(&pg.devicePage)
+		*pg = exclusivePage{}
+		p.spare = append(p.spare, ref)
+		released = true
+		return true
+	})
+	if released {
+		p.storage.Flush()
+	}
+}
+
+func (p *exclusivePool) cleanup(explicit bool) { p.sweep(explicit) }
+
+func (p *exclusivePool) resolve(ref int32) (vkruntime.StorageHandle, error) {
+	pg := &p.pages[ref]
+	if err := p.mapPage(&pg.devicePage); err != nil {
+		return vkruntime.StorageHandle{}, err
+	}
+	return vkruntime.StorageHandle{ID: pg.handle.ID, Offset: 0, Size: pg.size}, nil
+}
+
+func (p *exclusivePool) locate(ref int32) (int, uint64, uint64) {
+	return int(ref), 0, p.pages[ref].size
+}
+
+func (p *exclusivePool) checkInvariants() error {
+	var held, unmapped, live, reserved uint64
+	free := 0
+	for i := range p.pages {
+		pg := &p.pages[i]
+		if !pg.held {
+			continue
+		}
+		held++
+		reserved += pg.size
+		if !pg.mapped {
+			unmapped++
+		}
+		if pg.inUse {
+			live++
+		} else {
+			free++
+		}
+	}
+	switch {
+	case held != p.pageCount || unmapped != p.pagesUnmapped || reserved != p.usage.BytesReserved:
+		return fmt.Errorf("exclusive pool: %d pages (%d unmapped, %d B) held, recorded %d (%d, %d B)",
+			held, unmapped, reserved, p.pageCount, p.pagesUnmapped, p.usage.BytesReserved)
+	case live != p.usage.NumberAllocs:
+		return fmt.Errorf("exclusive pool: %d pages in use, usage says %d allocations", live, p.usage.NumberAllocs)
+	case free != len(p.freeBySz) || !slices.IsSortedFunc(p.freeBySz, p.compare):
+		return fmt.Errorf("exclusive pool: %d free pages but the size index has %d or is unsorted", free, len(p.freeBySz))
+	}
+	for _, ref := range p.freeBySz {
+		if !p.pages[ref].held || p.pages[ref].inUse {
+			return fmt.Errorf("exclusive pool: page %d in the free index is not a free page", ref)
+		}
+	}
+	return nil
+}

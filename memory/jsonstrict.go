@@ -1,0 +1,153 @@
+package memory
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"sort"
+
+	json "github.com/goccy/go-json"
+)
+
+// The decoders here are strict on purpose: a record or layout that does not
+// have exactly the shape the contract shows is an error, never a silently
+// different value. Unknown fields, unknown variants, nulls where a number is
+// due, wrong types and trailing data are refused.
+
+// jsonObject is a decoded JSON object whose members are decoded on demand.
+type jsonObject struct {
+	what    string
+	members map[string]json.RawMessage
+}
+
+func isJSONNull(data []byte) bool { return bytes.Equal(bytes.TrimSpace(data), []byte("null")) }
+
+// decodeObject reads a JSON object whose member names are all in allowed.
+func decodeObject(data []byte, what string, allowed ...string) (jsonObject, error) {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return jsonObject{}, fmt.Errorf("memory: %s: want a JSON object, got %s", what, abbreviate(trimmed))
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &members); err != nil {
+		return jsonObject{}, fmt.Errorf("memory: %s: %w", what, err)
+	}
+	for name := range members {
+		if !slices.Contains(allowed, name) {
+			return jsonObject{}, fmt.Errorf("memory: %s: unknown field %q (known: %v)", what, name, allowed)
+		}
+	}
+	return jsonObject{what: what, members: members}, nil
+}
+
+// uint64 decodes a member that must be present and a non-negative integer.
+func (o jsonObject) uint64(name string) (uint64, error) {
+	raw, ok := o.members[name]
+	if !ok {
+		return 0, fmt.Errorf("memory: %s: missing field %q", o.what, name)
+	}
+	return decodeUint64(raw, o.what+"."+name)
+}
+
+// optionalUint64 decodes a member that may be absent or null.
+func (o jsonObject) optionalUint64(name string) (*uint64, error) {
+	raw, ok := o.members[name]
+	if !ok || isJSONNull(raw) {
+		return nil, nil
+	}
+	v, err := decodeUint64(raw, o.what+"."+name)
+	if err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// raw returns a member that must be present.
+func (o jsonObject) raw(name string) (json.RawMessage, error) {
+	raw, ok := o.members[name]
+	if !ok {
+		return nil, fmt.Errorf("memory: %s: missing field %q", o.what, name)
+	}
+	return raw, nil
+}
+
+func decodeUint64(raw []byte, what string) (uint64, error) {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || trimmed[0] < '0' || trimmed[0] > '9' {
+		return 0, fmt.Errorf("memory: %s: want a non-negative integer, got %s", what, abbreviate(trimmed))
+	}
+	var v uint64
+	if err := json.Unmarshal(trimmed, &v); err != nil {
+		return 0, fmt.Errorf("memory: %s: want a non-negative integer, got %s: %w", what, abbreviate(trimmed), err)
+	}
+	return v, nil
+}
+
+func decodeString(raw []byte, what string) (string, error) {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || trimmed[0] != '"' {
+		return "", fmt.Errorf("memory: %s: want a string, got %s", what, abbreviate(trimmed))
+	}
+	var s string
+	if err := json.Unmarshal(trimmed, &s); err != nil {
+		return "", fmt.Errorf("memory: %s: %w", what, err)
+	}
+	return s, nil
+}
+
+// decodeArray splits a JSON array into its raw elements; null is refused.
+func decodeArray(raw []byte, what string) ([]json.RawMessage, error) {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || trimmed[0] != '[' {
+		return nil, fmt.Errorf("memory: %s: want a JSON array, got %s", what, abbreviate(trimmed))
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(trimmed, &elems); err != nil {
+		return nil, fmt.Errorf("memory: %s: %w", what, err)
+	}
+	return elems, nil
+}
+
+// decodeVariant reads an externally tagged enum value: "Name" for a unit
+// variant, {"Name": body} for one with data.
+func decodeVariant(data []byte, what string) (name string, body json.RawMessage, err error) {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) > 0 && trimmed[0] == '"' {
+		name, err = decodeString(trimmed, what)
+		return name, nil, err
+	}
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return "", nil, fmt.Errorf("memory: %s: want a variant name or a one-member object, got %s", what, abbreviate(trimmed))
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &members); err != nil {
+		return "", nil, fmt.Errorf("memory: %s: %w", what, err)
+	}
+	if len(members) != 1 {
+		names := make([]string, 0, len(members))
+		for n := range members {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return "", nil, fmt.Errorf("memory: %s: want exactly one variant, got %d %v", what, len(members), names)
+	}
+	for n, b := range members {
+		name, body = n, b
+	}
+	return name, body, nil
+}
+
+func unknownVariant(what, name string, known ...string) error {
+	return fmt.Errorf("memory: %s: unknown variant %q (known: %v)", what, name, known)
+}
+
+// abbreviate quotes at most 40 bytes of JSON for an error message.
+func abbreviate(data []byte) string {
+	if len(data) == 0 {
+		return "nothing"
+	}
+	if len(data) > 40 {
+		return fmt.Sprintf("%q…", data[:40])
+	}
+	return fmt.Sprintf("%q", data)
+}

@@ -1,0 +1,430 @@
+package memory
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	json "github.com/goccy/go-json"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// LayoutKind names the variants of a [Layout].
+type LayoutKind uint8
+
+const (
+	// LayoutSubSlices is the default: a ladder of sliced pools under one
+	// exclusive pool, derived from the device's MaxPageSize.
+	LayoutSubSlices LayoutKind = iota
+	// LayoutExclusivePages: exclusive pools in exponentially spaced buckets.
+	LayoutExclusivePages
+	// LayoutDirect: one direct pool for everything.
+	LayoutDirect
+	// LayoutSliced: an explicit ordered list of sliced pools.
+	LayoutSliced
+	// LayoutArena: an offline plan of slots, with sliced fallback pools.
+	LayoutArena
+)
+
+func (k LayoutKind) String() string {
+	switch k {
+	case LayoutSubSlices:
+		return "SubSlices"
+	case LayoutExclusivePages:
+		return "ExclusivePages"
+	case LayoutDirect:
+		return "Direct"
+	case LayoutSliced:
+		return "Sliced"
+	case LayoutArena:
+		return "Arena"
+	}
+	return fmt.Sprintf("LayoutKind(%d)", uint8(k))
+}
+
+// Layout is the configuration of a Manager's dynamic pools. Build one with
+// [SubSlicesLayout], [ExclusivePagesLayout], [DirectLayout], [SlicedLayout]
+// or [ArenaLayout], or parse one with [ParseLayout]. The zero Layout is the
+// SubSlices preset. A Layout is immutable: constructors and accessors copy.
+type Layout struct {
+	kind   LayoutKind
+	sliced []SlicedPool
+	arena  ArenaPlan
+}
+
+// SlicedPool is one pool of a Sliced layout: pages of PageSize bytes, at most
+// *Pages of them (nil: uncapped), serving reservations up to *MaxSlice bytes
+// (nil: up to PageSize).
+type SlicedPool struct {
+	PageSize uint64  `json:"page_size"`
+	Pages    *uint64 `json:"pages"`
+	MaxSlice *uint64 `json:"max_slice"`
+}
+
+// ArenaSlot is where one planned reservation goes: Size bytes at Offset of
+// arena page Page. In JSON it is the array [size, page, offset].
+type ArenaSlot struct {
+	Size   uint64
+	Page   uint32
+	Offset uint64
+}
+
+// ArenaPlan is an offline assignment of an allocation stream to arena pages.
+type ArenaPlan struct {
+	// Pages are the sizes of the arena's pages, one device allocation each.
+	Pages []uint64 `json:"pages"`
+	// Slots[k] is where the k-th dynamic reservation after Install goes.
+	Slots []ArenaSlot `json:"slots"`
+	// Fallback pools serve reservations that miss the plan; empty means the
+	// SubSlices preset.
+	Fallback []SlicedPool `json:"fallback"`
+}
+
+// SubSlicesLayout is the default layout. Derived from DeviceProperties:
+// sliced pools with pages of 1 MiB, 8 MiB, 64 MiB, … (×8, clamped to
+// MaxPageSize, the last one exactly MaxPageSize), each serving slices up to an
+// eighth of its page (and, uncapped, single allocations within 20 % of a
+// page), then one exclusive pool for everything larger, up to the device's
+// memory size.
+func SubSlicesLayout() Layout { return Layout{kind: LayoutSubSlices} }
+
+// ExclusivePagesLayout is one exclusive pool per size bucket: buckets end at
+// 4 KiB, 16 KiB, 64 KiB, … (×4) until MaxPageSize is covered, and a last one
+// reaches the device's memory size.
+func ExclusivePagesLayout() Layout { return Layout{kind: LayoutExclusivePages} }
+
+// DirectLayout is one direct pool for everything.
+func DirectLayout() Layout { return Layout{kind: LayoutDirect} }
+
+// SlicedLayout is an ordered list of sliced pools; a reservation goes to the
+// first that accepts its size.
+func SlicedLayout(pools ...SlicedPool) Layout {
+	return Layout{kind: LayoutSliced, sliced: cloneSlicedPools(pools)}
+}
+
+// ArenaLayout places reservations by an offline plan.
+func ArenaLayout(p ArenaPlan) Layout { return Layout{kind: LayoutArena, arena: p.clone()} }
+
+// Kind says which variant the layout is.
+func (l Layout) Kind() LayoutKind { return l.kind }
+
+// Sliced returns the pools of a Sliced layout.
+func (l Layout) Sliced() ([]SlicedPool, bool) {
+	if l.kind != LayoutSliced {
+		return nil, false
+	}
+	return cloneSlicedPools(l.sliced), true
+}
+
+// Arena returns the plan of an Arena layout.
+func (l Layout) Arena() (ArenaPlan, bool) {
+	if l.kind != LayoutArena {
+		return ArenaPlan{}, false
+	}
+	return l.arena.clone(), true
+}
+
+// Equal reports whether two layouts are the same configuration.
+func (l Layout) Equal(o Layout) bool {
+	if l.kind != o.kind {
+		return false
+	}
+	switch l.kind {
+	case LayoutSliced:
+		return slices.EqualFunc(l.sliced, o.sliced, SlicedPool.equal)
+	case LayoutArena:
+		return slices.Equal(l.arena.Pages, o.arena.Pages) && slices.Equal(l.arena.Slots, o.arena.Slots) &&
+			slices.EqualFunc(l.arena.Fallback, o.arena.Fallback, SlicedPool.equal)
+	}
+	return true
+}
+
+// String is the layout's JSON form.
+func (l Layout) String() string {
+	b, err := l.MarshalJSON()
+	if err != nil {
+		return fmt.Sprintf("<layout: %v>", err)
+	}
+	return string(b)
+}
+
+func (p SlicedPool) equal(o SlicedPool) bool {
+	return p.PageSize == o.PageSize && equalOptional(p.Pages, o.Pages) && equalOptional(p.MaxSlice, o.MaxSlice)
+}
+
+func equalOptional(a, b *uint64) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func cloneOptional(p *uint64) *uint64 {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+func cloneSlicedPools(pools []SlicedPool) []SlicedPool {
+	if pools == nil {
+		return nil
+	}
+	out := make([]SlicedPool, len(pools))
+	for i, p := range pools {
+		out[i] = SlicedPool{PageSize: p.PageSize, Pages: cloneOptional(p.Pages), MaxSlice: cloneOptional(p.MaxSlice)}
+	}
+	return out
+}
+
+func (p ArenaPlan) clone() ArenaPlan {
+	return ArenaPlan{Pages: slices.Clone(p.Pages), Slots: slices.Clone(p.Slots), Fallback: cloneSlicedPools(p.Fallback)}
+}
+
+// ParseLayout reads a layout as the command line takes it: a preset name
+// (sub-slices, exclusive-pages, direct) or a layout JSON literal.
+func ParseLayout(s string) (Layout, error) {
+	t := strings.TrimSpace(s)
+	switch t {
+	case "sub-slices":
+		return SubSlicesLayout(), nil
+	case "exclusive-pages":
+		return ExclusivePagesLayout(), nil
+	case "direct":
+		return DirectLayout(), nil
+	}
+	if strings.HasPrefix(t, "{") || strings.HasPrefix(t, `"`) {
+		var l Layout
+		if err := json.Unmarshal([]byte(t), &l); err != nil {
+			return Layout{}, fmt.Errorf("memory: layout %s: %w", abbreviate([]byte(t)), err)
+		}
+		return l, nil
+	}
+	return Layout{}, fmt.Errorf("memory: unknown layout %q: want sub-slices, exclusive-pages, direct or a layout JSON literal", s)
+}
+
+func (p SlicedPool) MarshalJSON() ([]byte, error) {
+	b := fmt.Appendf(nil, `{"page_size":%d,"pages":`, p.PageSize)
+	b = appendOptional(b, p.Pages)
+	b = append(b, `,"max_slice":`...)
+	b = appendOptional(b, p.MaxSlice)
+	return append(b, '}'), nil
+}
+
+func appendOptional(b []byte, v *uint64) []byte {
+	if v == nil {
+		return append(b, "null"...)
+	}
+	return fmt.Appendf(b, "%d", *v)
+}
+
+func (p *SlicedPool) UnmarshalJSON(data []byte) error {
+	o, err := decodeObject(data, "sliced pool", "page_size", "pages", "max_slice")
+	if err != nil {
+		return err
+	}
+	var out SlicedPool
+	if out.PageSize, err = o.uint64("page_size"); err != nil {
+		return err
+	}
+	if out.Pages, err = o.optionalUint64("pages"); err != nil {
+		return err
+	}
+	if out.MaxSlice, err = o.optionalUint64("max_slice"); err != nil {
+		return err
+	}
+	*p = out
+	return nil
+}
+
+func (s ArenaSlot) MarshalJSON() ([]byte, error) {
+	return fmt.Appendf(nil, "[%d,%d,%d]", s.Size, s.Page, s.Offset), nil
+}
+
+func (s *ArenaSlot) UnmarshalJSON(data []byte) error {
+	elems, err := decodeArray(data, "arena slot")
+	if err != nil {
+		return err
+	}
+	if len(elems) != 3 {
+		return fmt.Errorf("memory: arena slot: want [size, page, offset], got %d elements", len(elems))
+	}
+	var v [3]uint64
+	for i, name := range []string{"size", "page", "offset"} {
+		if v[i], err = decodeUint64(elems[i], "arena slot "+name); err != nil {
+			return err
+		}
+	}
+	if v[1] > math.MaxUint32 {
+		return fmt.Errorf("memory: arena slot page %d does not fit 32 bits", v[1])
+	}
+	*s = ArenaSlot{Size: v[0], Page: uint32(v[1]), Offset: v[2]}
+	return nil
+}
+
+func (p ArenaPlan) MarshalJSON() ([]byte, error) {
+	b := []byte(`{"pages":`)
+	if len(p.Pages) == 0 {
+		b = append(b, "[]"...)
+	} else {
+		b = append(b, '[')
+		for i, v := range p.Pages {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = fmt.Appendf(b, "%d", v)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"slots":[`...)
+	for i, s := range p.Slots {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, "[%d,%d,%d]", s.Size, s.Page, s.Offset)
+	}
+	b = append(b, `],"fallback":`...)
+	b, err := appendSlicedPools(b, p.Fallback)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '}'), nil
+}
+
+func appendSlicedPools(b []byte, pools []SlicedPool) ([]byte, error) {
+	b = append(b, '[')
+	for i, p := range pools {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		pb, err := p.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, pb...)
+	}
+	return append(b, ']'), nil
+}
+
+func (p *ArenaPlan) UnmarshalJSON(data []byte) error {
+	o, err := decodeObject(data, "arena plan", "pages", "slots", "fallback")
+	if err != nil {
+		return err
+	}
+	var out ArenaPlan
+	raw, err := o.raw("pages")
+	if err != nil {
+		return err
+	}
+	elems, err := decodeArray(raw, "arena plan pages")
+	if err != nil {
+		return err
+	}
+	out.Pages = make([]uint64, len(elems))
+	for i, e := range elems {
+		if out.Pages[i], err = decodeUint64(e, fmt.Sprintf("arena plan pages[%d]", i)); err != nil {
+			return err
+		}
+	}
+	if raw, err = o.raw("slots"); err != nil {
+		return err
+	}
+	if elems, err = decodeArray(raw, "arena plan slots"); err != nil {
+		return err
+	}
+	out.Slots = make([]ArenaSlot, len(elems))
+	for i, e := range elems {
+		if err := out.Slots[i].UnmarshalJSON(e); err != nil {
+			return fmt.Errorf("arena plan slots[%d]: %w", i, err)
+		}
+	}
+	if raw, ok := o.members["fallback"]; ok && !isJSONNull(raw) {
+		if out.Fallback, err = decodeSlicedPools(raw, "arena plan fallback"); err != nil {
+			return err
+		}
+	}
+	*p = out
+	return nil
+}
+
+func decodeSlicedPools(raw []byte, what string) ([]SlicedPool, error) {
+	elems, err := decodeArray(raw, what)
+	if err != nil {
+		return nil, err
+	}
+	pools := make([]SlicedPool, len(elems))
+	for i, e := range elems {
+		if err := pools[i].UnmarshalJSON(e); err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", what, i, err)
+		}
+	}
+	return pools, nil
+}
+
+// MarshalJSON writes the externally tagged form: "SubSlices",
+// "ExclusivePages", "Direct", {"Sliced":[...]} or {"Arena":{...}}.
+func (l Layout) MarshalJSON() ([]byte, error) {
+	switch l.kind {
+	case LayoutSubSlices, LayoutExclusivePages, LayoutDirect:
+		return []byte(`"` + l.kind.String() + `"`), nil
+	case LayoutSliced:
+		b, err := appendSlicedPools([]byte(`{"Sliced":`), l.sliced)
+		if err != nil {
+			return nil, err
+		}
+		return append(b, '}'), nil
+	case LayoutArena:
+		ab, err := l.arena.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		return append(append([]byte(`{"Arena":`), ab...), '}'), nil
+	}
+	return nil, fmt.Errorf("memory: layout of unknown kind %d", l.kind)
+}
+
+func (l *Layout) UnmarshalJSON(data []byte) error {
+	const what = "layout"
+	name, body, err := decodeVariant(data, what)
+	if err != nil {
+		return err
+	}
+	var out Layout
+	switch name {
+	case "SubSlices", "ExclusivePages", "Direct":
+		if body != nil && !isJSONNull(body) {
+			return fmt.Errorf("memory: layout: %s carries no data, got %s", name, abbreviate(bytes.TrimSpace(body)))
+		}
+		out.kind = map[string]LayoutKind{"SubSlices": LayoutSubSlices, "ExclusivePages": LayoutExclusivePages, "Direct": LayoutDirect}[name]
+	case "Sliced":
+		out.kind = LayoutSliced
+		if out.sliced, err = decodeSlicedPools(body, "Sliced layout"); err != nil {
+			return err
+		}
+	case "Arena":
+		out.kind = LayoutArena
+		if err := out.arena.UnmarshalJSON(body); err != nil {
+			return err
+		}
+	default:
+		return unknownVariant(what, name, "SubSlices", "ExclusivePages", "Direct", "Sliced", "Arena")
+	}
+	*l = out
+	return nil
+}
+
+// Validate checks the layout against a device the way Install does, and
+// returns the *InstallError of kind InvalidLayout Install would.
+func (l Layout) Validate(p vkruntime.DeviceProperties) error {
+	if err := p.Validate(); err != nil {
+		return invalidLayout("%v", err)
+	}
+	if _, err := l.resolve(p, 0); err != nil {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,483 @@
+package memory
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// Mapping says when a reservation's page gets device memory.
+type Mapping int
+
+const (
+	// Eager pages get device memory when they are carved.
+	Eager Mapping = iota
+	// Lazy pages get an id but no device memory until Resolve needs it: a
+	// dry run carves, coalesces and counts them like real ones.
+	Lazy
+)
+
+func (m Mapping) String() string {
+	switch m {
+	case Eager:
+		return "Eager"
+	case Lazy:
+		return "Lazy"
+	}
+	return fmt.Sprintf("Mapping(%d)", int(m))
+}
+
+// Handle names one reservation of a Manager. It is a small comparable value;
+// the generation it carries makes it stale once freed, even after its slot
+// is reused. The zero Handle names nothing.
+type Handle struct {
+	slot uint32
+	gen  uint32
+}
+
+func (h Handle) String() string { return fmt.Sprintf("memory handle %d.%d", h.slot, h.gen) }
+
+// IsZero reports whether h is the zero Handle.
+func (h Handle) IsZero() bool { return h == Handle{} }
+
+const (
+	poolPersistent = -1
+	poolArena      = -2
+)
+
+type reservation struct {
+	requested uint64
+	ref       int32
+	pool      int16 // index into Manager.pools, poolPersistent or poolArena
+	gen       uint32
+	live      bool
+}
+
+// Manager routes one stream's reservations through its pools. It is not
+// safe for concurrent use; callers serialise access.
+type Manager struct {
+	storage      vkruntime.Storage
+	props        vkruntime.DeviceProperties
+	backendLimit uint64
+	layout       Layout
+	logger       *slog.Logger
+
+	arena      *arenaPool
+	pools      []pool
+	persistent *directPool
+	warned     []bool // per dynamic pool; the arena's flag is last
+
+	reservations []reservation
+	spare        []uint32
+	total        Usage
+	window       int
+	ordinal      uint64 // dynamic reservations since the last Install
+	spills       uint64
+}
+
+// NewManager builds the pools of layout l over storage s for a device with
+// properties p. An unusable layout is an *InstallError of kind InvalidLayout.
+func NewManager(s vkruntime.Storage, p vkruntime.DeviceProperties, l Layout) (*Manager, error) {
+	if s == nil {
+		return nil, errors.New("memory: NewManager needs a storage, got nil")
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("memory: NewManager: %w", err)
+	}
+	m := &Manager{storage: s, props: p, logger: slog.Default()}
+	if lim, ok := s.(AllocationLimiter); ok {
+		m.backendLimit = lim.MaxAllocationSize()
+	}
+	resolved, err := l.resolve(p, m.backendLimit)
+	if err != nil {
+		return nil, err
+	}
+	m.persistent = newDirectPool(s, &m.total, exclusiveCeiling(p, m.limit()), 0, true)
+	m.build(l, resolved)
+	return m, nil
+}
+
+func (m *Manager) limit() uint64 {
+	if m.backendLimit == 0 {
+		return ^uint64(0)
+	}
+	return m.backendLimit
+}
+
+// SetLogger sets where the manager warns about spills; nil means slog.Default.
+func (m *Manager) SetLogger(l *slog.Logger) {
+	if l == nil {
+		l = slog.Default()
+	}
+	m.logger = l
+}
+
+// Layout is the installed layout.
+func (m *Manager) Layout() Layout { return m.layout }
+
+// Properties are the device properties the manager was built for.
+func (m *Manager) Properties() vkruntime.DeviceProperties { return m.props }
+
+func (m *Manager) build(l Layout, r resolvedLayout) {
+	m.layout = l
+	m.arena = nil
+	if r.arena != nil {
+		m.arena = newArenaPool(r.arena, m.storage, &m.total)
+	}
+	m.pools = make([]pool, len(r.pools))
+	for i, c := range r.pools {
+		switch c.shape {
+		case shapeSliced:
+			m.pools[i] = newSlicedPool(c, m.storage, &m.total)
+		case shapeExclusive:
+			m.pools[i] = newExclusivePool(c, m.storage, &m.total)
+		case shapeDirect:
+			m.pools[i] = newDirectPool(m.storage, &m.total, exclusiveCeiling(m.props, m.limit()), m.props.MemorySize, false)
+		}
+	}
+	m.warned = make([]bool, len(m.pools)+1)
+	m.ordinal, m.spills = 0, 0
+}
+
+// Reserve places size bytes, padded up to the device alignment (a zero size
+// takes one alignment unit). Inside a persistent window it serves from the
+// persistent pool; otherwise from the arena plan, then the dynamic pools in
+// layout order. Errors: ErrBufferTooBig when no pool accepts the size,
+// *CapacityError when every accepting pool is full at its cap, or the
+// storage's error; on error nothing changed.
+func (m *Manager) Reserve(size uint64, mapping Mapping) (Handle, error) {
+	if mapping != Eager && mapping != Lazy {
+		return Handle{}, fmt.Errorf("memory: reserve %d B: unknown mapping %d (want Eager or Lazy)", size, int(mapping))
+	}
+	aligned, ok := alignUp(max(size, 1), m.props.Alignment)
+	if !ok {
+		return Handle{}, fmt.Errorf("%w: asked %d B, which overflows when aligned to %d B", vkruntime.ErrBufferTooBig, size, m.props.Alignment)
+	}
+	lazy := mapping == Lazy
+	var (
+		poolIdx int16
+		ref     int32
+		err     error
+	)
+	if m.window > 0 {
+		if !m.persistent.accepts(aligned) {
+			return Handle{}, fmt.Errorf("%w: asked %d B (%d B aligned) of the persistent pool, which takes at most %d B",
+				vkruntime.ErrBufferTooBig, size, aligned, m.persistent.ceiling)
+		}
+		poolIdx = poolPersistent
+		if ref, err = m.persistent.reserve(aligned, size, lazy); err != nil {
+			return Handle{}, fmt.Errorf("memory: reserve %d B: %w", size, err)
+		}
+	} else {
+		if poolIdx, ref, err = m.reserveDynamic(aligned, size, lazy); err != nil {
+			return Handle{}, err
+		}
+		m.ordinal++
+	}
+	if invariantsEnabled {
+		defer m.mustHoldInvariants("Reserve")
+	}
+	return m.record(poolIdx, ref, size), nil
+}
+
+func (m *Manager) reserveDynamic(aligned, size uint64, lazy bool) (int16, int32, error) {
+	spilled := false
+	if m.arena != nil {
+		ref, hit, err := m.arena.place(m.ordinal, aligned, size, lazy)
+		if err != nil {
+			return 0, 0, fmt.Errorf("memory: reserve %d B: %w", size, err)
+		}
+		if hit {
+			return poolArena, ref, nil
+		}
+		spilled = true
+		if !m.warned[len(m.pools)] {
+			m.warned[len(m.pools)] = true
+			m.logger.Warn("memory: the allocation stream left the arena plan; later misses go to the fallback pools",
+				"reservation", m.ordinal, "bytes", size, "planned_slots", len(m.arena.cfg.slots))
+		}
+	}
+	first := -1
+	var capBytes, heldBytes uint64
+	for i, p := range m.pools {
+		if !p.accepts(aligned) {
+			continue
+		}
+		if first < 0 {
+			first = i
+		}
+		ref, err := p.reserve(aligned, size, lazy)
+		if err == errPoolFull {
+			c, h, _ := p.capacity()
+			capBytes += c
+			heldBytes += h
+			continue
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("memory: reserve %d B: %w", size, err)
+		}
+		if i != first {
+			spilled = true
+			m.warnFull(first, i, size)
+		}
+		if spilled {
+			m.spills++
+		}
+		return int16(i), ref, nil
+	}
+	if first < 0 {
+		return 0, 0, fmt.Errorf("%w: asked %d B (%d B aligned), more than any pool of the layout accepts (largest %d B)",
+			vkruntime.ErrBufferTooBig, size, aligned, m.largestAccepted())
+	}
+	return 0, 0, &vkruntime.CapacityError{Size: size, Capacity: capBytes, InUse: heldBytes}
+}
+
+// warnFull warns once per pool and layout about each full pool a
+// reservation spilled past.
+func (m *Manager) warnFull(first, landed int, size uint64) {
+	for j := first; j < landed; j++ {
+		if m.warned[j] || !m.pools[j].accepts(alignOrZero(size, m.props.Alignment)) {
+			continue
+		}
+		m.warned[j] = true
+		c, h, _ := m.pools[j].capacity()
+		m.logger.Warn("memory: a capped pool is full and spills to the next one; the plan was short",
+			"pool", j, "capacity_bytes", c, "held_bytes", h, "bytes", size, "to_pool", landed)
+	}
+}
+
+func alignOrZero(size, align uint64) uint64 {
+	a, _ := alignUp(max(size, 1), align)
+	return a
+}
+
+func (m *Manager) largestAccepted() uint64 {
+	var largest uint64
+	for _, p := range m.pools {
+		switch p := p.(type) {
+		case *slicedPool:
+			largest = max(largest, p.maxSlice)
+			if p.nearPage != 0 {
+				largest = max(largest, p.pageSize)
+			}
+		case *exclusivePool:
+			largest = max(largest, p.maxAlloc)
+		case *directPool:
+			largest = max(largest, p.ceiling)
+		}
+	}
+	return largest
+}
+
+func (m *Manager) record(poolIdx int16, ref int32, size uint64) Handle {
+	var slot uint32
+	if n := len(m.spare); n > 0 {
+		slot = m.spare[n-1]
+		m.spare = m.spare[:n-1]
+	} else {
+		m.reservations = append(m.reservations, reservation{gen: 1})
+		slot = uint32(len(m.reservations) - 1)
+	}
+	r := &m.reservations[slot]
+	r.pool, r.ref, r.requested, r.live = poolIdx, ref, size, true
+	return Handle{slot: slot, gen: r.gen}
+}
+
+func (m *Manager) lookup(h Handle, op string) (*reservation, error) {
+	if int(h.slot) < len(m.reservations) {
+		if r := &m.reservations[h.slot]; r.live && r.gen == h.gen {
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s of %v: it is not a live reservation of this manager (%d live)",
+		vkruntime.ErrNotFound, op, h, m.total.NumberAllocs)
+}
+
+func (m *Manager) poolOf(r *reservation) interface {
+	free(int32, uint64)
+	resolve(int32) (vkruntime.StorageHandle, error)
+	locate(int32) (int, uint64, uint64)
+} {
+	switch r.pool {
+	case poolPersistent:
+		return m.persistent
+	case poolArena:
+		return m.arena
+	}
+	return m.pools[r.pool]
+}
+
+// Free releases a reservation. A stale or unknown handle is ErrNotFound and
+// changes nothing.
+func (m *Manager) Free(h Handle) error {
+	r, err := m.lookup(h, "free")
+	if err != nil {
+		return err
+	}
+	m.poolOf(r).free(r.ref, r.requested)
+	r.live = false
+	r.gen++
+	if r.gen == 0 {
+		r.gen = 1
+	}
+	m.spare = append(m.spare, h.slot)
+	if invariantsEnabled {
+		m.mustHoldInvariants("Free")
+	}
+	return nil
+}
+
+// Resolve is the device range of a reservation, giving its page device
+// memory first if it has none yet.
+func (m *Manager) Resolve(h Handle) (vkruntime.StorageHandle, error) {
+	r, err := m.lookup(h, "resolve")
+	if err != nil {
+		return vkruntime.StorageHandle{}, err
+	}
+	sh, err := m.poolOf(r).resolve(r.ref)
+	if err != nil {
+		return vkruntime.StorageHandle{}, fmt.Errorf("memory: resolve %v (%d B): %w", h, r.requested, err)
+	}
+	if invariantsEnabled {
+		m.mustHoldInvariants("Resolve")
+	}
+	return sh, nil
+}
+
+// Usage is the sum over every pool, kept as reservations come and go: O(1).
+func (m *Manager) Usage() Usage { return m.total }
+
+// Report is a per-pool snapshot: the arena first when there is one, then the
+// dynamic pools in routing order, and the persistent pool.
+func (m *Manager) Report() Report {
+	r := Report{Dynamic: make([]PoolReport, 0, len(m.pools)+1), Persistent: m.persistent.report()}
+	if m.arena != nil {
+		r.Dynamic = append(r.Dynamic, m.arena.report())
+	}
+	for _, p := range m.pools {
+		r.Dynamic = append(r.Dynamic, p.report())
+	}
+	return r
+}
+
+// Spills counts the reservations since the last Install that did not land in
+// the first pool accepting their size: a full capped pool spilled to the
+// next one, or the arena plan missed.
+func (m *Manager) Spills() uint64 { return m.spills }
+
+// dynamicUsage is the usage of the dynamic pools alone.
+func (m *Manager) dynamicUsage() Usage {
+	u := m.total
+	p := m.persistent.usage
+	u.NumberAllocs -= p.NumberAllocs
+	u.BytesInUse -= p.BytesInUse
+	u.BytesPadding -= p.BytesPadding
+	u.BytesReserved -= p.BytesReserved
+	return u
+}
+
+// Install rebuilds the dynamic pools with layout l and resets their marks,
+// spills and the arena's reservation count. An unusable layout is
+// InvalidLayout and changes nothing. Otherwise it cleans up first, and while
+// dynamic reservations are still live it refuses with PoolsInUse, keeping
+// the old layout and every reservation. The persistent pool is untouched.
+func (m *Manager) Install(l Layout) error {
+	resolved, ierr := l.resolve(m.props, m.backendLimit)
+	if ierr != nil {
+		return ierr
+	}
+	m.Cleanup(true)
+	if d := m.dynamicUsage(); d.NumberAllocs != 0 {
+		return &InstallError{Kind: PoolsInUse, BytesInUse: d.BytesInUse}
+	}
+	// Every dynamic page is free and explicit cleanup returned them all.
+	m.build(l, resolved)
+	if invariantsEnabled {
+		m.mustHoldInvariants("Install")
+	}
+	return nil
+}
+
+// Cleanup returns memory the pools hold for reuse. Explicit cleanup returns
+// every page with nothing live in it (sliced pages, exclusive pages, arena
+// pages, cached direct and persistent allocations); an implicit one only
+// what a pool's own policy gives back (exclusive pages idle for a period,
+// direct allocations past the watermark).
+func (m *Manager) Cleanup(explicit bool) {
+	if m.arena != nil {
+		m.arena.cleanup(explicit)
+	}
+	for _, p := range m.pools {
+		p.cleanup(explicit)
+	}
+	m.persistent.cleanup(explicit)
+	m.storage.Flush()
+	if invariantsEnabled {
+		m.mustHoldInvariants("Cleanup")
+	}
+}
+
+// BeginPersistent opens a persistent window: reservations until the matching
+// EndPersistent go to the persistent pool. Windows nest.
+func (m *Manager) BeginPersistent() { m.window++ }
+
+// EndPersistent closes the innermost persistent window; with none open it
+// does nothing.
+func (m *Manager) EndPersistent() {
+	if m.window > 0 {
+		m.window--
+	}
+}
+
+// InPersistent reports whether a persistent window is open.
+func (m *Manager) InPersistent() bool { return m.window > 0 }
+
+// checkInvariants verifies every pool's structure and that the manager's
+// totals and reservations agree with them.
+func (m *Manager) checkInvariants() error {
+	var sum Usage
+	all := []interface {
+		checkInvariants() error
+		base() *poolBase
+	}{m.persistent}
+	if m.arena != nil {
+		all = append(all, m.arena)
+	}
+	for _, p := range m.pools {
+		all = append(all, p)
+	}
+	for _, p := range all {
+		if err := p.checkInvariants(); err != nil {
+			return err
+		}
+		sum = sum.Combine(p.base().usage)
+	}
+	if sum != m.total {
+		return fmt.Errorf("manager: pools sum to %+v, the total says %+v", sum, m.total)
+	}
+	var live, requested uint64
+	for i := range m.reservations {
+		r := &m.reservations[i]
+		if !r.live {
+			continue
+		}
+		live++
+		requested += r.requested
+		_, off, size := m.poolOf(r).locate(r.ref)
+		if off%m.props.Alignment != 0 || size%m.props.Alignment != 0 || size < r.requested {
+			return fmt.Errorf("manager: reservation %d of %d B sits at %d with %d B", i, r.requested, off, size)
+		}
+	}
+	if live != m.total.NumberAllocs || requested != m.total.BytesInUse {
+		return fmt.Errorf("manager: %d live reservations of %d B, usage says %d of %d B", live, requested, m.total.NumberAllocs, m.total.BytesInUse)
+	}
+	return nil
+}
+
+func (m *Manager) mustHoldInvariants(op string) {
+	if err := m.checkInvariants(); err != nil {
+		panic(fmt.Sprintf("memory: invariant broken after %s: %v", op, err))
+	}
+}

@@ -1,0 +1,186 @@
+package memory
+
+import (
+	"errors"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// errPoolFull is a capped pool's answer when it can neither carve nor add a
+// page; the manager spills to the next accepting pool.
+var errPoolFull = errors.New("memory: pool full at its cap")
+
+// pool is one dynamic or persistent pool. Refs name a reservation inside the
+// pool; the manager maps handles to (pool, ref).
+type pool interface {
+	// accepts reports whether the pool takes reservations of an aligned size.
+	accepts(size uint64) bool
+	// reserve places size aligned bytes for a request of requested bytes.
+	// It answers errPoolFull when a capped pool cannot serve it, or the
+	// storage's error; either way nothing changed.
+	reserve(size, requested uint64, lazy bool) (int32, error)
+	// free releases a live ref that was reserved for requested bytes.
+	free(ref int32, requested uint64)
+	resolve(ref int32) (vkruntime.StorageHandle, error)
+	// locate names where a live ref sits: a page key unique within the
+	// pool, the offset in it and the aligned size.
+	locate(ref int32) (page int, offset, size uint64)
+	cleanup(explicit bool)
+	// capacity is the byte cap of a capped pool and the bytes it holds; ok is
+	// false for uncapped pools.
+	capacity() (capBytes, held uint64, ok bool)
+	report() PoolReport
+	base() *poolBase
+	checkInvariants() error
+}
+
+// devicePage is one device allocation of a pool, or one that will be made
+// when first needed (unmapped).
+type devicePage struct {
+	handle vkruntime.StorageHandle
+	size   uint64
+	mapped bool
+}
+
+// poolBase keeps a pool's counters and talks to the storage. Every change
+// to the pool's usage is mirrored in the manager's total so that
+// Manager.Usage is O(1).
+type poolBase struct {
+	storage       vkruntime.Storage
+	usage         Usage
+	total         *Usage
+	pageCount     uint64
+	pagesPeak     uint64
+	pagesUnmapped uint64
+	largest       uint64
+}
+
+func (b *poolBase) base() *poolBase { return b }
+
+func (b *poolBase) openPage(size uint64, lazy bool) (devicePage, error) {
+	pg := devicePage{size: size}
+	if !lazy {
+		h, err := b.storage.Alloc(size)
+		if err != nil {
+			return devicePage{}, err
+		}
+		pg.handle, pg.mapped = h, true
+	} else {
+		b.pagesUnmapped++
+	}
+	b.pageCount++
+	b.pagesPeak = max(b.pagesPeak, b.pageCount)
+	b.usage.BytesReserved += size
+	b.total.BytesReserved += size
+	return pg, nil
+}
+
+func (b *poolBase) mapPage(pg *devicePage) error {
+	if pg.mapped {
+		return nil
+	}
+	h, err := b.storage.Alloc(pg.size)
+	if err != nil {
+		return err
+	}
+	pg.handle, pg.mapped = h, true
+	b.pagesUnmapped--
+	return nil
+}
+
+// closePage releases a page; an unmapped one never reaches the driver.
+func (b *poolBase) closePage(pg *devicePage) {
+	if pg.mapped {
+		b.storage.Dealloc(pg.handle.ID)
+	} else {
+		b.pagesUnmapped--
+	}
+	b.pageCount--
+	b.usage.BytesReserved -= pg.size
+	b.total.BytesReserved -= pg.size
+	*pg = devicePage{}
+}
+
+func (b *poolBase) countAlloc(requested, occupied uint64) {
+	b.usage.NumberAllocs++
+	b.usage.BytesInUse += requested
+	b.usage.BytesPadding += occupied - requested
+	b.total.NumberAllocs++
+	b.total.BytesInUse += requested
+	b.total.BytesPadding += occupied - requested
+	b.largest = max(b.largest, requested)
+}
+
+func (b *poolBase) uncountAlloc(requested, occupied uint64) {
+	b.usage.NumberAllocs--
+	b.usage.BytesInUse -= requested
+	b.usage.BytesPadding -= occupied - requested
+	b.total.NumberAllocs--
+	b.total.BytesInUse -= requested
+	b.total.BytesPadding -= occupied - requested
+}
+
+func (b *poolBase) reportWith(kind PoolKind) PoolReport {
+	return PoolReport{Kind: kind, Usage: b.usage, Pages: b.pageCount, PagesPeak: b.pagesPeak,
+		PagesUnmapped: b.pagesUnmapped, LargestAlloc: b.largest}
+}
+
+// maxTree is a segment tree of per-page largest free blocks, so the first
+// page that can hold a size is found in O(log pages) without a scan.
+type maxTree struct {
+	leaves int      // a power of two
+	nodes  []uint64 // nodes[1] is the root; leaf i is nodes[leaves+i]
+}
+
+func (t *maxTree) set(i int, v uint64) {
+	if i >= t.leaves {
+		t.grow(i + 1)
+	}
+	j := t.leaves + i
+	t.nodes[j] = v
+	for j > 1 {
+		j >>= 1
+		m := max(t.nodes[2*j], t.nodes[2*j+1])
+		if t.nodes[j] == m {
+			return
+		}
+		t.nodes[j] = m
+	}
+}
+
+func (t *maxTree) grow(n int) {
+	leaves := max(t.leaves, 1)
+	for leaves < n {
+		leaves *= 2
+	}
+	nodes := make([]uint64, 2*leaves)
+	for i := range t.leaves {
+		nodes[leaves+i] = t.nodes[t.leaves+i]
+	}
+	for j := leaves - 1; j >= 1; j-- {
+		nodes[j] = max(nodes[2*j], nodes[2*j+1])
+	}
+	t.leaves, t.nodes = leaves, nodes
+}
+
+// first is the lowest index whose value is at least v, or -1.
+func (t *maxTree) first(v uint64) int {
+	if t.leaves == 0 || t.nodes[1] < v {
+		return -1
+	}
+	j := 1
+	for j < t.leaves {
+		j *= 2
+		if t.nodes[j] < v {
+			j++
+		}
+	}
+	return j - t.leaves
+}
+
+func (t *maxTree) get(i int) uint64 {
+	if i >= t.leaves {
+		return 0
+	}
+	return t.nodes[t.leaves+i]
+}

@@ -1,0 +1,240 @@
+package memory
+
+import (
+	"math"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// AllocationLimiter is implemented by a Storage that cannot make one device
+// allocation past some size (a device binds at most so many bytes as one
+// buffer). A layout whose pages exceed it asks for a shape the backend lacks
+// and is refused as InvalidLayout; reservations past it are ErrBufferTooBig.
+type AllocationLimiter interface {
+	MaxAllocationSize() uint64
+}
+
+const (
+	// maxPoolPages bounds a pool's page cap and an arena's page count.
+	maxPoolPages = 65535
+	// subSlicesBasePage is the page of the first SubSlices pool.
+	subSlicesBasePage = 1 << 20
+	// subSlicesPageGrowth is the ratio of one SubSlices page to the previous.
+	subSlicesPageGrowth = 8
+	// subSlicesSliceDivisor: a SubSlices pool serves slices up to page/8, so
+	// a page holds at least eight of its largest slices.
+	subSlicesSliceDivisor = 8
+	// exclusiveFirstBucket and exclusiveBucketGrowth space the
+	// ExclusivePages buckets: 4 KiB, 16 KiB, 64 KiB, …
+	exclusiveFirstBucket  = 4 << 10
+	exclusiveBucketGrowth = 4
+	// exclusiveDeallocPeriod: an exclusive pool returns pages that stayed
+	// free for this many of its reservations.
+	exclusiveDeallocPeriod = 1000
+)
+
+type poolShape uint8
+
+const (
+	shapeSliced poolShape = iota
+	shapeExclusive
+	shapeDirect
+)
+
+// poolConfig is one dynamic pool after rounding and validation.
+type poolConfig struct {
+	shape    poolShape
+	pageSize uint64 // sliced
+	maxSlice uint64 // sliced
+	capPages uint64 // sliced; 0 is uncapped
+	maxAlloc uint64 // exclusive: the largest reservation it accepts
+}
+
+// arenaConfig is an arena plan after rounding and validation.
+type arenaConfig struct {
+	pages []uint64
+	slots []ArenaSlot
+}
+
+type resolvedLayout struct {
+	arena *arenaConfig
+	pools []poolConfig
+}
+
+// alignUp rounds n up to a multiple of the power-of-two align; ok is false
+// on overflow.
+func alignUp(n, align uint64) (uint64, bool) {
+	r := (n + align - 1) &^ (align - 1)
+	return r, r >= n
+}
+
+// heapLimit is the most bytes one pool can ever hold on the device:
+// the memory size (aligned down), or unbounded when unknown.
+func heapLimit(p vkruntime.DeviceProperties) uint64 {
+	if p.MemorySize == 0 {
+		return math.MaxUint64 &^ (p.Alignment - 1)
+	}
+	return p.MemorySize &^ (p.Alignment - 1)
+}
+
+// resolve validates the layout against the device and the backend's largest
+// allocation (0: no limit) and returns the pools to build.
+func (l Layout) resolve(p vkruntime.DeviceProperties, backendLimit uint64) (resolvedLayout, *InstallError) {
+	if backendLimit == 0 {
+		backendLimit = math.MaxUint64
+	}
+	switch l.kind {
+	case LayoutSubSlices:
+		return resolvedLayout{pools: subSlicesPools(p, backendLimit)}, nil
+	case LayoutExclusivePages:
+		return resolvedLayout{pools: exclusivePagesPools(p, backendLimit)}, nil
+	case LayoutDirect:
+		return resolvedLayout{pools: []poolConfig{{shape: shapeDirect}}}, nil
+	case LayoutSliced:
+		pools, err := resolveSliced(l.sliced, p, backendLimit, "")
+		return resolvedLayout{pools: pools}, err
+	case LayoutArena:
+		return resolveArena(l.arena, p, backendLimit)
+	}
+	return resolvedLayout{}, invalidLayout("layout kind %d is not one this runtime has", l.kind)
+}
+
+func resolveSliced(list []SlicedPool, p vkruntime.DeviceProperties, backendLimit uint64, prefix string) ([]poolConfig, *InstallError) {
+	if len(list) == 0 {
+		return nil, invalidLayout("%sthe pool list is empty", prefix)
+	}
+	heap := heapLimit(p)
+	pools := make([]poolConfig, 0, len(list))
+	for i, sp := range list {
+		if sp.PageSize == 0 {
+			return nil, invalidLayout("%spool %d: page_size is 0", prefix, i)
+		}
+		page, ok := alignUp(sp.PageSize, p.Alignment)
+		if !ok {
+			return nil, invalidLayout("%spool %d: page_size %d B overflows when rounded up to the alignment of %d B", prefix, i, sp.PageSize, p.Alignment)
+		}
+		maxSlice := page
+		if sp.MaxSlice != nil {
+			if *sp.MaxSlice == 0 {
+				return nil, invalidLayout("%spool %d: max_slice is 0", prefix, i)
+			}
+			if maxSlice, ok = alignUp(*sp.MaxSlice, p.Alignment); !ok || maxSlice > page {
+				return nil, invalidLayout("%spool %d: max_slice of %d B is larger than its page of %d B", prefix, i, *sp.MaxSlice, page)
+			}
+		}
+		var capPages uint64
+		if sp.Pages != nil {
+			if *sp.Pages < 1 || *sp.Pages > maxPoolPages {
+				return nil, invalidLayout("%spool %d: pages %d is outside 1..=%d", prefix, i, *sp.Pages, maxPoolPages)
+			}
+			capPages = *sp.Pages
+		}
+		if page > backendLimit {
+			return nil, invalidLayout("%spool %d: a page of %d B is larger than the backend's largest allocation of %d B", prefix, i, page, backendLimit)
+		}
+		// A pool can never hold more than the heap: a page past it shrinks
+		// to what the heap can give.
+		if page > heap {
+			if heap == 0 {
+				return nil, invalidLayout("%spool %d: the device memory of %d B is smaller than the alignment of %d B", prefix, i, p.MemorySize, p.Alignment)
+			}
+			page = heap
+			maxSlice = min(maxSlice, page)
+		}
+		pools = append(pools, poolConfig{shape: shapeSliced, pageSize: page, maxSlice: maxSlice, capPages: capPages})
+	}
+	return pools, nil
+}
+
+func resolveArena(plan ArenaPlan, p vkruntime.DeviceProperties, backendLimit uint64) (resolvedLayout, *InstallError) {
+	switch {
+	case len(plan.Pages) == 0:
+		return resolvedLayout{}, invalidLayout("the arena has no pages")
+	case len(plan.Pages) > maxPoolPages:
+		return resolvedLayout{}, invalidLayout("the arena has %d pages, more than %d", len(plan.Pages), maxPoolPages)
+	}
+	cfg := &arenaConfig{pages: make([]uint64, len(plan.Pages)), slots: make([]ArenaSlot, len(plan.Slots))}
+	for i, size := range plan.Pages {
+		if size == 0 {
+			return resolvedLayout{}, invalidLayout("arena page %d has size 0", i)
+		}
+		page, ok := alignUp(size, p.Alignment)
+		if !ok {
+			return resolvedLayout{}, invalidLayout("arena page %d: %d B overflows when rounded up to the alignment of %d B", i, size, p.Alignment)
+		}
+		if page > backendLimit {
+			return resolvedLayout{}, invalidLayout("arena page %d: %d B is larger than the backend's largest allocation of %d B", i, page, backendLimit)
+		}
+		cfg.pages[i] = page
+	}
+	for k, s := range plan.Slots {
+		if s.Size == 0 {
+			return resolvedLayout{}, invalidLayout("arena slot %d has size 0", k)
+		}
+		if int(s.Page) >= len(cfg.pages) {
+			return resolvedLayout{}, invalidLayout("arena slot %d names page %d, but the arena has %d pages", k, s.Page, len(cfg.pages))
+		}
+		if s.Offset%p.Alignment != 0 {
+			return resolvedLayout{}, invalidLayout("arena slot %d: offset %d is not a multiple of the alignment of %d B", k, s.Offset, p.Alignment)
+		}
+		size, ok := alignUp(s.Size, p.Alignment)
+		page := cfg.pages[s.Page]
+		if !ok || s.Offset > page || size > page-s.Offset {
+			return resolvedLayout{}, invalidLayout("arena slot %d: %d B at offset %d passes the end of page %d (%d B)", k, s.Size, s.Offset, s.Page, page)
+		}
+		cfg.slots[k] = ArenaSlot{Size: size, Page: s.Page, Offset: s.Offset}
+	}
+	var pools []poolConfig
+	if len(plan.Fallback) == 0 {
+		pools = subSlicesPools(p, backendLimit)
+	} else {
+		var err *InstallError
+		if pools, err = resolveSliced(plan.Fallback, p, backendLimit, "arena fallback "); err != nil {
+			return resolvedLayout{}, err
+		}
+	}
+	return resolvedLayout{arena: cfg, pools: pools}, nil
+}
+
+// subSlicesPools is the SubSlices preset: sliced pools with pages growing ×8
+// from 1 MiB up to MaxPageSize (each serving up to an eighth of its page),
+// then an exclusive pool for the rest.
+func subSlicesPools(p vkruntime.DeviceProperties, backendLimit uint64) []poolConfig {
+	top := min(p.MaxPageSize, backendLimit&^(p.Alignment-1), heapLimit(p))
+	top = max(top, p.Alignment)
+	var pools []poolConfig
+	page := min(uint64(subSlicesBasePage), top)
+	for {
+		maxSlice := max((page/subSlicesSliceDivisor)&^(p.Alignment-1), p.Alignment)
+		pools = append(pools, poolConfig{shape: shapeSliced, pageSize: page, maxSlice: maxSlice})
+		if page >= top {
+			break
+		}
+		if page > top/subSlicesPageGrowth {
+			page = top
+		} else {
+			page *= subSlicesPageGrowth
+		}
+	}
+	pools = append(pools, poolConfig{shape: shapeExclusive, maxAlloc: exclusiveCeiling(p, backendLimit)})
+	return pools
+}
+
+// exclusivePagesPools is the ExclusivePages preset: buckets ending at 4 KiB,
+// 16 KiB, 64 KiB, … until one covers MaxPageSize, then a last bucket up to
+// the device memory.
+func exclusivePagesPools(p vkruntime.DeviceProperties, backendLimit uint64) []poolConfig {
+	ceiling := exclusiveCeiling(p, backendLimit)
+	var pools []poolConfig
+	bucket := max(uint64(exclusiveFirstBucket), p.Alignment)
+	for bucket < p.MaxPageSize && bucket < ceiling {
+		pools = append(pools, poolConfig{shape: shapeExclusive, maxAlloc: bucket})
+		bucket *= exclusiveBucketGrowth
+	}
+	return append(pools, poolConfig{shape: shapeExclusive, maxAlloc: ceiling})
+}
+
+// exclusiveCeiling is the largest reservation a preset's last pool accepts.
+func exclusiveCeiling(p vkruntime.DeviceProperties, backendLimit uint64) uint64 {
+	return max(min(heapLimit(p), backendLimit&^(p.Alignment-1)), p.Alignment)
+}

@@ -1,0 +1,371 @@
+package memory
+
+import (
+	"fmt"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// slicedPool carves fixed-size pages into slices: first fit over pages in
+// index order, then over a page's free blocks in address order; freed
+// neighbours coalesce. A segment tree of each page's largest free block
+// finds the first page that fits without scanning, and each page keeps an
+// address-ordered list of its free blocks. Blocks live in a slab indexed by
+// ref, so the hot path allocates nothing once warm.
+type slicedPool struct {
+	poolBase
+	pageSize uint64
+	maxSlice uint64
+	capPages uint64 // 0: uncapped
+	nearPage uint64 // an uncapped pool also takes sizes in [nearPage, pageSize]; 0: no such rule
+	pages    []slicedPage
+	held     uint64 // pages held now
+	holes    int    // released page indices below len(pages)
+	tree     maxTree
+	blocks   []sliceBlock
+	spare    int32 // head of the chain of unused block slots, linked by next
+}
+
+type slicedPage struct {
+	devicePage
+	held     bool
+	first    int32  // the block at offset 0
+	freeHead int32  // lowest-address free block, -1 when none
+	maxFree  uint64 // the largest free block
+	live     int32  // live slices
+}
+
+type sliceBlock struct {
+	offset, size       uint64
+	page               int32
+	prev, next         int32 // neighbours by address in the page, -1 at the ends
+	prevFree, nextFree int32 // neighbours in the page's free list, when free
+	free               bool
+}
+
+const none = -1
+
+func newSlicedPool(c poolConfig, storage vkruntime.Storage, total *Usage) *slicedPool {
+	p := &slicedPool{poolBase: poolBase{storage: storage, total: total}, pageSize: c.pageSize,
+		maxSlice: c.maxSlice, capPages: c.capPages, spare: none}
+	if c.capPages == 0 {
+		p.nearPage = c.pageSize - c.pageSize/5
+	}
+	return p
+}
+
+func (p *slicedPool) accepts(size uint64) bool {
+	return size <= p.maxSlice || (p.nearPage != 0 && size >= p.nearPage && size <= p.pageSize)
+}
+
+func (p *slicedPool) kind() SlicedKind {
+	k := SlicedKind{PageSize: p.pageSize, MaxSliceSize: p.maxSlice}
+	if p.capPages != 0 {
+		c := p.capPages * p.pageSize
+		k.MaxPoolSize = &c
+	}
+	return k
+}
+
+func (p *slicedPool) report() PoolReport { return p.reportWith(p.kind()) }
+
+func (p *slicedPool) capacity() (uint64, uint64, bool) {
+	return p.capPages * p.pageSize, p.held * p.pageSize, p.capPages != 0
+}
+
+func (p *slicedPool) newBlock() int32 {
+	if p.spare != none {
+		b := p.spare
+		p.spare = p.blocks[b].next
+		return b
+	}
+	p.blocks = append(p.blocks, sliceBlock{})
+	return int32(len(p.blocks) - 1)
+}
+
+func (p *slicedPool) dropBlock(b int32) {
+	p.blocks[b] = sliceBlock{next: p.spare}
+	p.spare = b
+}
+
+func (p *slicedPool) reserve(size, requested uint64, lazy bool) (int32, error) {
+	pi := p.tree.first(size)
+	if pi < 0 {
+		var err error
+		if pi, err = p.addPage(lazy); err != nil {
+			return 0, err
+		}
+	} else if !lazy && !p.pages[pi].mapped {
+		if err := p.mapPage(&p.pages[pi].devicePage); err != nil {
+			return 0, err
+		}
+	}
+	ref := p.carve(pi, size)
+	p.countAlloc(requested, size)
+	return ref, nil
+}
+
+// addPage opens a page at the lowest free index.
+func (p *slicedPool) addPage(lazy bool) (int, error) {
+	if p.capPages != 0 && p.held >= p.capPages {
+		return 0, errPoolFull
+	}
+	dp, err := p.openPage(p.pageSize, lazy)
+	if err != nil {
+		return 0, err
+	}
+	pi := len(p.pages)
+	if p.holes > 0 {
+		for i := range p.pages {
+			if !p.pages[i].held {
+				pi = i
+				break
+			}
+		}
+		p.holes--
+	} else {
+		p.pages = append(p.pages, slicedPage{})
+	}
+	b := p.newBlock()
+	p.blocks[b] = sliceBlock{offset: 0, size: p.pageSize, page: int32(pi), prev: none, next: none,
+		prevFree: none, nextFree: none, free: true}
+	p.pages[pi] = slicedPage{devicePage: dp, held: true, first: b, freeHead: b, maxFree: p.pageSize}
+	p.held++
+	p.tree.set(pi, p.pageSize)
+	return pi, nil
+}
+
+// carve takes size bytes from the lowest-address free block of page pi that
+// holds them; the tree promised there is one.
+func (p *slicedPool) carve(pi int, size uint64) int32 {
+	pg := &p.pages[pi]
+	b := pg.freeHead
+	for p.blocks[b].size < size {
+		b = p.blocks[b].nextFree
+	}
+	old := p.blocks[b].size
+	var ref int32
+	if old == size {
+		ref = b
+		p.unlinkFree(pg, b)
+		p.blocks[b].free = false
+	} else {
+		ref = p.newBlock() // may move p.blocks
+		blk := &p.blocks[b]
+		p.blocks[ref] = sliceBlock{offset: blk.offset, size: size, page: int32(pi), prev: blk.prev, next: b,
+			prevFree: none, nextFree: none}
+		if blk.prev != none {
+			p.blocks[blk.prev].next = ref
+		} else {
+			pg.first = ref
+		}
+		blk.prev = ref
+		blk.offset += size
+		blk.size -= size
+	}
+	pg.live++
+	if old == pg.maxFree {
+		var m uint64
+		for f := pg.freeHead; f != none; f = p.blocks[f].nextFree {
+			m = max(m, p.blocks[f].size)
+		}
+		pg.maxFree = m
+		p.tree.set(pi, m)
+	}
+	return ref
+}
+
+func (p *slicedPool) unlinkFree(pg *slicedPage, b int32) {
+	blk := &p.blocks[b]
+	if blk.prevFree != none {
+		p.blocks[blk.prevFree].nextFree = blk.nextFree
+	} else {
+		pg.freeHead = blk.nextFree
+	}
+	if blk.nextFree != none {
+		p.blocks[blk.nextFree].prevFree = blk.prevFree
+	}
+	blk.prevFree, blk.nextFree = none, none
+}
+
+func (p *slicedPool) free(ref int32, requested uint64) {
+	blk := p.blocks[ref]
+	pi := int(blk.page)
+	pg := &p.pages[pi]
+	pg.live--
+	p.uncountAlloc(requested, blk.size)
+	prev, next := blk.prev, blk.next
+	prevFree := prev != none && p.blocks[prev].free
+	nextFree := next != none && p.blocks[next].free
+	merged := ref
+	switch {
+	case prevFree && nextFree:
+		pb, nb := &p.blocks[prev], p.blocks[next]
+		pb.size += blk.size + nb.size
+		pb.next = nb.next
+		if nb.next != none {
+			p.blocks[nb.next].prev = prev
+		}
+		p.unlinkFree(pg, next)
+		p.dropBlock(ref)
+		p.dropBlock(next)
+		merged = prev
+	case prevFree:
+		pb := &p.blocks[prev]
+		pb.size += blk.size
+		pb.next = next
+		if next != none {
+			p.blocks[next].prev = prev
+		}
+		p.dropBlock(ref)
+		merged = prev
+	case nextFree:
+		nb := &p.blocks[next]
+		nb.offset = blk.offset
+		nb.size += blk.size
+		nb.prev = prev
+		if prev != none {
+			p.blocks[prev].next = next
+		} else {
+			pg.first = next
+		}
+		p.dropBlock(ref)
+		merged = next
+	default:
+		// The previous free block by address is behind the used run before
+		// this one.
+		q := prev
+		for q != none && !p.blocks[q].free {
+			q = p.blocks[q].prev
+		}
+		b := &p.blocks[ref]
+		b.free = true
+		b.prevFree = q
+		if q == none {
+			b.nextFree = pg.freeHead
+			pg.freeHead = ref
+		} else {
+			b.nextFree = p.blocks[q].nextFree
+			p.blocks[q].nextFree = ref
+		}
+		if b.nextFree != none {
+			p.blocks[b.nextFree].prevFree = ref
+		}
+	}
+	if s := p.blocks[merged].size; s > pg.maxFree {
+		pg.maxFree = s
+		p.tree.set(pi, s)
+	}
+}
+
+func (p *slicedPool) resolve(ref int32) (vkruntime.StorageHandle, error) {
+	blk := &p.blocks[ref]
+	pg := &p.pages[blk.page]
+	if err := p.mapPage(&pg.devicePage); err != nil {
+		return vkruntime.StorageHandle{}, err
+	}
+	return vkruntime.StorageHandle{ID: pg.handle.ID, Offset: blk.offset, Size: blk.size}, nil
+}
+
+func (p *slicedPool) locate(ref int32) (int, uint64, uint64) {
+	blk := &p.blocks[ref]
+	return int(blk.page), blk.offset, blk.size
+}
+
+// cleanup returns fully free pages when explicit; sliced pools keep their
+// pages otherwise.
+func (p *slicedPool) cleanup(explicit bool) {
+	if !explicit {
+		return
+	}
+	for pi := range p.pages {
+		pg := &p.pages[pi]
+		if !pg.held || pg.live != 0 {
+			continue
+		}
+		p.dropBlock(pg.first)
+		p.closePage(&pg.devicePage)
+		*pg = slicedPage{}
+		p.held--
+		p.holes++
+		p.tree.set(pi, 0)
+	}
+	for len(p.pages) > 0 && !p.pages[len(p.pages)-1].held {
+		p.pages = p.pages[:len(p.pages)-1]
+		p.holes--
+	}
+}
+
+func (p *slicedPool) checkInvariants() error {
+	var held, unmapped, live uint64
+	for pi := range p.pages {
+		pg := &p.pages[pi]
+		if !pg.held {
+			if p.tree.get(pi) != 0 {
+				return fmt.Errorf("sliced pool: released page %d has %d free in the tree", pi, p.tree.get(pi))
+			}
+			continue
+		}
+		held++
+		if !pg.mapped {
+			unmapped++
+		}
+		var end, maxFree uint64
+		var liveHere int32
+		prev, prevFree := int32(none), int32(none)
+		lastWasFree := false
+		for b := pg.first; b != none; b = p.blocks[b].next {
+			blk := &p.blocks[b]
+			switch {
+			case blk.page != int32(pi):
+				return fmt.Errorf("sliced pool: block %d of page %d says page %d", b, pi, blk.page)
+			case blk.prev != prev:
+				return fmt.Errorf("sliced pool: block %d has prev %d, want %d", b, blk.prev, prev)
+			case blk.offset != end:
+				return fmt.Errorf("sliced pool: page %d has a gap or overlap at %d (block at %d)", pi, end, blk.offset)
+			case blk.size == 0:
+				return fmt.Errorf("sliced pool: page %d has an empty block at %d", pi, blk.offset)
+			}
+			if blk.free {
+				if lastWasFree {
+					return fmt.Errorf("sliced pool: page %d has uncoalesced free blocks at %d", pi, blk.offset)
+				}
+				if blk.prevFree != prevFree || (prevFree == none && pg.freeHead != b) || (prevFree != none && p.blocks[prevFree].nextFree != b) {
+					return fmt.Errorf("sliced pool: page %d free list out of address order at %d", pi, blk.offset)
+				}
+				prevFree = b
+				maxFree = max(maxFree, blk.size)
+			} else {
+				liveHere++
+			}
+			lastWasFree = blk.free
+			end = blk.offset + blk.size
+			prev = b
+		}
+		if prevFree != none && p.blocks[prevFree].nextFree != none || prevFree == none && pg.freeHead != none {
+			return fmt.Errorf("sliced pool: page %d free list has blocks that are not free", pi)
+		}
+		switch {
+		case end != p.pageSize:
+			return fmt.Errorf("sliced pool: page %d blocks cover %d of %d B", pi, end, p.pageSize)
+		case maxFree != pg.maxFree || p.tree.get(pi) != maxFree:
+			return fmt.Errorf("sliced pool: page %d largest free block %d, recorded %d, tree %d", pi, maxFree, pg.maxFree, p.tree.get(pi))
+		case liveHere != pg.live:
+			return fmt.Errorf("sliced pool: page %d has %d live blocks, recorded %d", pi, liveHere, pg.live)
+		}
+		live += uint64(liveHere)
+	}
+	switch {
+	case held != p.held || held != p.pageCount:
+		return fmt.Errorf("sliced pool: %d pages held, recorded %d and %d", held, p.held, p.pageCount)
+	case unmapped != p.pagesUnmapped:
+		return fmt.Errorf("sliced pool: %d pages unmapped, recorded %d", unmapped, p.pagesUnmapped)
+	case held*p.pageSize != p.usage.BytesReserved:
+		return fmt.Errorf("sliced pool: %d pages of %d B but %d B reserved", held, p.pageSize, p.usage.BytesReserved)
+	case live != p.usage.NumberAllocs:
+		return fmt.Errorf("sliced pool: %d live slices, usage says %d", live, p.usage.NumberAllocs)
+	case p.capPages != 0 && held > p.capPages:
+		return fmt.Errorf("sliced pool: %d pages held past the cap of %d", held, p.capPages)
+	}
+	return nil
+}

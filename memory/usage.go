@@ -1,0 +1,80 @@
+package memory
+
+import (
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Usage is one reading of a pool's or a manager's memory: live allocations,
+// the bytes they asked for, the padding inside them and what the device holds.
+type Usage struct {
+	// NumberAllocs counts live allocations (slices), not pages.
+	NumberAllocs uint64 `json:"number_allocs"`
+	// BytesInUse are the bytes the live allocations asked for, without padding.
+	BytesInUse uint64 `json:"bytes_in_use"`
+	// BytesPadding are the bytes the live allocations occupy beyond what they
+	// asked for.
+	BytesPadding uint64 `json:"bytes_padding"`
+	// BytesReserved is the memory reserved on the device, live or held for
+	// reuse: at least BytesInUse+BytesPadding.
+	BytesReserved uint64 `json:"bytes_reserved"`
+}
+
+// Combine sums two readings.
+func (u Usage) Combine(o Usage) Usage {
+	return Usage{
+		NumberAllocs:  u.NumberAllocs + o.NumberAllocs,
+		BytesInUse:    u.BytesInUse + o.BytesInUse,
+		BytesPadding:  u.BytesPadding + o.BytesPadding,
+		BytesReserved: u.BytesReserved + o.BytesReserved,
+	}
+}
+
+// String is the multi-line "Memory Usage Report:" text, each line ended by a
+// newline. Percentages are computed in single precision as the reference
+// runtime does, so an empty reading shows NaN.
+func (u Usage) String() string {
+	var b strings.Builder
+	b.WriteString("Memory Usage Report:\n")
+	b.WriteString(" Number of allocations: " + strconv.FormatUint(u.NumberAllocs, 10) + "\n")
+	b.WriteString(" Bytes in use: " + FormatBytes(u.BytesInUse) + "\n")
+	b.WriteString(" Bytes used for padding: " + FormatBytes(u.BytesPadding) + "\n")
+	b.WriteString(" Total bytes reserved: " + FormatBytes(u.BytesReserved) + "\n")
+	b.WriteString(" Usage efficiency: " + formatPercent(u.BytesInUse, u.BytesReserved) + "%\n")
+	b.WriteString(" Padding overhead: " + formatPercent(u.BytesPadding, u.BytesInUse) + "%\n")
+	return b.String()
+}
+
+// formatPercent is num/den*100 in float32, printed with two decimals the way
+// Rust prints an f32 ("NaN", "inf").
+func formatPercent(num, den uint64) string {
+	p := float32(num) / float32(den) * 100
+	switch {
+	case p != p:
+		return "NaN"
+	case math.IsInf(float64(p), 1):
+		return "inf"
+	}
+	return strconv.FormatFloat(float64(p), 'f', 2, 64)
+}
+
+// FormatBytes writes a byte count in powers of 1000 with two decimals:
+// "999 B", "1.50 KB", "2.00 GB".
+func FormatBytes(n uint64) string {
+	const unit = 1000
+	if n < unit {
+		return strconv.FormatUint(n, 10) + " B"
+	}
+	size := float64(n)
+	exp := int(math.Floor(math.Log(size) / math.Log(1000)))
+	if exp == 0 {
+		exp = 1
+	}
+	const prefixes = "KMGTPEZY"
+	div := uint64(1)
+	for range exp {
+		div *= unit
+	}
+	return strconv.FormatFloat(size/float64(div), 'f', 2, 64) + " " + prefixes[exp-1:exp] + "B"
+}
