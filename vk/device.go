@@ -1,0 +1,560 @@
+package vk
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	vulkan "github.com/vulkan-go/vulkan"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// Option configures Open.
+type Option func(*options) error
+
+type options struct {
+	memoryLimit    uint64
+	memoryFraction float64
+	validation     bool
+}
+
+// WithMemoryLimit caps the bytes the device's storage may hold at once; an
+// allocation past it fails with *runtime.OutOfMemoryError before it reaches
+// the driver. 0 means no limit.
+func WithMemoryLimit(bytes uint64) Option {
+	return func(o *options) error { o.memoryLimit = bytes; return nil }
+}
+
+// WithMemoryFraction caps the storage at a fraction (0, 1] of the heap it
+// allocates from, like PyTorch's per-process memory fraction. With
+// WithMemoryLimit too, the smaller cap wins.
+func WithMemoryFraction(f float64) Option {
+	return func(o *options) error {
+		if !(f > 0 && f <= 1) {
+			return fmt.Errorf("vkrt: memory fraction %v is outside (0, 1]", f)
+		}
+		o.memoryFraction = f
+		return nil
+	}
+}
+
+// WithValidation enables the Khronos validation layer with a messenger that
+// turns every validation error into an error of the call that caused it (and
+// of Close). Open fails when the layer is not installed.
+func WithValidation(on bool) Option {
+	return func(o *options) error { o.validation = on; return nil }
+}
+
+// Device is an opened Vulkan device: its storage, transfers and kernels. All
+// methods are safe for concurrent use; Close must come last.
+type Device struct {
+	info     DeviceInfo
+	inst     *instance
+	physical vulkan.PhysicalDevice
+	handle   vulkan.Device
+	queue    vulkan.Queue
+	family   uint32
+	queueMu  sync.Mutex
+
+	memoryType  uint32
+	heapIndex   int
+	hostVisible bool // the storage's memory is host-visible and coherent: transfers map it
+
+	storage *Storage
+
+	ctxMu    sync.Mutex
+	freeCtxs []*submitContext
+	allCtxs  []*submitContext
+
+	stagingMu sync.Mutex
+	staging   *hostBuffer
+
+	empty *hostBuffer // bound where a binding is empty: descriptors may not be
+
+	pipeMu    sync.Mutex
+	pipelines map[string]*pipeline
+
+	lost          atomic.Bool
+	validationMu  sync.Mutex
+	validationErr error
+	closed        atomic.Bool
+}
+
+// Open opens the physical device at index (in the order of Devices).
+func Open(index int, opts ...Option) (*Device, error) {
+	var o options
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	inst, err := newInstance(o.validation)
+	if err != nil {
+		return nil, err
+	}
+	physical, err := inst.physicalDevices()
+	if err != nil {
+		inst.destroy()
+		return nil, err
+	}
+	if len(physical) == 0 {
+		inst.destroy()
+		return nil, fmt.Errorf("%w: the loader found no Vulkan device", ErrNoVulkan)
+	}
+	if index < 0 || index >= len(physical) {
+		inst.destroy()
+		return nil, fmt.Errorf("vkrt: no Vulkan device %d: there are %d (0..%d)", index, len(physical), len(physical)-1)
+	}
+	d := &Device{inst: inst, physical: physical[index], pipelines: map[string]*pipeline{}}
+	d.info = describe(inst, d.physical, index)
+	if err := d.create(); err != nil {
+		d.destroy()
+		return nil, err
+	}
+	limit := o.memoryLimit
+	if o.memoryFraction > 0 {
+		byFraction := uint64(o.memoryFraction * float64(d.info.Heaps[d.heapIndex].Size))
+		if limit == 0 || byFraction < limit {
+			limit = byFraction
+		}
+	}
+	d.storage = &Storage{dev: d, pages: map[vkruntime.StorageID]*page{}, limit: limit}
+	if err := d.checkValidation(); err != nil {
+		d.destroy()
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *Device) create() error {
+	var count uint32
+	vulkan.GetPhysicalDeviceQueueFamilyProperties(d.physical, &count, nil)
+	families := make([]vulkan.QueueFamilyProperties, count)
+	vulkan.GetPhysicalDeviceQueueFamilyProperties(d.physical, &count, families)
+	family := -1
+	for i := range families {
+		families[i].Deref()
+		if vulkan.QueueFlagBits(families[i].QueueFlags)&vulkan.QueueComputeBit != 0 {
+			family = i
+			break
+		}
+	}
+	if family < 0 {
+		return fmt.Errorf("vkrt: device %d (%s) has no compute queue among its %d queue families", d.info.Index, d.info.Name, count)
+	}
+	d.family = uint32(family)
+
+	info := &vulkan.DeviceCreateInfo{
+		SType:                vulkan.StructureTypeDeviceCreateInfo,
+		QueueCreateInfoCount: 1,
+		PQueueCreateInfos: []vulkan.DeviceQueueCreateInfo{{
+			SType:            vulkan.StructureTypeDeviceQueueCreateInfo,
+			QueueFamilyIndex: d.family,
+			QueueCount:       1,
+			PQueuePriorities: []float32{1},
+		}},
+	}
+	if d.info.RobustBufferAccess {
+		// Out-of-bounds shader accesses read zeros and drop writes instead
+		// of touching a neighbour's memory.
+		info.PEnabledFeatures = []vulkan.PhysicalDeviceFeatures{{RobustBufferAccess: vulkan.True}}
+	}
+	if d.info.MemoryBudget {
+		info.EnabledExtensionCount = 1
+		info.PpEnabledExtensionNames = []string{cstr("VK_EXT_memory_budget")}
+	}
+	var handle vulkan.Device
+	if r := vulkan.CreateDevice(d.physical, info, nil, &handle); r != vulkan.Success {
+		return fmt.Errorf("vkrt: vkCreateDevice on device %d (%s): %w", d.info.Index, d.info.Name, vkError(r))
+	}
+	d.handle = handle
+	var queue vulkan.Queue
+	vulkan.GetDeviceQueue(d.handle, d.family, 0, &queue)
+	d.queue = queue
+
+	bits, err := d.storageMemoryTypeBits()
+	if err != nil {
+		return err
+	}
+	mt, ok := chooseMemoryType(d.info.MemoryTypes, d.info.Heaps, bits)
+	if !ok {
+		return fmt.Errorf("vkrt: device %d (%s) offers no memory type for storage buffers (type bits %#x)", d.info.Index, d.info.Name, bits)
+	}
+	d.memoryType = uint32(mt.Index)
+	d.heapIndex = mt.Heap
+	d.hostVisible = mt.HostVisible && mt.HostCoherent
+	empty, err := d.newHostBuffer(16)
+	if err != nil {
+		return err
+	}
+	d.empty = empty
+	return nil
+}
+
+// storageMemoryTypeBits asks the driver which memory types can back a
+// storage buffer, with a small probe buffer.
+func (d *Device) storageMemoryTypeBits() (uint32, error) {
+	buf, err := d.createBuffer(4096)
+	if err != nil {
+		return 0, err
+	}
+	defer vulkan.DestroyBuffer(d.handle, buf, nil)
+	var req vulkan.MemoryRequirements
+	vulkan.GetBufferMemoryRequirements(d.handle, buf, &req)
+	req.Deref()
+	return req.MemoryTypeBits, nil
+}
+
+const storageUsage = vulkan.BufferUsageFlags(vulkan.BufferUsageStorageBufferBit | vulkan.BufferUsageTransferSrcBit | vulkan.BufferUsageTransferDstBit)
+
+func (d *Device) createBuffer(size uint64) (vulkan.Buffer, error) {
+	info := &vulkan.BufferCreateInfo{
+		SType:       vulkan.StructureTypeBufferCreateInfo,
+		Size:        vulkan.DeviceSize(size),
+		Usage:       storageUsage,
+		SharingMode: vulkan.SharingModeExclusive,
+	}
+	var buf vulkan.Buffer
+	if r := vulkan.CreateBuffer(d.handle, info, nil, &buf); r != vulkan.Success {
+		return nil, fmt.Errorf("vkrt: vkCreateBuffer of %d B: %w", size, vkError(r))
+	}
+	return buf, nil
+}
+
+// chooseMemoryType picks the device-local type on the largest heap, and of
+// those one that is not host-visible where there is a choice (the
+// host-visible window of a discrete GPU may be small); without device-local
+// types, the first allowed one.
+func chooseMemoryType(types []MemoryType, heaps []HeapInfo, bits uint32) (MemoryType, bool) {
+	best, found := MemoryType{}, false
+	better := func(a, b MemoryType) bool {
+		if a.DeviceLocal != b.DeviceLocal {
+			return a.DeviceLocal
+		}
+		if heaps[a.Heap].Size != heaps[b.Heap].Size {
+			return heaps[a.Heap].Size > heaps[b.Heap].Size
+		}
+		return !a.HostVisible && b.HostVisible
+	}
+	for _, t := range types {
+		if bits&(1<<uint(t.Index)) == 0 {
+			continue
+		}
+		if !found || better(t, best) {
+			best, found = t, true
+		}
+	}
+	return best, found
+}
+
+// Info describes the device.
+func (d *Device) Info() DeviceInfo { return d.info }
+
+// Limits are the device's limits.
+func (d *Device) Limits() Limits { return d.info.Limits }
+
+// Storage is the device's storage; there is one per device, shared by all
+// its users.
+func (d *Device) Storage() *Storage { return d.storage }
+
+// Properties are the facts the memory pools size themselves by: alignment
+// max(4, minStorageBufferOffsetAlignment), pages no larger than one storage
+// buffer binding may cover, and the size of the heap the storage draws from.
+func (d *Device) Properties() vkruntime.DeviceProperties {
+	align := max(4, d.info.Limits.MinStorageBufferOffsetAlignment)
+	maxPage := d.info.Limits.MaxStorageBufferRange / align * align
+	heap := d.info.Heaps[d.heapIndex].Size
+	if heap > 0 && maxPage > heap {
+		maxPage = heap / align * align
+	}
+	return vkruntime.DeviceProperties{Alignment: align, MaxPageSize: maxPage, MemorySize: heap}
+}
+
+// HostVisible reports whether the storage's memory is mapped into the host
+// (transfers are plain copies) rather than reached through staging.
+func (d *Device) HostVisible() bool { return d.hostVisible }
+
+// Budget is the heap the storage draws from, as VK_EXT_memory_budget sees it
+// now: what this process may use and what it uses. ok is false where the
+// device lacks the extension.
+func (d *Device) Budget() (budget, usage uint64, ok bool) {
+	if !d.info.MemoryBudget {
+		return 0, 0, false
+	}
+	b, ok := queryBudget(d.inst, d.physical)
+	if !ok || d.heapIndex >= len(b.Budget) {
+		return 0, 0, false
+	}
+	return b.Budget[d.heapIndex], b.Usage[d.heapIndex], true
+}
+
+// Err reports what makes the device unusable or untrustworthy: a lost
+// device, or validation errors seen so far.
+func (d *Device) Err() error {
+	if d.lost.Load() {
+		return fmt.Errorf("vkrt: device %d (%s): %w", d.info.Index, d.info.Name, vkruntime.ErrDeviceLost)
+	}
+	d.validationMu.Lock()
+	defer d.validationMu.Unlock()
+	return d.validationErr
+}
+
+// checkValidation collects the validation layer's errors since the last
+// check; they stay on the device (Err, Close) and are returned once here.
+func (d *Device) checkValidation() error {
+	if d.inst.messages == nil {
+		return nil
+	}
+	err := d.inst.validationErrors()
+	if err == nil {
+		return nil
+	}
+	d.validationMu.Lock()
+	if d.validationErr == nil {
+		d.validationErr = err
+	} else {
+		d.validationErr = errors.Join(d.validationErr, err)
+	}
+	d.validationMu.Unlock()
+	return err
+}
+
+// usable fails fast on a closed or lost device.
+func (d *Device) usable() error {
+	if d.closed.Load() {
+		return fmt.Errorf("vkrt: device %d (%s) is closed", d.info.Index, d.info.Name)
+	}
+	if d.lost.Load() {
+		return fmt.Errorf("vkrt: device %d (%s): %w", d.info.Index, d.info.Name, vkruntime.ErrDeviceLost)
+	}
+	return nil
+}
+
+// noteResult records a lost device and turns a failed result into an error.
+func (d *Device) noteResult(call string, r vulkan.Result) error {
+	if r == vulkan.Success {
+		return nil
+	}
+	err := fmt.Errorf("vkrt: %s on device %d (%s): %w", call, d.info.Index, d.info.Name, vkError(r))
+	if isDeviceLost(err) {
+		d.lost.Store(true)
+	}
+	return err
+}
+
+// Close waits for the device to go idle and releases every Vulkan object
+// it made, the storage's pages included. With validation on, it returns the
+// validation errors seen over the device's life (leaked objects among them).
+func (d *Device) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	if d.handle != nil {
+		vulkan.DeviceWaitIdle(d.handle)
+	}
+	d.destroy()
+	return d.Err()
+}
+
+func (d *Device) destroy() {
+	if d.handle != nil {
+		if d.storage != nil {
+			d.storage.releaseAll()
+		}
+		for _, p := range d.pipelines {
+			p.destroy(d.handle)
+		}
+		d.pipelines = nil
+		for _, c := range d.allCtxs {
+			c.destroy(d.handle)
+		}
+		d.allCtxs, d.freeCtxs = nil, nil
+		if d.staging != nil {
+			d.staging.destroy(d.handle)
+			d.staging = nil
+		}
+		if d.empty != nil {
+			d.empty.destroy(d.handle)
+			d.empty = nil
+		}
+		vulkan.DestroyDevice(d.handle, nil)
+		d.handle = nil
+	}
+	if d.inst != nil {
+		_ = d.checkValidation() // leak reports arrive at vkDestroyDevice
+		d.inst.destroy()
+	}
+}
+
+// submitContext is what one submission needs for itself: a command pool and
+// buffer, a fence, and a descriptor pool. Contexts are reused, one
+// submission at a time each.
+type submitContext struct {
+	pool     vulkan.CommandPool
+	cmd      vulkan.CommandBuffer
+	fence    vulkan.Fence
+	descPool vulkan.DescriptorPool
+	descSets uint32 // sets the descriptor pool holds
+}
+
+const maxBindings = 8
+
+func (d *Device) acquireContext() (*submitContext, error) {
+	d.ctxMu.Lock()
+	if n := len(d.freeCtxs); n > 0 {
+		c := d.freeCtxs[n-1]
+		d.freeCtxs = d.freeCtxs[:n-1]
+		d.ctxMu.Unlock()
+		return c, nil
+	}
+	d.ctxMu.Unlock()
+
+	c := &submitContext{}
+	var pool vulkan.CommandPool
+	r := vulkan.CreateCommandPool(d.handle, &vulkan.CommandPoolCreateInfo{
+		SType:            vulkan.StructureTypeCommandPoolCreateInfo,
+		QueueFamilyIndex: d.family,
+	}, nil, &pool)
+	if err := d.noteResult("vkCreateCommandPool", r); err != nil {
+		return nil, err
+	}
+	c.pool = pool
+	cmds := make([]vulkan.CommandBuffer, 1)
+	r = vulkan.AllocateCommandBuffers(d.handle, &vulkan.CommandBufferAllocateInfo{
+		SType:              vulkan.StructureTypeCommandBufferAllocateInfo,
+		CommandPool:        pool,
+		Level:              vulkan.CommandBufferLevelPrimary,
+		CommandBufferCount: 1,
+	}, cmds)
+	if err := d.noteResult("vkAllocateCommandBuffers", r); err != nil {
+		c.destroy(d.handle)
+		return nil, err
+	}
+	c.cmd = cmds[0]
+	var fence vulkan.Fence
+	r = vulkan.CreateFence(d.handle, &vulkan.FenceCreateInfo{SType: vulkan.StructureTypeFenceCreateInfo}, nil, &fence)
+	if err := d.noteResult("vkCreateFence", r); err != nil {
+		c.destroy(d.handle)
+		return nil, err
+	}
+	c.fence = fence
+	d.ctxMu.Lock()
+	d.allCtxs = append(d.allCtxs, c)
+	d.ctxMu.Unlock()
+	return c, nil
+}
+
+func (d *Device) releaseContext(c *submitContext) {
+	d.ctxMu.Lock()
+	d.freeCtxs = append(d.freeCtxs, c)
+	d.ctxMu.Unlock()
+}
+
+func (c *submitContext) destroy(dev vulkan.Device) {
+	if c.descPool != nil {
+		vulkan.DestroyDescriptorPool(dev, c.descPool, nil)
+	}
+	if c.fence != nil {
+		vulkan.DestroyFence(dev, c.fence, nil)
+	}
+	if c.pool != nil {
+		vulkan.DestroyCommandPool(dev, c.pool, nil) // frees its command buffer
+	}
+}
+
+// ensureDescriptors makes the context's descriptor pool hold at least sets
+// descriptor sets of up to maxBindings storage buffers, and resets it.
+func (d *Device) ensureDescriptors(c *submitContext, sets uint32) error {
+	if sets == 0 {
+		return nil
+	}
+	if c.descPool != nil && c.descSets >= sets {
+		return d.noteResult("vkResetDescriptorPool", vulkan.ResetDescriptorPool(d.handle, c.descPool, 0))
+	}
+	if c.descPool != nil {
+		vulkan.DestroyDescriptorPool(d.handle, c.descPool, nil)
+		c.descPool = nil
+	}
+	capacity := max(sets, 64)
+	var pool vulkan.DescriptorPool
+	r := vulkan.CreateDescriptorPool(d.handle, &vulkan.DescriptorPoolCreateInfo{
+		SType:         vulkan.StructureTypeDescriptorPoolCreateInfo,
+		MaxSets:       capacity,
+		PoolSizeCount: 1,
+		PPoolSizes: []vulkan.DescriptorPoolSize{{
+			Type:            vulkan.DescriptorTypeStorageBuffer,
+			DescriptorCount: capacity * maxBindings,
+		}},
+	}, nil, &pool)
+	if err := d.noteResult("vkCreateDescriptorPool", r); err != nil {
+		return err
+	}
+	c.descPool, c.descSets = pool, capacity
+	return nil
+}
+
+// submit records commands with record into a fresh command buffer, submits
+// it and waits for the GPU to finish it. descriptorSets is how many
+// descriptor sets record will allocate.
+func (d *Device) submit(descriptorSets uint32, record func(c *submitContext) error) error {
+	if err := d.usable(); err != nil {
+		return err
+	}
+	c, err := d.acquireContext()
+	if err != nil {
+		return err
+	}
+	defer d.releaseContext(c)
+	if err := d.noteResult("vkResetCommandPool", vulkan.ResetCommandPool(d.handle, c.pool, 0)); err != nil {
+		return err
+	}
+	if err := d.ensureDescriptors(c, descriptorSets); err != nil {
+		return err
+	}
+	r := vulkan.BeginCommandBuffer(c.cmd, &vulkan.CommandBufferBeginInfo{
+		SType: vulkan.StructureTypeCommandBufferBeginInfo,
+		Flags: vulkan.CommandBufferUsageFlags(vulkan.CommandBufferUsageOneTimeSubmitBit),
+	})
+	if err := d.noteResult("vkBeginCommandBuffer", r); err != nil {
+		return err
+	}
+	if err := record(c); err != nil {
+		vulkan.EndCommandBuffer(c.cmd)
+		return err
+	}
+	if err := d.noteResult("vkEndCommandBuffer", vulkan.EndCommandBuffer(c.cmd)); err != nil {
+		return err
+	}
+	d.queueMu.Lock()
+	r = vulkan.QueueSubmit(d.queue, 1, []vulkan.SubmitInfo{{
+		SType:              vulkan.StructureTypeSubmitInfo,
+		CommandBufferCount: 1,
+		PCommandBuffers:    []vulkan.CommandBuffer{c.cmd},
+	}}, c.fence)
+	d.queueMu.Unlock()
+	if err := d.noteResult("vkQueueSubmit", r); err != nil {
+		return err
+	}
+	r = vulkan.WaitForFences(d.handle, 1, []vulkan.Fence{c.fence}, vulkan.True, math.MaxUint64)
+	if err := d.noteResult("vkWaitForFences", r); err != nil {
+		return err
+	}
+	if err := d.noteResult("vkResetFences", vulkan.ResetFences(d.handle, 1, []vulkan.Fence{c.fence})); err != nil {
+		return err
+	}
+	return d.checkValidation()
+}
+
+// barrier orders everything recorded before it (compute and transfers)
+// before everything recorded after it.
+func barrier(cmd vulkan.CommandBuffer) {
+	stages := vulkan.PipelineStageFlags(vulkan.PipelineStageComputeShaderBit | vulkan.PipelineStageTransferBit)
+	vulkan.CmdPipelineBarrier(cmd, stages, stages, 0, 1, []vulkan.MemoryBarrier{{
+		SType:         vulkan.StructureTypeMemoryBarrier,
+		SrcAccessMask: vulkan.AccessFlags(vulkan.AccessShaderWriteBit | vulkan.AccessTransferWriteBit),
+		DstAccessMask: vulkan.AccessFlags(vulkan.AccessShaderReadBit | vulkan.AccessShaderWriteBit | vulkan.AccessTransferReadBit | vulkan.AccessTransferWriteBit),
+	}}, 0, nil, 0, nil)
+}

@@ -1,0 +1,217 @@
+package vk
+
+import (
+	"fmt"
+
+	vulkan "github.com/vulkan-go/vulkan"
+)
+
+// DeviceInfo describes one physical device as the driver reports it.
+type DeviceInfo struct {
+	Index         int          `json:"index"`
+	Name          string       `json:"name"`
+	Type          string       `json:"type"` // discrete-gpu, integrated-gpu, virtual-gpu, cpu, other
+	VendorID      uint32       `json:"vendor_id"`
+	Vendor        string       `json:"vendor"`
+	DeviceID      uint32       `json:"device_id"`
+	APIVersion    string       `json:"api_version"`
+	DriverVersion string       `json:"driver_version"`
+	DriverName    string       `json:"driver_name,omitempty"` // Vulkan 1.2 drivers only
+	DriverInfo    string       `json:"driver_info,omitempty"`
+	Heaps         []HeapInfo   `json:"heaps"`
+	MemoryTypes   []MemoryType `json:"memory_types"`
+	// MemoryBudget: the device has VK_EXT_memory_budget, so heaps carry a
+	// budget and a usage.
+	MemoryBudget       bool   `json:"memory_budget"`
+	RobustBufferAccess bool   `json:"robust_buffer_access"`
+	Limits             Limits `json:"limits"`
+
+	apiVersion uint32
+}
+
+// HeapInfo is one memory heap. Budget and Usage are VK_EXT_memory_budget's
+// figures for this process, 0 where the device lacks the extension.
+type HeapInfo struct {
+	Index       int    `json:"index"`
+	Size        uint64 `json:"size"`
+	DeviceLocal bool   `json:"device_local"`
+	Budget      uint64 `json:"budget,omitempty"`
+	Usage       uint64 `json:"usage,omitempty"`
+}
+
+// MemoryType is one memory type: the heap it draws from and its properties.
+type MemoryType struct {
+	Index        int  `json:"index"`
+	Heap         int  `json:"heap"`
+	DeviceLocal  bool `json:"device_local"`
+	HostVisible  bool `json:"host_visible"`
+	HostCoherent bool `json:"host_coherent"`
+	HostCached   bool `json:"host_cached"`
+}
+
+// Limits are the device limits that bound storage and dispatches.
+type Limits struct {
+	MinStorageBufferOffsetAlignment uint64    `json:"min_storage_buffer_offset_alignment"`
+	MaxStorageBufferRange           uint64    `json:"max_storage_buffer_range"`
+	MaxMemoryAllocationCount        uint32    `json:"max_memory_allocation_count"`
+	MaxPushConstantsSize            uint32    `json:"max_push_constants_size"`
+	MaxComputeWorkGroupCount        [3]uint32 `json:"max_compute_work_group_count"`
+	MaxComputeWorkGroupSize         [3]uint32 `json:"max_compute_work_group_size"`
+	MaxComputeWorkGroupInvocations  uint32    `json:"max_compute_work_group_invocations"`
+	MaxComputeSharedMemorySize      uint32    `json:"max_compute_shared_memory_size"`
+	MaxPerStageStorageBuffers       uint32    `json:"max_per_stage_storage_buffers"`
+	NonCoherentAtomSize             uint64    `json:"non_coherent_atom_size"`
+	TimestampPeriodNs               float32   `json:"timestamp_period_ns"`
+}
+
+// Devices lists every physical device the Vulkan loader finds. No loader or
+// no driver is an error matching ErrNoVulkan.
+func Devices() ([]DeviceInfo, error) {
+	inst, err := newInstance(false)
+	if err != nil {
+		return nil, err
+	}
+	defer inst.destroy()
+	physical, err := inst.physicalDevices()
+	if err != nil {
+		return nil, err
+	}
+	if len(physical) == 0 {
+		return nil, fmt.Errorf("%w: the loader found no Vulkan device", ErrNoVulkan)
+	}
+	infos := make([]DeviceInfo, len(physical))
+	for i, pd := range physical {
+		infos[i] = describe(inst, pd, i)
+	}
+	return infos, nil
+}
+
+func versionString(v uint32) string {
+	return fmt.Sprintf("%d.%d.%d", v>>22, (v>>12)&0x3ff, v&0xfff)
+}
+
+var vendorNames = map[uint32]string{
+	0x1002: "AMD", 0x1010: "ImgTec", 0x10de: "NVIDIA", 0x13b5: "ARM", 0x5143: "Qualcomm",
+	0x8086: "Intel", 0x10005: "Mesa",
+}
+
+func driverVersionString(vendor, v uint32) string {
+	if vendor == 0x10de { // NVIDIA packs 10.8.8.6 bits
+		return fmt.Sprintf("%d.%d.%d", v>>22, (v>>14)&0xff, (v>>6)&0xff)
+	}
+	return versionString(v)
+}
+
+var deviceTypes = map[vulkan.PhysicalDeviceType]string{
+	vulkan.PhysicalDeviceTypeDiscreteGpu:   "discrete-gpu",
+	vulkan.PhysicalDeviceTypeIntegratedGpu: "integrated-gpu",
+	vulkan.PhysicalDeviceTypeVirtualGpu:    "virtual-gpu",
+	vulkan.PhysicalDeviceTypeCpu:           "cpu",
+}
+
+func describe(inst *instance, pd vulkan.PhysicalDevice, index int) DeviceInfo {
+	var props vulkan.PhysicalDeviceProperties
+	vulkan.GetPhysicalDeviceProperties(pd, &props)
+	props.Deref()
+	props.Limits.Deref()
+	l := props.Limits
+	info := DeviceInfo{
+		Index:         index,
+		Name:          cString(props.DeviceName[:]),
+		Type:          deviceTypes[props.DeviceType],
+		VendorID:      props.VendorID,
+		Vendor:        vendorNames[props.VendorID],
+		DeviceID:      props.DeviceID,
+		APIVersion:    versionString(props.ApiVersion),
+		DriverVersion: driverVersionString(props.VendorID, props.DriverVersion),
+		apiVersion:    props.ApiVersion,
+		Limits: Limits{
+			MinStorageBufferOffsetAlignment: uint64(l.MinStorageBufferOffsetAlignment),
+			MaxStorageBufferRange:           uint64(l.MaxStorageBufferRange),
+			MaxMemoryAllocationCount:        l.MaxMemoryAllocationCount,
+			MaxPushConstantsSize:            l.MaxPushConstantsSize,
+			MaxComputeWorkGroupCount:        l.MaxComputeWorkGroupCount,
+			MaxComputeWorkGroupSize:         l.MaxComputeWorkGroupSize,
+			MaxComputeWorkGroupInvocations:  l.MaxComputeWorkGroupInvocations,
+			MaxComputeSharedMemorySize:      l.MaxComputeSharedMemorySize,
+			MaxPerStageStorageBuffers:       l.MaxPerStageDescriptorStorageBuffers,
+			NonCoherentAtomSize:             uint64(l.NonCoherentAtomSize),
+			TimestampPeriodNs:               l.TimestampPeriod,
+		},
+	}
+	props.Free()
+	if info.Type == "" {
+		info.Type = "other"
+	}
+	if info.Vendor == "" {
+		info.Vendor = fmt.Sprintf("0x%x", info.VendorID)
+	}
+	if props.ApiVersion >= vulkan.MakeVersion(1, 2, 0) && inst.version >= vulkan.MakeVersion(1, 2, 0) {
+		if name, drv, ok := queryDriver(inst, pd); ok {
+			info.DriverName, info.DriverInfo = name, drv
+		}
+	}
+
+	var features vulkan.PhysicalDeviceFeatures
+	vulkan.GetPhysicalDeviceFeatures(pd, &features)
+	features.Deref()
+	info.RobustBufferAccess = features.RobustBufferAccess == vulkan.True
+	features.Free()
+
+	var mem vulkan.PhysicalDeviceMemoryProperties
+	vulkan.GetPhysicalDeviceMemoryProperties(pd, &mem)
+	mem.Deref()
+	for i := range int(mem.MemoryHeapCount) {
+		h := mem.MemoryHeaps[i]
+		h.Deref()
+		info.Heaps = append(info.Heaps, HeapInfo{
+			Index:       i,
+			Size:        uint64(h.Size),
+			DeviceLocal: vulkan.MemoryHeapFlagBits(h.Flags)&vulkan.MemoryHeapDeviceLocalBit != 0,
+		})
+	}
+	for i := range int(mem.MemoryTypeCount) {
+		t := mem.MemoryTypes[i]
+		t.Deref()
+		f := vulkan.MemoryPropertyFlagBits(t.PropertyFlags)
+		info.MemoryTypes = append(info.MemoryTypes, MemoryType{
+			Index:        i,
+			Heap:         int(t.HeapIndex),
+			DeviceLocal:  f&vulkan.MemoryPropertyDeviceLocalBit != 0,
+			HostVisible:  f&vulkan.MemoryPropertyHostVisibleBit != 0,
+			HostCoherent: f&vulkan.MemoryPropertyHostCoherentBit != 0,
+			HostCached:   f&vulkan.MemoryPropertyHostCachedBit != 0,
+		})
+	}
+	mem.Free()
+
+	if inst.version >= vulkan.MakeVersion(1, 1, 0) && hasDeviceExtension(pd, "VK_EXT_memory_budget") {
+		if b, ok := queryBudget(inst, pd); ok {
+			info.MemoryBudget = true
+			for i := range info.Heaps {
+				if i < len(b.Budget) {
+					info.Heaps[i].Budget, info.Heaps[i].Usage = b.Budget[i], b.Usage[i]
+				}
+			}
+		}
+	}
+	return info
+}
+
+func hasDeviceExtension(pd vulkan.PhysicalDevice, name string) bool {
+	var count uint32
+	if vulkan.EnumerateDeviceExtensionProperties(pd, "", &count, nil) != vulkan.Success || count == 0 {
+		return false
+	}
+	exts := make([]vulkan.ExtensionProperties, count)
+	if vulkan.EnumerateDeviceExtensionProperties(pd, "", &count, exts) != vulkan.Success {
+		return false
+	}
+	for i := range exts[:count] {
+		exts[i].Deref()
+		if cString(exts[i].ExtensionName[:]) == name {
+			return true
+		}
+	}
+	return false
+}

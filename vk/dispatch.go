@@ -1,0 +1,227 @@
+package vk
+
+import (
+	"fmt"
+	"unsafe"
+
+	vulkan "github.com/vulkan-go/vulkan"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// pipeline is one kernel made ready to dispatch on one device.
+type pipeline struct {
+	module    vulkan.ShaderModule
+	setLayout vulkan.DescriptorSetLayout
+	layout    vulkan.PipelineLayout
+	handle    vulkan.Pipeline
+}
+
+func (p *pipeline) destroy(dev vulkan.Device) {
+	if p.handle != nil {
+		vulkan.DestroyPipeline(dev, p.handle, nil)
+	}
+	if p.layout != nil {
+		vulkan.DestroyPipelineLayout(dev, p.layout, nil)
+	}
+	if p.setLayout != nil {
+		vulkan.DestroyDescriptorSetLayout(dev, p.setLayout, nil)
+	}
+	if p.module != nil {
+		vulkan.DestroyShaderModule(dev, p.module, nil)
+	}
+}
+
+// pipelineFor builds the kernel's pipeline on first use.
+func (d *Device) pipelineFor(k Kernel) (*pipeline, error) {
+	d.pipeMu.Lock()
+	defer d.pipeMu.Unlock()
+	if p, ok := d.pipelines[k.Name]; ok {
+		return p, nil
+	}
+	code, err := k.SPIRV()
+	if err != nil {
+		return nil, err
+	}
+	words := make([]uint32, len(code)/4)
+	for i := range words {
+		words[i] = uint32(code[4*i]) | uint32(code[4*i+1])<<8 | uint32(code[4*i+2])<<16 | uint32(code[4*i+3])<<24
+	}
+	p := &pipeline{}
+	fail := func(call string, r vulkan.Result) (*pipeline, error) {
+		p.destroy(d.handle)
+		return nil, fmt.Errorf("kernel %q: %w", k.Name, d.noteResult(call, r))
+	}
+	var module vulkan.ShaderModule
+	r := vulkan.CreateShaderModule(d.handle, &vulkan.ShaderModuleCreateInfo{
+		SType:    vulkan.StructureTypeShaderModuleCreateInfo,
+		CodeSize: uint(len(code)),
+		PCode:    words,
+	}, nil, &module)
+	if r != vulkan.Success {
+		return fail("vkCreateShaderModule", r)
+	}
+	p.module = module
+
+	bindings := make([]vulkan.DescriptorSetLayoutBinding, len(k.Bindings))
+	for i := range bindings {
+		bindings[i] = vulkan.DescriptorSetLayoutBinding{
+			Binding:         uint32(i),
+			DescriptorType:  vulkan.DescriptorTypeStorageBuffer,
+			DescriptorCount: 1,
+			StageFlags:      vulkan.ShaderStageFlags(vulkan.ShaderStageComputeBit),
+		}
+	}
+	var setLayout vulkan.DescriptorSetLayout
+	r = vulkan.CreateDescriptorSetLayout(d.handle, &vulkan.DescriptorSetLayoutCreateInfo{
+		SType:        vulkan.StructureTypeDescriptorSetLayoutCreateInfo,
+		BindingCount: uint32(len(bindings)),
+		PBindings:    bindings,
+	}, nil, &setLayout)
+	if r != vulkan.Success {
+		return fail("vkCreateDescriptorSetLayout", r)
+	}
+	p.setLayout = setLayout
+
+	layoutInfo := &vulkan.PipelineLayoutCreateInfo{
+		SType:          vulkan.StructureTypePipelineLayoutCreateInfo,
+		SetLayoutCount: 1,
+		PSetLayouts:    []vulkan.DescriptorSetLayout{setLayout},
+	}
+	if k.PushSize() > 0 {
+		layoutInfo.PushConstantRangeCount = 1
+		layoutInfo.PPushConstantRanges = []vulkan.PushConstantRange{{
+			StageFlags: vulkan.ShaderStageFlags(vulkan.ShaderStageComputeBit),
+			Size:       k.PushSize(),
+		}}
+	}
+	var layout vulkan.PipelineLayout
+	if r = vulkan.CreatePipelineLayout(d.handle, layoutInfo, nil, &layout); r != vulkan.Success {
+		return fail("vkCreatePipelineLayout", r)
+	}
+	p.layout = layout
+
+	handles := make([]vulkan.Pipeline, 1)
+	r = vulkan.CreateComputePipelines(d.handle, nil, 1, []vulkan.ComputePipelineCreateInfo{{
+		SType: vulkan.StructureTypeComputePipelineCreateInfo,
+		Stage: vulkan.PipelineShaderStageCreateInfo{
+			SType:  vulkan.StructureTypePipelineShaderStageCreateInfo,
+			Stage:  vulkan.ShaderStageComputeBit,
+			Module: module,
+			PName:  cstr("main"),
+		},
+		Layout: layout,
+	}}, nil, handles)
+	if r != vulkan.Success {
+		return fail("vkCreateComputePipelines", r)
+	}
+	p.handle = handles[0]
+	d.pipelines[k.Name] = p
+	return p, nil
+}
+
+// ValidateDispatch runs ValidateDispatch against the device's limits. It
+// touches neither the device nor its storage, so it also checks dispatches
+// whose bindings have no memory behind them yet (dry runs).
+func (d *Device) ValidateDispatch(k Kernel, grid [3]uint32, bindings []vkruntime.StorageHandle, push []byte) error {
+	return ValidateDispatch(k, grid, bindings, push, d.DispatchLimits())
+}
+
+// Dispatch runs one kernel and waits for it. The checks of ValidateDispatch
+// come first, then the bindings must name live allocations of the device's
+// storage and lie inside them; a failed check changes nothing.
+func (d *Device) Dispatch(k Kernel, grid [3]uint32, bindings []vkruntime.StorageHandle, push []byte) error {
+	return d.DispatchBatch([]Op{{Kernel: k, Grid: grid, Bindings: bindings, Push: push}})
+}
+
+// Run dispatches a launch from the typed helpers with its bindings.
+func (d *Device) Run(l Launch, bindings ...vkruntime.StorageHandle) error {
+	return d.DispatchBatch([]Op{l.With(bindings...)})
+}
+
+// DispatchBatch records ops in order into one submission, each one's writes
+// visible to the next, and waits for all of them. Every op is checked before
+// any is recorded.
+func (d *Device) DispatchBatch(ops []Op) error {
+	if err := d.usable(); err != nil {
+		return err
+	}
+	limits := d.DispatchLimits()
+	var handles []vkruntime.StorageHandle
+	live := make([]Op, 0, len(ops))
+	for i, op := range ops {
+		if err := ValidateDispatch(op.Kernel, op.Grid, op.Bindings, op.Push, limits); err != nil {
+			if len(ops) > 1 {
+				return fmt.Errorf("op %d of %d: %w", i, len(ops), err)
+			}
+			return err
+		}
+		if op.Grid[0] == 0 || op.Grid[1] == 0 || op.Grid[2] == 0 {
+			continue // nothing to run
+		}
+		live = append(live, op)
+		for _, h := range op.Bindings {
+			if h.Size > 0 {
+				handles = append(handles, h)
+			}
+		}
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	pins, err := d.storage.pin(handles...)
+	if err != nil {
+		return err
+	}
+	defer d.storage.unpin(pins)
+	pipes := make([]*pipeline, len(live))
+	for i, op := range live {
+		if pipes[i], err = d.pipelineFor(op.Kernel); err != nil {
+			return err
+		}
+	}
+	return d.submit(uint32(len(live)), func(c *submitContext) error {
+		next := 0
+		for i, op := range live {
+			p := pipes[i]
+			var set vulkan.DescriptorSet
+			r := vulkan.AllocateDescriptorSets(d.handle, &vulkan.DescriptorSetAllocateInfo{
+				SType:              vulkan.StructureTypeDescriptorSetAllocateInfo,
+				DescriptorPool:     c.descPool,
+				DescriptorSetCount: 1,
+				PSetLayouts:        []vulkan.DescriptorSetLayout{p.setLayout},
+			}, &set)
+			if err := d.noteResult("vkAllocateDescriptorSets", r); err != nil {
+				return err
+			}
+			writes := make([]vulkan.WriteDescriptorSet, len(op.Bindings))
+			for j, h := range op.Bindings {
+				info := vulkan.DescriptorBufferInfo{Buffer: d.empty.buffer, Offset: 0, Range: vulkan.DeviceSize(d.empty.size)}
+				if h.Size > 0 {
+					pg := pins[next].page
+					next++
+					info = vulkan.DescriptorBufferInfo{Buffer: pg.buffer, Offset: vulkan.DeviceSize(h.Offset), Range: vulkan.DeviceSize(h.Size)}
+				}
+				writes[j] = vulkan.WriteDescriptorSet{
+					SType:           vulkan.StructureTypeWriteDescriptorSet,
+					DstSet:          set,
+					DstBinding:      uint32(j),
+					DescriptorCount: 1,
+					DescriptorType:  vulkan.DescriptorTypeStorageBuffer,
+					PBufferInfo:     []vulkan.DescriptorBufferInfo{info},
+				}
+			}
+			vulkan.UpdateDescriptorSets(d.handle, uint32(len(writes)), writes, 0, nil)
+			if i > 0 {
+				barrier(c.cmd)
+			}
+			vulkan.CmdBindPipeline(c.cmd, vulkan.PipelineBindPointCompute, p.handle)
+			vulkan.CmdBindDescriptorSets(c.cmd, vulkan.PipelineBindPointCompute, p.layout, 0, 1, []vulkan.DescriptorSet{set}, 0, nil)
+			if len(op.Push) > 0 {
+				vulkan.CmdPushConstants(c.cmd, p.layout, vulkan.ShaderStageFlags(vulkan.ShaderStageComputeBit), 0, uint32(len(op.Push)), unsafe.Pointer(&op.Push[0]))
+			}
+			vulkan.CmdDispatch(c.cmd, op.Grid[0], op.Grid[1], op.Grid[2])
+		}
+		return nil
+	})
+}

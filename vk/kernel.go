@@ -1,0 +1,439 @@
+package vk
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+	"github.com/vkrt/vkrt/vk/kernels"
+)
+
+// Binding is one storage buffer a kernel reads or writes.
+type Binding struct {
+	Name   string `json:"name"`
+	Elem   string `json:"elem"`   // element type: "f32" or "u32"
+	Access string `json:"access"` // "read" or "write"
+}
+
+// PushField is one 4-byte field of a kernel's push constants.
+type PushField struct {
+	Name   string `json:"name"`
+	Type   string `json:"type"` // "u32" or "f32"
+	Offset uint32 `json:"offset"`
+}
+
+// Kernel is one compute kernel of the catalogue: what it computes, the
+// buffers it binds (binding i is descriptor binding i of set 0), its push
+// constants (little-endian, in the order listed) and its work-group size.
+type Kernel struct {
+	Name      string      `json:"name"`
+	Doc       string      `json:"doc"`
+	Bindings  []Binding   `json:"bindings"`
+	Push      []PushField `json:"push"`
+	WorkGroup [3]uint32   `json:"work_group"`
+	// Grid says how to size the grid for the kernel.
+	Grid string `json:"grid"`
+
+	// need is the least byte size of each binding the push constants (and,
+	// for per-group outputs, the grid) call for.
+	need func(push pushValues, grid [3]uint32) []uint64
+	// checkGrid, where set, rejects grids that leave work undone.
+	checkGrid func(push pushValues, grid [3]uint32) error
+}
+
+// PushSize is the byte size of the kernel's push constants.
+func (k Kernel) PushSize() uint32 { return uint32(4 * len(k.Push)) }
+
+type pushValues []byte
+
+func (p pushValues) u32(i int) uint64 { return uint64(binary.LittleEndian.Uint32(p[4*i:])) }
+
+// words is the byte size of n 32-bit words, saturating instead of wrapping.
+func words(n uint64) uint64 { return product(4, n) }
+
+// product multiplies, saturating at the largest uint64 instead of wrapping,
+// so sizes computed from hostile push constants cannot pass as small.
+func product(a, b uint64) uint64 {
+	if a != 0 && b > math.MaxUint64/a {
+		return math.MaxUint64
+	}
+	return a * b
+}
+
+const elementGroup = 256
+
+var (
+	in  = func(name string) Binding { return Binding{Name: name, Elem: "f32", Access: "read"} }
+	out = func(name string) Binding { return Binding{Name: name, Elem: "f32", Access: "write"} }
+	u32 = func(name string, off uint32) PushField { return PushField{Name: name, Type: "u32", Offset: off} }
+	f32 = func(name string, off uint32) PushField { return PushField{Name: name, Type: "f32", Offset: off} }
+)
+
+const gridElements = "any; ElementGrid(n) gives one invocation per element (the kernel loops with the grid's stride)"
+const gridRows = "any; RowGrid(rows) gives one work group per row (the kernel loops with the grid's stride)"
+
+func elementwise(name, doc string, bindings []Binding, push ...PushField) Kernel {
+	return Kernel{
+		Name: name, Doc: doc, Bindings: bindings,
+		Push:      append([]PushField{u32("n", 0)}, push...),
+		WorkGroup: [3]uint32{elementGroup, 1, 1},
+		Grid:      gridElements,
+		need: func(p pushValues, _ [3]uint32) []uint64 {
+			sizes := make([]uint64, len(bindings))
+			for i := range sizes {
+				sizes[i] = words(p.u32(0))
+			}
+			return sizes
+		},
+	}
+}
+
+var catalogue = []Kernel{
+	elementwise("fill", "out[i] = value for i < n; value is a 32-bit pattern (math.Float32bits for floats)",
+		[]Binding{{Name: "out", Elem: "u32", Access: "write"}}, u32("value", 4)),
+	elementwise("copy", "out[i] = src[i] for i < n 32-bit words, moved 16 bytes at a time",
+		[]Binding{{Name: "src", Elem: "u32", Access: "read"}, {Name: "out", Elem: "u32", Access: "write"}}),
+	elementwise("add", "out[i] = a[i] + b[i] for i < n", []Binding{in("a"), in("b"), out("out")}),
+	elementwise("mul", "out[i] = a[i] * b[i] for i < n", []Binding{in("a"), in("b"), out("out")}),
+	elementwise("scale", "out[i] = alpha * x[i] for i < n", []Binding{in("x"), out("out")}, f32("alpha", 4)),
+	elementwise("relu", "out[i] = max(x[i], 0) for i < n", []Binding{in("x"), out("out")}),
+	elementwise("gelu", "out[i] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) for x = x[i], i < n",
+		[]Binding{in("x"), out("out")}),
+	{
+		Name:      "softmax",
+		Doc:       "row-wise softmax of a rows x cols row-major matrix: out[r][c] = exp(x[r][c] - max_r) / sum_c exp(x[r][c] - max_r)",
+		Bindings:  []Binding{in("x"), out("out")},
+		Push:      []PushField{u32("rows", 0), u32("cols", 4)},
+		WorkGroup: [3]uint32{elementGroup, 1, 1},
+		Grid:      gridRows,
+		need: func(p pushValues, _ [3]uint32) []uint64 {
+			n := words(product(p.u32(0), p.u32(1)))
+			return []uint64{n, n}
+		},
+	},
+	{
+		Name:      "layernorm",
+		Doc:       "row-wise layer normalisation of a rows x cols row-major matrix: out[r][c] = (x[r][c] - mean_r) / sqrt(var_r + eps) * gamma[c] + beta[c], var_r biased",
+		Bindings:  []Binding{in("x"), in("gamma"), in("beta"), out("out")},
+		Push:      []PushField{u32("rows", 0), u32("cols", 4), f32("eps", 8)},
+		WorkGroup: [3]uint32{elementGroup, 1, 1},
+		Grid:      gridRows,
+		need: func(p pushValues, _ [3]uint32) []uint64 {
+			n, cols := words(product(p.u32(0), p.u32(1))), words(p.u32(1))
+			return []uint64{n, cols, cols, n}
+		},
+	},
+	{
+		Name:      "reduce_sum",
+		Doc:       "sum of x[0..n): work group g writes the sum of its grid-strided share to out[g]; a grid of one work group leaves the total in out[0]",
+		Bindings:  []Binding{in("x"), out("out")},
+		Push:      []PushField{u32("n", 0)},
+		WorkGroup: [3]uint32{elementGroup, 1, 1},
+		Grid:      "any; out holds one f32 per work group (grid x * y)",
+		need: func(p pushValues, grid [3]uint32) []uint64 {
+			return []uint64{words(p.u32(0)), words(product(uint64(grid[0]), uint64(grid[1])))}
+		},
+	},
+	{
+		Name:      "matmul",
+		Doc:       "c = a b for row-major a (M x K), b (K x N), c (M x N); tiled 128 x 128 per work group, 8 x 8 per invocation",
+		Bindings:  []Binding{in("a"), in("b"), out("c")},
+		Push:      []PushField{u32("M", 0), u32("N", 4), u32("K", 8)},
+		WorkGroup: [3]uint32{256, 1, 1},
+		Grid:      "at least (ceil(N / 128), ceil(M / 128), 1)",
+		need: func(p pushValues, _ [3]uint32) []uint64 {
+			m, n, k := p.u32(0), p.u32(1), p.u32(2)
+			return []uint64{words(product(m, k)), words(product(k, n)), words(product(m, n))}
+		},
+		checkGrid: func(p pushValues, grid [3]uint32) error {
+			m, n := p.u32(0), p.u32(1)
+			if m == 0 || n == 0 {
+				return nil
+			}
+			wantX, wantY := (n+matmulTile-1)/matmulTile, (m+matmulTile-1)/matmulTile
+			if uint64(grid[0]) < wantX || uint64(grid[1]) < wantY {
+				return fmt.Errorf("grid %v leaves part of the %d x %d output undone: it needs at least (%d, %d, 1)", grid, m, n, wantX, wantY)
+			}
+			return nil
+		},
+	},
+}
+
+const matmulTile = 128
+
+// Kernels is the catalogue of compute kernels, sorted by name.
+func Kernels() []Kernel {
+	ks := slices.Clone(catalogue)
+	slices.SortFunc(ks, func(a, b Kernel) int { return compareStrings(a.Name, b.Name) })
+	return ks
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// KernelByName finds a kernel of the catalogue.
+func KernelByName(name string) (Kernel, error) {
+	for _, k := range catalogue {
+		if k.Name == name {
+			return k, nil
+		}
+	}
+	names := make([]string, len(catalogue))
+	for i, k := range catalogue {
+		names[i] = k.Name
+	}
+	slices.Sort(names)
+	return Kernel{}, fmt.Errorf("vkrt: no kernel %q (the catalogue has %v): %w", name, names, vkruntime.ErrNotFound)
+}
+
+// SPIRV is the kernel's compiled module.
+func (k Kernel) SPIRV() ([]byte, error) { return kernels.SPIRV(k.Name) }
+
+// ErrInvalidDispatch: a dispatch that fails its checks (bindings, push
+// constants, grid); it never reaches the driver. The typed form is
+// *DispatchError.
+var ErrInvalidDispatch = errors.New("vkrt: invalid dispatch")
+
+// DispatchError says why a dispatch of Kernel was refused.
+type DispatchError struct {
+	Kernel string
+	Reason string
+}
+
+func (e *DispatchError) Error() string {
+	return fmt.Sprintf("vkrt: invalid dispatch of kernel %q: %s", e.Kernel, e.Reason)
+}
+
+// Is makes a *DispatchError match ErrInvalidDispatch.
+func (e *DispatchError) Is(target error) bool { return target == ErrInvalidDispatch }
+
+// DispatchLimits are the device facts a dispatch is checked against.
+type DispatchLimits struct {
+	Alignment                uint64 // binding offsets are multiples of this
+	MaxStorageBufferRange    uint64
+	MaxPushConstantsSize     uint32
+	MaxComputeWorkGroupCount [3]uint32
+}
+
+// DispatchLimits are the device's dispatch limits.
+func (d *Device) DispatchLimits() DispatchLimits {
+	l := d.info.Limits
+	return DispatchLimits{
+		Alignment:                d.Properties().Alignment,
+		MaxStorageBufferRange:    l.MaxStorageBufferRange,
+		MaxPushConstantsSize:     l.MaxPushConstantsSize,
+		MaxComputeWorkGroupCount: l.MaxComputeWorkGroupCount,
+	}
+}
+
+// ValidateDispatch checks a dispatch without a device: the number of
+// bindings, their alignment, their sizes against what the push constants
+// call for and the storage-buffer range, the push-constant size, and the grid
+// against the limits and the kernel. It does not check that the handles name
+// live allocations (Dispatch does).
+func ValidateDispatch(k Kernel, grid [3]uint32, bindings []vkruntime.StorageHandle, push []byte, limits DispatchLimits) error {
+	fail := func(format string, args ...any) error {
+		return &DispatchError{Kernel: k.Name, Reason: fmt.Sprintf(format, args...)}
+	}
+	if k.need == nil {
+		return fail("not a kernel of the catalogue")
+	}
+	if len(bindings) != len(k.Bindings) {
+		return fail("%d bindings given, the kernel has %d (%s)", len(bindings), len(k.Bindings), bindingNames(k))
+	}
+	if uint32(len(push)) != k.PushSize() {
+		return fail("%d B of push constants given, the kernel takes %d B (%s)", len(push), k.PushSize(), pushNames(k))
+	}
+	if k.PushSize() > limits.MaxPushConstantsSize {
+		return fail("the kernel's %d B of push constants exceed the device's %d B", k.PushSize(), limits.MaxPushConstantsSize)
+	}
+	for i, g := range grid {
+		if g > limits.MaxComputeWorkGroupCount[i] {
+			return fail("grid %v: dimension %d exceeds the device's %d work groups", grid, i, limits.MaxComputeWorkGroupCount[i])
+		}
+	}
+	if grid[2] > 1 {
+		return fail("grid %v: the kernel's grid is two-dimensional, z must be 1", grid)
+	}
+	need := k.need(pushValues(push), grid)
+	for i, h := range bindings {
+		b := k.Bindings[i]
+		if limits.Alignment != 0 && h.Offset%limits.Alignment != 0 {
+			return fail("binding %d (%s): %v: offset is not a multiple of the device's %d B alignment", i, b.Name, h, limits.Alignment)
+		}
+		if h.Offset > math.MaxUint64-h.Size {
+			return fail("binding %d (%s): %v overflows", i, b.Name, h)
+		}
+		if h.Size > limits.MaxStorageBufferRange {
+			return fail("binding %d (%s): %v: %d B exceed the device's storage-buffer range of %d B", i, b.Name, h, h.Size, limits.MaxStorageBufferRange)
+		}
+		if h.Size < need[i] {
+			return fail("binding %d (%s): %v holds %d B, the push constants %s call for %d B", i, b.Name, h, h.Size, pushString(k, push), need[i])
+		}
+	}
+	if k.checkGrid != nil {
+		if err := k.checkGrid(pushValues(push), grid); err != nil {
+			return fail("%v", err)
+		}
+	}
+	return nil
+}
+
+func bindingNames(k Kernel) string {
+	s := ""
+	for i, b := range k.Bindings {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprintf("%s %s %s", b.Name, b.Access, b.Elem)
+	}
+	return s
+}
+
+func pushNames(k Kernel) string {
+	s := ""
+	for i, f := range k.Push {
+		if i > 0 {
+			s += ", "
+		}
+		s += f.Name + " " + f.Type
+	}
+	return s
+}
+
+func pushString(k Kernel, push []byte) string {
+	s := "{"
+	for i, f := range k.Push {
+		if i > 0 {
+			s += " "
+		}
+		v := binary.LittleEndian.Uint32(push[f.Offset:])
+		if f.Type == "f32" {
+			s += fmt.Sprintf("%s=%g", f.Name, math.Float32frombits(v))
+		} else {
+			s += fmt.Sprintf("%s=%d", f.Name, v)
+		}
+	}
+	return s + "}"
+}
+
+// Launch is a kernel with its grid and packed push constants: what the
+// typed helpers (Add, MatMul, …) compute from element counts.
+type Launch struct {
+	Kernel Kernel
+	Grid   [3]uint32
+	Push   []byte
+}
+
+// With pairs the launch with its bindings.
+func (l Launch) With(bindings ...vkruntime.StorageHandle) Op {
+	return Op{Kernel: l.Kernel, Grid: l.Grid, Bindings: bindings, Push: l.Push}
+}
+
+// Op is one dispatch of a batch.
+type Op struct {
+	Kernel   Kernel
+	Grid     [3]uint32
+	Bindings []vkruntime.StorageHandle
+	Push     []byte
+}
+
+// portableGroups is the work-group count every Vulkan device allows per
+// grid dimension.
+const portableGroups = 65535
+
+// ElementGrid covers n elements with one invocation each (256 per work
+// group), spilling into y past 65535 work groups so it fits any device.
+func ElementGrid(n uint64) [3]uint32 {
+	return RowGrid((n + elementGroup - 1) / elementGroup)
+}
+
+// RowGrid is a grid of groups work groups, spilling into y past 65535.
+func RowGrid(groups uint64) [3]uint32 {
+	if groups <= portableGroups {
+		return [3]uint32{uint32(groups), 1, 1}
+	}
+	return [3]uint32{portableGroups, uint32((groups + portableGroups - 1) / portableGroups), 1}
+}
+
+func pack(values ...uint32) []byte {
+	b := make([]byte, 4*len(values))
+	for i, v := range values {
+		binary.LittleEndian.PutUint32(b[4*i:], v)
+	}
+	return b
+}
+
+func mustKernel(name string) Kernel {
+	k, err := KernelByName(name)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+func elementLaunch(name string, n uint32, extra ...uint32) Launch {
+	return Launch{Kernel: mustKernel(name), Grid: ElementGrid(uint64(n)), Push: pack(append([]uint32{n}, extra...)...)}
+}
+
+// FillWords sets n 32-bit words to value. Bindings: out.
+func FillWords(n, value uint32) Launch { return elementLaunch("fill", n, value) }
+
+// CopyWords copies n 32-bit words (a quarter of the invocations: each
+// moves 16 bytes). Bindings: src, out.
+func CopyWords(n uint32) Launch {
+	l := elementLaunch("copy", n)
+	l.Grid = ElementGrid((uint64(n) + 3) / 4)
+	return l
+}
+
+// Add is out = a + b over n floats. Bindings: a, b, out.
+func Add(n uint32) Launch { return elementLaunch("add", n) }
+
+// Mul is out = a * b over n floats. Bindings: a, b, out.
+func Mul(n uint32) Launch { return elementLaunch("mul", n) }
+
+// Scale is out = alpha * x over n floats. Bindings: x, out.
+func Scale(n uint32, alpha float32) Launch {
+	return elementLaunch("scale", n, math.Float32bits(alpha))
+}
+
+// ReLU is out = max(x, 0) over n floats. Bindings: x, out.
+func ReLU(n uint32) Launch { return elementLaunch("relu", n) }
+
+// GELU is out = gelu(x) (tanh approximation) over n floats. Bindings: x, out.
+func GELU(n uint32) Launch { return elementLaunch("gelu", n) }
+
+// Softmax is the row-wise softmax of a rows x cols matrix. Bindings: x, out.
+func Softmax(rows, cols uint32) Launch {
+	return Launch{Kernel: mustKernel("softmax"), Grid: RowGrid(uint64(rows)), Push: pack(rows, cols)}
+}
+
+// LayerNorm is the row-wise layer normalisation of a rows x cols matrix.
+// Bindings: x, gamma (cols), beta (cols), out.
+func LayerNorm(rows, cols uint32, eps float32) Launch {
+	return Launch{Kernel: mustKernel("layernorm"), Grid: RowGrid(uint64(rows)), Push: pack(rows, cols, math.Float32bits(eps))}
+}
+
+// ReduceSum sums n floats into out[0] with one work group. Bindings: x,
+// out (one float).
+func ReduceSum(n uint32) Launch {
+	return Launch{Kernel: mustKernel("reduce_sum"), Grid: [3]uint32{1, 1, 1}, Push: pack(n)}
+}
+
+// MatMul is c = a b for a (m x k), b (k x n), c (m x n), row-major.
+// Bindings: a, b, c.
+func MatMul(m, n, k uint32) Launch {
+	grid := [3]uint32{(n + matmulTile - 1) / matmulTile, (m + matmulTile - 1) / matmulTile, 1}
+	return Launch{Kernel: mustKernel("matmul"), Grid: grid, Push: pack(m, n, k)}
+}

@@ -1,0 +1,10 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+// out[i] = alpha * x[i] for i < n (f32)
+layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 1) writeonly buffer Out { float dst[]; };
+layout(push_constant) uniform Push { uint n; float alpha; } p;
+void main() {
+	for (uint i = global_index(); i < p.n; i += global_stride()) dst[i] = p.alpha * x[i];
+}

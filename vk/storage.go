@@ -1,0 +1,306 @@
+package vk
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	vulkan "github.com/vulkan-go/vulkan"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// Storage is a runtime.Storage over a device's memory: each allocation (a
+// page) is one VkDeviceMemory with one storage VkBuffer bound over all of it.
+// It is safe for concurrent use. Dealloc defers the release until Flush, and
+// Flush releases a page only once no transfer or dispatch uses it.
+type Storage struct {
+	dev *Device
+
+	mu          sync.Mutex
+	next        vkruntime.StorageID
+	pages       map[vkruntime.StorageID]*page
+	deferred    []*page
+	allocated   uint64 // bytes of device memory held, deferred pages included
+	allocations int
+	limit       uint64 // 0: none
+}
+
+var _ vkruntime.Storage = (*Storage)(nil)
+
+type page struct {
+	id       vkruntime.StorageID
+	size     uint64 // bytes asked for; the usable range of the buffer
+	held     uint64 // bytes of device memory behind it (the driver may round up)
+	memory   vulkan.DeviceMemory
+	buffer   vulkan.Buffer
+	mapped   unsafe.Pointer // non-nil where the memory is host-visible
+	pins     int            // transfers and dispatches using the page now
+	released bool           // Dealloc was called
+}
+
+// Allocated is the number of bytes of device memory the storage holds,
+// deallocated pages not yet flushed included.
+func (s *Storage) Allocated() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.allocated
+}
+
+// Allocations is the number of device allocations the storage holds.
+func (s *Storage) Allocations() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.allocations
+}
+
+// Limit is the storage's memory limit in bytes, 0 for none.
+func (s *Storage) Limit() uint64 { return s.limit }
+
+// Alloc makes one device allocation of size bytes. A size the heap, the
+// storage's limit or the driver cannot serve is a *runtime.OutOfMemoryError.
+func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
+	d := s.dev
+	if err := d.usable(); err != nil {
+		return vkruntime.StorageHandle{}, err
+	}
+	if size == 0 {
+		return vkruntime.StorageHandle{}, fmt.Errorf("vkrt: storage allocation of 0 B: a page needs at least one byte")
+	}
+	heap := d.info.Heaps[d.heapIndex].Size
+	if size > heap {
+		return vkruntime.StorageHandle{}, s.outOfMemory(size, "larger than the heap")
+	}
+	buffer, err := d.createBuffer(size)
+	if err != nil {
+		if isOutOfMemory(err) {
+			return vkruntime.StorageHandle{}, s.outOfMemory(size, err.Error())
+		}
+		return vkruntime.StorageHandle{}, err
+	}
+	var req vulkan.MemoryRequirements
+	vulkan.GetBufferMemoryRequirements(d.handle, buffer, &req)
+	req.Deref()
+	held := uint64(req.Size)
+	if req.MemoryTypeBits&(1<<d.memoryType) == 0 {
+		vulkan.DestroyBuffer(d.handle, buffer, nil)
+		return vkruntime.StorageHandle{}, fmt.Errorf("vkrt: storage allocation of %d B: the buffer cannot live in memory type %d (allowed types %#x)", size, d.memoryType, req.MemoryTypeBits)
+	}
+	if err := s.reserve(size, held); err != nil {
+		vulkan.DestroyBuffer(d.handle, buffer, nil)
+		return vkruntime.StorageHandle{}, err
+	}
+	memory, r := d.allocateMemory(held, d.memoryType)
+	if r == vulkan.ErrorOutOfDeviceMemory || r == vulkan.ErrorOutOfHostMemory || r == vulkan.ErrorTooManyObjects {
+		// Deferred pages may be what stands in the way: release them, retry once.
+		s.Flush()
+		memory, r = d.allocateMemory(held, d.memoryType)
+	}
+	if r != vulkan.Success {
+		s.unreserve(held)
+		vulkan.DestroyBuffer(d.handle, buffer, nil)
+		err := d.noteResult("vkAllocateMemory", r)
+		if r == vulkan.ErrorOutOfDeviceMemory || r == vulkan.ErrorOutOfHostMemory || r == vulkan.ErrorTooManyObjects {
+			return vkruntime.StorageHandle{}, s.outOfMemory(size, err.Error())
+		}
+		return vkruntime.StorageHandle{}, err
+	}
+	p := &page{size: size, held: held, memory: memory, buffer: buffer}
+	if r := vulkan.BindBufferMemory(d.handle, buffer, memory, 0); r != vulkan.Success {
+		s.destroyPage(p)
+		s.unreserve(held)
+		return vkruntime.StorageHandle{}, d.noteResult("vkBindBufferMemory", r)
+	}
+	if d.hostVisible {
+		var mapped unsafe.Pointer
+		if r := vulkan.MapMemory(d.handle, memory, 0, vulkan.DeviceSize(vulkan.WholeSize), 0, &mapped); r != vulkan.Success {
+			s.destroyPage(p)
+			s.unreserve(held)
+			return vkruntime.StorageHandle{}, d.noteResult("vkMapMemory", r)
+		}
+		p.mapped = mapped
+	}
+	s.mu.Lock()
+	s.next++
+	p.id = s.next
+	s.pages[p.id] = p
+	s.mu.Unlock()
+	return vkruntime.StorageHandle{ID: p.id, Offset: 0, Size: size}, nil
+}
+
+// reserve counts held bytes against the limit and the allocation count
+// before the driver is asked, so concurrent allocations cannot overshoot.
+func (s *Storage) reserve(size, held uint64) error {
+	s.mu.Lock()
+	over := func() bool { return s.limit != 0 && s.allocated+held > s.limit }
+	tooMany := func() bool {
+		return uint64(s.allocations) >= uint64(s.dev.info.Limits.MaxMemoryAllocationCount)
+	}
+	if over() || tooMany() {
+		s.mu.Unlock()
+		s.Flush()
+		s.mu.Lock()
+	}
+	switch {
+	case over():
+		s.mu.Unlock()
+		return s.outOfMemory(size, fmt.Sprintf("the storage's memory limit: %d B held, %d B free", s.Allocated(), s.limit-min(s.limit, s.Allocated())))
+	case tooMany():
+		n := s.allocations
+		s.mu.Unlock()
+		return s.outOfMemory(size, fmt.Sprintf("the device allows %d allocations and the storage holds %d", s.dev.info.Limits.MaxMemoryAllocationCount, n))
+	}
+	s.allocated += held
+	s.allocations++
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Storage) unreserve(held uint64) {
+	s.mu.Lock()
+	s.allocated -= held
+	s.allocations--
+	s.mu.Unlock()
+}
+
+// outOfMemory builds the error of an allocation the device could not serve,
+// with what the heap, the budget and the storage said.
+func (s *Storage) outOfMemory(size uint64, detail string) error {
+	d := s.dev
+	e := &vkruntime.OutOfMemoryError{
+		Size:     size,
+		HeapSize: d.info.Heaps[d.heapIndex].Size,
+		Usage:    s.Allocated(),
+		Limit:    s.limit,
+		Detail:   fmt.Sprintf("device %d (%s): %s", d.info.Index, d.info.Name, detail),
+	}
+	if budget, _, ok := d.Budget(); ok {
+		e.Budget = budget
+	}
+	return e
+}
+
+func isOutOfMemory(err error) bool {
+	var re *ResultError
+	if !errors.As(err, &re) {
+		return false
+	}
+	r := vulkan.Result(re.Result)
+	return r == vulkan.ErrorOutOfDeviceMemory || r == vulkan.ErrorOutOfHostMemory
+}
+
+func (d *Device) allocateMemory(size uint64, memoryType uint32) (vulkan.DeviceMemory, vulkan.Result) {
+	var memory vulkan.DeviceMemory
+	r := vulkan.AllocateMemory(d.handle, &vulkan.MemoryAllocateInfo{
+		SType:           vulkan.StructureTypeMemoryAllocateInfo,
+		AllocationSize:  vulkan.DeviceSize(size),
+		MemoryTypeIndex: memoryType,
+	}, nil, &memory)
+	return memory, r
+}
+
+// Dealloc releases a page; the memory goes back to the driver at the next
+// Flush once nothing uses it. Unknown or already released ids are ignored.
+func (s *Storage) Dealloc(id vkruntime.StorageID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.pages[id]
+	if !ok {
+		return
+	}
+	delete(s.pages, id)
+	p.released = true
+	s.deferred = append(s.deferred, p)
+}
+
+// Flush hands deferred deallocations to the driver, except pages a transfer
+// or dispatch still uses: those wait for a later Flush.
+func (s *Storage) Flush() {
+	s.mu.Lock()
+	var free []*page
+	kept := s.deferred[:0]
+	for _, p := range s.deferred {
+		if p.pins > 0 {
+			kept = append(kept, p)
+		} else {
+			free = append(free, p)
+		}
+	}
+	clear(s.deferred[len(kept):])
+	s.deferred = kept
+	s.mu.Unlock()
+	if len(free) == 0 {
+		return
+	}
+	for _, p := range free {
+		s.destroyPage(p)
+	}
+	s.mu.Lock()
+	for _, p := range free {
+		s.allocated -= p.held
+		s.allocations--
+	}
+	s.mu.Unlock()
+}
+
+func (s *Storage) destroyPage(p *page) {
+	h := s.dev.handle
+	if p.mapped != nil {
+		vulkan.UnmapMemory(h, p.memory)
+		p.mapped = nil
+	}
+	vulkan.DestroyBuffer(h, p.buffer, nil)
+	vulkan.FreeMemory(h, p.memory, nil)
+}
+
+// releaseAll frees every page, live or deferred; the device is closing.
+func (s *Storage) releaseAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.pages {
+		s.destroyPage(p)
+	}
+	for _, p := range s.deferred {
+		s.destroyPage(p)
+	}
+	s.pages, s.deferred = map[vkruntime.StorageID]*page{}, nil
+	s.allocated, s.allocations = 0, 0
+}
+
+// pinned is a handle resolved to its page, held against Flush until unpin.
+type pinned struct {
+	page   *page
+	offset uint64
+	size   uint64
+}
+
+// pin resolves handles to their pages, checks they lie inside them, and
+// keeps the pages from being freed until unpin. Nothing is pinned on error.
+func (s *Storage) pin(handles ...vkruntime.StorageHandle) ([]pinned, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]pinned, len(handles))
+	for i, h := range handles {
+		p, ok := s.pages[h.ID]
+		if !ok {
+			return nil, fmt.Errorf("vkrt: %v: %w (the device's storage holds %d pages)", h, vkruntime.ErrNotFound, len(s.pages))
+		}
+		if h.Offset > p.size || h.Size > p.size-h.Offset {
+			return nil, fmt.Errorf("vkrt: %v lies outside its page of %d B", h, p.size)
+		}
+		out[i] = pinned{page: p, offset: h.Offset, size: h.Size}
+	}
+	for _, x := range out {
+		x.page.pins++
+	}
+	return out, nil
+}
+
+func (s *Storage) unpin(ps []pinned) {
+	s.mu.Lock()
+	for _, x := range ps {
+		x.page.pins--
+	}
+	s.mu.Unlock()
+}

@@ -1,0 +1,257 @@
+package vk
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	vulkan "github.com/vulkan-go/vulkan"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// hostBuffer is a buffer in host-visible, coherent memory, mapped for its
+// whole life: the staging buffer of devices whose storage the host cannot
+// see, and the stand-in bound for empty bindings.
+type hostBuffer struct {
+	buffer vulkan.Buffer
+	memory vulkan.DeviceMemory
+	mapped unsafe.Pointer
+	size   uint64
+}
+
+func (d *Device) newHostBuffer(size uint64) (*hostBuffer, error) {
+	buf, err := d.createBuffer(size)
+	if err != nil {
+		return nil, err
+	}
+	var req vulkan.MemoryRequirements
+	vulkan.GetBufferMemoryRequirements(d.handle, buf, &req)
+	req.Deref()
+	chosen := -1
+	for _, t := range d.info.MemoryTypes {
+		if req.MemoryTypeBits&(1<<uint(t.Index)) == 0 || !t.HostVisible || !t.HostCoherent {
+			continue
+		}
+		if chosen < 0 || (t.HostCached && !d.info.MemoryTypes[chosen].HostCached) {
+			chosen = t.Index // cached memory makes downloads fast
+		}
+	}
+	if chosen < 0 {
+		vulkan.DestroyBuffer(d.handle, buf, nil)
+		return nil, fmt.Errorf("vkrt: device %d (%s) has no host-visible coherent memory for a %d B staging buffer", d.info.Index, d.info.Name, size)
+	}
+	memory, r := d.allocateMemory(uint64(req.Size), uint32(chosen))
+	if r != vulkan.Success {
+		vulkan.DestroyBuffer(d.handle, buf, nil)
+		return nil, d.noteResult(fmt.Sprintf("vkAllocateMemory (staging, %d B)", req.Size), r)
+	}
+	hb := &hostBuffer{buffer: buf, memory: memory, size: size}
+	if r := vulkan.BindBufferMemory(d.handle, buf, memory, 0); r != vulkan.Success {
+		hb.destroy(d.handle)
+		return nil, d.noteResult("vkBindBufferMemory", r)
+	}
+	var mapped unsafe.Pointer
+	if r := vulkan.MapMemory(d.handle, memory, 0, vulkan.DeviceSize(vulkan.WholeSize), 0, &mapped); r != vulkan.Success {
+		hb.destroy(d.handle)
+		return nil, d.noteResult("vkMapMemory", r)
+	}
+	hb.mapped = mapped
+	return hb, nil
+}
+
+func (hb *hostBuffer) bytes() []byte { return unsafe.Slice((*byte)(hb.mapped), hb.size) }
+
+func (hb *hostBuffer) destroy(dev vulkan.Device) {
+	if hb.mapped != nil {
+		vulkan.UnmapMemory(dev, hb.memory)
+	}
+	vulkan.DestroyBuffer(dev, hb.buffer, nil)
+	vulkan.FreeMemory(dev, hb.memory, nil)
+}
+
+// stagingSize is the chunk a transfer through staging moves per submission.
+const stagingSize = 16 << 20
+
+// withStaging runs f with the device's staging buffer, made on first use.
+func (d *Device) withStaging(f func(*hostBuffer) error) error {
+	d.stagingMu.Lock()
+	defer d.stagingMu.Unlock()
+	if d.staging == nil {
+		hb, err := d.newHostBuffer(stagingSize)
+		if err != nil {
+			return err
+		}
+		d.staging = hb
+	}
+	return f(d.staging)
+}
+
+func (p pinned) bytes() []byte {
+	return unsafe.Slice((*byte)(unsafe.Add(p.page.mapped, p.offset)), p.size)
+}
+
+// Upload writes data to the start of the byte range dst; len(data) may be
+// less than dst.Size (the rest is left as it was), not more.
+func (d *Device) Upload(dst vkruntime.StorageHandle, data []byte) error {
+	if uint64(len(data)) > dst.Size {
+		return fmt.Errorf("vkrt: upload of %d B into %v of %d B", len(data), dst, dst.Size)
+	}
+	if len(data) == 0 {
+		return d.usable()
+	}
+	return d.transfer(dst, uint64(len(data)), func(p pinned) error {
+		if p.page.mapped != nil {
+			copy(p.bytes(), data)
+			return nil
+		}
+		return d.withStaging(func(st *hostBuffer) error {
+			for done := uint64(0); done < p.size; done += stagingSize {
+				n := min(stagingSize, p.size-done)
+				copy(st.bytes(), data[done:done+n])
+				if err := d.copyBuffer(st.buffer, 0, p.page.buffer, p.offset+done, n); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// Download reads the start of the byte range src into dst; len(dst) may be
+// less than src.Size, not more.
+func (d *Device) Download(src vkruntime.StorageHandle, dst []byte) error {
+	if uint64(len(dst)) > src.Size {
+		return fmt.Errorf("vkrt: download of %d B from %v of %d B", len(dst), src, src.Size)
+	}
+	if len(dst) == 0 {
+		return d.usable()
+	}
+	return d.transfer(src, uint64(len(dst)), func(p pinned) error {
+		if p.page.mapped != nil {
+			copy(dst, p.bytes())
+			return nil
+		}
+		return d.withStaging(func(st *hostBuffer) error {
+			for done := uint64(0); done < p.size; done += stagingSize {
+				n := min(stagingSize, p.size-done)
+				if err := d.copyBuffer(p.page.buffer, p.offset+done, st.buffer, 0, n); err != nil {
+					return err
+				}
+				copy(dst[done:done+n], st.bytes())
+			}
+			return nil
+		})
+	})
+}
+
+// Zero sets every byte of h to zero (how new buffers come to read as
+// zeros).
+func (d *Device) Zero(h vkruntime.StorageHandle) error {
+	return d.transfer(h, h.Size, func(p pinned) error {
+		if p.page.mapped != nil {
+			clear(p.bytes())
+			return nil
+		}
+		aligned := p.size &^ 3
+		if p.offset%4 == 0 && aligned > 0 {
+			if err := d.fillBuffer(p.page.buffer, p.offset, aligned, 0); err != nil {
+				return err
+			}
+		} else {
+			aligned = 0
+		}
+		if rest := p.size - aligned; rest > 0 {
+			tail := vkruntime.StorageHandle{ID: p.page.id, Offset: p.offset + aligned, Size: rest}
+			return d.uploadPinned(tail, make([]byte, rest))
+		}
+		return nil
+	})
+}
+
+// uploadPinned uploads into a range of a page the caller already pinned.
+func (d *Device) uploadPinned(h vkruntime.StorageHandle, data []byte) error {
+	ps, err := d.storage.pin(h)
+	if err != nil {
+		return err
+	}
+	defer d.storage.unpin(ps)
+	return d.withStaging(func(st *hostBuffer) error {
+		copy(st.bytes(), data)
+		return d.copyBuffer(st.buffer, 0, ps[0].page.buffer, h.Offset, uint64(len(data)))
+	})
+}
+
+// Fill sets every 32-bit word of h to value; h's offset and size must be
+// multiples of 4.
+func (d *Device) Fill(h vkruntime.StorageHandle, value uint32) error {
+	if h.Offset%4 != 0 || h.Size%4 != 0 {
+		return fmt.Errorf("vkrt: fill of %v: offset and size must be multiples of 4 B", h)
+	}
+	return d.transfer(h, h.Size, func(p pinned) error {
+		if p.page.mapped != nil {
+			b := p.bytes()
+			for i := 0; i < len(b); i += 4 {
+				binary.LittleEndian.PutUint32(b[i:], value)
+			}
+			return nil
+		}
+		return d.fillBuffer(p.page.buffer, p.offset, p.size, value)
+	})
+}
+
+// Copy copies src's bytes to the start of dst (vkCmdCopyBuffer); the ranges
+// may be on the same page but must not overlap.
+func (d *Device) Copy(dst, src vkruntime.StorageHandle) error {
+	if src.Size > dst.Size {
+		return fmt.Errorf("vkrt: copy of %v (%d B) into %v (%d B)", src, src.Size, dst, dst.Size)
+	}
+	if src.ID == dst.ID && src.Offset < dst.Offset+src.Size && dst.Offset < src.End() {
+		return fmt.Errorf("vkrt: copy of %v into %v: the ranges overlap", src, dst)
+	}
+	if src.Size == 0 {
+		return d.usable()
+	}
+	ps, err := d.storage.pin(src, dst)
+	if err != nil {
+		return err
+	}
+	defer d.storage.unpin(ps)
+	return d.copyBuffer(ps[0].page.buffer, src.Offset, ps[1].page.buffer, dst.Offset, src.Size)
+}
+
+// transfer pins h's page, checks the first n bytes of h lie in it, and runs f.
+func (d *Device) transfer(h vkruntime.StorageHandle, n uint64, f func(pinned) error) error {
+	if err := d.usable(); err != nil {
+		return err
+	}
+	ps, err := d.storage.pin(h)
+	if err != nil {
+		return err
+	}
+	defer d.storage.unpin(ps)
+	p := ps[0]
+	p.size = n
+	if n == 0 {
+		return nil
+	}
+	return f(p)
+}
+
+func (d *Device) copyBuffer(src vulkan.Buffer, srcOffset uint64, dst vulkan.Buffer, dstOffset, size uint64) error {
+	return d.submit(0, func(c *submitContext) error {
+		vulkan.CmdCopyBuffer(c.cmd, src, dst, 1, []vulkan.BufferCopy{{
+			SrcOffset: vulkan.DeviceSize(srcOffset),
+			DstOffset: vulkan.DeviceSize(dstOffset),
+			Size:      vulkan.DeviceSize(size),
+		}})
+		return nil
+	})
+}
+
+func (d *Device) fillBuffer(dst vulkan.Buffer, offset, size uint64, value uint32) error {
+	return d.submit(0, func(c *submitContext) error {
+		vulkan.CmdFillBuffer(c.cmd, dst, vulkan.DeviceSize(offset), vulkan.DeviceSize(size), value)
+		return nil
+	})
+}
