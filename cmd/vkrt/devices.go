@@ -1,0 +1,108 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	json "github.com/goccy/go-json"
+	"github.com/spf13/cobra"
+
+	"github.com/vkrt/vkrt/memory"
+	"github.com/vkrt/vkrt/vk"
+)
+
+func newDevicesCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "devices",
+		Short: "list Vulkan devices: heaps, budget, alignment, limits",
+		Long: `List every Vulkan physical device the loader finds, in the order --device
+indices use: name, type, vendor, API and driver versions, memory heaps (with
+this process's budget and usage where the driver has VK_EXT_memory_budget),
+memory types, the storage alignment and the limits that bound pages and
+dispatches. --json writes one object per device per line.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			infos, err := vk.Devices()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeDevicesJSON(cmd.OutOrStdout(), infos)
+			}
+			return writeDevicesText(cmd.OutOrStdout(), infos)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per device per line")
+	return cmd
+}
+
+func init() { rootCmd.AddCommand(newDevicesCmd()) }
+
+func writeDevicesJSON(w io.Writer, infos []vk.DeviceInfo) error {
+	enc := json.NewEncoder(w)
+	for _, info := range infos {
+		if err := enc.Encode(info); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeDevicesText(w io.Writer, infos []vk.DeviceInfo) error {
+	var b strings.Builder
+	for i, d := range infos {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "device %d: %s (%s, %s, id 0x%04x)\n", d.Index, d.Name, d.Type, d.Vendor, d.DeviceID)
+		driver := d.DriverVersion
+		if d.DriverName != "" {
+			driver = fmt.Sprintf("%s %s (%s)", d.DriverName, d.DriverVersion, d.DriverInfo)
+		}
+		fmt.Fprintf(&b, "  api %s, driver %s\n", d.APIVersion, driver)
+		for _, h := range d.Heaps {
+			kind := "host"
+			if h.DeviceLocal {
+				kind = "device-local"
+			}
+			fmt.Fprintf(&b, "  heap %d: %s %s", h.Index, memory.FormatBytes(h.Size), kind)
+			if d.MemoryBudget {
+				fmt.Fprintf(&b, ", budget %s, in use %s", memory.FormatBytes(h.Budget), memory.FormatBytes(h.Usage))
+			}
+			b.WriteString("\n")
+		}
+		if !d.MemoryBudget {
+			b.WriteString("  budget: unknown (no VK_EXT_memory_budget)\n")
+		}
+		for _, t := range d.MemoryTypes {
+			fmt.Fprintf(&b, "  memory type %d: heap %d, %s\n", t.Index, t.Heap, memoryTypeFlags(t))
+		}
+		l := d.Limits
+		fmt.Fprintf(&b, "  alignment %d B (minStorageBufferOffsetAlignment %d), max storage buffer range %s, max allocations %d\n",
+			max(4, l.MinStorageBufferOffsetAlignment), l.MinStorageBufferOffsetAlignment,
+			memory.FormatBytes(l.MaxStorageBufferRange), l.MaxMemoryAllocationCount)
+		fmt.Fprintf(&b, "  compute: work groups %v, work-group size %v (%d invocations), shared memory %s, push constants %d B, robust buffer access %v\n",
+			l.MaxComputeWorkGroupCount, l.MaxComputeWorkGroupSize, l.MaxComputeWorkGroupInvocations,
+			memory.FormatBytes(uint64(l.MaxComputeSharedMemorySize)), l.MaxPushConstantsSize, d.RobustBufferAccess)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func memoryTypeFlags(t vk.MemoryType) string {
+	var flags []string
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{t.DeviceLocal, "device-local"}, {t.HostVisible, "host-visible"}, {t.HostCoherent, "host-coherent"}, {t.HostCached, "host-cached"}} {
+		if f.on {
+			flags = append(flags, f.name)
+		}
+	}
+	if len(flags) == 0 {
+		return "no flags"
+	}
+	return strings.Join(flags, ", ")
+}

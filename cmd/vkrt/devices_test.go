@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	json "github.com/goccy/go-json"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/vk"
+)
+
+// devicesOrSkip lists the Vulkan devices, skipping the test where there are
+// none unless VKRT_REQUIRE_DEVICE=1 makes that a failure.
+func devicesOrSkip(t *testing.T) []vk.DeviceInfo {
+	t.Helper()
+	infos, err := vk.Devices()
+	if errors.Is(err, vk.ErrNoVulkan) && os.Getenv("VKRT_REQUIRE_DEVICE") != "1" {
+		t.Skipf("no Vulkan device (set VKRT_REQUIRE_DEVICE=1 to fail instead): %v", err)
+	}
+	require.NoError(t, err)
+	return infos
+}
+
+func executeDevices(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var sub *cobra.Command
+	for _, c := range rootCmd.Commands() {
+		if c.Name() == "devices" {
+			sub = c
+		}
+	}
+	require.NotNil(t, sub, "devices is registered on the root command")
+	sub.Flags().VisitAll(func(f *pflag.Flag) {
+		require.NoError(t, f.Value.Set(f.DefValue))
+		f.Changed = false
+	})
+	var out bytes.Buffer
+	rootCmd.SetOut(&out)
+	rootCmd.SetErr(&out)
+	rootCmd.SetArgs(append([]string{"devices"}, args...))
+	defer rootCmd.SetArgs(nil)
+	err := rootCmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func TestDevicesJSONOneObjectPerDevice(t *testing.T) {
+	want := devicesOrSkip(t)
+	out, err := executeDevices(t, "--json")
+	require.NoError(t, err)
+	var got []vk.DeviceInfo
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var line map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &line), "each line is one JSON object: %s", sc.Text())
+		for _, key := range []string{"name", "type", "heaps", "memory_types", "limits", "memory_budget"} {
+			require.Contains(t, line, key)
+		}
+		var info vk.DeviceInfo
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &info))
+		got = append(got, info)
+	}
+	require.Len(t, got, len(want))
+	for i := range want {
+		require.Equal(t, want[i].Name, got[i].Name)
+		require.Equal(t, i, got[i].Index)
+		require.Equal(t, want[i].Limits.MinStorageBufferOffsetAlignment, got[i].Limits.MinStorageBufferOffsetAlignment)
+		require.Equal(t, len(want[i].Heaps), len(got[i].Heaps))
+		require.NotZero(t, got[i].Heaps[0].Size)
+	}
+}
+
+func TestDevicesTextNamesHeapsAndLimits(t *testing.T) {
+	want := devicesOrSkip(t)
+	out, err := executeDevices(t)
+	require.NoError(t, err)
+	for _, d := range want {
+		require.Contains(t, out, d.Name)
+	}
+	require.Contains(t, out, "heap 0:")
+	require.Contains(t, out, "alignment ")
+	require.Contains(t, out, "max storage buffer range")
+	require.Equal(t, len(want), strings.Count(out, "\ndevice ")+1, "one block per device")
+}
