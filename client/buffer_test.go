@@ -1,0 +1,120 @@
+package client
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+	"github.com/vkrt/vkrt/vk"
+)
+
+func TestBuffersRoundTrip(t *testing.T) {
+	c := openClient(t)
+	ctx := context.Background()
+	data := []byte("vkrt buffers hold what they were given, byte for byte")
+	b, err := c.Create(ctx, data)
+	require.NoError(t, err)
+	require.Equal(t, uint64(len(data)), b.Size())
+	require.Equal(t, c.DefaultStream(), b.Stream())
+	got, err := b.Read(ctx)
+	require.NoError(t, err)
+	require.Equal(t, data, got)
+
+	require.NoError(t, b.Write(ctx, 5, []byte("BUFFERS")))
+	got, err = b.Read(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "vkrt BUFFERS hold", string(got[:17]))
+	part, err := c.DefaultStream().ReadAt(ctx, b, 5, 7)
+	require.NoError(t, err)
+	require.Equal(t, "BUFFERS", string(part))
+
+	err = b.Write(ctx, uint64(len(data))-2, []byte("xyz"))
+	require.ErrorContains(t, err, "range [")
+	got, err = b.Read(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "yte", string(got[len(got)-3:]), "a refused write changes nothing")
+
+	require.NoError(t, b.Free())
+	_, err = b.Read(ctx)
+	require.ErrorIs(t, err, vkruntime.ErrNotFound)
+	require.ErrorIs(t, b.Free(), vkruntime.ErrNotFound)
+}
+
+func TestBuffersAreZeroInitialised(t *testing.T) {
+	c := openClient(t)
+	ctx := context.Background()
+	// Fill slices with a pattern, free them, and take the same sizes again:
+	// the pools hand the same memory back, and it must read as zeros.
+	const size = 4096
+	pattern := make([]byte, size)
+	for i := range pattern {
+		pattern[i] = byte(i*7 + 1)
+	}
+	var bufs []*Buffer
+	for range 4 {
+		b, err := c.Create(ctx, pattern)
+		require.NoError(t, err)
+		bufs = append(bufs, b)
+	}
+	for _, b := range bufs {
+		require.NoError(t, b.Free())
+	}
+	for range 4 {
+		b, err := c.Empty(ctx, size)
+		require.NoError(t, err)
+		got, err := b.Read(ctx)
+		require.NoError(t, err)
+		require.Equal(t, make([]byte, size), got)
+	}
+	// A partial first write leaves the rest zero.
+	b, err := c.Empty(ctx, 16)
+	require.NoError(t, err)
+	require.NoError(t, b.Write(ctx, 4, []byte{1, 2}))
+	got, err := b.Read(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []byte{0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, got)
+}
+
+func TestLaunch(t *testing.T) {
+	c := openClient(t)
+	ctx := context.Background()
+	const n = 1000
+	a, b := make([]float32, n), make([]float32, n)
+	for i := range a {
+		a[i], b[i] = float32(i)*0.5, float32(n-i)
+	}
+	ba, err := c.Create(ctx, f32bytes(a))
+	require.NoError(t, err)
+	bb, err := c.Create(ctx, f32bytes(b))
+	require.NoError(t, err)
+	out, err := c.Empty(ctx, 4*n)
+	require.NoError(t, err)
+	require.NoError(t, c.Run(ctx, vk.Add(n), ba, bb, out))
+	raw, err := out.Read(ctx)
+	require.NoError(t, err)
+	for i, v := range bytesf32(raw) {
+		require.Equal(t, a[i]+b[i], v, "element %d", i)
+	}
+
+	// A launch that does not fit its bindings is refused and changes nothing.
+	small, err := c.Empty(ctx, 4*n/2)
+	require.NoError(t, err)
+	err = c.Run(ctx, vk.Add(n), ba, bb, small)
+	require.ErrorIs(t, err, vk.ErrInvalidDispatch)
+	raw, err = small.Read(ctx)
+	require.NoError(t, err)
+	require.Equal(t, make([]byte, 4*n/2), raw)
+
+	// Buffers of another stream cannot be bound.
+	other, err := c.NewStream()
+	require.NoError(t, err)
+	foreign, err := other.Empty(ctx, 4*n)
+	require.NoError(t, err)
+	err = c.Run(ctx, vk.Add(n), ba, bb, foreign)
+	require.ErrorContains(t, err, "belongs to stream 1, not stream 0")
+	require.NoError(t, other.Close())
+	_, err = other.Empty(ctx, 4)
+	require.ErrorIs(t, err, ErrClosed)
+}

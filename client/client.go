@@ -1,0 +1,263 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/vkrt/vkrt/memory"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+	"github.com/vkrt/vkrt/runtime/environment"
+	"github.com/vkrt/vkrt/vk"
+)
+
+// ErrClosed: the client or stream was used after Close.
+var ErrClosed = errors.New("client: closed")
+
+type config struct {
+	device      int
+	layout      memory.Layout
+	memoryLimit uint64
+	validation  bool
+	envName     string
+	envOpts     []environment.Option
+	env         *environment.Env
+}
+
+// Option configures Open. Each option works on its own copy of the
+// configuration, so option values can be reused.
+type Option func(config) config
+
+// WithDevice opens the Vulkan device at index (in the order vk.Devices
+// lists them) instead of the first.
+func WithDevice(index int) Option {
+	return func(c config) config { c.device = index; return c }
+}
+
+// WithLayout is the pool layout of the default stream and of streams created
+// before another is installed. The default is memory.SubSlicesLayout.
+func WithLayout(l memory.Layout) Option {
+	return func(c config) config { c.layout = l; return c }
+}
+
+// WithMemoryLimit caps the device memory the client's storage holds at once;
+// 0 means no cap beyond the heap.
+func WithMemoryLimit(bytes uint64) Option {
+	return func(c config) config { c.memoryLimit = bytes; return c }
+}
+
+// WithValidation turns the Khronos validation layer on: every misuse becomes
+// an error of the call that caused it.
+func WithValidation(on bool) Option {
+	return func(c config) config { c.validation = on; return c }
+}
+
+// WithEnvironment makes the environment name (opened with opts) the one
+// RecordMemory writes to. Without this option or UseEnvironment, the
+// environment environment.DefaultName is opened at the first record.
+func WithEnvironment(name string, opts ...environment.Option) Option {
+	return func(c config) config {
+		c.envName, c.envOpts, c.env = name, slices.Clone(opts), nil
+		return c
+	}
+}
+
+// UseEnvironment makes an already open environment the one RecordMemory
+// writes to. The client does not close it.
+func UseEnvironment(env *environment.Env) Option {
+	return func(c config) config { c.env, c.envName, c.envOpts = env, "", nil; return c }
+}
+
+// Client is one device, its streams and their pools. It is safe for
+// concurrent use.
+type Client struct {
+	dev   *vk.Device
+	props vkruntime.DeviceProperties
+
+	// mu guards the fields below. It is never held while a stream's lock is
+	// taken, so streams can take it under theirs.
+	mu       sync.Mutex
+	streams  map[vkruntime.StreamID]*Stream
+	nextID   vkruntime.StreamID
+	layout   memory.Layout // for streams created from now on
+	def      *Stream
+	env      *environment.Env
+	ownsEnv  bool
+	envName  string
+	envOpts  []environment.Option
+	closed   bool
+	bufferID uint64
+}
+
+// Open opens a device (the first Vulkan device unless WithDevice says
+// otherwise: lavapipe where there is no GPU) with a default stream.
+func Open(ctx context.Context, opts ...Option) (*Client, error) {
+	c := config{layout: memory.SubSlicesLayout()}
+	for _, o := range opts {
+		c = o(c)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var devOpts []vk.Option
+	if c.memoryLimit > 0 {
+		devOpts = append(devOpts, vk.WithMemoryLimit(c.memoryLimit))
+	}
+	if c.validation {
+		devOpts = append(devOpts, vk.WithValidation(true))
+	}
+	dev, err := vk.Open(c.device, devOpts...)
+	if err != nil {
+		return nil, err
+	}
+	props := dev.Properties()
+	if err := c.layout.Validate(props); err != nil {
+		dev.Close()
+		return nil, fmt.Errorf("client: initial layout %v: %w", c.layout, err)
+	}
+	cl := &Client{
+		dev: dev, props: props, streams: map[vkruntime.StreamID]*Stream{}, layout: c.layout,
+		env: c.env, envName: c.envName, envOpts: c.envOpts,
+	}
+	if c.envName != "" {
+		env, err := environment.OpenContext(ctx, c.envName, c.envOpts...)
+		if err != nil {
+			dev.Close()
+			return nil, fmt.Errorf("client: %w", err)
+		}
+		cl.env, cl.ownsEnv = env, true
+	}
+	def, err := cl.NewStream()
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	cl.def = def
+	return cl, nil
+}
+
+// Device is the client's Vulkan device.
+func (c *Client) Device() *vk.Device { return c.dev }
+
+// Properties are the device facts the pools size themselves by.
+func (c *Client) Properties() vkruntime.DeviceProperties { return c.props }
+
+// DefaultStream is the stream Client methods use when the context names none.
+func (c *Client) DefaultStream() *Stream { return c.def }
+
+// Layout is the pool layout streams created from now on get.
+func (c *Client) Layout() memory.Layout {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.layout
+}
+
+// NewStream makes a stream with pools of the client's current layout.
+func (c *Client) NewStream() (*Stream, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, fmt.Errorf("client: new stream: %w", ErrClosed)
+	}
+	mgr, err := memory.NewManager(c.dev.Storage(), c.props, c.layout)
+	if err != nil {
+		return nil, fmt.Errorf("client: new stream with layout %v: %w", c.layout, err)
+	}
+	s := &Stream{c: c, id: c.nextID, mgr: mgr, layout: c.layout, buffers: map[*Buffer]struct{}{}}
+	c.streams[s.id] = s
+	c.nextID++
+	return s, nil
+}
+
+// Streams are the client's open streams, by id.
+func (c *Client) Streams() []*Stream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*Stream, 0, len(c.streams))
+	for _, s := range c.streams {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b *Stream) int { return int(a.id) - int(b.id) })
+	return out
+}
+
+type streamKey struct{}
+
+// WithStream makes s the calling stream of Client methods under ctx.
+func WithStream(ctx context.Context, s *Stream) context.Context {
+	return context.WithValue(ctx, streamKey{}, s)
+}
+
+// Stream is the calling stream under ctx: the one WithStream put there if it
+// belongs to c, else the default stream.
+func (c *Client) Stream(ctx context.Context) *Stream {
+	if s, ok := ctx.Value(streamKey{}).(*Stream); ok && s != nil && s.c == c {
+		return s
+	}
+	return c.def
+}
+
+// Close closes every stream and the device, and the environment the client
+// opened. Buffers are unusable afterwards.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	streams := make([]*Stream, 0, len(c.streams))
+	for _, s := range c.streams {
+		streams = append(streams, s)
+	}
+	env, ownsEnv := c.env, c.ownsEnv
+	c.env = nil
+	c.mu.Unlock()
+	var errs []error
+	for _, s := range streams {
+		s.release()
+	}
+	if ownsEnv && env != nil {
+		errs = append(errs, env.Close())
+	}
+	errs = append(errs, c.dev.Close())
+	return errors.Join(errs...)
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+func (c *Client) nextBufferID() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.bufferID++
+	return c.bufferID
+}
+
+// environment is the environment RecordMemory writes to, opening the
+// default one the first time.
+func (c *Client) environment(ctx context.Context) (*environment.Env, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, fmt.Errorf("client: recording: %w", ErrClosed)
+	}
+	if c.env != nil {
+		return c.env, nil
+	}
+	name := c.envName
+	if name == "" {
+		name = environment.DefaultName
+	}
+	env, err := environment.OpenContext(ctx, name, c.envOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	c.env, c.ownsEnv = env, true
+	return env, nil
+}

@@ -1,0 +1,28 @@
+// Package client is vkrt's user-facing runtime: a [Client] owns one Vulkan
+// device, its streams, each stream's memory manager, the buffers and kernel
+// launches on them, and the environment memory records go to.
+//
+// # Streams
+//
+// A client starts with a default stream and makes more with NewStream. A
+// stream's operations run in order, one at a time; different streams run
+// concurrently. Every stream has its own pools (a memory.Manager over the
+// device's storage). Methods of Client act on the calling stream: the one
+// WithStream put on the context, else the default stream.
+//
+// # Dry runs
+//
+// Under a context marked with dryrun.With, allocations are lazy (their pages
+// get ids but no device memory), launches are validated and dropped, writes
+// are dropped and reads return zeros: the pools see the workload's exact
+// allocation stream while the device holds nothing for it. A dryrun.RealRun
+// scope inside executes, and gives device memory to the buffers it uses. The
+// report after a dry run is what a measured plan is made from (MeasurePlan).
+//
+// # Out of memory
+//
+// An allocation the device or a capped pool refuses is retried once after a
+// cleanup of every stream's pools; if it fails again the error is an
+// *AllocationError naming the size asked, the largest live buffers, the
+// pools' usage and the installed layout.
+package client

@@ -1,0 +1,194 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/vkrt/vkrt/memory"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+	"github.com/vkrt/vkrt/runtime/environment"
+)
+
+// MemoryUsage is the memory usage of every stream together.
+func (c *Client) MemoryUsage(ctx context.Context) memory.Usage {
+	var u memory.Usage
+	for _, s := range c.Streams() {
+		u = u.Combine(s.Usage())
+	}
+	return u
+}
+
+// MemoryReport is the calling stream's pools now.
+func (c *Client) MemoryReport(ctx context.Context) memory.Report {
+	return c.Stream(ctx).Report()
+}
+
+// MemoryCleanup returns the device memory of every stream's fully free
+// pages and cached allocations to the driver.
+func (c *Client) MemoryCleanup(ctx context.Context) { c.cleanup() }
+
+func (c *Client) cleanup() {
+	for _, s := range c.Streams() {
+		s.mu.Lock()
+		if !s.closed {
+			s.mgr.Cleanup(true)
+		}
+		s.mu.Unlock()
+	}
+	c.dev.Storage().Flush()
+}
+
+// Persistent runs fn with the calling stream in a persistent window: what fn
+// allocates on it (weights, caches) goes to the persistent pool, which
+// InstallMemoryPools leaves alone. Windows nest; other work on the same
+// stream meanwhile is inside the window too.
+func (c *Client) Persistent(ctx context.Context, fn func(ctx context.Context) error) error {
+	s := c.Stream(ctx)
+	if err := s.locked(func() error { s.mgr.BeginPersistent(); return nil }); err != nil {
+		return err
+	}
+	defer func() {
+		s.mu.Lock()
+		s.mgr.EndPersistent()
+		s.mu.Unlock()
+	}()
+	return fn(WithStream(ctx, s))
+}
+
+// InstallMemoryPools rebuilds the calling stream's dynamic pools with layout
+// l, which also becomes the layout of streams created afterwards. Errors are
+// *memory.InstallError: InvalidLayout (nothing changes), PoolsInUse (the
+// stream still holds live dynamic buffers; its old layout is kept, and so is
+// the client's), StreamUnavailable (the stream is in an error state; l still
+// applies to new streams) or Unsupported.
+func (c *Client) InstallMemoryPools(ctx context.Context, l memory.Layout) error {
+	if err := l.Validate(c.props); err != nil {
+		return err
+	}
+	s := c.Stream(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("client: stream %d: %w", s.id, ErrClosed)
+	}
+	if s.failed != nil {
+		c.setLayout(l)
+		return &memory.InstallError{Kind: memory.StreamUnavailable}
+	}
+	if err := s.mgr.Install(l); err != nil {
+		return err
+	}
+	s.layout = l
+	c.setLayout(l)
+	// Install cleaned the old pools up; hand their pages to the driver now.
+	c.dev.Storage().Flush()
+	return nil
+}
+
+func (c *Client) setLayout(l memory.Layout) {
+	c.mu.Lock()
+	c.layout = l
+	c.mu.Unlock()
+}
+
+// MemoryRecord is a memory.Record as an environment stores it (kind
+// "memory"): the JSON body is the record's own, {"label":…,"report":…}.
+type MemoryRecord struct {
+	memory.Record
+}
+
+// Kind is environment.KindMemory.
+func (MemoryRecord) Kind() string { return environment.KindMemory }
+
+// RecordMemory snapshots the calling stream's report under label into the
+// client's environment.
+func (c *Client) RecordMemory(ctx context.Context, label string) (environment.Entry, error) {
+	env, err := c.environment(ctx)
+	if err != nil {
+		return environment.Entry{}, err
+	}
+	rec := MemoryRecord{memory.Record{Label: label, Report: c.Stream(ctx).Report()}}
+	return env.Put(ctx, label, rec)
+}
+
+// MemoryRecords reads the memory records q selects from env.
+func MemoryRecords(ctx context.Context, env *environment.Env, q environment.Query) ([]environment.Typed[MemoryRecord], error) {
+	return environment.QueryAs[MemoryRecord](ctx, env, q)
+}
+
+// LiveAllocation is one live buffer, as an allocation error lists them.
+type LiveAllocation struct {
+	Buffer uint64
+	Stream vkruntime.StreamID
+	Size   uint64
+}
+
+// topAllocations is how many live buffers an allocation error names.
+const topAllocations = 5
+
+// AllocationError is an allocation the device or the pools refused even
+// after a cleanup: the size asked, the largest live buffers of every stream,
+// the calling stream's pools and its installed layout. It unwraps to the
+// refusal (ErrOutOfDeviceMemory or ErrPoolCapacityExceeded under errors.Is).
+type AllocationError struct {
+	Size    uint64
+	Stream  vkruntime.StreamID
+	Largest []LiveAllocation
+	Pools   memory.Report
+	Layout  memory.Layout
+	Err     error
+}
+
+func (e *AllocationError) Error() string {
+	var b strings.Builder
+	u := e.Pools.Usage()
+	fmt.Fprintf(&b, "client: stream %d: %d B (%s) could not be allocated after a cleanup; the stream's pools hold %s reserved, %s in %d live allocations, under layout %v",
+		e.Stream, e.Size, memory.FormatBytes(e.Size), memory.FormatBytes(u.BytesReserved), memory.FormatBytes(u.BytesInUse), u.NumberAllocs, e.Layout)
+	if len(e.Largest) > 0 {
+		b.WriteString("; largest live buffers:")
+		for i, a := range e.Largest {
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			fmt.Fprintf(&b, "%s buffer %d on stream %d (%s)", sep, a.Buffer, a.Stream, memory.FormatBytes(a.Size))
+		}
+	}
+	fmt.Fprintf(&b, ": %v", e.Err)
+	return b.String()
+}
+
+func (e *AllocationError) Unwrap() error { return e.Err }
+
+func (c *Client) allocationError(s *Stream, size uint64, err error) error {
+	var live []LiveAllocation
+	for _, t := range c.Streams() {
+		t.mu.Lock()
+		for b := range t.buffers {
+			live = append(live, LiveAllocation{Buffer: b.id, Stream: t.id, Size: b.size})
+		}
+		t.mu.Unlock()
+	}
+	slices.SortFunc(live, func(a, b LiveAllocation) int {
+		if a.Size != b.Size {
+			return -cmpUint(a.Size, b.Size)
+		}
+		return cmpUint(a.Buffer, b.Buffer)
+	})
+	s.mu.Lock()
+	report, layout := s.mgr.Report(), s.layout
+	s.mu.Unlock()
+	return &AllocationError{Size: size, Stream: s.id, Largest: live[:min(len(live), topAllocations)], Pools: report, Layout: layout, Err: err}
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

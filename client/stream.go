@@ -1,0 +1,376 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/memory"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+	"github.com/vkrt/vkrt/vk"
+)
+
+// Stream is an ordered queue of work with pools of its own. Its operations
+// are safe for concurrent use and run one at a time.
+type Stream struct {
+	c  *Client
+	id vkruntime.StreamID
+
+	mu      sync.Mutex // guards everything below and the buffers' state
+	mgr     *memory.Manager
+	layout  memory.Layout
+	buffers map[*Buffer]struct{}
+	failed  error // the device failure that put the stream in an error state
+	closed  bool
+}
+
+// ID is the stream's id; the default stream is 0.
+func (s *Stream) ID() vkruntime.StreamID { return s.id }
+
+// Client is the client the stream belongs to.
+func (s *Stream) Client() *Client { return s.c }
+
+// Err is the device failure that put the stream in an error state, or nil.
+func (s *Stream) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed
+}
+
+// Layout is the pool layout installed on the stream.
+func (s *Stream) Layout() memory.Layout {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.layout
+}
+
+// Report is the stream's pools now.
+func (s *Stream) Report() memory.Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mgr.Report()
+}
+
+// Usage is the stream's memory usage now.
+func (s *Stream) Usage() memory.Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mgr.Usage()
+}
+
+// usable is checked under s.mu by every operation that touches the pools or
+// the device.
+func (s *Stream) usable() error {
+	switch {
+	case s.closed:
+		return fmt.Errorf("client: stream %d: %w", s.id, ErrClosed)
+	case s.failed != nil:
+		return fmt.Errorf("client: stream %d is in an error state: %w", s.id, s.failed)
+	}
+	return nil
+}
+
+// noteDeviceError puts the stream in an error state when err says the device
+// can no longer be trusted: lost, or misused as the validation layer saw.
+func (s *Stream) noteDeviceError(err error) {
+	var ve *vk.ValidationError
+	if errors.Is(err, vkruntime.ErrDeviceLost) || errors.As(err, &ve) {
+		s.fail(err)
+	}
+}
+
+// fail puts the stream in an error state; caller holds s.mu.
+func (s *Stream) fail(err error) {
+	if s.failed == nil {
+		s.failed = err
+	}
+}
+
+// locked runs op under the stream's lock once the stream is usable.
+func (s *Stream) locked(op func() error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(); err != nil {
+		return err
+	}
+	return op()
+}
+
+// retryable errors are the ones a cleanup of the pools may cure.
+func retryable(err error) bool {
+	return errors.Is(err, vkruntime.ErrOutOfDeviceMemory) || errors.Is(err, vkruntime.ErrPoolCapacityExceeded)
+}
+
+// withMemory runs op, an operation that may need size bytes of new memory;
+// when the device or a capped pool refuses, it cleans every stream's pools
+// up and tries once more, and reports a second refusal in full.
+func (s *Stream) withMemory(size uint64, op func() error) error {
+	err := s.locked(op)
+	if !retryable(err) {
+		return err
+	}
+	s.c.cleanup()
+	err = s.locked(op)
+	if !retryable(err) {
+		return err
+	}
+	return s.c.allocationError(s, size, err)
+}
+
+// Empty makes a zero-filled buffer of size bytes.
+func (s *Stream) Empty(ctx context.Context, size uint64) (*Buffer, error) {
+	return s.alloc(ctx, size, nil)
+}
+
+// Create makes a buffer holding a copy of data.
+func (s *Stream) Create(ctx context.Context, data []byte) (*Buffer, error) {
+	return s.alloc(ctx, uint64(len(data)), data)
+}
+
+func (s *Stream) alloc(ctx context.Context, size uint64, data []byte) (*Buffer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	dry := dryrun.Active(ctx)
+	mapping := memory.Eager
+	if dry {
+		mapping = memory.Lazy
+	}
+	var b *Buffer
+	err := s.withMemory(size, func() error {
+		h, err := s.mgr.Reserve(size, mapping)
+		if err != nil {
+			return fmt.Errorf("client: stream %d: buffer of %d B: %w", s.id, size, err)
+		}
+		nb := &Buffer{s: s, id: s.c.nextBufferID(), h: h, size: size}
+		if !dry {
+			if err := s.materialize(nb, data); err != nil {
+				_ = s.mgr.Free(h)
+				return err
+			}
+		}
+		s.buffers[nb] = struct{}{}
+		b = nb
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// materialize gives b device memory and defined contents: data when it
+// covers the buffer, zeros otherwise. Caller holds s.mu.
+func (s *Stream) materialize(b *Buffer, data []byte) error {
+	sh, err := s.mgr.Resolve(b.h)
+	if err != nil {
+		return fmt.Errorf("client: stream %d: giving buffer %d (%d B) device memory: %w", s.id, b.id, b.size, err)
+	}
+	b.storage = vkruntime.StorageHandle{ID: sh.ID, Offset: sh.Offset, Size: b.size}
+	dev := s.c.dev
+	if uint64(len(data)) == b.size && b.size > 0 {
+		err = dev.Upload(b.storage, data)
+	} else {
+		err = dev.Zero(sh)
+		if err == nil && len(data) > 0 {
+			err = dev.Upload(vkruntime.StorageHandle{ID: sh.ID, Offset: sh.Offset, Size: uint64(len(data))}, data)
+		}
+	}
+	if err != nil {
+		s.noteDeviceError(err)
+		return fmt.Errorf("client: stream %d: initialising buffer %d (%d B): %w", s.id, b.id, b.size, err)
+	}
+	b.ready = true
+	return nil
+}
+
+// real makes sure b, one of s's live buffers, has device memory; caller
+// holds s.mu.
+func (s *Stream) real(b *Buffer) error {
+	if err := s.owns(b); err != nil {
+		return err
+	}
+	if b.ready {
+		return nil
+	}
+	return s.materialize(b, nil)
+}
+
+// owns checks b is a live buffer of s; caller holds s.mu.
+func (s *Stream) owns(b *Buffer) error {
+	switch {
+	case b == nil:
+		return fmt.Errorf("client: stream %d: nil buffer", s.id)
+	case b.s != s:
+		return fmt.Errorf("client: buffer %d belongs to stream %d, not stream %d", b.id, b.s.id, s.id)
+	case b.freed:
+		return fmt.Errorf("client: buffer %d (%d B) was freed: %w", b.id, b.size, vkruntime.ErrNotFound)
+	}
+	return nil
+}
+
+func checkRange(b *Buffer, offset, n uint64) error {
+	if offset > b.size || n > b.size-offset {
+		return fmt.Errorf("client: buffer %d: range [%d, %d) asked, the buffer holds %d B", b.id, offset, offset+n, b.size)
+	}
+	return nil
+}
+
+// Write copies data into b at offset. Under a dry run it is checked and
+// dropped.
+func (s *Stream) Write(ctx context.Context, b *Buffer, offset uint64, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	dry := dryrun.Active(ctx)
+	return s.withMemory(bufferSize(b), func() error {
+		if err := s.owns(b); err != nil {
+			return err
+		}
+		if err := checkRange(b, offset, uint64(len(data))); err != nil {
+			return err
+		}
+		if dry || len(data) == 0 {
+			return nil
+		}
+		if !b.ready {
+			if offset == 0 && uint64(len(data)) == b.size {
+				return s.materialize(b, data)
+			}
+			if err := s.materialize(b, nil); err != nil {
+				return err
+			}
+		}
+		dst := vkruntime.StorageHandle{ID: b.storage.ID, Offset: b.storage.Offset + offset, Size: uint64(len(data))}
+		if err := s.c.dev.Upload(dst, data); err != nil {
+			s.noteDeviceError(err)
+			return fmt.Errorf("client: writing %d B to buffer %d at %d: %w", len(data), b.id, offset, err)
+		}
+		return nil
+	})
+}
+
+// Read returns b's contents. Under a dry run it returns zeros of b's size.
+func (s *Stream) Read(ctx context.Context, b *Buffer) ([]byte, error) {
+	return s.ReadAt(ctx, b, 0, bufferSize(b))
+}
+
+// ReadAt returns n bytes of b from offset. Under a dry run they are zeros.
+func (s *Stream) ReadAt(ctx context.Context, b *Buffer, offset, n uint64) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	dry := dryrun.Active(ctx)
+	out := []byte(nil)
+	err := s.withMemory(bufferSize(b), func() error {
+		if err := s.owns(b); err != nil {
+			return err
+		}
+		if err := checkRange(b, offset, n); err != nil {
+			return err
+		}
+		buf := make([]byte, n)
+		if dry || n == 0 {
+			out = buf
+			return nil
+		}
+		if err := s.real(b); err != nil {
+			return err
+		}
+		src := vkruntime.StorageHandle{ID: b.storage.ID, Offset: b.storage.Offset + offset, Size: n}
+		if err := s.c.dev.Download(src, buf); err != nil {
+			s.noteDeviceError(err)
+			return fmt.Errorf("client: reading %d B of buffer %d at %d: %w", n, b.id, offset, err)
+		}
+		out = buf
+		return nil
+	})
+	return out, err
+}
+
+// Free returns b to the stream's pools. Freeing twice is ErrNotFound.
+func (s *Stream) Free(b *Buffer) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.owns(b); err != nil {
+		return err
+	}
+	if err := s.mgr.Free(b.h); err != nil {
+		return fmt.Errorf("client: freeing buffer %d: %w", b.id, err)
+	}
+	b.freed = true
+	delete(s.buffers, b)
+	return nil
+}
+
+// Close frees the stream's buffers and returns its pools' memory. The
+// default stream closes with its client.
+func (s *Stream) Close() error {
+	if s == s.c.def {
+		return fmt.Errorf("client: stream %d is the default stream; it closes with the client", s.id)
+	}
+	s.c.mu.Lock()
+	delete(s.c.streams, s.id)
+	s.c.mu.Unlock()
+	s.release()
+	return nil
+}
+
+// release frees every buffer and returns the pools' pages to the device.
+func (s *Stream) release() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	for b := range s.buffers {
+		_ = s.mgr.Free(b.h)
+		b.freed = true
+	}
+	clear(s.buffers)
+	s.mgr.Cleanup(true)
+	s.closed = true
+	s.mu.Unlock()
+	s.c.dev.Storage().Flush()
+}
+
+func bufferSize(b *Buffer) uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.size
+}
+
+// Buffer is device memory reserved on one stream. Its methods run on that
+// stream.
+type Buffer struct {
+	s       *Stream
+	id      uint64
+	h       memory.Handle
+	size    uint64
+	storage vkruntime.StorageHandle // valid once ready
+	ready   bool                    // has device memory with defined contents
+	freed   bool
+}
+
+// ID names the buffer in errors and reports; ids are unique per client.
+func (b *Buffer) ID() uint64 { return b.id }
+
+// Size is the buffer's size in bytes as asked.
+func (b *Buffer) Size() uint64 { return b.size }
+
+// Stream is the stream the buffer belongs to.
+func (b *Buffer) Stream() *Stream { return b.s }
+
+// Read returns the buffer's contents (zeros under a dry run).
+func (b *Buffer) Read(ctx context.Context) ([]byte, error) { return b.s.Read(ctx, b) }
+
+// Write copies data into the buffer at offset (dropped under a dry run).
+func (b *Buffer) Write(ctx context.Context, offset uint64, data []byte) error {
+	return b.s.Write(ctx, b, offset, data)
+}
+
+// Free returns the buffer to its stream's pools.
+func (b *Buffer) Free() error { return b.s.Free(b) }
