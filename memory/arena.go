@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -36,6 +37,16 @@ type arenaRef struct {
 func newArenaPool(cfg *arenaConfig, storage vkruntime.Storage, total *Usage) *arenaPool {
 	return &arenaPool{poolBase: poolBase{storage: storage, total: total}, cfg: cfg, pages: make([]arenaPage, len(cfg.pages))}
 }
+
+// The arena is never routed to by size: the manager asks it by ordinal
+// through place.
+func (p *arenaPool) accepts(uint64) bool { return false }
+
+func (p *arenaPool) reserve(uint64, uint64, bool) (int32, error) {
+	return 0, errors.New("memory: the arena places reservations by plan, not by size")
+}
+
+func (p *arenaPool) capacity() (uint64, uint64, bool) { return 0, 0, false }
 
 func (p *arenaPool) report() PoolReport {
 	var bytes uint64

@@ -42,15 +42,18 @@ func (h Handle) String() string { return fmt.Sprintf("memory handle %d.%d", h.sl
 // IsZero reports whether h is the zero Handle.
 func (h Handle) IsZero() bool { return h == Handle{} }
 
+// Reservations name their pool by its index in Manager.all: the
+// persistent pool, the arena (nil without one), then the dynamic pools.
 const (
-	poolPersistent = -1
-	poolArena      = -2
+	poolPersistent = 0
+	poolArena      = 1
+	firstDynamic   = 2
 )
 
 type reservation struct {
 	requested uint64
 	ref       int32
-	pool      int16 // index into Manager.pools, poolPersistent or poolArena
+	pool      int16 // index into Manager.all
 	gen       uint32
 	live      bool
 }
@@ -65,8 +68,9 @@ type Manager struct {
 	logger       *slog.Logger
 
 	arena      *arenaPool
-	pools      []pool
+	pools      []pool // the dynamic pools in routing order
 	persistent *directPool
+	all        []pool // persistent, arena, then pools: indexed by reservation.pool
 	warned     []bool // per dynamic pool; the arena's flag is last
 
 	reservations []reservation
@@ -136,6 +140,10 @@ func (m *Manager) build(l Layout, r resolvedLayout) {
 		case shapeDirect:
 			m.pools[i] = newDirectPool(m.storage, &m.total, exclusiveCeiling(m.props, m.limit()), m.props.MemorySize, false)
 		}
+	}
+	m.all = append(append(m.all[:0], m.persistent, nil), m.pools...)
+	if m.arena != nil {
+		m.all[poolArena] = m.arena
 	}
 	m.warned = make([]bool, len(m.pools)+1)
 	m.ordinal, m.spills = 0, 0
@@ -225,7 +233,7 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy bool) (int16, int32,
 		if spilled {
 			m.spills++
 		}
-		return int16(i), ref, nil
+		return int16(firstDynamic + i), ref, nil
 	}
 	if first < 0 {
 		return 0, 0, fmt.Errorf("%w: asked %d B (%d B aligned), more than any pool of the layout accepts (largest %d B)",
@@ -295,19 +303,7 @@ func (m *Manager) lookup(h Handle, op string) (*reservation, error) {
 		vkruntime.ErrNotFound, op, h, m.total.NumberAllocs)
 }
 
-func (m *Manager) poolOf(r *reservation) interface {
-	free(int32, uint64)
-	resolve(int32) (vkruntime.StorageHandle, error)
-	locate(int32) (int, uint64, uint64)
-} {
-	switch r.pool {
-	case poolPersistent:
-		return m.persistent
-	case poolArena:
-		return m.arena
-	}
-	return m.pools[r.pool]
-}
+func (m *Manager) poolOf(r *reservation) pool { return m.all[r.pool] }
 
 // Free releases a reservation. A stale or unknown handle is ErrNotFound and
 // changes nothing.
@@ -438,17 +434,10 @@ func (m *Manager) InPersistent() bool { return m.window > 0 }
 // totals and reservations agree with them.
 func (m *Manager) checkInvariants() error {
 	var sum Usage
-	all := []interface {
-		checkInvariants() error
-		base() *poolBase
-	}{m.persistent}
-	if m.arena != nil {
-		all = append(all, m.arena)
-	}
-	for _, p := range m.pools {
-		all = append(all, p)
-	}
-	for _, p := range all {
+	for _, p := range m.all {
+		if p == nil {
+			continue
+		}
 		if err := p.checkInvariants(); err != nil {
 			return err
 		}

@@ -1,0 +1,87 @@
+package memory_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/memory"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// nullStorage hands out ids and holds no memory, as a replay's storage does.
+type nullStorage struct{ next vkruntime.StorageID }
+
+func (s *nullStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
+	s.next++
+	return vkruntime.StorageHandle{ID: s.next, Size: size}, nil
+}
+func (s *nullStorage) Dealloc(vkruntime.StorageID) {}
+func (s *nullStorage) Flush()                      {}
+
+// h200 are the properties of an NVIDIA H200 as the pools see it.
+var h200 = vkruntime.DeviceProperties{Alignment: 16, MaxPageSize: 1 << 30, MemorySize: 150_000_000_000 &^ 15}
+
+var benchLayouts = []struct {
+	name   string
+	layout memory.Layout
+}{
+	{"SubSlices", memory.SubSlicesLayout()},
+	{"ExclusivePages", memory.ExclusivePagesLayout()},
+	{"Direct", memory.DirectLayout()},
+}
+
+// BenchmarkTraceReplay replays the shipped allocation streams of real model
+// workloads and reports the cost of one reserve-or-free event.
+func BenchmarkTraceReplay(b *testing.B) {
+	paths, err := filepath.Glob("../testdata/traces/*.trace.gz")
+	require.NoError(b, err)
+	require.NotEmpty(b, paths, "no traces under ../testdata/traces")
+	for _, path := range paths {
+		trace, err := dryrun.ReadTraceFile(path)
+		require.NoError(b, err)
+		for _, l := range benchLayouts {
+			b.Run(fmt.Sprintf("%s/%s", trace.Name, l.name), func(b *testing.B) {
+				handles := make([]memory.Handle, trace.Allocations)
+				m, err := memory.NewManager(&nullStorage{}, h200, l.layout)
+				require.NoError(b, err)
+				replay(b, m, trace, handles) // warm the slabs
+				b.ResetTimer()
+				for b.Loop() {
+					replay(b, m, trace, handles)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(trace.Events)), "ns/event")
+			})
+		}
+	}
+}
+
+// replay runs every event of the trace, then frees what the trace left
+// live so the next pass starts from empty pools with their pages warm.
+func replay(b *testing.B, m *memory.Manager, trace *dryrun.Trace, handles []memory.Handle) {
+	for _, e := range trace.Events {
+		if e.Op == dryrun.OpAlloc {
+			h, err := m.Reserve(e.Size, memory.Eager)
+			if err != nil {
+				b.Fatalf("%s line %d: %v", trace.Name, e.Line, err)
+			}
+			handles[e.Index] = h
+		} else {
+			if err := m.Free(handles[e.Index]); err != nil {
+				b.Fatalf("%s line %d: %v", trace.Name, e.Line, err)
+			}
+			handles[e.Index] = memory.Handle{}
+		}
+	}
+	for i, h := range handles {
+		if !h.IsZero() {
+			if err := m.Free(h); err != nil {
+				b.Fatalf("%s: freeing what the trace left live: %v", trace.Name, err)
+			}
+			handles[i] = memory.Handle{}
+		}
+	}
+}

@@ -1,0 +1,192 @@
+package memory
+
+import (
+	"testing"
+
+	json "github.com/goccy/go-json"
+	"github.com/stretchr/testify/require"
+)
+
+const specRecord = `{"label":"after the dry run","report":{
+  "dynamic":[{"kind":{"Sliced":{"page_size":1048576,"max_slice_size":1048576,"max_pool_size":null}},
+              "usage":{"number_allocs":1,"bytes_in_use":100,"bytes_padding":12,"bytes_reserved":1048576},
+              "pages":1,"pages_peak":1,"pages_unmapped":1,"largest_alloc":100}],
+  "persistent":{"kind":"Persistent","usage":{"number_allocs":0,"bytes_in_use":0,"bytes_padding":0,"bytes_reserved":0},"pages":0,"pages_peak":0,"pages_unmapped":0,"largest_alloc":0}}}`
+
+func TestRecordJSONMatchesTheContract(t *testing.T) {
+	var r Record
+	require.NoError(t, json.Unmarshal([]byte(specRecord), &r))
+	require.Equal(t, "after the dry run", r.Label)
+	require.Len(t, r.Report.Dynamic, 1)
+	require.Equal(t, SlicedKind{PageSize: 1 << 20, MaxSliceSize: 1 << 20}, r.Report.Dynamic[0].Kind)
+	require.Equal(t, Usage{NumberAllocs: 1, BytesInUse: 100, BytesPadding: 12, BytesReserved: 1 << 20}, r.Report.Dynamic[0].Usage)
+	require.Equal(t, uint64(1), r.Report.Dynamic[0].PagesUnmapped)
+	require.Equal(t, PersistentKind{}, r.Report.Persistent.Kind)
+
+	out, err := json.Marshal(r)
+	require.NoError(t, err)
+	require.JSONEq(t, specRecord, string(out))
+	var again Record
+	require.NoError(t, json.Unmarshal(out, &again))
+	require.Equal(t, r, again)
+}
+
+func TestPoolKindJSONRoundTrips(t *testing.T) {
+	for _, c := range []struct {
+		kind PoolKind
+		json string
+	}{
+		{SlicedKind{PageSize: 4096, MaxSliceSize: 1024, MaxPoolSize: u64(8192)}, `{"Sliced":{"page_size":4096,"max_slice_size":1024,"max_pool_size":8192}}`},
+		{SlicedKind{PageSize: 4096, MaxSliceSize: 4096}, `{"Sliced":{"page_size":4096,"max_slice_size":4096,"max_pool_size":null}}`},
+		{ExclusiveKind{MaxAllocSize: 1 << 30}, `{"Exclusive":{"max_alloc_size":1073741824}}`},
+		{DirectKind{}, `"Direct"`},
+		{PersistentKind{}, `"Persistent"`},
+		{ArenaKind{PageBytes: 3 << 20, Slots: 7}, `{"Arena":{"page_bytes":3145728,"slots":7}}`},
+	} {
+		out, err := json.Marshal(c.kind)
+		require.NoError(t, err)
+		require.JSONEq(t, c.json, string(out))
+		back, err := UnmarshalPoolKind([]byte(c.json))
+		require.NoError(t, err)
+		require.Equal(t, c.kind, back)
+	}
+}
+
+func TestReportJSONWritesEmptyDynamicAsList(t *testing.T) {
+	out, err := json.Marshal(Report{Persistent: PoolReport{Kind: PersistentKind{}}})
+	require.NoError(t, err)
+	require.Contains(t, string(out), `"dynamic":[]`)
+	var r Report
+	require.NoError(t, json.Unmarshal(out, &r))
+	require.Empty(t, r.Dynamic)
+}
+
+func TestMalformedReportJSONIsRefused(t *testing.T) {
+	usage := `{"number_allocs":0,"bytes_in_use":0,"bytes_padding":0,"bytes_reserved":0}`
+	pool := func(kind string) string {
+		return `{"kind":` + kind + `,"usage":` + usage + `,"pages":0,"pages_peak":0,"pages_unmapped":0,"largest_alloc":0}`
+	}
+	report := func(dynamic, persistent string) string {
+		return `{"label":"x","report":{"dynamic":[` + dynamic + `],"persistent":` + persistent + `}}`
+	}
+	good := report(pool(`"Direct"`), pool(`"Persistent"`))
+	var ok Record
+	require.NoError(t, json.Unmarshal([]byte(good), &ok))
+
+	for name, doc := range map[string]string{
+		"unknown variant":        report(pool(`"Bogus"`), pool(`"Persistent"`)),
+		"unknown tagged variant": report(pool(`{"Bogus":{}}`), pool(`"Persistent"`)),
+		"two variants":           report(pool(`{"Exclusive":{"max_alloc_size":1},"Direct":null}`), pool(`"Persistent"`)),
+		"unknown field":          `{"label":"x","extra":1,"report":{"dynamic":[],"persistent":` + pool(`"Persistent"`) + `}}`,
+		"unknown kind field":     report(pool(`{"Exclusive":{"max_alloc_size":1,"x":2}}`), pool(`"Persistent"`)),
+		"missing field":          report(`{"kind":"Direct","usage":`+usage+`,"pages":0,"pages_peak":0,"pages_unmapped":0}`, pool(`"Persistent"`)),
+		"string for number":      report(pool(`{"Exclusive":{"max_alloc_size":"1"}}`), pool(`"Persistent"`)),
+		"negative number":        report(pool(`{"Exclusive":{"max_alloc_size":-1}}`), pool(`"Persistent"`)),
+		"fraction":               report(pool(`{"Exclusive":{"max_alloc_size":1.5}}`), pool(`"Persistent"`)),
+		"null number":            report(pool(`{"Exclusive":{"max_alloc_size":null}}`), pool(`"Persistent"`)),
+		"null dynamic":           `{"label":"x","report":{"dynamic":null,"persistent":` + pool(`"Persistent"`) + `}}`,
+		"label not a string":     `{"label":3,"report":{"dynamic":[],"persistent":` + pool(`"Persistent"`) + `}}`,
+		"trailing data":          good + ` {}`,
+		"not an object":          `[1,2]`,
+		"unit variant with data": report(pool(`{"Direct":{"x":1}}`), pool(`"Persistent"`)),
+		"truncated":              good[:len(good)-3],
+	} {
+		var r Record
+		require.Error(t, json.Unmarshal([]byte(doc), &r), name)
+	}
+}
+
+func TestLayoutJSON(t *testing.T) {
+	for _, c := range []struct {
+		layout Layout
+		json   string
+	}{
+		{SubSlicesLayout(), `"SubSlices"`},
+		{ExclusivePagesLayout(), `"ExclusivePages"`},
+		{DirectLayout(), `"Direct"`},
+		{SlicedLayout(SlicedPool{PageSize: 1048576, Pages: u64(2), MaxSlice: u64(65536)}),
+			`{"Sliced":[{"page_size":1048576,"pages":2,"max_slice":65536}]}`},
+		{SlicedLayout(SlicedPool{PageSize: 4096}, SlicedPool{PageSize: 1 << 20, Pages: u64(3)}),
+			`{"Sliced":[{"page_size":4096,"pages":null,"max_slice":null},{"page_size":1048576,"pages":3,"max_slice":null}]}`},
+		{ArenaLayout(ArenaPlan{Pages: []uint64{1073741824}, Slots: []ArenaSlot{{1024, 0, 0}, {2048, 0, 1024}},
+			Fallback: []SlicedPool{{PageSize: 1048576}}}),
+			`{"Arena":{"pages":[1073741824],"slots":[[1024,0,0],[2048,0,1024]],"fallback":[{"page_size":1048576,"pages":null,"max_slice":null}]}}`},
+	} {
+		out, err := json.Marshal(c.layout)
+		require.NoError(t, err)
+		require.JSONEq(t, c.json, string(out))
+		var back Layout
+		require.NoError(t, json.Unmarshal([]byte(c.json), &back))
+		require.True(t, c.layout.Equal(back), "%s read back as %s", c.json, back)
+		parsed, err := ParseLayout(c.json)
+		require.NoError(t, err)
+		require.True(t, c.layout.Equal(parsed))
+		require.Equal(t, c.layout.Kind(), parsed.Kind())
+	}
+
+	// pages and max_slice may be absent as well as null; fallback may be absent.
+	var l Layout
+	require.NoError(t, json.Unmarshal([]byte(`{"Sliced":[{"page_size":4096}]}`), &l))
+	require.True(t, l.Equal(SlicedLayout(SlicedPool{PageSize: 4096})))
+	require.NoError(t, json.Unmarshal([]byte(`{"Arena":{"pages":[64],"slots":[]}}`), &l))
+	plan, ok := l.Arena()
+	require.True(t, ok)
+	require.Empty(t, plan.Fallback)
+}
+
+func TestMalformedLayoutJSONIsRefused(t *testing.T) {
+	for name, doc := range map[string]string{
+		"unknown preset":       `"Tiny"`,
+		"unknown variant":      `{"Buddy":[]}`,
+		"unknown pool field":   `{"Sliced":[{"page_size":4096,"page":1}]}`,
+		"missing page size":    `{"Sliced":[{"pages":1}]}`,
+		"pages as string":      `{"Sliced":[{"page_size":4096,"pages":"2"}]}`,
+		"negative page":        `{"Sliced":[{"page_size":-4096}]}`,
+		"sliced not a list":    `{"Sliced":{"page_size":4096}}`,
+		"sliced null":          `{"Sliced":null}`,
+		"trailing data":        `"Direct" "Direct"`,
+		"preset with data":     `{"Direct":[1]}`,
+		"slot of two":          `{"Arena":{"pages":[64],"slots":[[16,0]]}}`,
+		"slot page too large":  `{"Arena":{"pages":[64],"slots":[[16,4294967296,0]]}}`,
+		"arena unknown field":  `{"Arena":{"pages":[64],"slots":[],"fallbacks":[]}}`,
+		"arena missing slots":  `{"Arena":{"pages":[64]}}`,
+		"arena pages as a map": `{"Arena":{"pages":{"0":64},"slots":[]}}`,
+		"empty":                ``,
+		"number":               `42`,
+	} {
+		var l Layout
+		require.Error(t, json.Unmarshal([]byte(doc), &l), name)
+		_, err := ParseLayout(doc)
+		require.Error(t, err, name)
+	}
+}
+
+func TestParseLayoutPresets(t *testing.T) {
+	for in, want := range map[string]LayoutKind{
+		"sub-slices": LayoutSubSlices, "exclusive-pages": LayoutExclusivePages, "direct": LayoutDirect,
+		" direct\n": LayoutDirect, `"SubSlices"`: LayoutSubSlices,
+	} {
+		l, err := ParseLayout(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, l.Kind(), in)
+	}
+	_, err := ParseLayout("subslices")
+	require.ErrorContains(t, err, `unknown layout "subslices": want sub-slices, exclusive-pages, direct or a layout JSON literal`)
+}
+
+func TestLayoutIsAValue(t *testing.T) {
+	pools := []SlicedPool{{PageSize: 4096, Pages: u64(1)}}
+	l := SlicedLayout(pools...)
+	*pools[0].Pages = 9
+	pools[0].PageSize = 1
+	got, ok := l.Sliced()
+	require.True(t, ok)
+	require.Equal(t, uint64(4096), got[0].PageSize)
+	require.Equal(t, uint64(1), *got[0].Pages)
+	*got[0].Pages = 7
+	again, _ := l.Sliced()
+	require.Equal(t, uint64(1), *again[0].Pages)
+	_, ok = l.Arena()
+	require.False(t, ok)
+	require.Equal(t, LayoutSubSlices, Layout{}.Kind(), "the zero layout is the default preset")
+}

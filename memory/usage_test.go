@@ -1,0 +1,70 @@
+package memory
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestFormatBytes(t *testing.T) {
+	for _, c := range []struct {
+		in   uint64
+		want string
+	}{
+		{0, "0 B"},
+		{1, "1 B"},
+		{999, "999 B"},
+		{1000, "1.00 KB"},
+		{1500, "1.50 KB"},
+		{1_048_576, "1.05 MB"},
+		{1_000_000, "1.00 MB"},
+		{2_000_000_000, "2.00 GB"},
+		{13_594_206_920, "13.59 GB"},
+		{3_000_000_000_000, "3.00 TB"},
+		{math.MaxUint64, "18.45 EB"},
+	} {
+		require.Equal(t, c.want, FormatBytes(c.in), "FormatBytes(%d)", c.in)
+	}
+}
+
+func TestUsageString(t *testing.T) {
+	u := Usage{NumberAllocs: 1, BytesInUse: 100, BytesPadding: 12, BytesReserved: 1048576}
+	require.Equal(t, "Memory Usage Report:\n"+
+		" Number of allocations: 1\n"+
+		" Bytes in use: 100 B\n"+
+		" Bytes used for padding: 12 B\n"+
+		" Total bytes reserved: 1.05 MB\n"+
+		" Usage efficiency: 0.01%\n"+
+		" Padding overhead: 12.00%\n", u.String())
+
+	// An empty reading divides zero by zero, as the reference does.
+	require.Contains(t, Usage{}.String(), " Usage efficiency: NaN%\n Padding overhead: NaN%\n")
+	require.Contains(t, Usage{BytesInUse: 5}.String(), " Usage efficiency: inf%\n")
+	require.Contains(t, Usage{BytesInUse: 3, BytesReserved: 4}.String(), " Usage efficiency: 75.00%\n")
+}
+
+func TestUsageCombine(t *testing.T) {
+	a := Usage{NumberAllocs: 1, BytesInUse: 2, BytesPadding: 3, BytesReserved: 4}
+	b := Usage{NumberAllocs: 10, BytesInUse: 20, BytesPadding: 30, BytesReserved: 40}
+	require.Equal(t, Usage{NumberAllocs: 11, BytesInUse: 22, BytesPadding: 33, BytesReserved: 44}, a.Combine(b))
+	require.Equal(t, a, a.Combine(Usage{}))
+}
+
+func TestInstallErrorMessages(t *testing.T) {
+	for _, c := range []struct {
+		err       *InstallError
+		want      string
+		transient bool
+	}{
+		{&InstallError{Kind: PoolsInUse, BytesInUse: 4096}, "4096 B still live in the pools", true},
+		{&InstallError{Kind: StreamUnavailable}, "the calling stream is in an error state", false},
+		{&InstallError{Kind: Unsupported}, "this backend has no configurable memory pools", false},
+		{&InstallError{Kind: InvalidLayout, Reason: "the pool list is empty"}, "the pool layout cannot be honoured: the pool list is empty", false},
+	} {
+		require.Equal(t, c.want, c.err.Error())
+		require.Equal(t, c.transient, c.err.Transient(), c.want)
+		require.ErrorIs(t, c.err, &InstallError{Kind: c.err.Kind})
+	}
+	require.NotErrorIs(t, &InstallError{Kind: PoolsInUse}, &InstallError{Kind: InvalidLayout})
+}
