@@ -1,0 +1,73 @@
+package client
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/vk"
+)
+
+func TestDryRunHoldsNoDeviceMemory(t *testing.T) {
+	c := openClient(t)
+	storage := c.Device().Storage()
+	require.Zero(t, storage.Allocated(), "a fresh client holds no pages")
+	dry := dryrun.With(context.Background())
+
+	const n = 4096
+	in := make([]float32, n)
+	for i := range in {
+		in[i] = float32(i) - 100
+	}
+	x, err := c.Create(dry, f32bytes(in))
+	require.NoError(t, err)
+	y, err := c.Empty(dry, 4*n)
+	require.NoError(t, err)
+	require.NoError(t, c.Run(dry, vk.ReLU(n), x, y))
+	require.NoError(t, y.Write(dry, 0, f32bytes(in[:10])))
+	got, err := y.Read(dry)
+	require.NoError(t, err)
+	require.Equal(t, make([]byte, 4*n), got, "reads under a dry run are zeros")
+
+	// Launches are validated: a binding too small for the push constants is
+	// refused under a dry run as it would be for real.
+	short, err := c.Empty(dry, 4*n/4)
+	require.NoError(t, err)
+	require.ErrorIs(t, c.Run(dry, vk.ReLU(n), x, short), vk.ErrInvalidDispatch)
+	require.ErrorIs(t, c.Run(dry, vk.ReLU(n), x), vk.ErrInvalidDispatch)
+
+	require.Zero(t, storage.Allocated(), "nothing under a dry run touches device memory")
+	require.Zero(t, storage.Allocations())
+	rep := c.MemoryReport(dry)
+	var pages, unmapped uint64
+	for _, p := range rep.Dynamic {
+		pages += p.Pages
+		unmapped += p.PagesUnmapped
+	}
+	require.Positive(t, pages)
+	require.Equal(t, pages, unmapped)
+	require.Equal(t, uint64(3), rep.Usage().NumberAllocs)
+	require.Equal(t, uint64(4*n+4*n+4*n/4), rep.Usage().BytesInUse)
+
+	// A real-run scope executes and gives memory to what it uses.
+	realCtx := dryrun.RealRun(dry)
+	require.NoError(t, x.Write(realCtx, 0, f32bytes(in)))
+	require.NoError(t, c.Run(realCtx, vk.ReLU(n), x, y))
+	got, err = y.Read(realCtx)
+	require.NoError(t, err)
+	for i, v := range bytesf32(got) {
+		require.Equal(t, max(in[i], 0), v, "element %d", i)
+	}
+	require.Positive(t, storage.Allocated())
+	got, err = short.Read(realCtx)
+	require.NoError(t, err)
+	require.Equal(t, make([]byte, 4*n/4), got)
+
+	for _, b := range []*Buffer{x, y, short} {
+		require.NoError(t, b.Free())
+	}
+	c.MemoryCleanup(dry)
+	require.Zero(t, storage.Allocated(), "cleanup returns every page")
+}

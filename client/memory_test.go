@@ -1,0 +1,195 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/memory"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+	"github.com/vkrt/vkrt/runtime/environment"
+)
+
+func u64(v uint64) *uint64 { return &v }
+
+func TestInstallMemoryPools(t *testing.T) {
+	c := openClient(t)
+	ctx := context.Background()
+	capped := memory.SlicedLayout(memory.SlicedPool{PageSize: 1 << 20, Pages: u64(2)})
+
+	// InvalidLayout: nothing changes.
+	err := c.InstallMemoryPools(ctx, memory.SlicedLayout())
+	var ie *memory.InstallError
+	require.ErrorAs(t, err, &ie)
+	require.Equal(t, memory.InvalidLayout, ie.Kind)
+	require.False(t, ie.Transient())
+	require.True(t, c.Layout().Equal(memory.SubSlicesLayout()))
+
+	// PoolsInUse while a dynamic buffer lives: transient, old layout kept.
+	b, err := c.Empty(ctx, 1000)
+	require.NoError(t, err)
+	err = c.InstallMemoryPools(ctx, capped)
+	require.ErrorAs(t, err, &ie)
+	require.Equal(t, memory.PoolsInUse, ie.Kind)
+	require.True(t, ie.Transient())
+	require.Equal(t, uint64(1000), ie.BytesInUse)
+	require.Equal(t, "1000 B still live in the pools", err.Error())
+	require.True(t, c.DefaultStream().Layout().Equal(memory.SubSlicesLayout()))
+	require.True(t, c.Layout().Equal(memory.SubSlicesLayout()))
+	got, err := b.Read(ctx)
+	require.NoError(t, err, "the live buffer is undisturbed")
+	require.Len(t, got, 1000)
+
+	// Once it is freed the layout installs, and new streams get it.
+	require.NoError(t, b.Free())
+	require.NoError(t, c.InstallMemoryPools(ctx, capped))
+	require.True(t, c.DefaultStream().Layout().Equal(capped))
+	s, err := c.NewStream()
+	require.NoError(t, err)
+	require.True(t, s.Layout().Equal(capped))
+	rep := s.Report()
+	require.Len(t, rep.Dynamic, 1)
+	require.Equal(t, memory.SlicedKind{PageSize: 1 << 20, MaxSliceSize: 1 << 20, MaxPoolSize: u64(2 << 20)}, rep.Dynamic[0].Kind)
+
+	// StreamUnavailable: a stream in an error state keeps its pools, the
+	// layout still applies to streams created afterwards.
+	s.mu.Lock()
+	s.fail(fmt.Errorf("queue submit: %w", vkruntime.ErrDeviceLost))
+	s.mu.Unlock()
+	direct := memory.DirectLayout()
+	err = c.InstallMemoryPools(WithStream(ctx, s), direct)
+	require.ErrorAs(t, err, &ie)
+	require.Equal(t, memory.StreamUnavailable, ie.Kind)
+	require.Equal(t, "the calling stream is in an error state", err.Error())
+	require.True(t, s.Layout().Equal(capped))
+	require.True(t, c.Layout().Equal(direct))
+	_, err = s.Empty(ctx, 16)
+	require.ErrorIs(t, err, vkruntime.ErrDeviceLost, "a failed stream refuses work with its cause")
+	fresh, err := c.NewStream()
+	require.NoError(t, err)
+	require.True(t, fresh.Layout().Equal(direct))
+	require.Equal(t, memory.DirectKind{}, fresh.Report().Dynamic[0].Kind)
+}
+
+func TestPersistentWindow(t *testing.T) {
+	c := openClient(t)
+	ctx := context.Background()
+	var weights *Buffer
+	require.NoError(t, c.Persistent(ctx, func(ctx context.Context) error {
+		var err error
+		weights, err = c.Create(ctx, make([]byte, 3000))
+		return err
+	}))
+	act, err := c.Empty(ctx, 500)
+	require.NoError(t, err)
+	rep := c.MemoryReport(ctx)
+	require.Equal(t, uint64(1), rep.Persistent.Usage.NumberAllocs)
+	require.Equal(t, uint64(3000), rep.Persistent.Usage.BytesInUse)
+	require.Equal(t, uint64(500), rep.Usage().BytesInUse-rep.Persistent.Usage.BytesInUse)
+	require.NoError(t, act.Free())
+	// The persistent buffer does not hold the dynamic pools.
+	require.NoError(t, c.InstallMemoryPools(ctx, memory.ExclusivePagesLayout()))
+	got, err := weights.Read(ctx)
+	require.NoError(t, err)
+	require.Len(t, got, 3000)
+	wantErr := errors.New("stop")
+	require.ErrorIs(t, c.Persistent(ctx, func(context.Context) error { return wantErr }), wantErr)
+}
+
+func TestRecordMemory(t *testing.T) {
+	env, err := environment.Open("records", environment.WithDir(t.TempDir()))
+	require.NoError(t, err)
+	defer env.Close()
+	c := openClient(t, UseEnvironment(env))
+	ctx := context.Background()
+	b, err := c.Empty(ctx, 12345)
+	require.NoError(t, err)
+	s, err := c.NewStream()
+	require.NoError(t, err)
+	_, err = s.Empty(ctx, 77)
+	require.NoError(t, err)
+
+	e1, err := c.RecordMemory(ctx, "one buffer")
+	require.NoError(t, err)
+	require.Equal(t, environment.KindMemory, e1.Kind)
+	e2, err := c.RecordMemory(WithStream(ctx, s), "other stream")
+	require.NoError(t, err)
+	require.NoError(t, b.Free())
+
+	recs, err := MemoryRecords(ctx, env, environment.Query{})
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	require.Equal(t, e1.ID, recs[0].ID)
+	require.Equal(t, "one buffer", recs[0].Value.Label)
+	require.Equal(t, uint64(12345), recs[0].Value.Report.Usage().BytesInUse)
+	require.Equal(t, e2.ID, recs[1].ID)
+	require.Equal(t, uint64(77), recs[1].Value.Report.Usage().BytesInUse)
+	require.Equal(t, s.Report(), recs[1].Value.Report, "the record reads back as the report it was")
+	require.Contains(t, string(recs[0].Body), `"label":"one buffer","report":{"dynamic":[`)
+
+	_, err = c.RecordMemory(ctx, "")
+	require.ErrorIs(t, err, environment.ErrInvalidRecord)
+}
+
+func TestRecordMemoryOpensNamedEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	c := openClient(t, WithEnvironment("named", environment.WithDir(dir)))
+	_, err := c.RecordMemory(context.Background(), "idle")
+	require.NoError(t, err)
+	env, err := environment.Open("named", environment.WithDir(dir), environment.WithoutCreate())
+	require.NoError(t, err)
+	defer env.Close()
+	recs, err := MemoryRecords(context.Background(), env, environment.Query{LabelGlob: "idle"})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+}
+
+func TestOutOfMemory(t *testing.T) {
+	const limit = 8 << 20
+	c := openClient(t, WithMemoryLimit(limit), WithLayout(memory.DirectLayout()))
+	ctx := context.Background()
+	storage := c.Device().Storage()
+
+	// Cached free allocations stand in the way until a cleanup: the retry
+	// makes room.
+	var bufs []*Buffer
+	for range 3 {
+		b, err := c.Empty(ctx, 2<<20)
+		require.NoError(t, err)
+		bufs = append(bufs, b)
+	}
+	for _, b := range bufs {
+		require.NoError(t, b.Free())
+	}
+	big, err := c.Empty(ctx, 7<<20)
+	require.NoError(t, err)
+	require.LessOrEqual(t, storage.Allocated(), uint64(limit))
+
+	// A request that cannot fit even after the cleanup names everything.
+	other, err := c.NewStream()
+	require.NoError(t, err)
+	small, err := other.Empty(ctx, 100<<10)
+	require.NoError(t, err)
+	_, err = c.Empty(ctx, 6<<20)
+	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
+	var ae *AllocationError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, uint64(6<<20), ae.Size)
+	require.Equal(t, []LiveAllocation{
+		{Buffer: big.ID(), Stream: 0, Size: 7 << 20},
+		{Buffer: small.ID(), Stream: 1, Size: 100 << 10},
+	}, ae.Largest)
+	require.Equal(t, uint64(7<<20), ae.Pools.Usage().BytesInUse)
+	require.True(t, ae.Layout.Equal(memory.DirectLayout()))
+	var oom *vkruntime.OutOfMemoryError
+	require.ErrorAs(t, err, &oom)
+	require.Equal(t, uint64(limit), oom.Limit)
+	msg := err.Error()
+	require.Contains(t, msg, "6291456 B (6.29 MB) could not be allocated after a cleanup")
+	require.Contains(t, msg, fmt.Sprintf("buffer %d on stream 0 (7.34 MB)", big.ID()))
+	require.Contains(t, msg, "under layout "+memory.DirectLayout().String())
+	require.Contains(t, msg, "limit 8388608 B")
+}
