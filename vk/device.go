@@ -19,6 +19,7 @@ type options struct {
 	memoryLimit    uint64
 	memoryFraction float64
 	validation     bool
+	staged         bool
 }
 
 // WithMemoryLimit caps the bytes the device's storage may hold at once; an
@@ -46,6 +47,13 @@ func WithMemoryFraction(f float64) Option {
 // of Close). Open fails when the layer is not installed.
 func WithValidation(on bool) Option {
 	return func(o *options) error { o.validation = on; return nil }
+}
+
+// WithStagedTransfers makes transfers go through a staging buffer even where
+// the storage's memory is host-visible (pages are then never mapped): the
+// path discrete GPUs take, available everywhere for testing and measuring.
+func WithStagedTransfers() Option {
+	return func(o *options) error { o.staged = true; return nil }
 }
 
 // Device is an opened Vulkan device: its storage, transfers and kernels. All
@@ -110,7 +118,7 @@ func Open(index int, opts ...Option) (*Device, error) {
 	}
 	d := &Device{inst: inst, physical: physical[index], pipelines: map[string]*pipeline{}}
 	d.info = describe(inst, d.physical, index)
-	if err := d.create(); err != nil {
+	if err := d.create(o.staged); err != nil {
 		d.destroy()
 		return nil, err
 	}
@@ -129,7 +137,7 @@ func Open(index int, opts ...Option) (*Device, error) {
 	return d, nil
 }
 
-func (d *Device) create() error {
+func (d *Device) create(staged bool) error {
 	var count uint32
 	vulkan.GetPhysicalDeviceQueueFamilyProperties(d.physical, &count, nil)
 	families := make([]vulkan.QueueFamilyProperties, count)
@@ -185,7 +193,7 @@ func (d *Device) create() error {
 	}
 	d.memoryType = uint32(mt.Index)
 	d.heapIndex = mt.Heap
-	d.hostVisible = mt.HostVisible && mt.HostCoherent
+	d.hostVisible = mt.HostVisible && mt.HostCoherent && !staged
 	empty, err := d.newHostBuffer(16)
 	if err != nil {
 		return err

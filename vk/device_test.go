@@ -1,0 +1,143 @@
+package vk
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	vulkan "github.com/vulkan-go/vulkan"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+func TestDevicesDescribeTheHardware(t *testing.T) {
+	d := openTestDevice(t) // skips or fails without Vulkan, as the other tests
+	infos, err := Devices()
+	require.NoError(t, err)
+	require.NotEmpty(t, infos)
+	for i, info := range infos {
+		require.Equal(t, i, info.Index)
+		require.NotEmpty(t, info.Name)
+		require.NotEmpty(t, info.Type)
+		require.NotEmpty(t, info.Heaps)
+		require.NotEmpty(t, info.MemoryTypes)
+		for _, mt := range info.MemoryTypes {
+			require.Less(t, mt.Heap, len(info.Heaps), "memory type %d names an existing heap", mt.Index)
+		}
+		l := info.Limits
+		require.NotZero(t, l.MinStorageBufferOffsetAlignment)
+		require.Zero(t, l.MinStorageBufferOffsetAlignment&(l.MinStorageBufferOffsetAlignment-1), "alignment is a power of two")
+		require.NotZero(t, l.MaxStorageBufferRange)
+		require.GreaterOrEqual(t, l.MaxComputeWorkGroupCount[0], uint32(portableGroups))
+		require.GreaterOrEqual(t, l.MaxPushConstantsSize, uint32(128))
+		if info.MemoryBudget {
+			for _, h := range info.Heaps {
+				require.NotZero(t, h.Budget, "heap %d has a budget", h.Index)
+			}
+		}
+	}
+	require.Equal(t, infos[0].Name, d.Info().Name)
+}
+
+func TestPropertiesFollowTheLimits(t *testing.T) {
+	d := openTestDevice(t)
+	p := d.Properties()
+	require.NoError(t, p.Validate())
+	l := d.Limits()
+	require.Equal(t, max(4, l.MinStorageBufferOffsetAlignment), p.Alignment)
+	require.LessOrEqual(t, p.MaxPageSize, l.MaxStorageBufferRange)
+	require.Greater(t, p.MaxPageSize+p.Alignment, l.MaxStorageBufferRange/p.Alignment*p.Alignment, "rounded down, not further")
+	require.Equal(t, d.Info().Heaps[d.heapIndex].Size, p.MemorySize)
+}
+
+func TestOpenRejectsBadArguments(t *testing.T) {
+	openTestDevice(t)
+	infos, err := Devices()
+	require.NoError(t, err)
+	_, err = Open(len(infos))
+	require.ErrorContains(t, err, "no Vulkan device")
+	_, err = Open(-1)
+	require.Error(t, err)
+	_, err = Open(0, WithMemoryFraction(0))
+	require.ErrorContains(t, err, "memory fraction 0 is outside (0, 1]")
+	_, err = Open(0, WithMemoryFraction(1.5))
+	require.Error(t, err)
+}
+
+func TestMemoryFractionCapsTheStorage(t *testing.T) {
+	d := openTestDevice(t, WithMemoryFraction(0.25))
+	require.Equal(t, uint64(0.25*float64(d.Properties().MemorySize)), d.Storage().Limit())
+	both := openTestDevice(t, WithMemoryFraction(0.5), WithMemoryLimit(1<<20))
+	require.Equal(t, uint64(1<<20), both.Storage().Limit(), "the smaller cap wins")
+}
+
+// The validation layer's reports reach the device: a leaked buffer is an
+// error of Close.
+func TestValidationReportsLeaks(t *testing.T) {
+	openTestDevice(t) // skip or fail like the rest without Vulkan
+	d, err := Open(0, WithValidation(true))
+	require.NoError(t, err)
+	_, err = d.createBuffer(64)
+	require.NoError(t, err)
+	err = d.Close()
+	var ve *ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, 1, ve.Count)
+	require.Contains(t, ve.Messages, "VkBuffer")
+	require.Contains(t, ve.Messages, "has not been destroyed")
+}
+
+func TestClosedDeviceRefusesWork(t *testing.T) {
+	openTestDevice(t)
+	d, err := Open(0, WithValidation(true))
+	require.NoError(t, err)
+	h, err := d.Storage().Alloc(64)
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+	require.NoError(t, d.Close(), "a second Close is harmless")
+	require.ErrorContains(t, d.Upload(h, []byte{1}), "closed")
+	_, err = d.Storage().Alloc(64)
+	require.ErrorContains(t, err, "closed")
+}
+
+func TestDriverResultsClassify(t *testing.T) {
+	require.ErrorIs(t, vkError(vulkan.ErrorDeviceLost), vkruntime.ErrDeviceLost)
+	require.ErrorIs(t, vkError(vulkan.ErrorOutOfDeviceMemory), vkruntime.ErrOutOfDeviceMemory)
+	require.NotErrorIs(t, vkError(vulkan.ErrorOutOfHostMemory), vkruntime.ErrDeviceLost)
+	require.ErrorContains(t, vkError(vulkan.ErrorDeviceLost), "VK_ERROR_DEVICE_LOST")
+	require.NoError(t, vkError(vulkan.Success))
+
+	d := &Device{info: DeviceInfo{Name: "test"}}
+	err := d.noteResult("vkQueueSubmit", vulkan.ErrorDeviceLost)
+	require.ErrorIs(t, err, vkruntime.ErrDeviceLost)
+	require.ErrorIs(t, d.usable(), vkruntime.ErrDeviceLost, "a lost device stays lost")
+	require.ErrorIs(t, d.Err(), vkruntime.ErrDeviceLost)
+}
+
+// Without a driver the error says what to install. The check runs in a
+// child process whose loader is pointed at a driver manifest that does not
+// exist.
+func TestNoDriverNamesThePackages(t *testing.T) {
+	if os.Getenv("VKRT_TEST_NO_DRIVER_CHILD") == "1" {
+		_, err := Devices()
+		if !errors.Is(err, ErrNoVulkan) {
+			t.Fatalf("want ErrNoVulkan, got %v", err)
+		}
+		_, err = Open(0)
+		if !errors.Is(err, ErrNoVulkan) {
+			t.Fatalf("Open: want ErrNoVulkan, got %v", err)
+		}
+		os.Stdout.WriteString("child error: " + err.Error() + "\n")
+		return
+	}
+	openTestDevice(t) // the loader must be there for the child to reach the driver search
+	cmd := exec.Command(os.Args[0], "-test.run=^TestNoDriverNamesThePackages$", "-test.v")
+	cmd.Env = append(os.Environ(), "VKRT_TEST_NO_DRIVER_CHILD=1",
+		"VK_DRIVER_FILES=/nonexistent/vkrt_icd.json", "VK_ICD_FILENAMES=/nonexistent/vkrt_icd.json")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "child error: ")
+	require.Contains(t, string(out), "libvulkan1 mesa-vulkan-drivers")
+}

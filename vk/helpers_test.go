@@ -1,0 +1,99 @@
+package vk
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// openTestDevice opens device 0 with the validation layer on; Close at the
+// end of the test must report no validation error (leaks included). Without
+// Vulkan the test is skipped, unless VKRT_REQUIRE_DEVICE=1 makes it fail.
+func openTestDevice(t testing.TB, opts ...Option) *Device {
+	t.Helper()
+	d, err := Open(0, append([]Option{WithValidation(true)}, opts...)...)
+	if errors.Is(err, ErrNoVulkan) && os.Getenv("VKRT_REQUIRE_DEVICE") != "1" {
+		t.Skipf("no Vulkan device (set VKRT_REQUIRE_DEVICE=1 to fail instead): %v", err)
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, d.Close(), "closing the device: validation errors or leaks") })
+	return d
+}
+
+// transferModes runs f once on a device whose transfers map the memory
+// (where the driver allows) and once on one that stages them.
+func transferModes(t *testing.T, f func(t *testing.T, d *Device)) {
+	t.Run("mapped", func(t *testing.T) { f(t, openTestDevice(t)) })
+	t.Run("staged", func(t *testing.T) { f(t, openTestDevice(t, WithStagedTransfers())) })
+}
+
+func alloc(t testing.TB, d *Device, size uint64) vkruntime.StorageHandle {
+	t.Helper()
+	h, err := d.Storage().Alloc(size)
+	require.NoError(t, err)
+	return h
+}
+
+func floatsToBytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func bytesToFloats(b []byte) []float32 {
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
+
+// floatBuffer allocates a page holding v (at least 4 bytes, so empty inputs
+// still have a page) and returns the handle of exactly v's bytes.
+func floatBuffer(t testing.TB, d *Device, v []float32) vkruntime.StorageHandle {
+	t.Helper()
+	h := alloc(t, d, max(4, uint64(4*len(v))))
+	require.NoError(t, d.Zero(h))
+	h.Size = uint64(4 * len(v))
+	require.NoError(t, d.Upload(h, floatsToBytes(v)))
+	return h
+}
+
+func readFloats(t testing.TB, d *Device, h vkruntime.StorageHandle) []float32 {
+	t.Helper()
+	b := make([]byte, h.Size)
+	require.NoError(t, d.Download(h, b))
+	return bytesToFloats(b)
+}
+
+// pseudoRandom is a deterministic sequence in [-scale, scale).
+func pseudoRandom(n int, seed uint32, scale float32) []float32 {
+	v := make([]float32, n)
+	x := seed*2654435761 + 1
+	for i := range v {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		v[i] = (float32(x%20001)/10000 - 1) * scale
+	}
+	return v
+}
+
+func requireClose(t testing.TB, want, got []float32, tol float64, what string) {
+	t.Helper()
+	require.Len(t, got, len(want), what)
+	for i := range want {
+		diff := math.Abs(float64(want[i]) - float64(got[i]))
+		if diff > tol*math.Max(1, math.Abs(float64(want[i]))) {
+			require.Failf(t, "mismatch", "%s: element %d: want %g, got %g", what, i, want[i], got[i])
+		}
+	}
+}
