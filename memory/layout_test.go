@@ -1,0 +1,167 @@
+package memory
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+func TestInvalidLayouts(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		layout Layout
+		reason string
+	}{
+		{"empty list", SlicedLayout(), "the pool list is empty"},
+		{"zero page", SlicedLayout(SlicedPool{PageSize: 0}), "pool 0: page_size is 0"},
+		{"zero slice", SlicedLayout(SlicedPool{PageSize: 4096, MaxSlice: u64(0)}), "pool 0: max_slice is 0"},
+		{"slice past page", SlicedLayout(SlicedPool{PageSize: 4096}, SlicedPool{PageSize: 4096, MaxSlice: u64(4097)}),
+			"pool 1: max_slice of 4097 B is larger than its page of 4096 B"},
+		{"slice past rounded page", SlicedLayout(SlicedPool{PageSize: 100, MaxSlice: u64(113)}),
+			"pool 0: max_slice of 113 B is larger than its page of 112 B"},
+		{"zero pages", SlicedLayout(SlicedPool{PageSize: 4096, Pages: u64(0)}), "pool 0: pages 0 is outside 1..=65535"},
+		{"too many pages", SlicedLayout(SlicedPool{PageSize: 4096, Pages: u64(65536)}), "pool 0: pages 65536 is outside 1..=65535"},
+		{"page overflows", SlicedLayout(SlicedPool{PageSize: ^uint64(0)}), "overflows when rounded up"},
+		{"arena without pages", ArenaLayout(ArenaPlan{}), "the arena has no pages"},
+		{"arena with too many pages", ArenaLayout(ArenaPlan{Pages: make([]uint64, 65536)}), "the arena has 65536 pages, more than 65535"},
+		{"arena zero page", ArenaLayout(ArenaPlan{Pages: []uint64{64, 0}}), "arena page 1 has size 0"},
+		{"arena zero slot", ArenaLayout(ArenaPlan{Pages: []uint64{64}, Slots: []ArenaSlot{{Size: 0}}}), "arena slot 0 has size 0"},
+		{"arena slot page", ArenaLayout(ArenaPlan{Pages: []uint64{64}, Slots: []ArenaSlot{{Size: 16}, {Size: 16, Page: 1}}}),
+			"arena slot 1 names page 1, but the arena has 1 pages"},
+		{"arena slot past page", ArenaLayout(ArenaPlan{Pages: []uint64{64}, Slots: []ArenaSlot{{Size: 32, Offset: 48}}}),
+			"arena slot 0: 32 B at offset 48 passes the end of page 0 (64 B)"},
+		{"arena rounded slot past page", ArenaLayout(ArenaPlan{Pages: []uint64{100}, Slots: []ArenaSlot{{Size: 100, Offset: 16}}}),
+			"arena slot 0: 100 B at offset 16 passes the end of page 0 (112 B)"},
+		{"arena misaligned offset", ArenaLayout(ArenaPlan{Pages: []uint64{64}, Slots: []ArenaSlot{{Size: 16, Offset: 8}}}),
+			"arena slot 0: offset 8 is not a multiple of the alignment of 16 B"},
+		{"arena bad fallback", ArenaLayout(ArenaPlan{Pages: []uint64{64}, Fallback: []SlicedPool{{PageSize: 64, Pages: u64(0)}}}),
+			"arena fallback pool 0: pages 0 is outside 1..=65535"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.layout.Validate(testProps)
+			var ie *InstallError
+			require.ErrorAs(t, err, &ie)
+			require.Equal(t, InvalidLayout, ie.Kind)
+			require.Contains(t, ie.Reason, c.reason)
+			require.False(t, ie.Transient())
+			require.Contains(t, err.Error(), "the pool layout cannot be honoured: ")
+
+			_, err = NewManager(newFakeStorage(), testProps, c.layout)
+			require.ErrorIs(t, err, &InstallError{Kind: InvalidLayout})
+
+			// Install refuses it and leaves the manager exactly as it was:
+			// no cleanup, no rebuild, the same pools and reservations.
+			m, s := newTestManager(t, SlicedLayout(SlicedPool{PageSize: 4096}))
+			h := mustReserve(t, m, 100, Eager)
+			spare := mustReserve(t, m, 4000, Eager)
+			require.NoError(t, m.Free(spare))
+			before, deallocs := m.Report(), s.deallocs
+			require.ErrorIs(t, m.Install(c.layout), &InstallError{Kind: InvalidLayout})
+			require.Equal(t, before, m.Report())
+			require.Equal(t, deallocs, s.deallocs)
+			_, err = m.Resolve(h)
+			require.NoError(t, err)
+		})
+	}
+}
+
+func TestValidLayoutEdges(t *testing.T) {
+	for _, l := range []Layout{
+		SlicedLayout(SlicedPool{PageSize: 4096, Pages: u64(1)}),
+		SlicedLayout(SlicedPool{PageSize: 4096, Pages: u64(65535), MaxSlice: u64(4096)}),
+		SlicedLayout(SlicedPool{PageSize: 100, MaxSlice: u64(112)}), // both round to 112
+		ArenaLayout(ArenaPlan{Pages: []uint64{100}, Slots: []ArenaSlot{{Size: 100, Offset: 0}, {Size: 1, Offset: 96}}}),
+		ArenaLayout(ArenaPlan{Pages: make65535Pages(), Slots: []ArenaSlot{{Size: 16, Page: 65534}}}),
+	} {
+		require.NoError(t, l.Validate(testProps), "%s", l)
+	}
+}
+
+func make65535Pages() []uint64 {
+	p := make([]uint64, 65535)
+	for i := range p {
+		p[i] = 16
+	}
+	return p
+}
+
+func TestLayoutSizesRoundUpToAlignment(t *testing.T) {
+	m, _ := newTestManager(t, SlicedLayout(SlicedPool{PageSize: 1000, MaxSlice: u64(100), Pages: u64(2)}))
+	kind := m.Report().Dynamic[0].Kind.(SlicedKind)
+	require.Equal(t, uint64(1008), kind.PageSize)
+	require.Equal(t, uint64(112), kind.MaxSliceSize)
+	require.Equal(t, uint64(2016), *kind.MaxPoolSize)
+}
+
+func TestBackendWithoutThePageShapeRefusesTheLayout(t *testing.T) {
+	s := limitedStorage{newFakeStorage()}
+	s.limit = 1 << 20
+	_, err := NewManager(s, testProps, SlicedLayout(SlicedPool{PageSize: 2 << 20}))
+	require.ErrorIs(t, err, &InstallError{Kind: InvalidLayout})
+	require.ErrorContains(t, err, "a page of 2097152 B is larger than the backend's largest allocation of 1048576 B")
+
+	// The presets fit themselves to the backend instead.
+	m, err := NewManager(s, testProps, SubSlicesLayout())
+	require.NoError(t, err)
+	for _, p := range m.Report().Dynamic {
+		if k, ok := p.Kind.(SlicedKind); ok {
+			require.LessOrEqual(t, k.PageSize, s.limit)
+		}
+	}
+	_, err = m.Reserve(s.limit+1, Eager)
+	require.ErrorIs(t, err, vkruntime.ErrBufferTooBig)
+}
+
+func TestHeapSmallerThanAPageShrinksThePage(t *testing.T) {
+	props := testProps
+	props.MemorySize = 64 << 10
+	m, err := NewManager(newFakeStorage(), props, SlicedLayout(SlicedPool{PageSize: 1 << 20, Pages: u64(2)}))
+	require.NoError(t, err)
+	kind := m.Report().Dynamic[0].Kind.(SlicedKind)
+	require.Equal(t, uint64(64<<10), kind.PageSize)
+	require.Equal(t, uint64(64<<10), kind.MaxSliceSize)
+	require.Equal(t, uint64(128<<10), *kind.MaxPoolSize)
+	h := mustReserve(t, m, 64<<10, Eager)
+	require.Equal(t, uint64(64<<10), locate(t, m, h).size)
+}
+
+func TestSubSlicesPreset(t *testing.T) {
+	props := vkruntime.DeviceProperties{Alignment: 16, MaxPageSize: 128 << 20}
+	m, err := NewManager(newFakeStorage(), props, SubSlicesLayout())
+	require.NoError(t, err)
+	r := m.Report()
+	// A ladder growing ×8 from 1 MiB to MaxPageSize, each pool serving up
+	// to an eighth of its page, then one exclusive pool.
+	var pages []uint64
+	for _, p := range r.Dynamic[:len(r.Dynamic)-1] {
+		k := p.Kind.(SlicedKind)
+		require.Nil(t, k.MaxPoolSize)
+		require.Equal(t, k.PageSize/8, k.MaxSliceSize)
+		pages = append(pages, k.PageSize)
+	}
+	require.Equal(t, []uint64{1 << 20, 8 << 20, 64 << 20, 128 << 20}, pages)
+	_, ok := r.Dynamic[len(r.Dynamic)-1].Kind.(ExclusiveKind)
+	require.True(t, ok)
+
+	// Small devices get a single page size.
+	small := vkruntime.DeviceProperties{Alignment: 16, MaxPageSize: 4096}
+	m, err = NewManager(newFakeStorage(), small, SubSlicesLayout())
+	require.NoError(t, err)
+	require.Len(t, m.Report().Dynamic, 2)
+	require.Equal(t, SlicedKind{PageSize: 4096, MaxSliceSize: 512}, m.Report().Dynamic[0].Kind)
+}
+
+func TestExclusivePagesPreset(t *testing.T) {
+	props := vkruntime.DeviceProperties{Alignment: 16, MaxPageSize: 1 << 20, MemorySize: 1 << 30}
+	m, err := NewManager(newFakeStorage(), props, ExclusivePagesLayout())
+	require.NoError(t, err)
+	var buckets []uint64
+	for _, p := range m.Report().Dynamic {
+		buckets = append(buckets, p.Kind.(ExclusiveKind).MaxAllocSize)
+	}
+	require.Equal(t, []uint64{4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 30}, buckets)
+	_, err = m.Reserve(1<<30+1, Eager)
+	require.ErrorIs(t, err, vkruntime.ErrBufferTooBig)
+}
