@@ -1,0 +1,250 @@
+package vk
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// Sizes around the 256-invocation work group: empty, one element, one short
+// of and one past a work group, and a few work groups plus a ragged tail.
+var elementSizes = []int{0, 1, 3, 255, 256, 257, 1000, 4099}
+
+func TestElementwiseKernelsMatchTheCPU(t *testing.T) {
+	d := openTestDevice(t)
+	gelu := func(x float32) float32 {
+		v := float64(x)
+		return float32(0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v))))
+	}
+	unary := []struct {
+		name   string
+		launch func(n uint32) Launch
+		ref    func(float32) float32
+	}{
+		{"relu", ReLU, func(x float32) float32 { return max(x, 0) }},
+		{"gelu", GELU, gelu},
+		{"scale", func(n uint32) Launch { return Scale(n, -2.5) }, func(x float32) float32 { return -2.5 * x }},
+	}
+	binaryOps := []struct {
+		name   string
+		launch func(n uint32) Launch
+		ref    func(a, b float32) float32
+	}{
+		{"add", Add, func(a, b float32) float32 { return a + b }},
+		{"mul", Mul, func(a, b float32) float32 { return a * b }},
+	}
+	for _, n := range elementSizes {
+		x := pseudoRandom(n, uint32(n)+1, 6)
+		y := pseudoRandom(n, uint32(n)+2, 3)
+		xh, yh := floatBuffer(t, d, x), floatBuffer(t, d, y)
+		for _, op := range unary {
+			t.Run(fmt.Sprintf("%s/%d", op.name, n), func(t *testing.T) {
+				out := floatBuffer(t, d, make([]float32, n))
+				require.NoError(t, d.Run(op.launch(uint32(n)), xh, out))
+				want := make([]float32, n)
+				for i := range want {
+					want[i] = op.ref(x[i])
+				}
+				requireClose(t, want, readFloats(t, d, out), 1e-5, op.name)
+			})
+		}
+		for _, op := range binaryOps {
+			t.Run(fmt.Sprintf("%s/%d", op.name, n), func(t *testing.T) {
+				out := floatBuffer(t, d, make([]float32, n))
+				require.NoError(t, d.Run(op.launch(uint32(n)), xh, yh, out))
+				want := make([]float32, n)
+				for i := range want {
+					want[i] = op.ref(x[i], y[i])
+				}
+				requireClose(t, want, readFloats(t, d, out), 0, op.name)
+			})
+		}
+	}
+}
+
+func TestFillAndCopyKernels(t *testing.T) {
+	d := openTestDevice(t)
+	for _, n := range append(elementSizes, 5, 6, 7, 1023) {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			// One guard word after each output shows the kernel stops at n.
+			dst := floatBuffer(t, d, make([]float32, n+1))
+			body := vkruntime.StorageHandle{ID: dst.ID, Size: uint64(4 * n)}
+			require.NoError(t, d.Run(FillWords(uint32(n), math.Float32bits(1.5)), body))
+			got := readFloats(t, d, dst)
+			for i := range n {
+				require.Equal(t, float32(1.5), got[i], "fill element %d", i)
+			}
+			require.Zero(t, got[n], "fill wrote past n")
+
+			src := pseudoRandom(n, 77, 100)
+			sh := floatBuffer(t, d, src)
+			copyDst := floatBuffer(t, d, make([]float32, n+1))
+			require.NoError(t, d.Run(CopyWords(uint32(n)), sh, vkruntime.StorageHandle{ID: copyDst.ID, Size: uint64(4 * n)}))
+			got = readFloats(t, d, copyDst)
+			require.Equal(t, src, got[:n])
+			require.Zero(t, got[n], "copy wrote past n")
+		})
+	}
+}
+
+// Element counts past 65535 work groups spill into the grid's y dimension.
+func TestElementGridSpillsIntoY(t *testing.T) {
+	d := openTestDevice(t)
+	n := uint32(portableGroups*elementGroup + 1000)
+	grid := ElementGrid(uint64(n))
+	require.Equal(t, [3]uint32{portableGroups, 2, 1}, grid)
+	h := alloc(t, d, uint64(4*n))
+	require.NoError(t, d.Zero(h))
+	require.NoError(t, d.Run(FillWords(n, 0xdeadbeef), h))
+	for _, i := range []uint32{0, portableGroups*elementGroup - 1, portableGroups * elementGroup, n - 1} {
+		w := make([]byte, 4)
+		require.NoError(t, d.Download(vkruntime.StorageHandle{ID: h.ID, Offset: uint64(4 * i), Size: 4}, w))
+		require.Equal(t, uint32(0xdeadbeef), binary.LittleEndian.Uint32(w), "word %d", i)
+	}
+}
+
+func softmaxRef(x []float32, rows, cols int) []float32 {
+	out := make([]float32, len(x))
+	for r := range rows {
+		row := x[r*cols : (r+1)*cols]
+		m := math.Inf(-1)
+		for _, v := range row {
+			m = math.Max(m, float64(v))
+		}
+		var s float64
+		for _, v := range row {
+			s += math.Exp(float64(v) - m)
+		}
+		for c, v := range row {
+			out[r*cols+c] = float32(math.Exp(float64(v)-m) / s)
+		}
+	}
+	return out
+}
+
+func layerNormRef(x, gamma, beta []float32, rows, cols int, eps float32) []float32 {
+	out := make([]float32, len(x))
+	for r := range rows {
+		row := x[r*cols : (r+1)*cols]
+		var mean, q float64
+		for _, v := range row {
+			mean += float64(v)
+		}
+		mean /= float64(cols)
+		for _, v := range row {
+			q += (float64(v) - mean) * (float64(v) - mean)
+		}
+		inv := 1 / math.Sqrt(q/float64(cols)+float64(eps))
+		for c, v := range row {
+			out[r*cols+c] = float32((float64(v)-mean)*inv*float64(gamma[c]) + float64(beta[c]))
+		}
+	}
+	return out
+}
+
+var rowShapes = [][2]int{{0, 5}, {1, 1}, {1, 255}, {3, 257}, {5, 1000}, {2, 3}, {7, 64}}
+
+func TestSoftmaxAndLayerNormMatchTheCPU(t *testing.T) {
+	d := openTestDevice(t)
+	for _, shape := range rowShapes {
+		rows, cols := shape[0], shape[1]
+		x := pseudoRandom(rows*cols, uint32(rows*cols)+5, 8)
+		xh := floatBuffer(t, d, x)
+		t.Run(fmt.Sprintf("softmax/%dx%d", rows, cols), func(t *testing.T) {
+			out := floatBuffer(t, d, make([]float32, rows*cols))
+			require.NoError(t, d.Run(Softmax(uint32(rows), uint32(cols)), xh, out))
+			requireClose(t, softmaxRef(x, rows, cols), readFloats(t, d, out), 1e-5, "softmax")
+		})
+		t.Run(fmt.Sprintf("layernorm/%dx%d", rows, cols), func(t *testing.T) {
+			gamma := pseudoRandom(cols, 11, 2)
+			beta := pseudoRandom(cols, 12, 1)
+			out := floatBuffer(t, d, make([]float32, rows*cols))
+			require.NoError(t, d.Run(LayerNorm(uint32(rows), uint32(cols), 1e-5),
+				xh, floatBuffer(t, d, gamma), floatBuffer(t, d, beta), out))
+			requireClose(t, layerNormRef(x, gamma, beta, rows, cols, 1e-5), readFloats(t, d, out), 1e-4, "layernorm")
+		})
+	}
+}
+
+func TestReduceSumMatchesTheCPU(t *testing.T) {
+	d := openTestDevice(t)
+	for _, n := range elementSizes {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			x := pseudoRandom(n, uint32(n)+9, 4)
+			var want float64
+			for _, v := range x {
+				want += float64(v)
+			}
+			out := floatBuffer(t, d, []float32{123})
+			require.NoError(t, d.Run(ReduceSum(uint32(n)), floatBuffer(t, d, x), out))
+			got := readFloats(t, d, out)[0]
+			require.InDelta(t, want, float64(got), 1e-4*math.Max(1, float64(n)))
+		})
+	}
+	// A grid of several work groups leaves one partial sum per group.
+	x := pseudoRandom(3000, 3, 1)
+	out := floatBuffer(t, d, make([]float32, 4))
+	l := ReduceSum(3000)
+	l.Grid = [3]uint32{4, 1, 1}
+	require.NoError(t, d.Run(l, floatBuffer(t, d, x), out))
+	var want, got float64
+	for _, v := range x {
+		want += float64(v)
+	}
+	for _, v := range readFloats(t, d, out) {
+		got += float64(v)
+	}
+	require.InDelta(t, want, got, 1e-3)
+}
+
+func matmulRef(a, b []float32, m, n, k int) []float32 {
+	c := make([]float32, m*n)
+	for i := range m {
+		for j := range n {
+			var s float64
+			for p := range k {
+				s += float64(a[i*k+p]) * float64(b[p*n+j])
+			}
+			c[i*n+j] = float32(s)
+		}
+	}
+	return c
+}
+
+func TestMatMulMatchesTheCPU(t *testing.T) {
+	d := openTestDevice(t)
+	for _, s := range [][3]int{{1, 1, 1}, {0, 4, 4}, {4, 0, 4}, {3, 5, 0}, {2, 3, 4}, {130, 67, 129}, {33, 257, 9}, {128, 128, 16}, {1, 300, 17}} {
+		m, n, k := s[0], s[1], s[2]
+		t.Run(fmt.Sprintf("%dx%dx%d", m, n, k), func(t *testing.T) {
+			a := pseudoRandom(m*k, uint32(m*k)+1, 1)
+			b := pseudoRandom(k*n, uint32(k*n)+2, 1)
+			c := floatBuffer(t, d, pseudoRandom(m*n, 99, 5)) // not zero: the kernel must overwrite it
+			require.NoError(t, d.Run(MatMul(uint32(m), uint32(n), uint32(k)), floatBuffer(t, d, a), floatBuffer(t, d, b), c))
+			requireClose(t, matmulRef(a, b, m, n, k), readFloats(t, d, c), 1e-5*float64(max(k, 1)), "matmul")
+		})
+	}
+}
+
+// A batch runs in order, each op seeing the one before: relu(a + b) * 2.
+func TestBatchOrdersItsOps(t *testing.T) {
+	d := openTestDevice(t)
+	const n = 1001
+	a, b := pseudoRandom(n, 1, 1), pseudoRandom(n, 2, 1)
+	ah, bh := floatBuffer(t, d, a), floatBuffer(t, d, b)
+	sum, act, out := floatBuffer(t, d, make([]float32, n)), floatBuffer(t, d, make([]float32, n)), floatBuffer(t, d, make([]float32, n))
+	require.NoError(t, d.DispatchBatch([]Op{
+		Add(n).With(ah, bh, sum),
+		ReLU(n).With(sum, act),
+		Scale(n, 2).With(act, out),
+	}))
+	want := make([]float32, n)
+	for i := range want {
+		want[i] = 2 * max(a[i]+b[i], 0)
+	}
+	requireClose(t, want, readFloats(t, d, out), 0, "batch")
+}
