@@ -101,7 +101,7 @@ func TestValidateDispatchWithoutADevice(t *testing.T) {
 		{"binding too small", add.Grid, []vkruntime.StorageHandle{ok[0], handle(1, 400, 396), ok[2]}, add.Push,
 			"binding 1 (b): storage 1 [400, 796) holds 396 B, the push constants {n=100} call for 400 B"},
 		{"misaligned offset", add.Grid, []vkruntime.StorageHandle{handle(1, 4, 400), ok[1], ok[2]}, add.Push, "not a multiple of the device's 16 B alignment"},
-		{"range past the device's", add.Grid, []vkruntime.StorageHandle{handle(1, 0, 2 << 20), ok[1], ok[2]}, add.Push, "exceed the device's storage-buffer range"},
+		{"range past the device's", add.Grid, []vkruntime.StorageHandle{handle(1, 0, 2<<20), ok[1], ok[2]}, add.Push, "exceed the device's storage-buffer range"},
 		{"grid past the device's", [3]uint32{70000, 1, 1}, ok, add.Push, "dimension 0 exceeds the device's 65535 work groups"},
 		{"three-dimensional grid", [3]uint32{1, 1, 2}, ok, add.Push, "z must be 1"},
 		{"overflowing handle", add.Grid, []vkruntime.StorageHandle{handle(1, math.MaxUint64-15, 400), ok[1], ok[2]}, add.Push, "overflows"},
@@ -154,7 +154,7 @@ func TestDispatchChecksHandlesAndChangesNothingOnError(t *testing.T) {
 	err = d.Run(ReLU(n+1), x, out)
 	require.ErrorIs(t, err, ErrInvalidDispatch)
 
-	err = d.DispatchBatch([]Op{ReLU(n).With(x, out), ReLU(n + 4).With(x, out)})
+	err = d.DispatchBatch([]Op{ReLU(n).With(x, out), ReLU(n+4).With(x, out)})
 	require.ErrorContains(t, err, "op 1 of 2")
 
 	for i, v := range readFloats(t, d, out) {
