@@ -3,7 +3,9 @@ package dryrun
 import (
 	"cmp"
 	"fmt"
+	goruntime "runtime"
 	"slices"
+	"sync"
 )
 
 // Lifetime is one allocation of a stream as the offline arena assignment sees
@@ -94,30 +96,33 @@ const (
 	BySize AssignOrder = iota
 	// ByArea places the allocations with the largest size × lifetime first.
 	ByArea
+	// ByStart places allocations in the order they were made: with sizes
+	// rounded to classes, a chain of slightly growing buffers (a KV cache
+	// rebuilt each token) rotates through the same slots.
+	ByStart
+	// ByLifetime places the longest-lived allocations first, so weights and
+	// optimizer state pack at the bottom of the pages and the short-lived
+	// activations of each step share what lies above.
+	ByLifetime
 )
 
-// AssignArena places every allocation at the lowest offset of the first page
-// where it collides with no already placed allocation that overlaps it in
-// time, taking allocations in the given order. Pages hold at most pageLimit
+// AssignArena places every allocation at the lowest (or tightest) hole of the
+// first page where it collides with no already placed allocation that
+// overlaps it in time, taking allocations in the strategy's order. Pages hold at most pageLimit
 // bytes; an allocation larger than that opens a page of its own size (which
 // later allocations may share). Page sizes are the highest end placed in them.
 //
 // Cost: for each allocation, the placed allocations live at its start plus
 // those starting during its lifetime — no quadratic scan over the stream.
-func AssignArena(lifetimes []Lifetime, pageLimit uint64, order AssignOrder) (Assignment, error) {
-	n := len(lifetimes)
-	if pageLimit == 0 {
-		return Assignment{}, fmt.Errorf("dryrun: arena page limit is 0")
+func AssignArena(lifetimes []Lifetime, pageLimit uint64, s Strategy) (Assignment, error) {
+	if err := checkLifetimes(lifetimes, pageLimit); err != nil {
+		return Assignment{}, err
 	}
-	for k, l := range lifetimes {
-		if l.Size == 0 || l.Start != int32(k) || l.End <= l.Start || int(l.End) > n {
-			return Assignment{}, fmt.Errorf("dryrun: lifetime %d is %+v, want a non-zero size and %d <= start < end <= %d", k, l, k, n)
-		}
-	}
-	ids := make([]int32, n)
-	for i := range ids {
-		ids[i] = int32(i)
-	}
+	return assign(lifetimes, pageLimit, s), nil
+}
+
+// placementOrder sorts the allocation indices the way order says.
+func placementOrder(lifetimes []Lifetime, ids []int32, order AssignOrder) []int32 {
 	key := func(l Lifetime) uint64 {
 		if order == ByArea {
 			return l.Size * uint64(l.End-l.Start)
@@ -126,6 +131,14 @@ func AssignArena(lifetimes []Lifetime, pageLimit uint64, order AssignOrder) (Ass
 	}
 	slices.SortFunc(ids, func(a, b int32) int {
 		la, lb := lifetimes[a], lifetimes[b]
+		switch order {
+		case ByStart:
+			return cmp.Compare(a, b)
+		case ByLifetime:
+			if c := cmp.Compare(lb.End-lb.Start, la.End-la.Start); c != 0 {
+				return c
+			}
+		}
 		if c := cmp.Compare(key(lb), key(la)); c != 0 {
 			return c
 		}
@@ -134,64 +147,200 @@ func AssignArena(lifetimes []Lifetime, pageLimit uint64, order AssignOrder) (Ass
 		}
 		return cmp.Compare(a, b)
 	})
+	return ids
+}
 
-	const unplaced = ^uint32(0)
-	out := Assignment{Placements: make([]Placement, n)}
-	for i := range out.Placements {
-		out.Placements[i].Page = unplaced
+func allIDs(n int) []int32 {
+	ids := make([]int32, n)
+	for i := range ids {
+		ids[i] = int32(i)
 	}
-	var capacity []uint64 // per page: pageLimit, or the size of the oversized allocation that opened it
-	tree := newStabTree(n)
-	type span struct{ offset, end uint64 }
-	var byPage [][]span
-	for _, id := range ids {
-		l := lifetimes[id]
-		for p := range byPage {
-			byPage[p] = byPage[p][:0]
-		}
-		collect := func(j int32) {
-			pl := out.Placements[j]
-			if pl.Page == unplaced {
-				return
-			}
-			byPage[pl.Page] = append(byPage[pl.Page], span{pl.Offset, pl.Offset + lifetimes[j].Size})
-		}
-		// Placed allocations live at l.Start, then those starting inside l.
-		tree.stab(l.Start, func(j int32) {
-			if lifetimes[j].End > l.Start {
-				collect(j)
-			}
-		})
-		for j := l.Start + 1; j < l.End; j++ {
-			collect(j)
-		}
-		placed := false
-		for p := range byPage {
-			spans := byPage[p]
-			slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.offset, b.offset) })
-			offset := uint64(0)
-			for _, s := range spans {
-				if s.offset >= offset+l.Size {
-					break
-				}
-				offset = max(offset, s.end)
-			}
-			if offset+l.Size <= capacity[p] {
-				out.Placements[id] = Placement{Page: uint32(p), Offset: offset}
-				out.Pages[p] = max(out.Pages[p], offset+l.Size)
-				placed = true
-				break
-			}
-		}
-		if !placed {
-			out.Placements[id] = Placement{Page: uint32(len(byPage)), Offset: 0}
-			out.Pages = append(out.Pages, l.Size)
-			capacity = append(capacity, max(pageLimit, l.Size))
-			byPage = append(byPage, nil)
-		}
-		tree.insert(l.Start, l.End, id)
+	return ids
+}
+
+const unplaced = ^uint32(0)
+
+// arenaBuilder places allocations one at a time.
+type arenaBuilder struct {
+	lifetimes []Lifetime
+	pageLimit uint64
+	out       Assignment
+	capacity  []uint64 // per page: pageLimit, or the size of the oversized allocation that opened it
+	tree      *stabTree
+	byPage    [][]span // scratch: placed spans overlapping the allocation being placed, per page
+}
+
+func newArenaBuilder(lifetimes []Lifetime, pageLimit uint64) *arenaBuilder {
+	b := &arenaBuilder{lifetimes: lifetimes, pageLimit: pageLimit, tree: newStabTree(len(lifetimes))}
+	b.out.Placements = make([]Placement, len(lifetimes))
+	for i := range b.out.Placements {
+		b.out.Placements[i].Page = unplaced
 	}
-	return out, nil
+	return b
+}
+
+func (b *arenaBuilder) collect(j int32) {
+	pl := b.out.Placements[j]
+	if pl.Page == unplaced {
+		return
+	}
+	b.byPage[pl.Page] = append(b.byPage[pl.Page], span{pl.Offset, pl.Offset + b.lifetimes[j].Size})
+}
+
+// place puts allocation id at the lowest (or, with bestFit, the tightest)
+// hole of the first page that holds it, among the placed allocations that
+// overlap it in time.
+func (b *arenaBuilder) place(id int32, bestFit bool) {
+	l := b.lifetimes[id]
+	for p := range b.byPage {
+		b.byPage[p] = b.byPage[p][:0]
+	}
+	// Placed allocations live at l.Start, then those starting inside l.
+	b.tree.stab(l.Start, b.collect)
+	for j := l.Start + 1; j < l.End; j++ {
+		b.collect(j)
+	}
+	page, offset := uint32(len(b.byPage)), uint64(0)
+	for p, spans := range b.byPage {
+		slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.offset, b.offset) })
+		at := lowestGap(spans, l.Size)
+		if bestFit {
+			at = bestGap(spans, l.Size)
+		}
+		if at+l.Size <= b.capacity[p] {
+			page, offset = uint32(p), at
+			break
+		}
+	}
+	if int(page) == len(b.byPage) {
+		b.out.Pages = append(b.out.Pages, 0)
+		b.capacity = append(b.capacity, max(b.pageLimit, l.Size))
+		b.byPage = append(b.byPage, nil)
+	}
+	b.out.Placements[id] = Placement{Page: page, Offset: offset}
+	b.out.Pages[page] = max(b.out.Pages[page], offset+l.Size)
+	b.tree.insert(l.Start, l.End, id)
+}
+
+// Strategy is one way to order and fit the allocations of a stream.
+type Strategy struct {
+	Order AssignOrder
+	// BestFit puts an allocation in the tightest hole that holds it instead
+	// of the lowest.
+	BestFit bool
+}
+
+func (s Strategy) String() string {
+	fit := "lowest fit"
+	if s.BestFit {
+		fit = "best fit"
+	}
+	return s.Order.String() + ", " + fit
+}
+
+func (o AssignOrder) String() string {
+	switch o {
+	case BySize:
+		return "by size"
+	case ByArea:
+		return "by area"
+	case ByStart:
+		return "by start"
+	case ByLifetime:
+		return "by lifetime"
+	}
+	return fmt.Sprintf("AssignOrder(%d)", int(o))
+}
+
+// planStrategies are the placements PlanArena compares. Size first is the
+// classic for layer graphs; start order with best fit follows a chain of
+// growing buffers (a KV cache rebuilt every token) through the same holes;
+// lifetime first packs weights and optimizer state under the activations.
+var planStrategies = []Strategy{{BySize, false}, {BySize, true}, {ByStart, false}, {ByStart, true}, {ByLifetime, false}}
+
+// PlanArena is the offline arena assignment vkrt's strong plans use: the
+// least reserved of several greedy placements of the whole stream (see
+// planStrategies), computed in parallel. It is deterministic: ties go to the
+// earlier strategy.
+func PlanArena(lifetimes []Lifetime, pageLimit uint64) (Assignment, Strategy, error) {
+	if err := checkLifetimes(lifetimes, pageLimit); err != nil {
+		return Assignment{}, Strategy{}, err
+	}
+	results := make([]Assignment, len(planStrategies))
+	var wg sync.WaitGroup
+	workers := make(chan struct{}, goruntime.GOMAXPROCS(0))
+	for i, s := range planStrategies {
+		wg.Add(1)
+		workers <- struct{}{}
+		go func() {
+			defer wg.Done()
+			results[i] = assign(lifetimes, pageLimit, s)
+			<-workers
+		}()
+	}
+	wg.Wait()
+	best := 0
+	for i, r := range results {
+		if r.Reserved() < results[best].Reserved() {
+			best = i
+		}
+	}
+	return results[best], planStrategies[best], nil
+}
+
+func assign(lifetimes []Lifetime, pageLimit uint64, s Strategy) Assignment {
+	b := newArenaBuilder(lifetimes, pageLimit)
+	for _, id := range placementOrder(lifetimes, allIDs(len(lifetimes)), s.Order) {
+		b.place(id, s.BestFit)
+	}
+	return b.out
+}
+
+func checkLifetimes(lifetimes []Lifetime, pageLimit uint64) error {
+	n := len(lifetimes)
+	if pageLimit == 0 {
+		return fmt.Errorf("dryrun: arena page limit is 0")
+	}
+	for k, l := range lifetimes {
+		if l.Size == 0 || l.Start != int32(k) || l.End <= l.Start || int(l.End) > n {
+			return fmt.Errorf("dryrun: lifetime %d is %+v, want a non-zero size and %d <= start < end <= %d", k, l, k, n)
+		}
+	}
+	return nil
+}
+
+type span struct{ offset, end uint64 }
+
+// lowestGap is the lowest offset where size bytes collide with none of the
+// spans, which are sorted by offset (they may overlap one another).
+func lowestGap(spans []span, size uint64) uint64 {
+	offset := uint64(0)
+	for _, s := range spans {
+		if s.offset >= offset+size {
+			break
+		}
+		offset = max(offset, s.end)
+	}
+	return offset
+}
+
+// bestGap is the start of the smallest hole between spans that holds size
+// bytes, or the end of the highest span when no hole does.
+func bestGap(spans []span, size uint64) uint64 {
+	top := uint64(0)
+	best, bestWidth := uint64(0), ^uint64(0)
+	for _, s := range spans {
+		if s.offset > top {
+			if w := s.offset - top; w >= size && w < bestWidth {
+				best, bestWidth = top, w
+			}
+		}
+		top = max(top, s.end)
+	}
+	if bestWidth == ^uint64(0) {
+		return top
+	}
+	return best
 }
 
 // stabTree is a segment tree over allocation ordinals: an interval is stored

@@ -70,7 +70,7 @@ func TestAssignArenaRandomStreamsAreSound(t *testing.T) {
 		maxSize := uint64(16 << rng.IntN(12))
 		limit := uint64(16 << rng.IntN(14))
 		lifetimes := randomLifetimes(rng, n, maxSize)
-		for _, order := range []AssignOrder{BySize, ByArea} {
+		for _, order := range planStrategies {
 			a, err := AssignArena(lifetimes, limit, order)
 			require.NoError(t, err)
 			t.Run(fmt.Sprint(round, order), func(t *testing.T) { checkAssignment(t, lifetimes, a) })
@@ -88,27 +88,27 @@ func TestAssignArenaRandomStreamsAreSound(t *testing.T) {
 func TestAssignArenaReusesMemoryOfDisjointLifetimes(t *testing.T) {
 	// Three allocations of 100 B, one after another: one slot's worth of page.
 	seq := []Lifetime{{Size: 100, Start: 0, End: 1}, {Size: 100, Start: 1, End: 2}, {Size: 100, Start: 2, End: 3}}
-	a, err := AssignArena(seq, 1<<20, BySize)
+	a, err := AssignArena(seq, 1<<20, Strategy{Order: BySize})
 	require.NoError(t, err)
 	require.Equal(t, []uint64{100}, a.Pages)
 	// Overlapping ones stack; a page limit of 250 B forces a second page.
 	stacked := []Lifetime{{Size: 100, Start: 0, End: 3}, {Size: 100, Start: 1, End: 3}, {Size: 100, Start: 2, End: 3}}
-	a, err = AssignArena(stacked, 250, BySize)
+	a, err = AssignArena(stacked, 250, Strategy{Order: BySize})
 	require.NoError(t, err)
 	require.Equal(t, []uint64{200, 100}, a.Pages)
 	checkAssignment(t, stacked, a)
 	// An allocation past the limit gets a page of its own size.
-	a, err = AssignArena([]Lifetime{{Size: 1000, Start: 0, End: 1}}, 250, BySize)
+	a, err = AssignArena([]Lifetime{{Size: 1000, Start: 0, End: 1}}, 250, Strategy{Order: BySize})
 	require.NoError(t, err)
 	require.Equal(t, []uint64{1000}, a.Pages)
 }
 
 func TestAssignArenaRejectsBadLifetimes(t *testing.T) {
-	_, err := AssignArena([]Lifetime{{Size: 0, Start: 0, End: 1}}, 1<<20, BySize)
+	_, err := AssignArena([]Lifetime{{Size: 0, Start: 0, End: 1}}, 1<<20, Strategy{Order: BySize})
 	require.ErrorContains(t, err, "lifetime 0")
-	_, err = AssignArena([]Lifetime{{Size: 16, Start: 0, End: 2}}, 1<<20, BySize)
+	_, err = AssignArena([]Lifetime{{Size: 16, Start: 0, End: 2}}, 1<<20, Strategy{Order: BySize})
 	require.Error(t, err)
-	_, err = AssignArena([]Lifetime{{Size: 16, Start: 0, End: 1}}, 0, BySize)
+	_, err = AssignArena([]Lifetime{{Size: 16, Start: 0, End: 1}}, 0, Strategy{Order: BySize})
 	require.Error(t, err)
 }
 
@@ -117,11 +117,9 @@ func TestAssignArenaShippedTraces(t *testing.T) {
 		tr, err := ReadTraceFile(path)
 		require.NoError(t, err)
 		lifetimes := Lifetimes(tr, 16)
-		for _, order := range []AssignOrder{BySize, ByArea} {
-			a, err := AssignArena(lifetimes, 4<<30-16, order)
-			require.NoError(t, err)
-			checkAssignment(t, lifetimes, a)
-			t.Logf("%s order %d: pages %d ratio %.4f", tr.Name, order, len(a.Pages), float64(a.Reserved())/float64(tr.PeakLiveBytes()))
-		}
+		a, s, err := PlanArena(lifetimes, 4<<30-16)
+		require.NoError(t, err)
+		checkAssignment(t, lifetimes, a)
+		t.Logf("%s %s: pages %d ratio %.4f", tr.Name, s, len(a.Pages), float64(a.Reserved())/float64(tr.PeakLiveBytes()))
 	}
 }
