@@ -77,6 +77,9 @@ func TestMemoryFractionCapsTheStorage(t *testing.T) {
 // error of Close.
 func TestValidationReportsLeaks(t *testing.T) {
 	openTestDevice(t) // skip or fail like the rest without Vulkan
+	if !validationWanted() {
+		t.Skip("VKRT_TEST_VALIDATION=0")
+	}
 	d, err := Open(0, WithValidation(true))
 	require.NoError(t, err)
 	_, err = d.createBuffer(64)

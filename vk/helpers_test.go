@@ -17,7 +17,7 @@ import (
 // Vulkan the test is skipped, unless VKRT_REQUIRE_DEVICE=1 makes it fail.
 func openTestDevice(t testing.TB, opts ...Option) *Device {
 	t.Helper()
-	d, err := Open(0, append([]Option{WithValidation(true)}, opts...)...)
+	d, err := Open(0, append([]Option{WithValidation(validationWanted())}, opts...)...)
 	if errors.Is(err, ErrNoVulkan) && os.Getenv("VKRT_REQUIRE_DEVICE") != "1" {
 		t.Skipf("no Vulkan device (set VKRT_REQUIRE_DEVICE=1 to fail instead): %v", err)
 	}
@@ -25,6 +25,10 @@ func openTestDevice(t testing.TB, opts ...Option) *Device {
 	t.Cleanup(func() { require.NoError(t, d.Close(), "closing the device: validation errors or leaks") })
 	return d
 }
+
+// validationWanted: tests run under the validation layer unless
+// VKRT_TEST_VALIDATION=0 (machines without the layer installed).
+func validationWanted() bool { return os.Getenv("VKRT_TEST_VALIDATION") != "0" }
 
 // transferModes runs f once on a device whose transfers map the memory
 // (where the driver allows) and once on one that stages them.

@@ -203,21 +203,50 @@ func (d *Device) Fill(h vkruntime.StorageHandle, value uint32) error {
 // Copy copies src's bytes to the start of dst (vkCmdCopyBuffer); the ranges
 // may be on the same page but must not overlap.
 func (d *Device) Copy(dst, src vkruntime.StorageHandle) error {
-	if src.Size > dst.Size {
-		return fmt.Errorf("vkrt: copy of %v (%d B) into %v (%d B)", src, src.Size, dst, dst.Size)
+	return d.CopyBatch([]CopyPair{{Dst: dst, Src: src}})
+}
+
+// CopyPair is one copy of a batch: Src's bytes to the start of Dst.
+type CopyPair struct{ Dst, Src vkruntime.StorageHandle }
+
+// CopyBatch records the copies in order into one submission (each one's
+// writes visible to the next) and waits for them. Every pair is checked
+// before any is recorded.
+func (d *Device) CopyBatch(pairs []CopyPair) error {
+	var handles []vkruntime.StorageHandle
+	for i, c := range pairs {
+		src, dst := c.Src, c.Dst
+		if src.Size > dst.Size {
+			return fmt.Errorf("vkrt: copy %d: %v (%d B) into %v (%d B)", i, src, src.Size, dst, dst.Size)
+		}
+		if src.ID == dst.ID && src.Offset < dst.Offset+src.Size && dst.Offset < src.End() {
+			return fmt.Errorf("vkrt: copy %d: %v into %v: the ranges overlap", i, src, dst)
+		}
+		if src.Size > 0 {
+			handles = append(handles, src, vkruntime.StorageHandle{ID: dst.ID, Offset: dst.Offset, Size: src.Size})
+		}
 	}
-	if src.ID == dst.ID && src.Offset < dst.Offset+src.Size && dst.Offset < src.End() {
-		return fmt.Errorf("vkrt: copy of %v into %v: the ranges overlap", src, dst)
+	if err := d.usable(); err != nil || len(handles) == 0 {
+		return err
 	}
-	if src.Size == 0 {
-		return d.usable()
-	}
-	ps, err := d.storage.pin(src, dst)
+	ps, err := d.storage.pin(handles...)
 	if err != nil {
 		return err
 	}
 	defer d.storage.unpin(ps)
-	return d.copyBuffer(ps[0].page.buffer, src.Offset, ps[1].page.buffer, dst.Offset, src.Size)
+	return d.submit(0, func(c *submitContext) error {
+		for i := 0; i < len(ps); i += 2 {
+			if i > 0 {
+				barrier(c.cmd)
+			}
+			vulkan.CmdCopyBuffer(c.cmd, ps[i].page.buffer, ps[i+1].page.buffer, 1, []vulkan.BufferCopy{{
+				SrcOffset: vulkan.DeviceSize(ps[i].offset),
+				DstOffset: vulkan.DeviceSize(ps[i+1].offset),
+				Size:      vulkan.DeviceSize(ps[i].size),
+			}})
+		}
+		return nil
+	})
 }
 
 // transfer pins h's page, checks the first n bytes of h lie in it, and runs f.
