@@ -1,0 +1,190 @@
+package dryrun
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vkrt/vkrt/memory"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// Strength says how hard Plan works.
+type Strength int
+
+const (
+	// Basic is the seeds' cycle: every pool capped at the pages it peaked at.
+	Basic Strength = iota
+	// Strong is an offline arena assignment of the dry run's exact stream,
+	// with the SubSlices pools as fallback for a real run that diverges. It
+	// is never worse than Basic: when it would reserve more, Plan returns
+	// the basic plan.
+	Strong
+)
+
+func (s Strength) String() string {
+	switch s {
+	case Basic:
+		return "basic"
+	case Strong:
+		return "strong"
+	}
+	return fmt.Sprintf("Strength(%d)", int(s))
+}
+
+// PlanOptions configure Plan.
+type PlanOptions struct {
+	Strength Strength
+	// Trace is the exact stream the report was measured on. Strong plans
+	// need it; a basic plan with it re-measures the stream under the capped
+	// pools' own routing, so that replaying it under the plan fits by
+	// construction.
+	Trace *Trace
+	// Device is the device the plan is for; zero means H200.
+	Device vkruntime.DeviceProperties
+}
+
+// ErrCannotPlan classifies reports and options Plan cannot make a plan of.
+var ErrCannotPlan = errors.New("dryrun: cannot plan")
+
+// growableCap is the page cap of a pool measured "uncapped": a capped pool
+// routes by max_slice alone, so capping it later at its peak keeps the
+// routing the measurement saw.
+const growableCap = 65535
+
+// Plan turns a dry run's report into a layout for the real run.
+// A report measured under pools the basic plan cannot cap (direct, arena)
+// still gets a strong plan, then without the comparison.
+func Plan(report memory.Report, opts PlanOptions) (memory.Layout, error) {
+	switch opts.Strength {
+	case Basic:
+		return planBasic(report, opts)
+	case Strong:
+	default:
+		return memory.Layout{}, fmt.Errorf("%w: unknown strength %d (want Basic or Strong)", ErrCannotPlan, int(opts.Strength))
+	}
+	if opts.Trace == nil {
+		return memory.Layout{}, fmt.Errorf("%w: a strong plan needs the dry run's stream, got none", ErrCannotPlan)
+	}
+	strong, err := planArena(opts.Trace, opts.Device)
+	if err != nil {
+		return memory.Layout{}, err
+	}
+	basic, err := planBasic(report, opts)
+	if err != nil {
+		if errors.Is(err, ErrCannotPlan) {
+			return strong, nil
+		}
+		return memory.Layout{}, err
+	}
+	return leaner(opts.Trace, strong, basic, opts.Device)
+}
+
+// leaner is the layout whose replay of t reserves less at its peak, the
+// candidate on a tie; a candidate that fails to replay loses.
+func leaner(t *Trace, candidate, fallback memory.Layout, device vkruntime.DeviceProperties) (memory.Layout, error) {
+	ro := ReplayOptions{Device: device}
+	fallbackRun, err := Replay(t, fallback, ro)
+	if err != nil {
+		return memory.Layout{}, fmt.Errorf("dryrun: replaying the %s layout: %w", fallback.Kind(), err)
+	}
+	candidateRun, err := Replay(t, candidate, ro)
+	if err != nil || candidateRun.ReservedPeakBytes > fallbackRun.ReservedPeakBytes {
+		return fallback, nil
+	}
+	return candidate, nil
+}
+
+// PlanReplay is a dry run of a stream, the plan made from it and the replay
+// of the stream under that plan.
+type PlanReplay struct {
+	DryRun *ReplayResult
+	Plan   *ReplayResult // Plan.Layout is the plan
+}
+
+// PlanTrace replays t under the layout it is measured with, plans from the
+// result (opts.Trace is set to t) and replays t under the plan.
+func PlanTrace(t *Trace, measured memory.Layout, opts PlanOptions) (*PlanReplay, error) {
+	ro := ReplayOptions{Device: opts.Device}
+	dry, err := Replay(t, measured, ro)
+	if err != nil {
+		return nil, err
+	}
+	opts.Trace = t
+	layout, err := Plan(dry.Report, opts)
+	if err != nil {
+		return nil, fmt.Errorf("dryrun: planning %s: %w", t.Name, err)
+	}
+	run, err := Replay(t, layout, ro)
+	if err != nil {
+		return nil, fmt.Errorf("dryrun: replaying %s under its plan: %w", t.Name, err)
+	}
+	return &PlanReplay{DryRun: dry, Plan: run}, nil
+}
+
+// basicPools caps every sliced pool of the report at its pages_peak and
+// turns an exclusive pool into a sliced one of the same reach whose pages
+// hold its largest allocation: it held at most pages_peak allocations at
+// once, so as many such pages hold them. Pools nothing reached are left out.
+func basicPools(report memory.Report, alignment uint64) ([]memory.SlicedPool, error) {
+	var pools []memory.SlicedPool
+	for i, pr := range report.Dynamic {
+		if pr.PagesPeak == 0 {
+			continue
+		}
+		peak := min(pr.PagesPeak, growableCap)
+		switch k := pr.Kind.(type) {
+		case memory.SlicedKind:
+			maxSlice := k.MaxSliceSize
+			pools = append(pools, memory.SlicedPool{PageSize: k.PageSize, Pages: &peak, MaxSlice: &maxSlice})
+		case memory.ExclusiveKind:
+			page := alignUp(max(pr.LargestAlloc, 1), alignment)
+			pools = append(pools, memory.SlicedPool{PageSize: page, Pages: &peak})
+		default:
+			kind, _ := pr.Kind.MarshalJSON()
+			return nil, fmt.Errorf("%w: the basic plan caps sliced and exclusive pools; dynamic pool %d is %s", ErrCannotPlan, i, kind)
+		}
+	}
+	if len(pools) == 0 {
+		return nil, fmt.Errorf("%w: the report's %d dynamic pools never held a page", ErrCannotPlan, len(report.Dynamic))
+	}
+	return pools, nil
+}
+
+func planBasic(report memory.Report, opts PlanOptions) (memory.Layout, error) {
+	device := ReplayOptions{Device: opts.Device}.device()
+	pools, err := basicPools(report, device.Alignment)
+	if err != nil || opts.Trace == nil {
+		return memory.SlicedLayout(pools...), err
+	}
+	// Measure the stream again under the capped pools' routing, growable.
+	for i := range pools {
+		growable := uint64(growableCap)
+		pools[i].Pages = &growable
+	}
+	run, err := Replay(opts.Trace, memory.SlicedLayout(pools...), ReplayOptions{Device: opts.Device})
+	if err != nil {
+		return memory.Layout{}, fmt.Errorf("dryrun: measuring the basic plan: %w", err)
+	}
+	if pools, err = basicPools(run.Report, device.Alignment); err != nil {
+		return memory.Layout{}, err
+	}
+	return memory.SlicedLayout(pools...), nil
+}
+
+// planArena is the strong plan's arena layout for the stream.
+func planArena(t *Trace, device vkruntime.DeviceProperties) (memory.Layout, error) {
+	d := ReplayOptions{Device: device}.device()
+	if t.Allocations == 0 {
+		return memory.Layout{}, fmt.Errorf("%w: the stream %s has no allocations", ErrCannotPlan, t.Name)
+	}
+	lifetimes := Lifetimes(t, d.Alignment)
+	a, _, err := PlanArena(lifetimes, d.MaxPageSize)
+	if err != nil {
+		return memory.Layout{}, err
+	}
+	plan := memory.ArenaPlan{Pages: a.Pages, Slots: make([]memory.ArenaSlot, len(lifetimes))}
+	for k, l := range lifetimes {
+		plan.Slots[k] = memory.ArenaSlot{Size: l.Size, Page: a.Placements[k].Page, Offset: a.Placements[k].Offset}
+	}
+	return memory.ArenaLayout(plan), nil
+}

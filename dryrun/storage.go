@@ -1,0 +1,86 @@
+package dryrun
+
+import (
+	"fmt"
+	"sync"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// CountingStorage is a [vkruntime.Storage] that holds no memory: every Alloc
+// is counted as the device allocation a real run would make, and the bytes
+// it would hold are tracked, so a replay's driver_allocs and footprint are
+// what a device would see. Ids are never reused. It is safe for concurrent
+// use.
+type CountingStorage struct {
+	// Limit, when non-zero, is the heap size: an Alloc that would hold more
+	// fails with ErrOutOfDeviceMemory, as the driver would.
+	Limit uint64
+
+	mu        sync.Mutex
+	next      vkruntime.StorageID
+	held      map[vkruntime.StorageID]uint64
+	allocs    uint64
+	deallocs  uint64
+	bytesHeld uint64
+	peakHeld  uint64
+}
+
+// NewCountingStorage is a CountingStorage refusing to hold more than limit
+// bytes (0: no limit).
+func NewCountingStorage(limit uint64) *CountingStorage {
+	return &CountingStorage{Limit: limit}
+}
+
+// Alloc counts one device allocation of size bytes.
+func (s *CountingStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.Limit != 0 && (size > s.Limit || s.bytesHeld > s.Limit-size) {
+		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Limit: s.Limit, Usage: s.bytesHeld,
+			Detail: fmt.Sprintf("a dry-run storage of %d B already holds %d B", s.Limit, s.bytesHeld)}
+	}
+	if s.held == nil {
+		s.held = make(map[vkruntime.StorageID]uint64)
+	}
+	s.next++
+	s.held[s.next] = size
+	s.allocs++
+	s.bytesHeld += size
+	s.peakHeld = max(s.peakHeld, s.bytesHeld)
+	return vkruntime.StorageHandle{ID: s.next, Size: size}, nil
+}
+
+// Dealloc releases an allocation at once; an id it does not hold is ignored,
+// as releasing twice must not count twice.
+func (s *CountingStorage) Dealloc(id vkruntime.StorageID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	size, ok := s.held[id]
+	if !ok {
+		return
+	}
+	delete(s.held, id)
+	s.deallocs++
+	s.bytesHeld -= size
+}
+
+// Flush has nothing deferred to hand over.
+func (s *CountingStorage) Flush() {}
+
+// StorageCounts is a reading of a CountingStorage.
+type StorageCounts struct {
+	Allocs        uint64 // device allocations made
+	Deallocs      uint64 // device allocations released
+	Live          uint64 // allocations held now
+	BytesHeld     uint64 // bytes held now
+	PeakBytesHeld uint64 // the most bytes held at once
+}
+
+// Counts reads the counters.
+func (s *CountingStorage) Counts() StorageCounts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return StorageCounts{Allocs: s.allocs, Deallocs: s.deallocs, Live: uint64(len(s.held)),
+		BytesHeld: s.bytesHeld, PeakBytesHeld: s.peakHeld}
+}
