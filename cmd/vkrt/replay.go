@@ -1,0 +1,275 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	json "github.com/goccy/go-json"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/memory"
+)
+
+type replayFlags struct {
+	layout string
+	plan   bool
+	json   bool
+	bench  bool
+}
+
+func init() {
+	var f replayFlags
+	cmd := &cobra.Command{
+		Use:   "replay TRACE...",
+		Short: "replay allocation streams dry; with --plan, measure, derive a plan, replay under it and compare",
+		Long: `Replay allocation streams (one event a line: "a <id> <bytes> <stream>" or
+"f <id>", gzip allowed) against the memory pools of an H200-like device over a
+storage that counts device allocations and holds no memory.
+
+--layout is a preset (sub-slices, exclusive-pages, direct), a layout JSON
+literal, or a file holding one. With --plan the replay is the dry run: a plan
+is derived from it and the stream is replayed again under the plan.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runReplay(cmd, args, f)
+		},
+	}
+	cmd.Flags().StringVar(&f.layout, "layout", "sub-slices", "pool layout: a preset, a layout JSON literal, or a file holding one")
+	cmd.Flags().BoolVar(&f.plan, "plan", false, "derive a plan from the replay and replay under it")
+	cmd.Flags().BoolVar(&f.json, "json", false, "one JSON object per trace and line")
+	cmd.Flags().BoolVar(&f.bench, "bench", false, "report the cost of one replayed event")
+	rootCmd.AddCommand(cmd)
+}
+
+// replayLayout reads --layout: a preset name or JSON literal, else a file
+// holding one.
+func replayLayout(arg string) (memory.Layout, error) {
+	l, err := memory.ParseLayout(arg)
+	if err == nil {
+		return l, nil
+	}
+	data, readErr := os.ReadFile(arg)
+	if readErr != nil {
+		if errors.Is(readErr, os.ErrNotExist) {
+			return memory.Layout{}, fmt.Errorf("--layout %q is neither a preset, a layout JSON literal nor a file: %w", arg, err)
+		}
+		return memory.Layout{}, fmt.Errorf("--layout: %w", readErr)
+	}
+	if l, err = memory.ParseLayout(string(data)); err != nil {
+		return memory.Layout{}, fmt.Errorf("--layout file %s: %w", arg, err)
+	}
+	return l, nil
+}
+
+// replayLine is one trace's line of --json output.
+type replayLine struct {
+	Trace             string         `json:"trace"`
+	Events            int            `json:"events"`
+	Allocations       int            `json:"allocations"`
+	PeakLiveBytes     uint64         `json:"peak_live_bytes"`
+	Layout            memory.Layout  `json:"layout"`
+	ReservedPeakBytes uint64         `json:"reserved_peak_bytes"`
+	DriverAllocs      uint64         `json:"driver_allocs"`
+	Report            memory.Report  `json:"report"`
+	Plan              *replayPlanOut `json:"plan,omitempty"`
+	NsPerEvent        *float64       `json:"ns_per_event,omitempty"`
+}
+
+type replayPlanOut struct {
+	Layout            memory.Layout `json:"layout"`
+	ReservedPeakBytes uint64        `json:"reserved_peak_bytes"`
+	DriverAllocs      uint64        `json:"driver_allocs"`
+	Spills            uint64        `json:"spills"`
+}
+
+// replayProgressEvents is the stream length past which a terminal gets a
+// progress bar: shorter replays finish before one would be read.
+const replayProgressEvents = 100_000
+
+func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
+	layout, err := replayLayout(f.layout)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	bar := newReplayProgress(cmd.ErrOrStderr(), len(paths))
+	var rows []replayRow
+	for _, path := range paths {
+		bar.describe("reading " + path)
+		trace, err := dryrun.ReadTraceFile(path)
+		if err != nil {
+			bar.clear()
+			return err
+		}
+		bar.enable(len(trace.Events) >= replayProgressEvents || f.plan)
+		opts := dryrun.ReplayOptions{}
+		bar.describe("replaying " + trace.Name)
+		dry, err := dryrun.Replay(trace, layout, opts)
+		if err != nil {
+			bar.clear()
+			return err
+		}
+		row := replayRow{dry: dry}
+		if f.plan {
+			bar.describe("planning " + trace.Name)
+			planned, err := dryrun.Plan(dry.Report, dryrun.PlanOptions{Strength: dryrun.Strong, Trace: trace})
+			if err != nil {
+				bar.clear()
+				return fmt.Errorf("planning %s: %w", trace.Name, err)
+			}
+			bar.describe("replaying " + trace.Name + " under its plan")
+			if row.plan, err = dryrun.Replay(trace, planned, opts); err != nil {
+				bar.clear()
+				return fmt.Errorf("replaying %s under its plan: %w", trace.Name, err)
+			}
+		}
+		bar.done()
+		if f.json {
+			if err := writeReplayLine(out, row, f.bench); err != nil {
+				bar.clear()
+				return err
+			}
+		}
+		rows = append(rows, row)
+	}
+	bar.clear()
+	if !f.json {
+		return writeReplayTable(out, rows, f)
+	}
+	return nil
+}
+
+type replayRow struct{ dry, plan *dryrun.ReplayResult }
+
+func writeReplayLine(w io.Writer, row replayRow, bench bool) error {
+	d := row.dry
+	line := replayLine{Trace: d.Trace, Events: d.Events, Allocations: d.Allocations, PeakLiveBytes: d.PeakLiveBytes,
+		Layout: d.Layout, ReservedPeakBytes: d.ReservedPeakBytes, DriverAllocs: d.DriverAllocs, Report: d.Report}
+	if row.plan != nil {
+		line.Plan = &replayPlanOut{Layout: row.plan.Layout, ReservedPeakBytes: row.plan.ReservedPeakBytes,
+			DriverAllocs: row.plan.DriverAllocs, Spills: row.plan.Spills}
+	}
+	if bench {
+		ns := d.NsPerEvent
+		line.NsPerEvent = &ns
+	}
+	b, err := json.Marshal(line)
+	if err != nil {
+		return fmt.Errorf("encoding the result of %s: %w", d.Trace, err)
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := []string{"trace", "events", "peak live", "reserved peak", "ratio", "driver allocs"}
+	if f.bench {
+		head = append(head, "ns/event")
+	}
+	if f.plan {
+		head = append(head, "plan", "planned peak", "ratio", "driver allocs", "spills")
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, r := range rows {
+		d := r.dry
+		cells := []string{d.Trace, fmt.Sprint(d.Events), memory.FormatBytes(d.PeakLiveBytes), memory.FormatBytes(d.ReservedPeakBytes),
+			fmt.Sprintf("%.3f×", d.Ratio()), fmt.Sprint(d.DriverAllocs)}
+		if f.bench {
+			cells = append(cells, fmt.Sprintf("%.1f", d.NsPerEvent))
+		}
+		if r.plan != nil {
+			p := r.plan
+			cells = append(cells, summarizeLayout(p.Layout), memory.FormatBytes(p.ReservedPeakBytes),
+				fmt.Sprintf("%.3f×", p.Ratio()), fmt.Sprint(p.DriverAllocs), fmt.Sprint(p.Spills))
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(rows) > 0 {
+		fmt.Fprintf(w, "\nlayout: %s\n", summarizeLayout(rows[0].dry.Layout))
+	}
+	return nil
+}
+
+// summarizeLayout is a layout in a few words: an arena plan's JSON runs to
+// megabytes.
+func summarizeLayout(l memory.Layout) string {
+	if a, ok := l.Arena(); ok {
+		var bytes uint64
+		for _, p := range a.Pages {
+			bytes += p
+		}
+		return fmt.Sprintf("arena: %s, %s, %s", plural(len(a.Pages), "page"), memory.FormatBytes(bytes), plural(len(a.Slots), "slot"))
+	}
+	if pools, ok := l.Sliced(); ok {
+		var bytes uint64
+		for _, p := range pools {
+			if p.Pages != nil {
+				bytes += *p.Pages * p.PageSize
+			}
+		}
+		return fmt.Sprintf("sliced: %s capped at %s", plural(len(pools), "pool"), memory.FormatBytes(bytes))
+	}
+	return l.Kind().String()
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// replayProgress is a progress bar on a terminal's stderr, and nothing when
+// stderr is piped or the work is short.
+type replayProgress struct {
+	bar     *progressbar.ProgressBar
+	w       io.Writer
+	total   int
+	visible bool
+}
+
+func newReplayProgress(w io.Writer, traces int) *replayProgress {
+	p := &replayProgress{w: w, total: traces}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.visible = true
+	}
+	return p
+}
+
+// enable shows the bar from now on if the terminal allows and long says so.
+func (p *replayProgress) enable(long bool) {
+	if !p.visible || !long || p.bar != nil {
+		return
+	}
+	p.bar = progressbar.NewOptions(p.total, progressbar.OptionSetWriter(p.w), progressbar.OptionShowCount(),
+		progressbar.OptionSetElapsedTime(true), progressbar.OptionClearOnFinish(), progressbar.OptionSetWidth(20))
+}
+
+func (p *replayProgress) describe(s string) {
+	if p.bar != nil {
+		p.bar.Describe(s)
+	}
+}
+
+func (p *replayProgress) done() {
+	if p.bar != nil {
+		_ = p.bar.Add(1)
+	}
+}
+
+func (p *replayProgress) clear() {
+	if p.bar != nil {
+		_ = p.bar.Clear()
+	}
+}

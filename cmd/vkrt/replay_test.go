@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	json "github.com/goccy/go-json"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/memory"
+)
+
+// executeReplay runs `vkrt replay args...` in-process with fresh flag values
+// and returns what it wrote to stdout and stderr.
+func executeReplay(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var sub *cobra.Command
+	for _, c := range rootCmd.Commands() {
+		if c.Name() == "replay" {
+			sub = c
+		}
+	}
+	require.NotNil(t, sub, "replay is registered on the root command")
+	sub.Flags().VisitAll(func(f *pflag.Flag) {
+		require.NoError(t, f.Value.Set(f.DefValue))
+		f.Changed = false
+	})
+	var out, errOut bytes.Buffer
+	rootCmd.SetOut(&out)
+	rootCmd.SetErr(&errOut)
+	rootCmd.SetArgs(append([]string{"replay"}, args...))
+	defer rootCmd.SetArgs(nil)
+	err := rootCmd.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), err
+}
+
+const resnetTrace = "../../testdata/traces/resnet50_train.trace.gz"
+
+// writeTrace writes a trace file and returns its path.
+func writeTrace(t *testing.T, name, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
+	return path
+}
+
+type replayJSONLine struct {
+	Trace             string          `json:"trace"`
+	Events            int             `json:"events"`
+	Allocations       int             `json:"allocations"`
+	PeakLiveBytes     uint64          `json:"peak_live_bytes"`
+	Layout            json.RawMessage `json:"layout"`
+	ReservedPeakBytes uint64          `json:"reserved_peak_bytes"`
+	DriverAllocs      uint64          `json:"driver_allocs"`
+	Report            memory.Report   `json:"report"`
+	Plan              *struct {
+		Layout            json.RawMessage `json:"layout"`
+		ReservedPeakBytes uint64          `json:"reserved_peak_bytes"`
+		DriverAllocs      uint64          `json:"driver_allocs"`
+		Spills            uint64          `json:"spills"`
+	} `json:"plan"`
+	NsPerEvent *float64 `json:"ns_per_event"`
+}
+
+func parseReplayLines(t *testing.T, out string) []replayJSONLine {
+	t.Helper()
+	var lines []replayJSONLine
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var l replayJSONLine
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &l), "every line is one JSON object")
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+func TestReplayJSONWithPlanAndBench(t *testing.T) {
+	small := writeTrace(t, "small.trace", "a 1 1000 0\na 2 3000 0\nf 1\na 3 500 0\nf 2\nf 3\na 4 64 0\n")
+	out, stderr, err := executeReplay(t, "--json", "--plan", "--bench", small, resnetTrace)
+	require.NoError(t, err)
+	require.Empty(t, stderr, "no progress when stderr is not a terminal")
+	lines := parseReplayLines(t, out)
+	require.Len(t, lines, 2)
+
+	require.Equal(t, "small", lines[0].Trace)
+	require.Equal(t, 7, lines[0].Events)
+	require.Equal(t, 4, lines[0].Allocations)
+	require.Equal(t, uint64(4000), lines[0].PeakLiveBytes)
+
+	resnet, err := dryrun.ReadTraceFile(resnetTrace)
+	require.NoError(t, err)
+	l := lines[1]
+	require.Equal(t, "resnet50_train", l.Trace)
+	require.Equal(t, len(resnet.Events), l.Events)
+	require.Equal(t, resnet.PeakLiveBytes(), l.PeakLiveBytes)
+	require.JSONEq(t, `"SubSlices"`, string(l.Layout))
+	require.GreaterOrEqual(t, l.ReservedPeakBytes, l.PeakLiveBytes)
+	require.NotEmpty(t, l.Report.Dynamic)
+	require.Positive(t, l.DriverAllocs)
+	require.NotNil(t, l.NsPerEvent)
+	require.Positive(t, *l.NsPerEvent)
+
+	require.NotNil(t, l.Plan)
+	require.Zero(t, l.Plan.Spills)
+	require.LessOrEqual(t, l.Plan.ReservedPeakBytes, l.ReservedPeakBytes)
+	require.GreaterOrEqual(t, l.Plan.ReservedPeakBytes, l.PeakLiveBytes)
+	plan, err := memory.ParseLayout(string(l.Plan.Layout))
+	require.NoError(t, err, "the plan is a layout memory reads back")
+	arena, ok := plan.Arena()
+	require.True(t, ok)
+	require.Len(t, arena.Slots, resnet.Allocations)
+	require.Equal(t, uint64(len(arena.Pages)), l.Plan.DriverAllocs)
+}
+
+func TestReplayTableSummarisesThePlan(t *testing.T) {
+	out, stderr, err := executeReplay(t, "--plan", resnetTrace)
+	require.NoError(t, err)
+	require.Empty(t, stderr)
+	require.Contains(t, out, "resnet50_train")
+	require.Contains(t, out, "reserved peak")
+	require.Contains(t, out, "arena: 1 page")
+	require.NotContains(t, out, "slots\":", "the table does not print the plan's JSON")
+	require.Contains(t, out, "layout: SubSlices")
+}
+
+func TestReplayLayoutArgument(t *testing.T) {
+	literal := `{"Sliced":[{"page_size":1048576,"pages":null,"max_slice":null},{"page_size":268435456}]}`
+	sliced, err := memory.ParseLayout(literal)
+	require.NoError(t, err)
+	file := writeTrace(t, "layout.json", literal)
+	cases := []struct {
+		arg  string
+		want memory.Layout
+	}{
+		{"direct", memory.DirectLayout()},
+		{"exclusive-pages", memory.ExclusivePagesLayout()},
+		{literal, sliced},
+		{file, sliced},
+	}
+	for _, c := range cases {
+		out, _, err := executeReplay(t, "--json", "--layout", c.arg, resnetTrace)
+		require.NoError(t, err, c.arg)
+		lines := parseReplayLines(t, out)
+		require.Len(t, lines, 1)
+		got, err := memory.ParseLayout(string(lines[0].Layout))
+		require.NoError(t, err)
+		require.True(t, c.want.Equal(got), "layout %s: got %s", c.arg, got)
+		require.Equal(t, len(lines[0].Report.Dynamic) > 1, c.want.Kind() != memory.LayoutDirect)
+	}
+}
+
+func TestReplayErrors(t *testing.T) {
+	_, _, err := executeReplay(t)
+	require.Error(t, err, "a trace is required")
+
+	missing := filepath.Join(t.TempDir(), "missing.trace")
+	_, _, err = executeReplay(t, missing)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.Contains(t, err.Error(), "missing.trace")
+
+	bad := writeTrace(t, "bad.trace", "a 1 10 0\nf 2\n")
+	_, _, err = executeReplay(t, bad)
+	require.ErrorIs(t, err, dryrun.ErrMalformedTrace)
+	require.Contains(t, err.Error(), "line 2")
+
+	_, _, err = executeReplay(t, "--layout", "ladder", resnetTrace)
+	require.ErrorContains(t, err, `"ladder"`)
+
+	_, _, err = executeReplay(t, "--layout", `{"Sliced":[]}`, resnetTrace)
+	require.ErrorContains(t, err, "empty")
+}
