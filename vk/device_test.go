@@ -94,7 +94,7 @@ func TestValidationReportsLeaks(t *testing.T) {
 
 func TestClosedDeviceRefusesWork(t *testing.T) {
 	openTestDevice(t)
-	d, err := Open(0, WithValidation(true))
+	d, err := Open(0, WithValidation(validationWanted()))
 	require.NoError(t, err)
 	h, err := d.Storage().Alloc(64)
 	require.NoError(t, err)

@@ -218,7 +218,7 @@ func matmulRef(a, b []float32, m, n, k int) []float32 {
 
 func TestMatMulMatchesTheCPU(t *testing.T) {
 	d := openTestDevice(t)
-	for _, s := range [][3]int{{1, 1, 1}, {0, 4, 4}, {4, 0, 4}, {3, 5, 0}, {2, 3, 4}, {130, 67, 129}, {33, 257, 9}, {128, 128, 16}, {1, 300, 17}} {
+	for _, s := range [][3]int{{1, 1, 1}, {0, 4, 4}, {4, 0, 4}, {3, 5, 0}, {2, 3, 4}, {130, 67, 129}, {33, 257, 9}, {128, 128, 16}, {1, 300, 17}, {130, 260, 36}, {67, 132, 20}, {256, 8, 8}} {
 		m, n, k := s[0], s[1], s[2]
 		t.Run(fmt.Sprintf("%dx%dx%d", m, n, k), func(t *testing.T) {
 			a := pseudoRandom(m*k, uint32(m*k)+1, 1)
@@ -247,4 +247,33 @@ func TestBatchOrdersItsOps(t *testing.T) {
 		want[i] = 2 * max(a[i]+b[i], 0)
 	}
 	requireClose(t, want, readFloats(t, d, out), 0, "batch")
+}
+
+// Kernels loop with the grid's stride, so grids smaller than the data are
+// correct too (the copy then keeps four loads in flight per invocation).
+func TestSmallGridsCoverAllElements(t *testing.T) {
+	d := openTestDevice(t)
+	const n = 5003
+	src := pseudoRandom(n, 5, 10)
+	sh := floatBuffer(t, d, src)
+	for _, grid := range [][3]uint32{{1, 1, 1}, {3, 1, 1}, {2, 2, 1}} {
+		t.Run(fmt.Sprint(grid), func(t *testing.T) {
+			dst := floatBuffer(t, d, make([]float32, n+1))
+			body := vkruntime.StorageHandle{ID: dst.ID, Size: 4 * n}
+			cp := CopyWords(n)
+			cp.Grid = grid
+			require.NoError(t, d.Run(cp, sh, body))
+			got := readFloats(t, d, dst)
+			require.Equal(t, src, got[:n])
+			require.Zero(t, got[n])
+
+			relu := ReLU(n)
+			relu.Grid = grid
+			require.NoError(t, d.Run(relu, sh, body))
+			got = readFloats(t, d, dst)
+			for i := range n {
+				require.Equal(t, max(src[i], 0), got[i], "relu element %d", i)
+			}
+		})
+	}
 }

@@ -214,10 +214,10 @@ func measureCopies(d *vk.Device, size uint64, reps, trials int, res *results) er
 	moved := float64(2 * size * uint64(reps))
 	res.CopyKernelGBs, res.CopyBufferGBs = moved/tk.Seconds()/1e9, moved/tb.Seconds()/1e9
 	fmt.Printf("\ndevice-to-device copy, %.0f MiB each way, %d per submission, best of %d (read + written bytes)\n", float64(size)/(1<<20), reps, trials)
-	fmt.Printf("  vkrt copy kernel (uvec4)  %8.1f GB/s  (%.3f ms per copy, grid %v: one uvec4 per invocation)\n", res.CopyKernelGBs, tk.Seconds()*1e3/float64(reps), copyOp.Grid)
-	// The kernel loops with the grid's stride, so smaller grids are correct
-	// too: each invocation then moves several uvec4.
-	for _, groups := range []uint64{2048, 8192, 32768} {
+	fmt.Printf("  vkrt copy kernel (uvec4)  %8.1f GB/s  (%.3f ms per copy, grid %v)\n", res.CopyKernelGBs, tk.Seconds()*1e3/float64(reps), copyOp.Grid)
+	// The kernel loops with the grid's stride, so other grids are correct
+	// too: the full grid moves one uvec4 per invocation, smaller ones several.
+	for _, groups := range []uint64{(uint64(words)/4 + 255) / 256, 8192, 16384, 32768, 65536, 131072} {
 		op := copyOp
 		op.Grid = vk.RowGrid(groups)
 		ops := make([]vk.Op, reps)
