@@ -1,0 +1,289 @@
+package memory
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// fuzzProps keep pages small so short streams exercise many pages.
+var fuzzProps = vkruntime.DeviceProperties{Alignment: 16, MaxPageSize: 4096, MemorySize: 1 << 20}
+
+// fuzzLayouts are the layouts a stream picks from; the last is invalid.
+func fuzzLayouts() []Layout {
+	return []Layout{
+		SlicedLayout(SlicedPool{PageSize: 512, Pages: u64(2), MaxSlice: u64(128)},
+			SlicedPool{PageSize: 1024, Pages: u64(3)}, SlicedPool{PageSize: 4096}),
+		SlicedLayout(SlicedPool{PageSize: 1000}),
+		SubSlicesLayout(),
+		ExclusivePagesLayout(),
+		DirectLayout(),
+		ArenaLayout(ArenaPlan{
+			Pages: []uint64{2048, 1024},
+			Slots: []ArenaSlot{{64, 0, 0}, {128, 0, 64}, {64, 0, 0}, {256, 1, 256}, {64, 0, 1024}, {1024, 1, 0}, {64, 0, 64}},
+			Fallback: []SlicedPool{{PageSize: 256, Pages: u64(1)}, {PageSize: 2048}},
+		}),
+		SlicedLayout(SlicedPool{PageSize: 512, MaxSlice: u64(1024)}),
+	}
+}
+
+// fuzzSizes are common sizes, so that arena slots and exact-size reuse hit.
+var fuzzSizes = []uint64{0, 1, 16, 64, 100, 128, 256, 1000, 1024, 4096}
+
+// modelEntry is what the reference model knows of one handle.
+type modelEntry struct {
+	handle     Handle
+	requested  uint64
+	live       bool
+	persistent bool
+	at         where
+}
+
+// fuzzRun drives one stream decoded from data through a fresh manager,
+// checking it against the reference model after every step, and returns a
+// transcript of what happened so two runs can be compared.
+func fuzzRun(t *testing.T, data []byte) []string {
+	storage := newFakeStorage()
+	layouts := fuzzLayouts()
+	next := func() byte {
+		if len(data) == 0 {
+			return 0
+		}
+		b := data[0]
+		data = data[1:]
+		return b
+	}
+	m, err := NewManager(storage, fuzzProps, layouts[int(next())%(len(layouts)-1)])
+	require.NoError(t, err)
+	m.SetLogger(slog.New(slog.DiscardHandler))
+	var (
+		entries    []modelEntry
+		window     int
+		transcript []string
+	)
+	note := func(format string, args ...any) { transcript = append(transcript, fmt.Sprintf(format, args...)) }
+	for step := 0; len(data) > 0 && step < 400; step++ {
+		op := next()
+		before := m.Report()
+		switch op % 8 {
+		case 0, 1, 2:
+			var size uint64
+			switch sel := next(); sel % 4 {
+			case 0, 1:
+				size = fuzzSizes[int(next())%len(fuzzSizes)]
+			case 2:
+				size = uint64(next()) * 8
+			default:
+				size = uint64(next())<<8 | uint64(next())
+			}
+			mapping := Mapping(op / 8 % 2)
+			expect := expectedSlicedPlacement(m, size, window > 0)
+			h, err := m.Reserve(size, mapping)
+			if err != nil {
+				require.Equal(t, before, m.Report(), "a failed reserve changed the pools")
+				isKnown := errors.Is(err, vkruntime.ErrBufferTooBig) || errors.Is(err, vkruntime.ErrPoolCapacityExceeded)
+				require.True(t, isKnown, "reserve %d: %v", size, err)
+				require.Nil(t, expect, "reserve %d failed (%v) where first fit had room", size, err)
+				note("reserve %d: %v", size, err)
+				break
+			}
+			at := locate(t, m, h)
+			if expect != nil {
+				require.Equal(t, *expect, at, "reserve %d B: not the first fit", size)
+			}
+			entries = append(entries, modelEntry{handle: h, requested: size, live: true, persistent: window > 0, at: at})
+			note("reserve %d %v -> %+v", size, mapping, at)
+		case 3, 4:
+			if len(entries) == 0 {
+				break
+			}
+			e := &entries[int(next())%len(entries)]
+			err := m.Free(e.handle)
+			if e.live {
+				require.NoError(t, err)
+				e.live = false
+			} else {
+				require.ErrorIs(t, err, vkruntime.ErrNotFound)
+				require.Equal(t, before, m.Report(), "a stale free changed the pools")
+			}
+			note("free %v: %v", e.handle, err)
+		case 5:
+			if len(entries) == 0 {
+				break
+			}
+			e := &entries[int(next())%len(entries)]
+			sh, err := m.Resolve(e.handle)
+			if e.live {
+				require.NoError(t, err)
+				require.Equal(t, e.at.offset, sh.Offset)
+				require.Contains(t, storage.live, sh.ID)
+				require.LessOrEqual(t, sh.End(), storage.live[sh.ID])
+			} else {
+				require.ErrorIs(t, err, vkruntime.ErrNotFound)
+			}
+			note("resolve %v: %v %v", e.handle, sh, err)
+		case 6:
+			l := layouts[int(next())%len(layouts)]
+			var liveDynamic, liveBytes uint64
+			for _, e := range entries {
+				if e.live && !e.persistent {
+					liveDynamic++
+					liveBytes += e.requested
+				}
+			}
+			err := m.Install(l)
+			switch {
+			case l.Validate(fuzzProps) != nil:
+				require.ErrorIs(t, err, &InstallError{Kind: InvalidLayout})
+				require.Equal(t, before, m.Report(), "an invalid layout changed the pools")
+			case liveDynamic > 0:
+				require.Equal(t, &InstallError{Kind: PoolsInUse, BytesInUse: liveBytes}, err)
+			default:
+				require.NoError(t, err)
+				require.True(t, l.Equal(m.Layout()))
+				require.Equal(t, uint64(0), m.Spills())
+			}
+			note("install %s: %v", l, err)
+		default:
+			switch sub := next() % 4; sub {
+			case 0:
+				m.BeginPersistent()
+				window++
+			case 1:
+				m.EndPersistent()
+				window = max(window-1, 0)
+			default:
+				m.Cleanup(sub == 3)
+			}
+			note("window %d", window)
+		}
+		checkAgainstModel(t, m, entries)
+	}
+	note("final %+v spills %d", m.Usage(), m.Spills())
+	return transcript
+}
+
+// expectedSlicedPlacement is where a naive first fit over the sliced pools
+// puts a reservation: the first accepting pool with room (lowest page,
+// lowest offset), spilling past full capped pools. It answers nil for
+// anything but a dynamic reservation in a Sliced layout.
+func expectedSlicedPlacement(m *Manager, size uint64, persistent bool) *where {
+	if persistent || m.layout.Kind() != LayoutSliced {
+		return nil
+	}
+	aligned, ok := alignUp(max(size, 1), m.props.Alignment)
+	if !ok {
+		return nil
+	}
+	for i, pl := range m.pools {
+		p := pl.(*slicedPool)
+		if !p.accepts(aligned) {
+			continue
+		}
+		// The live slices of each held page, from the pool's slab.
+		spans := map[int][][2]uint64{}
+		for b := range p.blocks {
+			blk := &p.blocks[b]
+			if blk.size != 0 && !blk.free && p.pages[blk.page].held {
+				spans[int(blk.page)] = append(spans[int(blk.page)], [2]uint64{blk.offset, blk.offset + blk.size})
+			}
+		}
+		for pi := range p.pages {
+			if !p.pages[pi].held {
+				continue
+			}
+			s := spans[pi]
+			slices.SortFunc(s, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
+			var at uint64
+			for _, sp := range append(s, [2]uint64{p.pageSize, p.pageSize}) {
+				if sp[0]-at >= aligned {
+					return &where{pool: i, page: pi, offset: at, size: aligned}
+				}
+				at = sp[1]
+			}
+		}
+		if p.capPages == 0 || p.held < p.capPages {
+			pi := len(p.pages)
+			for j := range p.pages {
+				if !p.pages[j].held {
+					pi = j
+					break
+				}
+			}
+			return &where{pool: i, page: pi, offset: 0, size: aligned}
+		}
+	}
+	return nil
+}
+
+// checkAgainstModel checks the manager's invariants and its agreement with
+// the model: live slices of one page never overlap, offsets and sizes are
+// aligned, and Usage equals both the model's sums and the report's.
+func checkAgainstModel(t *testing.T, m *Manager, entries []modelEntry) {
+	t.Helper()
+	// Plain comparisons: this runs after every step of every fuzz input.
+	if err := m.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	type pageKey struct{ pool, page int }
+	spans := map[pageKey][][2]uint64{}
+	var want Usage
+	align := m.props.Alignment
+	for _, e := range entries {
+		if !e.live {
+			continue
+		}
+		r, err := m.lookup(e.handle, "check")
+		if err != nil {
+			t.Fatalf("live %v: %v", e.handle, err)
+		}
+		page, off, size := m.poolOf(r).locate(r.ref)
+		at := where{pool: reportIndex(m, int(r.pool)), page: page, offset: off, size: size}
+		switch {
+		case at != e.at:
+			t.Fatalf("live %v moved from %+v to %+v", e.handle, e.at, at)
+		case off%align != 0 || size%align != 0:
+			t.Fatalf("live %v at %+v is not aligned to %d", e.handle, at, align)
+		case size < max(e.requested, 1):
+			t.Fatalf("live %v of %d B got %d B", e.handle, e.requested, size)
+		}
+		k := pageKey{at.pool, at.page}
+		spans[k] = append(spans[k], [2]uint64{off, off + size})
+		want.NumberAllocs++
+		want.BytesInUse += e.requested
+		want.BytesPadding += size - e.requested
+	}
+	for k, s := range spans {
+		slices.SortFunc(s, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
+		for i := 1; i < len(s); i++ {
+			if s[i-1][1] > s[i][0] {
+				t.Fatalf("live slices overlap in pool %d page %d: %v and %v", k.pool, k.page, s[i-1], s[i])
+			}
+		}
+	}
+	got := m.Usage()
+	want.BytesReserved = got.BytesReserved
+	if got != want {
+		t.Fatalf("usage %+v, the model says %+v", got, want)
+	}
+	if r := m.Report().Usage(); r != got {
+		t.Fatalf("usage %+v, the report sums to %+v", got, r)
+	}
+}
+
+func FuzzManager(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 5, 1, 0, 2, 3, 3, 0, 0, 1, 7, 7, 3, 6, 4})
+	f.Add([]byte{5, 0, 0, 3, 0, 1, 6, 0, 0, 1, 4, 0, 0, 0, 3, 1, 0, 0, 9, 2, 7, 3, 6, 5})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		first := fuzzRun(t, data)
+		second := fuzzRun(t, data)
+		require.Equal(t, first, second, "the same stream landed differently")
+	})
+}
