@@ -26,8 +26,8 @@ func fuzzLayouts() []Layout {
 		ExclusivePagesLayout(),
 		DirectLayout(),
 		ArenaLayout(ArenaPlan{
-			Pages: []uint64{2048, 1024},
-			Slots: []ArenaSlot{{64, 0, 0}, {128, 0, 64}, {64, 0, 0}, {256, 1, 256}, {64, 0, 1024}, {1024, 1, 0}, {64, 0, 64}},
+			Pages:    []uint64{2048, 1024},
+			Slots:    []ArenaSlot{{64, 0, 0}, {128, 0, 64}, {64, 0, 0}, {256, 1, 256}, {64, 0, 1024}, {1024, 1, 0}, {64, 0, 64}},
 			Fallback: []SlicedPool{{PageSize: 256, Pages: u64(1)}, {PageSize: 2048}},
 		}),
 		SlicedLayout(SlicedPool{PageSize: 512, MaxSlice: u64(1024)}),
