@@ -3,28 +3,40 @@ package memory
 import (
 	"errors"
 	"fmt"
-	"slices"
+
+	"github.com/google/btree"
 
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
 // arenaPool places reservations where an offline plan says. Slots may share
 // addresses (their planned lifetimes are disjoint), so each page keeps its
-// live ranges sorted by offset and a slot is taken only when its range is
-// free right now.
+// live ranges in a B-tree by offset and a slot is taken only when its range
+// is free right now: the live range starting last before the slot's end is
+// the only one that can overlap it.
 type arenaPool struct {
 	poolBase
 	cfg   *arenaConfig
 	pages []arenaPage
 	refs  []arenaRef
 	spare []int32
+	// probe is the B-tree visitor of the overlap check, bound once so the
+	// hot path allocates nothing.
+	probe      func(arenaRange) bool
+	probeFrom  uint64
+	probeFound bool
 }
 
 type arenaPage struct {
 	devicePage
 	held   bool
-	ranges []arenaRange // live ranges, sorted by offset
+	ranges *btree.BTreeG[arenaRange] // live ranges by offset
+	live   int
 }
+
+const arenaTreeDegree = 16
+
+func arenaRangeLess(a, b arenaRange) bool { return a.offset < b.offset }
 
 type arenaRange struct{ offset, end uint64 }
 
@@ -35,7 +47,12 @@ type arenaRef struct {
 }
 
 func newArenaPool(cfg *arenaConfig, storage vkruntime.Storage, total *Usage) *arenaPool {
-	return &arenaPool{poolBase: poolBase{storage: storage, total: total}, cfg: cfg, pages: make([]arenaPage, len(cfg.pages))}
+	p := &arenaPool{poolBase: poolBase{storage: storage, total: total}, cfg: cfg, pages: make([]arenaPage, len(cfg.pages))}
+	p.probe = func(r arenaRange) bool {
+		p.probeFound = r.end > p.probeFrom
+		return false
+	}
+	return p
 }
 
 // The arena is never routed to by size: the manager asks it by ordinal
@@ -69,17 +86,15 @@ func (p *arenaPool) place(k uint64, size, requested uint64, lazy bool) (ref int3
 	}
 	pg := &p.pages[slot.Page]
 	end := slot.Offset + size
-	i, _ := slices.BinarySearchFunc(pg.ranges, slot.Offset, func(r arenaRange, off uint64) int {
-		switch {
-		case r.end <= off:
-			return -1
-		case r.offset > off:
-			return 1
+	if pg.live > 0 {
+		p.probeFrom, p.probeFound = slot.Offset, false
+		pg.ranges.DescendLessOrEqual(arenaRange{offset: end - 1}, p.probe)
+		if p.probeFound {
+			return 0, false, nil
 		}
-		return 0
-	})
-	if i < len(pg.ranges) && pg.ranges[i].offset < end {
-		return 0, false, nil
+	}
+	if pg.ranges == nil {
+		pg.ranges = btree.NewG(arenaTreeDegree, arenaRangeLess)
 	}
 	if !pg.held {
 		dp, err := p.openPage(p.cfg.pages[slot.Page], lazy)
@@ -92,7 +107,8 @@ func (p *arenaPool) place(k uint64, size, requested uint64, lazy bool) (ref int3
 			return 0, false, err
 		}
 	}
-	pg.ranges = slices.Insert(pg.ranges, i, arenaRange{offset: slot.Offset, end: end})
+	pg.ranges.ReplaceOrInsert(arenaRange{offset: slot.Offset, end: end})
+	pg.live++
 	r := arenaRef{page: slot.Page, offset: slot.Offset, size: size}
 	if n := len(p.spare); n > 0 {
 		ref = p.spare[n-1]
@@ -109,15 +125,8 @@ func (p *arenaPool) place(k uint64, size, requested uint64, lazy bool) (ref int3
 func (p *arenaPool) free(ref int32, requested uint64) {
 	r := p.refs[ref]
 	pg := &p.pages[r.page]
-	i, _ := slices.BinarySearchFunc(pg.ranges, r.offset, func(x arenaRange, off uint64) int {
-		if x.offset < off {
-			return -1
-		} else if x.offset > off {
-			return 1
-		}
-		return 0
-	})
-	pg.ranges = slices.Delete(pg.ranges, i, i+1)
+	pg.ranges.Delete(arenaRange{offset: r.offset})
+	pg.live--
 	p.uncountAlloc(requested, r.size)
 	p.spare = append(p.spare, ref)
 }
@@ -143,7 +152,7 @@ func (p *arenaPool) cleanup(explicit bool) {
 	}
 	for i := range p.pages {
 		pg := &p.pages[i]
-		if pg.held && len(pg.ranges) == 0 {
+		if pg.held && pg.live == 0 {
 			p.closePage(&pg.devicePage)
 			pg.held = false
 		}
@@ -155,7 +164,7 @@ func (p *arenaPool) checkInvariants() error {
 	for i := range p.pages {
 		pg := &p.pages[i]
 		if !pg.held {
-			if len(pg.ranges) != 0 {
+			if pg.live != 0 {
 				return fmt.Errorf("arena: released page %d has live ranges", i)
 			}
 			continue
@@ -165,12 +174,25 @@ func (p *arenaPool) checkInvariants() error {
 		if !pg.mapped {
 			unmapped++
 		}
-		for j, r := range pg.ranges {
-			if r.end > pg.size || (j > 0 && pg.ranges[j-1].end > r.offset) {
-				return fmt.Errorf("arena: page %d ranges overlap or pass the page at %d", i, r.offset)
-			}
+		n, prevEnd, err := 0, uint64(0), error(nil)
+		if pg.ranges != nil {
+			pg.ranges.Ascend(func(r arenaRange) bool {
+				if r.end > pg.size || r.offset < prevEnd {
+					err = fmt.Errorf("arena: page %d ranges overlap or pass the page at %d", i, r.offset)
+					return false
+				}
+				prevEnd = r.end
+				n++
+				return true
+			})
 		}
-		live += uint64(len(pg.ranges))
+		if err != nil {
+			return err
+		}
+		if n != pg.live {
+			return fmt.Errorf("arena: page %d has %d live ranges, recorded %d", i, n, pg.live)
+		}
+		live += uint64(n)
 	}
 	switch {
 	case held != p.pageCount || unmapped != p.pagesUnmapped || reserved != p.usage.BytesReserved:
