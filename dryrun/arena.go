@@ -104,6 +104,10 @@ const (
 	// optimizer state pack at the bottom of the pages and the short-lived
 	// activations of each step share what lies above.
 	ByLifetime
+	// BySizeThenStart places the largest allocations first and allocations
+	// of equal size in the order they were made: for equal sizes that is an
+	// optimal interval colouring, as few slots as are ever live at once.
+	BySizeThenStart
 )
 
 // AssignArena places every allocation at the lowest (or tightest) hole of the
@@ -141,6 +145,9 @@ func placementOrder(lifetimes []Lifetime, ids []int32, order AssignOrder) []int3
 		}
 		if c := cmp.Compare(key(lb), key(la)); c != 0 {
 			return c
+		}
+		if order == BySizeThenStart {
+			return cmp.Compare(a, b)
 		}
 		if c := cmp.Compare(lb.End-lb.Start, la.End-la.Start); c != 0 {
 			return c
@@ -248,6 +255,8 @@ func (o AssignOrder) String() string {
 		return "by start"
 	case ByLifetime:
 		return "by lifetime"
+	case BySizeThenStart:
+		return "by size then start"
 	}
 	return fmt.Sprintf("AssignOrder(%d)", int(o))
 }
@@ -256,7 +265,7 @@ func (o AssignOrder) String() string {
 // classic for layer graphs; start order with best fit follows a chain of
 // growing buffers (a KV cache rebuilt every token) through the same holes;
 // lifetime first packs weights and optimizer state under the activations.
-var planStrategies = []Strategy{{BySize, false}, {BySize, true}, {ByStart, false}, {ByStart, true}, {ByLifetime, false}}
+var planStrategies = []Strategy{{BySize, false}, {BySize, true}, {ByStart, false}, {ByStart, true}, {ByLifetime, false}, {BySizeThenStart, false}, {BySizeThenStart, true}}
 
 // PlanArena is the offline arena assignment vkrt's strong plans use: the
 // least reserved of several greedy placements of the whole stream (see

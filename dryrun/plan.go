@@ -121,23 +121,31 @@ func PlanTrace(t *Trace, measured memory.Layout, opts PlanOptions) (*PlanReplay,
 	return &PlanReplay{DryRun: dry, Plan: run}, nil
 }
 
-// basicPools caps every sliced pool of the report at its pages_peak and
-// turns an exclusive pool into a sliced one of the same reach whose pages
-// hold its largest allocation: it held at most pages_peak allocations at
-// once, so as many such pages hold them. Pools nothing reached are left out.
-func basicPools(report memory.Report, alignment uint64) ([]memory.SlicedPool, error) {
+// basicPools mirrors the report's pools as sliced pools, capped at their
+// pages_peak (at least one page). An exclusive pool becomes a sliced one
+// whose pages hold the largest allocation it could be routed (its own
+// largest, or anything the pool before it declined): it held at most
+// pages_peak allocations at once, so as many such pages hold them. With
+// dropUnused, pools that never held a page are left out.
+func basicPools(report memory.Report, alignment uint64, dropUnused bool) ([]memory.SlicedPool, error) {
 	var pools []memory.SlicedPool
+	var prevPage uint64
 	for i, pr := range report.Dynamic {
-		if pr.PagesPeak == 0 {
-			continue
-		}
-		peak := min(pr.PagesPeak, growableCap)
+		peak := min(max(pr.PagesPeak, 1), growableCap)
 		switch k := pr.Kind.(type) {
 		case memory.SlicedKind:
+			prevPage = k.PageSize
+			if pr.PagesPeak == 0 && dropUnused {
+				continue
+			}
 			maxSlice := k.MaxSliceSize
 			pools = append(pools, memory.SlicedPool{PageSize: k.PageSize, Pages: &peak, MaxSlice: &maxSlice})
 		case memory.ExclusiveKind:
-			page := alignUp(max(pr.LargestAlloc, 1), alignment)
+			page := alignUp(max(pr.LargestAlloc, prevPage, 1), alignment)
+			prevPage = page
+			if pr.PagesPeak == 0 && dropUnused {
+				continue
+			}
 			pools = append(pools, memory.SlicedPool{PageSize: page, Pages: &peak})
 		default:
 			kind, _ := pr.Kind.MarshalJSON()
@@ -152,11 +160,15 @@ func basicPools(report memory.Report, alignment uint64) ([]memory.SlicedPool, er
 
 func planBasic(report memory.Report, opts PlanOptions) (memory.Layout, error) {
 	device := ReplayOptions{Device: opts.Device}.device()
-	pools, err := basicPools(report, device.Alignment)
-	if err != nil || opts.Trace == nil {
-		return memory.SlicedLayout(pools...), err
+	pools, err := basicPools(report, device.Alignment, false)
+	if err != nil {
+		return memory.Layout{}, err
 	}
-	// Measure the stream again under the capped pools' routing, growable.
+	if opts.Trace == nil {
+		return memory.SlicedLayout(pools...), nil
+	}
+	// Measure the stream again under the capped pools' routing (an uncapped
+	// pool also takes sizes near its page; a capped one does not), growable.
 	for i := range pools {
 		growable := uint64(growableCap)
 		pools[i].Pages = &growable
@@ -165,7 +177,7 @@ func planBasic(report memory.Report, opts PlanOptions) (memory.Layout, error) {
 	if err != nil {
 		return memory.Layout{}, fmt.Errorf("dryrun: measuring the basic plan: %w", err)
 	}
-	if pools, err = basicPools(run.Report, device.Alignment); err != nil {
+	if pools, err = basicPools(run.Report, device.Alignment, true); err != nil {
 		return memory.Layout{}, err
 	}
 	return memory.SlicedLayout(pools...), nil
