@@ -26,7 +26,9 @@ const (
 )
 
 // Shapes lists every Shape.
-func Shapes() []Shape { return []Shape{TransformerTraining, Generation, DynamicInference, ConvTraining} }
+func Shapes() []Shape {
+	return []Shape{TransformerTraining, Generation, DynamicInference, ConvTraining}
+}
 
 func (s Shape) String() string {
 	switch s {
