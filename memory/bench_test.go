@@ -3,6 +3,7 @@ package memory_test
 import (
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,10 +29,12 @@ var h200 = vkruntime.DeviceProperties{Alignment: 16, MaxPageSize: 1 << 30, Memor
 var benchLayouts = []struct {
 	name   string
 	layout memory.Layout
+	locked bool // take a mutex around every call, as a caller sharing the manager does
 }{
-	{"SubSlices", memory.SubSlicesLayout()},
-	{"ExclusivePages", memory.ExclusivePagesLayout()},
-	{"Direct", memory.DirectLayout()},
+	{"SubSlices", memory.SubSlicesLayout(), false},
+	{"SubSlicesLocked", memory.SubSlicesLayout(), true},
+	{"ExclusivePages", memory.ExclusivePagesLayout(), false},
+	{"Direct", memory.DirectLayout(), false},
 }
 
 // BenchmarkTraceReplay replays the shipped allocation streams of real model
@@ -48,10 +51,14 @@ func BenchmarkTraceReplay(b *testing.B) {
 				handles := make([]memory.Handle, trace.Allocations)
 				m, err := memory.NewManager(&nullStorage{}, h200, l.layout)
 				require.NoError(b, err)
-				replay(b, m, trace, handles) // warm the slabs
+				var mu *sync.Mutex
+				if l.locked {
+					mu = &sync.Mutex{}
+				}
+				replay(b, m, mu, trace, handles) // warm the slabs
 				b.ResetTimer()
 				for b.Loop() {
-					replay(b, m, trace, handles)
+					replay(b, m, mu, trace, handles)
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(trace.Events)), "ns/event")
 			})
@@ -61,19 +68,23 @@ func BenchmarkTraceReplay(b *testing.B) {
 
 // replay runs every event of the trace, then frees what the trace left
 // live so the next pass starts from empty pools with their pages warm.
-func replay(b *testing.B, m *memory.Manager, trace *dryrun.Trace, handles []memory.Handle) {
+func replay(b *testing.B, m *memory.Manager, mu *sync.Mutex, trace *dryrun.Trace, handles []memory.Handle) {
 	for _, e := range trace.Events {
+		if mu != nil {
+			mu.Lock()
+		}
+		var err error
 		if e.Op == dryrun.OpAlloc {
-			h, err := m.Reserve(e.Size, memory.Eager)
-			if err != nil {
-				b.Fatalf("%s line %d: %v", trace.Name, e.Line, err)
-			}
-			handles[e.Index] = h
+			handles[e.Index], err = m.Reserve(e.Size, memory.Eager)
 		} else {
-			if err := m.Free(handles[e.Index]); err != nil {
-				b.Fatalf("%s line %d: %v", trace.Name, e.Line, err)
-			}
+			err = m.Free(handles[e.Index])
 			handles[e.Index] = memory.Handle{}
+		}
+		if mu != nil {
+			mu.Unlock()
+		}
+		if err != nil {
+			b.Fatalf("%s line %d: %v", trace.Name, e.Line, err)
 		}
 	}
 	for i, h := range handles {

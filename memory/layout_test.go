@@ -165,3 +165,30 @@ func TestExclusivePagesPreset(t *testing.T) {
 	_, err = m.Reserve(1<<30+1, Eager)
 	require.ErrorIs(t, err, vkruntime.ErrBufferTooBig)
 }
+
+// The routing table must name exactly the pools that accept a size, in
+// layout order, at and around every pool's bounds.
+func TestRoutesAgreeWithThePools(t *testing.T) {
+	for _, l := range []Layout{SubSlicesLayout(), ExclusivePagesLayout(), DirectLayout(), arenaTestLayout(),
+		SlicedLayout(SlicedPool{PageSize: 1024, MaxSlice: u64(128)}, SlicedPool{PageSize: 4096, Pages: u64(2)}, SlicedPool{PageSize: 1 << 20, MaxSlice: u64(1024)})} {
+		m, _ := newTestManager(t, l)
+		var sizes []uint64
+		for _, c := range m.routes {
+			for _, d := range []uint64{0, 16, 32} {
+				sizes = append(sizes, c.upTo-d, c.upTo+d)
+			}
+		}
+		for _, size := range sizes {
+			if size == 0 || size%16 != 0 {
+				continue
+			}
+			var want []int16
+			for i, p := range m.pools {
+				if p.accepts(size) {
+					want = append(want, int16(i))
+				}
+			}
+			require.Equal(t, want, m.routeOf(size).pools, "%s: size %d", l, size)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -72,6 +73,7 @@ type Manager struct {
 	persistent *directPool
 	all        []pool // persistent, arena, then pools: indexed by reservation.pool
 	warned     []bool // per dynamic pool; the arena's flag is last
+	routes     []route
 
 	reservations []reservation
 	spare        []uint32
@@ -147,6 +149,62 @@ func (m *Manager) build(l Layout, r resolvedLayout) {
 	}
 	m.warned = make([]bool, len(m.pools)+1)
 	m.ordinal, m.spills = 0, 0
+	m.routes = buildRoutes(m.pools)
+}
+
+// route says which pools accept the aligned sizes up to upTo (and past the
+// previous route's), in routing order. Routes are cut where any pool's
+// acceptance changes, so Reserve finds its candidates without asking every
+// pool.
+type route struct {
+	upTo  uint64
+	pools []int16
+}
+
+func buildRoutes(pools []pool) []route {
+	cuts := []uint64{^uint64(0)}
+	for _, p := range pools {
+		var bounds []uint64
+		switch p := p.(type) {
+		case *slicedPool:
+			bounds = []uint64{p.maxSlice, p.pageSize}
+			if p.nearPage != 0 {
+				bounds = append(bounds, p.nearPage-1)
+			}
+		case *exclusivePool:
+			bounds = []uint64{p.maxAlloc}
+		case *directPool:
+			bounds = []uint64{p.ceiling}
+		}
+		cuts = append(cuts, bounds...)
+	}
+	slices.Sort(cuts)
+	cuts = slices.Compact(cuts)
+	routes := make([]route, 0, len(cuts))
+	for _, c := range cuts {
+		var accepting []int16
+		for i, p := range pools {
+			if p.accepts(c) {
+				accepting = append(accepting, int16(i))
+			}
+		}
+		routes = append(routes, route{upTo: c, pools: accepting})
+	}
+	return routes
+}
+
+// routeOf is the route of an aligned size.
+func (m *Manager) routeOf(size uint64) *route {
+	lo, hi := 0, len(m.routes)-1
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if m.routes[mid].upTo < size {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return &m.routes[lo]
 }
 
 // Reserve places size bytes, padded up to the device alignment (a zero size
@@ -207,15 +265,14 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy bool) (int16, int32,
 				"reservation", m.ordinal, "bytes", size, "planned_slots", len(m.arena.cfg.slots))
 		}
 	}
-	first := -1
+	candidates := m.routeOf(aligned).pools
+	if len(candidates) == 0 {
+		return 0, 0, fmt.Errorf("%w: asked %d B (%d B aligned), more than any pool of the layout accepts (largest %d B)",
+			vkruntime.ErrBufferTooBig, size, aligned, m.largestAccepted())
+	}
 	var capBytes, heldBytes uint64
-	for i, p := range m.pools {
-		if !p.accepts(aligned) {
-			continue
-		}
-		if first < 0 {
-			first = i
-		}
+	for n, i := range candidates {
+		p := m.pools[i]
 		ref, err := p.reserve(aligned, size, lazy)
 		if err == errPoolFull {
 			c, h, _ := p.capacity()
@@ -226,27 +283,23 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy bool) (int16, int32,
 		if err != nil {
 			return 0, 0, fmt.Errorf("memory: reserve %d B: %w", size, err)
 		}
-		if i != first {
+		if n != 0 {
 			spilled = true
-			m.warnFull(first, i, size)
+			m.warnFull(candidates[:n], int(i), size)
 		}
 		if spilled {
 			m.spills++
 		}
-		return int16(firstDynamic + i), ref, nil
-	}
-	if first < 0 {
-		return 0, 0, fmt.Errorf("%w: asked %d B (%d B aligned), more than any pool of the layout accepts (largest %d B)",
-			vkruntime.ErrBufferTooBig, size, aligned, m.largestAccepted())
+		return firstDynamic + i, ref, nil
 	}
 	return 0, 0, &vkruntime.CapacityError{Size: size, Capacity: capBytes, InUse: heldBytes}
 }
 
 // warnFull warns once per pool and layout about each full pool a
 // reservation spilled past.
-func (m *Manager) warnFull(first, landed int, size uint64) {
-	for j := first; j < landed; j++ {
-		if m.warned[j] || !m.pools[j].accepts(alignOrZero(size, m.props.Alignment)) {
+func (m *Manager) warnFull(full []int16, landed int, size uint64) {
+	for _, j := range full {
+		if m.warned[j] {
 			continue
 		}
 		m.warned[j] = true
@@ -254,11 +307,6 @@ func (m *Manager) warnFull(first, landed int, size uint64) {
 		m.logger.Warn("memory: a capped pool is full and spills to the next one; the plan was short",
 			"pool", j, "capacity_bytes", c, "held_bytes", h, "bytes", size, "to_pool", landed)
 	}
-}
-
-func alignOrZero(size, align uint64) uint64 {
-	a, _ := alignUp(max(size, 1), align)
-	return a
 }
 
 func (m *Manager) largestAccepted() uint64 {

@@ -232,12 +232,7 @@ func (p *slicedPool) free(ref int32, requested uint64) {
 		p.dropBlock(ref)
 		merged = next
 	default:
-		// The previous free block by address is behind the used run before
-		// this one.
-		q := prev
-		for q != none && !p.blocks[q].free {
-			q = p.blocks[q].prev
-		}
+		q := p.prevFreeBlock(pg, ref)
 		b := &p.blocks[ref]
 		b.free = true
 		b.prevFree = q
@@ -255,6 +250,33 @@ func (p *slicedPool) free(ref int32, requested uint64) {
 	if s := p.blocks[merged].size; s > pg.maxFree {
 		pg.maxFree = s
 		p.tree.set(pi, s)
+	}
+}
+
+// prevFreeBlock finds the free block closest below a used block that has no
+// free neighbour: walking back over the used run before it, and forward
+// along the free list from its head, a step of each in turn, so the cost is
+// the shorter of the two walks.
+func (p *slicedPool) prevFreeBlock(pg *slicedPage, ref int32) int32 {
+	offset := p.blocks[ref].offset
+	back := p.blocks[ref].prev
+	fwd := pg.freeHead
+	if fwd == none || p.blocks[fwd].offset > offset {
+		return none
+	}
+	for {
+		if back == none {
+			return none
+		}
+		if p.blocks[back].free {
+			return back
+		}
+		back = p.blocks[back].prev
+		next := p.blocks[fwd].nextFree
+		if next == none || p.blocks[next].offset > offset {
+			return fwd
+		}
+		fwd = next
 	}
 }
 
