@@ -155,17 +155,25 @@ func (c *Client) Layout() memory.Layout {
 }
 
 // NewStream makes a stream with pools of the client's current layout.
-func (c *Client) NewStream() (*Stream, error) {
+func (c *Client) NewStream() (*Stream, error) { return c.newStream(nil) }
+
+// newStream makes a stream with pools of layout, or of the client's current
+// layout when layout is nil.
+func (c *Client) newStream(layout *memory.Layout) (*Stream, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, fmt.Errorf("client: new stream: %w", ErrClosed)
 	}
-	mgr, err := memory.NewManager(c.dev.Storage(), c.props, c.layout)
-	if err != nil {
-		return nil, fmt.Errorf("client: new stream with layout %v: %w", c.layout, err)
+	l := c.layout
+	if layout != nil {
+		l = *layout
 	}
-	s := &Stream{c: c, id: c.nextID, mgr: mgr, layout: c.layout, buffers: map[*Buffer]struct{}{}}
+	mgr, err := memory.NewManager(c.dev.Storage(), c.props, l)
+	if err != nil {
+		return nil, fmt.Errorf("client: new stream with layout %v: %w", l, err)
+	}
+	s := &Stream{c: c, id: c.nextID, mgr: mgr, layout: l, buffers: map[*Buffer]struct{}{}}
 	c.streams[s.id] = s
 	c.nextID++
 	return s, nil

@@ -24,6 +24,7 @@ type Stream struct {
 	buffers map[*Buffer]struct{}
 	failed  error // the device failure that put the stream in an error state
 	closed  bool
+	trace   *dryrun.Trace // the allocation stream, while a measurement records it
 }
 
 // ID is the stream's id; the default stream is 0.
@@ -51,6 +52,14 @@ func (s *Stream) Report() memory.Report {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.mgr.Report()
+}
+
+// Spills counts the stream's reservations since its layout was installed
+// that a full capped pool sent on to the next one: a plan that was short.
+func (s *Stream) Spills() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mgr.Spills()
 }
 
 // Usage is the stream's memory usage now.
@@ -144,7 +153,7 @@ func (s *Stream) alloc(ctx context.Context, size uint64, data []byte) (*Buffer, 
 		if err != nil {
 			return fmt.Errorf("client: stream %d: buffer of %d B: %w", s.id, size, err)
 		}
-		nb := &Buffer{s: s, id: s.c.nextBufferID(), h: h, size: size}
+		nb := &Buffer{s: s, id: s.c.nextBufferID(), h: h, size: size, traced: -1}
 		if !dry {
 			if err := s.materialize(nb, data); err != nil {
 				_ = s.mgr.Free(h)
@@ -152,6 +161,11 @@ func (s *Stream) alloc(ctx context.Context, size uint64, data []byte) (*Buffer, 
 			}
 		}
 		s.buffers[nb] = struct{}{}
+		if s.trace != nil {
+			nb.traced = int32(s.trace.Allocations)
+			s.trace.Events = append(s.trace.Events, dryrun.Event{Op: dryrun.OpAlloc, Index: nb.traced, Size: size, Stream: uint32(s.id)})
+			s.trace.Allocations++
+		}
 		b = nb
 		return nil
 	})
@@ -302,6 +316,9 @@ func (s *Stream) Free(b *Buffer) error {
 	}
 	b.freed = true
 	delete(s.buffers, b)
+	if s.trace != nil && b.traced >= 0 {
+		s.trace.Events = append(s.trace.Events, dryrun.Event{Op: dryrun.OpFree, Index: b.traced})
+	}
 	return nil
 }
 
@@ -353,6 +370,7 @@ type Buffer struct {
 	storage vkruntime.StorageHandle // valid once ready
 	ready   bool                    // has device memory with defined contents
 	freed   bool
+	traced  int32 // the buffer's allocation index in its stream's trace, -1 when untraced
 }
 
 // ID names the buffer in errors and reports; ids are unique per client.

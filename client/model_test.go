@@ -1,0 +1,432 @@
+package client
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/memory"
+	"github.com/vkrt/vkrt/runtime/environment"
+	"github.com/vkrt/vkrt/vk"
+)
+
+// graph builds a model on the calling stream of ctx, keeping the first error
+// so the model code reads as a sequence of operations.
+type graph struct {
+	ctx  context.Context
+	c    *Client
+	bufs []*Buffer
+	err  error
+}
+
+// matrix is a row-major f32 matrix on the device.
+type matrix struct {
+	buf        *Buffer
+	rows, cols int
+}
+
+func (g *graph) keep(b *Buffer, err error) *Buffer {
+	if g.err == nil && err != nil {
+		g.err = err
+	}
+	if b != nil {
+		g.bufs = append(g.bufs, b)
+	}
+	return b
+}
+
+func (g *graph) upload(rows, cols int, data []float32) matrix {
+	return matrix{g.keep(g.c.Create(g.ctx, f32bytes(data))), rows, cols}
+}
+
+func (g *graph) empty(rows, cols int) matrix {
+	return matrix{g.keep(g.c.Empty(g.ctx, uint64(4*rows*cols))), rows, cols}
+}
+
+func (g *graph) run(l vk.Launch, bufs ...*Buffer) {
+	if g.err == nil {
+		g.err = g.c.Run(g.ctx, l, bufs...)
+	}
+}
+
+func (g *graph) matmul(a, b matrix) matrix {
+	out := g.empty(a.rows, b.cols)
+	g.run(vk.MatMul(uint32(a.rows), uint32(b.cols), uint32(a.cols)), a.buf, b.buf, out.buf)
+	return out
+}
+
+func (g *graph) add(a, b matrix) matrix {
+	out := g.empty(a.rows, a.cols)
+	g.run(vk.Add(uint32(a.rows*a.cols)), a.buf, b.buf, out.buf)
+	return out
+}
+
+func (g *graph) unary(l func(uint32) vk.Launch, x matrix) matrix {
+	out := g.empty(x.rows, x.cols)
+	g.run(l(uint32(x.rows*x.cols)), x.buf, out.buf)
+	return out
+}
+
+// addBias adds a 1 x cols bias to every row: ones (rows x 1) times the bias
+// broadcasts it, with the kernels there are.
+func (g *graph) addBias(x, bias, ones matrix) matrix {
+	return g.add(x, g.matmul(ones, bias))
+}
+
+// transpose multiplies x, read as one row of rows*cols values, by the
+// permutation that sends element (r, c) to (c, r): the result, read as
+// cols x rows, is x transposed.
+func (g *graph) transpose(x, perm matrix) matrix {
+	flat := matrix{x.buf, 1, x.rows * x.cols}
+	t := g.matmul(flat, perm)
+	return matrix{t.buf, x.cols, x.rows}
+}
+
+func (g *graph) read(m matrix) []float32 {
+	if g.err != nil {
+		return nil
+	}
+	raw, err := m.buf.Read(g.ctx)
+	if err != nil {
+		g.err = err
+		return nil
+	}
+	return bytesf32(raw)
+}
+
+// free returns every buffer the graph made; the first error wins.
+func (g *graph) free() error {
+	for _, b := range g.bufs {
+		if err := b.Free(); err != nil && g.err == nil {
+			g.err = err
+		}
+	}
+	g.bufs = nil
+	return g.err
+}
+
+func randomMatrix(r *rand.Rand, rows, cols int, scale float32) []float32 {
+	v := make([]float32, rows*cols)
+	for i := range v {
+		v[i] = (r.Float32()*2 - 1) * scale
+	}
+	return v
+}
+
+func constant(n int, v float32) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+func permutation(rows, cols int) []float32 {
+	p := make([]float32, rows*cols*rows*cols)
+	for r := range rows {
+		for c := range cols {
+			p[(r*cols+c)*rows*cols+c*rows+r] = 1
+		}
+	}
+	return p
+}
+
+// The CPU reference, in float64.
+
+func refMatmul(a, b []float32, m, k, n int) []float32 {
+	out := make([]float32, m*n)
+	for i := range m {
+		for j := range n {
+			var s float64
+			for x := range k {
+				s += float64(a[i*k+x]) * float64(b[x*n+j])
+			}
+			out[i*n+j] = float32(s)
+		}
+	}
+	return out
+}
+
+func refMap(x []float32, f func(float64) float64) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		out[i] = float32(f(float64(v)))
+	}
+	return out
+}
+
+func refAdd(a, b []float32) []float32 {
+	out := make([]float32, len(a))
+	for i := range a {
+		out[i] = a[i] + b[i]
+	}
+	return out
+}
+
+func refAddBias(x, bias []float32, cols int) []float32 {
+	out := make([]float32, len(x))
+	for i := range x {
+		out[i] = x[i] + bias[i%cols]
+	}
+	return out
+}
+
+func refRelu(v float64) float64 { return max(v, 0) }
+
+func refGelu(v float64) float64 {
+	return 0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v)))
+}
+
+func refSoftmax(x []float32, rows, cols int) []float32 {
+	out := make([]float32, len(x))
+	for r := range rows {
+		row := x[r*cols : (r+1)*cols]
+		m := math.Inf(-1)
+		for _, v := range row {
+			m = max(m, float64(v))
+		}
+		var s float64
+		for _, v := range row {
+			s += math.Exp(float64(v) - m)
+		}
+		for c, v := range row {
+			out[r*cols+c] = float32(math.Exp(float64(v)-m) / s)
+		}
+	}
+	return out
+}
+
+func refLayerNorm(x, gamma, beta []float32, rows, cols int, eps float64) []float32 {
+	out := make([]float32, len(x))
+	for r := range rows {
+		row := x[r*cols : (r+1)*cols]
+		var mean, variance float64
+		for _, v := range row {
+			mean += float64(v)
+		}
+		mean /= float64(cols)
+		for _, v := range row {
+			variance += (float64(v) - mean) * (float64(v) - mean)
+		}
+		variance /= float64(cols)
+		for c, v := range row {
+			out[r*cols+c] = float32((float64(v)-mean)/math.Sqrt(variance+eps)*float64(gamma[c]) + float64(beta[c]))
+		}
+	}
+	return out
+}
+
+func refTranspose(x []float32, rows, cols int) []float32 {
+	out := make([]float32, len(x))
+	for r := range rows {
+		for c := range cols {
+			out[c*rows+r] = x[r*cols+c]
+		}
+	}
+	return out
+}
+
+func requireClose(t *testing.T, want, got []float32, tol float64) {
+	t.Helper()
+	require.Len(t, got, len(want))
+	for i := range want {
+		d := math.Abs(float64(want[i]) - float64(got[i]))
+		require.LessOrEqual(t, d, tol*(1+math.Abs(float64(want[i]))), "element %d: want %v, got %v", i, want[i], got[i])
+	}
+}
+
+// mlp is a two-layer perceptron: softmax(relu(x W1 + b1) W2 + b2).
+type mlp struct {
+	batch, in, hidden, out int
+	x, w1, b1, w2, b2      []float32
+}
+
+func newMLP(seed uint64) *mlp {
+	r := rand.New(rand.NewPCG(seed, 1))
+	m := &mlp{batch: 48, in: 96, hidden: 256, out: 10}
+	m.x = randomMatrix(r, m.batch, m.in, 1)
+	m.w1 = randomMatrix(r, m.in, m.hidden, 0.2)
+	m.b1 = randomMatrix(r, 1, m.hidden, 0.1)
+	m.w2 = randomMatrix(r, m.hidden, m.out, 0.2)
+	m.b2 = randomMatrix(r, 1, m.out, 0.1)
+	return m
+}
+
+func (m *mlp) forward(ctx context.Context, c *Client) ([]float32, error) {
+	g := &graph{ctx: ctx, c: c}
+	x := g.upload(m.batch, m.in, m.x)
+	ones := g.upload(m.batch, 1, constant(m.batch, 1))
+	w1, b1 := g.upload(m.in, m.hidden, m.w1), g.upload(1, m.hidden, m.b1)
+	w2, b2 := g.upload(m.hidden, m.out, m.w2), g.upload(1, m.out, m.b2)
+	h := g.unary(vk.ReLU, g.addBias(g.matmul(x, w1), b1, ones))
+	logits := g.addBias(g.matmul(h, w2), b2, ones)
+	probs := g.empty(m.batch, m.out)
+	g.run(vk.Softmax(uint32(m.batch), uint32(m.out)), logits.buf, probs.buf)
+	out := g.read(probs)
+	return out, g.free()
+}
+
+func (m *mlp) reference() []float32 {
+	h := refMap(refAddBias(refMatmul(m.x, m.w1, m.batch, m.in, m.hidden), m.b1, m.hidden), refRelu)
+	logits := refAddBias(refMatmul(h, m.w2, m.batch, m.hidden, m.out), m.b2, m.out)
+	return refSoftmax(logits, m.batch, m.out)
+}
+
+// block is a pre-norm transformer block with one attention head:
+// x1 = x + softmax(q kᵀ / √d) v Wo with q, k, v = LN1(x) Wq, Wk, Wv, then
+// y = x1 + gelu(LN2(x1) W1 + b1) W2 + b2.
+type block struct {
+	seq, dim, ff                   int
+	x, g1, be1, g2, be2            []float32
+	wq, wk, wv, wo, w1, b1, w2, b2 []float32
+}
+
+const lnEps = 1e-5
+
+func newBlock(seed uint64) *block {
+	r := rand.New(rand.NewPCG(seed, 2))
+	b := &block{seq: 16, dim: 32, ff: 128}
+	d, f := b.dim, b.ff
+	b.x = randomMatrix(r, b.seq, d, 1)
+	b.g1, b.be1 = randomMatrix(r, 1, d, 1), randomMatrix(r, 1, d, 0.1)
+	b.g2, b.be2 = randomMatrix(r, 1, d, 1), randomMatrix(r, 1, d, 0.1)
+	b.wq, b.wk, b.wv, b.wo = randomMatrix(r, d, d, 0.3), randomMatrix(r, d, d, 0.3), randomMatrix(r, d, d, 0.3), randomMatrix(r, d, d, 0.3)
+	b.w1, b.b1 = randomMatrix(r, d, f, 0.2), randomMatrix(r, 1, f, 0.1)
+	b.w2, b.b2 = randomMatrix(r, f, d, 0.2), randomMatrix(r, 1, d, 0.1)
+	return b
+}
+
+func (b *block) forward(ctx context.Context, c *Client) ([]float32, error) {
+	g := &graph{ctx: ctx, c: c}
+	s, d, f := b.seq, b.dim, b.ff
+	x := g.upload(s, d, b.x)
+	ones := g.upload(s, 1, constant(s, 1))
+	perm := g.upload(s*d, s*d, permutation(s, d))
+	layerNorm := func(in matrix, gamma, beta []float32) matrix {
+		out := g.empty(s, d)
+		g.run(vk.LayerNorm(uint32(s), uint32(d), lnEps), in.buf, g.upload(1, d, gamma).buf, g.upload(1, d, beta).buf, out.buf)
+		return out
+	}
+	h := layerNorm(x, b.g1, b.be1)
+	q := g.matmul(h, g.upload(d, d, b.wq))
+	k := g.matmul(h, g.upload(d, d, b.wk))
+	v := g.matmul(h, g.upload(d, d, b.wv))
+	scores := g.empty(s, s)
+	g.run(vk.Scale(uint32(s*s), float32(1/math.Sqrt(float64(d)))), g.matmul(q, g.transpose(k, perm)).buf, scores.buf)
+	attn := g.empty(s, s)
+	g.run(vk.Softmax(uint32(s), uint32(s)), scores.buf, attn.buf)
+	x1 := g.add(x, g.matmul(g.matmul(attn, v), g.upload(d, d, b.wo)))
+	h2 := layerNorm(x1, b.g2, b.be2)
+	ff := g.unary(vk.GELU, g.addBias(g.matmul(h2, g.upload(d, f, b.w1)), g.upload(1, f, b.b1), ones))
+	y := g.add(x1, g.addBias(g.matmul(ff, g.upload(f, d, b.w2)), g.upload(1, d, b.b2), ones))
+	out := g.read(y)
+	return out, g.free()
+}
+
+func (b *block) reference() []float32 {
+	s, d, f := b.seq, b.dim, b.ff
+	h := refLayerNorm(b.x, b.g1, b.be1, s, d, lnEps)
+	q, k, v := refMatmul(h, b.wq, s, d, d), refMatmul(h, b.wk, s, d, d), refMatmul(h, b.wv, s, d, d)
+	scores := refMap(refMatmul(q, refTranspose(k, s, d), s, d, s), func(x float64) float64 { return x / math.Sqrt(float64(d)) })
+	attn := refSoftmax(scores, s, s)
+	x1 := refAdd(b.x, refMatmul(refMatmul(attn, v, s, s, d), b.wo, s, d, d))
+	h2 := refLayerNorm(x1, b.g2, b.be2, s, d, lnEps)
+	ff := refMap(refAddBias(refMatmul(h2, b.w1, s, d, f), b.b1, f), refGelu)
+	return refAdd(x1, refAddBias(refMatmul(ff, b.w2, s, f, d), b.b2, d))
+}
+
+type model interface {
+	forward(ctx context.Context, c *Client) ([]float32, error)
+	reference() []float32
+}
+
+func TestMeasuredPlanEndToEnd(t *testing.T) {
+	models := map[string]model{"mlp": newMLP(7), "transformer block": newBlock(11)}
+	for name, mod := range models {
+		for _, strength := range []dryrun.Strength{dryrun.Basic, dryrun.Strong} {
+			t.Run(name+"/"+strength.String(), func(t *testing.T) {
+				env, err := environment.Open("e2e", environment.WithDir(t.TempDir()))
+				require.NoError(t, err)
+				defer env.Close()
+				c := openClient(t, UseEnvironment(env))
+				storage := c.Device().Storage()
+				require.Zero(t, storage.Allocated())
+				want := mod.reference()
+
+				var got []float32
+				workload := func(ctx context.Context) error {
+					out, err := mod.forward(ctx, c)
+					if !dryrun.Active(ctx) {
+						got = out
+					} else if err == nil {
+						require.Equal(t, make([]float32, len(want)), out, "a dry run reads zeros")
+					}
+					return err
+				}
+				m, err := c.MeasurePlan(context.Background(), workload, MeasureOptions{
+					Plan: dryrun.PlanOptions{Strength: strength}, Verify: true, Label: name,
+				})
+				require.NoError(t, err)
+
+				// The dry run held no device memory: every page it carved is
+				// unmapped, by the pools' count and the storage's.
+				require.Zero(t, m.DeviceBytes)
+				var pages, unmapped uint64
+				for _, p := range m.DryRun.Dynamic {
+					pages += p.Pages
+					unmapped += p.PagesUnmapped
+				}
+				require.Positive(t, pages)
+				require.Equal(t, pages, unmapped)
+				require.Zero(t, m.DryRun.Usage().NumberAllocs, "the workload frees what it makes")
+
+				// The plan is installed and the real run fit it.
+				require.True(t, c.DefaultStream().Layout().Equal(m.Plan))
+				require.True(t, m.Verified)
+				require.Zero(t, m.Spills)
+				requireClose(t, want, got, 2e-4)
+
+				recs, err := MemoryRecords(context.Background(), env, environment.Query{LabelGlob: name + ": *"})
+				require.NoError(t, err)
+				require.Len(t, recs, 2)
+				require.Equal(t, m.DryRun, recs[0].Value.Report)
+
+				// The plan's pools are no larger than the dry run measured:
+				// the real run reserves at most what the growable layout did.
+				// The real run held device memory, all of it mapped.
+				for _, p := range m.Real.Dynamic {
+					require.Zero(t, p.PagesUnmapped)
+				}
+				require.Positive(t, m.Real.Usage().BytesReserved)
+				t.Logf("%s, %s plan: dry run peak %d pages (%s), 0 B of device memory; real run reserved %s, %d spills; plan %v",
+					name, strength, peakPages(m.DryRun), memory.FormatBytes(peakReserved(m.DryRun)),
+					memory.FormatBytes(m.Real.Usage().BytesReserved), m.Spills, m.Plan)
+			})
+		}
+	}
+}
+
+func peakPages(r memory.Report) uint64 {
+	var n uint64
+	for _, p := range r.Dynamic {
+		n += p.PagesPeak
+	}
+	return n
+}
+
+// peakReserved bounds the bytes the dynamic pools held at their peaks.
+func peakReserved(r memory.Report) uint64 {
+	var n uint64
+	for _, p := range r.Dynamic {
+		if k, ok := p.Kind.(memory.SlicedKind); ok {
+			n += p.PagesPeak * k.PageSize
+		} else if p.Pages > 0 {
+			n += p.Usage.BytesReserved / p.Pages * p.PagesPeak
+		}
+	}
+	return n
+}

@@ -1,0 +1,124 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/memory"
+)
+
+// ErrPlanSpilled: the real run under a measured plan did not fit it; some
+// reservations spilled past a full capped pool.
+var ErrPlanSpilled = errors.New("client: the real run spilled past its measured plan")
+
+// Workload is a piece of work written against a client: it allocates and
+// launches on the calling stream of ctx (client.Create, client.Run, …) and
+// frees what it made before it returns.
+type Workload func(ctx context.Context) error
+
+// MeasureOptions configure MeasurePlan.
+type MeasureOptions struct {
+	// Layout is the growable layout the dry run is measured under; the zero
+	// Layout is the SubSlices preset.
+	Layout memory.Layout
+	// Plan configures the planner. Device is always the client's device and
+	// Trace the dry run's exact allocation stream.
+	Plan dryrun.PlanOptions
+	// Verify runs the workload for real under the installed plan and fails
+	// with ErrPlanSpilled if anything spilled.
+	Verify bool
+	// Label, when set, records the pools into the client's environment:
+	// "<Label>: dry run" after the dry run and "<Label>: real run" after the
+	// verification.
+	Label string
+}
+
+// Measurement is what MeasurePlan saw and did.
+type Measurement struct {
+	// DryRun is the measuring stream's report after the dry run.
+	DryRun memory.Report
+	// DeviceBytes is how much the device's storage grew over the dry run:
+	// 0 unless the workload has real-run scopes.
+	DeviceBytes uint64
+	// Trace is the dry run's allocation stream.
+	Trace *dryrun.Trace
+	// Plan is the layout installed on the calling stream.
+	Plan memory.Layout
+	// Verified: the real run ran (Verify) and Spills and Real are set.
+	Verified bool
+	Spills   uint64
+	Real     memory.Report
+	// DryWall and RealWall are the wall-clock times of the two runs.
+	DryWall, RealWall time.Duration
+}
+
+// MeasurePlan measures workload with a dry run on a fresh stream under a
+// growable layout, plans a layout from the report, installs it on the
+// calling stream (which must hold no live dynamic buffers) and, with
+// opts.Verify, runs the workload for real there and checks it fit.
+func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts MeasureOptions) (*Measurement, error) {
+	target := c.Stream(ctx)
+	layout := opts.Layout
+	probe, err := c.newStream(&layout)
+	if err != nil {
+		return nil, err
+	}
+	defer probe.Close()
+	probe.mu.Lock()
+	probe.trace = &dryrun.Trace{Name: fmt.Sprintf("stream %d dry run", probe.id)}
+	probe.mu.Unlock()
+
+	storage := c.dev.Storage()
+	before := storage.Allocated()
+	start := time.Now()
+	dryCtx := dryrun.With(WithStream(ctx, probe))
+	if err := workload(dryCtx); err != nil {
+		return nil, fmt.Errorf("client: dry run of the workload: %w", err)
+	}
+	m := &Measurement{DryWall: time.Since(start)}
+	if after := storage.Allocated(); after > before {
+		m.DeviceBytes = after - before
+	}
+	probe.mu.Lock()
+	m.DryRun, m.Trace = probe.mgr.Report(), probe.trace
+	probe.trace = nil
+	probe.mu.Unlock()
+	if opts.Label != "" {
+		if _, err := c.RecordMemory(WithStream(ctx, probe), opts.Label+": dry run"); err != nil {
+			return m, err
+		}
+	}
+
+	// The exact stream lets even a basic plan re-measure under the capped
+	// pools' own routing.
+	po := opts.Plan
+	po.Device, po.Trace = c.props, m.Trace
+	if m.Plan, err = dryrun.Plan(m.DryRun, po); err != nil {
+		return m, fmt.Errorf("client: planning from the dry run: %w", err)
+	}
+	if err := c.InstallMemoryPools(WithStream(ctx, target), m.Plan); err != nil {
+		return m, fmt.Errorf("client: installing the measured plan on stream %d: %w", target.id, err)
+	}
+	if !opts.Verify {
+		return m, nil
+	}
+	start = time.Now()
+	realCtx := dryrun.RealRun(WithStream(ctx, target))
+	if err := workload(realCtx); err != nil {
+		return m, fmt.Errorf("client: real run under the measured plan: %w", err)
+	}
+	m.RealWall = time.Since(start)
+	m.Verified, m.Spills, m.Real = true, target.Spills(), target.Report()
+	if opts.Label != "" {
+		if _, err := c.RecordMemory(realCtx, opts.Label+": real run"); err != nil {
+			return m, err
+		}
+	}
+	if m.Spills > 0 {
+		return m, fmt.Errorf("%w: %d reservations spilled under %v", ErrPlanSpilled, m.Spills, m.Plan)
+	}
+	return m, nil
+}
