@@ -148,13 +148,21 @@ func TestRecordMemoryOpensNamedEnvironment(t *testing.T) {
 }
 
 func TestOutOfMemory(t *testing.T) {
-	const limit = 8 << 20
-	c := openClient(t, WithMemoryLimit(limit), WithLayout(memory.DirectLayout()))
+	const limit = 12 << 20
+	// Sliced pools keep their free pages until an explicit cleanup, so the
+	// only way past the limit below is the cleanup before the retry.
+	layout := memory.SlicedLayout(
+		memory.SlicedPool{PageSize: 2 << 20},
+		memory.SlicedPool{PageSize: 8 << 20},
+	)
+	c := openClient(t, WithMemoryLimit(limit), WithLayout(layout))
 	ctx := context.Background()
 	storage := c.Device().Storage()
 
-	// Cached free allocations stand in the way until a cleanup: the retry
-	// makes room.
+	other, err := c.NewStream()
+	require.NoError(t, err)
+	small, err := other.Empty(ctx, 100<<10)
+	require.NoError(t, err)
 	var bufs []*Buffer
 	for range 3 {
 		b, err := c.Empty(ctx, 2<<20)
@@ -164,32 +172,44 @@ func TestOutOfMemory(t *testing.T) {
 	for _, b := range bufs {
 		require.NoError(t, b.Free())
 	}
+	require.Equal(t, uint64(8<<20), storage.Allocated(), "the freed pages are still held")
 	big, err := c.Empty(ctx, 7<<20)
-	require.NoError(t, err)
-	require.LessOrEqual(t, storage.Allocated(), uint64(limit))
+	require.NoError(t, err, "the cleanup before the retry makes room")
+	require.Equal(t, uint64(10<<20), storage.Allocated())
 
 	// A request that cannot fit even after the cleanup names everything.
-	other, err := c.NewStream()
-	require.NoError(t, err)
-	small, err := other.Empty(ctx, 100<<10)
-	require.NoError(t, err)
 	_, err = c.Empty(ctx, 6<<20)
 	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
 	var ae *AllocationError
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, uint64(6<<20), ae.Size)
+	require.Equal(t, vkruntime.StreamID(0), ae.Stream)
 	require.Equal(t, []LiveAllocation{
 		{Buffer: big.ID(), Stream: 0, Size: 7 << 20},
 		{Buffer: small.ID(), Stream: 1, Size: 100 << 10},
 	}, ae.Largest)
 	require.Equal(t, uint64(7<<20), ae.Pools.Usage().BytesInUse)
-	require.True(t, ae.Layout.Equal(memory.DirectLayout()))
+	require.Equal(t, uint64(8<<20), ae.Pools.Usage().BytesReserved)
+	require.True(t, ae.Layout.Equal(layout))
 	var oom *vkruntime.OutOfMemoryError
 	require.ErrorAs(t, err, &oom)
 	require.Equal(t, uint64(limit), oom.Limit)
 	msg := err.Error()
 	require.Contains(t, msg, "6291456 B (6.29 MB) could not be allocated after a cleanup")
-	require.Contains(t, msg, fmt.Sprintf("buffer %d on stream 0 (7.34 MB)", big.ID()))
-	require.Contains(t, msg, "under layout "+memory.DirectLayout().String())
-	require.Contains(t, msg, "limit 8388608 B")
+	require.Contains(t, msg, fmt.Sprintf("buffer %d on stream 0 (7.34 MB), buffer %d on stream 1 (102.40 KB)", big.ID(), small.ID()))
+	require.Contains(t, msg, "the stream's pools hold 8.39 MB reserved, 7.34 MB in 1 live allocations")
+	require.Contains(t, msg, "under layout "+layout.String())
+	require.Contains(t, msg, "limit 12582912 B")
+	require.Equal(t, uint64(10<<20), storage.Allocated(), "the failed request holds nothing")
+
+	// A capped pool that is full is retried and reported the same way.
+	capped := memory.SlicedLayout(memory.SlicedPool{PageSize: 1 << 20, Pages: u64(1)})
+	s, err := c.newStream(&capped)
+	require.NoError(t, err)
+	_, err = s.Empty(ctx, 600<<10)
+	require.NoError(t, err)
+	_, err = s.Empty(ctx, 600<<10)
+	require.ErrorIs(t, err, vkruntime.ErrPoolCapacityExceeded)
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, uint64(600<<10), ae.Size)
 }

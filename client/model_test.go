@@ -430,3 +430,21 @@ func peakReserved(r memory.Report) uint64 {
 	}
 	return n
 }
+
+// TestModelsUnderValidation runs both models, dry and real, with the Khronos
+// validation layer watching every Vulkan call: Close reports anything it saw.
+func TestModelsUnderValidation(t *testing.T) {
+	c, err := Open(context.Background(), WithValidation(true))
+	if err != nil {
+		openClient(t) // no device at all: the usual skip or failure
+		require.NoError(t, err, "the validation layer (vulkan-validationlayers) is needed")
+	}
+	for _, mod := range []model{newMLP(3), newBlock(5)} {
+		_, err := mod.forward(dryrun.With(context.Background()), c)
+		require.NoError(t, err)
+		got, err := mod.forward(context.Background(), c)
+		require.NoError(t, err)
+		requireClose(t, mod.reference(), got, 2e-4)
+	}
+	require.NoError(t, c.Close())
+}

@@ -1,0 +1,78 @@
+package client
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/memory"
+	"github.com/vkrt/vkrt/runtime/environment"
+	"github.com/vkrt/vkrt/vk"
+)
+
+func TestOpenOptions(t *testing.T) {
+	c := openClient(t) // skips or fails first when there is no device
+	ctx := context.Background()
+	devices, err := vk.Devices()
+	require.NoError(t, err)
+	require.Equal(t, devices[0].Name, c.Device().Info().Name, "the default device is the first")
+	require.Equal(t, c.Device().Properties(), c.Properties())
+
+	_, err = Open(ctx, WithDevice(len(devices)))
+	require.ErrorContains(t, err, "no Vulkan device")
+
+	_, err = Open(ctx, WithLayout(memory.SlicedLayout(memory.SlicedPool{PageSize: 0})))
+	var ie *memory.InstallError
+	require.ErrorAs(t, err, &ie)
+	require.Equal(t, memory.InvalidLayout, ie.Kind)
+
+	_, err = Open(ctx, WithEnvironment("no/such"))
+	require.ErrorIs(t, err, environment.ErrInvalidName)
+
+	direct := openClient(t, WithLayout(memory.DirectLayout()))
+	require.True(t, direct.DefaultStream().Layout().Equal(memory.DirectLayout()))
+	s, err := direct.NewStream()
+	require.NoError(t, err)
+	require.Equal(t, []*Stream{direct.DefaultStream(), s}, direct.Streams())
+	require.Error(t, direct.DefaultStream().Close(), "the default stream closes with the client")
+
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = c.Empty(canceled, 16)
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestClosedClient(t *testing.T) {
+	c := openClient(t)
+	b, err := c.Empty(context.Background(), 64)
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	require.NoError(t, c.Close(), "closing twice is harmless")
+	_, err = c.Empty(context.Background(), 16)
+	require.ErrorIs(t, err, ErrClosed)
+	_, err = b.Read(context.Background())
+	require.ErrorIs(t, err, ErrClosed)
+	_, err = c.NewStream()
+	require.ErrorIs(t, err, ErrClosed)
+}
+
+func TestZeroSizeBuffers(t *testing.T) {
+	c := openClient(t)
+	ctx := context.Background()
+	b, err := c.Empty(ctx, 0)
+	require.NoError(t, err)
+	got, err := b.Read(ctx)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	require.NoError(t, b.Write(ctx, 0, nil))
+	require.Error(t, b.Write(ctx, 0, []byte{1}))
+	e, err := c.Create(ctx, nil)
+	require.NoError(t, err)
+	// An add over no elements binds zero-size buffers.
+	require.NoError(t, c.Run(ctx, vk.Add(0), b, e, b))
+	require.Equal(t, uint64(2), c.MemoryUsage(ctx).NumberAllocs)
+	require.Zero(t, c.MemoryUsage(ctx).BytesInUse)
+	require.NoError(t, b.Free())
+	require.NoError(t, e.Free())
+}
