@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 
@@ -17,6 +18,7 @@ import (
 var ErrClosed = errors.New("client: closed")
 
 type config struct {
+	logger      *slog.Logger
 	device      int
 	layout      memory.Layout
 	memoryLimit uint64
@@ -46,6 +48,12 @@ func WithLayout(l memory.Layout) Option {
 // 0 means no cap beyond the heap.
 func WithMemoryLimit(bytes uint64) Option {
 	return func(c config) config { c.memoryLimit = bytes; return c }
+}
+
+// WithLogger is where the pools warn that a capped pool spilled (the plan
+// was short); the default is slog.Default.
+func WithLogger(l *slog.Logger) Option {
+	return func(c config) config { c.logger = l; return c }
 }
 
 // WithValidation turns the Khronos validation layer on: every misuse becomes
@@ -89,6 +97,7 @@ type Client struct {
 	envOpts  []environment.Option
 	closed   bool
 	bufferID uint64
+	logger   *slog.Logger
 }
 
 // Open opens a device (the first Vulkan device unless WithDevice says
@@ -119,7 +128,7 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 	}
 	cl := &Client{
 		dev: dev, props: props, streams: map[vkruntime.StreamID]*Stream{}, layout: c.layout,
-		env: c.env, envName: c.envName, envOpts: c.envOpts,
+		env: c.env, envName: c.envName, envOpts: c.envOpts, logger: c.logger,
 	}
 	if c.envName != "" {
 		env, err := environment.OpenContext(ctx, c.envName, c.envOpts...)
@@ -173,6 +182,7 @@ func (c *Client) newStream(layout *memory.Layout) (*Stream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: new stream with layout %v: %w", l, err)
 	}
+	mgr.SetLogger(c.logger)
 	s := &Stream{c: c, id: c.nextID, mgr: mgr, layout: l, buffers: map[*Buffer]struct{}{}}
 	c.streams[s.id] = s
 	c.nextID++
