@@ -31,7 +31,8 @@ func newRecordsCmd() *cobra.Command {
 		Short: "the memory records of an environment",
 		Long: `List the records of an environment, oldest first: by default its memory
 records (a stream's pool report at a moment a workload named), one row each
-with the pools, the bytes reserved and in use, and the peak pages. --json
+with the number of pools (the dynamic ones and the persistent one), the bytes
+reserved and in use across them, and the sum of their peak pages. --json
 writes one object per line: id, kind, label, time and the record itself.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
