@@ -108,6 +108,10 @@ const (
 	// of equal size in the order they were made: for equal sizes that is an
 	// optimal interval colouring, as few slots as are ever live at once.
 	BySizeThenStart
+	// LongThenStart places the allocations living longer than a sixteenth
+	// of the stream first, largest first, then the others in the order they
+	// were made.
+	LongThenStart
 )
 
 // AssignArena places every allocation at the lowest (or tightest) hole of the
@@ -127,6 +131,18 @@ func AssignArena(lifetimes []Lifetime, pageLimit uint64, s Strategy) (Assignment
 
 // placementOrder sorts the allocation indices the way order says.
 func placementOrder(lifetimes []Lifetime, ids []int32, order AssignOrder) []int32 {
+	if order == LongThenStart {
+		long, rest := []int32{}, []int32{}
+		for _, id := range ids {
+			if l := lifetimes[id]; l.End-l.Start >= int32(len(lifetimes)/16) {
+				long = append(long, id)
+			} else {
+				rest = append(rest, id)
+			}
+		}
+		slices.Sort(rest)
+		return append(placementOrder(lifetimes, long, BySize), rest...)
+	}
 	key := func(l Lifetime) uint64 {
 		if order == ByArea {
 			return l.Size * uint64(l.End-l.Start)
@@ -169,12 +185,14 @@ const unplaced = ^uint32(0)
 
 // arenaBuilder places allocations one at a time.
 type arenaBuilder struct {
-	lifetimes []Lifetime
-	pageLimit uint64
-	out       Assignment
-	capacity  []uint64 // per page: pageLimit, or the size of the oversized allocation that opened it
-	tree      *stabTree
-	byPage    [][]span // scratch: placed spans overlapping the allocation being placed, per page
+	lifetimes  []Lifetime
+	pageLimit  uint64
+	out        Assignment
+	capacity   []uint64 // per page: pageLimit, or the size of the oversized allocation that opened it
+	tree       *stabTree
+	byPage     []pageSpans // scratch: placed spans overlapping the allocation being placed, per page
+	trial      *arenaTrial
+	spareTrial *arenaTrial
 }
 
 func newArenaBuilder(lifetimes []Lifetime, pageLimit uint64) *arenaBuilder {
@@ -191,42 +209,66 @@ func (b *arenaBuilder) collect(j int32) {
 	if pl.Page == unplaced {
 		return
 	}
-	b.byPage[pl.Page] = append(b.byPage[pl.Page], span{pl.Offset, pl.Offset + b.lifetimes[j].Size})
+	ps := &b.byPage[pl.Page]
+	ps.starts = append(ps.starts, pl.Offset)
+	ps.ends = append(ps.ends, pl.Offset+b.lifetimes[j].Size)
 }
 
 // place puts allocation id at the lowest (or, with bestFit, the tightest)
 // hole of the first page that holds it, among the placed allocations that
 // overlap it in time.
 func (b *arenaBuilder) place(id int32, bestFit bool) {
+	size := b.lifetimes[id].Size
+	b.gather(id)
+	page, offset := uint32(len(b.byPage)), uint64(0)
+	for p := range b.byPage {
+		at := b.byPage[p].lowestGap(size)
+		if bestFit {
+			at = b.byPage[p].bestGap(size)
+		}
+		if at+size <= b.capacity[p] {
+			page, offset = uint32(p), at
+			break
+		}
+	}
+	b.placeAt(id, page, offset)
+}
+
+// gather fills byPage with the spans of the placed allocations that overlap
+// allocation id in time, sorted by offset.
+func (b *arenaBuilder) gather(id int32) {
 	l := b.lifetimes[id]
 	for p := range b.byPage {
-		b.byPage[p] = b.byPage[p][:0]
+		b.byPage[p].starts, b.byPage[p].ends = b.byPage[p].starts[:0], b.byPage[p].ends[:0]
 	}
 	// Placed allocations live at l.Start, then those starting inside l.
 	b.tree.stab(l.Start, b.collect)
 	for j := l.Start + 1; j < l.End; j++ {
 		b.collect(j)
 	}
-	page, offset := uint32(len(b.byPage)), uint64(0)
-	for p, spans := range b.byPage {
-		slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.offset, b.offset) })
-		at := lowestGap(spans, l.Size)
-		if bestFit {
-			at = bestGap(spans, l.Size)
-		}
-		if at+l.Size <= b.capacity[p] {
-			page, offset = uint32(p), at
-			break
-		}
+	for p := range b.byPage {
+		slices.Sort(b.byPage[p].starts)
+		slices.Sort(b.byPage[p].ends)
 	}
+}
+
+// placeAt puts allocation id at offset of page; page may be one past the
+// last, which opens a page.
+func (b *arenaBuilder) placeAt(id int32, page uint32, offset uint64) {
+	l := b.lifetimes[id]
 	if int(page) == len(b.byPage) {
 		b.out.Pages = append(b.out.Pages, 0)
 		b.capacity = append(b.capacity, max(b.pageLimit, l.Size))
-		b.byPage = append(b.byPage, nil)
+		b.byPage = append(b.byPage, pageSpans{})
 	}
 	b.out.Placements[id] = Placement{Page: page, Offset: offset}
 	b.out.Pages[page] = max(b.out.Pages[page], offset+l.Size)
-	b.tree.insert(l.Start, l.End, id)
+	if b.trial != nil {
+		b.trial.ids = append(b.trial.ids, id)
+		b.tree.insertLogged(l.Start, l.End, id, &b.trial.nodes)
+	} else {
+		b.tree.insert(l.Start, l.End, id)
+	}
 }
 
 // Strategy is one way to order and fit the allocations of a stream.
@@ -235,12 +277,21 @@ type Strategy struct {
 	// BestFit puts an allocation in the tightest hole that holds it instead
 	// of the lowest.
 	BestFit bool
+	// Lookahead, when non-zero, has an allocation of at least a hundredth of
+	// the peak try both ends of its holes, lay the next Lookahead
+	// allocations greedily after each, and keep the place that grew the
+	// pages least: a chain of layers can then alternate where their large
+	// buffers go instead of stacking the buffers that outlive a layer.
+	Lookahead int
 }
 
 func (s Strategy) String() string {
 	fit := "lowest fit"
 	if s.BestFit {
 		fit = "best fit"
+	}
+	if s.Lookahead > 0 {
+		fit = fmt.Sprintf("looking %d ahead", s.Lookahead)
 	}
 	return s.Order.String() + ", " + fit
 }
@@ -257,28 +308,51 @@ func (o AssignOrder) String() string {
 		return "by lifetime"
 	case BySizeThenStart:
 		return "by size then start"
+	case LongThenStart:
+		return "long-lived first, then by start"
 	}
 	return fmt.Sprintf("AssignOrder(%d)", int(o))
 }
 
-// planStrategies are the placements PlanArena compares. Size first is the
-// classic for layer graphs; start order with best fit follows a chain of
+// planStrategies are the placements PlanArena compares, most useful first.
+// Size first is the classic for layer graphs; start order follows a chain of
 // growing buffers (a KV cache rebuilt every token) through the same holes;
-// lifetime first packs weights and optimizer state under the activations.
-var planStrategies = []Strategy{{BySize, false}, {BySize, true}, {ByStart, false}, {ByStart, true}, {ByLifetime, false}, {BySizeThenStart, false}, {BySizeThenStart, true}}
+// long-lived first with lookahead lets a chain of layers alternate where
+// their large buffers go; lifetime first packs weights and optimizer state
+// under the activations.
+var planStrategies = []Strategy{
+	{Order: BySize},
+	{Order: ByStart},
+	{Order: ByStart, BestFit: true},
+	{Order: LongThenStart, Lookahead: 16},
+	{Order: BySizeThenStart},
+	{Order: ByLifetime},
+}
+
+// quickStrategies is how many of planStrategies a long stream gets: each
+// costs about the same, and past longStream allocations all of them would
+// take PlanArena past its budget of a few seconds.
+const (
+	quickStrategies = 4
+	longStream      = 50_000
+)
 
 // PlanArena is the offline arena assignment vkrt's strong plans use: the
 // least reserved of several greedy placements of the whole stream (see
-// planStrategies), computed in parallel. It is deterministic: ties go to the
+// planStrategies; the first few for a long stream), computed in parallel. It is deterministic: ties go to the
 // earlier strategy.
 func PlanArena(lifetimes []Lifetime, pageLimit uint64) (Assignment, Strategy, error) {
 	if err := checkLifetimes(lifetimes, pageLimit); err != nil {
 		return Assignment{}, Strategy{}, err
 	}
-	results := make([]Assignment, len(planStrategies))
+	strategies := planStrategies
+	if len(lifetimes) > longStream {
+		strategies = strategies[:quickStrategies]
+	}
+	results := make([]Assignment, len(strategies))
 	var wg sync.WaitGroup
 	workers := make(chan struct{}, goruntime.GOMAXPROCS(0))
-	for i, s := range planStrategies {
+	for i, s := range strategies {
 		wg.Add(1)
 		workers <- struct{}{}
 		go func() {
@@ -294,10 +368,13 @@ func PlanArena(lifetimes []Lifetime, pageLimit uint64) (Assignment, Strategy, er
 			best = i
 		}
 	}
-	return results[best], planStrategies[best], nil
+	return results[best], strategies[best], nil
 }
 
 func assign(lifetimes []Lifetime, pageLimit uint64, s Strategy) Assignment {
+	if s.Lookahead > 0 {
+		return assignLookahead(lifetimes, pageLimit, placementOrder(lifetimes, allIDs(len(lifetimes)), s.Order), s.Lookahead, PeakOverlap(lifetimes)/100)
+	}
 	b := newArenaBuilder(lifetimes, pageLimit)
 	for _, id := range placementOrder(lifetimes, allIDs(len(lifetimes)), s.Order) {
 		b.place(id, s.BestFit)
@@ -318,37 +395,57 @@ func checkLifetimes(lifetimes []Lifetime, pageLimit uint64) error {
 	return nil
 }
 
-type span struct{ offset, end uint64 }
+// pageSpans are the byte ranges of one page taken during some allocation's
+// lifetime: their starts and their ends, each sorted. Ranges may overlap one
+// another (they need not be live at the same time as each other), so holes
+// are found by sweeping both lists; sorting plain integers twice is several
+// times cheaper than sorting pairs.
+type pageSpans struct{ starts, ends []uint64 }
 
-// lowestGap is the lowest offset where size bytes collide with none of the
-// spans, which are sorted by offset (they may overlap one another).
-func lowestGap(spans []span, size uint64) uint64 {
-	offset := uint64(0)
-	for _, s := range spans {
-		if s.offset >= offset+size {
-			break
+// holes calls visit with each free range [lo, hi) between the spans, lowest
+// first, ending with the open range above them all (hi = MaxUint64), until
+// visit returns false.
+func (ps *pageSpans) holes(visit func(lo, hi uint64) bool) {
+	starts, ends := ps.starts, ps.ends
+	lo, depth, j := uint64(0), 0, 0
+	for _, s := range starts {
+		for j < len(ends) && ends[j] <= s {
+			if depth--; depth == 0 {
+				lo = ends[j]
+			}
+			j++
 		}
-		offset = max(offset, s.end)
+		if depth == 0 && s > lo && !visit(lo, s) {
+			return
+		}
+		depth++
 	}
-	return offset
+	if len(ends) > 0 {
+		lo = max(lo, ends[len(ends)-1])
+	}
+	visit(lo, ^uint64(0))
+}
+
+// lowestGap is the lowest offset where size bytes collide with no span.
+func (ps *pageSpans) lowestGap(size uint64) uint64 {
+	var at uint64
+	ps.holes(func(lo, hi uint64) bool {
+		at = lo
+		return hi-lo < size
+	})
+	return at
 }
 
 // bestGap is the start of the smallest hole between spans that holds size
-// bytes, or the end of the highest span when no hole does.
-func bestGap(spans []span, size uint64) uint64 {
-	top := uint64(0)
+// bytes, or the top of the spans when no hole does.
+func (ps *pageSpans) bestGap(size uint64) uint64 {
 	best, bestWidth := uint64(0), ^uint64(0)
-	for _, s := range spans {
-		if s.offset > top {
-			if w := s.offset - top; w >= size && w < bestWidth {
-				best, bestWidth = top, w
-			}
+	ps.holes(func(lo, hi uint64) bool {
+		if w := hi - lo; w >= size && w < bestWidth {
+			best, bestWidth = lo, w
 		}
-		top = max(top, s.end)
-	}
-	if bestWidth == ^uint64(0) {
-		return top
-	}
+		return true
+	})
 	return best
 }
 
@@ -379,6 +476,25 @@ func (t *stabTree) insert(lo, hi, id int32) {
 		if r&1 == 1 {
 			r--
 			t.nodes[r] = append(t.nodes[r], id)
+		}
+		l /= 2
+		r /= 2
+	}
+}
+
+// insertLogged is insert, recording the nodes it appends to.
+func (t *stabTree) insertLogged(lo, hi, id int32, log *[]int) {
+	l, r := int(lo)+t.size, int(hi)+t.size
+	for l < r {
+		if l&1 == 1 {
+			t.nodes[l] = append(t.nodes[l], id)
+			*log = append(*log, l)
+			l++
+		}
+		if r&1 == 1 {
+			r--
+			t.nodes[r] = append(t.nodes[r], id)
+			*log = append(*log, r)
 		}
 		l /= 2
 		r /= 2
