@@ -389,15 +389,17 @@ func elementLaunch(name string, n uint32, extra ...uint32) Launch {
 // FillWords sets n 32-bit words to value. Bindings: out.
 func FillWords(n, value uint32) Launch { return elementLaunch("fill", n, value) }
 
-// copyGroups caps the copy's grid: past it each invocation moves several
-// 16-byte words, which measured faster on an H200 than one per invocation.
-const copyGroups = 32768
+// copyPerInvocation is how many 16-byte words each invocation of the copy
+// moves: two measured fastest on an H200 (4.09 TB/s against 3.78 for one
+// and 3.93 for eight, 1 GiB copies).
+const copyPerInvocation = 2
 
-// CopyWords copies n 32-bit words, 16 bytes per load and store, with at
-// most 32768 work groups. Bindings: src, out.
+// CopyWords copies n 32-bit words, 16 bytes per load and store, two such
+// loads per invocation. Bindings: src, out.
 func CopyWords(n uint32) Launch {
 	l := elementLaunch("copy", n)
-	l.Grid = RowGrid(min(copyGroups, ((uint64(n)+3)/4+elementGroup-1)/elementGroup))
+	per := uint64(elementGroup * copyPerInvocation)
+	l.Grid = RowGrid(((uint64(n)+3)/4 + per - 1) / per)
 	return l
 }
 
