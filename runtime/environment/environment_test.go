@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -184,7 +185,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 	dir := t.TempDir()
 	env, err := Open("future", WithDir(dir))
 	require.NoError(t, err)
-	_, err = env.db.Exec(fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion+3))
+	_, err = env.db.Exec(fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion()+3))
 	require.NoError(t, err)
 	require.NoError(t, env.Close())
 
@@ -192,9 +193,9 @@ func TestNewerSchemaRefused(t *testing.T) {
 	require.ErrorIs(t, err, ErrNewerSchema)
 	var se *SchemaError
 	require.ErrorAs(t, err, &se)
-	require.Equal(t, SchemaVersion+3, se.Version)
-	require.Equal(t, SchemaVersion, se.Supported)
-	require.ErrorContains(t, err, fmt.Sprintf("schema version %d, this build reads up to %d", SchemaVersion+3, SchemaVersion))
+	require.Equal(t, SchemaVersion()+3, se.Version)
+	require.Equal(t, SchemaVersion(), se.Supported)
+	require.ErrorContains(t, err, fmt.Sprintf("schema version %d, this build reads up to %d", SchemaVersion()+3, SchemaVersion()))
 }
 
 func TestMigratesFromMarkedEmptyFile(t *testing.T) {
@@ -213,7 +214,7 @@ func TestMigratesFromMarkedEmptyFile(t *testing.T) {
 	defer env.Close()
 	var version int64
 	require.NoError(t, env.db.QueryRow("PRAGMA user_version").Scan(&version))
-	require.Equal(t, SchemaVersion, version)
+	require.Equal(t, SchemaVersion(), version)
 	var mode string
 	require.NoError(t, env.db.QueryRow("PRAGMA journal_mode").Scan(&mode))
 	require.Equal(t, "wal", mode)
@@ -347,4 +348,38 @@ func TestClosedEnvironment(t *testing.T) {
 	require.ErrorIs(t, err, ErrClosed)
 	_, err = env.Query(context.Background(), Query{})
 	require.ErrorIs(t, err, ErrClosed)
+}
+
+func TestMigratesToNewerSchema(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	env, err := Open("old", WithDir(dir))
+	require.NoError(t, err)
+	put, err := env.Put(ctx, "before the upgrade", sampleRecord{Seq: 1, Note: "kept"})
+	require.NoError(t, err)
+	require.NoError(t, env.Close())
+
+	// A build with one more migration opens the file, upgrades it once and
+	// keeps every record.
+	saved := migrations
+	t.Cleanup(func() { migrations = saved })
+	migrations = append(slices.Clone(saved), `ALTER TABLE records ADD COLUMN origin TEXT NOT NULL DEFAULT ''`)
+	for range 2 {
+		env, err = Open("old", WithDir(dir))
+		require.NoError(t, err)
+		var version int64
+		require.NoError(t, env.db.QueryRow("PRAGMA user_version").Scan(&version))
+		require.Equal(t, int64(len(saved)+1), version)
+		var origin string
+		require.NoError(t, env.db.QueryRow("SELECT origin FROM records WHERE id = ?", put.ID).Scan(&origin))
+		got, err := env.Get(ctx, put.ID)
+		require.NoError(t, err)
+		require.Equal(t, put.Body, got.Body)
+		require.NoError(t, env.Close())
+	}
+
+	// The older build refuses the upgraded file instead of misreading it.
+	migrations = saved
+	_, err = Open("old", WithDir(dir))
+	require.ErrorIs(t, err, ErrNewerSchema)
 }

@@ -32,7 +32,7 @@ var migrations = []string{
 }
 
 // SchemaVersion is the newest schema this build reads and writes.
-var SchemaVersion = int64(len(migrations))
+func SchemaVersion() int64 { return int64(len(migrations)) }
 
 var sqliteHeader = []byte("SQLite format 3\x00")
 
@@ -78,8 +78,8 @@ func classify(ctx context.Context, q querier, path string) (version int64, fresh
 	}
 	switch appID {
 	case applicationID:
-		if version > SchemaVersion {
-			return 0, false, &SchemaError{Path: path, Version: version, Supported: SchemaVersion}
+		if version > SchemaVersion() {
+			return 0, false, &SchemaError{Path: path, Version: version, Supported: SchemaVersion()}
 		}
 		return version, false, nil
 	case 0:
@@ -116,7 +116,7 @@ func prepare(ctx context.Context, db *sql.DB, path string) error {
 	if !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("environment: %s: asked for WAL journal mode, the file system gave %q", path, mode)
 	}
-	if version == SchemaVersion && !fresh {
+	if version == SchemaVersion() && !fresh {
 		return nil
 	}
 	return migrate(ctx, db, path)
@@ -140,12 +140,12 @@ func migrate(ctx context.Context, db *sql.DB, path string) error {
 			return fmt.Errorf("environment: %s: marking the file: %w", path, err)
 		}
 	}
-	for v := version; v < SchemaVersion; v++ {
+	for v := version; v < SchemaVersion(); v++ {
 		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
 			return fmt.Errorf("environment: %s: migrating schema %d to %d: %w", path, v, v+1, err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)); err != nil {
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion())); err != nil {
 		return fmt.Errorf("environment: %s: setting schema version: %w", path, err)
 	}
 	if err := tx.Commit(); err != nil {
