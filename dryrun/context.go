@@ -1,6 +1,10 @@
 package dryrun
 
-import "context"
+import (
+	"context"
+
+	"github.com/vkrt/vkrt/memory"
+)
 
 // markKey is the context key of the innermost dry-run mark.
 type markKey struct{}
@@ -22,4 +26,14 @@ func RealRun(ctx context.Context) context.Context {
 func Active(ctx context.Context) bool {
 	dry, _ := ctx.Value(markKey{}).(bool)
 	return dry
+}
+
+// Mapping is how allocations made under ctx map their pages: Lazy in a dry
+// run, so no device memory backs them unless a real-run scope resolves them,
+// Eager otherwise.
+func Mapping(ctx context.Context) memory.Mapping {
+	if Active(ctx) {
+		return memory.Lazy
+	}
+	return memory.Eager
 }

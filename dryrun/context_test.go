@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/memory"
 )
 
 func TestMarksNestInnermostWins(t *testing.T) {
@@ -29,4 +31,12 @@ func TestMarksNestInnermostWins(t *testing.T) {
 	cancelled, cancel := context.WithCancel(dry)
 	cancel()
 	require.True(t, Active(cancelled))
+}
+
+func TestMappingFollowsTheMarks(t *testing.T) {
+	base := context.Background()
+	require.Equal(t, memory.Eager, Mapping(base))
+	require.Equal(t, memory.Lazy, Mapping(With(base)))
+	require.Equal(t, memory.Eager, Mapping(RealRun(With(base))))
+	require.Equal(t, memory.Lazy, Mapping(With(RealRun(With(base)))))
 }

@@ -1,21 +1,214 @@
 package dryrun
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/memory"
+	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
-func TestPlanShippedTracesQuick(t *testing.T) {
+// pytorchPeer is what PyTorch's caching allocator needed on a shipped trace
+// (testdata/traces/README.md): reserved peak over peak live bytes and device
+// allocations, by default and with expandable segments.
+type pytorchPeer struct {
+	defaultRatio, expandableRatio   float64
+	defaultAllocs, expandableAllocs uint64
+}
+
+var pytorchPeers = map[string]pytorchPeer{
+	"gpt2_train":     {1.124, 1.070, 154, 153},
+	"llama_generate": {1.129, 1.012, 111, 97},
+	"resnet50_train": {1.190, 1.017, 104, 109},
+	"bert_dynamic":   {1.678, 1.226, 27, 28},
+}
+
+// plannedRatioBound is what a strong plan must reach on any stream: within
+// 3 % of the peak live bytes. bert_dynamic's forward passes defeat every
+// greedy placement we have by one hidden-state buffer (see README, Plans).
+func plannedRatioBound(trace string) float64 {
+	if trace == "bert_dynamic" {
+		return 1.06
+	}
+	return 1.03
+}
+
+func TestStrongPlanBeatsPyTorchOnShippedTraces(t *testing.T) {
 	for _, path := range sharedTraces(t) {
 		tr, err := ReadTraceFile(path)
 		require.NoError(t, err)
-		for _, s := range []Strength{Basic, Strong} {
-			pr, err := PlanTrace(tr, memory.SubSlicesLayout(), PlanOptions{Strength: s})
-			require.NoError(t, err)
-			t.Logf("%s %s: default %.3f (%d) plan %s %.4f (%d) spills %d", tr.Name, s, pr.DryRun.Ratio(), pr.DryRun.DriverAllocs, pr.Plan.Layout.Kind(), pr.Plan.Ratio(), pr.Plan.DriverAllocs, pr.Plan.Spills)
+		peer, ok := pytorchPeers[tr.Name]
+		require.True(t, ok, "no PyTorch figures for %s", tr.Name)
+		if raceEnabled && tr.Allocations > longStream {
+			t.Logf("%s: left to the run without the race detector", tr.Name)
+			continue
+		}
+		pr, err := PlanTrace(tr, memory.SubSlicesLayout(), PlanOptions{Strength: Strong})
+		require.NoError(t, err)
+		p := pr.Plan
+		t.Logf("%s: default %.3f× (%d allocs), planned %.4f× (%d allocs, %d spills), PyTorch %.3f×/%.3f× (%d/%d)",
+			tr.Name, pr.DryRun.Ratio(), pr.DryRun.DriverAllocs, p.Ratio(), p.DriverAllocs, p.Spills,
+			peer.defaultRatio, peer.expandableRatio, peer.defaultAllocs, peer.expandableAllocs)
+		require.Equal(t, memory.LayoutArena, p.Layout.Kind())
+		require.Zero(t, p.Spills)
+		require.LessOrEqual(t, p.Ratio(), min(plannedRatioBound(tr.Name), peer.expandableRatio), "%s reserved/peak", tr.Name)
+		require.LessOrEqual(t, p.DriverAllocs, min(peer.defaultAllocs, peer.expandableAllocs), "%s driver allocations", tr.Name)
+		require.Equal(t, pr.DryRun.PeakLiveBytes, p.PeakLiveBytes)
+	}
+}
+
+// generatedStreams are the streams the planner is judged on besides the
+// shipped ones: every shape, several seeds.
+func generatedStreams() []*Trace {
+	var out []*Trace
+	seeds := uint64(6)
+	if raceEnabled {
+		seeds = 3
+	}
+	for _, shape := range Shapes() {
+		for seed := range seeds {
+			out = append(out, Generate(100+seed, shape))
 		}
 	}
+	return out
+}
+
+func TestStrongPlanOnGeneratedStreams(t *testing.T) {
+	for _, tr := range generatedStreams() {
+		t.Run(tr.Name, func(t *testing.T) {
+			pr, err := PlanTrace(tr, memory.SubSlicesLayout(), PlanOptions{Strength: Strong})
+			require.NoError(t, err)
+			basic, err := PlanTrace(tr, memory.SubSlicesLayout(), PlanOptions{Strength: Basic})
+			require.NoError(t, err)
+			t.Logf("default %.3f× (%d), basic %.3f× (%d), strong %.4f× (%d)", pr.DryRun.Ratio(), pr.DryRun.DriverAllocs,
+				basic.Plan.Ratio(), basic.Plan.DriverAllocs, pr.Plan.Ratio(), pr.Plan.DriverAllocs)
+			require.Zero(t, pr.Plan.Spills)
+			require.Zero(t, basic.Plan.Spills, "the basic plan fits the stream it was measured on")
+			require.LessOrEqual(t, pr.Plan.ReservedPeakBytes, basic.Plan.ReservedPeakBytes, "strong never reserves more than basic")
+			require.LessOrEqual(t, pr.Plan.Ratio(), 1.06)
+			require.LessOrEqual(t, pr.Plan.DriverAllocs, pr.DryRun.DriverAllocs)
+		})
+	}
+}
+
+func TestBasicPlanFitsItsOwnStream(t *testing.T) {
+	traces := []*Trace{readShipped(t, "resnet50_train"), readShipped(t, "gpt2_train"), readShipped(t, "bert_dynamic")}
+	for _, tr := range append(traces, generatedStreams()...) {
+		for _, measured := range []memory.Layout{memory.SubSlicesLayout(), memory.ExclusivePagesLayout()} {
+			pr, err := PlanTrace(tr, measured, PlanOptions{Strength: Basic})
+			require.NoError(t, err, "%s measured under %s", tr.Name, measured.Kind())
+			require.Zero(t, pr.Plan.Spills, tr.Name)
+			pools, ok := pr.Plan.Layout.Sliced()
+			require.True(t, ok)
+			for i, p := range pools {
+				require.NotNil(t, p.Pages, "%s: pool %d is capped", tr.Name, i)
+			}
+		}
+	}
+}
+
+func TestBasicPlanFromAReportAlone(t *testing.T) {
+	// Measured under capped-but-roomy pools, which route by max_slice alone,
+	// the report's caps fit the same stream with no trace needed.
+	roomy, slice := uint64(growableCap), uint64(1<<20)
+	measured := memory.SlicedLayout(
+		memory.SlicedPool{PageSize: 8 << 20, Pages: &roomy, MaxSlice: &slice},
+		memory.SlicedPool{PageSize: 1 << 30, Pages: &roomy})
+	tr := readShipped(t, "resnet50_train")
+	dry, err := Replay(tr, measured, ReplayOptions{})
+	require.NoError(t, err)
+	plan, err := Plan(dry.Report, PlanOptions{})
+	require.NoError(t, err)
+	pools, _ := plan.Sliced()
+	require.Len(t, pools, 2)
+	for i, pr := range dry.Report.Dynamic {
+		require.Equal(t, pr.PagesPeak, *pools[i].Pages, "pool %d capped at its peak", i)
+	}
+	run, err := Replay(tr, plan, ReplayOptions{})
+	require.NoError(t, err)
+	require.Zero(t, run.Spills)
+	require.Equal(t, dry.ReservedPeakBytes, run.ReservedPeakBytes, "same routing, same pages")
+}
+
+func TestStrongPlanFallsBackToALeanerBasicPlan(t *testing.T) {
+	tr := Generate(7, TransformerTraining)
+	basic, err := planBasic(memory.Report{}, PlanOptions{})
+	require.Error(t, err, "an empty report has nothing to cap")
+	dry, err := Replay(tr, memory.SubSlicesLayout(), ReplayOptions{})
+	require.NoError(t, err)
+	basic, err = Plan(dry.Report, PlanOptions{Strength: Basic, Trace: tr})
+	require.NoError(t, err)
+
+	// An arena that never reuses a byte, on a page of 100 GB.
+	wasteful := memory.ArenaPlan{Pages: []uint64{100_000_000_000}}
+	var end uint64
+	for _, l := range Lifetimes(tr, H200.Alignment) {
+		wasteful.Slots = append(wasteful.Slots, memory.ArenaSlot{Size: l.Size, Offset: end})
+		end += l.Size
+	}
+	require.Less(t, end, wasteful.Pages[0])
+	chosen, err := leaner(tr, memory.ArenaLayout(wasteful), basic, vkruntime.DeviceProperties{})
+	require.NoError(t, err)
+	require.True(t, chosen.Equal(basic), "the basic plan wins when the arena would reserve more")
+
+	strong, err := Plan(dry.Report, PlanOptions{Strength: Strong, Trace: tr})
+	require.NoError(t, err)
+	chosen, err = leaner(tr, strong, basic, vkruntime.DeviceProperties{})
+	require.NoError(t, err)
+	require.True(t, chosen.Equal(strong))
+}
+
+func TestPlanRefusesWhatItCannotPlan(t *testing.T) {
+	tr := mustTrace(t, "a 1 100 0\na 2 300 0\nf 1\n")
+	_, err := Plan(memory.Report{}, PlanOptions{Strength: Strong})
+	require.ErrorIs(t, err, ErrCannotPlan, "a strong plan needs the stream")
+	_, err = Plan(memory.Report{}, PlanOptions{Strength: Strength(9), Trace: tr})
+	require.ErrorIs(t, err, ErrCannotPlan)
+	require.ErrorContains(t, err, "unknown strength 9")
+	_, err = Plan(memory.Report{}, PlanOptions{Strength: Strong, Trace: &Trace{Name: "empty"}})
+	require.ErrorIs(t, err, ErrCannotPlan)
+
+	direct, err := Replay(tr, memory.DirectLayout(), ReplayOptions{})
+	require.NoError(t, err)
+	_, err = Plan(direct.Report, PlanOptions{Strength: Basic})
+	require.ErrorIs(t, err, ErrCannotPlan)
+	require.ErrorContains(t, err, `"Direct"`)
+	strong, err := Plan(direct.Report, PlanOptions{Strength: Strong, Trace: tr})
+	require.NoError(t, err, "a strong plan does not need pools it can cap")
+	require.Equal(t, memory.LayoutArena, strong.Kind())
+}
+
+func TestStrongPlanInstallsAndExplainsItself(t *testing.T) {
+	tr := readShipped(t, "resnet50_train")
+	plan, err := Plan(memory.Report{}, PlanOptions{Strength: Strong, Trace: tr})
+	require.NoError(t, err)
+	arena, ok := plan.Arena()
+	require.True(t, ok)
+	require.Len(t, arena.Slots, tr.Allocations)
+	var pageBytes uint64
+	for _, p := range arena.Pages {
+		require.LessOrEqual(t, p, H200.MaxPageSize, "pages bind as one buffer")
+		pageBytes += p
+	}
+	back, err := memory.ParseLayout(plan.String())
+	require.NoError(t, err)
+	require.True(t, back.Equal(plan), "the plan survives its JSON form")
+
+	run, err := Replay(tr, back, ReplayOptions{})
+	require.NoError(t, err)
+	kind, ok := run.Report.Dynamic[0].Kind.(memory.ArenaKind)
+	require.True(t, ok, "the arena reports first")
+	require.Equal(t, memory.ArenaKind{PageBytes: pageBytes, Slots: uint64(tr.Allocations)}, kind)
+	require.Equal(t, uint64(len(arena.Pages)), run.Report.Dynamic[0].PagesPeak)
+	require.Equal(t, pageBytes, run.ReservedPeakBytes)
+
+	// A real run that diverges lands in the fallback pools and counts spills.
+	diverged := mustTrace(t, fmt.Sprintf("a 1 %d 0\na 2 %d 0\n", arena.Slots[0].Size+16, arena.Slots[1].Size))
+	run, err = Replay(diverged, plan, ReplayOptions{})
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), run.Spills, "the first reservation's size differs from its slot; the second lands")
+	require.Equal(t, memory.LayoutArena, run.Layout.Kind())
+	require.Equal(t, uint64(1), run.Report.Dynamic[0].Usage.NumberAllocs)
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package dryrun
+
+const raceEnabled = false
