@@ -67,12 +67,28 @@ func TestBuffersAreZeroInitialised(t *testing.T) {
 		got, err := b.Read(ctx)
 		require.NoError(t, err)
 		require.Equal(t, make([]byte, size), got)
+		require.NoError(t, b.Free())
 	}
+	// A kernel reading fresh buffers over reused memory sees zeros too.
+	x, err := c.Empty(ctx, size)
+	require.NoError(t, err)
+	y, err := c.Empty(ctx, size)
+	require.NoError(t, err)
+	out, err := c.Create(ctx, pattern)
+	require.NoError(t, err)
+	require.NoError(t, c.Run(ctx, vk.Add(size/4), x, y, out))
+	got, err := out.Read(ctx)
+	require.NoError(t, err)
+	require.Equal(t, make([]byte, size), got)
+	for _, b := range []*Buffer{x, y, out} {
+		require.NoError(t, b.Free())
+	}
+
 	// A partial first write leaves the rest zero.
 	b, err := c.Empty(ctx, 16)
 	require.NoError(t, err)
 	require.NoError(t, b.Write(ctx, 4, []byte{1, 2}))
-	got, err := b.Read(ctx)
+	got, err = b.Read(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []byte{0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, got)
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/vkrt/vkrt/dryrun"
 	vkruntime "github.com/vkrt/vkrt/runtime"
@@ -24,6 +25,8 @@ func (s *Stream) Launch(ctx context.Context, k vk.Kernel, grid [3]uint32, buffer
 	}
 	return s.withMemory(size, func() error {
 		handles := make([]vkruntime.StorageHandle, len(buffers))
+		var fills []vk.Op
+		var cleared []*Buffer
 		for i, b := range buffers {
 			if err := s.owns(b); err != nil {
 				return fmt.Errorf("client: launching %s, binding %d: %w", k.Name, i, err)
@@ -33,17 +36,30 @@ func (s *Stream) Launch(ctx context.Context, k vk.Kernel, grid [3]uint32, buffer
 				handles[i] = vkruntime.StorageHandle{Size: b.size}
 				continue
 			}
-			if err := s.real(b); err != nil {
+			if err := s.back(b); err != nil {
 				return err
 			}
 			handles[i] = b.storage
+			if b.zeroPending && !slices.Contains(cleared, b) {
+				// Buffers read as zeros: clear them in the launch's own
+				// submission, ahead of the kernel.
+				fills = append(fills, vk.FillWords(uint32(b.slice.Size/4), 0).With(b.slice))
+				cleared = append(cleared, b)
+			}
 		}
 		if dry {
 			return s.c.dev.ValidateDispatch(k, grid, handles, push)
 		}
-		if err := s.c.dev.Dispatch(k, grid, handles, push); err != nil {
+		if err := s.c.dev.ValidateDispatch(k, grid, handles, push); err != nil {
+			return err // before any fill, so a refused launch changes nothing
+		}
+		ops := append(fills, vk.Op{Kernel: k, Grid: grid, Bindings: handles, Push: push})
+		if err := s.c.dev.DispatchBatch(ops); err != nil {
 			s.noteDeviceError(err)
 			return fmt.Errorf("client: stream %d: %w", s.id, err)
+		}
+		for _, b := range cleared {
+			b.zeroPending = false
 		}
 		return nil
 	})

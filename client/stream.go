@@ -155,7 +155,11 @@ func (s *Stream) alloc(ctx context.Context, size uint64, data []byte) (*Buffer, 
 		}
 		nb := &Buffer{s: s, id: s.c.nextBufferID(), h: h, size: size, traced: -1}
 		if !dry {
-			if err := s.materialize(nb, data); err != nil {
+			err := s.back(nb)
+			if err == nil && len(data) > 0 {
+				err = s.upload(nb, 0, data)
+			}
+			if err != nil {
 				_ = s.mgr.Free(h)
 				return err
 			}
@@ -175,41 +179,54 @@ func (s *Stream) alloc(ctx context.Context, size uint64, data []byte) (*Buffer, 
 	return b, nil
 }
 
-// materialize gives b device memory and defined contents: data when it
-// covers the buffer, zeros otherwise. Caller holds s.mu.
-func (s *Stream) materialize(b *Buffer, data []byte) error {
+// back gives b device memory: its page is resolved, which materializes a
+// lazy one. The contents are zeros from then on, but clearing them on the
+// device waits for the first use that needs it (zeroPending), so an upload
+// that covers the buffer or a launch pays no extra submission. Caller holds
+// s.mu.
+func (s *Stream) back(b *Buffer) error {
+	if err := s.owns(b); err != nil {
+		return err
+	}
+	if b.backed {
+		return nil
+	}
 	sh, err := s.mgr.Resolve(b.h)
 	if err != nil {
 		return fmt.Errorf("client: stream %d: giving buffer %d (%d B) device memory: %w", s.id, b.id, b.size, err)
 	}
+	b.slice = sh
 	b.storage = vkruntime.StorageHandle{ID: sh.ID, Offset: sh.Offset, Size: b.size}
-	dev := s.c.dev
-	if uint64(len(data)) == b.size && b.size > 0 {
-		err = dev.Upload(b.storage, data)
-	} else {
-		err = dev.Zero(sh)
-		if err == nil && len(data) > 0 {
-			err = dev.Upload(vkruntime.StorageHandle{ID: sh.ID, Offset: sh.Offset, Size: uint64(len(data))}, data)
-		}
-	}
-	if err != nil {
-		s.noteDeviceError(err)
-		return fmt.Errorf("client: stream %d: initialising buffer %d (%d B): %w", s.id, b.id, b.size, err)
-	}
-	b.ready = true
+	b.backed, b.zeroPending = true, true
 	return nil
 }
 
-// real makes sure b, one of s's live buffers, has device memory; caller
-// holds s.mu.
-func (s *Stream) real(b *Buffer) error {
-	if err := s.owns(b); err != nil {
-		return err
+// clear zeroes b's slice on the device now; caller holds s.mu.
+func (s *Stream) clear(b *Buffer) error {
+	if err := s.c.dev.Zero(b.slice); err != nil {
+		s.noteDeviceError(err)
+		return fmt.Errorf("client: stream %d: zeroing buffer %d (%d B): %w", s.id, b.id, b.size, err)
 	}
-	if b.ready {
-		return nil
+	b.zeroPending = false
+	return nil
+}
+
+// upload writes data into b at offset, b backed; a pending zero fill comes
+// first unless data covers the buffer. Caller holds s.mu.
+func (s *Stream) upload(b *Buffer, offset uint64, data []byte) error {
+	covers := offset == 0 && uint64(len(data)) == b.size
+	if b.zeroPending && !covers {
+		if err := s.clear(b); err != nil {
+			return err
+		}
 	}
-	return s.materialize(b, nil)
+	dst := vkruntime.StorageHandle{ID: b.storage.ID, Offset: b.storage.Offset + offset, Size: uint64(len(data))}
+	if err := s.c.dev.Upload(dst, data); err != nil {
+		s.noteDeviceError(err)
+		return fmt.Errorf("client: writing %d B to buffer %d at %d: %w", len(data), b.id, offset, err)
+	}
+	b.zeroPending = b.zeroPending && !covers
+	return nil
 }
 
 // owns checks b is a live buffer of s; caller holds s.mu.
@@ -249,20 +266,10 @@ func (s *Stream) Write(ctx context.Context, b *Buffer, offset uint64, data []byt
 		if dry || len(data) == 0 {
 			return nil
 		}
-		if !b.ready {
-			if offset == 0 && uint64(len(data)) == b.size {
-				return s.materialize(b, data)
-			}
-			if err := s.materialize(b, nil); err != nil {
-				return err
-			}
+		if err := s.back(b); err != nil {
+			return err
 		}
-		dst := vkruntime.StorageHandle{ID: b.storage.ID, Offset: b.storage.Offset + offset, Size: uint64(len(data))}
-		if err := s.c.dev.Upload(dst, data); err != nil {
-			s.noteDeviceError(err)
-			return fmt.Errorf("client: writing %d B to buffer %d at %d: %w", len(data), b.id, offset, err)
-		}
-		return nil
+		return s.upload(b, offset, data)
 	})
 }
 
@@ -290,8 +297,12 @@ func (s *Stream) ReadAt(ctx context.Context, b *Buffer, offset, n uint64) ([]byt
 			out = buf
 			return nil
 		}
-		if err := s.real(b); err != nil {
+		if err := s.back(b); err != nil {
 			return err
+		}
+		if b.zeroPending {
+			out = buf // zeros, which the device need not be asked for
+			return nil
 		}
 		src := vkruntime.StorageHandle{ID: b.storage.ID, Offset: b.storage.Offset + offset, Size: n}
 		if err := s.c.dev.Download(src, buf); err != nil {
@@ -367,10 +378,14 @@ type Buffer struct {
 	id      uint64
 	h       memory.Handle
 	size    uint64
-	storage vkruntime.StorageHandle // valid once ready
-	ready   bool                    // has device memory with defined contents
-	freed   bool
-	traced  int32 // the buffer's allocation index in its stream's trace, -1 when untraced
+	storage vkruntime.StorageHandle // the buffer's bytes, valid once backed
+	slice   vkruntime.StorageHandle // the whole (aligned) slice, valid once backed
+	backed  bool                    // has device memory
+	// zeroPending: backed, reads as zeros, and the device memory still has to
+	// be cleared before a kernel or a partial write touches it.
+	zeroPending bool
+	freed       bool
+	traced      int32 // the buffer's allocation index in its stream's trace, -1 when untraced
 }
 
 // ID names the buffer in errors and reports; ids are unique per client.
