@@ -1,0 +1,88 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/memory"
+)
+
+// allocations is a workload that reserves sizes and frees them all; extra
+// more buffers of the first size when it runs for real, so a plan measured
+// dry is short for it.
+func allocations(c *Client, extra int, sizes ...uint64) Workload {
+	return func(ctx context.Context) error {
+		all := append([]uint64(nil), sizes...)
+		if !dryrun.Active(ctx) {
+			for range extra {
+				all = append(all, sizes[0])
+			}
+		}
+		var bufs []*Buffer
+		defer func() {
+			for _, b := range bufs {
+				_ = b.Free()
+			}
+		}()
+		for _, n := range all {
+			b, err := c.Empty(ctx, n)
+			if err != nil {
+				return err
+			}
+			bufs = append(bufs, b)
+		}
+		return nil
+	}
+}
+
+func TestMeasurePlanSpill(t *testing.T) {
+	var warnings bytes.Buffer
+	c := openClient(t, WithLogger(slog.New(slog.NewTextHandler(&warnings, nil))))
+	ctx := context.Background()
+	growable := memory.SlicedLayout(
+		memory.SlicedPool{PageSize: 1 << 20, MaxSlice: u64(64 << 10)},
+		memory.SlicedPool{PageSize: 8 << 20},
+	)
+	sizes := []uint64{60 << 10, 60 << 10, 60 << 10, 60 << 10, 60 << 10, 60 << 10, 60 << 10, 60 << 10, 60 << 10, 60 << 10, 2 << 20}
+
+	// The same stream dry and real fits its plan.
+	m, err := c.MeasurePlan(ctx, allocations(c, 0, sizes...), MeasureOptions{Layout: growable, Verify: true})
+	require.NoError(t, err)
+	require.Zero(t, m.Spills)
+	require.Equal(t, m.Trace.Allocations, len(sizes))
+
+	// A real run that reserves more than the dry one spills past the caps.
+	m, err = c.MeasurePlan(ctx, allocations(c, 12, sizes...), MeasureOptions{Layout: growable, Verify: true})
+	require.ErrorIs(t, err, ErrPlanSpilled)
+	require.True(t, m.Verified)
+	require.Positive(t, m.Spills)
+	require.ErrorContains(t, err, "reservations spilled under")
+	require.Contains(t, warnings.String(), "spills to the next one", "the pools warn on the client's logger")
+}
+
+func TestMeasurePlanNeedsDrainedStream(t *testing.T) {
+	c := openClient(t)
+	ctx := context.Background()
+	live, err := c.Empty(ctx, 4096)
+	require.NoError(t, err)
+	before := c.DefaultStream().Layout()
+	m, err := c.MeasurePlan(ctx, allocations(c, 0, 1000, 2000), MeasureOptions{Verify: true})
+	var ie *memory.InstallError
+	require.ErrorAs(t, err, &ie)
+	require.Equal(t, memory.PoolsInUse, ie.Kind)
+	require.NotNil(t, m)
+	require.False(t, m.Verified)
+	require.True(t, c.DefaultStream().Layout().Equal(before), "the old layout is kept")
+	require.Len(t, c.Streams(), 1, "the measuring stream is gone")
+	require.NoError(t, live.Free())
+
+	workErr := errors.New("workload failed")
+	_, err = c.MeasurePlan(ctx, func(context.Context) error { return workErr }, MeasureOptions{})
+	require.ErrorIs(t, err, workErr)
+}
