@@ -169,7 +169,11 @@ func TestExclusivePagesPreset(t *testing.T) {
 // The routing table must name exactly the pools that accept a size, in
 // layout order, at and around every pool's bounds.
 func TestRoutesAgreeWithThePools(t *testing.T) {
-	for _, l := range []Layout{SubSlicesLayout(), ExclusivePagesLayout(), DirectLayout(), arenaTestLayout(),
+	var many []SlicedPool
+	for i := range 120 {
+		many = append(many, SlicedPool{PageSize: uint64(i+1) * 4096, MaxSlice: u64(uint64(i+1) * 512)})
+	}
+	for _, l := range []Layout{SubSlicesLayout(), ExclusivePagesLayout(), DirectLayout(), arenaTestLayout(), SlicedLayout(many...),
 		SlicedLayout(SlicedPool{PageSize: 1024, MaxSlice: u64(128)}, SlicedPool{PageSize: 4096, Pages: u64(2)}, SlicedPool{PageSize: 1 << 20, MaxSlice: u64(1024)})} {
 		m, _ := newTestManager(t, l)
 		var sizes []uint64

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"slices"
 
 	vkruntime "github.com/vkrt/vkrt/runtime"
@@ -74,6 +75,7 @@ type Manager struct {
 	all        []pool // persistent, arena, then pools: indexed by reservation.pool
 	warned     []bool // per dynamic pool; the arena's flag is last
 	routes     []route
+	routeStart [65]uint32 // by bit length of a size: the first route that can hold it
 
 	reservations []reservation
 	spare        []uint32
@@ -150,6 +152,17 @@ func (m *Manager) build(l Layout, r resolvedLayout) {
 	m.warned = make([]bool, len(m.pools)+1)
 	m.ordinal, m.spills = 0, 0
 	m.routes = buildRoutes(m.pools)
+	for bitLen := range m.routeStart {
+		var least uint64
+		if bitLen > 0 {
+			least = 1 << (bitLen - 1)
+		}
+		i := 0
+		for m.routes[i].upTo < least {
+			i++
+		}
+		m.routeStart[bitLen] = uint32(i)
+	}
 }
 
 // route says which pools accept the aligned sizes up to upTo (and past the
@@ -157,8 +170,9 @@ func (m *Manager) build(l Layout, r resolvedLayout) {
 // acceptance changes, so Reserve finds its candidates without asking every
 // pool.
 type route struct {
-	upTo  uint64
-	pools []int16
+	upTo   uint64
+	pools  []int16
+	sliced *slicedPool // pools[0] when it is a sliced pool: a direct call
 }
 
 func buildRoutes(pools []pool) []route {
@@ -188,23 +202,23 @@ func buildRoutes(pools []pool) []route {
 				accepting = append(accepting, int16(i))
 			}
 		}
-		routes = append(routes, route{upTo: c, pools: accepting})
+		r := route{upTo: c, pools: accepting}
+		if len(accepting) > 0 {
+			r.sliced, _ = pools[accepting[0]].(*slicedPool)
+		}
+		routes = append(routes, r)
 	}
 	return routes
 }
 
-// routeOf is the route of an aligned size.
+// routeOf is the route of an aligned size: from the first route that can
+// hold a size of its bit length, rarely more than a step.
 func (m *Manager) routeOf(size uint64) *route {
-	lo, hi := 0, len(m.routes)-1
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if m.routes[mid].upTo < size {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
+	i := int(m.routeStart[bits.Len64(size)])
+	for m.routes[i].upTo < size {
+		i++
 	}
-	return &m.routes[lo]
+	return &m.routes[i]
 }
 
 // Reserve places size bytes, padded up to the device alignment (a zero size
@@ -265,7 +279,16 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy bool) (int16, int32,
 				"reservation", m.ordinal, "bytes", size, "planned_slots", len(m.arena.cfg.slots))
 		}
 	}
-	candidates := m.routeOf(aligned).pools
+	r := m.routeOf(aligned)
+	if r.sliced != nil && !spilled {
+		// The common case: the first accepting pool is sliced and has room.
+		if ref, err := r.sliced.reserve(aligned, size, lazy); err == nil {
+			return firstDynamic + r.pools[0], ref, nil
+		} else if err != errPoolFull {
+			return 0, 0, fmt.Errorf("memory: reserve %d B: %w", size, err)
+		}
+	}
+	candidates := r.pools
 	if len(candidates) == 0 {
 		return 0, 0, fmt.Errorf("%w: asked %d B (%d B aligned), more than any pool of the layout accepts (largest %d B)",
 			vkruntime.ErrBufferTooBig, size, aligned, m.largestAccepted())
