@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/dryrun"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 	"github.com/vkrt/vkrt/vk"
 )
@@ -133,4 +134,49 @@ func TestLaunch(t *testing.T) {
 	require.NoError(t, other.Close())
 	_, err = other.Empty(ctx, 4)
 	require.ErrorIs(t, err, ErrClosed)
+}
+
+func TestLaunchBatch(t *testing.T) {
+	c := openClient(t)
+	ctx := context.Background()
+	const n = 3000
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(i%17) - 8
+	}
+	bx, err := c.Create(ctx, f32bytes(x))
+	require.NoError(t, err)
+	sum, err := c.Empty(ctx, 4*n)
+	require.NoError(t, err)
+	scaled, err := c.Empty(ctx, 4*n)
+	require.NoError(t, err)
+	out, err := c.Empty(ctx, 4*n)
+	require.NoError(t, err)
+
+	// relu(2.5 * (x + x)), each launch reading the one before it.
+	chain := []LaunchOp{Op(vk.Add(n), bx, bx, sum), Op(vk.Scale(n, 2.5), sum, scaled), Op(vk.ReLU(n), scaled, out)}
+	require.NoError(t, c.LaunchBatch(dryrun.With(ctx), chain))
+	raw, err := out.Read(ctx)
+	require.NoError(t, err)
+	require.Equal(t, make([]byte, 4*n), raw, "a dry batch runs nothing")
+
+	require.NoError(t, c.LaunchBatch(ctx, chain))
+	raw, err = out.Read(ctx)
+	require.NoError(t, err)
+	for i, v := range bytesf32(raw) {
+		require.Equal(t, max(2.5*(x[i]+x[i]), 0), v, "element %d", i)
+	}
+
+	// One bad launch refuses the whole batch, dry or not, before anything runs.
+	fresh, err := c.Empty(ctx, 4*n)
+	require.NoError(t, err)
+	bad := []LaunchOp{Op(vk.Add(n), bx, bx, fresh), Op(vk.ReLU(2*n), fresh, out)}
+	for _, run := range []context.Context{dryrun.With(ctx), ctx} {
+		err = c.LaunchBatch(run, bad)
+		require.ErrorIs(t, err, vk.ErrInvalidDispatch)
+		require.ErrorContains(t, err, "launch 1 of a batch of 2")
+	}
+	raw, err = fresh.Read(ctx)
+	require.NoError(t, err)
+	require.Equal(t, make([]byte, 4*n), raw)
 }

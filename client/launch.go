@@ -15,46 +15,81 @@ import (
 // launch is validated (kernel, bindings, push constants, bounds, grid) and
 // dropped; otherwise the buffers get device memory first if they have none.
 func (s *Stream) Launch(ctx context.Context, k vk.Kernel, grid [3]uint32, buffers []*Buffer, push []byte) error {
+	return s.LaunchBatch(ctx, []LaunchOp{{Kernel: k, Grid: grid, Buffers: buffers, Push: push}})
+}
+
+// LaunchOp is one launch of a batch.
+type LaunchOp struct {
+	Kernel  vk.Kernel
+	Grid    [3]uint32
+	Buffers []*Buffer
+	Push    []byte
+}
+
+// Op pairs one of vk's typed launches with its buffers.
+func Op(l vk.Launch, buffers ...*Buffer) LaunchOp {
+	return LaunchOp{Kernel: l.Kernel, Grid: l.Grid, Buffers: buffers, Push: l.Push}
+}
+
+// LaunchBatch runs ops in order in one submission, each one's writes
+// visible to the next, and waits for them: one round trip to the device
+// instead of one per launch. Every op is checked before any runs, so a
+// refused batch changes nothing. Under a dry run the ops are checked and
+// dropped.
+func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	dry := dryrun.Active(ctx)
 	var size uint64
-	for _, b := range buffers {
-		size += bufferSize(b)
+	for _, op := range ops {
+		for _, b := range op.Buffers {
+			size += bufferSize(b)
+		}
 	}
 	return s.withMemory(size, func() error {
-		handles := make([]vkruntime.StorageHandle, len(buffers))
-		var fills []vk.Op
-		var cleared []*Buffer
-		for i, b := range buffers {
-			if err := s.owns(b); err != nil {
-				return fmt.Errorf("client: launching %s, binding %d: %w", k.Name, i, err)
-			}
-			if dry {
-				// Slices are aligned by construction; only the size matters.
-				handles[i] = vkruntime.StorageHandle{Size: b.size}
-				continue
-			}
-			if err := s.back(b); err != nil {
-				return err
-			}
-			handles[i] = b.storage
-			if b.zeroPending && !slices.Contains(cleared, b) {
-				// Buffers read as zeros: clear them in the launch's own
-				// submission, ahead of the kernel.
-				fills = append(fills, vk.FillWords(uint32(b.slice.Size/4), 0).With(b.slice))
-				cleared = append(cleared, b)
+		for n, op := range ops {
+			for i, b := range op.Buffers {
+				if err := s.owns(b); err != nil {
+					return fmt.Errorf("client: launch %d (%s), binding %d: %w", n, op.Kernel.Name, i, err)
+				}
 			}
 		}
 		if dry {
-			return s.c.dev.ValidateDispatch(k, grid, handles, push)
+			for n, op := range ops {
+				handles := make([]vkruntime.StorageHandle, len(op.Buffers))
+				for i, b := range op.Buffers {
+					// Slices are aligned by construction; only the size matters.
+					handles[i] = vkruntime.StorageHandle{Size: b.size}
+				}
+				if err := s.c.dev.ValidateDispatch(op.Kernel, op.Grid, handles, op.Push); err != nil {
+					return batchError(n, len(ops), err)
+				}
+			}
+			return nil
 		}
-		if err := s.c.dev.ValidateDispatch(k, grid, handles, push); err != nil {
-			return err // before any fill, so a refused launch changes nothing
+		var fills, dispatches []vk.Op
+		var cleared []*Buffer
+		for n, op := range ops {
+			handles := make([]vkruntime.StorageHandle, len(op.Buffers))
+			for i, b := range op.Buffers {
+				if err := s.back(b); err != nil {
+					return err
+				}
+				handles[i] = b.storage
+				if b.zeroPending && !slices.Contains(cleared, b) {
+					// The buffer reads as zeros: clear it in the batch's own
+					// submission, ahead of the kernels.
+					fills = append(fills, vk.FillWords(uint32(b.slice.Size/4), 0).With(b.slice))
+					cleared = append(cleared, b)
+				}
+			}
+			if err := s.c.dev.ValidateDispatch(op.Kernel, op.Grid, handles, op.Push); err != nil {
+				return batchError(n, len(ops), err) // before any fill: a refused batch changes nothing
+			}
+			dispatches = append(dispatches, vk.Op{Kernel: op.Kernel, Grid: op.Grid, Bindings: handles, Push: op.Push})
 		}
-		ops := append(fills, vk.Op{Kernel: k, Grid: grid, Bindings: handles, Push: push})
-		if err := s.c.dev.DispatchBatch(ops); err != nil {
+		if err := s.c.dev.DispatchBatch(append(fills, dispatches...)); err != nil {
 			s.noteDeviceError(err)
 			return fmt.Errorf("client: stream %d: %w", s.id, err)
 		}
@@ -63,6 +98,13 @@ func (s *Stream) Launch(ctx context.Context, k vk.Kernel, grid [3]uint32, buffer
 		}
 		return nil
 	})
+}
+
+func batchError(n, of int, err error) error {
+	if of == 1 {
+		return err
+	}
+	return fmt.Errorf("client: launch %d of a batch of %d: %w", n, of, err)
 }
 
 // Run launches one of vk's typed launches (vk.Add, vk.MatMul, …) with its
@@ -84,6 +126,12 @@ func (c *Client) Create(ctx context.Context, data []byte) (*Buffer, error) {
 // Launch runs a kernel on the calling stream; see Stream.Launch.
 func (c *Client) Launch(ctx context.Context, k vk.Kernel, grid [3]uint32, buffers []*Buffer, push []byte) error {
 	return c.Stream(ctx).Launch(ctx, k, grid, buffers, push)
+}
+
+// LaunchBatch runs launches in one submission on the calling stream; see
+// Stream.LaunchBatch.
+func (c *Client) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
+	return c.Stream(ctx).LaunchBatch(ctx, ops)
 }
 
 // Run launches a typed launch on the calling stream; see Stream.Run.
