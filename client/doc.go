@@ -10,6 +10,14 @@
 // device's storage). Methods of Client act on the calling stream: the one
 // WithStream put on the context, else the default stream.
 //
+// # Buffers and launches
+//
+// Buffers are zero-initialised and belong to the stream they were made on;
+// a launch binds buffers of its own stream only. Launch and Run submit one
+// kernel and wait for it; LaunchBatch submits a chain of kernels at once.
+// A fresh buffer's memory is cleared in the submission of the first launch
+// that binds it.
+//
 // # Dry runs
 //
 // Under a context marked with dryrun.With, allocations are lazy (their pages
