@@ -185,18 +185,25 @@ const unplaced = ^uint32(0)
 
 // arenaBuilder places allocations one at a time.
 type arenaBuilder struct {
-	lifetimes  []Lifetime
-	pageLimit  uint64
-	out        Assignment
-	capacity   []uint64 // per page: pageLimit, or the size of the oversized allocation that opened it
-	tree       *stabTree
-	byPage     []pageSpans // scratch: placed spans overlapping the allocation being placed, per page
-	trial      *arenaTrial
-	spareTrial *arenaTrial
+	lifetimes []Lifetime
+	pageLimit uint64
+	out       Assignment
+	capacity  []uint64 // per page: pageLimit, or the size of the oversized allocation that opened it
+	tree      *stabTree
+	byPage    []pageSpans // scratch: placed spans overlapping the allocation being placed, per page
+	// Allocations living at least longLife ordinals are not in the tree but
+	// in long, per page, sorted by offset.
+	longLife             int32
+	long                 [][]int32
+	longStarts, longEnds []uint64 // scratch
+	merged               []uint64 // scratch
+	trial                *arenaTrial
+	spareTrial           *arenaTrial
 }
 
 func newArenaBuilder(lifetimes []Lifetime, pageLimit uint64) *arenaBuilder {
-	b := &arenaBuilder{lifetimes: lifetimes, pageLimit: pageLimit, tree: newStabTree(len(lifetimes))}
+	b := &arenaBuilder{lifetimes: lifetimes, pageLimit: pageLimit, tree: newStabTree(len(lifetimes)),
+		longLife: max(2, int32(len(lifetimes)/8))}
 	b.out.Placements = make([]Placement, len(lifetimes))
 	for i := range b.out.Placements {
 		b.out.Placements[i].Page = unplaced
@@ -204,9 +211,14 @@ func newArenaBuilder(lifetimes []Lifetime, pageLimit uint64) *arenaBuilder {
 	return b
 }
 
+func (b *arenaBuilder) isLong(j int32) bool {
+	l := b.lifetimes[j]
+	return l.End-l.Start >= b.longLife
+}
+
 func (b *arenaBuilder) collect(j int32) {
 	pl := b.out.Placements[j]
-	if pl.Page == unplaced {
+	if pl.Page == unplaced || b.isLong(j) {
 		return
 	}
 	ps := &b.byPage[pl.Page]
@@ -247,9 +259,56 @@ func (b *arenaBuilder) gather(id int32) {
 		b.collect(j)
 	}
 	for p := range b.byPage {
-		slices.Sort(b.byPage[p].starts)
-		slices.Sort(b.byPage[p].ends)
+		ps := &b.byPage[p]
+		slices.Sort(ps.starts)
+		slices.Sort(ps.ends)
+		// The long-lived spans of the page, kept sorted by offset, that
+		// overlap l; their ends are nearly sorted.
+		starts, ends := b.longStarts[:0], b.longEnds[:0]
+		for _, j := range b.long[p] {
+			if o := b.lifetimes[j]; o.Start < l.End && o.End > l.Start {
+				off := b.out.Placements[j].Offset
+				starts, ends = append(starts, off), append(ends, off+o.Size)
+			}
+		}
+		slices.Sort(ends)
+		b.longStarts, b.longEnds = starts, ends
+		if len(starts) > 0 {
+			b.merged = mergeSorted(b.merged[:0], ps.starts, starts)
+			ps.starts, b.merged = b.merged, ps.starts
+			b.merged = mergeSorted(b.merged[:0], ps.ends, ends)
+			ps.ends, b.merged = b.merged, ps.ends
+		}
 	}
+}
+
+// mergeSorted appends the merge of two sorted lists to dst.
+func mergeSorted(dst, a, b []uint64) []uint64 {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		if a[i] <= b[j] {
+			dst = append(dst, a[i])
+			i++
+		} else {
+			dst = append(dst, b[j])
+			j++
+		}
+	}
+	dst = append(dst, a[i:]...)
+	return append(dst, b[j:]...)
+}
+
+// insertLong files a placed long-lived allocation under its page.
+func (b *arenaBuilder) insertLong(page uint32, id int32) {
+	off := b.out.Placements[id].Offset
+	list := b.long[page]
+	i, _ := slices.BinarySearchFunc(list, off, func(j int32, o uint64) int { return cmp.Compare(b.out.Placements[j].Offset, o) })
+	b.long[page] = slices.Insert(list, i, id)
+}
+
+// removeLong takes a long-lived allocation off its page's list.
+func (b *arenaBuilder) removeLong(page uint32, id int32) {
+	b.long[page] = slices.DeleteFunc(b.long[page], func(j int32) bool { return j == id })
 }
 
 // placeAt puts allocation id at offset of page; page may be one past the
@@ -260,9 +319,19 @@ func (b *arenaBuilder) placeAt(id int32, page uint32, offset uint64) {
 		b.out.Pages = append(b.out.Pages, 0)
 		b.capacity = append(b.capacity, max(b.pageLimit, l.Size))
 		b.byPage = append(b.byPage, pageSpans{})
+		b.long = append(b.long, nil)
 	}
 	b.out.Placements[id] = Placement{Page: page, Offset: offset}
 	b.out.Pages[page] = max(b.out.Pages[page], offset+l.Size)
+	if b.isLong(id) {
+		// Long-lived allocations overlap most others: they are kept per
+		// page in offset order rather than gathered and sorted every time.
+		b.insertLong(page, id)
+		if b.trial != nil {
+			b.trial.longs = append(b.trial.longs, id)
+		}
+		return
+	}
 	if b.trial != nil {
 		b.trial.ids = append(b.trial.ids, id)
 		b.tree.insertLogged(l.Start, l.End, id, &b.trial.nodes)
@@ -372,6 +441,9 @@ func PlanArena(lifetimes []Lifetime, pageLimit uint64) (Assignment, Strategy, er
 }
 
 func assign(lifetimes []Lifetime, pageLimit uint64, s Strategy) Assignment {
+	if s.Order == ByStart && s.Lookahead == 0 {
+		return assignByStart(lifetimes, pageLimit, s.BestFit)
+	}
 	if s.Lookahead > 0 {
 		return assignLookahead(lifetimes, pageLimit, placementOrder(lifetimes, allIDs(len(lifetimes)), s.Order), s.Lookahead, PeakOverlap(lifetimes)/100)
 	}

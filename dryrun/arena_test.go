@@ -123,3 +123,20 @@ func TestAssignArenaShippedTraces(t *testing.T) {
 		t.Logf("%s %s: pages %d ratio %.4f", tr.Name, s, len(a.Pages), float64(a.Reserved())/float64(tr.PeakLiveBytes()))
 	}
 }
+
+func TestAssignByStartMatchesTheGeneralBuilder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	check := func(lifetimes []Lifetime, limit uint64) {
+		for _, bestFit := range []bool{false, true} {
+			b := newArenaBuilder(lifetimes, limit)
+			for _, id := range allIDs(len(lifetimes)) {
+				b.place(id, bestFit)
+			}
+			require.Equal(t, b.out, assignByStart(lifetimes, limit, bestFit))
+		}
+	}
+	for range 300 {
+		check(randomLifetimes(rng, 1+rng.IntN(300), uint64(16<<rng.IntN(12))), uint64(16<<rng.IntN(14)))
+	}
+	check(Lifetimes(readShipped(t, "gpt2_train"), 16), 4<<30-16)
+}

@@ -3,7 +3,8 @@ package dryrun
 // arenaTrial records placements made on trial so they can be taken back.
 type arenaTrial struct {
 	ids   []int32
-	nodes []int // stab tree nodes appended to, in order
+	nodes []int   // stab tree nodes appended to, in order
+	longs []int32 // long-lived allocations placed
 	pages []uint64
 }
 
@@ -13,13 +14,17 @@ func (b *arenaBuilder) beginTrial() {
 		b.trial = &arenaTrial{}
 	}
 	t := b.trial
-	t.ids, t.nodes = t.ids[:0], t.nodes[:0]
+	t.ids, t.nodes, t.longs = t.ids[:0], t.nodes[:0], t.longs[:0]
 	t.pages = append(t.pages[:0], b.out.Pages...)
 }
 
 // rollback takes back every placement since beginTrial and ends the trial.
 func (b *arenaBuilder) rollback() {
 	t := b.trial
+	for _, id := range t.longs {
+		b.removeLong(b.out.Placements[id].Page, id)
+		b.out.Placements[id].Page = unplaced
+	}
 	for _, id := range t.ids {
 		b.out.Placements[id].Page = unplaced
 	}
@@ -31,6 +36,7 @@ func (b *arenaBuilder) rollback() {
 	b.out.Pages = append(b.out.Pages[:0], t.pages...)
 	b.capacity = b.capacity[:n]
 	b.byPage = b.byPage[:n]
+	b.long = b.long[:n]
 	b.trial = nil
 	b.spareTrial = t
 }

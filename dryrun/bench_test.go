@@ -1,0 +1,56 @@
+package dryrun
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/memory"
+)
+
+// BenchmarkReplay replays each shipped stream under the default layout and
+// under its strong plan, reporting the cost of one allocate-or-free event.
+func BenchmarkReplay(b *testing.B) {
+	for _, path := range sharedTraces(b) {
+		tr, err := ReadTraceFile(path)
+		require.NoError(b, err)
+		planned, err := Plan(memory.Report{}, PlanOptions{Strength: Strong, Trace: tr})
+		require.NoError(b, err)
+		for _, c := range []struct {
+			name   string
+			layout memory.Layout
+		}{{"default", memory.SubSlicesLayout()}, {"planned", planned}} {
+			b.Run(tr.Name+"/"+c.name, func(b *testing.B) {
+				for b.Loop() {
+					if _, err := Replay(tr, c.layout, ReplayOptions{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(tr.Events)), "ns/event")
+			})
+		}
+	}
+}
+
+// BenchmarkPlan plans the longest shipped stream, 143,238 allocations.
+func BenchmarkPlan(b *testing.B) {
+	tr, err := ReadTraceFile("../testdata/traces/llama_generate.trace.gz")
+	require.NoError(b, err)
+	for b.Loop() {
+		if _, err := Plan(memory.Report{}, PlanOptions{Strength: Strong, Trace: tr}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/plan")
+}
+
+// BenchmarkReadTrace parses the longest shipped stream.
+func BenchmarkReadTrace(b *testing.B) {
+	for b.Loop() {
+		tr, err := ReadTraceFile("../testdata/traces/llama_generate.trace.gz")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(tr.Events)), "ns/event")
+	}
+}
