@@ -26,7 +26,6 @@ type DeviceInfo struct {
 	RobustBufferAccess bool   `json:"robust_buffer_access"`
 	Limits             Limits `json:"limits"`
 
-	apiVersion uint32
 }
 
 // HeapInfo is one memory heap. Budget and Usage are VK_EXT_memory_budget's
@@ -124,7 +123,6 @@ func describe(inst *instance, pd vulkan.PhysicalDevice, index int) DeviceInfo {
 		DeviceID:      props.DeviceID,
 		APIVersion:    versionString(props.ApiVersion),
 		DriverVersion: driverVersionString(props.VendorID, props.DriverVersion),
-		apiVersion:    props.ApiVersion,
 		Limits: Limits{
 			MinStorageBufferOffsetAlignment: uint64(l.MinStorageBufferOffsetAlignment),
 			MaxStorageBufferRange:           uint64(l.MaxStorageBufferRange),

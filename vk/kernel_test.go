@@ -277,3 +277,42 @@ func TestSmallGridsCoverAllElements(t *testing.T) {
 		})
 	}
 }
+
+// Several goroutines dispatch at once: each submission has its own command
+// buffer, fence and descriptors.
+func TestConcurrentDispatches(t *testing.T) {
+	d := openTestDevice(t)
+	const n, workers = 777, 6
+	errs := make(chan error, workers)
+	outs := make([]vkruntime.StorageHandle, workers)
+	ins := make([][]float32, workers)
+	for w := range workers {
+		ins[w] = pseudoRandom(n, uint32(w)+40, 3)
+		outs[w] = floatBuffer(t, d, make([]float32, n))
+	}
+	handles := make([]vkruntime.StorageHandle, workers)
+	for w := range workers {
+		handles[w] = floatBuffer(t, d, ins[w])
+	}
+	for w := range workers {
+		go func() {
+			for range 10 {
+				if err := d.DispatchBatch([]Op{Scale(n, float32(w)).With(handles[w], outs[w]), ReLU(n).With(outs[w], outs[w])}); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		require.NoError(t, <-errs)
+	}
+	for w := range workers {
+		want := make([]float32, n)
+		for i, x := range ins[w] {
+			want[i] = max(float32(w)*x, 0)
+		}
+		requireClose(t, want, readFloats(t, d, outs[w]), 0, fmt.Sprintf("worker %d", w))
+	}
+}
