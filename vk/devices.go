@@ -25,7 +25,6 @@ type DeviceInfo struct {
 	MemoryBudget       bool   `json:"memory_budget"`
 	RobustBufferAccess bool   `json:"robust_buffer_access"`
 	Limits             Limits `json:"limits"`
-
 }
 
 // HeapInfo is one memory heap. Budget and Usage are VK_EXT_memory_budget's
