@@ -191,7 +191,7 @@ func expectedSlicedPlacement(m *Manager, size uint64, persistent bool) *where {
 		spans := map[int][][2]uint64{}
 		for b := range p.blocks {
 			blk := &p.blocks[b]
-			if blk.size != 0 && !blk.free && p.pages[blk.page].held {
+			if blk.size != 0 && !blk.isFree() && p.pages[blk.page].held {
 				spans[int(blk.page)] = append(spans[int(blk.page)], [2]uint64{blk.offset, blk.offset + blk.size})
 			}
 		}

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -19,7 +20,7 @@ func TestInvariantCheckerCatchesCorruption(t *testing.T) {
 		"uncoalesced": func(m *Manager) {
 			p := m.pools[0].(*slicedPool)
 			for b := p.pages[0].first; b != none; b = p.blocks[b].next {
-				p.blocks[b].free = true
+				p.blocks[b].nextFree = none
 			}
 		},
 		"manager total": func(m *Manager) { m.total.BytesInUse++ },
@@ -50,4 +51,9 @@ func TestInvariantCheckerCoversEveryPoolKind(t *testing.T) {
 		}
 		require.Error(t, m.checkInvariants(), "%s", l)
 	}
+}
+
+// Slice blocks are kept at 32 bytes, two to a cache line, for the hot path.
+func TestSliceBlockSize(t *testing.T) {
+	require.Equal(t, uintptr(32), unsafe.Sizeof(sliceBlock{}))
 }

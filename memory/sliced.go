@@ -35,15 +35,21 @@ type slicedPage struct {
 	live     int32  // live slices
 }
 
+// sliceBlock is 32 bytes, two to a cache line: the free list is singly
+// linked and a used block is marked by nextFree == inUse.
 type sliceBlock struct {
-	offset, size       uint64
-	page               int32
-	prev, next         int32 // neighbours by address in the page, -1 at the ends
-	prevFree, nextFree int32 // neighbours in the page's free list, when free
-	free               bool
+	offset, size uint64
+	page         int32
+	prev, next   int32 // neighbours by address in the page, none at the ends
+	nextFree     int32 // the next free block by address, none; inUse when used
 }
 
-const none = -1
+const (
+	none  = -1
+	inUse = -2
+)
+
+func (b *sliceBlock) isFree() bool { return b.nextFree != inUse }
 
 func newSlicedPool(c poolConfig, storage vkruntime.Storage, total *Usage) *slicedPool {
 	p := &slicedPool{poolBase: poolBase{storage: storage, total: total}, pageSize: c.pageSize,
@@ -84,7 +90,7 @@ func (p *slicedPool) newBlock() int32 {
 }
 
 func (p *slicedPool) dropBlock(b int32) {
-	p.blocks[b] = sliceBlock{next: p.spare}
+	p.blocks[b] = sliceBlock{next: p.spare, nextFree: inUse}
 	p.spare = b
 }
 
@@ -127,8 +133,7 @@ func (p *slicedPool) addPage(lazy bool) (int, error) {
 		p.pages = append(p.pages, slicedPage{})
 	}
 	b := p.newBlock()
-	p.blocks[b] = sliceBlock{offset: 0, size: p.pageSize, page: int32(pi), prev: none, next: none,
-		prevFree: none, nextFree: none, free: true}
+	p.blocks[b] = sliceBlock{offset: 0, size: p.pageSize, page: int32(pi), prev: none, next: none, nextFree: none}
 	p.pages[pi] = slicedPage{devicePage: dp, held: true, first: b, freeHead: b, maxFree: p.pageSize}
 	p.held++
 	p.tree.set(pi, p.pageSize)
@@ -139,21 +144,24 @@ func (p *slicedPool) addPage(lazy bool) (int, error) {
 // holds them; the tree promised there is one.
 func (p *slicedPool) carve(pi int, size uint64) int32 {
 	pg := &p.pages[pi]
-	b := pg.freeHead
+	prevB, b := int32(none), pg.freeHead
 	for p.blocks[b].size < size {
-		b = p.blocks[b].nextFree
+		prevB, b = b, p.blocks[b].nextFree
 	}
 	old := p.blocks[b].size
 	var ref int32
 	if old == size {
 		ref = b
-		p.unlinkFree(pg, b)
-		p.blocks[b].free = false
+		if prevB == none {
+			pg.freeHead = p.blocks[b].nextFree
+		} else {
+			p.blocks[prevB].nextFree = p.blocks[b].nextFree
+		}
+		p.blocks[b].nextFree = inUse
 	} else {
 		ref = p.newBlock() // may move p.blocks
 		blk := &p.blocks[b]
-		p.blocks[ref] = sliceBlock{offset: blk.offset, size: size, page: int32(pi), prev: blk.prev, next: b,
-			prevFree: none, nextFree: none}
+		p.blocks[ref] = sliceBlock{offset: blk.offset, size: size, page: int32(pi), prev: blk.prev, next: b, nextFree: inUse}
 		if blk.prev != none {
 			p.blocks[blk.prev].next = ref
 		} else {
@@ -175,19 +183,6 @@ func (p *slicedPool) carve(pi int, size uint64) int32 {
 	return ref
 }
 
-func (p *slicedPool) unlinkFree(pg *slicedPage, b int32) {
-	blk := &p.blocks[b]
-	if blk.prevFree != none {
-		p.blocks[blk.prevFree].nextFree = blk.nextFree
-	} else {
-		pg.freeHead = blk.nextFree
-	}
-	if blk.nextFree != none {
-		p.blocks[blk.nextFree].prevFree = blk.prevFree
-	}
-	blk.prevFree, blk.nextFree = none, none
-}
-
 func (p *slicedPool) free(ref int32, requested uint64) {
 	blk := p.blocks[ref]
 	pi := int(blk.page)
@@ -195,18 +190,19 @@ func (p *slicedPool) free(ref int32, requested uint64) {
 	pg.live--
 	p.uncountAlloc(requested, blk.size)
 	prev, next := blk.prev, blk.next
-	prevFree := prev != none && p.blocks[prev].free
-	nextFree := next != none && p.blocks[next].free
+	prevFree := prev != none && p.blocks[prev].isFree()
+	nextFree := next != none && p.blocks[next].isFree()
 	merged := ref
 	switch {
 	case prevFree && nextFree:
+		// Free neighbours by address are neighbours in the free list too.
 		pb, nb := &p.blocks[prev], p.blocks[next]
 		pb.size += blk.size + nb.size
 		pb.next = nb.next
+		pb.nextFree = nb.nextFree
 		if nb.next != none {
 			p.blocks[nb.next].prev = prev
 		}
-		p.unlinkFree(pg, next)
 		p.dropBlock(ref)
 		p.dropBlock(next)
 		merged = prev
@@ -234,17 +230,12 @@ func (p *slicedPool) free(ref int32, requested uint64) {
 	default:
 		q := p.prevFreeBlock(pg, ref)
 		b := &p.blocks[ref]
-		b.free = true
-		b.prevFree = q
 		if q == none {
 			b.nextFree = pg.freeHead
 			pg.freeHead = ref
 		} else {
 			b.nextFree = p.blocks[q].nextFree
 			p.blocks[q].nextFree = ref
-		}
-		if b.nextFree != none {
-			p.blocks[b.nextFree].prevFree = ref
 		}
 	}
 	if s := p.blocks[merged].size; s > pg.maxFree {
@@ -268,7 +259,7 @@ func (p *slicedPool) prevFreeBlock(pg *slicedPage, ref int32) int32 {
 		if back == none {
 			return none
 		}
-		if p.blocks[back].free {
+		if p.blocks[back].isFree() {
 			return back
 		}
 		back = p.blocks[back].prev
@@ -334,7 +325,7 @@ func (p *slicedPool) checkInvariants() error {
 		}
 		var end, maxFree uint64
 		var liveHere int32
-		prev, prevFree := int32(none), int32(none)
+		prev, expectFree := int32(none), pg.freeHead
 		lastWasFree := false
 		for b := pg.first; b != none; b = p.blocks[b].next {
 			blk := &p.blocks[b]
@@ -348,23 +339,23 @@ func (p *slicedPool) checkInvariants() error {
 			case blk.size == 0:
 				return fmt.Errorf("sliced pool: page %d has an empty block at %d", pi, blk.offset)
 			}
-			if blk.free {
+			if blk.isFree() {
 				if lastWasFree {
 					return fmt.Errorf("sliced pool: page %d has uncoalesced free blocks at %d", pi, blk.offset)
 				}
-				if blk.prevFree != prevFree || (prevFree == none && pg.freeHead != b) || (prevFree != none && p.blocks[prevFree].nextFree != b) {
+				if expectFree != b {
 					return fmt.Errorf("sliced pool: page %d free list out of address order at %d", pi, blk.offset)
 				}
-				prevFree = b
+				expectFree = blk.nextFree
 				maxFree = max(maxFree, blk.size)
 			} else {
 				liveHere++
 			}
-			lastWasFree = blk.free
+			lastWasFree = blk.isFree()
 			end = blk.offset + blk.size
 			prev = b
 		}
-		if prevFree != none && p.blocks[prevFree].nextFree != none || prevFree == none && pg.freeHead != none {
+		if expectFree != none {
 			return fmt.Errorf("sliced pool: page %d free list has blocks that are not free", pi)
 		}
 		switch {
