@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -82,6 +83,9 @@ func TestKillMidWrite(t *testing.T) {
 		}
 		err = cmd.Wait()
 		require.Error(t, err, "round %d: the writer must have been killed", round)
+		status, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		require.True(t, ok && status.Signaled() && status.Signal() == syscall.SIGKILL,
+			"round %d: the writer must have died of SIGKILL after %d records, not %v", round, killAfter, cmd.ProcessState)
 
 		env, err := Open("killed", WithDir(dir))
 		require.NoError(t, err, "round %d: the file must open after a kill", round)
