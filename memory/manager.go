@@ -293,14 +293,14 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy bool) (int16, int32,
 		return 0, 0, fmt.Errorf("%w: asked %d B (%d B aligned), more than any pool of the layout accepts (largest %d B)",
 			vkruntime.ErrBufferTooBig, size, aligned, m.largestAccepted())
 	}
-	var capBytes, heldBytes uint64
+	var capBytes, usedBytes uint64
 	for n, i := range candidates {
 		p := m.pools[i]
 		ref, err := p.reserve(aligned, size, lazy)
 		if err == errPoolFull {
-			c, h, _ := p.capacity()
+			c, u, _ := p.capacity()
 			capBytes += c
-			heldBytes += h
+			usedBytes += u
 			continue
 		}
 		if err != nil {
@@ -315,7 +315,7 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy bool) (int16, int32,
 		}
 		return firstDynamic + i, ref, nil
 	}
-	return 0, 0, &vkruntime.CapacityError{Size: size, Capacity: capBytes, InUse: heldBytes}
+	return 0, 0, &vkruntime.CapacityError{Size: size, Capacity: capBytes, InUse: usedBytes}
 }
 
 // warnFull warns once per pool and layout about each full pool a
@@ -326,9 +326,9 @@ func (m *Manager) warnFull(full []int16, landed int, size uint64) {
 			continue
 		}
 		m.warned[j] = true
-		c, h, _ := m.pools[j].capacity()
+		c, u, _ := m.pools[j].capacity()
 		m.logger.Warn("memory: a capped pool is full and spills to the next one; the plan was short",
-			"pool", j, "capacity_bytes", c, "held_bytes", h, "bytes", size, "to_pool", landed)
+			"pool", j, "capacity_bytes", c, "used_bytes", u, "bytes", size, "to_pool", landed)
 	}
 }
 
@@ -449,13 +449,15 @@ func (m *Manager) dynamicUsage() Usage {
 // spills and the arena's reservation count. An unusable layout is
 // InvalidLayout and changes nothing. Otherwise it cleans up first, and while
 // dynamic reservations are still live it refuses with PoolsInUse, keeping
-// the old layout and every reservation. The persistent pool is untouched.
+// the old layout and every reservation. The persistent pool is untouched:
+// not cleaned, not rebuilt, its marks kept.
 func (m *Manager) Install(l Layout) error {
 	resolved, ierr := l.resolve(m.props, m.backendLimit)
 	if ierr != nil {
 		return ierr
 	}
-	m.Cleanup(true)
+	m.cleanupDynamic(true)
+	m.storage.Flush()
 	if d := m.dynamicUsage(); d.NumberAllocs != 0 {
 		return &InstallError{Kind: PoolsInUse, BytesInUse: d.BytesInUse}
 	}
@@ -473,16 +475,20 @@ func (m *Manager) Install(l Layout) error {
 // what a pool's own policy gives back (exclusive pages idle for a period,
 // direct allocations past the watermark).
 func (m *Manager) Cleanup(explicit bool) {
+	m.cleanupDynamic(explicit)
+	m.persistent.cleanup(explicit)
+	m.storage.Flush()
+	if invariantsEnabled {
+		m.mustHoldInvariants("Cleanup")
+	}
+}
+
+func (m *Manager) cleanupDynamic(explicit bool) {
 	if m.arena != nil {
 		m.arena.cleanup(explicit)
 	}
 	for _, p := range m.pools {
 		p.cleanup(explicit)
-	}
-	m.persistent.cleanup(explicit)
-	m.storage.Flush()
-	if invariantsEnabled {
-		m.mustHoldInvariants("Cleanup")
 	}
 }
 

@@ -26,9 +26,9 @@ type pool interface {
 	// pool, the offset in it and the aligned size.
 	locate(ref int32) (page int, offset, size uint64)
 	cleanup(explicit bool)
-	// capacity is the byte cap of a capped pool and the bytes it holds; ok is
-	// false for uncapped pools.
-	capacity() (capBytes, held uint64, ok bool)
+	// capacity is the byte cap of a capped pool and the bytes its live
+	// reservations occupy (padding included); ok is false for uncapped pools.
+	capacity() (capBytes, used uint64, ok bool)
 	report() PoolReport
 	base() *poolBase
 	checkInvariants() error

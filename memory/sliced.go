@@ -76,7 +76,7 @@ func (p *slicedPool) kind() SlicedKind {
 func (p *slicedPool) report() PoolReport { return p.reportWith(p.kind()) }
 
 func (p *slicedPool) capacity() (uint64, uint64, bool) {
-	return p.capPages * p.pageSize, p.held * p.pageSize, p.capPages != 0
+	return p.capPages * p.pageSize, p.usage.BytesInUse + p.usage.BytesPadding, p.capPages != 0
 }
 
 func (p *slicedPool) newBlock() int32 {
