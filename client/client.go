@@ -244,12 +244,6 @@ func (c *Client) Close() error {
 	return errors.Join(errs...)
 }
 
-func (c *Client) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
-}
-
 func (c *Client) nextBufferID() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()

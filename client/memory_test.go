@@ -68,6 +68,8 @@ func TestInstallMemoryPools(t *testing.T) {
 	require.True(t, c.Layout().Equal(direct))
 	_, err = s.Empty(ctx, 16)
 	require.ErrorIs(t, err, vkruntime.ErrDeviceLost, "a failed stream refuses work with its cause")
+	require.ErrorIs(t, s.Err(), vkruntime.ErrDeviceLost)
+	require.NoError(t, c.DefaultStream().Err(), "other streams carry on")
 	fresh, err := c.NewStream()
 	require.NoError(t, err)
 	require.True(t, fresh.Layout().Equal(direct))
@@ -132,6 +134,17 @@ func TestRecordMemory(t *testing.T) {
 
 	_, err = c.RecordMemory(ctx, "")
 	require.ErrorIs(t, err, environment.ErrInvalidRecord)
+}
+
+func TestRecordMemoryOpensDefaultEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(environment.DirEnvVar, dir)
+	c := openClient(t)
+	_, err := c.RecordMemory(context.Background(), "first record")
+	require.NoError(t, err)
+	names, err := environment.List(environment.WithDir(dir))
+	require.NoError(t, err)
+	require.Equal(t, []string{environment.DefaultName}, names, "the default environment opens at the first record")
 }
 
 func TestRecordMemoryOpensNamedEnvironment(t *testing.T) {
