@@ -90,6 +90,7 @@ func TestMalformedReportJSONIsRefused(t *testing.T) {
 		"not an object":          `[1,2]`,
 		"unit variant with data": report(pool(`{"Direct":{"x":1}}`), pool(`"Persistent"`)),
 		"truncated":              good[:len(good)-3],
+		"duplicate field":        `{"label":"x","label":"y","report":{"dynamic":[],"persistent":` + pool(`"Persistent"`) + `}}`,
 	} {
 		var r Record
 		require.Error(t, json.Unmarshal([]byte(doc), &r), name)
@@ -153,6 +154,8 @@ func TestMalformedLayoutJSONIsRefused(t *testing.T) {
 		"arena pages as a map": `{"Arena":{"pages":{"0":64},"slots":[]}}`,
 		"empty":                ``,
 		"number":               `42`,
+		"duplicate variant":    `{"Sliced":[{"page_size":4096}],"Sliced":[{"page_size":8192}]}`,
+		"duplicate pool field": `{"Sliced":[{"page_size":4096,"page_size":8192}]}`,
 	} {
 		var l Layout
 		require.Error(t, json.Unmarshal([]byte(doc), &l), name)

@@ -32,6 +32,9 @@ func decodeObject(data []byte, what string, allowed ...string) (jsonObject, erro
 	if err := json.Unmarshal(trimmed, &members); err != nil {
 		return jsonObject{}, fmt.Errorf("memory: %s: %w", what, err)
 	}
+	if dup, ok := duplicateMember(trimmed); ok {
+		return jsonObject{}, fmt.Errorf("memory: %s: field %q given twice", what, dup)
+	}
 	for name := range members {
 		if !slices.Contains(allowed, name) {
 			return jsonObject{}, fmt.Errorf("memory: %s: unknown field %q (known: %v)", what, name, allowed)
@@ -123,6 +126,9 @@ func decodeVariant(data []byte, what string) (name string, body json.RawMessage,
 	if err := json.Unmarshal(trimmed, &members); err != nil {
 		return "", nil, fmt.Errorf("memory: %s: %w", what, err)
 	}
+	if dup, ok := duplicateMember(trimmed); ok {
+		return "", nil, fmt.Errorf("memory: %s: variant %q given twice", what, dup)
+	}
 	if len(members) != 1 {
 		names := make([]string, 0, len(members))
 		for n := range members {
@@ -135,6 +141,32 @@ func decodeVariant(data []byte, what string) (name string, body json.RawMessage,
 		name, body = n, b
 	}
 	return name, body, nil
+}
+
+// duplicateMember finds a member name given twice in a JSON object that has
+// already decoded: a map would silently keep the last one.
+func duplicateMember(object []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(object))
+	if _, err := dec.Token(); err != nil {
+		return "", false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		name, _ := tok.(string)
+		if seen[name] {
+			return name, true
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
 }
 
 func unknownVariant(what, name string, known ...string) error {
