@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io/fs"
+	"os"
 	"strings"
 	"testing"
 
@@ -13,8 +15,10 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/memory"
 	"github.com/vkrt/vkrt/runtime/environment"
+	"github.com/vkrt/vkrt/vk"
 )
 
 // executeRecords runs `vkrt records args...` in-process with fresh flag
@@ -151,4 +155,37 @@ func TestRecordsErrors(t *testing.T) {
 	require.ErrorIs(t, err, environment.ErrInvalidRecord)
 	_, err = executeRecords(t, "--env", "bench", "extra-arg")
 	require.Error(t, err)
+}
+
+// TestRecordsFromClient reads back what a client recorded on a real device.
+func TestRecordsFromClient(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	ctx := context.Background()
+	c, err := client.Open(ctx, client.WithEnvironment("device"))
+	if errors.Is(err, vk.ErrNoVulkan) && os.Getenv("VKRT_REQUIRE_DEVICE") != "1" {
+		t.Skipf("no Vulkan device: %v", err)
+	}
+	require.NoError(t, err)
+	buf, err := c.Empty(ctx, 3000)
+	require.NoError(t, err)
+	rec, err := c.RecordMemory(ctx, "one buffer")
+	require.NoError(t, err)
+	want := c.MemoryReport(ctx)
+	require.NoError(t, buf.Free())
+	require.NoError(t, c.Close())
+
+	out, err := executeRecords(t, "--env", "device", "--json")
+	require.NoError(t, err)
+	var line struct {
+		ID     int64         `json:"id"`
+		Record memory.Record `json:"record"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &line), out)
+	require.Equal(t, rec.ID, line.ID)
+	require.Equal(t, memory.Record{Label: "one buffer", Report: want}, line.Record)
+
+	out, err = executeRecords(t, "--env", "device")
+	require.NoError(t, err)
+	require.Contains(t, out, "one buffer")
+	require.Contains(t, out, memory.FormatBytes(3000))
 }
