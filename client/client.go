@@ -122,6 +122,11 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	props := dev.Properties()
+	if limit := dev.Storage().Limit(); limit > 0 && limit < props.MemorySize {
+		// The pools can never hold more than the limit: size the presets'
+		// pages by it, not by the heap.
+		props.MemorySize = limit
+	}
 	if err := c.layout.Validate(props); err != nil {
 		dev.Close()
 		return nil, fmt.Errorf("client: initial layout %v: %w", c.layout, err)
@@ -150,7 +155,8 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 // Device is the client's Vulkan device.
 func (c *Client) Device() *vk.Device { return c.dev }
 
-// Properties are the device facts the pools size themselves by.
+// Properties are the device facts the pools size themselves by; with a
+// memory limit, MemorySize is the limit.
 func (c *Client) Properties() vkruntime.DeviceProperties { return c.props }
 
 // DefaultStream is the stream Client methods use when the context names none.

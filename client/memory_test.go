@@ -216,6 +216,7 @@ func TestOutOfMemory(t *testing.T) {
 	require.Equal(t, uint64(10<<20), storage.Allocated(), "the failed request holds nothing")
 
 	// A capped pool that is full is retried and reported the same way.
+
 	capped := memory.SlicedLayout(memory.SlicedPool{PageSize: 1 << 20, Pages: u64(1)})
 	s, err := c.newStream(&capped)
 	require.NoError(t, err)
@@ -225,4 +226,21 @@ func TestOutOfMemory(t *testing.T) {
 	require.ErrorIs(t, err, vkruntime.ErrPoolCapacityExceeded)
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, uint64(600<<10), ae.Size)
+}
+
+func TestMemoryLimitSizesPresets(t *testing.T) {
+	// The default preset's pages are sized by the limit, not the heap, so a
+	// buffer well under the limit fits.
+	ctx := context.Background()
+	c := openClient(t, WithMemoryLimit(8<<20))
+	require.Equal(t, uint64(8<<20), c.Properties().MemorySize)
+	for _, p := range c.MemoryReport(ctx).Dynamic {
+		if k, ok := p.Kind.(memory.SlicedKind); ok {
+			require.LessOrEqual(t, k.PageSize, uint64(8<<20))
+		}
+	}
+	b, err := c.Empty(ctx, 3<<20)
+	require.NoError(t, err)
+	require.NoError(t, b.Free())
+	require.LessOrEqual(t, c.Device().Storage().Allocated(), uint64(8<<20))
 }
