@@ -109,15 +109,8 @@ func (p *arenaPool) place(k uint64, size, requested uint64, lazy bool) (ref int3
 	}
 	pg.ranges.ReplaceOrInsert(arenaRange{offset: slot.Offset, end: end})
 	pg.live++
-	r := arenaRef{page: slot.Page, offset: slot.Offset, size: size}
-	if n := len(p.spare); n > 0 {
-		ref = p.spare[n-1]
-		p.spare = p.spare[:n-1]
-		p.refs[ref] = r
-	} else {
-		p.refs = append(p.refs, r)
-		ref = int32(len(p.refs) - 1)
-	}
+	ref = takeSlot(&p.refs, &p.spare)
+	p.refs[ref] = arenaRef{page: slot.Page, offset: slot.Offset, size: size}
 	p.countAlloc(requested, size)
 	return ref, true, nil
 }
@@ -194,12 +187,5 @@ func (p *arenaPool) checkInvariants() error {
 		}
 		live += uint64(n)
 	}
-	switch {
-	case held != p.pageCount || unmapped != p.pagesUnmapped || reserved != p.usage.BytesReserved:
-		return fmt.Errorf("arena: %d pages (%d unmapped, %d B) held, recorded %d (%d, %d B)",
-			held, unmapped, reserved, p.pageCount, p.pagesUnmapped, p.usage.BytesReserved)
-	case live != p.usage.NumberAllocs:
-		return fmt.Errorf("arena: %d live ranges, usage says %d", live, p.usage.NumberAllocs)
-	}
-	return nil
+	return p.checkCounts("arena", held, unmapped, reserved, live)
 }

@@ -68,13 +68,7 @@ func (p *directPool) reserve(size, requested uint64, lazy bool) (int32, error) {
 		if err != nil {
 			return 0, err
 		}
-		if n := len(p.spare); n > 0 {
-			ref = p.spare[n-1]
-			p.spare = p.spare[:n-1]
-		} else {
-			p.entries = append(p.entries, directEntry{})
-			ref = int32(len(p.entries) - 1)
-		}
+		ref = takeSlot(&p.entries, &p.spare)
 		p.entries[ref] = directEntry{devicePage: dp, held: true}
 	}
 	p.entries[ref].inUse = true
@@ -181,25 +175,17 @@ func (p *directPool) resolve(ref int32) (vkruntime.StorageHandle, error) {
 func (p *directPool) locate(ref int32) (int, uint64, uint64) { return int(ref), 0, p.entries[ref].size }
 
 func (p *directPool) checkInvariants() error {
-	var held, unmapped, inUse, reserved, live uint64
-	cached := 0
+	var t pageTally
+	var live uint64
 	for i := range p.entries {
-		e := &p.entries[i]
-		if !e.held {
-			continue
-		}
-		held++
-		reserved += e.size
-		if !e.mapped {
-			unmapped++
-		}
-		if e.inUse {
-			inUse++
-			live += e.size
-		} else {
-			cached++
+		if e := &p.entries[i]; e.held {
+			t.add(&e.devicePage, e.inUse)
+			if e.inUse {
+				live += e.size
+			}
 		}
 	}
+	inUse, cached := t.inUse, int(t.idle)
 	n := 0
 	for r := p.oldest; r != none; r = p.entries[r].cacheNewer {
 		if p.entries[r].inUse || !p.entries[r].held {
@@ -216,11 +202,11 @@ func (p *directPool) checkInvariants() error {
 			m++
 		}
 	}
+	if err := p.checkCounts("direct pool", t.held, t.unmapped, t.reserved, inUse); err != nil {
+		return err
+	}
 	switch {
-	case held != p.pageCount || unmapped != p.pagesUnmapped || reserved != p.usage.BytesReserved:
-		return fmt.Errorf("direct pool: %d allocations (%d unmapped, %d B) held, recorded %d (%d, %d B)",
-			held, unmapped, reserved, p.pageCount, p.pagesUnmapped, p.usage.BytesReserved)
-	case inUse != p.usage.NumberAllocs || live != p.live:
+	case live != p.live:
 		return fmt.Errorf("direct pool: %d allocations of %d B in use, recorded %d of %d B", inUse, live, p.usage.NumberAllocs, p.live)
 	case n != cached || m != cached:
 		return fmt.Errorf("direct pool: %d cached allocations, cache lists hold %d and %d", cached, n, m)

@@ -60,13 +60,7 @@ func (p *exclusivePool) reserve(size, requested uint64, lazy bool) (int32, error
 		if err != nil {
 			return 0, err
 		}
-		if n := len(p.spare); n > 0 {
-			ref = p.spare[n-1]
-			p.spare = p.spare[:n-1]
-		} else {
-			p.pages = append(p.pages, exclusivePage{})
-			ref = int32(len(p.pages) - 1)
-		}
+		ref = takeSlot(&p.pages, &p.spare)
 		p.pages[ref] = exclusivePage{devicePage: dp, held: true}
 	}
 	pg := &p.pages[ref]
@@ -125,31 +119,17 @@ func (p *exclusivePool) locate(ref int32) (int, uint64, uint64) {
 }
 
 func (p *exclusivePool) checkInvariants() error {
-	var held, unmapped, live, reserved uint64
-	free := 0
+	var t pageTally
 	for i := range p.pages {
-		pg := &p.pages[i]
-		if !pg.held {
-			continue
-		}
-		held++
-		reserved += pg.size
-		if !pg.mapped {
-			unmapped++
-		}
-		if pg.inUse {
-			live++
-		} else {
-			free++
+		if pg := &p.pages[i]; pg.held {
+			t.add(&pg.devicePage, pg.inUse)
 		}
 	}
-	switch {
-	case held != p.pageCount || unmapped != p.pagesUnmapped || reserved != p.usage.BytesReserved:
-		return fmt.Errorf("exclusive pool: %d pages (%d unmapped, %d B) held, recorded %d (%d, %d B)",
-			held, unmapped, reserved, p.pageCount, p.pagesUnmapped, p.usage.BytesReserved)
-	case live != p.usage.NumberAllocs:
-		return fmt.Errorf("exclusive pool: %d pages in use, usage says %d allocations", live, p.usage.NumberAllocs)
-	case free != len(p.freeBySz) || !slices.IsSortedFunc(p.freeBySz, p.compare):
+	if err := p.checkCounts("exclusive pool", t.held, t.unmapped, t.reserved, t.inUse); err != nil {
+		return err
+	}
+	free := int(t.idle)
+	if free != len(p.freeBySz) || !slices.IsSortedFunc(p.freeBySz, p.compare) {
 		return fmt.Errorf("exclusive pool: %d free pages but the size index has %d or is unsorted", free, len(p.freeBySz))
 	}
 	for _, ref := range p.freeBySz {

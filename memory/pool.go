@@ -2,6 +2,7 @@ package memory
 
 import (
 	"errors"
+	"fmt"
 
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -118,6 +119,47 @@ func (b *poolBase) uncountAlloc(requested, occupied uint64) {
 	b.total.NumberAllocs--
 	b.total.BytesInUse -= requested
 	b.total.BytesPadding -= occupied - requested
+}
+
+// takeSlot reuses a spare slot of a slab, or appends one.
+func takeSlot[T any](slab *[]T, spare *[]int32) int32 {
+	if n := len(*spare); n > 0 {
+		ref := (*spare)[n-1]
+		*spare = (*spare)[:n-1]
+		return ref
+	}
+	var zero T
+	*slab = append(*slab, zero)
+	return int32(len(*slab) - 1)
+}
+
+// pageTally counts a pool's pages for its invariant check.
+type pageTally struct{ held, unmapped, reserved, inUse, idle uint64 }
+
+func (t *pageTally) add(pg *devicePage, inUse bool) {
+	t.held++
+	t.reserved += pg.size
+	if !pg.mapped {
+		t.unmapped++
+	}
+	if inUse {
+		t.inUse++
+	} else {
+		t.idle++
+	}
+}
+
+// checkCounts compares what a pool's invariant check counted with the
+// counters it keeps.
+func (b *poolBase) checkCounts(what string, held, unmapped, reserved, live uint64) error {
+	switch {
+	case held != b.pageCount || unmapped != b.pagesUnmapped || reserved != b.usage.BytesReserved:
+		return fmt.Errorf("%s: %d pages (%d unmapped, %d B) held, recorded %d (%d, %d B)",
+			what, held, unmapped, reserved, b.pageCount, b.pagesUnmapped, b.usage.BytesReserved)
+	case live != b.usage.NumberAllocs:
+		return fmt.Errorf("%s: %d live reservations, usage says %d", what, live, b.usage.NumberAllocs)
+	}
+	return nil
 }
 
 func (b *poolBase) reportWith(kind PoolKind) PoolReport {
