@@ -84,11 +84,13 @@ type ArenaPlan struct {
 }
 
 // SubSlicesLayout is the default layout. Derived from DeviceProperties:
-// sliced pools with pages of 1 MiB, 8 MiB, 64 MiB, … (×8, clamped to
-// MaxPageSize, the last one exactly MaxPageSize), each serving slices up to an
-// eighth of its page (and, uncapped, single allocations within 20 % of a
-// page), then one exclusive pool for everything larger, up to the device's
-// memory size.
+// sliced pools with pages of 2 MiB, 8 MiB, 32 MiB, … (×4, up to MaxPageSize
+// or 256 MiB, whichever is less; the last page is exactly that bound), each
+// serving slices up to a quarter of its page (and, uncapped, single
+// allocations within 20 % of a page), then one exclusive pool for everything
+// larger, up to the device's memory size. With a MaxPageSize of 4 GiB the
+// pages are 2, 8, 32, 128 and 256 MiB; with 128 MiB (lavapipe's largest
+// storage buffer) 2, 8, 32 and 128 MiB.
 func SubSlicesLayout() Layout { return Layout{kind: LayoutSubSlices} }
 
 // ExclusivePagesLayout is one exclusive pool per size bucket: buckets end at

@@ -132,25 +132,34 @@ func TestSubSlicesPreset(t *testing.T) {
 	m, err := NewManager(newFakeStorage(), props, SubSlicesLayout())
 	require.NoError(t, err)
 	r := m.Report()
-	// A ladder growing ×8 from 1 MiB to MaxPageSize, each pool serving up
-	// to an eighth of its page, then one exclusive pool.
-	var pages []uint64
-	for _, p := range r.Dynamic[:len(r.Dynamic)-1] {
-		k := p.Kind.(SlicedKind)
-		require.Nil(t, k.MaxPoolSize)
-		require.Equal(t, k.PageSize/8, k.MaxSliceSize)
-		pages = append(pages, k.PageSize)
+	// A ladder growing ×4 from 2 MiB to MaxPageSize, each pool serving up
+	// to a quarter of its page, then one exclusive pool.
+	pagesOf := func(r Report) []uint64 {
+		var pages []uint64
+		for _, p := range r.Dynamic[:len(r.Dynamic)-1] {
+			k := p.Kind.(SlicedKind)
+			require.Nil(t, k.MaxPoolSize)
+			require.Equal(t, k.PageSize/4, k.MaxSliceSize)
+			pages = append(pages, k.PageSize)
+		}
+		return pages
 	}
-	require.Equal(t, []uint64{1 << 20, 8 << 20, 64 << 20, 128 << 20}, pages)
+	require.Equal(t, []uint64{2 << 20, 8 << 20, 32 << 20, 128 << 20}, pagesOf(r))
 	_, ok := r.Dynamic[len(r.Dynamic)-1].Kind.(ExclusiveKind)
 	require.True(t, ok)
+
+	// Pages stop at 256 MiB however large the device allows.
+	props.MaxPageSize = 4 << 30
+	m, err = NewManager(newFakeStorage(), props, SubSlicesLayout())
+	require.NoError(t, err)
+	require.Equal(t, []uint64{2 << 20, 8 << 20, 32 << 20, 128 << 20, 256 << 20}, pagesOf(m.Report()))
 
 	// Small devices get a single page size.
 	small := vkruntime.DeviceProperties{Alignment: 16, MaxPageSize: 4096}
 	m, err = NewManager(newFakeStorage(), small, SubSlicesLayout())
 	require.NoError(t, err)
 	require.Len(t, m.Report().Dynamic, 2)
-	require.Equal(t, SlicedKind{PageSize: 4096, MaxSliceSize: 512}, m.Report().Dynamic[0].Kind)
+	require.Equal(t, SlicedKind{PageSize: 4096, MaxSliceSize: 1024}, m.Report().Dynamic[0].Kind)
 }
 
 func TestExclusivePagesPreset(t *testing.T) {

@@ -18,12 +18,16 @@ const (
 	// maxPoolPages bounds a pool's page cap and an arena's page count.
 	maxPoolPages = 65535
 	// subSlicesBasePage is the page of the first SubSlices pool.
-	subSlicesBasePage = 1 << 20
+	subSlicesBasePage = 2 << 20
+	// subSlicesTopPage bounds the largest SubSlices page whatever the
+	// device allows: on the shipped model traces, pages past it leave more
+	// memory stranded in half-used pages than they save in driver calls.
+	subSlicesTopPage = 256 << 20
 	// subSlicesPageGrowth is the ratio of one SubSlices page to the previous.
-	subSlicesPageGrowth = 8
-	// subSlicesSliceDivisor: a SubSlices pool serves slices up to page/8, so
-	// a page holds at least eight of its largest slices.
-	subSlicesSliceDivisor = 8
+	subSlicesPageGrowth = 4
+	// subSlicesSliceDivisor: a SubSlices pool serves slices up to page/4, so
+	// a page holds at least four of its largest slices.
+	subSlicesSliceDivisor = 4
 	// exclusiveFirstBucket and exclusiveBucketGrowth space the
 	// ExclusivePages buckets: 4 KiB, 16 KiB, 64 KiB, …
 	exclusiveFirstBucket  = 4 << 10
@@ -196,11 +200,11 @@ func resolveArena(plan ArenaPlan, p vkruntime.DeviceProperties, backendLimit uin
 	return resolvedLayout{arena: cfg, pools: pools}, nil
 }
 
-// subSlicesPools is the SubSlices preset: sliced pools with pages growing ×8
-// from 1 MiB up to MaxPageSize (each serving up to an eighth of its page),
-// then an exclusive pool for the rest.
+// subSlicesPools is the SubSlices preset: sliced pools with pages growing ×4
+// from 2 MiB up to MaxPageSize or 256 MiB, whichever is less (each serving
+// up to a quarter of its page), then an exclusive pool for the rest.
 func subSlicesPools(p vkruntime.DeviceProperties, backendLimit uint64) []poolConfig {
-	top := min(p.MaxPageSize, backendLimit&^(p.Alignment-1), heapLimit(p))
+	top := min(p.MaxPageSize, backendLimit&^(p.Alignment-1), heapLimit(p), subSlicesTopPage)
 	top = max(top, p.Alignment)
 	var pools []poolConfig
 	page := min(uint64(subSlicesBasePage), top)
