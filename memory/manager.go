@@ -236,6 +236,23 @@ func (m *Manager) Reserve(size uint64, mapping Mapping) (Handle, error) {
 		return Handle{}, fmt.Errorf("%w: asked %d B, which overflows when aligned to %d B", vkruntime.ErrBufferTooBig, size, m.props.Alignment)
 	}
 	lazy := mapping == Lazy
+	if m.window == 0 && m.arena == nil {
+		// The common case, kept short: the first accepting pool is sliced
+		// and has room.
+		if r := m.routeOf(aligned); r.sliced != nil {
+			ref, err := r.sliced.reserve(aligned, size, lazy)
+			if err == nil {
+				m.ordinal++
+				if invariantsEnabled {
+					defer m.mustHoldInvariants("Reserve")
+				}
+				return m.record(firstDynamic+r.pools[0], ref, size), nil
+			}
+			if err != errPoolFull {
+				return Handle{}, fmt.Errorf("memory: reserve %d B: %w", size, err)
+			}
+		}
+	}
 	var (
 		poolIdx int16
 		ref     int32
@@ -370,7 +387,11 @@ func (m *Manager) lookup(h Handle, op string) (*reservation, error) {
 			return r, nil
 		}
 	}
-	return nil, fmt.Errorf("%w: %s of %v: it is not a live reservation of this manager (%d live)",
+	return nil, m.notFound(h, op)
+}
+
+func (m *Manager) notFound(h Handle, op string) error {
+	return fmt.Errorf("%w: %s of %v: it is not a live reservation of this manager (%d live)",
 		vkruntime.ErrNotFound, op, h, m.total.NumberAllocs)
 }
 
@@ -379,9 +400,12 @@ func (m *Manager) poolOf(r *reservation) pool { return m.all[r.pool] }
 // Free releases a reservation. A stale or unknown handle is ErrNotFound and
 // changes nothing.
 func (m *Manager) Free(h Handle) error {
-	r, err := m.lookup(h, "free")
-	if err != nil {
-		return err
+	if int(h.slot) >= len(m.reservations) {
+		return m.notFound(h, "free")
+	}
+	r := &m.reservations[h.slot]
+	if !r.live || r.gen != h.gen {
+		return m.notFound(h, "free")
 	}
 	m.poolOf(r).free(r.ref, r.requested)
 	r.live = false
