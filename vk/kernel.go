@@ -160,9 +160,30 @@ var catalogue = []Kernel{
 			return nil
 		},
 	},
+	{
+		Name:      "transpose",
+		Doc:       "out = transpose(x) for a rows x cols row-major x, out cols x rows (not overlapping x); 32 x 32 tiles through shared memory",
+		Bindings:  []Binding{in("x"), out("out")},
+		Push:      []PushField{u32("rows", 0), u32("cols", 4)},
+		WorkGroup: [3]uint32{256, 1, 1},
+		Grid:      "any of at least one work group; Transpose(rows, cols) gives one per 32 x 32 tile, up to 65535 in x and y (the kernel loops with the grid's stride)",
+		need: func(p pushValues, _ [3]uint32) []uint64 {
+			n := words(product(p.u32(0), p.u32(1)))
+			return []uint64{n, n}
+		},
+		checkGrid: func(p pushValues, grid [3]uint32) error {
+			if p.u32(0) > 0 && p.u32(1) > 0 && (grid[0] == 0 || grid[1] == 0) {
+				return fmt.Errorf("grid %v runs no work group over the %d x %d input", grid, p.u32(0), p.u32(1))
+			}
+			return nil
+		},
+	},
 }
 
 const matmulTile = 128
+
+// transposeTile is the side of the square tile a transpose work group moves.
+const transposeTile = 32
 
 // Kernels is the catalogue of compute kernels, sorted by name.
 func Kernels() []Kernel {
@@ -442,4 +463,12 @@ func ReduceSum(n uint32) Launch {
 func MatMul(m, n, k uint32) Launch {
 	grid := [3]uint32{(n + matmulTile - 1) / matmulTile, (m + matmulTile - 1) / matmulTile, 1}
 	return Launch{Kernel: mustKernel("matmul"), Grid: grid, Push: pack(m, n, k)}
+}
+
+// Transpose is out = transpose(x) for x rows x cols, row-major; out is
+// cols x rows and must not overlap x. Bindings: x, out.
+func Transpose(rows, cols uint32) Launch {
+	tiles := func(n uint32) uint32 { return min(n/transposeTile+min(n%transposeTile, 1), portableGroups) }
+	grid := [3]uint32{tiles(cols), tiles(rows), 1}
+	return Launch{Kernel: mustKernel("transpose"), Grid: grid, Push: pack(rows, cols)}
 }
