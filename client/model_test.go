@@ -77,13 +77,10 @@ func (g *graph) addBias(x, bias, ones matrix) matrix {
 	return g.add(x, g.matmul(ones, bias))
 }
 
-// transpose multiplies x, read as one row of rows*cols values, by the
-// permutation that sends element (r, c) to (c, r): the result, read as
-// cols x rows, is x transposed.
-func (g *graph) transpose(x, perm matrix) matrix {
-	flat := matrix{x.buf, 1, x.rows * x.cols}
-	t := g.matmul(flat, perm)
-	return matrix{t.buf, x.cols, x.rows}
+func (g *graph) transpose(x matrix) matrix {
+	out := g.empty(x.cols, x.rows)
+	g.run(vk.Transpose(uint32(x.rows), uint32(x.cols)), x.buf, out.buf)
+	return out
 }
 
 func (g *graph) read(m matrix) []float32 {
@@ -123,16 +120,6 @@ func constant(n int, v float32) []float32 {
 		out[i] = v
 	}
 	return out
-}
-
-func permutation(rows, cols int) []float32 {
-	p := make([]float32, rows*cols*rows*cols)
-	for r := range rows {
-		for c := range cols {
-			p[(r*cols+c)*rows*cols+c*rows+r] = 1
-		}
-	}
-	return p
 }
 
 // The CPU reference, in float64.
@@ -305,7 +292,6 @@ func (b *block) forward(ctx context.Context, c *Client) ([]float32, error) {
 	s, d, f := b.seq, b.dim, b.ff
 	x := g.upload(s, d, b.x)
 	ones := g.upload(s, 1, constant(s, 1))
-	perm := g.upload(s*d, s*d, permutation(s, d))
 	layerNorm := func(in matrix, gamma, beta []float32) matrix {
 		out := g.empty(s, d)
 		g.run(vk.LayerNorm(uint32(s), uint32(d), lnEps), in.buf, g.upload(1, d, gamma).buf, g.upload(1, d, beta).buf, out.buf)
@@ -316,7 +302,7 @@ func (b *block) forward(ctx context.Context, c *Client) ([]float32, error) {
 	k := g.matmul(h, g.upload(d, d, b.wk))
 	v := g.matmul(h, g.upload(d, d, b.wv))
 	scores := g.empty(s, s)
-	g.run(vk.Scale(uint32(s*s), float32(1/math.Sqrt(float64(d)))), g.matmul(q, g.transpose(k, perm)).buf, scores.buf)
+	g.run(vk.Scale(uint32(s*s), float32(1/math.Sqrt(float64(d)))), g.matmul(q, g.transpose(k)).buf, scores.buf)
 	attn := g.empty(s, s)
 	g.run(vk.Softmax(uint32(s), uint32(s)), scores.buf, attn.buf)
 	x1 := g.add(x, g.matmul(g.matmul(attn, v), g.upload(d, d, b.wo)))
