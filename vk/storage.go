@@ -8,6 +8,7 @@ import (
 
 	vulkan "github.com/vulkan-go/vulkan"
 
+	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
@@ -27,7 +28,10 @@ type Storage struct {
 	limit       uint64 // 0: none
 }
 
-var _ vkruntime.Storage = (*Storage)(nil)
+var (
+	_ vkruntime.Storage        = (*Storage)(nil)
+	_ memory.AllocationLimiter = (*Storage)(nil)
+)
 
 type page struct {
 	id       vkruntime.StorageID
@@ -57,6 +61,15 @@ func (s *Storage) Allocations() int {
 
 // Limit is the storage's memory limit in bytes, 0 for none.
 func (s *Storage) Limit() uint64 { return s.limit }
+
+// MaxAllocationSize is the largest page the pools should ask for: what one
+// storage-buffer binding may cover (maxStorageBufferRange), rounded down to
+// the alignment. A page past it could be allocated but never bound whole to
+// a kernel, so the pools refuse such a buffer when it is asked for
+// (runtime.ErrBufferTooBig) rather than at its first launch.
+func (s *Storage) MaxAllocationSize() uint64 {
+	return s.dev.Properties().MaxPageSize
+}
 
 // Alloc makes one device allocation of size bytes. A size the heap, the
 // storage's limit or the driver cannot serve is a *runtime.OutOfMemoryError.
