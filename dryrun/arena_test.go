@@ -65,7 +65,11 @@ func randomLifetimes(rng *rand.Rand, n int, maxSize uint64) []Lifetime {
 
 func TestAssignArenaRandomStreamsAreSound(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for round := range 200 {
+	rounds := 200
+	if quick() {
+		rounds = 40
+	}
+	for round := range rounds {
 		n := 1 + rng.IntN(300)
 		maxSize := uint64(16 << rng.IntN(12))
 		limit := uint64(16 << rng.IntN(14))
@@ -113,7 +117,7 @@ func TestAssignArenaRejectsBadLifetimes(t *testing.T) {
 }
 
 func TestAssignArenaShippedTraces(t *testing.T) {
-	for _, path := range sharedTraces(t) {
+	for _, path := range plannedTraces(t) {
 		tr, err := ReadTraceFile(path)
 		require.NoError(t, err)
 		lifetimes := Lifetimes(tr, 16)

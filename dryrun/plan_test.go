@@ -37,14 +37,13 @@ func plannedRatioBound(trace string) float64 {
 
 func TestStrongPlanBeatsPyTorchOnShippedTraces(t *testing.T) {
 	for _, path := range sharedTraces(t) {
+		_, ok := pytorchPeers[TraceName(path)]
+		require.True(t, ok, "no PyTorch figures for %s", path)
+	}
+	for _, path := range plannedTraces(t) {
 		tr, err := ReadTraceFile(path)
 		require.NoError(t, err)
-		peer, ok := pytorchPeers[tr.Name]
-		require.True(t, ok, "no PyTorch figures for %s", tr.Name)
-		if raceEnabled && tr.Allocations > longStream {
-			t.Logf("%s: left to the run without the race detector", tr.Name)
-			continue
-		}
+		peer := pytorchPeers[tr.Name]
 		pr, err := PlanTrace(tr, memory.SubSlicesLayout(), PlanOptions{Strength: Strong})
 		require.NoError(t, err)
 		p := pr.Plan
@@ -64,8 +63,8 @@ func TestStrongPlanBeatsPyTorchOnShippedTraces(t *testing.T) {
 func generatedStreams() []*Trace {
 	var out []*Trace
 	seeds := uint64(6)
-	if raceEnabled {
-		seeds = 3
+	if quick() {
+		seeds = 2
 	}
 	for _, shape := range Shapes() {
 		for seed := range seeds {
@@ -94,7 +93,12 @@ func TestStrongPlanOnGeneratedStreams(t *testing.T) {
 }
 
 func TestBasicPlanFitsItsOwnStream(t *testing.T) {
-	traces := []*Trace{readShipped(t, "resnet50_train"), readShipped(t, "gpt2_train"), readShipped(t, "bert_dynamic")}
+	var traces []*Trace
+	for _, path := range plannedTraces(t) {
+		tr, err := ReadTraceFile(path)
+		require.NoError(t, err)
+		traces = append(traces, tr)
+	}
 	for _, tr := range append(traces, generatedStreams()...) {
 		for _, measured := range []memory.Layout{memory.SubSlicesLayout(), memory.ExclusivePagesLayout()} {
 			pr, err := PlanTrace(tr, measured, PlanOptions{Strength: Basic})

@@ -2,6 +2,5 @@
 
 package dryrun
 
-// raceEnabled: the race detector slows planning about tenfold, so the
-// longest stream is left to the plain test run.
+// raceEnabled: the race detector slows planning about tenfold (see quick).
 const raceEnabled = true

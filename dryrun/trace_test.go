@@ -19,6 +19,19 @@ func sharedTraces(t testing.TB) []string {
 	return paths
 }
 
+// quick is true under -short or the race detector, which slows planning
+// about tenfold: whole-trace tests then plan the smallest shipped trace
+// only, and the plain run covers the rest.
+func quick() bool { return testing.Short() || raceEnabled }
+
+// plannedTraces are the shipped traces the planning tests plan.
+func plannedTraces(t testing.TB) []string {
+	if quick() {
+		return []string{"../testdata/traces/resnet50_train.trace.gz"}
+	}
+	return sharedTraces(t)
+}
+
 func TestReadTracePlainAndGzipAgree(t *testing.T) {
 	text := "a 7 100 0\n\n# a comment\na 3 2048 1\r\nf 7\n  a\t9 16 0\nf 3\n"
 	plain, err := ReadTrace("plain", strings.NewReader(text))
