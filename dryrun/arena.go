@@ -334,9 +334,9 @@ func (b *arenaBuilder) placeAt(id int32, page uint32, offset uint64) {
 	}
 	if b.trial != nil {
 		b.trial.ids = append(b.trial.ids, id)
-		b.tree.insertLogged(l.Start, l.End, id, &b.trial.nodes)
+		b.tree.insert(l.Start, l.End, id, &b.trial.nodes)
 	} else {
-		b.tree.insert(l.Start, l.End, id)
+		b.tree.insert(l.Start, l.End, id, nil)
 	}
 }
 
@@ -537,36 +537,24 @@ func newStabTree(n int) *stabTree {
 	return &stabTree{size: size, nodes: make([][]int32, 2*size)}
 }
 
-// insert stores id over [lo, hi).
-func (t *stabTree) insert(lo, hi, id int32) {
+// insert stores id over [lo, hi); with a log, it records the nodes it
+// appends to, so a trial can take the insertion back.
+func (t *stabTree) insert(lo, hi, id int32, log *[]int) {
 	l, r := int(lo)+t.size, int(hi)+t.size
 	for l < r {
 		if l&1 == 1 {
 			t.nodes[l] = append(t.nodes[l], id)
+			if log != nil {
+				*log = append(*log, l)
+			}
 			l++
 		}
 		if r&1 == 1 {
 			r--
 			t.nodes[r] = append(t.nodes[r], id)
-		}
-		l /= 2
-		r /= 2
-	}
-}
-
-// insertLogged is insert, recording the nodes it appends to.
-func (t *stabTree) insertLogged(lo, hi, id int32, log *[]int) {
-	l, r := int(lo)+t.size, int(hi)+t.size
-	for l < r {
-		if l&1 == 1 {
-			t.nodes[l] = append(t.nodes[l], id)
-			*log = append(*log, l)
-			l++
-		}
-		if r&1 == 1 {
-			r--
-			t.nodes[r] = append(t.nodes[r], id)
-			*log = append(*log, r)
+			if log != nil {
+				*log = append(*log, r)
+			}
 		}
 		l /= 2
 		r /= 2
