@@ -112,6 +112,9 @@ const (
 	// of the stream first, largest first, then the others in the order they
 	// were made.
 	LongThenStart
+	// LongThenSize places the allocations living longer than a quarter of
+	// the stream first, then the others; largest first in both groups.
+	LongThenSize
 )
 
 // AssignArena places every allocation at the lowest (or tightest) hole of the
@@ -131,17 +134,20 @@ func AssignArena(lifetimes []Lifetime, pageLimit uint64, s Strategy) (Assignment
 
 // placementOrder sorts the allocation indices the way order says.
 func placementOrder(lifetimes []Lifetime, ids []int32, order AssignOrder) []int32 {
-	if order == LongThenStart {
+	if order == LongThenStart || order == LongThenSize {
+		minLife, restOrder := int32(len(lifetimes)/16), ByStart
+		if order == LongThenSize {
+			minLife, restOrder = int32(len(lifetimes)/4), BySize
+		}
 		long, rest := []int32{}, []int32{}
 		for _, id := range ids {
-			if l := lifetimes[id]; l.End-l.Start >= int32(len(lifetimes)/16) {
+			if l := lifetimes[id]; l.End-l.Start >= minLife {
 				long = append(long, id)
 			} else {
 				rest = append(rest, id)
 			}
 		}
-		slices.Sort(rest)
-		return append(placementOrder(lifetimes, long, BySize), rest...)
+		return append(placementOrder(lifetimes, long, BySize), placementOrder(lifetimes, rest, restOrder)...)
 	}
 	key := func(l Lifetime) uint64 {
 		if order == ByArea {
@@ -379,6 +385,8 @@ func (o AssignOrder) String() string {
 		return "by size then start"
 	case LongThenStart:
 		return "long-lived first, then by start"
+	case LongThenSize:
+		return "long-lived first, then by size"
 	}
 	return fmt.Sprintf("AssignOrder(%d)", int(o))
 }
@@ -395,6 +403,7 @@ var planStrategies = []Strategy{
 	{Order: ByStart, BestFit: true},
 	{Order: LongThenStart, Lookahead: 16},
 	{Order: BySizeThenStart},
+	{Order: LongThenSize},
 	{Order: ByLifetime},
 }
 
