@@ -94,11 +94,10 @@ type AssignOrder int
 const (
 	// BySize places the largest allocations first.
 	BySize AssignOrder = iota
-	// ByArea places the allocations with the largest size × lifetime first.
-	ByArea
-	// ByStart places allocations in the order they were made: with sizes
-	// rounded to classes, a chain of slightly growing buffers (a KV cache
-	// rebuilt each token) rotates through the same slots.
+	// ByStart places allocations in the order they were made, like an
+	// allocator that knows when each will be freed: a chain of slightly
+	// growing buffers (a KV cache rebuilt each token) walks through the
+	// holes its predecessors leave.
 	ByStart
 	// ByLifetime places the longest-lived allocations first, so weights and
 	// optimizer state pack at the bottom of the pages and the short-lived
@@ -117,11 +116,12 @@ const (
 	LongThenSize
 )
 
-// AssignArena places every allocation at the lowest (or tightest) hole of the
-// first page where it collides with no already placed allocation that
-// overlaps it in time, taking allocations in the strategy's order. Pages hold at most pageLimit
-// bytes; an allocation larger than that opens a page of its own size (which
-// later allocations may share). Page sizes are the highest end placed in them.
+// AssignArena places every allocation at the lowest (or tightest) hole of
+// the first page where it collides with no already placed allocation that
+// overlaps it in time, taking allocations in the strategy's order. Pages hold
+// at most pageLimit bytes; an allocation larger than that opens a page of its
+// own size (which later allocations may share). Page sizes are the highest
+// end placed in them.
 //
 // Cost: for each allocation, the placed allocations live at its start plus
 // those starting during its lifetime — no quadratic scan over the stream.
@@ -149,12 +149,6 @@ func placementOrder(lifetimes []Lifetime, ids []int32, order AssignOrder) []int3
 		}
 		return append(placementOrder(lifetimes, long, BySize), placementOrder(lifetimes, rest, restOrder)...)
 	}
-	key := func(l Lifetime) uint64 {
-		if order == ByArea {
-			return l.Size * uint64(l.End-l.Start)
-		}
-		return l.Size
-	}
 	slices.SortFunc(ids, func(a, b int32) int {
 		la, lb := lifetimes[a], lifetimes[b]
 		switch order {
@@ -165,7 +159,7 @@ func placementOrder(lifetimes []Lifetime, ids []int32, order AssignOrder) []int3
 				return c
 			}
 		}
-		if c := cmp.Compare(key(lb), key(la)); c != 0 {
+		if c := cmp.Compare(lb.Size, la.Size); c != 0 {
 			return c
 		}
 		if order == BySizeThenStart {
@@ -253,7 +247,7 @@ func (b *arenaBuilder) place(id int32, bestFit bool) {
 }
 
 // gather fills byPage with the spans of the placed allocations that overlap
-// allocation id in time, sorted by offset.
+// allocation id in time, their starts and their ends each sorted.
 func (b *arenaBuilder) gather(id int32) {
 	l := b.lifetimes[id]
 	for p := range b.byPage {
@@ -375,8 +369,6 @@ func (o AssignOrder) String() string {
 	switch o {
 	case BySize:
 		return "by size"
-	case ByArea:
-		return "by area"
 	case ByStart:
 		return "by start"
 	case ByLifetime:
