@@ -16,7 +16,8 @@ func TestInvariantCheckerCatchesCorruption(t *testing.T) {
 			p := m.pools[0].(*slicedPool)
 			p.pages[0].freeHead = none
 		},
-		"sliced max free": func(m *Manager) { m.pools[0].(*slicedPool).pages[0].maxFree++ },
+		"sliced max free": func(m *Manager) { m.pools[0].(*slicedPool).pages[0].maxFree-- },
+		"sliced tree":     func(m *Manager) { m.pools[0].(*slicedPool).tree.set(0, 7) },
 		"uncoalesced": func(m *Manager) {
 			p := m.pools[0].(*slicedPool)
 			for b := p.pages[0].first; b != none; b = p.blocks[b].next {

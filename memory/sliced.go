@@ -31,7 +31,7 @@ type slicedPage struct {
 	held     bool
 	first    int32  // the block at offset 0
 	freeHead int32  // lowest-address free block, -1 when none
-	maxFree  uint64 // the largest free block
+	maxFree  uint64 // at least the largest free block (see carve)
 	live     int32  // live slices
 }
 
@@ -95,20 +95,27 @@ func (p *slicedPool) dropBlock(b int32) {
 }
 
 func (p *slicedPool) reserve(size, requested uint64, lazy bool) (int32, error) {
-	pi := p.tree.first(size)
-	if pi < 0 {
-		var err error
-		if pi, err = p.addPage(lazy); err != nil {
-			return 0, err
+	for {
+		pi := p.tree.first(size)
+		if pi < 0 {
+			var err error
+			if pi, err = p.addPage(lazy); err != nil {
+				return 0, err
+			}
 		}
-	} else if !lazy && !p.pages[pi].mapped {
-		if err := p.mapPage(&p.pages[pi].devicePage); err != nil {
-			return 0, err
+		prevB, b := p.firstFit(pi, size)
+		if b == none {
+			continue // the page's bound was stale; firstFit made it exact
 		}
+		if !lazy && !p.pages[pi].mapped {
+			if err := p.mapPage(&p.pages[pi].devicePage); err != nil {
+				return 0, err
+			}
+		}
+		ref := p.carve(pi, prevB, b, size)
+		p.countAlloc(requested, size)
+		return ref, nil
 	}
-	ref := p.carve(pi, size)
-	p.countAlloc(requested, size)
-	return ref, nil
 }
 
 // addPage opens a page at the lowest free index.
@@ -140,17 +147,33 @@ func (p *slicedPool) addPage(lazy bool) (int, error) {
 	return pi, nil
 }
 
-// carve takes size bytes from the lowest-address free block of page pi that
-// holds them; the tree promised there is one.
-func (p *slicedPool) carve(pi int, size uint64) int32 {
+// firstFit finds the lowest-address free block of page pi that holds size
+// bytes, and the free block before it. When there is none, the page's
+// largest free block is made exact again (in the page and the tree) and b
+// is none.
+func (p *slicedPool) firstFit(pi int, size uint64) (prevB, b int32) {
 	pg := &p.pages[pi]
-	prevB, b := int32(none), pg.freeHead
-	for p.blocks[b].size < size {
+	var largest uint64
+	prevB, b = none, pg.freeHead
+	for b != none && p.blocks[b].size < size {
+		largest = max(largest, p.blocks[b].size)
 		prevB, b = b, p.blocks[b].nextFree
 	}
-	old := p.blocks[b].size
+	if b == none {
+		pg.maxFree = largest
+		p.tree.set(pi, largest)
+	}
+	return prevB, b
+}
+
+// carve takes size bytes from free block b of page pi (prevB is the free
+// block before it). The page's largest-free bound may go stale, high: it is
+// an upper bound, made exact only when a search misses, so taking from the
+// largest block costs no walk of the free list.
+func (p *slicedPool) carve(pi int, prevB, b int32, size uint64) int32 {
+	pg := &p.pages[pi]
 	var ref int32
-	if old == size {
+	if p.blocks[b].size == size {
 		ref = b
 		if prevB == none {
 			pg.freeHead = p.blocks[b].nextFree
@@ -172,14 +195,6 @@ func (p *slicedPool) carve(pi int, size uint64) int32 {
 		blk.size -= size
 	}
 	pg.live++
-	if old == pg.maxFree {
-		var m uint64
-		for f := pg.freeHead; f != none; f = p.blocks[f].nextFree {
-			m = max(m, p.blocks[f].size)
-		}
-		pg.maxFree = m
-		p.tree.set(pi, m)
-	}
 	return ref
 }
 
@@ -361,8 +376,8 @@ func (p *slicedPool) checkInvariants() error {
 		switch {
 		case end != p.pageSize:
 			return fmt.Errorf("sliced pool: page %d blocks cover %d of %d B", pi, end, p.pageSize)
-		case maxFree != pg.maxFree || p.tree.get(pi) != maxFree:
-			return fmt.Errorf("sliced pool: page %d largest free block %d, recorded %d, tree %d", pi, maxFree, pg.maxFree, p.tree.get(pi))
+		case maxFree > pg.maxFree || p.tree.get(pi) != pg.maxFree:
+			return fmt.Errorf("sliced pool: page %d largest free block %d, bound %d, tree %d", pi, maxFree, pg.maxFree, p.tree.get(pi))
 		case liveHere != pg.live:
 			return fmt.Errorf("sliced pool: page %d has %d live blocks, recorded %d", pi, liveHere, pg.live)
 		}
