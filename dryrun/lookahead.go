@@ -41,6 +41,20 @@ func (b *arenaBuilder) rollback() {
 	b.spareTrial = t
 }
 
+// trialReach is how high the trial's placements reach: the highest page
+// they touch, then the highest end in it. It judges a place by the damage
+// it does nearby, which the pages' all-time extent, set long before, hides.
+func (b *arenaBuilder) trialReach() uint64 {
+	var reach uint64
+	for _, ids := range [][]int32{b.trial.ids, b.trial.longs} {
+		for _, id := range ids {
+			pl := b.out.Placements[id]
+			reach = max(reach, uint64(pl.Page)<<40|(pl.Offset+b.lifetimes[id].Size))
+		}
+	}
+	return reach
+}
+
 type candidatePlace struct {
 	page   uint32
 	offset uint64
@@ -106,7 +120,7 @@ func assignLookahead(lifetimes []Lifetime, pageLimit uint64, ids []int32, horizo
 				for _, next := range ids[i+1 : min(len(ids), i+1+horizon)] {
 					b.place(next, false)
 				}
-				if cost := b.out.Reserved(); cost < bestCost {
+				if cost := b.trialReach(); cost < bestCost {
 					best, bestCost = c, cost
 				}
 				b.rollback()
