@@ -348,9 +348,9 @@ type Strategy struct {
 	BestFit bool
 	// Lookahead, when non-zero, has an allocation of at least a hundredth of
 	// the peak try both ends of its holes, lay the next Lookahead
-	// allocations greedily after each, and keep the place that grew the
-	// pages least: a chain of layers can then alternate where their large
-	// buffers go instead of stacking the buffers that outlive a layer.
+	// allocations greedily after each, and keep the place after which they
+	// reach least high: a chain of layers can then alternate where their
+	// large buffers go instead of stacking the buffers that outlive a layer.
 	Lookahead int
 }
 
