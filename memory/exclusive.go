@@ -16,10 +16,33 @@ type exclusivePool struct {
 	poolBase
 	maxAlloc  uint64
 	pages     []exclusivePage
-	spare     []int32 // page slots not held
-	freeBySz  []int32 // free held pages, ordered by (size, index)
-	served    uint64  // reservations served: the dealloc clock
+	spare     []int32    // page slots not held
+	freeBySz  []freePage // free held pages, ordered by (size, index)
+	served    uint64     // reservations served: the dealloc clock
 	lastSweep uint64
+}
+
+// freePage is an entry of the free-page index: the size is kept beside the
+// page number so the search reads one contiguous array.
+type freePage struct {
+	size uint64
+	ref  int32
+}
+
+func (a freePage) less(b freePage) bool { return a.size < b.size || a.size == b.size && a.ref < b.ref }
+
+// searchFree is the index of the first free page ordered at or after key.
+func (p *exclusivePool) searchFree(key freePage) int {
+	lo, hi := 0, len(p.freeBySz)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if p.freeBySz[mid].less(key) {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }
 
 type exclusivePage struct {
@@ -40,15 +63,11 @@ func (p *exclusivePool) report() PoolReport {
 
 func (p *exclusivePool) capacity() (uint64, uint64, bool) { return 0, 0, false }
 
-func (p *exclusivePool) compare(a, b int32) int {
-	return cmp.Or(cmp.Compare(p.pages[a].size, p.pages[b].size), cmp.Compare(a, b))
-}
-
 func (p *exclusivePool) reserve(size, requested uint64, lazy bool) (int32, error) {
-	i, _ := slices.BinarySearchFunc(p.freeBySz, size, func(ref int32, s uint64) int { return cmp.Compare(p.pages[ref].size, s) })
+	i := p.searchFree(freePage{size: size, ref: -1})
 	var ref int32
 	if i < len(p.freeBySz) {
-		ref = p.freeBySz[i]
+		ref = p.freeBySz[i].ref
 		if !lazy {
 			if err := p.mapPage(&p.pages[ref].devicePage); err != nil {
 				return 0, err
@@ -79,8 +98,8 @@ func (p *exclusivePool) free(ref int32, requested uint64) {
 	pg.inUse = false
 	pg.lastUsed = p.served
 	p.uncountAlloc(requested, pg.size)
-	i, _ := slices.BinarySearchFunc(p.freeBySz, ref, p.compare)
-	p.freeBySz = slices.Insert(p.freeBySz, i, ref)
+	e := freePage{size: pg.size, ref: ref}
+	p.freeBySz = slices.Insert(p.freeBySz, p.searchFree(e), e)
 }
 
 // sweep returns free pages: all of them when explicit, otherwise those
@@ -88,14 +107,14 @@ func (p *exclusivePool) free(ref int32, requested uint64) {
 func (p *exclusivePool) sweep(explicit bool) {
 	p.lastSweep = p.served
 	released := false
-	p.freeBySz = slices.DeleteFunc(p.freeBySz, func(ref int32) bool {
-		pg := &p.pages[ref]
+	p.freeBySz = slices.DeleteFunc(p.freeBySz, func(e freePage) bool {
+		pg := &p.pages[e.ref]
 		if !explicit && p.served-pg.lastUsed < exclusiveDeallocPeriod {
 			return false
 		}
 		p.closePage(&pg.devicePage)
 		*pg = exclusivePage{}
-		p.spare = append(p.spare, ref)
+		p.spare = append(p.spare, e.ref)
 		released = true
 		return true
 	})
@@ -129,12 +148,14 @@ func (p *exclusivePool) checkInvariants() error {
 		return err
 	}
 	free := int(t.idle)
-	if free != len(p.freeBySz) || !slices.IsSortedFunc(p.freeBySz, p.compare) {
+	if free != len(p.freeBySz) || !slices.IsSortedFunc(p.freeBySz, func(a, b freePage) int {
+		return cmp.Or(cmp.Compare(a.size, b.size), cmp.Compare(a.ref, b.ref))
+	}) {
 		return fmt.Errorf("exclusive pool: %d free pages but the size index has %d or is unsorted", free, len(p.freeBySz))
 	}
-	for _, ref := range p.freeBySz {
-		if !p.pages[ref].held || p.pages[ref].inUse {
-			return fmt.Errorf("exclusive pool: page %d in the free index is not a free page", ref)
+	for _, e := range p.freeBySz {
+		if pg := &p.pages[e.ref]; !pg.held || pg.inUse || pg.size != e.size {
+			return fmt.Errorf("exclusive pool: page %d in the free index is not a free page of %d B", e.ref, e.size)
 		}
 	}
 	return nil
