@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
@@ -86,18 +87,19 @@ type Client struct {
 
 	// mu guards the fields below. It is never held while a stream's lock is
 	// taken, so streams can take it under theirs.
-	mu       sync.Mutex
-	streams  map[vkruntime.StreamID]*Stream
-	nextID   vkruntime.StreamID
-	layout   memory.Layout // for streams created from now on
-	def      *Stream
-	env      *environment.Env
-	ownsEnv  bool
-	envName  string
-	envOpts  []environment.Option
-	closed   bool
-	bufferID uint64
-	logger   *slog.Logger
+	mu      sync.Mutex
+	streams map[vkruntime.StreamID]*Stream
+	nextID  vkruntime.StreamID
+	layout  memory.Layout // for streams created from now on
+	def     *Stream
+	env     *environment.Env
+	ownsEnv bool
+	envName string
+	envOpts []environment.Option
+	closed  bool
+	logger  *slog.Logger
+
+	bufferID atomic.Uint64 // the last buffer id handed out; not under mu
 }
 
 // Open opens a device (the first Vulkan device unless WithDevice says
@@ -189,7 +191,7 @@ func (c *Client) newStream(layout *memory.Layout) (*Stream, error) {
 		return nil, fmt.Errorf("client: new stream with layout %v: %w", l, err)
 	}
 	mgr.SetLogger(c.logger)
-	s := &Stream{c: c, id: c.nextID, mgr: mgr, layout: l, buffers: map[*Buffer]struct{}{}}
+	s := &Stream{c: c, id: c.nextID, mgr: mgr, layout: l}
 	c.streams[s.id] = s
 	c.nextID++
 	return s, nil
@@ -250,12 +252,7 @@ func (c *Client) Close() error {
 	return errors.Join(errs...)
 }
 
-func (c *Client) nextBufferID() uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.bufferID++
-	return c.bufferID
-}
+func (c *Client) nextBufferID() uint64 { return c.bufferID.Add(1) }
 
 // environment is the environment RecordMemory writes to, opening the
 // default one the first time.

@@ -166,7 +166,7 @@ func (c *Client) allocationError(s *Stream, size uint64, err error) error {
 	var live []LiveAllocation
 	for _, t := range c.Streams() {
 		t.mu.Lock()
-		for b := range t.buffers {
+		for _, b := range t.live {
 			live = append(live, LiveAllocation{Buffer: b.id, Stream: t.id, Size: b.size})
 		}
 		t.mu.Unlock()

@@ -18,13 +18,15 @@ type Stream struct {
 	c  *Client
 	id vkruntime.StreamID
 
-	mu      sync.Mutex // guards everything below and the buffers' state
-	mgr     *memory.Manager
-	layout  memory.Layout
-	buffers map[*Buffer]struct{}
-	failed  error // the device failure that put the stream in an error state
-	closed  bool
-	trace   *dryrun.Trace // the allocation stream, while a measurement records it
+	mu     sync.Mutex // guards everything below and the buffers' state
+	mgr    *memory.Manager
+	layout memory.Layout
+	// live holds the stream's live buffers; each knows its index (Buffer.live)
+	// so a free is a swap-remove, not a map delete.
+	live   []*Buffer
+	failed error // the device failure that put the stream in an error state
+	closed bool
+	trace  *dryrun.Trace // the allocation stream, while a measurement records it
 }
 
 // ID is the stream's id; the default stream is 0.
@@ -164,7 +166,8 @@ func (s *Stream) alloc(ctx context.Context, size uint64, data []byte) (*Buffer, 
 				return err
 			}
 		}
-		s.buffers[nb] = struct{}{}
+		nb.live = len(s.live)
+		s.live = append(s.live, nb)
 		if s.trace != nil {
 			nb.traced = int32(s.trace.Allocations)
 			s.trace.Events = append(s.trace.Events, dryrun.Event{Op: dryrun.OpAlloc, Index: nb.traced, Size: size, Stream: uint32(s.id)})
@@ -326,11 +329,22 @@ func (s *Stream) Free(b *Buffer) error {
 		return fmt.Errorf("client: freeing buffer %d: %w", b.id, err)
 	}
 	b.freed = true
-	delete(s.buffers, b)
+	s.forget(b)
 	if s.trace != nil && b.traced >= 0 {
 		s.trace.Events = append(s.trace.Events, dryrun.Event{Op: dryrun.OpFree, Index: b.traced})
 	}
 	return nil
+}
+
+// forget drops b from the live buffers; caller holds s.mu.
+func (s *Stream) forget(b *Buffer) {
+	last := len(s.live) - 1
+	moved := s.live[last]
+	s.live[b.live] = moved
+	moved.live = b.live
+	s.live[last] = nil
+	s.live = s.live[:last]
+	b.live = -1
 }
 
 // Close frees the stream's buffers and returns its pools' memory. The
@@ -353,11 +367,12 @@ func (s *Stream) release() {
 		s.mu.Unlock()
 		return
 	}
-	for b := range s.buffers {
+	for _, b := range s.live {
 		_ = s.mgr.Free(b.h)
 		b.freed = true
 	}
-	clear(s.buffers)
+	clear(s.live)
+	s.live = s.live[:0]
 	s.mgr.Cleanup(true)
 	s.closed = true
 	s.mu.Unlock()
@@ -386,6 +401,7 @@ type Buffer struct {
 	zeroPending bool
 	freed       bool
 	traced      int32 // the buffer's allocation index in its stream's trace, -1 when untraced
+	live        int   // index in the stream's live buffers, -1 once freed
 }
 
 // ID names the buffer in errors and reports; ids are unique per client.
