@@ -22,6 +22,19 @@
 //   - The arena pool (the [ArenaLayout]) places the k-th reservation after an
 //     Install at a slot planned offline from a dry run.
 //
+// # Layouts and reports
+//
+// A [Layout] names the dynamic pools: a preset ([SubSlicesLayout], the
+// default, and [ExclusivePagesLayout] size themselves from the device's
+// MaxPageSize), an explicit [SlicedLayout], [DirectLayout], or an
+// [ArenaLayout] planned from a dry run. [Manager.Report] gives each pool's
+// usage and high-water marks; replaying the same stream against a layout
+// capped at the measured pages_peak fits, because placement is
+// deterministic. Layout, Report, Record, PoolKind and Usage read and write
+// the externally tagged JSON of the contract, strictly: unknown fields or
+// variants, wrong types, repeated fields and trailing data are errors.
+// [ParseLayout] takes the command line's preset names or a JSON literal.
+//
 // # Reservations
 //
 // Sizes are padded up to the device alignment. A zero-size request is padded
