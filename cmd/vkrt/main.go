@@ -1,6 +1,7 @@
 // Command vkrt is the command line of the vkrt GPU compute runtime: list
-// devices, replay allocation streams and plan their pools, run WebAssembly
-// workloads, read memory records and run the conformance suite.
+// Vulkan devices (vkrt devices), replay recorded allocation streams and plan
+// their pools (vkrt replay), and read the memory records of an environment
+// (vkrt records).
 //
 // Each subcommand lives in its own file and registers itself on rootCmd from
 // an init function.
