@@ -215,6 +215,10 @@ func buildRoutes(pools []pool) []route {
 // hold a size of its bit length, rarely more than a step.
 func (m *Manager) routeOf(size uint64) *route {
 	i := int(m.routeStart[bits.Len64(size)])
+	// One step without a branch (the borrow is 1 when the route ends
+	// below size); more are rare.
+	_, past := bits.Sub64(m.routes[i].upTo, size, 0)
+	i += int(past)
 	for m.routes[i].upTo < size {
 		i++
 	}

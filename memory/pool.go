@@ -3,6 +3,7 @@ package memory
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -210,12 +211,14 @@ func (t *maxTree) first(v uint64) int {
 	if t.leaves == 0 || t.nodes[1] < v {
 		return -1
 	}
+	// Branch-free descent: the borrow of nodes[j]-v is 1 exactly when the
+	// left child cannot hold v, which steps to the right child. A data-
+	// dependent branch here mispredicts about once a reservation.
 	j := 1
 	for j < t.leaves {
 		j *= 2
-		if t.nodes[j] < v {
-			j++
-		}
+		_, right := bits.Sub64(t.nodes[j], v, 0)
+		j += int(right)
 	}
 	return j - t.leaves
 }
