@@ -113,7 +113,7 @@ func fuzzRun(t *testing.T, data []byte) []string {
 				require.ErrorIs(t, err, vkruntime.ErrNotFound)
 				require.Equal(t, before, m.Report(), "a stale free changed the pools")
 			}
-			note("free %v: %v", e.handle, err)
+			note("free %d.%d: %v", e.handle.slot, e.handle.gen, errKind(err))
 		case 5:
 			if len(entries) == 0 {
 				break
@@ -128,7 +128,7 @@ func fuzzRun(t *testing.T, data []byte) []string {
 			} else {
 				require.ErrorIs(t, err, vkruntime.ErrNotFound)
 			}
-			note("resolve %v: %v %v", e.handle, sh, err)
+			note("resolve %d.%d: [%d, %d) %v", e.handle.slot, e.handle.gen, sh.Offset, sh.End(), errKind(err))
 		case 6:
 			l := layouts[int(next())%len(layouts)]
 			var liveDynamic, liveBytes uint64
@@ -168,6 +168,18 @@ func fuzzRun(t *testing.T, data []byte) []string {
 	}
 	note("final %+v spills %d", m.Usage(), m.Spills())
 	return transcript
+}
+
+// errKind is an error as the transcript keeps it: its class, not its text,
+// which names the manager.
+func errKind(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, vkruntime.ErrNotFound):
+		return "not found"
+	}
+	return err.Error()
 }
 
 // expectedSlicedPlacement is where a naive first fit over the sliced pools

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/bits"
 	"slices"
+	"sync/atomic"
 
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -33,13 +34,21 @@ func (m Mapping) String() string {
 
 // Handle names one reservation of a Manager. It is a small comparable value;
 // the generation it carries makes it stale once freed, even after its slot
-// is reused. The zero Handle names nothing.
+// is reused, and the manager it names makes it unknown to every other
+// manager (another stream's pools). The zero Handle names nothing.
 type Handle struct {
-	slot uint32
-	gen  uint32
+	slot    uint32
+	gen     uint32
+	manager uint32
 }
 
-func (h Handle) String() string { return fmt.Sprintf("memory handle %d.%d", h.slot, h.gen) }
+func (h Handle) String() string {
+	return fmt.Sprintf("memory handle %d.%d of manager %d", h.slot, h.gen, h.manager)
+}
+
+// managerIDs numbers managers from 1, so handles of different managers
+// never match.
+var managerIDs atomic.Uint32
 
 // IsZero reports whether h is the zero Handle.
 func (h Handle) IsZero() bool { return h == Handle{} }
@@ -63,6 +72,7 @@ type reservation struct {
 // Manager routes one stream's reservations through its pools. It is not
 // safe for concurrent use; callers serialise access.
 type Manager struct {
+	id           uint32
 	storage      vkruntime.Storage
 	props        vkruntime.DeviceProperties
 	backendLimit uint64
@@ -94,7 +104,7 @@ func NewManager(s vkruntime.Storage, p vkruntime.DeviceProperties, l Layout) (*M
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("memory: NewManager: %w", err)
 	}
-	m := &Manager{storage: s, props: p, logger: slog.Default()}
+	m := &Manager{id: managerIDs.Add(1), storage: s, props: p, logger: slog.Default()}
 	if lim, ok := s.(AllocationLimiter); ok {
 		m.backendLimit = lim.MaxAllocationSize()
 	}
@@ -382,11 +392,11 @@ func (m *Manager) record(poolIdx int16, ref int32, size uint64) Handle {
 	}
 	r := &m.reservations[slot]
 	r.pool, r.ref, r.requested, r.live = poolIdx, ref, size, true
-	return Handle{slot: slot, gen: r.gen}
+	return Handle{slot: slot, gen: r.gen, manager: m.id}
 }
 
 func (m *Manager) lookup(h Handle, op string) (*reservation, error) {
-	if int(h.slot) < len(m.reservations) {
+	if int(h.slot) < len(m.reservations) && h.manager == m.id {
 		if r := &m.reservations[h.slot]; r.live && r.gen == h.gen {
 			return r, nil
 		}
@@ -404,7 +414,7 @@ func (m *Manager) poolOf(r *reservation) pool { return m.all[r.pool] }
 // Free releases a reservation. A stale or unknown handle is ErrNotFound and
 // changes nothing.
 func (m *Manager) Free(h Handle) error {
-	if int(h.slot) >= len(m.reservations) {
+	if int(h.slot) >= len(m.reservations) || h.manager != m.id {
 		return m.notFound(h, "free")
 	}
 	r := &m.reservations[h.slot]

@@ -223,7 +223,21 @@ func TestHandlesCarryAGeneration(t *testing.T) {
 	require.Equal(t, uint64(1), m.Usage().NumberAllocs)
 
 	require.ErrorIs(t, m.Free(Handle{}), vkruntime.ErrNotFound)
-	require.ErrorIs(t, m.Free(Handle{slot: 1000, gen: 1}), vkruntime.ErrNotFound)
+	require.ErrorIs(t, m.Free(Handle{slot: 1000, gen: 1, manager: b.manager}), vkruntime.ErrNotFound)
+
+	// Another manager's handle with the same slot and generation names
+	// nothing here.
+	other, _ := newTestManager(t, SlicedLayout(SlicedPool{PageSize: 4096}))
+	foreign := mustReserve(t, other, 200, Eager)
+	require.Equal(t, b.slot, foreign.slot)
+	require.Equal(t, b.gen-1, foreign.gen)
+	require.NoError(t, other.Free(foreign))
+	foreign = mustReserve(t, other, 200, Eager)
+	require.Equal(t, b.gen, foreign.gen)
+	require.ErrorIs(t, m.Free(foreign), vkruntime.ErrNotFound)
+	_, err = m.Resolve(foreign)
+	require.ErrorIs(t, err, vkruntime.ErrNotFound)
+	require.Equal(t, uint64(1), m.Usage().NumberAllocs)
 	require.True(t, Handle{}.IsZero())
 	require.False(t, b.IsZero())
 	live := map[Handle]bool{b: true}
