@@ -63,11 +63,14 @@ const (
 
 type reservation struct {
 	requested uint64
-	ref       int32
+	ref       int32 // the pool's ref while live; the next unused slot, or noSlot, while not
 	pool      int16 // index into Manager.all
 	gen       uint32
 	live      bool
 }
+
+// noSlot ends the chain of unused reservation slots.
+const noSlot = -1
 
 // Manager routes one stream's reservations through its pools. It is not
 // safe for concurrent use; callers serialise access.
@@ -88,7 +91,7 @@ type Manager struct {
 	routeStart [65]uint32 // by bit length of a size: the first route that can hold it
 
 	reservations []reservation
-	spare        []uint32
+	unusedSlot   int32 // head of the chain of unused reservation slots, linked by ref
 	total        Usage
 	window       int
 	ordinal      uint64 // dynamic reservations since the last Install
@@ -104,7 +107,7 @@ func NewManager(s vkruntime.Storage, p vkruntime.DeviceProperties, l Layout) (*M
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("memory: NewManager: %w", err)
 	}
-	m := &Manager{id: managerIDs.Add(1), storage: s, props: p, logger: slog.Default()}
+	m := &Manager{id: managerIDs.Add(1), storage: s, props: p, logger: slog.Default(), unusedSlot: noSlot}
 	if lim, ok := s.(AllocationLimiter); ok {
 		m.backendLimit = lim.MaxAllocationSize()
 	}
@@ -382,17 +385,15 @@ func (m *Manager) largestAccepted() uint64 {
 }
 
 func (m *Manager) record(poolIdx int16, ref int32, size uint64) Handle {
-	var slot uint32
-	if n := len(m.spare); n > 0 {
-		slot = m.spare[n-1]
-		m.spare = m.spare[:n-1]
-	} else {
-		m.reservations = append(m.reservations, reservation{gen: 1})
-		slot = uint32(len(m.reservations) - 1)
+	slot := m.unusedSlot
+	if slot == noSlot {
+		m.reservations = append(m.reservations, reservation{gen: 1, ref: noSlot})
+		slot = int32(len(m.reservations) - 1)
 	}
 	r := &m.reservations[slot]
+	m.unusedSlot = r.ref
 	r.pool, r.ref, r.requested, r.live = poolIdx, ref, size, true
-	return Handle{slot: slot, gen: r.gen, manager: m.id}
+	return Handle{slot: uint32(slot), gen: r.gen, manager: m.id}
 }
 
 func (m *Manager) lookup(h Handle, op string) (*reservation, error) {
@@ -421,13 +422,14 @@ func (m *Manager) Free(h Handle) error {
 	if !r.live || r.gen != h.gen {
 		return m.notFound(h, "free")
 	}
-	m.poolOf(r).free(r.ref, r.requested)
+	m.all[r.pool].free(r.ref, r.requested)
 	r.live = false
 	r.gen++
 	if r.gen == 0 {
 		r.gen = 1
 	}
-	m.spare = append(m.spare, h.slot)
+	r.ref = m.unusedSlot
+	m.unusedSlot = int32(h.slot)
 	if invariantsEnabled {
 		m.mustHoldInvariants("Free")
 	}

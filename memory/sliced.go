@@ -103,16 +103,27 @@ func (p *slicedPool) reserve(size, requested uint64, lazy bool) (int32, error) {
 				return 0, err
 			}
 		}
-		prevB, b := p.firstFit(pi, size)
-		if b == none {
-			continue // the page's bound was stale; firstFit made it exact
+		// First fit in the page: the lowest-address free block that holds
+		// size. The page's bound is an upper one; a miss makes it exact.
+		pg := &p.pages[pi]
+		blocks := p.blocks
+		var largest uint64
+		prevB, b := int32(none), pg.freeHead
+		for b != none && blocks[b].size < size {
+			largest = max(largest, blocks[b].size)
+			prevB, b = b, blocks[b].nextFree
 		}
-		if !lazy && !p.pages[pi].mapped {
-			if err := p.mapPage(&p.pages[pi].devicePage); err != nil {
+		if b == none {
+			pg.maxFree = largest
+			p.tree.set(pi, largest)
+			continue
+		}
+		if !lazy && !pg.mapped {
+			if err := p.mapPage(&pg.devicePage); err != nil {
 				return 0, err
 			}
 		}
-		ref := p.carve(pi, prevB, b, size)
+		ref := p.carve(pg, int32(pi), prevB, b, size)
 		p.countAlloc(requested, size)
 		return ref, nil
 	}
@@ -147,54 +158,35 @@ func (p *slicedPool) addPage(lazy bool) (int, error) {
 	return pi, nil
 }
 
-// firstFit finds the lowest-address free block of page pi that holds size
-// bytes, and the free block before it. When there is none, the page's
-// largest free block is made exact again (in the page and the tree) and b
-// is none.
-func (p *slicedPool) firstFit(pi int, size uint64) (prevB, b int32) {
-	pg := &p.pages[pi]
-	var largest uint64
-	prevB, b = none, pg.freeHead
-	for b != none && p.blocks[b].size < size {
-		largest = max(largest, p.blocks[b].size)
-		prevB, b = b, p.blocks[b].nextFree
-	}
-	if b == none {
-		pg.maxFree = largest
-		p.tree.set(pi, largest)
-	}
-	return prevB, b
-}
-
 // carve takes size bytes from free block b of page pi (prevB is the free
 // block before it). The page's largest-free bound may go stale, high: it is
 // an upper bound, made exact only when a search misses, so taking from the
 // largest block costs no walk of the free list.
-func (p *slicedPool) carve(pi int, prevB, b int32, size uint64) int32 {
-	pg := &p.pages[pi]
-	var ref int32
-	if p.blocks[b].size == size {
-		ref = b
-		if prevB == none {
-			pg.freeHead = p.blocks[b].nextFree
-		} else {
-			p.blocks[prevB].nextFree = p.blocks[b].nextFree
-		}
-		p.blocks[b].nextFree = inUse
-	} else {
-		ref = p.newBlock() // may move p.blocks
-		blk := &p.blocks[b]
-		p.blocks[ref] = sliceBlock{offset: blk.offset, size: size, page: int32(pi), prev: blk.prev, next: b, nextFree: inUse}
-		if blk.prev != none {
-			p.blocks[blk.prev].next = ref
-		} else {
-			pg.first = ref
-		}
-		blk.prev = ref
-		blk.offset += size
-		blk.size -= size
-	}
+func (p *slicedPool) carve(pg *slicedPage, pi, prevB, b int32, size uint64) int32 {
 	pg.live++
+	if p.blocks[b].size == size {
+		blk := &p.blocks[b]
+		if prevB == none {
+			pg.freeHead = blk.nextFree
+		} else {
+			p.blocks[prevB].nextFree = blk.nextFree
+		}
+		blk.nextFree = inUse
+		return b
+	}
+	ref := p.newBlock() // may move p.blocks
+	blocks := p.blocks
+	blk := &blocks[b]
+	prev := blk.prev
+	blocks[ref] = sliceBlock{offset: blk.offset, size: size, page: pi, prev: prev, next: b, nextFree: inUse}
+	if prev != none {
+		blocks[prev].next = ref
+	} else {
+		pg.first = ref
+	}
+	blk.prev = ref
+	blk.offset += size
+	blk.size -= size
 	return ref
 }
 
