@@ -3,6 +3,7 @@ package memory
 import (
 	"cmp"
 	"fmt"
+	"math/bits"
 	"slices"
 
 	vkruntime "github.com/vkrt/vkrt/runtime"
@@ -29,20 +30,30 @@ type freePage struct {
 	ref  int32
 }
 
-func (a freePage) less(b freePage) bool { return a.size < b.size || a.size == b.size && a.ref < b.ref }
+// before is 1 when a orders before b by (size, page), else 0: the borrow
+// out of a 128-bit subtraction, so a search step takes no branch.
+func (a freePage) before(b freePage) int {
+	_, borrow := bits.Sub64(uint64(a.ref), uint64(b.ref), 0)
+	_, borrow = bits.Sub64(a.size, b.size, borrow)
+	return int(borrow)
+}
 
 // searchFree is the index of the first free page ordered at or after key.
+// The search halves the range without a data-dependent branch: a branch on
+// each comparison mispredicts about half the time.
 func (p *exclusivePool) searchFree(key freePage) int {
-	lo, hi := 0, len(p.freeBySz)
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if p.freeBySz[mid].less(key) {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
+	pages := p.freeBySz
+	n := len(pages)
+	if n == 0 {
+		return 0
 	}
-	return lo
+	base := 0
+	for n > 1 {
+		half := n >> 1
+		base += half & -pages[base+half].before(key)
+		n -= half
+	}
+	return base + pages[base].before(key)
 }
 
 type exclusivePage struct {
@@ -64,7 +75,7 @@ func (p *exclusivePool) report() PoolReport {
 func (p *exclusivePool) capacity() (uint64, uint64, bool) { return 0, 0, false }
 
 func (p *exclusivePool) reserve(size, requested uint64, lazy bool) (int32, error) {
-	i := p.searchFree(freePage{size: size, ref: -1})
+	i := p.searchFree(freePage{size: size}) // refs are never negative: the first page of size or more
 	var ref int32
 	if i < len(p.freeBySz) {
 		ref = p.freeBySz[i].ref

@@ -107,9 +107,10 @@ func (b *poolBase) countAlloc(requested, occupied uint64) {
 	b.usage.NumberAllocs++
 	b.usage.BytesInUse += requested
 	b.usage.BytesPadding += occupied - requested
-	b.total.NumberAllocs++
-	b.total.BytesInUse += requested
-	b.total.BytesPadding += occupied - requested
+	total := b.total // loaded once: the stores above could alias it
+	total.NumberAllocs++
+	total.BytesInUse += requested
+	total.BytesPadding += occupied - requested
 	b.largest = max(b.largest, requested)
 }
 
@@ -117,9 +118,10 @@ func (b *poolBase) uncountAlloc(requested, occupied uint64) {
 	b.usage.NumberAllocs--
 	b.usage.BytesInUse -= requested
 	b.usage.BytesPadding -= occupied - requested
-	b.total.NumberAllocs--
-	b.total.BytesInUse -= requested
-	b.total.BytesPadding -= occupied - requested
+	total := b.total
+	total.NumberAllocs--
+	total.BytesInUse -= requested
+	total.BytesPadding -= occupied - requested
 }
 
 // takeSlot reuses a spare slot of a slab, or appends one.

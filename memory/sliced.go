@@ -85,12 +85,18 @@ func (p *slicedPool) newBlock() int32 {
 		p.spare = p.blocks[b].next
 		return b
 	}
+	return p.growBlocks()
+}
+
+// growBlocks appends a block slot to the slab, which may move it.
+func (p *slicedPool) growBlocks() int32 {
 	p.blocks = append(p.blocks, sliceBlock{})
 	return int32(len(p.blocks) - 1)
 }
 
-func (p *slicedPool) dropBlock(b int32) {
-	p.blocks[b] = sliceBlock{next: p.spare, nextFree: inUse}
+// dropBlock chains block b of the slab blocks (p.blocks) as unused.
+func (p *slicedPool) dropBlock(blocks []sliceBlock, b int32) {
+	blocks[b] = sliceBlock{next: p.spare, nextFree: inUse}
 	p.spare = b
 }
 
@@ -107,15 +113,12 @@ func (p *slicedPool) reserve(size, requested uint64, lazy bool) (int32, error) {
 		// size. The page's bound is an upper one; a miss makes it exact.
 		pg := &p.pages[pi]
 		blocks := p.blocks
-		var largest uint64
 		prevB, b := int32(none), pg.freeHead
 		for b != none && blocks[b].size < size {
-			largest = max(largest, blocks[b].size)
 			prevB, b = b, blocks[b].nextFree
 		}
 		if b == none {
-			pg.maxFree = largest
-			p.tree.set(pi, largest)
+			p.tightenBound(pg, pi)
 			continue
 		}
 		if !lazy && !pg.mapped {
@@ -123,10 +126,52 @@ func (p *slicedPool) reserve(size, requested uint64, lazy bool) (int32, error) {
 				return 0, err
 			}
 		}
-		ref := p.carve(pg, int32(pi), prevB, b, size)
 		p.countAlloc(requested, size)
+		pg.live++
+		// Carve from the low end of b. Its page's bound may go stale, high:
+		// it is made exact only when a search misses, so taking from the
+		// largest block costs no walk of the free list.
+		blk := &blocks[b]
+		if blk.size == size {
+			if prevB == none {
+				pg.freeHead = blk.nextFree
+			} else {
+				blocks[prevB].nextFree = blk.nextFree
+			}
+			blk.nextFree = inUse
+			return b, nil
+		}
+		ref := p.spare
+		if ref == none {
+			ref = p.growBlocks() // moves the slab
+			blocks = p.blocks
+			blk = &blocks[b]
+		} else {
+			p.spare = blocks[ref].next
+		}
+		prev := blk.prev
+		blocks[ref] = sliceBlock{offset: blk.offset, size: size, page: int32(pi), prev: prev, next: b, nextFree: inUse}
+		if prev != none {
+			blocks[prev].next = ref
+		} else {
+			pg.first = ref
+		}
+		blk.prev = ref
+		blk.offset += size
+		blk.size -= size
 		return ref, nil
 	}
+}
+
+// tightenBound makes page pi's largest-free bound exact after a search
+// found nothing under it.
+func (p *slicedPool) tightenBound(pg *slicedPage, pi int) {
+	var largest uint64
+	for b := pg.freeHead; b != none; b = p.blocks[b].nextFree {
+		largest = max(largest, p.blocks[b].size)
+	}
+	pg.maxFree = largest
+	p.tree.set(pi, largest)
 }
 
 // addPage opens a page at the lowest free index.
@@ -158,96 +203,67 @@ func (p *slicedPool) addPage(lazy bool) (int, error) {
 	return pi, nil
 }
 
-// carve takes size bytes from free block b of page pi (prevB is the free
-// block before it). The page's largest-free bound may go stale, high: it is
-// an upper bound, made exact only when a search misses, so taking from the
-// largest block costs no walk of the free list.
-func (p *slicedPool) carve(pg *slicedPage, pi, prevB, b int32, size uint64) int32 {
-	pg.live++
-	if p.blocks[b].size == size {
-		blk := &p.blocks[b]
-		if prevB == none {
-			pg.freeHead = blk.nextFree
-		} else {
-			p.blocks[prevB].nextFree = blk.nextFree
-		}
-		blk.nextFree = inUse
-		return b
-	}
-	ref := p.newBlock() // may move p.blocks
-	blocks := p.blocks
-	blk := &blocks[b]
-	prev := blk.prev
-	blocks[ref] = sliceBlock{offset: blk.offset, size: size, page: pi, prev: prev, next: b, nextFree: inUse}
-	if prev != none {
-		blocks[prev].next = ref
-	} else {
-		pg.first = ref
-	}
-	blk.prev = ref
-	blk.offset += size
-	blk.size -= size
-	return ref
-}
-
 func (p *slicedPool) free(ref int32, requested uint64) {
-	blk := p.blocks[ref]
-	pi := int(blk.page)
+	// The slab is not grown here: a local copy of its header spares a
+	// reload after every store.
+	blocks := p.blocks
+	blk := &blocks[ref]
+	offset, size, prev, next := blk.offset, blk.size, blk.prev, blk.next
+	pi := blk.page
 	pg := &p.pages[pi]
 	pg.live--
-	p.uncountAlloc(requested, blk.size)
-	prev, next := blk.prev, blk.next
-	prevFree := prev != none && p.blocks[prev].isFree()
-	nextFree := next != none && p.blocks[next].isFree()
-	merged := ref
+	p.uncountAlloc(requested, size)
+	prevFree := prev != none && blocks[prev].isFree()
+	nextFree := next != none && blocks[next].isFree()
+	var merged uint64
 	switch {
 	case prevFree && nextFree:
 		// Free neighbours by address are neighbours in the free list too.
-		pb, nb := &p.blocks[prev], p.blocks[next]
-		pb.size += blk.size + nb.size
-		pb.next = nb.next
+		pb, nb := &blocks[prev], &blocks[next]
+		merged = pb.size + size + nb.size
+		after := nb.next
+		pb.size = merged
+		pb.next = after
 		pb.nextFree = nb.nextFree
-		if nb.next != none {
-			p.blocks[nb.next].prev = prev
+		if after != none {
+			blocks[after].prev = prev
 		}
-		p.dropBlock(ref)
-		p.dropBlock(next)
-		merged = prev
+		p.dropBlock(blocks, ref)
+		p.dropBlock(blocks, next)
 	case prevFree:
-		pb := &p.blocks[prev]
-		pb.size += blk.size
+		pb := &blocks[prev]
+		merged = pb.size + size
+		pb.size = merged
 		pb.next = next
 		if next != none {
-			p.blocks[next].prev = prev
+			blocks[next].prev = prev
 		}
-		p.dropBlock(ref)
-		merged = prev
+		p.dropBlock(blocks, ref)
 	case nextFree:
-		nb := &p.blocks[next]
-		nb.offset = blk.offset
-		nb.size += blk.size
+		nb := &blocks[next]
+		merged = nb.size + size
+		nb.offset = offset
+		nb.size = merged
 		nb.prev = prev
 		if prev != none {
-			p.blocks[prev].next = next
+			blocks[prev].next = next
 		} else {
 			pg.first = next
 		}
-		p.dropBlock(ref)
-		merged = next
+		p.dropBlock(blocks, ref)
 	default:
-		q := p.prevFreeBlock(pg, ref)
-		b := &p.blocks[ref]
-		if q == none {
-			b.nextFree = pg.freeHead
+		merged = size
+		if q := p.prevFreeBlock(pg, ref); q == none {
+			blk.nextFree = pg.freeHead
 			pg.freeHead = ref
 		} else {
-			b.nextFree = p.blocks[q].nextFree
-			p.blocks[q].nextFree = ref
+			blk.nextFree = blocks[q].nextFree
+			blocks[q].nextFree = ref
 		}
 	}
-	if s := p.blocks[merged].size; s > pg.maxFree {
-		pg.maxFree = s
-		p.tree.set(pi, s)
+	if merged > pg.maxFree {
+		pg.maxFree = merged
+		p.tree.set(int(pi), merged)
 	}
 }
 
@@ -303,7 +319,7 @@ func (p *slicedPool) cleanup(explicit bool) {
 		if !pg.held || pg.live != 0 {
 			continue
 		}
-		p.dropBlock(pg.first)
+		p.dropBlock(p.blocks, pg.first)
 		p.closePage(&pg.devicePage)
 		*pg = slicedPage{}
 		p.held--
