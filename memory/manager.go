@@ -422,7 +422,9 @@ func (m *Manager) Free(h Handle) error {
 	if !r.live || r.gen != h.gen {
 		return m.notFound(h, "free")
 	}
-	m.all[r.pool].free(r.ref, r.requested)
+	// The slot is released before the pool frees, so nothing is kept
+	// across the call.
+	p, ref, requested := m.all[r.pool], r.ref, r.requested
 	r.live = false
 	r.gen++
 	if r.gen == 0 {
@@ -430,6 +432,7 @@ func (m *Manager) Free(h Handle) error {
 	}
 	r.ref = m.unusedSlot
 	m.unusedSlot = int32(h.slot)
+	p.free(ref, requested)
 	if invariantsEnabled {
 		m.mustHoldInvariants("Free")
 	}

@@ -3,7 +3,6 @@ package memory
 import (
 	"errors"
 	"fmt"
-	"math/bits"
 
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -168,66 +167,4 @@ func (b *poolBase) checkCounts(what string, held, unmapped, reserved, live uint6
 func (b *poolBase) reportWith(kind PoolKind) PoolReport {
 	return PoolReport{Kind: kind, Usage: b.usage, Pages: b.pageCount, PagesPeak: b.pagesPeak,
 		PagesUnmapped: b.pagesUnmapped, LargestAlloc: b.largest}
-}
-
-// maxTree is a segment tree of per-page largest free blocks, so the first
-// page that can hold a size is found in O(log pages) without a scan.
-type maxTree struct {
-	leaves int      // a power of two
-	nodes  []uint64 // nodes[1] is the root; leaf i is nodes[leaves+i]
-}
-
-func (t *maxTree) set(i int, v uint64) {
-	if i >= t.leaves {
-		t.grow(i + 1)
-	}
-	j := t.leaves + i
-	t.nodes[j] = v
-	for j > 1 {
-		j >>= 1
-		m := max(t.nodes[2*j], t.nodes[2*j+1])
-		if t.nodes[j] == m {
-			return
-		}
-		t.nodes[j] = m
-	}
-}
-
-func (t *maxTree) grow(n int) {
-	leaves := max(t.leaves, 1)
-	for leaves < n {
-		leaves *= 2
-	}
-	nodes := make([]uint64, 2*leaves)
-	for i := range t.leaves {
-		nodes[leaves+i] = t.nodes[t.leaves+i]
-	}
-	for j := leaves - 1; j >= 1; j-- {
-		nodes[j] = max(nodes[2*j], nodes[2*j+1])
-	}
-	t.leaves, t.nodes = leaves, nodes
-}
-
-// first is the lowest index whose value is at least v, or -1.
-func (t *maxTree) first(v uint64) int {
-	if t.leaves == 0 || t.nodes[1] < v {
-		return -1
-	}
-	// Branch-free descent: the borrow of nodes[j]-v is 1 exactly when the
-	// left child cannot hold v, which steps to the right child. A data-
-	// dependent branch here mispredicts about once a reservation.
-	j := 1
-	for j < t.leaves {
-		j *= 2
-		_, right := bits.Sub64(t.nodes[j], v, 0)
-		j += int(right)
-	}
-	return j - t.leaves
-}
-
-func (t *maxTree) get(i int) uint64 {
-	if i >= t.leaves {
-		return 0
-	}
-	return t.nodes[t.leaves+i]
 }

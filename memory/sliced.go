@@ -8,8 +8,8 @@ import (
 
 // slicedPool carves fixed-size pages into slices: first fit over pages in
 // index order, then over a page's free blocks in address order; freed
-// neighbours coalesce. A segment tree of each page's largest free block
-// finds the first page that fits without scanning, and each page keeps an
+// neighbours coalesce. An index of each page's largest free block by size
+// class finds the first page that fits without scanning, and each page keeps an
 // address-ordered list of its free blocks. Blocks live in a slab indexed by
 // ref, so the hot path allocates nothing once warm.
 type slicedPool struct {
@@ -19,9 +19,9 @@ type slicedPool struct {
 	capPages uint64 // 0: uncapped
 	nearPage uint64 // an uncapped pool also takes sizes in [nearPage, pageSize]; 0: no such rule
 	pages    []slicedPage
-	held     uint64 // pages held now
-	holes    int    // released page indices below len(pages)
-	tree     maxTree
+	held     uint64   // pages held now
+	holes    int      // released page indices below len(pages)
+	tree     fitIndex // the pages' largest-free bounds
 	blocks   []sliceBlock
 	spare    int32 // head of the chain of unused block slots, linked by next
 }
@@ -53,7 +53,7 @@ func (b *sliceBlock) isFree() bool { return b.nextFree != inUse }
 
 func newSlicedPool(c poolConfig, storage vkruntime.Storage, total *Usage) *slicedPool {
 	p := &slicedPool{poolBase: poolBase{storage: storage, total: total}, pageSize: c.pageSize,
-		maxSlice: c.maxSlice, capPages: c.capPages, spare: none}
+		maxSlice: c.maxSlice, capPages: c.capPages, spare: none, tree: newFitIndex(c.pageSize)}
 	if c.capPages == 0 {
 		p.nearPage = c.pageSize - c.pageSize/5
 	}
