@@ -1,9 +1,7 @@
 package memory
 
 import (
-	"cmp"
 	"fmt"
-	"math/bits"
 	"slices"
 
 	vkruntime "github.com/vkrt/vkrt/runtime"
@@ -13,47 +11,27 @@ import (
 // the request; a free page is reused by any request it fits, the smallest
 // such page first (lowest index on ties). Pages that stayed free for a
 // whole period of the pool's reservations go back to the driver.
+//
+// Pages are grouped by size, and a map finds a size's group, so the common
+// reuse of a page of exactly the requested size is a lookup and a pop; only
+// a request that no free page matches exactly searches the groups above.
 type exclusivePool struct {
 	poolBase
 	maxAlloc  uint64
 	pages     []exclusivePage
-	spare     []int32    // page slots not held
-	freeBySz  []freePage // free held pages, ordered by (size, index)
-	served    uint64     // reservations served: the dealloc clock
+	spare     []int32          // page slots not held
+	groups    []pageGroup      // one per size of the pages held, by size
+	groupOf   map[uint64]int32 // a page size's index in groups
+	served    uint64           // reservations served: the dealloc clock
 	lastSweep uint64
 }
 
-// freePage is an entry of the free-page index: the size is kept beside the
-// page number so the search reads one contiguous array.
-type freePage struct {
+// pageGroup is the held pages of one size. Its free ones are listed
+// highest index first, so the lowest, taken first, is popped off the end.
+type pageGroup struct {
 	size uint64
-	ref  int32
-}
-
-// before is 1 when a orders before b by (size, page), else 0: the borrow
-// out of a 128-bit subtraction, so a search step takes no branch.
-func (a freePage) before(b freePage) int {
-	_, borrow := bits.Sub64(uint64(a.ref), uint64(b.ref), 0)
-	_, borrow = bits.Sub64(a.size, b.size, borrow)
-	return int(borrow)
-}
-
-// searchFree is the index of the first free page ordered at or after key.
-// The search halves the range without a data-dependent branch: a branch on
-// each comparison mispredicts about half the time.
-func (p *exclusivePool) searchFree(key freePage) int {
-	pages := p.freeBySz
-	n := len(pages)
-	if n == 0 {
-		return 0
-	}
-	base := 0
-	for n > 1 {
-		half := n >> 1
-		base += half & -pages[base+half].before(key)
-		n -= half
-	}
-	return base + pages[base].before(key)
+	held int32
+	free []int32
 }
 
 type exclusivePage struct {
@@ -63,7 +41,8 @@ type exclusivePage struct {
 }
 
 func newExclusivePool(c poolConfig, storage vkruntime.Storage, total *Usage) *exclusivePool {
-	return &exclusivePool{poolBase: poolBase{storage: storage, total: total}, maxAlloc: c.maxAlloc}
+	return &exclusivePool{poolBase: poolBase{storage: storage, total: total}, maxAlloc: c.maxAlloc,
+		groupOf: map[uint64]int32{}}
 }
 
 func (p *exclusivePool) accepts(size uint64) bool { return size <= p.maxAlloc }
@@ -75,16 +54,17 @@ func (p *exclusivePool) report() PoolReport {
 func (p *exclusivePool) capacity() (uint64, uint64, bool) { return 0, 0, false }
 
 func (p *exclusivePool) reserve(size, requested uint64, lazy bool) (int32, error) {
-	i := p.searchFree(freePage{size: size}) // refs are never negative: the first page of size or more
+	g := p.fitGroup(size)
 	var ref int32
-	if i < len(p.freeBySz) {
-		ref = p.freeBySz[i].ref
+	if g >= 0 {
+		free := p.groups[g].free
+		ref = free[len(free)-1]
 		if !lazy {
 			if err := p.mapPage(&p.pages[ref].devicePage); err != nil {
 				return 0, err
 			}
 		}
-		p.freeBySz = slices.Delete(p.freeBySz, i, i+1)
+		p.groups[g].free = free[:len(free)-1]
 	} else {
 		dp, err := p.openPage(size, lazy)
 		if err != nil {
@@ -92,6 +72,7 @@ func (p *exclusivePool) reserve(size, requested uint64, lazy bool) (int32, error
 		}
 		ref = takeSlot(&p.pages, &p.spare)
 		p.pages[ref] = exclusivePage{devicePage: dp, held: true}
+		p.groups[p.groupFor(size)].held++
 	}
 	pg := &p.pages[ref]
 	pg.inUse = true
@@ -104,31 +85,108 @@ func (p *exclusivePool) reserve(size, requested uint64, lazy bool) (int32, error
 	return ref, nil
 }
 
+// fitGroup is the group of the smallest free pages that hold size, or -1.
+func (p *exclusivePool) fitGroup(size uint64) int {
+	g, ok := p.groupOf[size]
+	if ok && len(p.groups[g].free) > 0 {
+		return int(g)
+	}
+	from := int(g) + 1
+	if !ok {
+		from = p.searchGroups(size)
+	}
+	for i := from; i < len(p.groups); i++ {
+		if len(p.groups[i].free) > 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// searchGroups is the index of the first group of size or more.
+func (p *exclusivePool) searchGroups(size uint64) int {
+	lo, hi := 0, len(p.groups)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if p.groups[mid].size < size {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// groupFor is the group of pages of size, added when there is none.
+func (p *exclusivePool) groupFor(size uint64) int {
+	if g, ok := p.groupOf[size]; ok {
+		return int(g)
+	}
+	g := p.searchGroups(size)
+	p.groups = slices.Insert(p.groups, g, pageGroup{size: size})
+	p.indexGroups(g)
+	return g
+}
+
+// indexGroups renumbers the groups from index from on.
+func (p *exclusivePool) indexGroups(from int) {
+	for i := from; i < len(p.groups); i++ {
+		p.groupOf[p.groups[i].size] = int32(i)
+	}
+}
+
 func (p *exclusivePool) free(ref int32, requested uint64) {
 	pg := &p.pages[ref]
 	pg.inUse = false
 	pg.lastUsed = p.served
 	p.uncountAlloc(requested, pg.size)
-	e := freePage{size: pg.size, ref: ref}
-	p.freeBySz = slices.Insert(p.freeBySz, p.searchFree(e), e)
+	grp := &p.groups[p.groupOf[pg.size]]
+	// Highest index first: the place is found from the lowest end, where
+	// a page freed soon after its reservation usually goes.
+	i := len(grp.free)
+	for i > 0 && grp.free[i-1] < ref {
+		i--
+	}
+	grp.free = slices.Insert(grp.free, i, ref)
 }
 
 // sweep returns free pages: all of them when explicit, otherwise those
-// that stayed free for a whole period.
+// that stayed free for a whole period. Pages go in order of size, then
+// index.
 func (p *exclusivePool) sweep(explicit bool) {
 	p.lastSweep = p.served
-	released := false
-	p.freeBySz = slices.DeleteFunc(p.freeBySz, func(e freePage) bool {
-		pg := &p.pages[e.ref]
-		if !explicit && p.served-pg.lastUsed < exclusiveDeallocPeriod {
-			return false
+	released, emptied := false, false
+	for g := range p.groups {
+		grp := &p.groups[g]
+		kept := len(grp.free)
+		for i := len(grp.free) - 1; i >= 0; i-- {
+			ref := grp.free[i]
+			pg := &p.pages[ref]
+			if !explicit && p.served-pg.lastUsed < exclusiveDeallocPeriod {
+				continue
+			}
+			p.closePage(&pg.devicePage)
+			*pg = exclusivePage{}
+			p.spare = append(p.spare, ref)
+			grp.free[i] = none
+			kept--
+			grp.held--
+			released = true
 		}
-		p.closePage(&pg.devicePage)
-		*pg = exclusivePage{}
-		p.spare = append(p.spare, e.ref)
-		released = true
-		return true
-	})
+		if kept != len(grp.free) {
+			grp.free = slices.DeleteFunc(grp.free, func(ref int32) bool { return ref == none })
+		}
+		emptied = emptied || grp.held == 0
+	}
+	if emptied {
+		p.groups = slices.DeleteFunc(p.groups, func(grp pageGroup) bool {
+			if grp.held == 0 {
+				delete(p.groupOf, grp.size)
+			}
+			return grp.held == 0
+		})
+		p.indexGroups(0)
+	}
 	if released {
 		p.storage.Flush()
 	}
@@ -150,24 +208,41 @@ func (p *exclusivePool) locate(ref int32) (int, uint64, uint64) {
 
 func (p *exclusivePool) checkInvariants() error {
 	var t pageTally
+	heldOfSize := map[uint64]int32{}
 	for i := range p.pages {
 		if pg := &p.pages[i]; pg.held {
 			t.add(&pg.devicePage, pg.inUse)
+			heldOfSize[pg.size]++
 		}
 	}
 	if err := p.checkCounts("exclusive pool", t.held, t.unmapped, t.reserved, t.inUse); err != nil {
 		return err
 	}
-	free := int(t.idle)
-	if free != len(p.freeBySz) || !slices.IsSortedFunc(p.freeBySz, func(a, b freePage) int {
-		return cmp.Or(cmp.Compare(a.size, b.size), cmp.Compare(a.ref, b.ref))
-	}) {
-		return fmt.Errorf("exclusive pool: %d free pages but the size index has %d or is unsorted", free, len(p.freeBySz))
+	if len(p.groups) != len(heldOfSize) || len(p.groupOf) != len(p.groups) {
+		return fmt.Errorf("exclusive pool: %d page sizes held, %d groups, %d indexed", len(heldOfSize), len(p.groups), len(p.groupOf))
 	}
-	for _, e := range p.freeBySz {
-		if pg := &p.pages[e.ref]; !pg.held || pg.inUse || pg.size != e.size {
-			return fmt.Errorf("exclusive pool: page %d in the free index is not a free page of %d B", e.ref, e.size)
+	var free uint64
+	for g, grp := range p.groups {
+		switch {
+		case g > 0 && p.groups[g-1].size >= grp.size:
+			return fmt.Errorf("exclusive pool: group %d of %d B after one of %d B", g, grp.size, p.groups[g-1].size)
+		case p.groupOf[grp.size] != int32(g):
+			return fmt.Errorf("exclusive pool: group %d of %d B indexed as %d", g, grp.size, p.groupOf[grp.size])
+		case heldOfSize[grp.size] != grp.held:
+			return fmt.Errorf("exclusive pool: %d pages of %d B held, group says %d", heldOfSize[grp.size], grp.size, grp.held)
 		}
+		for i, ref := range grp.free {
+			if pg := &p.pages[ref]; !pg.held || pg.inUse || pg.size != grp.size {
+				return fmt.Errorf("exclusive pool: page %d in the free list of %d B is not a free page of that size", ref, grp.size)
+			}
+			if i > 0 && grp.free[i-1] <= ref {
+				return fmt.Errorf("exclusive pool: free pages of %d B out of order at %d", grp.size, ref)
+			}
+		}
+		free += uint64(len(grp.free))
+	}
+	if free != t.idle {
+		return fmt.Errorf("exclusive pool: %d free pages but the groups list %d", t.idle, free)
 	}
 	return nil
 }

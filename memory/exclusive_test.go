@@ -1,0 +1,66 @@
+package memory
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A random stream against the exclusive pool's rule: a request takes the
+// smallest free page that holds it, the lowest index among equals, and
+// opens a page of its own size only when no free page fits; sweeps return
+// pages idle for a period.
+func TestExclusivePoolTakesTheSmallestFreePageThatFits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	storage := newFakeStorage()
+	p := newExclusivePool(poolConfig{shape: shapeExclusive, maxAlloc: 1 << 20}, storage, &Usage{})
+	sizes := []uint64{256, 512, 1024, 4096, 4096 + 256, 65536}
+	free := map[int32]uint64{} // the model's free pages
+	var live []int32
+	for step := range 5000 {
+		if len(live) > 0 && rng.IntN(2) == 0 {
+			k := rng.IntN(len(live))
+			ref := live[k]
+			live[k] = live[len(live)-1]
+			live = live[:len(live)-1]
+			p.free(ref, p.pages[ref].size)
+			free[ref] = p.pages[ref].size
+		} else {
+			size := sizes[rng.IntN(len(sizes))]
+			want := int32(none)
+			for ref, s := range free {
+				if s >= size && (want == none || s < free[want] || s == free[want] && ref < want) {
+					want = ref
+				}
+			}
+			ref, err := p.reserve(size, size, false)
+			require.NoError(t, err)
+			if want != none {
+				require.Equal(t, want, ref, "step %d: reserve %d B", step, size)
+				delete(free, ref)
+			} else {
+				require.NotContains(t, free, ref, "step %d: a new page", step)
+				require.Equal(t, size, p.pages[ref].size)
+			}
+			live = append(live, ref)
+			for ref := range free {
+				if !p.pages[ref].held {
+					delete(free, ref) // swept
+				}
+			}
+		}
+		require.NoError(t, p.checkInvariants(), "step %d", step)
+	}
+	require.Less(t, len(p.pages), 200, "pages are reused")
+	p.cleanup(true)
+	require.Len(t, storage.live, len(live), "explicit cleanup returns every free page")
+	for _, ref := range live {
+		p.free(ref, p.pages[ref].size)
+	}
+	p.cleanup(true)
+	require.Empty(t, storage.live)
+	require.Empty(t, p.groups)
+	require.Empty(t, p.groupOf)
+	require.NoError(t, p.checkInvariants())
+}
