@@ -183,9 +183,10 @@ func (m *Manager) build(l Layout, r resolvedLayout) {
 // acceptance changes, so Reserve finds its candidates without asking every
 // pool.
 type route struct {
-	upTo   uint64
-	pools  []int16
-	sliced *slicedPool // pools[0] when it is a sliced pool: a direct call
+	upTo     uint64
+	pools    []int16
+	sliced   *slicedPool // pools[0] when it is a sliced pool: a direct call
+	slicedAt int16       // then its index in Manager.all
 }
 
 func buildRoutes(pools []pool) []route {
@@ -218,6 +219,7 @@ func buildRoutes(pools []pool) []route {
 		r := route{upTo: c, pools: accepting}
 		if len(accepting) > 0 {
 			r.sliced, _ = pools[accepting[0]].(*slicedPool)
+			r.slicedAt = firstDynamic + accepting[0]
 		}
 		routes = append(routes, r)
 	}
@@ -245,6 +247,32 @@ func (m *Manager) routeOf(size uint64) *route {
 // *CapacityError when every accepting pool is full at its cap, or the
 // storage's error; on error nothing changed.
 func (m *Manager) Reserve(size uint64, mapping Mapping) (Handle, error) {
+	// The common case, kept short: the first accepting pool is sliced and
+	// has room. Everything else, errors included, takes reserveSlow.
+	aligned, ok := alignUp(max(size, 1), m.props.Alignment)
+	if ok && uint(mapping) <= uint(Lazy) && m.window == 0 && m.arena == nil {
+		if r := m.routeOf(aligned); r.sliced != nil {
+			if ref, err := r.sliced.reserve(aligned, size, mapping == Lazy); err == nil {
+				m.ordinal++
+				h := m.record(r.slicedAt, ref, size)
+				if invariantsEnabled {
+					m.mustHoldInvariants("Reserve")
+				}
+				return h, nil
+			} else if err != errPoolFull {
+				return Handle{}, reserveFailed(size, err)
+			}
+		}
+	}
+	return m.reserveSlow(size, mapping)
+}
+
+func reserveFailed(size uint64, err error) error {
+	return fmt.Errorf("memory: reserve %d B: %w", size, err)
+}
+
+// reserveSlow is Reserve past its common case.
+func (m *Manager) reserveSlow(size uint64, mapping Mapping) (Handle, error) {
 	if mapping != Eager && mapping != Lazy {
 		return Handle{}, fmt.Errorf("memory: reserve %d B: unknown mapping %d (want Eager or Lazy)", size, int(mapping))
 	}
@@ -253,23 +281,6 @@ func (m *Manager) Reserve(size uint64, mapping Mapping) (Handle, error) {
 		return Handle{}, fmt.Errorf("%w: asked %d B, which overflows when aligned to %d B", vkruntime.ErrBufferTooBig, size, m.props.Alignment)
 	}
 	lazy := mapping == Lazy
-	if m.window == 0 && m.arena == nil {
-		// The common case, kept short: the first accepting pool is sliced
-		// and has room.
-		if r := m.routeOf(aligned); r.sliced != nil {
-			ref, err := r.sliced.reserve(aligned, size, lazy)
-			if err == nil {
-				m.ordinal++
-				if invariantsEnabled {
-					defer m.mustHoldInvariants("Reserve")
-				}
-				return m.record(firstDynamic+r.pools[0], ref, size), nil
-			}
-			if err != errPoolFull {
-				return Handle{}, fmt.Errorf("memory: reserve %d B: %w", size, err)
-			}
-		}
-	}
 	var (
 		poolIdx int16
 		ref     int32
@@ -317,9 +328,9 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy bool) (int16, int32,
 	if r.sliced != nil && !spilled {
 		// The common case: the first accepting pool is sliced and has room.
 		if ref, err := r.sliced.reserve(aligned, size, lazy); err == nil {
-			return firstDynamic + r.pools[0], ref, nil
+			return r.slicedAt, ref, nil
 		} else if err != errPoolFull {
-			return 0, 0, fmt.Errorf("memory: reserve %d B: %w", size, err)
+			return 0, 0, reserveFailed(size, err)
 		}
 	}
 	candidates := r.pools

@@ -94,9 +94,11 @@ func (p *slicedPool) growBlocks() int32 {
 	return int32(len(p.blocks) - 1)
 }
 
-// dropBlock chains block b of the slab blocks (p.blocks) as unused.
+// dropBlock chains block b of the slab blocks (p.blocks) as unused. An
+// unused slot has size 0; its offset, page and prev mean nothing.
 func (p *slicedPool) dropBlock(blocks []sliceBlock, b int32) {
-	blocks[b] = sliceBlock{next: p.spare, nextFree: inUse}
+	blk := &blocks[b]
+	blk.size, blk.next, blk.nextFree = 0, p.spare, inUse
 	p.spare = b
 }
 
@@ -150,7 +152,11 @@ func (p *slicedPool) reserve(size, requested uint64, lazy bool) (int32, error) {
 			p.spare = blocks[ref].next
 		}
 		prev := blk.prev
-		blocks[ref] = sliceBlock{offset: blk.offset, size: size, page: int32(pi), prev: prev, next: b, nextFree: inUse}
+		// Field by field: a composite literal is built on the stack and
+		// copied.
+		nb := &blocks[ref]
+		nb.offset, nb.size, nb.page = blk.offset, size, int32(pi)
+		nb.prev, nb.next, nb.nextFree = prev, b, inUse
 		if prev != none {
 			blocks[prev].next = ref
 		} else {
