@@ -3,7 +3,7 @@ package memory
 import "math/bits"
 
 // fitIndex finds the lowest page whose largest-free bound is at least a
-// size. Bounds fall into size classes, four to a power of two, and class c
+// size. Bounds fall into size classes, two to a power of two, and class c
 // has a bitmap over the pages with bit i set when page i's bound reaches
 // the least size of class c. A size's class bitmap so holds, in page order,
 // every page that can fit it and a few of the same class that cannot: the
@@ -23,18 +23,12 @@ func newFitIndex(largest uint64) fitIndex {
 	return fitIndex{classes: fitClass(largest) + 1}
 }
 
-// fitSplit is log2 of the classes to a power of two.
-const fitSplit = 1
-
-// fitClass is the size class of v: v itself below 1<<fitSplit, then
-// 1<<fitSplit classes to each power of two, split by the bits after the
-// leading one.
+// fitClass is the size class of v, two to each power of two: twice the bit
+// length of v, plus the bit after the leading one. It takes no branch; the
+// classes 1 and 3 stay empty, and values of 2^63 or more share a class.
 func fitClass(v uint64) int {
-	if v < 1<<fitSplit {
-		return int(v)
-	}
-	e := bits.Len64(v) - 1
-	return (e-fitSplit+1)<<fitSplit | int(v>>(e-fitSplit)&(1<<fitSplit-1))
+	n := bits.Len64(v)
+	return n<<1 | int(v<<2>>(uint(n)&63)&1) // the mask spares a shift-width check
 }
 
 // class clamps a value's class to the classes in use; a bound past the
@@ -49,7 +43,20 @@ func (t *fitIndex) set(i int, v uint64) {
 	t.bounds[i] = v
 	from, to := t.class(old), t.class(v)
 	at, bit := i>>6, uint64(1)<<(i&63)
-	// Class 0 holds only empty bounds and keeps no bits.
+	// Class 0 holds only empty bounds and keeps no bits. With one word a
+	// class, the classes a change crosses are one contiguous run.
+	if t.words == 1 {
+		if to > from {
+			for c, run := 0, t.bitmaps[from+1:to+1]; c < len(run); c++ {
+				run[c] |= bit
+			}
+		} else {
+			for c, run := 0, t.bitmaps[to+1:from+1]; c < len(run); c++ {
+				run[c] &^= bit
+			}
+		}
+		return
+	}
 	for c := from + 1; c <= to; c++ {
 		t.bitmaps[c*t.words+at] |= bit
 	}
@@ -71,7 +78,11 @@ func (t *fitIndex) grow(n int) {
 
 // first is the lowest index whose bound is at least v (v > 0), or -1.
 func (t *fitIndex) first(v uint64) int {
-	row := max(t.class(v), 1) * t.words
+	row := fitClass(v)
+	if row >= t.classes {
+		return -1 // past the largest bound
+	}
+	row *= t.words
 	for w := range t.words {
 		for word := t.bitmaps[row+w]; word != 0; word &= word - 1 {
 			if i := w<<6 | bits.TrailingZeros64(word); t.bounds[i] >= v {
