@@ -75,7 +75,12 @@ func alignUp(n, alignment uint64) uint64 {
 // PeakOverlap is the most bytes of the lifetimes live at once: the floor
 // under any assignment's Reserved.
 func PeakOverlap(lifetimes []Lifetime) uint64 {
-	delta := make([]int64, len(lifetimes)+1)
+	return peakLive(lifetimes, len(lifetimes)+1)
+}
+
+// peakLive is PeakOverlap of lifetimes whose ends are below times.
+func peakLive(lifetimes []Lifetime, times int) uint64 {
+	delta := make([]int64, times)
 	for _, l := range lifetimes {
 		delta[l.Start] += int64(l.Size)
 		delta[l.End] -= int64(l.Size)
@@ -129,7 +134,11 @@ func AssignArena(lifetimes []Lifetime, pageLimit uint64, s Strategy) (Assignment
 	if err := checkLifetimes(lifetimes, pageLimit); err != nil {
 		return Assignment{}, err
 	}
-	return assign(lifetimes, pageLimit, s), nil
+	a := assign(lifetimes, pageLimit, s)
+	if s.Search {
+		a, _ = refineAssignment(lifetimes, a, DefaultSearchSteps)
+	}
+	return a, nil
 }
 
 // placementOrder sorts the allocation indices the way order says.
@@ -352,6 +361,9 @@ type Strategy struct {
 	// reach least high: a chain of layers can then alternate where their
 	// large buffers go instead of stacking the buffers that outlive a layer.
 	Lookahead int
+	// Search lowers the greedy placement's pages by the window search
+	// (refineAssignment), with DefaultSearchSteps.
+	Search bool
 }
 
 func (s Strategy) String() string {
@@ -361,6 +373,9 @@ func (s Strategy) String() string {
 	}
 	if s.Lookahead > 0 {
 		fit = fmt.Sprintf("looking %d ahead", s.Lookahead)
+	}
+	if s.Search {
+		fit += ", lowered by search"
 	}
 	return s.Order.String() + ", " + fit
 }
@@ -409,16 +424,20 @@ const (
 
 // PlanArena is the offline arena assignment vkrt's strong plans use: the
 // least reserved of several greedy placements of the whole stream (see
-// planStrategies; the first few for a long stream), computed in parallel. It is deterministic: ties go to the
+// planStrategies; the first few for a long stream), each then lowered by
+// the window search (refineAssignment) with an equal share of searchSteps
+// (none when searchSteps is 0 or less), computed in parallel. It is
+// deterministic: the search counts steps, not time, and ties go to the
 // earlier strategy.
-func PlanArena(lifetimes []Lifetime, pageLimit uint64) (Assignment, Strategy, error) {
+func PlanArena(lifetimes []Lifetime, pageLimit uint64, searchSteps int) (Assignment, Strategy, error) {
 	if err := checkLifetimes(lifetimes, pageLimit); err != nil {
 		return Assignment{}, Strategy{}, err
 	}
-	strategies := planStrategies
+	strategies := slices.Clone(planStrategies)
 	if len(lifetimes) > longStream {
 		strategies = strategies[:quickStrategies]
 	}
+	share := max(searchSteps, 0) / len(strategies)
 	results := make([]Assignment, len(strategies))
 	var wg sync.WaitGroup
 	workers := make(chan struct{}, goruntime.GOMAXPROCS(0))
@@ -428,6 +447,11 @@ func PlanArena(lifetimes []Lifetime, pageLimit uint64) (Assignment, Strategy, er
 		go func() {
 			defer wg.Done()
 			results[i] = assign(lifetimes, pageLimit, s)
+			if share > 0 {
+				if refined, _ := refineAssignment(lifetimes, results[i], share); refined.Reserved() < results[i].Reserved() {
+					results[i], strategies[i].Search = refined, true
+				}
+			}
 			<-workers
 		}()
 	}

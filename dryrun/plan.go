@@ -41,6 +41,11 @@ type PlanOptions struct {
 	Trace *Trace
 	// Device is the device the plan is for; zero means H200.
 	Device vkruntime.DeviceProperties
+	// SearchSteps bounds the search that lowers a strong plan's arena
+	// pages below what the greedy placements reach (see PlanArena): zero
+	// means DefaultSearchSteps, a negative number no search. It is counted
+	// in steps, not time, so a plan does not depend on the machine.
+	SearchSteps int
 }
 
 // ErrCannotPlan classifies reports and options Plan cannot make a plan of.
@@ -65,7 +70,7 @@ func Plan(report memory.Report, opts PlanOptions) (memory.Layout, error) {
 	if opts.Trace == nil {
 		return memory.Layout{}, fmt.Errorf("%w: a strong plan needs the dry run's stream, got none", ErrCannotPlan)
 	}
-	strong, err := planArena(opts.Trace, opts.Device)
+	strong, err := planArena(opts.Trace, opts.Device, opts.searchSteps())
 	if err != nil {
 		return memory.Layout{}, err
 	}
@@ -183,14 +188,21 @@ func planBasic(report memory.Report, opts PlanOptions) (memory.Layout, error) {
 	return memory.SlicedLayout(pools...), nil
 }
 
+func (o PlanOptions) searchSteps() int {
+	if o.SearchSteps == 0 {
+		return DefaultSearchSteps
+	}
+	return max(o.SearchSteps, 0)
+}
+
 // planArena is the strong plan's arena layout for the stream.
-func planArena(t *Trace, device vkruntime.DeviceProperties) (memory.Layout, error) {
+func planArena(t *Trace, device vkruntime.DeviceProperties, searchSteps int) (memory.Layout, error) {
 	d := ReplayOptions{Device: device}.device()
 	if t.Allocations == 0 {
 		return memory.Layout{}, fmt.Errorf("%w: the stream %s has no allocations", ErrCannotPlan, t.Name)
 	}
 	lifetimes := Lifetimes(t, d.Alignment)
-	a, _, err := PlanArena(lifetimes, d.MaxPageSize)
+	a, _, err := PlanArena(lifetimes, d.MaxPageSize, searchSteps)
 	if err != nil {
 		return memory.Layout{}, err
 	}

@@ -1,0 +1,237 @@
+package dryrun
+
+import (
+	"cmp"
+	"slices"
+)
+
+// DefaultSearchSteps is the search PlanArena spends lowering its greedy
+// placements, shared among them, in steps: one search node each, more for
+// a node of a wide window (see windowSolver.nodeCost), so that a step
+// costs about the same anywhere, 5 to 15 µs on the CI machine. Counting
+// steps rather than time keeps plans the same on every machine.
+const DefaultSearchSteps = 1 << 17
+
+// maxWindowAllocs bounds the allocations one window search moves: past it
+// a search node costs too much for the steps to mean anything.
+const maxWindowAllocs = 1024
+
+// refiner lowers the pages of an assignment one page at a time, each
+// independently of the others. A page's height is set by the allocations
+// that reach above a target height; the allocations living inside the time
+// window around them are taken out and placed again by an exact search,
+// with the allocations that cross the window's edges left where they are.
+type refiner struct {
+	lifetimes []Lifetime
+	out       Assignment
+}
+
+// refineAssignment returns a copy of a whose pages are as low as the search
+// could make them within steps, shared equally among the pages, and the
+// steps left.
+func refineAssignment(lifetimes []Lifetime, a Assignment, steps int) (Assignment, int) {
+	r := &refiner{lifetimes: lifetimes,
+		out: Assignment{Pages: slices.Clone(a.Pages), Placements: slices.Clone(a.Placements)}}
+	onPage := make([][]int32, len(a.Pages))
+	for k, pl := range a.Placements {
+		onPage[pl.Page] = append(onPage[pl.Page], int32(k))
+	}
+	for p, ids := range onPage {
+		share := steps / (len(onPage) - p)
+		steps -= share - r.refinePage(uint32(p), ids, share)
+	}
+	return r.out, steps
+}
+
+// refinePage lowers page p, whose allocations are ids in start order,
+// within steps, and returns the steps left: first straight to the page's
+// own peak, then by halving the distance between the lowest height refused
+// and the highest reached. Each try gets a third of the steps left.
+func (r *refiner) refinePage(p uint32, ids []int32, steps int) int {
+	floor := r.pagePeak(ids)
+	reached := r.out.Pages[p]
+	refused := floor - 1
+	if reached == floor || steps <= 0 {
+		return steps
+	}
+	tree := newStabTree(len(r.lifetimes))
+	for _, id := range ids {
+		tree.insert(r.lifetimes[id].Start, r.lifetimes[id].End, id, nil)
+	}
+	// Stop when the remaining gap is under a thousandth of the page.
+	for reached-refused > max(16, reached/1024) && steps > 0 {
+		target := floor
+		if refused >= floor {
+			target = refused + (reached-refused)/2
+		}
+		budget := max(steps/3, 1)
+		ok, left := r.lowerTo(p, ids, tree, target, budget)
+		steps -= budget - left
+		if ok {
+			// A failed try proves nothing: the search may land below it.
+			reached = r.out.Pages[p]
+			refused = min(refused, reached-1)
+		} else {
+			refused = target
+		}
+	}
+	return steps
+}
+
+// pagePeak is the most bytes of ids live at once.
+func (r *refiner) pagePeak(ids []int32) uint64 {
+	sub := make([]Lifetime, len(ids))
+	for k, id := range ids {
+		sub[k] = r.lifetimes[id]
+	}
+	return peakLive(sub, len(r.lifetimes)+1)
+}
+
+// window is a time range [lo, hi) of a page whose allocations are placed
+// again.
+type window struct{ lo, hi int32 }
+
+// lowerTo tries to make page p no higher than target. The allocations
+// reaching above it mark time windows (their lifetimes, joined where they
+// overlap); the allocations living inside a window are placed again by an
+// exact search (windowSolver) around the ones crossing its edges, which
+// stay. A window the search cannot solve within its share of steps is
+// widened, its length added on each side, until it holds more than
+// maxWindowAllocs. It commits only when every window is solved.
+func (r *refiner) lowerTo(p uint32, ids []int32, tree *stabTree, target uint64, steps int) (bool, int) {
+	var windows []window
+	for _, id := range ids {
+		l := r.lifetimes[id]
+		if r.out.Placements[id].Offset+l.Size <= target {
+			continue
+		}
+		if n := len(windows); n > 0 && l.Start < windows[n-1].hi {
+			windows[n-1].hi = max(windows[n-1].hi, l.End)
+		} else {
+			windows = append(windows, window{l.Start, l.End})
+		}
+	}
+	n := int32(len(r.lifetimes))
+	trial := slices.Clone(r.out.Placements)
+	for i, w := range windows {
+		// Each window gets an equal share of the steps left, half of
+		// what is left of it for each widening.
+		budget := steps / (len(windows) - i)
+		for {
+			moved, fixed := r.split(ids, tree, w)
+			if len(moved) > maxWindowAllocs || budget <= 0 {
+				return false, steps
+			}
+			s := newWindowSolver(r.lifetimes, trial, w, moved, fixed, target)
+			spent, offsets := s.solve(max(budget/2, 1))
+			steps -= spent
+			budget -= spent
+			if offsets != nil {
+				for k, id := range moved {
+					trial[id].Offset = offsets[k]
+				}
+				break
+			}
+			if w.lo == 0 && w.hi == n {
+				return false, steps
+			}
+			length := w.hi - w.lo
+			w = window{max(0, w.lo-length), min(n, w.hi+length)}
+		}
+	}
+	// Windows widened past one another were solved around the ones solved
+	// before them; the check guards the commit all the same.
+	if !r.pageSound(ids, trial) {
+		return false, steps
+	}
+	r.out.Placements = trial
+	r.out.Pages[p] = r.height(ids)
+	return true, steps
+}
+
+// split sorts the page's allocations overlapping w into those living
+// inside it (moved, in start order) and those crossing its edges (fixed).
+func (r *refiner) split(ids []int32, tree *stabTree, w window) (moved, fixed []int32) {
+	tree.stab(w.lo, func(id int32) {
+		if r.lifetimes[id].Start < w.lo {
+			fixed = append(fixed, id)
+		}
+	})
+	from, _ := slices.BinarySearch(ids, w.lo)
+	for _, id := range ids[from:] {
+		l := r.lifetimes[id]
+		if l.Start >= w.hi {
+			break
+		}
+		if l.End <= w.hi {
+			moved = append(moved, id)
+		} else {
+			fixed = append(fixed, id)
+		}
+	}
+	return moved, fixed
+}
+
+func (r *refiner) height(ids []int32) uint64 {
+	var h uint64
+	for _, id := range ids {
+		h = max(h, r.out.Placements[id].Offset+r.lifetimes[id].Size)
+	}
+	return h
+}
+
+// pageSound reports whether no two of ids live at the same time overlap
+// under placements.
+func (r *refiner) pageSound(ids []int32, placements []Placement) bool {
+	type live struct{ offset, end uint64 }
+	endingAt := make(map[int32][]int32)
+	for _, id := range ids {
+		endingAt[r.lifetimes[id].End] = append(endingAt[r.lifetimes[id].End], id)
+	}
+	var ranges []live
+	find := func(offset uint64) int {
+		i, _ := slices.BinarySearchFunc(ranges, offset, func(l live, o uint64) int { return cmp.Compare(l.offset, o) })
+		return i
+	}
+	var endTimes []int32
+	for t := range endingAt {
+		endTimes = append(endTimes, t)
+	}
+	slices.Sort(endTimes)
+	next := 0
+	for _, id := range ids {
+		l := r.lifetimes[id]
+		for next < len(endTimes) && endTimes[next] <= l.Start {
+			for _, gone := range endingAt[endTimes[next]] {
+				i := find(placements[gone].Offset)
+				ranges = slices.Delete(ranges, i, i+1)
+			}
+			next++
+		}
+		off := placements[id].Offset
+		i := find(off)
+		if i > 0 && ranges[i-1].end > off || i < len(ranges) && ranges[i].offset < off+l.Size {
+			return false
+		}
+		ranges = slices.Insert(ranges, i, live{off, off + l.Size})
+	}
+	return true
+}
+
+// byteRange is a fixed allocation's bytes in a window.
+type byteRange struct{ lo, hi uint64 }
+
+// mergeRanges sorts ranges by offset and joins those that touch or overlap,
+// in place.
+func mergeRanges(ranges []byteRange) []byteRange {
+	slices.SortFunc(ranges, func(a, b byteRange) int { return cmp.Compare(a.lo, b.lo) })
+	out := ranges[:0]
+	for _, r := range ranges {
+		if n := len(out); n > 0 && r.lo <= out[n-1].hi {
+			out[n-1].hi = max(out[n-1].hi, r.hi)
+		} else {
+			out = append(out, r)
+		}
+	}
+	return out
+}

@@ -1,0 +1,135 @@
+package dryrun
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/memory"
+)
+
+// layerChain is an encoder forward pass the way PyTorch allocates it: per
+// layer the q, k and v projections, three attention buffers, the attention
+// output, two feed-forward buffers four times as large, two more, and the
+// layer's output, which lives on through the next layer. At the
+// feed-forward step the input, the attention output and both feed-forward
+// buffers are live with the pass's persistent input: only a layout that
+// alternates where each layer puts them stays at the peak.
+func layerChain(layers int, unit uint64) *Trace {
+	g := &generator{t: &Trace{Name: "layer_chain"}}
+	persistent := g.alloc(unit)
+	in := g.alloc(unit)
+	for range layers {
+		q, k, v := g.alloc(unit), g.alloc(unit), g.alloc(unit)
+		scores := g.alloc(unit)
+		g.free(q, k, v)
+		probs, ctx := g.alloc(unit), g.alloc(unit)
+		attn := g.alloc(unit)
+		g.free(scores, probs, ctx)
+		fc1 := g.alloc(4 * unit)
+		act := g.alloc(4 * unit)
+		g.free(fc1)
+		fc2, norm := g.alloc(unit), g.alloc(unit)
+		out := g.alloc(unit)
+		g.free(in, attn, act, fc2, norm)
+		in = out
+	}
+	g.free(in, persistent)
+	return g.t
+}
+
+func TestSearchClosesTheGapGreedyPlacementsLeave(t *testing.T) {
+	const unit = 1 << 20
+	lifetimes := Lifetimes(layerChain(12, unit), 16)
+	peak := PeakOverlap(lifetimes)
+	require.Equal(t, uint64(11*unit), peak, "the feed-forward step holds eleven units")
+
+	greedy, _, err := PlanArena(lifetimes, 1<<40, 0)
+	require.NoError(t, err)
+	require.Greater(t, greedy.Reserved(), peak, "no greedy order alternates the layers")
+
+	searched, s, err := PlanArena(lifetimes, 1<<40, DefaultSearchSteps)
+	require.NoError(t, err)
+	checkAssignment(t, lifetimes, searched)
+	require.Equal(t, peak, searched.Reserved())
+	require.True(t, s.Search, "%s", s)
+	require.Contains(t, s.String(), "lowered by search")
+
+	// Through Plan: SearchSteps < 0 turns the search off.
+	tr := layerChain(12, unit)
+	on, err := PlanTrace(tr, memory.SubSlicesLayout(), PlanOptions{Strength: Strong})
+	require.NoError(t, err)
+	off, err := PlanTrace(tr, memory.SubSlicesLayout(), PlanOptions{Strength: Strong, SearchSteps: -1})
+	require.NoError(t, err)
+	require.Zero(t, on.Plan.Spills)
+	require.Equal(t, peak, on.Plan.ReservedPeakBytes)
+	require.Greater(t, off.Plan.ReservedPeakBytes, on.Plan.ReservedPeakBytes)
+}
+
+func TestRefinedAssignmentsStaySoundAndNeverRise(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	rounds := 150
+	if quick() {
+		rounds = 30
+	}
+	lowered := 0
+	for range rounds {
+		n := 2 + rng.IntN(300)
+		limit := uint64(16 << rng.IntN(14))
+		lifetimes := randomLifetimes(rng, n, uint64(16<<rng.IntN(12)))
+		for _, s := range planStrategies {
+			a := assign(lifetimes, limit, s)
+			refined, left := refineAssignment(lifetimes, a, 1<<12)
+			require.GreaterOrEqual(t, left, -64, "the search keeps to its steps, give or take one node")
+			checkAssignment(t, lifetimes, refined)
+			require.Len(t, refined.Pages, len(a.Pages))
+			for p := range a.Pages {
+				require.LessOrEqual(t, refined.Pages[p], a.Pages[p], "page %d rose", p)
+			}
+			if refined.Reserved() < a.Reserved() {
+				lowered++
+			}
+		}
+	}
+	require.Positive(t, lowered, "the search lowers some greedy placements")
+}
+
+func TestWindowSolverPlacesAroundFixedAllocations(t *testing.T) {
+	// Allocation 0 crosses the window's start and stays at [100, 200);
+	// allocations 1 and 2 live inside it at the same time.
+	lifetimes := []Lifetime{{Size: 100, Start: 0, End: 3}, {Size: 100, Start: 1, End: 3}, {Size: 100, Start: 2, End: 3}}
+	placements := []Placement{{Offset: 100}, {}, {}}
+	w := window{1, 3}
+	s := newWindowSolver(lifetimes, placements, w, []int32{1, 2}, []int32{0}, 300)
+	_, offsets := s.solve(100)
+	require.ElementsMatch(t, []uint64{0, 200}, offsets)
+
+	s = newWindowSolver(lifetimes, placements, w, []int32{1, 2}, []int32{0}, 299)
+	spent, offsets := s.solve(100)
+	require.Nil(t, offsets, "three hundred bytes are live at once")
+	require.Equal(t, 1, spent)
+
+	// Room enough in bytes, but split by the fixed range: below it only
+	// 100 bytes, and 150 + 110 do not fit above it under 360.
+	lifetimes[1].Size, lifetimes[2].Size = 150, 110
+	s = newWindowSolver(lifetimes, placements, w, []int32{1, 2}, []int32{0}, 360)
+	spent, offsets = s.solve(1000)
+	require.Nil(t, offsets)
+	require.Less(t, spent, 1000, "the search ends before its steps")
+	s = newWindowSolver(lifetimes, placements, w, []int32{1, 2}, []int32{0}, 460)
+	_, offsets = s.solve(1000)
+	require.Equal(t, []uint64{200, 350}, offsets, "both above the fixed range, the larger lower")
+}
+
+func TestPlanArenaSearchIsDeterministic(t *testing.T) {
+	for _, shape := range Shapes() {
+		lifetimes := Lifetimes(Generate(11, shape), 16)
+		a, sa, err := PlanArena(lifetimes, 4<<30-16, DefaultSearchSteps/4)
+		require.NoError(t, err)
+		b, sb, err := PlanArena(lifetimes, 4<<30-16, DefaultSearchSteps/4)
+		require.NoError(t, err)
+		require.Equal(t, sa, sb)
+		require.Equal(t, a, b, "%s", shape)
+	}
+}
