@@ -424,9 +424,9 @@ const (
 
 // PlanArena is the offline arena assignment vkrt's strong plans use: the
 // least reserved of several greedy placements of the whole stream (see
-// planStrategies; the first few for a long stream), each then lowered by
-// the window search (refineAssignment) with an equal share of searchSteps
-// (none when searchSteps is 0 or less), computed in parallel. It is
+// planStrategies; the first few for a long stream), each lowered by the
+// window search (refineAssignment) with an equal share of searchSteps (none
+// when searchSteps is 0 or less), computed in parallel. It is
 // deterministic: the search counts steps, not time, and ties go to the
 // earlier strategy.
 func PlanArena(lifetimes []Lifetime, pageLimit uint64, searchSteps int) (Assignment, Strategy, error) {
@@ -437,32 +437,42 @@ func PlanArena(lifetimes []Lifetime, pageLimit uint64, searchSteps int) (Assignm
 	if len(lifetimes) > longStream {
 		strategies = strategies[:quickStrategies]
 	}
-	share := max(searchSteps, 0) / len(strategies)
 	results := make([]Assignment, len(strategies))
+	inParallel(len(strategies), func(i int) { results[i] = assign(lifetimes, pageLimit, strategies[i]) })
+	best := func() int {
+		best := 0
+		for i, r := range results {
+			if r.Reserved() < results[best].Reserved() {
+				best = i
+			}
+		}
+		return best
+	}
+	if share := max(searchSteps, 0) / len(strategies); share > 0 {
+		inParallel(len(strategies), func(i int) {
+			if refined, _ := refineAssignment(lifetimes, results[i], share); refined.Reserved() < results[i].Reserved() {
+				results[i], strategies[i].Search = refined, true
+			}
+		})
+	}
+	b := best()
+	return results[b], strategies[b], nil
+}
+
+// inParallel runs do(0) ... do(n-1) on as many goroutines as GOMAXPROCS.
+func inParallel(n int, do func(i int)) {
 	var wg sync.WaitGroup
 	workers := make(chan struct{}, goruntime.GOMAXPROCS(0))
-	for i, s := range strategies {
+	for i := range n {
 		wg.Add(1)
 		workers <- struct{}{}
 		go func() {
 			defer wg.Done()
-			results[i] = assign(lifetimes, pageLimit, s)
-			if share > 0 {
-				if refined, _ := refineAssignment(lifetimes, results[i], share); refined.Reserved() < results[i].Reserved() {
-					results[i], strategies[i].Search = refined, true
-				}
-			}
+			do(i)
 			<-workers
 		}()
 	}
 	wg.Wait()
-	best := 0
-	for i, r := range results {
-		if r.Reserved() < results[best].Reserved() {
-			best = i
-		}
-	}
-	return results[best], strategies[best], nil
 }
 
 func assign(lifetimes []Lifetime, pageLimit uint64, s Strategy) Assignment {

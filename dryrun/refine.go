@@ -12,6 +12,11 @@ import (
 // steps rather than time keeps plans the same on every machine.
 const DefaultSearchSteps = 1 << 17
 
+// windowSteps bounds the steps of one window search per allocation it
+// moves: a layout the search finds at all it finds within a few nodes per
+// allocation, so a window it cannot solve stops costing early.
+const windowSteps = 64
+
 // maxWindowAllocs bounds the allocations one window search moves: past it
 // a search node costs too much for the steps to mean anything.
 const maxWindowAllocs = 1024
@@ -46,7 +51,7 @@ func refineAssignment(lifetimes []Lifetime, a Assignment, steps int) (Assignment
 // refinePage lowers page p, whose allocations are ids in start order,
 // within steps, and returns the steps left: first straight to the page's
 // own peak, then by halving the distance between the lowest height refused
-// and the highest reached. Each try gets a third of the steps left.
+// and the highest reached.
 func (r *refiner) refinePage(p uint32, ids []int32, steps int) int {
 	floor := r.pagePeak(ids)
 	reached := r.out.Pages[p]
@@ -64,7 +69,11 @@ func (r *refiner) refinePage(p uint32, ids []int32, steps int) int {
 		if refused >= floor {
 			target = refused + (reached-refused)/2
 		}
+		// The first try, straight to the peak, gets half the steps.
 		budget := max(steps/3, 1)
+		if target == floor {
+			budget = max(steps/2, 1)
+		}
 		ok, left := r.lowerTo(p, ids, tree, target, budget)
 		steps -= budget - left
 		if ok {
@@ -123,7 +132,7 @@ func (r *refiner) lowerTo(p uint32, ids []int32, tree *stabTree, target uint64, 
 				return false, steps
 			}
 			s := newWindowSolver(r.lifetimes, trial, w, moved, fixed, target)
-			spent, offsets := s.solve(max(budget/2, 1))
+			spent, offsets := s.solve(min(max(budget/2, 1), windowSteps*len(moved)))
 			steps -= spent
 			budget -= spent
 			if offsets != nil {

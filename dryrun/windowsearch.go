@@ -23,9 +23,14 @@ type windowSolver struct {
 	minOff   []uint64
 	placed   []bool
 	offset   []uint64
-	top      []uint64      // per section: the top of what is placed across it
-	total    []uint64      // per section: bytes of unplaced allocations crossing it
-	fixed    [][]byteRange // per section: fixed ranges, by offset
+	top      []uint64 // per section: the top of what is placed across it
+	total    []uint64 // per section: bytes of unplaced allocations crossing it
+	// Fixed ranges: those live over the whole window, merged, and per
+	// section those crossing one of its edges. Fixed allocations live at
+	// the same time do not overlap, so the two lists never do either.
+	spanning []byteRange
+	fixed    [][]byteRange
+	edgeOf   [][]byteRange // per allocation: the edge-crossing fixed ranges its lifetime meets, merged
 	steps    int
 	// nodeCost is what one search node costs in steps: it sorts the
 	// unplaced allocations and checks every section.
@@ -56,19 +61,27 @@ func newWindowSolver(lifetimes []Lifetime, placements []Placement, w window, mov
 	}
 	m := len(moved)
 	s := &windowSolver{limit: limit, size: make([]uint64, m), lo: make([]int32, m), hi: make([]int32, m),
-		overlaps: make([][]int32, m), rank: make([]int32, m), minOff: make([]uint64, m), placed: make([]bool, m),
+		overlaps: make([][]int32, m), edgeOf: make([][]byteRange, m), rank: make([]int32, m), minOff: make([]uint64, m), placed: make([]bool, m),
 		offset: make([]uint64, m), top: make([]uint64, sections), total: make([]uint64, sections),
 		fixed: make([][]byteRange, sections), nodeCost: 1 + (m+sections)/256}
+	type edge struct {
+		r      byteRange
+		lo, hi int32
+	}
+	var edges []edge
 	for _, id := range fixed {
 		l := lifetimes[id]
-		off := placements[id].Offset
+		r := byteRange{placements[id].Offset, placements[id].Offset + l.Size}
+		if l.Start <= w.lo && l.End >= w.hi {
+			s.spanning = append(s.spanning, r)
+			continue
+		}
+		edges = append(edges, edge{r, section(l.Start), section(l.End)})
 		for sec := section(l.Start); sec < section(l.End); sec++ {
-			s.fixed[sec] = append(s.fixed[sec], byteRange{off, off + l.Size})
+			s.fixed[sec] = append(s.fixed[sec], r)
 		}
 	}
-	for sec, ranges := range s.fixed {
-		s.fixed[sec] = mergeRanges(ranges)
-	}
+	s.spanning = mergeRanges(s.spanning)
 	for i, id := range moved {
 		l := lifetimes[id]
 		s.size[i], s.lo[i], s.hi[i] = l.Size, section(l.Start), section(l.End)
@@ -82,6 +95,13 @@ func newWindowSolver(lifetimes []Lifetime, placements []Placement, w window, mov
 		}
 	}
 	for i := range moved {
+		var ranges []byteRange
+		for _, e := range edges {
+			if e.lo < s.hi[i] && e.hi > s.lo[i] {
+				ranges = append(ranges, e.r)
+			}
+		}
+		s.edgeOf[i] = mergeRanges(ranges)
 		s.minOff[i] = s.lift(int32(i), 0)
 	}
 	return s
@@ -89,15 +109,24 @@ func newWindowSolver(lifetimes []Lifetime, placements []Placement, w window, mov
 
 // lift is the lowest offset from at where allocation b meets no fixed range.
 func (s *windowSolver) lift(b int32, at uint64) uint64 {
-	for moved := true; moved; {
-		moved = false
-		for sec := s.lo[b]; sec < s.hi[b]; sec++ {
-			for _, f := range s.fixed[sec] {
-				if f.lo < at+s.size[b] && f.hi > at {
-					at, moved = f.hi, true
-				}
-			}
+	for {
+		lifted := liftOver(s.edgeOf[b], liftOver(s.spanning, at, s.size[b]), s.size[b])
+		if lifted == at {
+			return at
 		}
+		at = lifted
+	}
+}
+
+// liftOver is the lowest offset from at where size bytes meet none of the
+// ranges, merged and sorted.
+func liftOver(ranges []byteRange, at, size uint64) uint64 {
+	i, _ := slices.BinarySearchFunc(ranges, at, func(r byteRange, at uint64) int { return cmp.Compare(r.hi, at+1) })
+	for _, r := range ranges[i:] {
+		if r.lo >= at+size {
+			break
+		}
+		at = r.hi
 	}
 	return at
 }
@@ -164,10 +193,12 @@ func (s *windowSolver) room(sec int32, floor uint64) uint64 {
 		return 0
 	}
 	free := s.limit - floor
-	for _, f := range s.fixed[sec] {
-		lo, hi := max(f.lo, floor), min(f.hi, s.limit)
-		if lo < hi {
-			free -= hi - lo
+	for _, ranges := range [2][]byteRange{s.spanning, s.fixed[sec]} {
+		for _, f := range ranges {
+			lo, hi := max(f.lo, floor), min(f.hi, s.limit)
+			if lo < hi {
+				free -= hi - lo
+			}
 		}
 	}
 	return free
