@@ -121,7 +121,7 @@ func TestAssignArenaShippedTraces(t *testing.T) {
 		tr, err := ReadTraceFile(path)
 		require.NoError(t, err)
 		lifetimes := Lifetimes(tr, 16)
-		a, s, err := PlanArena(lifetimes, 4<<30-16, DefaultSearchSteps)
+		a, s, err := PlanArena(lifetimes, 4<<30-16, searchSteps())
 		require.NoError(t, err)
 		checkAssignment(t, lifetimes, a)
 		t.Logf("%s %s: pages %d ratio %.4f", tr.Name, s, len(a.Pages), float64(a.Reserved())/float64(tr.PeakLiveBytes()))

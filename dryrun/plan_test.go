@@ -25,6 +25,16 @@ var pytorchPeers = map[string]pytorchPeer{
 	"bert_dynamic":   {1.678, 1.226, 27, 28},
 }
 
+// searchSteps is the search the tests give strong plans whose search is
+// not what they check: the default, or a sixteenth of it under the race
+// detector, which slows the search about tenfold.
+func searchSteps() int {
+	if raceEnabled {
+		return DefaultSearchSteps / 16
+	}
+	return DefaultSearchSteps
+}
+
 // plannedRatioBound is what a strong plan must reach on any stream: within
 // 3 % of the peak live bytes.
 const plannedRatioBound = 1.03
@@ -38,7 +48,7 @@ func TestStrongPlanBeatsPyTorchOnShippedTraces(t *testing.T) {
 		tr, err := ReadTraceFile(path)
 		require.NoError(t, err)
 		peer := pytorchPeers[tr.Name]
-		pr, err := PlanTrace(tr, memory.SubSlicesLayout(), PlanOptions{Strength: Strong})
+		pr, err := PlanTrace(tr, memory.SubSlicesLayout(), PlanOptions{Strength: Strong, SearchSteps: searchSteps()})
 		require.NoError(t, err)
 		p := pr.Plan
 		t.Logf("%s: default %.3f× (%d allocs), planned %.4f× (%d allocs, %d spills), PyTorch %.3f×/%.3f× (%d/%d)",
@@ -151,7 +161,7 @@ func TestStrongPlanFallsBackToALeanerBasicPlan(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, chosen.Equal(basic), "the basic plan wins when the arena would reserve more")
 
-	strong, err := Plan(dry.Report, PlanOptions{Strength: Strong, Trace: tr})
+	strong, err := Plan(dry.Report, PlanOptions{Strength: Strong, Trace: tr, SearchSteps: searchSteps()})
 	require.NoError(t, err)
 	chosen, err = leaner(tr, strong, basic, vkruntime.DeviceProperties{})
 	require.NoError(t, err)
@@ -173,14 +183,14 @@ func TestPlanRefusesWhatItCannotPlan(t *testing.T) {
 	_, err = Plan(direct.Report, PlanOptions{Strength: Basic})
 	require.ErrorIs(t, err, ErrCannotPlan)
 	require.ErrorContains(t, err, `"Direct"`)
-	strong, err := Plan(direct.Report, PlanOptions{Strength: Strong, Trace: tr})
+	strong, err := Plan(direct.Report, PlanOptions{Strength: Strong, Trace: tr, SearchSteps: searchSteps()})
 	require.NoError(t, err, "a strong plan does not need pools it can cap")
 	require.Equal(t, memory.LayoutArena, strong.Kind())
 }
 
 func TestStrongPlanInstallsAndExplainsItself(t *testing.T) {
 	tr := readShipped(t, "resnet50_train")
-	plan, err := Plan(memory.Report{}, PlanOptions{Strength: Strong, Trace: tr})
+	plan, err := Plan(memory.Report{}, PlanOptions{Strength: Strong, Trace: tr, SearchSteps: searchSteps()})
 	require.NoError(t, err)
 	arena, ok := plan.Arena()
 	require.True(t, ok)

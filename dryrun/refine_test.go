@@ -71,7 +71,7 @@ func TestRefinedAssignmentsStaySoundAndNeverRise(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	rounds := 150
 	if quick() {
-		rounds = 30
+		rounds = 15
 	}
 	lowered := 0
 	for range rounds {
@@ -125,9 +125,9 @@ func TestWindowSolverPlacesAroundFixedAllocations(t *testing.T) {
 func TestPlanArenaSearchIsDeterministic(t *testing.T) {
 	for _, shape := range Shapes() {
 		lifetimes := Lifetimes(Generate(11, shape), 16)
-		a, sa, err := PlanArena(lifetimes, 4<<30-16, DefaultSearchSteps/4)
+		a, sa, err := PlanArena(lifetimes, 4<<30-16, searchSteps()/4)
 		require.NoError(t, err)
-		b, sb, err := PlanArena(lifetimes, 4<<30-16, DefaultSearchSteps/4)
+		b, sb, err := PlanArena(lifetimes, 4<<30-16, searchSteps()/4)
 		require.NoError(t, err)
 		require.Equal(t, sa, sb)
 		require.Equal(t, a, b, "%s", shape)

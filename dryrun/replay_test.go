@@ -27,7 +27,7 @@ func readShipped(t testing.TB, name string) *Trace {
 
 func TestReplayIsDeterministic(t *testing.T) {
 	tr := readShipped(t, "resnet50_train")
-	plan, err := Plan(memory.Report{}, PlanOptions{Strength: Strong, Trace: tr})
+	plan, err := Plan(memory.Report{}, PlanOptions{Strength: Strong, Trace: tr, SearchSteps: searchSteps()})
 	require.NoError(t, err)
 	for _, l := range []memory.Layout{memory.SubSlicesLayout(), memory.ExclusivePagesLayout(), plan} {
 		a, err := Replay(tr, l, ReplayOptions{})
@@ -40,7 +40,7 @@ func TestReplayIsDeterministic(t *testing.T) {
 		require.Equal(t, tr.PeakLiveBytes(), a.PeakLiveBytes)
 		require.GreaterOrEqual(t, a.ReservedPeakBytes, a.PeakLiveBytes)
 	}
-	again, err := Plan(memory.Report{}, PlanOptions{Strength: Strong, Trace: tr})
+	again, err := Plan(memory.Report{}, PlanOptions{Strength: Strong, Trace: tr, SearchSteps: searchSteps()})
 	require.NoError(t, err)
 	require.True(t, plan.Equal(again), "planning is deterministic")
 }
