@@ -2,16 +2,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"errors"
 	"os"
 	"strings"
 	"testing"
 
 	json "github.com/goccy/go-json"
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/vk"
@@ -31,24 +27,8 @@ func devicesOrSkip(t *testing.T) []vk.DeviceInfo {
 
 func executeDevices(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	var sub *cobra.Command
-	for _, c := range rootCmd.Commands() {
-		if c.Name() == "devices" {
-			sub = c
-		}
-	}
-	require.NotNil(t, sub, "devices is registered on the root command")
-	sub.Flags().VisitAll(func(f *pflag.Flag) {
-		require.NoError(t, f.Value.Set(f.DefValue))
-		f.Changed = false
-	})
-	var out bytes.Buffer
-	rootCmd.SetOut(&out)
-	rootCmd.SetErr(&out)
-	rootCmd.SetArgs(append([]string{"devices"}, args...))
-	defer rootCmd.SetArgs(nil)
-	err := rootCmd.ExecuteContext(context.Background())
-	return out.String(), err
+	out, errOut, err := execute(t, "devices", args...)
+	return out + errOut, err
 }
 
 func TestDevicesJSONOneObjectPerDevice(t *testing.T) {

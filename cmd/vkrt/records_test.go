@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -11,8 +10,6 @@ import (
 	"testing"
 
 	json "github.com/goccy/go-json"
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/client"
@@ -25,24 +22,8 @@ import (
 // values and returns what it wrote.
 func executeRecords(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	var sub *cobra.Command
-	for _, c := range rootCmd.Commands() {
-		if c.Name() == "records" {
-			sub = c
-		}
-	}
-	require.NotNil(t, sub, "records is registered on the root command")
-	sub.Flags().VisitAll(func(f *pflag.Flag) {
-		require.NoError(t, f.Value.Set(f.DefValue))
-		f.Changed = false
-	})
-	var out bytes.Buffer
-	rootCmd.SetOut(&out)
-	rootCmd.SetErr(&out)
-	rootCmd.SetArgs(append([]string{"records"}, args...))
-	defer rootCmd.SetArgs(nil)
-	err := rootCmd.ExecuteContext(context.Background())
-	return out.String(), err
+	out, errOut, err := execute(t, "records", args...)
+	return out + errOut, err
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -2,16 +2,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	json "github.com/goccy/go-json"
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/dryrun"
@@ -22,24 +18,7 @@ import (
 // and returns what it wrote to stdout and stderr.
 func executeReplay(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
-	var sub *cobra.Command
-	for _, c := range rootCmd.Commands() {
-		if c.Name() == "replay" {
-			sub = c
-		}
-	}
-	require.NotNil(t, sub, "replay is registered on the root command")
-	sub.Flags().VisitAll(func(f *pflag.Flag) {
-		require.NoError(t, f.Value.Set(f.DefValue))
-		f.Changed = false
-	})
-	var out, errOut bytes.Buffer
-	rootCmd.SetOut(&out)
-	rootCmd.SetErr(&errOut)
-	rootCmd.SetArgs(append([]string{"replay"}, args...))
-	defer rootCmd.SetArgs(nil)
-	err := rootCmd.ExecuteContext(context.Background())
-	return out.String(), errOut.String(), err
+	return execute(t, "replay", args...)
 }
 
 const resnetTrace = "../../testdata/traces/resnet50_train.trace.gz"
