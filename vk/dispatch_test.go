@@ -45,7 +45,7 @@ func TestCatalogueDescribesTheSPIRV(t *testing.T) {
 	for i, k := range ks {
 		names[i] = k.Name
 	}
-	for _, want := range []string{"fill", "copy", "add", "mul", "scale", "relu", "gelu", "softmax", "layernorm", "reduce_sum", "matmul"} {
+	for _, want := range []string{"fill", "copy", "add", "mul", "scale", "relu", "gelu", "softmax", "layernorm", "reduce_sum", "matmul", "transpose"} {
 		require.Contains(t, names, want)
 	}
 	require.True(t, slices.IsSorted(names))
