@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"github.com/vkrt/vkrt/internal/cpuref"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -102,16 +103,16 @@ func TestLaunch(t *testing.T) {
 	for i := range a {
 		a[i], b[i] = float32(i)*0.5, float32(n-i)
 	}
-	ba, err := c.Create(ctx, f32bytes(a))
+	ba, err := c.Create(ctx, cpuref.Bytes(a))
 	require.NoError(t, err)
-	bb, err := c.Create(ctx, f32bytes(b))
+	bb, err := c.Create(ctx, cpuref.Bytes(b))
 	require.NoError(t, err)
 	out, err := c.Empty(ctx, 4*n)
 	require.NoError(t, err)
 	require.NoError(t, c.Run(ctx, vk.Add(n), ba, bb, out))
 	raw, err := out.Read(ctx)
 	require.NoError(t, err)
-	for i, v := range bytesf32(raw) {
+	for i, v := range cpuref.Floats(raw) {
 		require.Equal(t, a[i]+b[i], v, "element %d", i)
 	}
 
@@ -144,7 +145,7 @@ func TestLaunchBatch(t *testing.T) {
 	for i := range x {
 		x[i] = float32(i%17) - 8
 	}
-	bx, err := c.Create(ctx, f32bytes(x))
+	bx, err := c.Create(ctx, cpuref.Bytes(x))
 	require.NoError(t, err)
 	sum, err := c.Empty(ctx, 4*n)
 	require.NoError(t, err)
@@ -163,7 +164,7 @@ func TestLaunchBatch(t *testing.T) {
 	require.NoError(t, c.LaunchBatch(ctx, chain))
 	raw, err = out.Read(ctx)
 	require.NoError(t, err)
-	for i, v := range bytesf32(raw) {
+	for i, v := range cpuref.Floats(raw) {
 		require.Equal(t, max(2.5*(x[i]+x[i]), 0), v, "element %d", i)
 	}
 

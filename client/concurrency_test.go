@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vkrt/vkrt/internal/cpuref"
 	"sync"
 	"testing"
 
@@ -83,11 +84,11 @@ func concurrentWorker(ctx context.Context, c *Client, w, rounds int) error {
 		for i := range a {
 			a[i], b[i] = float32(w*1000+i), float32(r)-float32(i)/2
 		}
-		ba, err := c.Create(ctx, f32bytes(a))
+		ba, err := c.Create(ctx, cpuref.Bytes(a))
 		if err != nil {
 			return err
 		}
-		bb, err := c.Create(ctx, f32bytes(b))
+		bb, err := c.Create(ctx, cpuref.Bytes(b))
 		if err != nil {
 			return err
 		}
@@ -102,7 +103,7 @@ func concurrentWorker(ctx context.Context, c *Client, w, rounds int) error {
 		if err != nil {
 			return err
 		}
-		for i, v := range bytesf32(raw) {
+		for i, v := range cpuref.Floats(raw) {
 			want := a[i] + b[i]
 			if dry {
 				want = 0

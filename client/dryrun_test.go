@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"github.com/vkrt/vkrt/internal/cpuref"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -21,12 +22,12 @@ func TestDryRunHoldsNoDeviceMemory(t *testing.T) {
 	for i := range in {
 		in[i] = float32(i) - 100
 	}
-	x, err := c.Create(dry, f32bytes(in))
+	x, err := c.Create(dry, cpuref.Bytes(in))
 	require.NoError(t, err)
 	y, err := c.Empty(dry, 4*n)
 	require.NoError(t, err)
 	require.NoError(t, c.Run(dry, vk.ReLU(n), x, y))
-	require.NoError(t, y.Write(dry, 0, f32bytes(in[:10])))
+	require.NoError(t, y.Write(dry, 0, cpuref.Bytes(in[:10])))
 	got, err := y.Read(dry)
 	require.NoError(t, err)
 	require.Equal(t, make([]byte, 4*n), got, "reads under a dry run are zeros")
@@ -53,11 +54,11 @@ func TestDryRunHoldsNoDeviceMemory(t *testing.T) {
 
 	// A real-run scope executes and gives memory to what it uses.
 	realCtx := dryrun.RealRun(dry)
-	require.NoError(t, x.Write(realCtx, 0, f32bytes(in)))
+	require.NoError(t, x.Write(realCtx, 0, cpuref.Bytes(in)))
 	require.NoError(t, c.Run(realCtx, vk.ReLU(n), x, y))
 	got, err = y.Read(realCtx)
 	require.NoError(t, err)
-	for i, v := range bytesf32(got) {
+	for i, v := range cpuref.Floats(got) {
 		require.Equal(t, max(in[i], 0), v, "element %d", i)
 	}
 	require.Positive(t, storage.Allocated())

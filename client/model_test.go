@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"github.com/vkrt/vkrt/internal/cpuref"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -40,7 +41,7 @@ func (g *graph) keep(b *Buffer, err error) *Buffer {
 }
 
 func (g *graph) upload(rows, cols int, data []float32) matrix {
-	return matrix{g.keep(g.c.Create(g.ctx, f32bytes(data))), rows, cols}
+	return matrix{g.keep(g.c.Create(g.ctx, cpuref.Bytes(data))), rows, cols}
 }
 
 func (g *graph) empty(rows, cols int) matrix {
@@ -92,7 +93,7 @@ func (g *graph) read(m matrix) []float32 {
 		g.err = err
 		return nil
 	}
-	return bytesf32(raw)
+	return cpuref.Floats(raw)
 }
 
 // free returns every buffer the graph made; the first error wins.
@@ -168,55 +169,6 @@ func refGelu(v float64) float64 {
 	return 0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v)))
 }
 
-func refSoftmax(x []float32, rows, cols int) []float32 {
-	out := make([]float32, len(x))
-	for r := range rows {
-		row := x[r*cols : (r+1)*cols]
-		m := math.Inf(-1)
-		for _, v := range row {
-			m = max(m, float64(v))
-		}
-		var s float64
-		for _, v := range row {
-			s += math.Exp(float64(v) - m)
-		}
-		for c, v := range row {
-			out[r*cols+c] = float32(math.Exp(float64(v)-m) / s)
-		}
-	}
-	return out
-}
-
-func refLayerNorm(x, gamma, beta []float32, rows, cols int, eps float64) []float32 {
-	out := make([]float32, len(x))
-	for r := range rows {
-		row := x[r*cols : (r+1)*cols]
-		var mean, variance float64
-		for _, v := range row {
-			mean += float64(v)
-		}
-		mean /= float64(cols)
-		for _, v := range row {
-			variance += (float64(v) - mean) * (float64(v) - mean)
-		}
-		variance /= float64(cols)
-		for c, v := range row {
-			out[r*cols+c] = float32((float64(v)-mean)/math.Sqrt(variance+eps)*float64(gamma[c]) + float64(beta[c]))
-		}
-	}
-	return out
-}
-
-func refTranspose(x []float32, rows, cols int) []float32 {
-	out := make([]float32, len(x))
-	for r := range rows {
-		for c := range cols {
-			out[c*rows+r] = x[r*cols+c]
-		}
-	}
-	return out
-}
-
 func requireClose(t *testing.T, want, got []float32, tol float64) {
 	t.Helper()
 	require.Len(t, got, len(want))
@@ -260,7 +212,7 @@ func (m *mlp) forward(ctx context.Context, c *Client) ([]float32, error) {
 func (m *mlp) reference() []float32 {
 	h := refMap(refAddBias(refMatmul(m.x, m.w1, m.batch, m.in, m.hidden), m.b1, m.hidden), refRelu)
 	logits := refAddBias(refMatmul(h, m.w2, m.batch, m.hidden, m.out), m.b2, m.out)
-	return refSoftmax(logits, m.batch, m.out)
+	return cpuref.Softmax(logits, m.batch, m.out)
 }
 
 // block is a pre-norm transformer block with one attention head:
@@ -315,12 +267,12 @@ func (b *block) forward(ctx context.Context, c *Client) ([]float32, error) {
 
 func (b *block) reference() []float32 {
 	s, d, f := b.seq, b.dim, b.ff
-	h := refLayerNorm(b.x, b.g1, b.be1, s, d, lnEps)
+	h := cpuref.LayerNorm(b.x, b.g1, b.be1, s, d, lnEps)
 	q, k, v := refMatmul(h, b.wq, s, d, d), refMatmul(h, b.wk, s, d, d), refMatmul(h, b.wv, s, d, d)
-	scores := refMap(refMatmul(q, refTranspose(k, s, d), s, d, s), func(x float64) float64 { return x / math.Sqrt(float64(d)) })
-	attn := refSoftmax(scores, s, s)
+	scores := refMap(refMatmul(q, cpuref.Transpose(k, s, d), s, d, s), func(x float64) float64 { return x / math.Sqrt(float64(d)) })
+	attn := cpuref.Softmax(scores, s, s)
 	x1 := refAdd(b.x, refMatmul(refMatmul(attn, v, s, s, d), b.wo, s, d, d))
-	h2 := refLayerNorm(x1, b.g2, b.be2, s, d, lnEps)
+	h2 := cpuref.LayerNorm(x1, b.g2, b.be2, s, d, lnEps)
 	ff := refMap(refAddBias(refMatmul(h2, b.w1, s, d, f), b.b1, f), refGelu)
 	return refAdd(x1, refAddBias(refMatmul(ff, b.w2, s, f, d), b.b2, d))
 }

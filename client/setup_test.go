@@ -2,9 +2,7 @@ package client
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"math"
 	"os"
 	"testing"
 
@@ -24,20 +22,4 @@ func openClient(t testing.TB, opts ...Option) *Client {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, c.Close()) })
 	return c
-}
-
-func f32bytes(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
-}
-
-func bytesf32(b []byte) []float32 {
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v
 }

@@ -1,8 +1,8 @@
 package vk
 
 import (
-	"encoding/binary"
 	"errors"
+	"github.com/vkrt/vkrt/internal/cpuref"
 	"math"
 	"os"
 	"testing"
@@ -44,22 +44,6 @@ func alloc(t testing.TB, d *Device, size uint64) vkruntime.StorageHandle {
 	return h
 }
 
-func floatsToBytes(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-	}
-	return b
-}
-
-func bytesToFloats(b []byte) []float32 {
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v
-}
-
 // floatBuffer allocates a page holding v (at least 4 bytes, so empty inputs
 // still have a page) and returns the handle of exactly v's bytes.
 func floatBuffer(t testing.TB, d *Device, v []float32) vkruntime.StorageHandle {
@@ -67,7 +51,7 @@ func floatBuffer(t testing.TB, d *Device, v []float32) vkruntime.StorageHandle {
 	h := alloc(t, d, max(4, uint64(4*len(v))))
 	require.NoError(t, d.Zero(h))
 	h.Size = uint64(4 * len(v))
-	require.NoError(t, d.Upload(h, floatsToBytes(v)))
+	require.NoError(t, d.Upload(h, cpuref.Bytes(v)))
 	return h
 }
 
@@ -75,7 +59,7 @@ func readFloats(t testing.TB, d *Device, h vkruntime.StorageHandle) []float32 {
 	t.Helper()
 	b := make([]byte, h.Size)
 	require.NoError(t, d.Download(h, b))
-	return bytesToFloats(b)
+	return cpuref.Floats(b)
 }
 
 // pseudoRandom is a deterministic sequence in [-scale, scale).

@@ -3,6 +3,7 @@ package vk
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/vkrt/vkrt/internal/cpuref"
 	"math"
 	"testing"
 
@@ -108,45 +109,6 @@ func TestElementGridSpillsIntoY(t *testing.T) {
 	}
 }
 
-func softmaxRef(x []float32, rows, cols int) []float32 {
-	out := make([]float32, len(x))
-	for r := range rows {
-		row := x[r*cols : (r+1)*cols]
-		m := math.Inf(-1)
-		for _, v := range row {
-			m = math.Max(m, float64(v))
-		}
-		var s float64
-		for _, v := range row {
-			s += math.Exp(float64(v) - m)
-		}
-		for c, v := range row {
-			out[r*cols+c] = float32(math.Exp(float64(v)-m) / s)
-		}
-	}
-	return out
-}
-
-func layerNormRef(x, gamma, beta []float32, rows, cols int, eps float32) []float32 {
-	out := make([]float32, len(x))
-	for r := range rows {
-		row := x[r*cols : (r+1)*cols]
-		var mean, q float64
-		for _, v := range row {
-			mean += float64(v)
-		}
-		mean /= float64(cols)
-		for _, v := range row {
-			q += (float64(v) - mean) * (float64(v) - mean)
-		}
-		inv := 1 / math.Sqrt(q/float64(cols)+float64(eps))
-		for c, v := range row {
-			out[r*cols+c] = float32((float64(v)-mean)*inv*float64(gamma[c]) + float64(beta[c]))
-		}
-	}
-	return out
-}
-
 var rowShapes = [][2]int{{0, 5}, {1, 1}, {1, 255}, {3, 257}, {5, 1000}, {2, 3}, {7, 64}}
 
 func TestSoftmaxAndLayerNormMatchTheCPU(t *testing.T) {
@@ -158,7 +120,7 @@ func TestSoftmaxAndLayerNormMatchTheCPU(t *testing.T) {
 		t.Run(fmt.Sprintf("softmax/%dx%d", rows, cols), func(t *testing.T) {
 			out := floatBuffer(t, d, make([]float32, rows*cols))
 			require.NoError(t, d.Run(Softmax(uint32(rows), uint32(cols)), xh, out))
-			requireClose(t, softmaxRef(x, rows, cols), readFloats(t, d, out), 1e-5, "softmax")
+			requireClose(t, cpuref.Softmax(x, rows, cols), readFloats(t, d, out), 1e-5, "softmax")
 		})
 		t.Run(fmt.Sprintf("layernorm/%dx%d", rows, cols), func(t *testing.T) {
 			gamma := pseudoRandom(cols, 11, 2)
@@ -166,7 +128,7 @@ func TestSoftmaxAndLayerNormMatchTheCPU(t *testing.T) {
 			out := floatBuffer(t, d, make([]float32, rows*cols))
 			require.NoError(t, d.Run(LayerNorm(uint32(rows), uint32(cols), 1e-5),
 				xh, floatBuffer(t, d, gamma), floatBuffer(t, d, beta), out))
-			requireClose(t, layerNormRef(x, gamma, beta, rows, cols, 1e-5), readFloats(t, d, out), 1e-4, "layernorm")
+			requireClose(t, cpuref.LayerNorm(x, gamma, beta, rows, cols, 1e-5), readFloats(t, d, out), 1e-4, "layernorm")
 		})
 	}
 }

@@ -2,22 +2,13 @@ package vk
 
 import (
 	"fmt"
+	"github.com/vkrt/vkrt/internal/cpuref"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
-
-func transposeRef(x []float32, rows, cols int) []float32 {
-	out := make([]float32, len(x))
-	for r := range rows {
-		for c := range cols {
-			out[c*rows+r] = x[r*cols+c]
-		}
-	}
-	return out
-}
 
 // runTranspose transposes x (rows x cols) with launch l into a page that
 // starts out holding other values and has one guard word past the output,
@@ -47,7 +38,7 @@ func TestTransposeMatchesTheCPU(t *testing.T) {
 		t.Run(fmt.Sprintf("%dx%d", rows, cols), func(t *testing.T) {
 			x := pseudoRandom(rows*cols, uint32(rows*cols)+3, 10)
 			got, guard := runTranspose(t, d, Transpose(uint32(rows), uint32(cols)), x, rows, cols)
-			require.Equal(t, transposeRef(x, rows, cols), got)
+			require.Equal(t, cpuref.Transpose(x, rows, cols), got)
 			require.Equal(t, float32(42), guard, "the kernel wrote past the output")
 		})
 	}
@@ -64,7 +55,7 @@ func TestTransposeSmallGridsCoverAllTiles(t *testing.T) {
 			l := Transpose(rows, cols)
 			l.Grid = grid
 			got, guard := runTranspose(t, d, l, x, rows, cols)
-			require.Equal(t, transposeRef(x, rows, cols), got)
+			require.Equal(t, cpuref.Transpose(x, rows, cols), got)
 			require.Equal(t, float32(42), guard)
 		})
 	}
@@ -82,7 +73,7 @@ func TestTransposeOfAWideRow(t *testing.T) {
 	require.Equal(t, [3]uint32{portableGroups, 1, 1}, l.Grid)
 	x := pseudoRandom(2*cols, 23, 7)
 	got, guard := runTranspose(t, d, l, x, 2, cols)
-	require.Equal(t, transposeRef(x, 2, cols), got)
+	require.Equal(t, cpuref.Transpose(x, 2, cols), got)
 	require.Equal(t, float32(42), guard)
 }
 
