@@ -1,10 +1,13 @@
 package memory
 
 import (
+	"strings"
 	"testing"
 
 	json "github.com/goccy/go-json"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/internal/strictjson"
 )
 
 const specRecord = `{"label":"after the dry run","report":{
@@ -192,4 +195,51 @@ func TestLayoutIsAValue(t *testing.T) {
 	_, ok = l.Arena()
 	require.False(t, ok)
 	require.Equal(t, LayoutSubSlices, Layout{}.Kind(), "the zero layout is the default preset")
+}
+
+// numbersThatDoNotFit are JSON numbers no uint64 field may take; the first
+// ones are those goccy/go-json wraps to small values.
+var numbersThatDoNotFit = []string{
+	"99999999999999999999", "36893488147419103233", "18446744073709551617", "18446744073709551616",
+	"-1", "1e6", "1.5", "4096.0",
+}
+
+func TestLayoutJSONRefusesNumbersPastUint64(t *testing.T) {
+	for _, n := range numbersThatDoNotFit {
+		for _, doc := range []string{
+			`{"Sliced":[{"page_size":` + n + `}]}`,
+			`{"Sliced":[{"page_size":4096,"pages":` + n + `}]}`,
+			`{"Sliced":[{"page_size":4096,"max_slice":` + n + `}]}`,
+			`{"Arena":{"pages":[` + n + `],"slots":[]}}`,
+			`{"Arena":{"pages":[64],"slots":[[` + n + `,0,0]]}}`,
+			`{"Arena":{"pages":[64],"slots":[[16,0,` + n + `]]}}`,
+			`{"Arena":{"pages":[64],"slots":[],"fallback":[{"page_size":` + n + `}]}}`,
+		} {
+			var l Layout
+			err := json.Unmarshal([]byte(doc), &l)
+			require.ErrorIs(t, err, strictjson.ErrNumberDoesNotFit, doc)
+			_, err = ParseLayout(doc)
+			require.ErrorIs(t, err, strictjson.ErrNumberDoesNotFit, doc)
+		}
+	}
+}
+
+func TestRecordJSONRefusesNumbersPastUint64(t *testing.T) {
+	for _, n := range numbersThatDoNotFit {
+		for _, field := range []string{`"bytes_reserved":1048576`, `"page_size":1048576`, `"max_pool_size":null`, `"pages_peak":1`, `"largest_alloc":100`} {
+			name, _, _ := strings.Cut(field, ":")
+			doc := strings.Replace(specRecord, field, name+":"+n, 1)
+			require.NotEqual(t, specRecord, doc, field)
+			var r Record
+			err := json.Unmarshal([]byte(doc), &r)
+			require.ErrorIs(t, err, strictjson.ErrNumberDoesNotFit, "%s = %s", name, n)
+		}
+	}
+}
+
+func TestRecordJSONReadsTheLargestUint64(t *testing.T) {
+	doc := strings.Replace(specRecord, `"bytes_reserved":1048576`, `"bytes_reserved":18446744073709551615`, 1)
+	var r Record
+	require.NoError(t, json.Unmarshal([]byte(doc), &r))
+	require.Equal(t, uint64(1<<64-1), r.Report.Dynamic[0].Usage.BytesReserved)
 }

@@ -7,12 +7,15 @@ import (
 	"sort"
 
 	json "github.com/goccy/go-json"
+
+	"github.com/vkrt/vkrt/internal/strictjson"
 )
 
 // The decoders here are strict on purpose: a record or layout that does not
 // have exactly the shape the contract shows is an error, never a silently
 // different value. Unknown fields, unknown variants, nulls where a number is
-// due, wrong types and trailing data are refused.
+// due, wrong types, trailing data and numbers that do not fit their field
+// (past 2^64, negative, fractional, in exponent form) are refused.
 
 // jsonObject is a decoded JSON object whose members are decoded on demand.
 type jsonObject struct {
@@ -74,14 +77,12 @@ func (o jsonObject) raw(name string) (json.RawMessage, error) {
 	return raw, nil
 }
 
+// decodeUint64 reads a number through the module's one checked path: goccy
+// would wrap 2^64+1 to 1.
 func decodeUint64(raw []byte, what string) (uint64, error) {
-	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) == 0 || trimmed[0] < '0' || trimmed[0] > '9' {
-		return 0, fmt.Errorf("memory: %s: want a non-negative integer, got %s", what, abbreviate(trimmed))
-	}
-	var v uint64
-	if err := json.Unmarshal(trimmed, &v); err != nil {
-		return 0, fmt.Errorf("memory: %s: want a non-negative integer, got %s: %w", what, abbreviate(trimmed), err)
+	v, err := strictjson.ParseUint64(raw)
+	if err != nil {
+		return 0, fmt.Errorf("memory: %s: %w", what, err)
 	}
 	return v, nil
 }

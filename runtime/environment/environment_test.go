@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/internal/strictjson"
 )
 
 // sampleRecord is a record kind of the tests' own.
@@ -382,4 +384,36 @@ func TestMigratesToNewerSchema(t *testing.T) {
 	migrations = saved
 	_, err = Open("old", WithDir(dir))
 	require.ErrorIs(t, err, ErrNewerSchema)
+}
+
+type sizedRecord struct {
+	BytesReserved uint64 `json:"bytes_reserved"`
+	Pages         uint32 `json:"pages"`
+}
+
+func (sizedRecord) Kind() string { return "sized" }
+
+func TestRecordDecodingRefusesNumbersPastTheirField(t *testing.T) {
+	env := openTemp(t, "numbers")
+	ctx := context.Background()
+	for _, body := range []string{
+		`{"bytes_reserved":18446744073709551617,"pages":1}`,
+		`{"bytes_reserved":18446744073709551616,"pages":1}`,
+		`{"bytes_reserved":-1,"pages":1}`,
+		`{"bytes_reserved":1e6,"pages":1}`,
+		`{"bytes_reserved":1.5,"pages":1}`,
+		`{"bytes_reserved":1,"pages":4294967296}`,
+	} {
+		ent, err := env.PutJSON(ctx, "sized", body, []byte(body))
+		require.NoError(t, err, "the body is valid JSON, so it is stored")
+		_, err = Decode[sizedRecord](ent)
+		require.ErrorIs(t, err, strictjson.ErrNumberDoesNotFit, body)
+		_, err = QueryAs[sizedRecord](ctx, env, Query{LabelGlob: body})
+		require.ErrorIs(t, err, strictjson.ErrNumberDoesNotFit, body)
+	}
+	ent, err := env.PutJSON(ctx, "sized", "fits", []byte(`{"bytes_reserved":18446744073709551615,"pages":4294967295}`))
+	require.NoError(t, err)
+	v, err := Decode[sizedRecord](ent)
+	require.NoError(t, err)
+	require.Equal(t, sizedRecord{BytesReserved: 1<<64 - 1, Pages: 1<<32 - 1}, v)
 }

@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/goccy/go-json"
+
+	"github.com/vkrt/vkrt/internal/strictjson"
 )
 
 // Record is a value an environment can store: its kind names the table of
@@ -32,9 +34,12 @@ type Entry struct {
 	Body  []byte
 }
 
-// Decode unmarshals the body into v.
+// Decode unmarshals the body into v. A number that does not fit its field
+// (past the field's range, negative for an unsigned one, fractional or in
+// exponent form for an integer one) is refused with an error matching
+// strictjson.ErrNumberDoesNotFit, never wrapped.
 func (e Entry) Decode(v any) error {
-	if err := json.Unmarshal(e.Body, v); err != nil {
+	if err := strictjson.Unmarshal(e.Body, v); err != nil {
 		return fmt.Errorf("environment: decoding record %d (kind %q) into %T: %w", e.ID, e.Kind, v, err)
 	}
 	return nil

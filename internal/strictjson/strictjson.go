@@ -1,0 +1,133 @@
+// Package strictjson is the one decoding path for the JSON vkrt reads
+// (layouts, reports, environment records): a number must fit the field it
+// fills exactly, or decoding fails with an error matching ErrNumberDoesNotFit.
+//
+// goccy/go-json, fast at encoding, silently wraps integers past 2^64 on
+// decoding (18446744073709551617 into a uint64 reads as 1), so nothing
+// here decodes numbers through it: integers are checked against the JSON
+// grammar and parsed with strconv, and whole values go through
+// encoding/json, which range-checks every numeric field.
+package strictjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ErrNumberDoesNotFit: a JSON number that is not a value of the field it
+// fills — negative or fractional for an unsigned field, in exponent form for
+// an integer field, or out of the field's range. Typed form: *NumberError.
+var ErrNumberDoesNotFit = errors.New("json: number does not fit its field")
+
+// NumberError is ErrNumberDoesNotFit with the text of the number and the
+// type it was to fill.
+type NumberError struct {
+	// Number is the JSON text of the number, at most 40 bytes of it.
+	Number string
+	// Type is the Go type of the field, "uint64" for ParseUint64.
+	Type string
+	// Field is the path of the field where encoding/json knows it.
+	Field string
+}
+
+func (e *NumberError) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("json: number %s does not fit field %s of type %s", e.Number, e.Field, e.Type)
+	}
+	return fmt.Sprintf("json: number %s does not fit %s", e.Number, e.Type)
+}
+
+// Is makes a *NumberError match ErrNumberDoesNotFit.
+func (e *NumberError) Is(target error) bool { return target == ErrNumberDoesNotFit }
+
+const maxQuoted = 40
+
+func quote(b []byte) string {
+	if len(b) > maxQuoted {
+		return string(b[:maxQuoted]) + "…"
+	}
+	return string(b)
+}
+
+// trimSpace drops what JSON counts as white space, and nothing more.
+func trimSpace(b []byte) []byte { return bytes.Trim(b, " \t\r\n") }
+
+// IsNumber reports whether raw (surrounding space aside) is a JSON number
+// token of any value.
+func IsNumber(raw []byte) bool {
+	t := trimSpace(raw)
+	i := 0
+	if i < len(t) && t[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		start := i
+		for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+			i++
+		}
+		return i - start
+	}
+	switch {
+	case i < len(t) && t[i] == '0':
+		i++
+	case digits() == 0:
+		return false
+	}
+	if i < len(t) && t[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if i < len(t) && (t[i] == 'e' || t[i] == 'E') {
+		i++
+		if i < len(t) && (t[i] == '+' || t[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(t)
+}
+
+// ParseUint64 reads a JSON value that must be a non-negative integer of at
+// most 64 bits, written without fraction or exponent: 0, 42,
+// 18446744073709551615. A number of another value (-1, 1.5, 1e6,
+// 18446744073709551616) is refused with a *NumberError; anything that is not
+// a number at all with a plain error.
+func ParseUint64(raw []byte) (uint64, error) {
+	t := trimSpace(raw)
+	if !IsNumber(t) {
+		return 0, fmt.Errorf("json: want a non-negative integer, got %q", quote(t))
+	}
+	if t[0] == '-' || bytes.ContainsAny(t, ".eE") {
+		return 0, &NumberError{Number: quote(t), Type: "uint64"}
+	}
+	v, err := strconv.ParseUint(string(t), 10, 64)
+	if err != nil {
+		return 0, &NumberError{Number: quote(t), Type: "uint64"}
+	}
+	return v, nil
+}
+
+// Unmarshal decodes data into v as encoding/json does — which refuses a
+// number that does not fit an integer or float field, where goccy/go-json
+// wraps it — and gives such a refusal as a *NumberError.
+func Unmarshal(data []byte, v any) error {
+	err := json.Unmarshal(data, v)
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		if num, ok := strings.CutPrefix(typeErr.Value, "number "); ok {
+			return &NumberError{Number: quote([]byte(num)), Type: typeErr.Type.String(), Field: typeErr.Field}
+		}
+		if typeErr.Value == "number" {
+			return &NumberError{Number: "?", Type: typeErr.Type.String(), Field: typeErr.Field}
+		}
+	}
+	return err
+}

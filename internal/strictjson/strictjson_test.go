@@ -1,0 +1,113 @@
+package strictjson
+
+import (
+	"errors"
+	"testing"
+
+	gojson "github.com/goccy/go-json"
+	"github.com/stretchr/testify/require"
+)
+
+// numbersThatDoNotFitUint64 are JSON numbers no uint64 field may take.
+var numbersThatDoNotFitUint64 = []string{
+	"18446744073709551616", // 2^64
+	"18446744073709551617", // 2^64+1: goccy/go-json reads 1
+	"36893488147419103233", // 2^65+1
+	"99999999999999999999", // wraps to 7766279631452241919
+	"-1", "-0", "1e6", "1E6", "1.5", "1.0", "0.0", "1e-3",
+	"184467440737095516160000000000",
+}
+
+func TestParseUint64RefusesNumbersThatDoNotFit(t *testing.T) {
+	for _, n := range numbersThatDoNotFitUint64 {
+		_, err := ParseUint64([]byte(n))
+		require.ErrorIs(t, err, ErrNumberDoesNotFit, n)
+		var ne *NumberError
+		require.True(t, errors.As(err, &ne), n)
+		require.Equal(t, "uint64", ne.Type)
+	}
+}
+
+func TestParseUint64RefusesWhatIsNotANumber(t *testing.T) {
+	for _, s := range []string{"", " ", `"1"`, "null", "true", "01", "+1", "1.", ".5", "1e", "0x10", "1 2", "[1]", "１"} {
+		_, err := ParseUint64([]byte(s))
+		require.Error(t, err, "%q", s)
+		require.NotErrorIs(t, err, ErrNumberDoesNotFit, "%q is not a number at all", s)
+	}
+}
+
+func TestParseUint64ReadsEveryUint64(t *testing.T) {
+	for s, want := range map[string]uint64{
+		"0": 0, "1": 1, " 42\n": 42, "4294967296": 1 << 32,
+		"18446744073709551615": 1<<64 - 1,
+	} {
+		got, err := ParseUint64([]byte(s))
+		require.NoError(t, err, s)
+		require.Equal(t, want, got, s)
+	}
+}
+
+type sample struct {
+	U64 uint64  `json:"u64"`
+	U32 uint32  `json:"u32"`
+	I64 int64   `json:"i64"`
+	F64 float64 `json:"f64"`
+}
+
+// TestUnmarshalRefusesNumbersThatDoNotFitWhereGoccyWraps pins why the
+// decoding path exists: the same document goccy/go-json accepts with a
+// wrapped value is refused here.
+func TestUnmarshalRefusesNumbersThatDoNotFitWhereGoccyWraps(t *testing.T) {
+	doc := []byte(`{"u64":18446744073709551617}`)
+	var wrapped sample
+	if gojson.Unmarshal(doc, &wrapped) == nil {
+		t.Logf("goccy/go-json reads %s as u64=%d", doc, wrapped.U64)
+	}
+	for _, d := range []string{
+		`{"u64":18446744073709551617}`, `{"u64":18446744073709551616}`, `{"u64":-1}`, `{"u64":1e6}`, `{"u64":1.5}`,
+		`{"u32":4294967296}`, `{"u32":-1}`,
+		`{"i64":9223372036854775808}`, `{"i64":-9223372036854775809}`, `{"i64":1e3}`,
+		`{"f64":1e400}`,
+	} {
+		var s sample
+		err := Unmarshal([]byte(d), &s)
+		require.ErrorIs(t, err, ErrNumberDoesNotFit, d)
+		require.Contains(t, err.Error(), "does not fit", d)
+	}
+}
+
+func TestUnmarshalReadsNumbersThatFit(t *testing.T) {
+	var s sample
+	require.NoError(t, Unmarshal([]byte(`{"u64":18446744073709551615,"u32":4294967295,"i64":-9223372036854775808,"f64":1.5e300}`), &s))
+	require.Equal(t, sample{U64: 1<<64 - 1, U32: 1<<32 - 1, I64: -1 << 63, F64: 1.5e300}, s)
+}
+
+func TestNumberErrorQuotesAtMost40Bytes(t *testing.T) {
+	long := make([]byte, 1<<20)
+	for i := range long {
+		long[i] = '9'
+	}
+	_, err := ParseUint64(long)
+	require.ErrorIs(t, err, ErrNumberDoesNotFit)
+	require.Less(t, len(err.Error()), 120)
+}
+
+func FuzzParseUint64(f *testing.F) {
+	for _, n := range numbersThatDoNotFitUint64 {
+		f.Add([]byte(n))
+	}
+	for _, s := range []string{"0", "18446744073709551615", "01", "1e", "-"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, err := ParseUint64(raw)
+		var ref uint64
+		refErr := Unmarshal(raw, &ref)
+		if (err == nil) != (refErr == nil) {
+			t.Fatalf("ParseUint64(%q) = %d, %v; encoding/json: %d, %v", raw, got, err, ref, refErr)
+		}
+		if err == nil && got != ref {
+			t.Fatalf("ParseUint64(%q) = %d, encoding/json %d", raw, got, ref)
+		}
+	})
+}
