@@ -21,9 +21,9 @@ step "go vet"
 go vet ./...
 
 step "portable builds (wasip1, js)"
-portable=(./runtime/ ./memory/ ./dryrun/)
+portable=(./runtime/ ./memory/ ./dryrun/...)
 for p in "${portable[@]}"; do
-  [ -d "$p" ] || continue
+  [ -d "${p%...}" ] || continue
   GOOS=wasip1 GOARCH=wasm go build "$p"
   GOOS=js GOARCH=wasm go build "$p"
 done

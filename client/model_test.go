@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"github.com/vkrt/vkrt/internal/cpuref"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -10,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/dryrun/plan"
+	"github.com/vkrt/vkrt/internal/cpuref"
 	"github.com/vkrt/vkrt/memory"
 	"github.com/vkrt/vkrt/runtime/environment"
 	"github.com/vkrt/vkrt/vk"
@@ -285,7 +286,7 @@ type model interface {
 func TestMeasuredPlanEndToEnd(t *testing.T) {
 	models := map[string]model{"mlp": newMLP(7), "transformer block": newBlock(11)}
 	for name, mod := range models {
-		for _, strength := range []dryrun.Strength{dryrun.Basic, dryrun.Strong} {
+		for _, strength := range []plan.Strength{plan.Basic, plan.Strong} {
 			t.Run(name+"/"+strength.String(), func(t *testing.T) {
 				env, err := environment.Open("e2e", environment.WithDir(t.TempDir()))
 				require.NoError(t, err)
@@ -306,7 +307,7 @@ func TestMeasuredPlanEndToEnd(t *testing.T) {
 					return err
 				}
 				m, err := c.MeasurePlan(context.Background(), workload, MeasureOptions{
-					Plan: dryrun.PlanOptions{Strength: strength}, Verify: true, Label: name,
+					Plan: plan.Options{Strength: strength}, Verify: true, Label: name,
 				})
 				require.NoError(t, err)
 

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/dryrun/plan"
+	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/memory"
 )
 
@@ -26,7 +28,7 @@ type MeasureOptions struct {
 	Layout memory.Layout
 	// Plan configures the planner. Device is always the client's device and
 	// Trace the dry run's exact allocation stream.
-	Plan dryrun.PlanOptions
+	Plan plan.Options
 	// Verify runs the workload for real under the installed plan and fails
 	// with ErrPlanSpilled if anything spilled.
 	Verify bool
@@ -44,7 +46,7 @@ type Measurement struct {
 	// 0 unless the workload has real-run scopes.
 	DeviceBytes uint64
 	// Trace is the dry run's allocation stream.
-	Trace *dryrun.Trace
+	Trace *trace.Trace
 	// Plan is the layout installed on the calling stream.
 	Plan memory.Layout
 	// Verified: the real run ran (Verify) and Spills and Real are set.
@@ -68,7 +70,7 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 	}
 	defer probe.Close()
 	probe.mu.Lock()
-	probe.trace = &dryrun.Trace{Name: fmt.Sprintf("stream %d dry run", probe.id)}
+	probe.trace = &trace.Trace{Name: fmt.Sprintf("stream %d dry run", probe.id)}
 	probe.mu.Unlock()
 
 	storage := c.dev.Storage()
@@ -96,7 +98,7 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 	// pools' own routing.
 	po := opts.Plan
 	po.Device, po.Trace = c.props, m.Trace
-	if m.Plan, err = dryrun.Plan(m.DryRun, po); err != nil {
+	if m.Plan, err = plan.Derive(m.DryRun, po); err != nil {
 		return m, fmt.Errorf("client: planning from the dry run: %w", err)
 	}
 	if err := c.InstallMemoryPools(WithStream(ctx, target), m.Plan); err != nil {

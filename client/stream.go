@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 	"github.com/vkrt/vkrt/vk"
@@ -26,7 +27,7 @@ type Stream struct {
 	live   []*Buffer
 	failed error // the device failure that put the stream in an error state
 	closed bool
-	trace  *dryrun.Trace // the allocation stream, while a measurement records it
+	trace  *trace.Trace // the allocation stream, while a measurement records it
 }
 
 // ID is the stream's id; the default stream is 0.
@@ -170,7 +171,7 @@ func (s *Stream) alloc(ctx context.Context, size uint64, data []byte) (*Buffer, 
 		s.live = append(s.live, nb)
 		if s.trace != nil {
 			nb.traced = int32(s.trace.Allocations)
-			s.trace.Events = append(s.trace.Events, dryrun.Event{Op: dryrun.OpAlloc, Index: nb.traced, Size: size, Stream: uint32(s.id)})
+			s.trace.Events = append(s.trace.Events, trace.Event{Op: trace.OpAlloc, Index: nb.traced, Size: size, Stream: uint32(s.id)})
 			s.trace.Allocations++
 		}
 		b = nb
@@ -331,7 +332,7 @@ func (s *Stream) Free(b *Buffer) error {
 	b.freed = true
 	s.forget(b)
 	if s.trace != nil && b.traced >= 0 {
-		s.trace.Events = append(s.trace.Events, dryrun.Event{Op: dryrun.OpFree, Index: b.traced})
+		s.trace.Events = append(s.trace.Events, trace.Event{Op: trace.OpFree, Index: b.traced})
 	}
 	return nil
 }

@@ -1,12 +1,13 @@
-// Package dryrun makes vkrt's memory plans measured instead of guessed.
+// Package dryrun marks a context as a dry run: the same allocation stream as
+// the real run, no compute, no device memory behind its pages. [With] and
+// [RealRun] set the mark, [Active] and [Mapping] read it.
 //
-// A workload runs once as a dry run: the same allocation stream, no compute,
-// no device memory behind its pages. The marks [With] and [RealRun] carry
-// that state through a [context.Context]. The pools' report after the dry run,
-// or the exact stream recorded as a [Trace], is turned by [Plan] into a
-// layout the memory manager installs for the real run.
+// What a dry run measures is used by the subpackages: [trace] reads and
+// writes allocation streams, [replay] drives the memory pools over one on a
+// storage that holds no memory, and [plan] turns a dry run into a layout
+// for the real run.
 //
-// Trace replay ([Replay]) drives a memory manager over a [CountingStorage],
-// a storage that counts device allocations and holds no memory, so a plan
-// can be checked against a real model's allocation stream on any machine.
+// [trace]: https://pkg.go.dev/github.com/vkrt/vkrt/dryrun/trace
+// [replay]: https://pkg.go.dev/github.com/vkrt/vkrt/dryrun/replay
+// [plan]: https://pkg.go.dev/github.com/vkrt/vkrt/dryrun/plan
 package dryrun

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -44,37 +44,37 @@ func BenchmarkTraceReplay(b *testing.B) {
 	require.NoError(b, err)
 	require.NotEmpty(b, paths, "no traces under ../testdata/traces")
 	for _, path := range paths {
-		trace, err := dryrun.ReadTraceFile(path)
+		tr, err := trace.ReadFile(path)
 		require.NoError(b, err)
 		for _, l := range benchLayouts {
-			b.Run(fmt.Sprintf("%s/%s", trace.Name, l.name), func(b *testing.B) {
-				handles := make([]memory.Handle, trace.Allocations)
+			b.Run(fmt.Sprintf("%s/%s", tr.Name, l.name), func(b *testing.B) {
+				handles := make([]memory.Handle, tr.Allocations)
 				m, err := memory.NewManager(&nullStorage{}, h200, l.layout)
 				require.NoError(b, err)
 				var mu *sync.Mutex
 				if l.locked {
 					mu = &sync.Mutex{}
 				}
-				replay(b, m, mu, trace, handles) // warm the slabs
+				replay(b, m, mu, tr, handles) // warm the slabs
 				b.ResetTimer()
 				for b.Loop() {
-					replay(b, m, mu, trace, handles)
+					replay(b, m, mu, tr, handles)
 				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(trace.Events)), "ns/event")
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(tr.Events)), "ns/event")
 			})
 		}
 	}
 }
 
-// replay runs every event of the trace, then frees what the trace left
+// replay runs every event of the tr, then frees what the trace left
 // live so the next pass starts from empty pools with their pages warm.
-func replay(b *testing.B, m *memory.Manager, mu *sync.Mutex, trace *dryrun.Trace, handles []memory.Handle) {
-	for _, e := range trace.Events {
+func replay(b *testing.B, m *memory.Manager, mu *sync.Mutex, tr *trace.Trace, handles []memory.Handle) {
+	for _, e := range tr.Events {
 		if mu != nil {
 			mu.Lock()
 		}
 		var err error
-		if e.Op == dryrun.OpAlloc {
+		if e.Op == trace.OpAlloc {
 			handles[e.Index], err = m.Reserve(e.Size, memory.Eager)
 		} else {
 			err = m.Free(handles[e.Index])
@@ -84,13 +84,13 @@ func replay(b *testing.B, m *memory.Manager, mu *sync.Mutex, trace *dryrun.Trace
 			mu.Unlock()
 		}
 		if err != nil {
-			b.Fatalf("%s line %d: %v", trace.Name, e.Line, err)
+			b.Fatalf("%s line %d: %v", tr.Name, e.Line, err)
 		}
 	}
 	for i, h := range handles {
 		if !h.IsZero() {
 			if err := m.Free(h); err != nil {
-				b.Fatalf("%s: freeing what the trace left live: %v", trace.Name, err)
+				b.Fatalf("%s: freeing what the trace left live: %v", tr.Name, err)
 			}
 			handles[i] = memory.Handle{}
 		}

@@ -6,21 +6,21 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
 // replayPlaces replays a trace lazily and returns where each allocation
 // landed, and the report at the end.
-func replayPlaces(t *testing.T, trace *dryrun.Trace, l memory.Layout) ([]vkruntime.StorageHandle, memory.Report, uint64) {
+func replayPlaces(t *testing.T, tr *trace.Trace, l memory.Layout) ([]vkruntime.StorageHandle, memory.Report, uint64) {
 	t.Helper()
 	m, err := memory.NewManager(&nullStorage{}, h200, l)
 	require.NoError(t, err)
-	handles := make([]memory.Handle, trace.Allocations)
-	places := make([]vkruntime.StorageHandle, trace.Allocations)
-	for _, e := range trace.Events {
-		if e.Op == dryrun.OpAlloc {
+	handles := make([]memory.Handle, tr.Allocations)
+	places := make([]vkruntime.StorageHandle, tr.Allocations)
+	for _, e := range tr.Events {
+		if e.Op == trace.OpAlloc {
 			h, err := m.Reserve(e.Size, memory.Eager)
 			require.NoError(t, err, "line %d", e.Line)
 			handles[e.Index] = h
@@ -38,7 +38,7 @@ func replayPlaces(t *testing.T, trace *dryrun.Trace, l memory.Layout) ([]vkrunti
 // allocation at the same page and offset.
 func TestShippedTracesFitTheirMeasuredCaps(t *testing.T) {
 	for _, name := range []string{"resnet50_train", "bert_dynamic"} {
-		trace, err := dryrun.ReadTraceFile(filepath.Join("..", "testdata", "traces", name+".trace.gz"))
+		tr, err := trace.ReadFile(filepath.Join("..", "testdata", "traces", name+".trace.gz"))
 		require.NoError(t, err)
 		// max_slice is the whole page, so capping changes no routing.
 		pages := []uint64{2 << 20, 32 << 20, 256 << 20, 2 << 30}
@@ -46,14 +46,14 @@ func TestShippedTracesFitTheirMeasuredCaps(t *testing.T) {
 		for _, p := range pages {
 			uncapped = append(uncapped, memory.SlicedPool{PageSize: p, MaxSlice: &p})
 		}
-		measured, report, _ := replayPlaces(t, trace, memory.SlicedLayout(uncapped...))
+		measured, report, _ := replayPlaces(t, tr, memory.SlicedLayout(uncapped...))
 
 		capped := make([]memory.SlicedPool, len(uncapped))
 		for i, p := range report.Dynamic {
 			peak := max(p.PagesPeak, 1)
 			capped[i] = memory.SlicedPool{PageSize: pages[i], MaxSlice: uncapped[i].MaxSlice, Pages: &peak}
 		}
-		replayed, again, spills := replayPlaces(t, trace, memory.SlicedLayout(capped...))
+		replayed, again, spills := replayPlaces(t, tr, memory.SlicedLayout(capped...))
 		require.Zero(t, spills, name)
 		for i := range report.Dynamic {
 			require.Equal(t, report.Dynamic[i].PagesPeak, again.Dynamic[i].PagesPeak, "%s pool %d", name, i)

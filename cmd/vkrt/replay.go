@@ -13,7 +13,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/dryrun/plan"
+	"github.com/vkrt/vkrt/dryrun/replay"
+	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/memory"
 )
 
@@ -103,31 +105,31 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 	var rows []replayRow
 	for _, path := range paths {
 		bar.describe("reading " + path)
-		trace, err := dryrun.ReadTraceFile(path)
+		tr, err := trace.ReadFile(path)
 		if err != nil {
 			bar.clear()
 			return err
 		}
-		bar.enable(len(trace.Events) >= replayProgressEvents || f.plan)
-		opts := dryrun.ReplayOptions{}
-		bar.describe("replaying " + trace.Name)
-		dry, err := dryrun.Replay(trace, layout, opts)
+		bar.enable(len(tr.Events) >= replayProgressEvents || f.plan)
+		opts := replay.Options{}
+		bar.describe("replaying " + tr.Name)
+		dry, timing, err := replay.Measure(tr, layout, opts)
 		if err != nil {
 			bar.clear()
 			return err
 		}
-		row := replayRow{dry: dry}
+		row := replayRow{dry: dry, timing: timing}
 		if f.plan {
-			bar.describe("planning " + trace.Name)
-			planned, err := dryrun.Plan(dry.Report, dryrun.PlanOptions{Strength: dryrun.Strong, Trace: trace})
+			bar.describe("planning " + tr.Name)
+			planned, err := plan.Derive(dry.Report, plan.Options{Strength: plan.Strong, Trace: tr})
 			if err != nil {
 				bar.clear()
-				return fmt.Errorf("planning %s: %w", trace.Name, err)
+				return fmt.Errorf("planning %s: %w", tr.Name, err)
 			}
-			bar.describe("replaying " + trace.Name + " under its plan")
-			if row.plan, err = dryrun.Replay(trace, planned, opts); err != nil {
+			bar.describe("replaying " + tr.Name + " under its plan")
+			if row.plan, err = replay.Run(tr, planned, opts); err != nil {
 				bar.clear()
-				return fmt.Errorf("replaying %s under its plan: %w", trace.Name, err)
+				return fmt.Errorf("replaying %s under its plan: %w", tr.Name, err)
 			}
 		}
 		bar.done()
@@ -146,7 +148,10 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 	return nil
 }
 
-type replayRow struct{ dry, plan *dryrun.ReplayResult }
+type replayRow struct {
+	dry, plan *replay.Result
+	timing    replay.Timing // of the dry replay
+}
 
 func writeReplayLine(w io.Writer, row replayRow, bench bool) error {
 	d := row.dry
@@ -157,7 +162,7 @@ func writeReplayLine(w io.Writer, row replayRow, bench bool) error {
 			DriverAllocs: row.plan.DriverAllocs, Spills: row.plan.Spills}
 	}
 	if bench {
-		ns := d.NsPerEvent
+		ns := row.timing.NsPerEvent()
 		line.NsPerEvent = &ns
 	}
 	b, err := json.Marshal(line)
@@ -183,7 +188,7 @@ func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
 		cells := []string{d.Trace, fmt.Sprint(d.Events), memory.FormatBytes(d.PeakLiveBytes), memory.FormatBytes(d.ReservedPeakBytes),
 			fmt.Sprintf("%.3f×", d.Ratio()), fmt.Sprint(d.DriverAllocs)}
 		if f.bench {
-			cells = append(cells, fmt.Sprintf("%.1f", d.NsPerEvent))
+			cells = append(cells, fmt.Sprintf("%.1f", r.timing.NsPerEvent()))
 		}
 		if r.plan != nil {
 			p := r.plan

@@ -10,7 +10,7 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/memory"
 )
 
@@ -75,7 +75,7 @@ func TestReplayJSONWithPlanAndBench(t *testing.T) {
 	require.Equal(t, 4, lines[0].Allocations)
 	require.Equal(t, uint64(4000), lines[0].PeakLiveBytes)
 
-	resnet, err := dryrun.ReadTraceFile(resnetTrace)
+	resnet, err := trace.ReadFile(resnetTrace)
 	require.NoError(t, err)
 	l := lines[1]
 	require.Equal(t, "resnet50_train", l.Trace)
@@ -148,7 +148,7 @@ func TestReplayErrors(t *testing.T) {
 
 	bad := writeTrace(t, "bad.trace", "a 1 10 0\nf 2\n")
 	_, _, err = executeReplay(t, bad)
-	require.ErrorIs(t, err, dryrun.ErrMalformedTrace)
+	require.ErrorIs(t, err, trace.ErrMalformed)
 	require.Contains(t, err.Error(), "line 2")
 
 	_, _, err = executeReplay(t, "--layout", "ladder", resnetTrace)

@@ -1,14 +1,23 @@
-package dryrun
+// Package plan turns a dry run into a memory layout for the real run.
+//
+// [Derive] makes a plan from a dry run's report (a basic plan: every pool
+// capped at its peak) or from the exact allocation stream (a strong plan:
+// an offline arena assignment of every allocation, with sliced pools as the
+// fallback of a run that diverges). [Measure] replays a stream, plans from
+// the replay and replays the stream again under the plan.
+package plan
 
 import (
 	"errors"
 	"fmt"
 
+	"github.com/vkrt/vkrt/dryrun/replay"
+	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
-// Strength says how hard Plan works.
+// Strength says how hard Derive works.
 type Strength int
 
 const (
@@ -16,7 +25,7 @@ const (
 	Basic Strength = iota
 	// Strong is an offline arena assignment of the dry run's exact stream,
 	// with the SubSlices pools as fallback for a real run that diverges. It
-	// is never worse than Basic: when it would reserve more, Plan returns
+	// is never worse than Basic: when it would reserve more, Derive returns
 	// the basic plan.
 	Strong
 )
@@ -31,35 +40,35 @@ func (s Strength) String() string {
 	return fmt.Sprintf("Strength(%d)", int(s))
 }
 
-// PlanOptions configure Plan.
-type PlanOptions struct {
+// Options configure Derive.
+type Options struct {
 	Strength Strength
 	// Trace is the exact stream the report was measured on. Strong plans
 	// need it; a basic plan with it re-measures the stream under the capped
 	// pools' own routing, so that replaying it under the plan fits by
 	// construction.
-	Trace *Trace
+	Trace *trace.Trace
 	// Device is the device the plan is for; zero means H200.
 	Device vkruntime.DeviceProperties
 	// SearchSteps bounds the search that lowers a strong plan's arena
-	// pages below what the greedy placements reach (see PlanArena): zero
+	// pages below what the greedy placements reach: zero
 	// means DefaultSearchSteps, a negative number no search. It is counted
 	// in steps, not time, so a plan does not depend on the machine.
 	SearchSteps int
 }
 
-// ErrCannotPlan classifies reports and options Plan cannot make a plan of.
-var ErrCannotPlan = errors.New("dryrun: cannot plan")
+// ErrCannotPlan classifies reports and options Derive cannot make a plan of.
+var ErrCannotPlan = errors.New("plan: cannot plan")
 
 // growableCap is the page cap of a pool measured "uncapped": a capped pool
 // routes by max_slice alone, so capping it later at its peak keeps the
 // routing the measurement saw.
 const growableCap = 65535
 
-// Plan turns a dry run's report into a layout for the real run.
+// Derive turns a dry run's report into a layout for the real run.
 // A report measured under pools the basic plan cannot cap (direct, arena)
 // still gets a strong plan, then without the comparison.
-func Plan(report memory.Report, opts PlanOptions) (memory.Layout, error) {
+func Derive(report memory.Report, opts Options) (memory.Layout, error) {
 	switch opts.Strength {
 	case Basic:
 		return planBasic(report, opts)
@@ -70,7 +79,7 @@ func Plan(report memory.Report, opts PlanOptions) (memory.Layout, error) {
 	if opts.Trace == nil {
 		return memory.Layout{}, fmt.Errorf("%w: a strong plan needs the dry run's stream, got none", ErrCannotPlan)
 	}
-	strong, err := planArena(opts.Trace, opts.Device, opts.searchSteps())
+	strong, err := arenaLayout(opts.Trace, opts.Device, opts.searchSteps())
 	if err != nil {
 		return memory.Layout{}, err
 	}
@@ -86,44 +95,44 @@ func Plan(report memory.Report, opts PlanOptions) (memory.Layout, error) {
 
 // leaner is the layout whose replay of t reserves less at its peak, the
 // candidate on a tie; a candidate that fails to replay loses.
-func leaner(t *Trace, candidate, fallback memory.Layout, device vkruntime.DeviceProperties) (memory.Layout, error) {
-	ro := ReplayOptions{Device: device}
-	fallbackRun, err := Replay(t, fallback, ro)
+func leaner(t *trace.Trace, candidate, fallback memory.Layout, device vkruntime.DeviceProperties) (memory.Layout, error) {
+	ro := replay.Options{Device: device}
+	fallbackRun, err := replay.Run(t, fallback, ro)
 	if err != nil {
-		return memory.Layout{}, fmt.Errorf("dryrun: replaying the %s layout: %w", fallback.Kind(), err)
+		return memory.Layout{}, fmt.Errorf("plan: replaying the %s layout: %w", fallback.Kind(), err)
 	}
-	candidateRun, err := Replay(t, candidate, ro)
+	candidateRun, err := replay.Run(t, candidate, ro)
 	if err != nil || candidateRun.ReservedPeakBytes > fallbackRun.ReservedPeakBytes {
 		return fallback, nil
 	}
 	return candidate, nil
 }
 
-// PlanReplay is a dry run of a stream, the plan made from it and the replay
+// Measured is a dry run of a stream, the plan made from it and the replay
 // of the stream under that plan.
-type PlanReplay struct {
-	DryRun *ReplayResult
-	Plan   *ReplayResult // Plan.Layout is the plan
+type Measured struct {
+	DryRun  *replay.Result
+	Planned *replay.Result // Planned.Layout is the plan
 }
 
-// PlanTrace replays t under the layout it is measured with, plans from the
+// Measure replays t under the layout it is measured with, plans from the
 // result (opts.Trace is set to t) and replays t under the plan.
-func PlanTrace(t *Trace, measured memory.Layout, opts PlanOptions) (*PlanReplay, error) {
-	ro := ReplayOptions{Device: opts.Device}
-	dry, err := Replay(t, measured, ro)
+func Measure(t *trace.Trace, measured memory.Layout, opts Options) (*Measured, error) {
+	ro := replay.Options{Device: opts.Device}
+	dry, err := replay.Run(t, measured, ro)
 	if err != nil {
 		return nil, err
 	}
 	opts.Trace = t
-	layout, err := Plan(dry.Report, opts)
+	layout, err := Derive(dry.Report, opts)
 	if err != nil {
-		return nil, fmt.Errorf("dryrun: planning %s: %w", t.Name, err)
+		return nil, fmt.Errorf("plan: planning %s: %w", t.Name, err)
 	}
-	run, err := Replay(t, layout, ro)
+	run, err := replay.Run(t, layout, ro)
 	if err != nil {
-		return nil, fmt.Errorf("dryrun: replaying %s under its plan: %w", t.Name, err)
+		return nil, fmt.Errorf("plan: replaying %s under its plan: %w", t.Name, err)
 	}
-	return &PlanReplay{DryRun: dry, Plan: run}, nil
+	return &Measured{DryRun: dry, Planned: run}, nil
 }
 
 // basicPools mirrors the report's pools as sliced pools, capped at their
@@ -163,8 +172,8 @@ func basicPools(report memory.Report, alignment uint64, dropUnused bool) ([]memo
 	return pools, nil
 }
 
-func planBasic(report memory.Report, opts PlanOptions) (memory.Layout, error) {
-	device := ReplayOptions{Device: opts.Device}.device()
+func planBasic(report memory.Report, opts Options) (memory.Layout, error) {
+	device := deviceOrH200(opts.Device)
 	pools, err := basicPools(report, device.Alignment, false)
 	if err != nil {
 		return memory.Layout{}, err
@@ -178,9 +187,9 @@ func planBasic(report memory.Report, opts PlanOptions) (memory.Layout, error) {
 		growable := uint64(growableCap)
 		pools[i].Pages = &growable
 	}
-	run, err := Replay(opts.Trace, memory.SlicedLayout(pools...), ReplayOptions{Device: opts.Device})
+	run, err := replay.Run(opts.Trace, memory.SlicedLayout(pools...), replay.Options{Device: opts.Device})
 	if err != nil {
-		return memory.Layout{}, fmt.Errorf("dryrun: measuring the basic plan: %w", err)
+		return memory.Layout{}, fmt.Errorf("plan: measuring the basic plan: %w", err)
 	}
 	if pools, err = basicPools(run.Report, device.Alignment, true); err != nil {
 		return memory.Layout{}, err
@@ -188,21 +197,21 @@ func planBasic(report memory.Report, opts PlanOptions) (memory.Layout, error) {
 	return memory.SlicedLayout(pools...), nil
 }
 
-func (o PlanOptions) searchSteps() int {
+func (o Options) searchSteps() int {
 	if o.SearchSteps == 0 {
 		return DefaultSearchSteps
 	}
 	return max(o.SearchSteps, 0)
 }
 
-// planArena is the strong plan's arena layout for the stream.
-func planArena(t *Trace, device vkruntime.DeviceProperties, searchSteps int) (memory.Layout, error) {
-	d := ReplayOptions{Device: device}.device()
+// arenaLayout is the strong plan's arena layout for the stream.
+func arenaLayout(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps int) (memory.Layout, error) {
+	d := deviceOrH200(device)
 	if t.Allocations == 0 {
 		return memory.Layout{}, fmt.Errorf("%w: the stream %s has no allocations", ErrCannotPlan, t.Name)
 	}
-	lifetimes := Lifetimes(t, d.Alignment)
-	a, _, err := PlanArena(lifetimes, d.MaxPageSize, searchSteps)
+	lifetimes := lifetimesOf(t, d.Alignment)
+	a, _, err := planArena(lifetimes, d.MaxPageSize, searchSteps)
 	if err != nil {
 		return memory.Layout{}, err
 	}
@@ -211,4 +220,12 @@ func planArena(t *Trace, device vkruntime.DeviceProperties, searchSteps int) (me
 		plan.Slots[k] = memory.ArenaSlot{Size: l.Size, Page: a.Placements[k].Page, Offset: a.Placements[k].Offset}
 	}
 	return memory.ArenaLayout(plan), nil
+}
+
+// deviceOrH200 is d, or the replays' default device when d is zero.
+func deviceOrH200(d vkruntime.DeviceProperties) vkruntime.DeviceProperties {
+	if d == (vkruntime.DeviceProperties{}) {
+		return replay.H200()
+	}
+	return d
 }

@@ -1,4 +1,4 @@
-package dryrun
+package plan
 
 import (
 	"math/rand/v2"
@@ -6,6 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/internal/gen"
+	"github.com/vkrt/vkrt/internal/tracetest"
 	"github.com/vkrt/vkrt/memory"
 )
 
@@ -16,8 +19,8 @@ import (
 // feed-forward step the input, the attention output and both feed-forward
 // buffers are live with the pass's persistent input: only a layout that
 // alternates where each layer puts them stays at the peak.
-func layerChain(layers int, unit uint64) *Trace {
-	g := &generator{t: &Trace{Name: "layer_chain"}}
+func layerChain(layers int, unit uint64) *trace.Trace {
+	g := &streamBuilder{t: &trace.Trace{Name: "layer_chain"}}
 	persistent := g.alloc(unit)
 	in := g.alloc(unit)
 	for range layers {
@@ -39,17 +42,33 @@ func layerChain(layers int, unit uint64) *Trace {
 	return g.t
 }
 
+// streamBuilder writes a stream allocation by allocation.
+type streamBuilder struct{ t *trace.Trace }
+
+func (g *streamBuilder) alloc(bytes uint64) int32 {
+	id := int32(g.t.Allocations)
+	g.t.Events = append(g.t.Events, trace.Event{Op: trace.OpAlloc, Index: id, Size: bytes})
+	g.t.Allocations++
+	return id
+}
+
+func (g *streamBuilder) free(ids ...int32) {
+	for _, id := range ids {
+		g.t.Events = append(g.t.Events, trace.Event{Op: trace.OpFree, Index: id})
+	}
+}
+
 func TestSearchClosesTheGapGreedyPlacementsLeave(t *testing.T) {
 	const unit = 1 << 20
-	lifetimes := Lifetimes(layerChain(12, unit), 16)
-	peak := PeakOverlap(lifetimes)
+	lifetimes := lifetimesOf(layerChain(12, unit), 16)
+	peak := peakOverlap(lifetimes)
 	require.Equal(t, uint64(11*unit), peak, "the feed-forward step holds eleven units")
 
-	greedy, _, err := PlanArena(lifetimes, 1<<40, 0)
+	greedy, _, err := planArena(lifetimes, 1<<40, 0)
 	require.NoError(t, err)
 	require.Greater(t, greedy.Reserved(), peak, "no greedy order alternates the layers")
 
-	searched, s, err := PlanArena(lifetimes, 1<<40, DefaultSearchSteps)
+	searched, s, err := planArena(lifetimes, 1<<40, DefaultSearchSteps)
 	require.NoError(t, err)
 	checkAssignment(t, lifetimes, searched)
 	require.Equal(t, peak, searched.Reserved())
@@ -58,19 +77,19 @@ func TestSearchClosesTheGapGreedyPlacementsLeave(t *testing.T) {
 
 	// Through Plan: SearchSteps < 0 turns the search off.
 	tr := layerChain(12, unit)
-	on, err := PlanTrace(tr, memory.SubSlicesLayout(), PlanOptions{Strength: Strong})
+	on, err := Measure(tr, memory.SubSlicesLayout(), Options{Strength: Strong})
 	require.NoError(t, err)
-	off, err := PlanTrace(tr, memory.SubSlicesLayout(), PlanOptions{Strength: Strong, SearchSteps: -1})
+	off, err := Measure(tr, memory.SubSlicesLayout(), Options{Strength: Strong, SearchSteps: -1})
 	require.NoError(t, err)
-	require.Zero(t, on.Plan.Spills)
-	require.Equal(t, peak, on.Plan.ReservedPeakBytes)
-	require.Greater(t, off.Plan.ReservedPeakBytes, on.Plan.ReservedPeakBytes)
+	require.Zero(t, on.Planned.Spills)
+	require.Equal(t, peak, on.Planned.ReservedPeakBytes)
+	require.Greater(t, off.Planned.ReservedPeakBytes, on.Planned.ReservedPeakBytes)
 }
 
 func TestRefinedAssignmentsStaySoundAndNeverRise(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	rounds := 150
-	if quick() {
+	if tracetest.Quick() {
 		rounds = 15
 	}
 	lowered := 0
@@ -98,8 +117,8 @@ func TestRefinedAssignmentsStaySoundAndNeverRise(t *testing.T) {
 func TestWindowSolverPlacesAroundFixedAllocations(t *testing.T) {
 	// Allocation 0 crosses the window's start and stays at [100, 200);
 	// allocations 1 and 2 live inside it at the same time.
-	lifetimes := []Lifetime{{Size: 100, Start: 0, End: 3}, {Size: 100, Start: 1, End: 3}, {Size: 100, Start: 2, End: 3}}
-	placements := []Placement{{Offset: 100}, {}, {}}
+	lifetimes := []lifetime{{Size: 100, Start: 0, End: 3}, {Size: 100, Start: 1, End: 3}, {Size: 100, Start: 2, End: 3}}
+	placements := []placement{{Offset: 100}, {}, {}}
 	w := window{1, 3}
 	s := newWindowSolver(lifetimes, placements, w, []int32{1, 2}, []int32{0}, 300)
 	_, offsets := s.solve(100)
@@ -123,11 +142,11 @@ func TestWindowSolverPlacesAroundFixedAllocations(t *testing.T) {
 }
 
 func TestPlanArenaSearchIsDeterministic(t *testing.T) {
-	for _, shape := range Shapes() {
-		lifetimes := Lifetimes(Generate(11, shape), 16)
-		a, sa, err := PlanArena(lifetimes, 4<<30-16, searchSteps()/4)
+	for _, shape := range gen.Shapes() {
+		lifetimes := lifetimesOf(gen.Trace(11, shape), 16)
+		a, sa, err := planArena(lifetimes, 4<<30-16, searchSteps()/4)
 		require.NoError(t, err)
-		b, sb, err := PlanArena(lifetimes, 4<<30-16, searchSteps()/4)
+		b, sb, err := planArena(lifetimes, 4<<30-16, searchSteps()/4)
 		require.NoError(t, err)
 		require.Equal(t, sa, sb)
 		require.Equal(t, a, b, "%s", shape)

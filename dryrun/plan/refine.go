@@ -1,11 +1,11 @@
-package dryrun
+package plan
 
 import (
 	"cmp"
 	"slices"
 )
 
-// DefaultSearchSteps is the search PlanArena spends lowering its greedy
+// DefaultSearchSteps is the search planArena spends lowering its greedy
 // placements, shared among them, in steps: one search node each, more for
 // a node of a wide window (see windowSolver.nodeCost), so that a step
 // costs about the same anywhere, 5 to 15 µs on the CI machine. Counting
@@ -27,16 +27,16 @@ const maxWindowAllocs = 1024
 // window around them are taken out and placed again by an exact search,
 // with the allocations that cross the window's edges left where they are.
 type refiner struct {
-	lifetimes []Lifetime
-	out       Assignment
+	lifetimes []lifetime
+	out       assignment
 }
 
 // refineAssignment returns a copy of a whose pages are as low as the search
 // could make them within steps, shared equally among the pages, and the
 // steps left.
-func refineAssignment(lifetimes []Lifetime, a Assignment, steps int) (Assignment, int) {
+func refineAssignment(lifetimes []lifetime, a assignment, steps int) (assignment, int) {
 	r := &refiner{lifetimes: lifetimes,
-		out: Assignment{Pages: slices.Clone(a.Pages), Placements: slices.Clone(a.Placements)}}
+		out: assignment{Pages: slices.Clone(a.Pages), Placements: slices.Clone(a.Placements)}}
 	onPage := make([][]int32, len(a.Pages))
 	for k, pl := range a.Placements {
 		onPage[pl.Page] = append(onPage[pl.Page], int32(k))
@@ -89,7 +89,7 @@ func (r *refiner) refinePage(p uint32, ids []int32, steps int) int {
 
 // pagePeak is the most bytes of ids live at once.
 func (r *refiner) pagePeak(ids []int32) uint64 {
-	sub := make([]Lifetime, len(ids))
+	sub := make([]lifetime, len(ids))
 	for k, id := range ids {
 		sub[k] = r.lifetimes[id]
 	}
@@ -191,7 +191,7 @@ func (r *refiner) height(ids []int32) uint64 {
 
 // pageSound reports whether no two of ids live at the same time overlap
 // under placements.
-func (r *refiner) pageSound(ids []int32, placements []Placement) bool {
+func (r *refiner) pageSound(ids []int32, placements []placement) bool {
 	type live struct{ offset, end uint64 }
 	endingAt := make(map[int32][]int32)
 	for _, id := range ids {

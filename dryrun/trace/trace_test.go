@@ -1,4 +1,4 @@
-package dryrun
+package trace_test
 
 import (
 	"bytes"
@@ -9,40 +9,22 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/internal/tracetest"
 )
-
-// sharedTraces lists the real model streams shipped with the repository.
-func sharedTraces(t testing.TB) []string {
-	paths, err := filepath.Glob("../testdata/traces/*.trace.gz")
-	require.NoError(t, err)
-	require.NotEmpty(t, paths, "the shipped traces are missing")
-	return paths
-}
-
-// quick is true under -short or the race detector, which slows planning
-// about tenfold: whole-trace tests then plan the smallest shipped trace
-// only, and the plain run covers the rest.
-func quick() bool { return testing.Short() || raceEnabled }
-
-// plannedTraces are the shipped traces the planning tests plan.
-func plannedTraces(t testing.TB) []string {
-	if quick() {
-		return []string{"../testdata/traces/resnet50_train.trace.gz"}
-	}
-	return sharedTraces(t)
-}
 
 func TestReadTracePlainAndGzipAgree(t *testing.T) {
 	text := "a 7 100 0\n\n# a comment\na 3 2048 1\r\nf 7\n  a\t9 16 0\nf 3\n"
-	plain, err := ReadTrace("plain", strings.NewReader(text))
+	plain, err := trace.Read("plain", strings.NewReader(text))
 	require.NoError(t, err)
 	require.Equal(t, 3, plain.Allocations)
-	require.Equal(t, []Event{
-		{Op: OpAlloc, Index: 0, Size: 100, Stream: 0, Line: 1},
-		{Op: OpAlloc, Index: 1, Size: 2048, Stream: 1, Line: 4},
-		{Op: OpFree, Index: 0, Line: 5},
-		{Op: OpAlloc, Index: 2, Size: 16, Stream: 0, Line: 6},
-		{Op: OpFree, Index: 1, Line: 7},
+	require.Equal(t, []trace.Event{
+		{Op: trace.OpAlloc, Index: 0, Size: 100, Stream: 0, Line: 1},
+		{Op: trace.OpAlloc, Index: 1, Size: 2048, Stream: 1, Line: 4},
+		{Op: trace.OpFree, Index: 0, Line: 5},
+		{Op: trace.OpAlloc, Index: 2, Size: 16, Stream: 0, Line: 6},
+		{Op: trace.OpFree, Index: 1, Line: 7},
 	}, plain.Events)
 	require.Equal(t, uint64(2148), plain.PeakLiveBytes())
 
@@ -51,7 +33,7 @@ func TestReadTracePlainAndGzipAgree(t *testing.T) {
 	_, err = zw.Write([]byte(text))
 	require.NoError(t, err)
 	require.NoError(t, zw.Close())
-	zipped, err := ReadTrace("zipped", &buf)
+	zipped, err := trace.Read("zipped", &buf)
 	require.NoError(t, err)
 	require.Equal(t, plain.Events, zipped.Events)
 }
@@ -73,12 +55,12 @@ func TestReadTraceErrorsNameTheLine(t *testing.T) {
 		{"a 1 10 0\nf 2\n", 2, "never allocated"},
 		{"a 1 10 0\nf 1\nf 1\n", 3, "already freed"},
 		{"a 1 10 0\n\nf\n", 3, "needs 1 field"},
-		{"a 1 10 0\n" + strings.Repeat("9", maxTraceLine+1) + "\n", 2, "longer than"},
+		{"a 1 10 0\n" + strings.Repeat("9", trace.MaxLine+1) + "\n", 2, "longer than"},
 	}
 	for _, c := range cases {
-		_, err := ReadTrace("bad", strings.NewReader(c.text))
-		require.ErrorIs(t, err, ErrMalformedTrace, c.text)
-		var te *TraceError
+		_, err := trace.Read("bad", strings.NewReader(c.text))
+		require.ErrorIs(t, err, trace.ErrMalformed, c.text)
+		var te *trace.LineError
 		require.ErrorAs(t, err, &te)
 		require.Equal(t, c.line, te.Line, c.text)
 		require.Contains(t, te.Reason, c.reason)
@@ -87,25 +69,25 @@ func TestReadTraceErrorsNameTheLine(t *testing.T) {
 }
 
 func TestReadTraceFileShippedTraces(t *testing.T) {
-	for _, path := range sharedTraces(t) {
-		tr, err := ReadTraceFile(path)
+	for _, path := range tracetest.Shipped(t) {
+		tr, err := trace.ReadFile(path)
 		require.NoError(t, err, path)
-		require.Equal(t, TraceName(path), tr.Name)
+		require.Equal(t, trace.NameOf(path), tr.Name)
 		require.Greater(t, tr.Allocations, 0)
 		frees := 0
 		for _, e := range tr.Events {
-			if e.Op == OpFree {
+			if e.Op == trace.OpFree {
 				frees++
 			}
 		}
 		require.Equal(t, len(tr.Events), tr.Allocations+frees)
 	}
-	_, err := ReadTraceFile(filepath.Join(t.TempDir(), "missing.trace"))
+	_, err := trace.ReadFile(filepath.Join(t.TempDir(), "missing.trace"))
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
 func TestTraceWriteToRoundTrips(t *testing.T) {
-	tr, err := ReadTrace("t", strings.NewReader("a 50 10 2\na 9 20 0\nf 50\n"))
+	tr, err := trace.Read("t", strings.NewReader("a 50 10 2\na 9 20 0\nf 50\n"))
 	require.NoError(t, err)
 	var buf bytes.Buffer
 	_, err = tr.WriteTo(&buf)
@@ -113,22 +95,22 @@ func TestTraceWriteToRoundTrips(t *testing.T) {
 	require.Equal(t, "a 0 10 2\na 1 20 0\nf 0\n", buf.String())
 }
 
-func FuzzReadTrace(f *testing.F) {
+func FuzzRead(f *testing.F) {
 	f.Add([]byte("a 1 100 0\nf 1\n"))
 	f.Add([]byte("a 1 100 0\na 2 5 3\nf 2\nf 1\n# end\n"))
 	f.Add([]byte("f 1\n"))
 	f.Add([]byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff, 1, 2})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		tr, err := ReadTrace("fuzz", bytes.NewReader(data))
+		tr, err := trace.Read("fuzz", bytes.NewReader(data))
 		if err != nil {
-			require.ErrorIs(t, err, ErrMalformedTrace)
+			require.ErrorIs(t, err, trace.ErrMalformed)
 			return
 		}
 		// A parsed trace writes out and reads back to the same events.
 		var buf bytes.Buffer
 		_, err = tr.WriteTo(&buf)
 		require.NoError(t, err)
-		again, err := ReadTrace("again", &buf)
+		again, err := trace.Read("again", &buf)
 		require.NoError(t, err)
 		require.Equal(t, tr.Allocations, again.Allocations)
 		require.Equal(t, len(tr.Events), len(again.Events))

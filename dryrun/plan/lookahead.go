@@ -1,4 +1,4 @@
-package dryrun
+package plan
 
 // arenaTrial records placements made on trial so they can be taken back.
 type arenaTrial struct {
@@ -102,7 +102,7 @@ func (b *arenaBuilder) candidates(id int32, limit int, out []candidatePlace) []c
 // minSize bytes tries each of its candidate places, lays the next horizon
 // allocations greedily after it, and keeps the place whose pages came out
 // smallest.
-func assignLookahead(lifetimes []Lifetime, pageLimit uint64, ids []int32, horizon int, minSize uint64) Assignment {
+func assignLookahead(lifetimes []lifetime, pageLimit uint64, ids []int32, horizon int, minSize uint64) assignment {
 	b := newArenaBuilder(lifetimes, pageLimit)
 	var cands []candidatePlace
 	for i, id := range ids {

@@ -1,11 +1,16 @@
-package dryrun
+// Package gen makes model-like allocation streams from a seed, for judging
+// the planner on more streams than the shipped ones: transformer training,
+// KV-cache generation, dynamic-shape inference and convolutional training.
+package gen
 
 import (
 	"fmt"
 	"math/rand/v2"
+
+	"github.com/vkrt/vkrt/dryrun/trace"
 )
 
-// Shape is the kind of model workload Generate imitates.
+// Shape is the kind of model workload Trace imitates.
 type Shape int
 
 const (
@@ -44,14 +49,14 @@ func (s Shape) String() string {
 	return fmt.Sprintf("Shape(%d)", int(s))
 }
 
-// Generate makes a model-like allocation stream of the given shape. The model
+// Trace makes a model-like allocation stream of the given shape. The model
 // dimensions, batch and sequence sizes and step counts are drawn from seed:
 // the same seed and shape give the same stream. Generated events carry line 0.
 // Streams stay small enough (thousands to tens of thousands of allocations)
 // to plan many of them in a test.
-func Generate(seed uint64, shape Shape) *Trace {
+func Trace(seed uint64, shape Shape) *trace.Trace {
 	g := &generator{rng: rand.New(rand.NewPCG(seed, 0x5eed0000+uint64(shape))),
-		t: &Trace{Name: fmt.Sprintf("%s_%d", shape, seed)}}
+		t: &trace.Trace{Name: fmt.Sprintf("%s_%d", shape, seed)}}
 	switch shape {
 	case TransformerTraining:
 		g.transformerTraining()
@@ -62,26 +67,26 @@ func Generate(seed uint64, shape Shape) *Trace {
 	case ConvTraining:
 		g.convTraining()
 	default:
-		panic(fmt.Sprintf("dryrun: Generate: unknown shape %d", int(shape)))
+		panic(fmt.Sprintf("gen: unknown shape %d", int(shape)))
 	}
 	return g.t
 }
 
 type generator struct {
 	rng *rand.Rand
-	t   *Trace
+	t   *trace.Trace
 }
 
 func (g *generator) alloc(bytes uint64) int32 {
 	id := int32(g.t.Allocations)
-	g.t.Events = append(g.t.Events, Event{Op: OpAlloc, Index: id, Size: max(bytes, 1)})
+	g.t.Events = append(g.t.Events, trace.Event{Op: trace.OpAlloc, Index: id, Size: max(bytes, 1)})
 	g.t.Allocations++
 	return id
 }
 
 func (g *generator) free(ids ...int32) {
 	for _, id := range ids {
-		g.t.Events = append(g.t.Events, Event{Op: OpFree, Index: id})
+		g.t.Events = append(g.t.Events, trace.Event{Op: trace.OpFree, Index: id})
 	}
 }
 

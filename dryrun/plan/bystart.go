@@ -1,19 +1,19 @@
-package dryrun
+package plan
 
 import (
 	"cmp"
 	"slices"
 )
 
-// assignByStart is assign for the ByStart order, made fast: placing in the
+// assignByStart is assign for the byStart order, made fast: placing in the
 // order allocations were made, the placed allocations that overlap the next
 // one are exactly those still live when it is made, so each page keeps its
 // live ranges sorted (they are disjoint) as time advances instead of
 // gathering and sorting them for every allocation. It places exactly as
 // the general builder does.
-func assignByStart(lifetimes []Lifetime, pageLimit uint64, bestFit bool) Assignment {
+func assignByStart(lifetimes []lifetime, pageLimit uint64, bestFit bool) assignment {
 	n := len(lifetimes)
-	out := Assignment{Placements: make([]Placement, n)}
+	out := assignment{Placements: make([]placement, n)}
 	endingAt := make([][]int32, n+1)
 	for k, l := range lifetimes {
 		endingAt[l.End] = append(endingAt[l.End], int32(k))
@@ -62,7 +62,7 @@ func assignByStart(lifetimes []Lifetime, pageLimit uint64, bestFit bool) Assignm
 			capacity = append(capacity, max(pageLimit, l.Size))
 			out.Pages = append(out.Pages, 0)
 		}
-		out.Placements[k] = Placement{Page: uint32(page), Offset: offset}
+		out.Placements[k] = placement{Page: uint32(page), Offset: offset}
 		out.Pages[page] = max(out.Pages[page], offset+l.Size)
 		i := find(pages[page], offset)
 		pages[page] = slices.Insert(pages[page], i, live{offset, offset + l.Size})

@@ -1,4 +1,4 @@
-package dryrun
+package plan
 
 import (
 	"fmt"
@@ -6,6 +6,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/dryrun/replay"
+	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/internal/gen"
+	"github.com/vkrt/vkrt/internal/tracetest"
 	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -29,7 +33,7 @@ var pytorchPeers = map[string]pytorchPeer{
 // not what they check: the default, or a sixteenth of it under the race
 // detector, which slows the search about tenfold.
 func searchSteps() int {
-	if raceEnabled {
+	if tracetest.RaceEnabled {
 		return DefaultSearchSteps / 16
 	}
 	return DefaultSearchSteps
@@ -40,17 +44,17 @@ func searchSteps() int {
 const plannedRatioBound = 1.03
 
 func TestStrongPlanBeatsPyTorchOnShippedTraces(t *testing.T) {
-	for _, path := range sharedTraces(t) {
-		_, ok := pytorchPeers[TraceName(path)]
+	for _, path := range tracetest.Shipped(t) {
+		_, ok := pytorchPeers[trace.NameOf(path)]
 		require.True(t, ok, "no PyTorch figures for %s", path)
 	}
-	for _, path := range plannedTraces(t) {
-		tr, err := ReadTraceFile(path)
+	for _, path := range tracetest.Planned(t) {
+		tr, err := trace.ReadFile(path)
 		require.NoError(t, err)
 		peer := pytorchPeers[tr.Name]
-		pr, err := PlanTrace(tr, memory.SubSlicesLayout(), PlanOptions{Strength: Strong, SearchSteps: searchSteps()})
+		pr, err := Measure(tr, memory.SubSlicesLayout(), Options{Strength: Strong, SearchSteps: searchSteps()})
 		require.NoError(t, err)
-		p := pr.Plan
+		p := pr.Planned
 		t.Logf("%s: default %.3f× (%d allocs), planned %.4f× (%d allocs, %d spills), PyTorch %.3f×/%.3f× (%d/%d)",
 			tr.Name, pr.DryRun.Ratio(), pr.DryRun.DriverAllocs, p.Ratio(), p.DriverAllocs, p.Spills,
 			peer.defaultRatio, peer.expandableRatio, peer.defaultAllocs, peer.expandableAllocs)
@@ -64,15 +68,15 @@ func TestStrongPlanBeatsPyTorchOnShippedTraces(t *testing.T) {
 
 // generatedStreams are the streams the planner is judged on besides the
 // shipped ones: every shape, several seeds.
-func generatedStreams() []*Trace {
-	var out []*Trace
+func generatedStreams() []*trace.Trace {
+	var out []*trace.Trace
 	seeds := uint64(6)
-	if quick() {
+	if tracetest.Quick() {
 		seeds = 2
 	}
-	for _, shape := range Shapes() {
+	for _, shape := range gen.Shapes() {
 		for seed := range seeds {
-			out = append(out, Generate(100+seed, shape))
+			out = append(out, gen.Trace(100+seed, shape))
 		}
 	}
 	return out
@@ -81,34 +85,34 @@ func generatedStreams() []*Trace {
 func TestStrongPlanOnGeneratedStreams(t *testing.T) {
 	for _, tr := range generatedStreams() {
 		t.Run(tr.Name, func(t *testing.T) {
-			pr, err := PlanTrace(tr, memory.SubSlicesLayout(), PlanOptions{Strength: Strong})
+			pr, err := Measure(tr, memory.SubSlicesLayout(), Options{Strength: Strong})
 			require.NoError(t, err)
-			basic, err := PlanTrace(tr, memory.SubSlicesLayout(), PlanOptions{Strength: Basic})
+			basic, err := Measure(tr, memory.SubSlicesLayout(), Options{Strength: Basic})
 			require.NoError(t, err)
 			t.Logf("default %.3f× (%d), basic %.3f× (%d), strong %.4f× (%d)", pr.DryRun.Ratio(), pr.DryRun.DriverAllocs,
-				basic.Plan.Ratio(), basic.Plan.DriverAllocs, pr.Plan.Ratio(), pr.Plan.DriverAllocs)
-			require.Zero(t, pr.Plan.Spills)
-			require.Zero(t, basic.Plan.Spills, "the basic plan fits the stream it was measured on")
-			require.LessOrEqual(t, pr.Plan.ReservedPeakBytes, basic.Plan.ReservedPeakBytes, "strong never reserves more than basic")
-			require.LessOrEqual(t, pr.Plan.Ratio(), plannedRatioBound)
-			require.LessOrEqual(t, pr.Plan.DriverAllocs, pr.DryRun.DriverAllocs)
+				basic.Planned.Ratio(), basic.Planned.DriverAllocs, pr.Planned.Ratio(), pr.Planned.DriverAllocs)
+			require.Zero(t, pr.Planned.Spills)
+			require.Zero(t, basic.Planned.Spills, "the basic plan fits the stream it was measured on")
+			require.LessOrEqual(t, pr.Planned.ReservedPeakBytes, basic.Planned.ReservedPeakBytes, "strong never reserves more than basic")
+			require.LessOrEqual(t, pr.Planned.Ratio(), plannedRatioBound)
+			require.LessOrEqual(t, pr.Planned.DriverAllocs, pr.DryRun.DriverAllocs)
 		})
 	}
 }
 
 func TestBasicPlanFitsItsOwnStream(t *testing.T) {
-	var traces []*Trace
-	for _, path := range plannedTraces(t) {
-		tr, err := ReadTraceFile(path)
+	var traces []*trace.Trace
+	for _, path := range tracetest.Planned(t) {
+		tr, err := trace.ReadFile(path)
 		require.NoError(t, err)
 		traces = append(traces, tr)
 	}
 	for _, tr := range append(traces, generatedStreams()...) {
 		for _, measured := range []memory.Layout{memory.SubSlicesLayout(), memory.ExclusivePagesLayout()} {
-			pr, err := PlanTrace(tr, measured, PlanOptions{Strength: Basic})
+			pr, err := Measure(tr, measured, Options{Strength: Basic})
 			require.NoError(t, err, "%s measured under %s", tr.Name, measured.Kind())
-			require.Zero(t, pr.Plan.Spills, tr.Name)
-			pools, ok := pr.Plan.Layout.Sliced()
+			require.Zero(t, pr.Planned.Spills, tr.Name)
+			pools, ok := pr.Planned.Layout.Sliced()
 			require.True(t, ok)
 			for i, p := range pools {
 				require.NotNil(t, p.Pages, "%s: pool %d is capped", tr.Name, i)
@@ -124,35 +128,35 @@ func TestBasicPlanFromAReportAlone(t *testing.T) {
 	measured := memory.SlicedLayout(
 		memory.SlicedPool{PageSize: 8 << 20, Pages: &roomy, MaxSlice: &slice},
 		memory.SlicedPool{PageSize: 1 << 30, Pages: &roomy})
-	tr := readShipped(t, "resnet50_train")
-	dry, err := Replay(tr, measured, ReplayOptions{})
+	tr := tracetest.Read(t, "resnet50_train")
+	dry, err := replay.Run(tr, measured, replay.Options{})
 	require.NoError(t, err)
-	plan, err := Plan(dry.Report, PlanOptions{})
+	plan, err := Derive(dry.Report, Options{})
 	require.NoError(t, err)
 	pools, _ := plan.Sliced()
 	require.Len(t, pools, 2)
 	for i, pr := range dry.Report.Dynamic {
 		require.Equal(t, pr.PagesPeak, *pools[i].Pages, "pool %d capped at its peak", i)
 	}
-	run, err := Replay(tr, plan, ReplayOptions{})
+	run, err := replay.Run(tr, plan, replay.Options{})
 	require.NoError(t, err)
 	require.Zero(t, run.Spills)
 	require.Equal(t, dry.ReservedPeakBytes, run.ReservedPeakBytes, "same routing, same pages")
 }
 
 func TestStrongPlanFallsBackToALeanerBasicPlan(t *testing.T) {
-	tr := Generate(7, TransformerTraining)
-	basic, err := planBasic(memory.Report{}, PlanOptions{})
+	tr := gen.Trace(7, gen.TransformerTraining)
+	basic, err := planBasic(memory.Report{}, Options{})
 	require.Error(t, err, "an empty report has nothing to cap")
-	dry, err := Replay(tr, memory.SubSlicesLayout(), ReplayOptions{})
+	dry, err := replay.Run(tr, memory.SubSlicesLayout(), replay.Options{})
 	require.NoError(t, err)
-	basic, err = Plan(dry.Report, PlanOptions{Strength: Basic, Trace: tr})
+	basic, err = Derive(dry.Report, Options{Strength: Basic, Trace: tr})
 	require.NoError(t, err)
 
 	// An arena that never reuses a byte, on a page of 100 GB.
 	wasteful := memory.ArenaPlan{Pages: []uint64{100_000_000_000}}
 	var end uint64
-	for _, l := range Lifetimes(tr, H200.Alignment) {
+	for _, l := range lifetimesOf(tr, replay.H200().Alignment) {
 		wasteful.Slots = append(wasteful.Slots, memory.ArenaSlot{Size: l.Size, Offset: end})
 		end += l.Size
 	}
@@ -161,7 +165,7 @@ func TestStrongPlanFallsBackToALeanerBasicPlan(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, chosen.Equal(basic), "the basic plan wins when the arena would reserve more")
 
-	strong, err := Plan(dry.Report, PlanOptions{Strength: Strong, Trace: tr, SearchSteps: searchSteps()})
+	strong, err := Derive(dry.Report, Options{Strength: Strong, Trace: tr, SearchSteps: searchSteps()})
 	require.NoError(t, err)
 	chosen, err = leaner(tr, strong, basic, vkruntime.DeviceProperties{})
 	require.NoError(t, err)
@@ -169,42 +173,42 @@ func TestStrongPlanFallsBackToALeanerBasicPlan(t *testing.T) {
 }
 
 func TestPlanRefusesWhatItCannotPlan(t *testing.T) {
-	tr := mustTrace(t, "a 1 100 0\na 2 300 0\nf 1\n")
-	_, err := Plan(memory.Report{}, PlanOptions{Strength: Strong})
+	tr := tracetest.Inline(t, "a 1 100 0\na 2 300 0\nf 1\n")
+	_, err := Derive(memory.Report{}, Options{Strength: Strong})
 	require.ErrorIs(t, err, ErrCannotPlan, "a strong plan needs the stream")
-	_, err = Plan(memory.Report{}, PlanOptions{Strength: Strength(9), Trace: tr})
+	_, err = Derive(memory.Report{}, Options{Strength: Strength(9), Trace: tr})
 	require.ErrorIs(t, err, ErrCannotPlan)
 	require.ErrorContains(t, err, "unknown strength 9")
-	_, err = Plan(memory.Report{}, PlanOptions{Strength: Strong, Trace: &Trace{Name: "empty"}})
+	_, err = Derive(memory.Report{}, Options{Strength: Strong, Trace: &trace.Trace{Name: "empty"}})
 	require.ErrorIs(t, err, ErrCannotPlan)
 
-	direct, err := Replay(tr, memory.DirectLayout(), ReplayOptions{})
+	direct, err := replay.Run(tr, memory.DirectLayout(), replay.Options{})
 	require.NoError(t, err)
-	_, err = Plan(direct.Report, PlanOptions{Strength: Basic})
+	_, err = Derive(direct.Report, Options{Strength: Basic})
 	require.ErrorIs(t, err, ErrCannotPlan)
 	require.ErrorContains(t, err, `"Direct"`)
-	strong, err := Plan(direct.Report, PlanOptions{Strength: Strong, Trace: tr, SearchSteps: searchSteps()})
+	strong, err := Derive(direct.Report, Options{Strength: Strong, Trace: tr, SearchSteps: searchSteps()})
 	require.NoError(t, err, "a strong plan does not need pools it can cap")
 	require.Equal(t, memory.LayoutArena, strong.Kind())
 }
 
 func TestStrongPlanInstallsAndExplainsItself(t *testing.T) {
-	tr := readShipped(t, "resnet50_train")
-	plan, err := Plan(memory.Report{}, PlanOptions{Strength: Strong, Trace: tr, SearchSteps: searchSteps()})
+	tr := tracetest.Read(t, "resnet50_train")
+	plan, err := Derive(memory.Report{}, Options{Strength: Strong, Trace: tr, SearchSteps: searchSteps()})
 	require.NoError(t, err)
 	arena, ok := plan.Arena()
 	require.True(t, ok)
 	require.Len(t, arena.Slots, tr.Allocations)
 	var pageBytes uint64
 	for _, p := range arena.Pages {
-		require.LessOrEqual(t, p, H200.MaxPageSize, "pages bind as one buffer")
+		require.LessOrEqual(t, p, replay.H200().MaxPageSize, "pages bind as one buffer")
 		pageBytes += p
 	}
 	back, err := memory.ParseLayout(plan.String())
 	require.NoError(t, err)
 	require.True(t, back.Equal(plan), "the plan survives its JSON form")
 
-	run, err := Replay(tr, back, ReplayOptions{})
+	run, err := replay.Run(tr, back, replay.Options{})
 	require.NoError(t, err)
 	kind, ok := run.Report.Dynamic[0].Kind.(memory.ArenaKind)
 	require.True(t, ok, "the arena reports first")
@@ -213,8 +217,8 @@ func TestStrongPlanInstallsAndExplainsItself(t *testing.T) {
 	require.Equal(t, pageBytes, run.ReservedPeakBytes)
 
 	// A real run that diverges lands in the fallback pools and counts spills.
-	diverged := mustTrace(t, fmt.Sprintf("a 1 %d 0\na 2 %d 0\n", arena.Slots[0].Size+16, arena.Slots[1].Size))
-	run, err = Replay(diverged, plan, ReplayOptions{})
+	diverged := tracetest.Inline(t, fmt.Sprintf("a 1 %d 0\na 2 %d 0\n", arena.Slots[0].Size+16, arena.Slots[1].Size))
+	run, err = replay.Run(diverged, plan, replay.Options{})
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), run.Spills, "the first reservation's size differs from its slot; the second lands")
 	require.Equal(t, memory.LayoutArena, run.Layout.Kind())

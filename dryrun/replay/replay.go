@@ -1,10 +1,17 @@
-package dryrun
+// Package replay drives vkrt's memory pools over a recorded allocation
+// stream ([trace.Trace]) on a storage that counts device allocations and
+// holds no memory ([CountingStorage]), so a layout or a plan can be judged
+// against a real model's stream on any machine. Its [Result] is
+// deterministic; the wall-clock cost of a replay is measured apart
+// ([Measure]).
+package replay
 
 import (
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -12,10 +19,12 @@ import (
 // H200 are the device properties replays assume unless told otherwise: an
 // NVIDIA H200 as Vulkan sees it. MaxPageSize stays under its
 // maxStorageBufferRange of 4 GiB − 1, so one page binds as one buffer.
-var H200 = vkruntime.DeviceProperties{Alignment: 16, MaxPageSize: 4<<30 - 16, MemorySize: 150_000_000_000}
+func H200() vkruntime.DeviceProperties {
+	return vkruntime.DeviceProperties{Alignment: 16, MaxPageSize: 4<<30 - 16, MemorySize: 150_000_000_000}
+}
 
-// ReplayOptions configure a replay.
-type ReplayOptions struct {
+// Options configure a replay.
+type Options struct {
 	// Device is the device the pools size themselves by; zero means H200.
 	Device vkruntime.DeviceProperties
 	// Progress, when set, is called every so many events with how many are
@@ -23,15 +32,16 @@ type ReplayOptions struct {
 	Progress func(done, total int)
 }
 
-func (o ReplayOptions) device() vkruntime.DeviceProperties {
+func (o Options) device() vkruntime.DeviceProperties {
 	if o.Device == (vkruntime.DeviceProperties{}) {
-		return H200
+		return H200()
 	}
 	return o.Device
 }
 
-// ReplayResult is what one replay of a stream measured.
-type ReplayResult struct {
+// Result is what one replay of a stream measured. It is deterministic: the
+// same stream, layout and device give the same Result.
+type Result struct {
 	Trace       string
 	Events      int
 	Allocations int
@@ -47,12 +57,26 @@ type ReplayResult struct {
 	Spills uint64
 	// Report is the pools' report at the end of the stream, with whatever the
 	// stream never freed still live.
-	Report     memory.Report
-	NsPerEvent float64
+	Report memory.Report
+}
+
+// Timing is the wall-clock cost of one replay, apart from its Result
+// because it differs from run to run.
+type Timing struct {
+	Events  int
+	Elapsed time.Duration
+}
+
+// NsPerEvent is the cost of one replayed allocate-or-free event.
+func (t Timing) NsPerEvent() float64 {
+	if t.Events == 0 {
+		return 0
+	}
+	return float64(t.Elapsed.Nanoseconds()) / float64(t.Events)
 }
 
 // Ratio is ReservedPeakBytes over PeakLiveBytes.
-func (r *ReplayResult) Ratio() float64 {
+func (r *Result) Ratio() float64 {
 	if r.PeakLiveBytes == 0 {
 		return 0
 	}
@@ -62,21 +86,27 @@ func (r *ReplayResult) Ratio() float64 {
 // progressEvery is how many events pass between progress calls.
 const progressEvery = 1 << 14
 
-// Replay runs the stream against a memory manager with layout l over a
+// Run replays the stream against a memory manager with layout l over a
 // CountingStorage, pages mapped eagerly, so DriverAllocs is what a real run
 // of the stream would ask the driver for. The stream's streams share one
 // manager. A reservation the pools refuse stops the replay with an error
 // naming the trace line.
-func Replay(t *Trace, l memory.Layout, opts ReplayOptions) (*ReplayResult, error) {
+func Run(t *trace.Trace, l memory.Layout, opts Options) (*Result, error) {
+	res, _, err := Measure(t, l, opts)
+	return res, err
+}
+
+// Measure is Run, timed.
+func Measure(t *trace.Trace, l memory.Layout, opts Options) (*Result, Timing, error) {
 	device := opts.device()
 	storage := NewCountingStorage(device.MemorySize)
 	m, err := memory.NewManager(storage, device, l)
 	if err != nil {
-		return nil, fmt.Errorf("dryrun: replay %s: %w", t.Name, err)
+		return nil, Timing{}, fmt.Errorf("replay: %s: %w", t.Name, err)
 	}
 	// A plan that spills shows in Spills; the pools need not warn as well.
 	m.SetLogger(slog.New(slog.DiscardHandler))
-	res := &ReplayResult{Trace: t.Name, Events: len(t.Events), Allocations: t.Allocations, Layout: l}
+	res := &Result{Trace: t.Name, Events: len(t.Events), Allocations: t.Allocations, Layout: l}
 	handles := make([]memory.Handle, t.Allocations)
 	sizes := make([]uint64, t.Allocations)
 	var live uint64
@@ -85,10 +115,10 @@ func Replay(t *Trace, l memory.Layout, opts ReplayOptions) (*ReplayResult, error
 		if opts.Progress != nil && i%progressEvery == 0 {
 			opts.Progress(i, len(t.Events))
 		}
-		if e.Op == OpAlloc {
+		if e.Op == trace.OpAlloc {
 			h, err := m.Reserve(e.Size, memory.Eager)
 			if err != nil {
-				return nil, fmt.Errorf("dryrun: replay %s line %d: %d B with %d B live and %d B reserved: %w",
+				return nil, Timing{}, fmt.Errorf("replay: %s line %d: %d B with %d B live and %d B reserved: %w",
 					t.Name, e.Line, e.Size, live, m.Usage().BytesReserved, err)
 			}
 			handles[e.Index], sizes[e.Index] = h, e.Size
@@ -98,20 +128,17 @@ func Replay(t *Trace, l memory.Layout, opts ReplayOptions) (*ReplayResult, error
 			continue
 		}
 		if err := m.Free(handles[e.Index]); err != nil {
-			return nil, fmt.Errorf("dryrun: replay %s line %d: free: %w", t.Name, e.Line, err)
+			return nil, Timing{}, fmt.Errorf("replay: %s line %d: free: %w", t.Name, e.Line, err)
 		}
 		handles[e.Index] = memory.Handle{}
 		live -= sizes[e.Index]
 	}
-	elapsed := time.Since(start)
+	timing := Timing{Events: len(t.Events), Elapsed: time.Since(start)}
 	if opts.Progress != nil {
 		opts.Progress(len(t.Events), len(t.Events))
-	}
-	if len(t.Events) > 0 {
-		res.NsPerEvent = float64(elapsed.Nanoseconds()) / float64(len(t.Events))
 	}
 	res.DriverAllocs = storage.Counts().Allocs
 	res.Spills = m.Spills()
 	res.Report = m.Report()
-	return res, nil
+	return res, timing, nil
 }

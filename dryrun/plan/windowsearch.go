@@ -1,4 +1,4 @@
-package dryrun
+package plan
 
 import (
 	"cmp"
@@ -43,7 +43,7 @@ type offsetSave struct {
 	value uint64
 }
 
-func newWindowSolver(lifetimes []Lifetime, placements []Placement, w window, moved, fixed []int32, limit uint64) *windowSolver {
+func newWindowSolver(lifetimes []lifetime, placements []placement, w window, moved, fixed []int32, limit uint64) *windowSolver {
 	clip := func(t int32) int32 { return min(max(t, w.lo), w.hi) }
 	times := []int32{w.lo, w.hi}
 	for _, ids := range [][]int32{moved, fixed} {

@@ -1,4 +1,4 @@
-package dryrun
+package plan
 
 import (
 	"cmp"
@@ -8,13 +8,16 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/internal/tracetest"
 )
 
 // checkAssignment fails unless every placement lies inside its page and no
 // two allocations live at the same time share a byte. It sweeps the
 // allocations in time order keeping each page's live ranges sorted, so a
 // collision shows up as an overlap with a neighbour.
-func checkAssignment(t testing.TB, lifetimes []Lifetime, a Assignment) {
+func checkAssignment(t testing.TB, lifetimes []lifetime, a assignment) {
 	t.Helper()
 	require.Len(t, a.Placements, len(lifetimes))
 	type live struct {
@@ -51,14 +54,14 @@ func checkAssignment(t testing.TB, lifetimes []Lifetime, a Assignment) {
 	}
 }
 
-func randomLifetimes(rng *rand.Rand, n int, maxSize uint64) []Lifetime {
-	out := make([]Lifetime, n)
+func randomLifetimes(rng *rand.Rand, n int, maxSize uint64) []lifetime {
+	out := make([]lifetime, n)
 	for k := range out {
 		span := 1 + rng.IntN(20)
 		if rng.IntN(10) == 0 {
 			span = 1 + rng.IntN(n)
 		}
-		out[k] = Lifetime{Size: 16 * (1 + rng.Uint64N(maxSize/16)), Start: int32(k), End: int32(min(n, k+span))}
+		out[k] = lifetime{Size: 16 * (1 + rng.Uint64N(maxSize/16)), Start: int32(k), End: int32(min(n, k+span))}
 	}
 	return out
 }
@@ -66,7 +69,7 @@ func randomLifetimes(rng *rand.Rand, n int, maxSize uint64) []Lifetime {
 func TestAssignArenaRandomStreamsAreSound(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	rounds := 200
-	if quick() {
+	if tracetest.Quick() {
 		rounds = 40
 	}
 	for round := range rounds {
@@ -75,14 +78,14 @@ func TestAssignArenaRandomStreamsAreSound(t *testing.T) {
 		limit := uint64(16 << rng.IntN(14))
 		lifetimes := randomLifetimes(rng, n, maxSize)
 		for _, order := range planStrategies {
-			a, err := AssignArena(lifetimes, limit, order)
+			a, err := assignArena(lifetimes, limit, order)
 			require.NoError(t, err)
 			t.Run(fmt.Sprint(round, order), func(t *testing.T) { checkAssignment(t, lifetimes, a) })
-			require.GreaterOrEqual(t, a.Reserved(), PeakOverlap(lifetimes))
+			require.GreaterOrEqual(t, a.Reserved(), peakOverlap(lifetimes))
 			for p, size := range a.Pages {
 				if size > limit {
 					// only an allocation larger than the limit opens such a page
-					require.Equal(t, uint32(p), a.Placements[slices.IndexFunc(a.Placements, func(pl Placement) bool { return pl.Page == uint32(p) })].Page)
+					require.Equal(t, uint32(p), a.Placements[slices.IndexFunc(a.Placements, func(pl placement) bool { return pl.Page == uint32(p) })].Page)
 				}
 			}
 		}
@@ -91,37 +94,37 @@ func TestAssignArenaRandomStreamsAreSound(t *testing.T) {
 
 func TestAssignArenaReusesMemoryOfDisjointLifetimes(t *testing.T) {
 	// Three allocations of 100 B, one after another: one slot's worth of page.
-	seq := []Lifetime{{Size: 100, Start: 0, End: 1}, {Size: 100, Start: 1, End: 2}, {Size: 100, Start: 2, End: 3}}
-	a, err := AssignArena(seq, 1<<20, Strategy{Order: BySize})
+	seq := []lifetime{{Size: 100, Start: 0, End: 1}, {Size: 100, Start: 1, End: 2}, {Size: 100, Start: 2, End: 3}}
+	a, err := assignArena(seq, 1<<20, strategy{Order: bySize})
 	require.NoError(t, err)
 	require.Equal(t, []uint64{100}, a.Pages)
 	// Overlapping ones stack; a page limit of 250 B forces a second page.
-	stacked := []Lifetime{{Size: 100, Start: 0, End: 3}, {Size: 100, Start: 1, End: 3}, {Size: 100, Start: 2, End: 3}}
-	a, err = AssignArena(stacked, 250, Strategy{Order: BySize})
+	stacked := []lifetime{{Size: 100, Start: 0, End: 3}, {Size: 100, Start: 1, End: 3}, {Size: 100, Start: 2, End: 3}}
+	a, err = assignArena(stacked, 250, strategy{Order: bySize})
 	require.NoError(t, err)
 	require.Equal(t, []uint64{200, 100}, a.Pages)
 	checkAssignment(t, stacked, a)
 	// An allocation past the limit gets a page of its own size.
-	a, err = AssignArena([]Lifetime{{Size: 1000, Start: 0, End: 1}}, 250, Strategy{Order: BySize})
+	a, err = assignArena([]lifetime{{Size: 1000, Start: 0, End: 1}}, 250, strategy{Order: bySize})
 	require.NoError(t, err)
 	require.Equal(t, []uint64{1000}, a.Pages)
 }
 
 func TestAssignArenaRejectsBadLifetimes(t *testing.T) {
-	_, err := AssignArena([]Lifetime{{Size: 0, Start: 0, End: 1}}, 1<<20, Strategy{Order: BySize})
+	_, err := assignArena([]lifetime{{Size: 0, Start: 0, End: 1}}, 1<<20, strategy{Order: bySize})
 	require.ErrorContains(t, err, "lifetime 0")
-	_, err = AssignArena([]Lifetime{{Size: 16, Start: 0, End: 2}}, 1<<20, Strategy{Order: BySize})
+	_, err = assignArena([]lifetime{{Size: 16, Start: 0, End: 2}}, 1<<20, strategy{Order: bySize})
 	require.Error(t, err)
-	_, err = AssignArena([]Lifetime{{Size: 16, Start: 0, End: 1}}, 0, Strategy{Order: BySize})
+	_, err = assignArena([]lifetime{{Size: 16, Start: 0, End: 1}}, 0, strategy{Order: bySize})
 	require.Error(t, err)
 }
 
 func TestAssignArenaShippedTraces(t *testing.T) {
-	for _, path := range plannedTraces(t) {
-		tr, err := ReadTraceFile(path)
+	for _, path := range tracetest.Planned(t) {
+		tr, err := trace.ReadFile(path)
 		require.NoError(t, err)
-		lifetimes := Lifetimes(tr, 16)
-		a, s, err := PlanArena(lifetimes, 4<<30-16, searchSteps())
+		lifetimes := lifetimesOf(tr, 16)
+		a, s, err := planArena(lifetimes, 4<<30-16, searchSteps())
 		require.NoError(t, err)
 		checkAssignment(t, lifetimes, a)
 		t.Logf("%s %s: pages %d ratio %.4f", tr.Name, s, len(a.Pages), float64(a.Reserved())/float64(tr.PeakLiveBytes()))
@@ -130,7 +133,7 @@ func TestAssignArenaShippedTraces(t *testing.T) {
 
 func TestAssignByStartMatchesTheGeneralBuilder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
-	check := func(lifetimes []Lifetime, limit uint64) {
+	check := func(lifetimes []lifetime, limit uint64) {
 		for _, bestFit := range []bool{false, true} {
 			b := newArenaBuilder(lifetimes, limit)
 			for _, id := range allIDs(len(lifetimes)) {
@@ -142,5 +145,5 @@ func TestAssignByStartMatchesTheGeneralBuilder(t *testing.T) {
 	for range 300 {
 		check(randomLifetimes(rng, 1+rng.IntN(300), uint64(16<<rng.IntN(12))), uint64(16<<rng.IntN(14)))
 	}
-	check(Lifetimes(readShipped(t, "gpt2_train"), 16), 4<<30-16)
+	check(lifetimesOf(tracetest.Read(t, "gpt2_train"), 16), 4<<30-16)
 }

@@ -1,4 +1,11 @@
-package dryrun
+// Package trace reads and writes allocation streams: one event a line,
+//
+//	a <id> <bytes> <stream>   allocate <bytes> on <stream>, name it <id>
+//	f <id>                    free the allocation named <id>
+//
+// plain or gzip-compressed. A parsed [Trace] numbers its allocations densely,
+// so a replay or a planner keeps per-allocation state in slices.
+package trace
 
 import (
 	"bufio"
@@ -53,28 +60,28 @@ type Trace struct {
 	Allocations int
 }
 
-// ErrMalformedTrace classifies every trace parsing error; the typed form is
-// *TraceError.
-var ErrMalformedTrace = errors.New("dryrun: malformed trace")
+// ErrMalformed classifies every trace parsing error; the typed form is
+// *LineError.
+var ErrMalformed = errors.New("trace: malformed")
 
-// TraceError names the line of a trace that could not be read and why.
-type TraceError struct {
+// LineError names the line of a trace that could not be read and why.
+type LineError struct {
 	Name   string // the trace's name, may be empty
 	Line   int    // 1-based
 	Text   string // the offending line, truncated for the message
 	Reason string
 }
 
-func (e *TraceError) Error() string {
+func (e *LineError) Error() string {
 	name := e.Name
 	if name == "" {
 		name = "trace"
 	}
-	return fmt.Sprintf("dryrun: %s line %d: %s: %q", name, e.Line, e.Reason, e.Text)
+	return fmt.Sprintf("trace: %s line %d: %s: %q", name, e.Line, e.Reason, e.Text)
 }
 
-// Is makes a *TraceError match ErrMalformedTrace.
-func (e *TraceError) Is(target error) bool { return target == ErrMalformedTrace }
+// Is makes a *LineError match ErrMalformed.
+func (e *LineError) Is(target error) bool { return target == ErrMalformed }
 
 // maxTraceLine bounds one line so a garbage input cannot make the reader
 // buffer without limit; a well-formed line is under 60 bytes.
@@ -83,7 +90,7 @@ const maxTraceLine = 4096
 // maxAllocations keeps dense indices within int32.
 const maxAllocations = 1<<31 - 1
 
-// ReadTrace parses an allocation stream, one event a line:
+// Read parses an allocation stream, one event a line:
 //
 //	a <id> <bytes> <stream>   allocate <bytes>, name it <id>
 //	f <id>                    free the allocation named <id>
@@ -91,15 +98,15 @@ const maxAllocations = 1<<31 - 1
 // Ids are unsigned decimal integers unique within the trace. Blank lines and
 // lines starting with '#' are skipped. The input may be gzip-compressed (its
 // magic bytes are detected). Every malformed line, free of an unknown or
-// already freed id, and repeated id is a *TraceError naming the line.
-func ReadTrace(name string, r io.Reader) (*Trace, error) {
+// already freed id, and repeated id is a *LineError naming the line.
+func Read(name string, r io.Reader) (*Trace, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	magic, _ := br.Peek(2)
 	var src io.Reader = br
 	if len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: gzip header: %w", ErrMalformedTrace, name, err)
+			return nil, fmt.Errorf("%w: %s: gzip header: %w", ErrMalformed, name, err)
 		}
 		defer zr.Close()
 		src = zr
@@ -118,7 +125,7 @@ func ReadTrace(name string, r io.Reader) (*Trace, error) {
 		if len(s) > 80 {
 			s = s[:80] + "…"
 		}
-		return &TraceError{Name: name, Line: line, Text: s, Reason: reason}
+		return &LineError{Name: name, Line: line, Text: s, Reason: reason}
 	}
 	for sc.Scan() {
 		line++
@@ -181,12 +188,12 @@ func ReadTrace(name string, r io.Reader) (*Trace, error) {
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, &TraceError{Name: name, Line: line + 1, Reason: fmt.Sprintf("line longer than %d bytes", maxTraceLine)}
+			return nil, &LineError{Name: name, Line: line + 1, Reason: fmt.Sprintf("line longer than %d bytes", maxTraceLine)}
 		}
 		if corruptGzip(err) {
-			return nil, fmt.Errorf("%w: %s: compressed data after line %d: %w", ErrMalformedTrace, name, line, err)
+			return nil, fmt.Errorf("%w: %s: compressed data after line %d: %w", ErrMalformed, name, line, err)
 		}
-		return nil, fmt.Errorf("dryrun: reading trace %s after line %d: %w", name, line, err)
+		return nil, fmt.Errorf("trace: reading %s after line %d: %w", name, line, err)
 	}
 	return t, nil
 }
@@ -215,20 +222,20 @@ func splitFields(out [][]byte, b []byte) [][]byte {
 	}
 }
 
-// ReadTraceFile parses the trace at path; its name is the file name without
+// ReadFile parses the trace at path; its name is the file name without
 // the .gz and .trace suffixes.
-func ReadTraceFile(path string) (*Trace, error) {
+func ReadFile(path string) (*Trace, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("dryrun: open trace: %w", err)
+		return nil, fmt.Errorf("trace: open: %w", err)
 	}
 	defer f.Close()
-	return ReadTrace(TraceName(path), f)
+	return Read(NameOf(path), f)
 }
 
-// TraceName is the name a trace file goes by: its base name without the
+// NameOf is the name a trace file goes by: its base name without the
 // .gz and .trace suffixes.
-func TraceName(path string) string {
+func NameOf(path string) string {
 	name := filepath.Base(path)
 	name = strings.TrimSuffix(name, ".gz")
 	return strings.TrimSuffix(name, ".trace")

@@ -1,4 +1,4 @@
-package dryrun
+package plan
 
 import (
 	"cmp"
@@ -6,37 +6,39 @@ import (
 	goruntime "runtime"
 	"slices"
 	"sync"
+
+	"github.com/vkrt/vkrt/dryrun/trace"
 )
 
-// Lifetime is one allocation of a stream as the offline arena assignment sees
+// lifetime is one allocation of a stream as the offline arena assignment sees
 // it: its aligned size and the half-open interval [Start, End) of allocation
 // ordinals during which it is live. Allocation k starts at k; it ends at the
 // number of allocations made before it was freed (the stream length if it
 // never was), so two allocations overlap in time exactly when each starts
 // before the other ends.
-type Lifetime struct {
+type lifetime struct {
 	Size       uint64
 	Start, End int32
 }
 
-// Placement is where the assignment put one allocation: a page and an offset
+// placement is where the assignment put one allocation: a page and an offset
 // inside it.
-type Placement struct {
+type placement struct {
 	Page   uint32
 	Offset uint64
 }
 
-// Assignment is an offline arena assignment: page sizes and, per allocation,
+// assignment is an offline arena assignment: page sizes and, per allocation,
 // its placement. No two allocations that overlap in time overlap in address,
 // and every allocation lies inside its page.
-type Assignment struct {
+type assignment struct {
 	Pages      []uint64
-	Placements []Placement
+	Placements []placement
 }
 
 // Reserved is the sum of the page sizes: what the assignment holds on the
 // device once every page is in use.
-func (a Assignment) Reserved() uint64 {
+func (a assignment) Reserved() uint64 {
 	var sum uint64
 	for _, p := range a.Pages {
 		sum += p
@@ -44,14 +46,14 @@ func (a Assignment) Reserved() uint64 {
 	return sum
 }
 
-// Lifetimes computes the lifetimes of a trace's allocations, sizes rounded
+// lifetimesOf computes the lifetimes of a trace's allocations, sizes rounded
 // up to alignment.
-func Lifetimes(t *Trace, alignment uint64) []Lifetime {
-	out := make([]Lifetime, t.Allocations)
+func lifetimesOf(t *trace.Trace, alignment uint64) []lifetime {
+	out := make([]lifetime, t.Allocations)
 	allocs := int32(0)
 	for _, e := range t.Events {
-		if e.Op == OpAlloc {
-			out[e.Index] = Lifetime{Size: alignUp(e.Size, alignment), Start: allocs, End: -1}
+		if e.Op == trace.OpAlloc {
+			out[e.Index] = lifetime{Size: alignUp(e.Size, alignment), Start: allocs, End: -1}
 			allocs++
 		} else {
 			out[e.Index].End = allocs
@@ -72,14 +74,14 @@ func alignUp(n, alignment uint64) uint64 {
 	return (n + alignment - 1) / alignment * alignment
 }
 
-// PeakOverlap is the most bytes of the lifetimes live at once: the floor
+// peakOverlap is the most bytes of the lifetimes live at once: the floor
 // under any assignment's Reserved.
-func PeakOverlap(lifetimes []Lifetime) uint64 {
+func peakOverlap(lifetimes []lifetime) uint64 {
 	return peakLive(lifetimes, len(lifetimes)+1)
 }
 
-// peakLive is PeakOverlap of lifetimes whose ends are below times.
-func peakLive(lifetimes []Lifetime, times int) uint64 {
+// peakLive is peakOverlap of lifetimes whose ends are below times.
+func peakLive(lifetimes []lifetime, times int) uint64 {
 	delta := make([]int64, times)
 	for _, l := range lifetimes {
 		delta[l.Start] += int64(l.Size)
@@ -93,35 +95,35 @@ func peakLive(lifetimes []Lifetime, times int) uint64 {
 	return uint64(peak)
 }
 
-// AssignOrder is the order in which the greedy assignment places allocations.
-type AssignOrder int
+// assignOrder is the order in which the greedy assignment places allocations.
+type assignOrder int
 
 const (
-	// BySize places the largest allocations first.
-	BySize AssignOrder = iota
-	// ByStart places allocations in the order they were made, like an
+	// bySize places the largest allocations first.
+	bySize assignOrder = iota
+	// byStart places allocations in the order they were made, like an
 	// allocator that knows when each will be freed: a chain of slightly
 	// growing buffers (a KV cache rebuilt each token) walks through the
 	// holes its predecessors leave.
-	ByStart
-	// ByLifetime places the longest-lived allocations first, so weights and
+	byStart
+	// byLifetime places the longest-lived allocations first, so weights and
 	// optimizer state pack at the bottom of the pages and the short-lived
 	// activations of each step share what lies above.
-	ByLifetime
-	// BySizeThenStart places the largest allocations first and allocations
+	byLifetime
+	// bySizeThenStart places the largest allocations first and allocations
 	// of equal size in the order they were made: for equal sizes that is an
 	// optimal interval colouring, as few slots as are ever live at once.
-	BySizeThenStart
-	// LongThenStart places the allocations living longer than a sixteenth
+	bySizeThenStart
+	// longThenStart places the allocations living longer than a sixteenth
 	// of the stream first, largest first, then the others in the order they
 	// were made.
-	LongThenStart
-	// LongThenSize places the allocations living longer than a quarter of
+	longThenStart
+	// longThenSize places the allocations living longer than a quarter of
 	// the stream first, then the others; largest first in both groups.
-	LongThenSize
+	longThenSize
 )
 
-// AssignArena places every allocation at the lowest (or tightest) hole of
+// assignArena places every allocation at the lowest (or tightest) hole of
 // the first page where it collides with no already placed allocation that
 // overlaps it in time, taking allocations in the strategy's order. Pages hold
 // at most pageLimit bytes; an allocation larger than that opens a page of its
@@ -130,9 +132,9 @@ const (
 //
 // Cost: for each allocation, the placed allocations live at its start plus
 // those starting during its lifetime — no quadratic scan over the stream.
-func AssignArena(lifetimes []Lifetime, pageLimit uint64, s Strategy) (Assignment, error) {
+func assignArena(lifetimes []lifetime, pageLimit uint64, s strategy) (assignment, error) {
 	if err := checkLifetimes(lifetimes, pageLimit); err != nil {
-		return Assignment{}, err
+		return assignment{}, err
 	}
 	a := assign(lifetimes, pageLimit, s)
 	if s.Search {
@@ -142,11 +144,11 @@ func AssignArena(lifetimes []Lifetime, pageLimit uint64, s Strategy) (Assignment
 }
 
 // placementOrder sorts the allocation indices the way order says.
-func placementOrder(lifetimes []Lifetime, ids []int32, order AssignOrder) []int32 {
-	if order == LongThenStart || order == LongThenSize {
-		minLife, restOrder := int32(len(lifetimes)/16), ByStart
-		if order == LongThenSize {
-			minLife, restOrder = int32(len(lifetimes)/4), BySize
+func placementOrder(lifetimes []lifetime, ids []int32, order assignOrder) []int32 {
+	if order == longThenStart || order == longThenSize {
+		minLife, restOrder := int32(len(lifetimes)/16), byStart
+		if order == longThenSize {
+			minLife, restOrder = int32(len(lifetimes)/4), bySize
 		}
 		long, rest := []int32{}, []int32{}
 		for _, id := range ids {
@@ -156,14 +158,14 @@ func placementOrder(lifetimes []Lifetime, ids []int32, order AssignOrder) []int3
 				rest = append(rest, id)
 			}
 		}
-		return append(placementOrder(lifetimes, long, BySize), placementOrder(lifetimes, rest, restOrder)...)
+		return append(placementOrder(lifetimes, long, bySize), placementOrder(lifetimes, rest, restOrder)...)
 	}
 	slices.SortFunc(ids, func(a, b int32) int {
 		la, lb := lifetimes[a], lifetimes[b]
 		switch order {
-		case ByStart:
+		case byStart:
 			return cmp.Compare(a, b)
-		case ByLifetime:
+		case byLifetime:
 			if c := cmp.Compare(lb.End-lb.Start, la.End-la.Start); c != 0 {
 				return c
 			}
@@ -171,7 +173,7 @@ func placementOrder(lifetimes []Lifetime, ids []int32, order AssignOrder) []int3
 		if c := cmp.Compare(lb.Size, la.Size); c != 0 {
 			return c
 		}
-		if order == BySizeThenStart {
+		if order == bySizeThenStart {
 			return cmp.Compare(a, b)
 		}
 		if c := cmp.Compare(lb.End-lb.Start, la.End-la.Start); c != 0 {
@@ -194,9 +196,9 @@ const unplaced = ^uint32(0)
 
 // arenaBuilder places allocations one at a time.
 type arenaBuilder struct {
-	lifetimes []Lifetime
+	lifetimes []lifetime
 	pageLimit uint64
-	out       Assignment
+	out       assignment
 	capacity  []uint64 // per page: pageLimit, or the size of the oversized allocation that opened it
 	tree      *stabTree
 	byPage    []pageSpans // scratch: placed spans overlapping the allocation being placed, per page
@@ -210,10 +212,10 @@ type arenaBuilder struct {
 	spareTrial           *arenaTrial
 }
 
-func newArenaBuilder(lifetimes []Lifetime, pageLimit uint64) *arenaBuilder {
+func newArenaBuilder(lifetimes []lifetime, pageLimit uint64) *arenaBuilder {
 	b := &arenaBuilder{lifetimes: lifetimes, pageLimit: pageLimit, tree: newStabTree(len(lifetimes)),
 		longLife: max(2, int32(len(lifetimes)/8))}
-	b.out.Placements = make([]Placement, len(lifetimes))
+	b.out.Placements = make([]placement, len(lifetimes))
 	for i := range b.out.Placements {
 		b.out.Placements[i].Page = unplaced
 	}
@@ -330,7 +332,7 @@ func (b *arenaBuilder) placeAt(id int32, page uint32, offset uint64) {
 		b.byPage = append(b.byPage, pageSpans{})
 		b.long = append(b.long, nil)
 	}
-	b.out.Placements[id] = Placement{Page: page, Offset: offset}
+	b.out.Placements[id] = placement{Page: page, Offset: offset}
 	b.out.Pages[page] = max(b.out.Pages[page], offset+l.Size)
 	if b.isLong(id) {
 		// Long-lived allocations overlap most others: they are kept per
@@ -349,9 +351,9 @@ func (b *arenaBuilder) placeAt(id int32, page uint32, offset uint64) {
 	}
 }
 
-// Strategy is one way to order and fit the allocations of a stream.
-type Strategy struct {
-	Order AssignOrder
+// strategy is one way to order and fit the allocations of a stream.
+type strategy struct {
+	Order assignOrder
 	// BestFit puts an allocation in the tightest hole that holds it instead
 	// of the lowest.
 	BestFit bool
@@ -366,7 +368,7 @@ type Strategy struct {
 	Search bool
 }
 
-func (s Strategy) String() string {
+func (s strategy) String() string {
 	fit := "lowest fit"
 	if s.BestFit {
 		fit = "best fit"
@@ -380,64 +382,64 @@ func (s Strategy) String() string {
 	return s.Order.String() + ", " + fit
 }
 
-func (o AssignOrder) String() string {
+func (o assignOrder) String() string {
 	switch o {
-	case BySize:
+	case bySize:
 		return "by size"
-	case ByStart:
+	case byStart:
 		return "by start"
-	case ByLifetime:
+	case byLifetime:
 		return "by lifetime"
-	case BySizeThenStart:
+	case bySizeThenStart:
 		return "by size then start"
-	case LongThenStart:
+	case longThenStart:
 		return "long-lived first, then by start"
-	case LongThenSize:
+	case longThenSize:
 		return "long-lived first, then by size"
 	}
-	return fmt.Sprintf("AssignOrder(%d)", int(o))
+	return fmt.Sprintf("assignOrder(%d)", int(o))
 }
 
-// planStrategies are the placements PlanArena compares, most useful first.
+// planStrategies are the placements planArena compares, most useful first.
 // Size first is the classic for layer graphs; start order follows a chain of
 // growing buffers (a KV cache rebuilt every token) through the same holes;
 // long-lived first with lookahead lets a chain of layers alternate where
 // their large buffers go; lifetime first packs weights and optimizer state
 // under the activations.
-var planStrategies = []Strategy{
-	{Order: BySize},
-	{Order: ByStart},
-	{Order: ByStart, BestFit: true},
-	{Order: LongThenStart, Lookahead: 16},
-	{Order: BySizeThenStart},
-	{Order: LongThenSize},
-	{Order: ByLifetime},
+var planStrategies = []strategy{
+	{Order: bySize},
+	{Order: byStart},
+	{Order: byStart, BestFit: true},
+	{Order: longThenStart, Lookahead: 16},
+	{Order: bySizeThenStart},
+	{Order: longThenSize},
+	{Order: byLifetime},
 }
 
 // quickStrategies is how many of planStrategies a long stream gets: each
 // costs about the same, and past longStream allocations all of them would
-// take PlanArena past its budget of a few seconds.
+// take planArena past its budget of a few seconds.
 const (
 	quickStrategies = 4
 	longStream      = 50_000
 )
 
-// PlanArena is the offline arena assignment vkrt's strong plans use: the
+// planArena is the offline arena assignment vkrt's strong plans use: the
 // least reserved of several greedy placements of the whole stream (see
 // planStrategies; the first few for a long stream), each lowered by the
 // window search (refineAssignment) with an equal share of searchSteps (none
 // when searchSteps is 0 or less), computed in parallel. It is
 // deterministic: the search counts steps, not time, and ties go to the
 // earlier strategy.
-func PlanArena(lifetimes []Lifetime, pageLimit uint64, searchSteps int) (Assignment, Strategy, error) {
+func planArena(lifetimes []lifetime, pageLimit uint64, searchSteps int) (assignment, strategy, error) {
 	if err := checkLifetimes(lifetimes, pageLimit); err != nil {
-		return Assignment{}, Strategy{}, err
+		return assignment{}, strategy{}, err
 	}
 	strategies := slices.Clone(planStrategies)
 	if len(lifetimes) > longStream {
 		strategies = strategies[:quickStrategies]
 	}
-	results := make([]Assignment, len(strategies))
+	results := make([]assignment, len(strategies))
 	inParallel(len(strategies), func(i int) { results[i] = assign(lifetimes, pageLimit, strategies[i]) })
 	best := func() int {
 		best := 0
@@ -475,12 +477,12 @@ func inParallel(n int, do func(i int)) {
 	wg.Wait()
 }
 
-func assign(lifetimes []Lifetime, pageLimit uint64, s Strategy) Assignment {
-	if s.Order == ByStart && s.Lookahead == 0 {
+func assign(lifetimes []lifetime, pageLimit uint64, s strategy) assignment {
+	if s.Order == byStart && s.Lookahead == 0 {
 		return assignByStart(lifetimes, pageLimit, s.BestFit)
 	}
 	if s.Lookahead > 0 {
-		return assignLookahead(lifetimes, pageLimit, placementOrder(lifetimes, allIDs(len(lifetimes)), s.Order), s.Lookahead, PeakOverlap(lifetimes)/100)
+		return assignLookahead(lifetimes, pageLimit, placementOrder(lifetimes, allIDs(len(lifetimes)), s.Order), s.Lookahead, peakOverlap(lifetimes)/100)
 	}
 	b := newArenaBuilder(lifetimes, pageLimit)
 	for _, id := range placementOrder(lifetimes, allIDs(len(lifetimes)), s.Order) {
@@ -489,14 +491,14 @@ func assign(lifetimes []Lifetime, pageLimit uint64, s Strategy) Assignment {
 	return b.out
 }
 
-func checkLifetimes(lifetimes []Lifetime, pageLimit uint64) error {
+func checkLifetimes(lifetimes []lifetime, pageLimit uint64) error {
 	n := len(lifetimes)
 	if pageLimit == 0 {
-		return fmt.Errorf("dryrun: arena page limit is 0")
+		return fmt.Errorf("plan: arena page limit is 0")
 	}
 	for k, l := range lifetimes {
 		if l.Size == 0 || l.Start != int32(k) || l.End <= l.Start || int(l.End) > n {
-			return fmt.Errorf("dryrun: lifetime %d is %+v, want a non-zero size and %d <= start < end <= %d", k, l, k, n)
+			return fmt.Errorf("plan: lifetime %d is %+v, want a non-zero size and %d <= start < end <= %d", k, l, k, n)
 		}
 	}
 	return nil

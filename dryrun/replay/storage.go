@@ -1,4 +1,4 @@
-package dryrun
+package replay
 
 import (
 	"fmt"

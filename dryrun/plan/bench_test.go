@@ -1,20 +1,23 @@
-package dryrun
+package plan
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/dryrun/replay"
+	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/internal/tracetest"
 	"github.com/vkrt/vkrt/memory"
 )
 
 // BenchmarkReplay replays each shipped stream under the default layout and
 // under its strong plan, reporting the cost of one allocate-or-free event.
 func BenchmarkReplay(b *testing.B) {
-	for _, path := range sharedTraces(b) {
-		tr, err := ReadTraceFile(path)
+	for _, path := range tracetest.Shipped(b) {
+		tr, err := trace.ReadFile(path)
 		require.NoError(b, err)
-		planned, err := Plan(memory.Report{}, PlanOptions{Strength: Strong, Trace: tr})
+		planned, err := Derive(memory.Report{}, Options{Strength: Strong, Trace: tr})
 		require.NoError(b, err)
 		for _, c := range []struct {
 			name   string
@@ -22,7 +25,7 @@ func BenchmarkReplay(b *testing.B) {
 		}{{"default", memory.SubSlicesLayout()}, {"planned", planned}} {
 			b.Run(tr.Name+"/"+c.name, func(b *testing.B) {
 				for b.Loop() {
-					if _, err := Replay(tr, c.layout, ReplayOptions{}); err != nil {
+					if _, err := replay.Run(tr, c.layout, replay.Options{}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -34,10 +37,10 @@ func BenchmarkReplay(b *testing.B) {
 
 // BenchmarkPlan plans the longest shipped stream, 143,238 allocations.
 func BenchmarkPlan(b *testing.B) {
-	tr, err := ReadTraceFile("../testdata/traces/llama_generate.trace.gz")
+	tr, err := trace.ReadFile(tracetest.Path("llama_generate"))
 	require.NoError(b, err)
 	for b.Loop() {
-		if _, err := Plan(memory.Report{}, PlanOptions{Strength: Strong, Trace: tr}); err != nil {
+		if _, err := Derive(memory.Report{}, Options{Strength: Strong, Trace: tr}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -48,7 +51,7 @@ func BenchmarkPlan(b *testing.B) {
 func BenchmarkReadTrace(b *testing.B) {
 	events := 0
 	for b.Loop() {
-		tr, err := ReadTraceFile("../testdata/traces/llama_generate.trace.gz")
+		tr, err := trace.ReadFile(tracetest.Path("llama_generate"))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,5 +1,0 @@
-//go:build !race
-
-package dryrun
-
-const raceEnabled = false

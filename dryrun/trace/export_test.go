@@ -1,0 +1,4 @@
+package trace
+
+// MaxLine is maxTraceLine for the external tests.
+const MaxLine = maxTraceLine

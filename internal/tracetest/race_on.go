@@ -1,0 +1,6 @@
+//go:build race
+
+package tracetest
+
+// RaceEnabled: the race detector slows planning about tenfold (see Quick).
+const RaceEnabled = true
