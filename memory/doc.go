@@ -21,6 +21,23 @@
 //     explicit cleanup. Install leaves it alone.
 //   - The arena pool (the [ArenaLayout]) places the k-th reservation after an
 //     Install at a slot planned offline from a dry run.
+//   - The virtual pool (the [VirtualLayout]) places every reservation in one
+//     large range of address space by two-level segregated fit (TLSF: the
+//     size's own bin, then the first bin all of whose blocks fit; AMD VMA's
+//     policy) and binds device memory only under the granules live
+//     reservations touch. Memory comes from the driver in chunks; granules
+//     left with nothing live stay bound until memory is needed elsewhere,
+//     when the least recently idled are rebound there. So fragmentation
+//     costs address space, not memory, and the pool holds the most granules
+//     ever needed at once plus part of a chunk. It needs a [SparseStorage]
+//     (Vulkan sparse residency) and builds the SubSlices pools on a storage
+//     without one. A [VirtualPlan] names the memory a run is expected to
+//     need: the pool reaches it in a few device allocations and grows past
+//     it, warning once, when the run needs more.
+//
+// Placement is deterministic in every pool: the same stream of calls gets
+// the same places. The policies differ by pool (first fit, smallest page,
+// exact size, TLSF); none is promised beyond that.
 //
 // # Layouts and reports
 //

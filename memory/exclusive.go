@@ -66,6 +66,7 @@ func (p *exclusivePool) reserve(size, requested uint64, lazy bool) (int32, error
 		}
 		p.groups[g].free = free[:len(free)-1]
 	} else {
+		p.releaseTooSmall(size)
 		dp, err := p.openPage(size, lazy)
 		if err != nil {
 			return 0, err
@@ -155,14 +156,37 @@ func (p *exclusivePool) free(ref int32, requested uint64) {
 // index.
 func (p *exclusivePool) sweep(explicit bool) {
 	p.lastSweep = p.served
+	p.release(len(p.groups), func(pg *exclusivePage) bool {
+		return explicit || p.served-pg.lastUsed >= exclusiveDeallocPeriod
+	})
+}
+
+// releaseTooSmall returns the free pages too small for a request of size
+// that no free page fits, when together they hold at least size bytes: a
+// pool whose requests keep growing (a KV cache reallocated larger) would
+// otherwise hoard every earlier page for a whole dealloc period.
+func (p *exclusivePool) releaseTooSmall(size uint64) {
+	below := p.searchGroups(size)
+	var idle uint64
+	for g := range below {
+		idle += uint64(len(p.groups[g].free)) * p.groups[g].size
+	}
+	if idle >= size {
+		p.release(below, func(*exclusivePage) bool { return true })
+	}
+}
+
+// release returns the free pages of the first groups that drop selects,
+// in order of size, then index.
+func (p *exclusivePool) release(groups int, drop func(*exclusivePage) bool) {
 	released, emptied := false, false
-	for g := range p.groups {
+	for g := range groups {
 		grp := &p.groups[g]
 		kept := len(grp.free)
 		for i := len(grp.free) - 1; i >= 0; i-- {
 			ref := grp.free[i]
 			pg := &p.pages[ref]
-			if !explicit && p.served-pg.lastUsed < exclusiveDeallocPeriod {
+			if !drop(pg) {
 				continue
 			}
 			p.closePage(&pg.devicePage)

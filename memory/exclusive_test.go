@@ -9,8 +9,9 @@ import (
 
 // A random stream against the exclusive pool's rule: a request takes the
 // smallest free page that holds it, the lowest index among equals, and
-// opens a page of its own size only when no free page fits; sweeps return
-// pages idle for a period.
+// opens a page of its own size only when no free page fits, first
+// returning the free pages smaller than it when they hold as many bytes;
+// sweeps return pages idle for a period.
 func TestExclusivePoolTakesTheSmallestFreePageThatFits(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	storage := newFakeStorage()
@@ -32,6 +33,21 @@ func TestExclusivePoolTakesTheSmallestFreePageThatFits(t *testing.T) {
 			for ref, s := range free {
 				if s >= size && (want == none || s < free[want] || s == free[want] && ref < want) {
 					want = ref
+				}
+			}
+			if want == none {
+				var smaller uint64
+				for _, s := range free {
+					if s < size {
+						smaller += s
+					}
+				}
+				if smaller >= size {
+					for ref, s := range free {
+						if s < size {
+							delete(free, ref)
+						}
+					}
 				}
 			}
 			ref, err := p.reserve(size, size, false)

@@ -177,7 +177,7 @@ func TestParseLayoutPresets(t *testing.T) {
 		require.Equal(t, want, l.Kind(), in)
 	}
 	_, err := ParseLayout("subslices")
-	require.ErrorContains(t, err, `unknown layout "subslices": want sub-slices, exclusive-pages, direct or a layout JSON literal`)
+	require.ErrorContains(t, err, `unknown layout "subslices": want sub-slices, exclusive-pages, direct, virtual or a layout JSON literal`)
 }
 
 func TestLayoutIsAValue(t *testing.T) {

@@ -27,6 +27,9 @@ const (
 	LayoutSliced
 	// LayoutArena: an offline plan of slots, with sliced fallback pools.
 	LayoutArena
+	// LayoutVirtual: one virtual range with device memory bound under live
+	// bytes, where the storage offers sparse residency; SubSlices where not.
+	LayoutVirtual
 )
 
 func (k LayoutKind) String() string {
@@ -41,6 +44,8 @@ func (k LayoutKind) String() string {
 		return "Sliced"
 	case LayoutArena:
 		return "Arena"
+	case LayoutVirtual:
+		return "Virtual"
 	}
 	return fmt.Sprintf("LayoutKind(%d)", uint8(k))
 }
@@ -50,9 +55,10 @@ func (k LayoutKind) String() string {
 // or [ArenaLayout], or parse one with [ParseLayout]. The zero Layout is the
 // SubSlices preset. A Layout is immutable: constructors and accessors copy.
 type Layout struct {
-	kind   LayoutKind
-	sliced []SlicedPool
-	arena  ArenaPlan
+	kind    LayoutKind
+	sliced  []SlicedPool
+	arena   ArenaPlan
+	virtual VirtualPlan
 }
 
 // SlicedPool is one pool of a Sliced layout: pages of PageSize bytes, at most
@@ -140,6 +146,8 @@ func (l Layout) Equal(o Layout) bool {
 	case LayoutArena:
 		return slices.Equal(l.arena.Pages, o.arena.Pages) && slices.Equal(l.arena.Slots, o.arena.Slots) &&
 			slices.EqualFunc(l.arena.Fallback, o.arena.Fallback, SlicedPool.equal)
+	case LayoutVirtual:
+		return l.virtual == o.virtual
 	}
 	return true
 }
@@ -198,6 +206,8 @@ func ParseLayout(s string) (Layout, error) {
 		return ExclusivePagesLayout(), nil
 	case "direct":
 		return DirectLayout(), nil
+	case "virtual":
+		return VirtualLayout(VirtualPlan{}), nil
 	}
 	if strings.HasPrefix(t, "{") || strings.HasPrefix(t, `"`) {
 		var l Layout
@@ -206,7 +216,7 @@ func ParseLayout(s string) (Layout, error) {
 		}
 		return l, nil
 	}
-	return Layout{}, fmt.Errorf("memory: unknown layout %q: want sub-slices, exclusive-pages, direct or a layout JSON literal", s)
+	return Layout{}, fmt.Errorf("memory: unknown layout %q: want sub-slices, exclusive-pages, direct, virtual or a layout JSON literal", s)
 }
 
 func (p SlicedPool) MarshalJSON() ([]byte, error) {
@@ -385,6 +395,8 @@ func (l Layout) MarshalJSON() ([]byte, error) {
 			return nil, err
 		}
 		return append(append([]byte(`{"Arena":`), ab...), '}'), nil
+	case LayoutVirtual:
+		return l.virtual.marshalLayout(), nil
 	}
 	return nil, fmt.Errorf("memory: layout of unknown kind %d", l.kind)
 }
@@ -412,8 +424,13 @@ func (l *Layout) UnmarshalJSON(data []byte) error {
 		if err := out.arena.UnmarshalJSON(body); err != nil {
 			return err
 		}
+	case "Virtual":
+		out.kind = LayoutVirtual
+		if err := out.virtual.unmarshalBody(body); err != nil {
+			return err
+		}
 	default:
-		return unknownVariant(what, name, "SubSlices", "ExclusivePages", "Direct", "Sliced", "Arena")
+		return unknownVariant(what, name, "SubSlices", "ExclusivePages", "Direct", "Sliced", "Arena", "Virtual")
 	}
 	*l = out
 	return nil

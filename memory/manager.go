@@ -143,6 +143,7 @@ func (m *Manager) Properties() vkruntime.DeviceProperties { return m.props }
 
 func (m *Manager) build(l Layout, r resolvedLayout) {
 	m.layout = l
+	r = m.fitStorage(r)
 	m.arena = nil
 	if r.arena != nil {
 		m.arena = newArenaPool(r.arena, m.storage, &m.total)
@@ -156,6 +157,10 @@ func (m *Manager) build(l Layout, r resolvedLayout) {
 			m.pools[i] = newExclusivePool(c, m.storage, &m.total)
 		case shapeDirect:
 			m.pools[i] = newDirectPool(m.storage, &m.total, exclusiveCeiling(m.props, m.limit()), m.props.MemorySize, false)
+		case shapeVirtual:
+			vp := newVirtualPool(c, m.storage.(SparseStorage), &m.total)
+			vp.outgrown = m.warnOutgrown
+			m.pools[i] = vp
 		}
 	}
 	m.all = append(append(m.all[:0], m.persistent, nil), m.pools...)
@@ -187,6 +192,7 @@ type route struct {
 	pools    []int16
 	sliced   *slicedPool // pools[0] when it is a sliced pool: a direct call
 	slicedAt int16       // then its index in Manager.all
+	virtual  *virtualPool
 }
 
 func buildRoutes(pools []pool) []route {
@@ -203,6 +209,8 @@ func buildRoutes(pools []pool) []route {
 			bounds = []uint64{p.maxAlloc}
 		case *directPool:
 			bounds = []uint64{p.ceiling}
+		case *virtualPool:
+			bounds = []uint64{p.maxAlloc}
 		}
 		cuts = append(cuts, bounds...)
 	}
@@ -219,6 +227,7 @@ func buildRoutes(pools []pool) []route {
 		r := route{upTo: c, pools: accepting}
 		if len(accepting) > 0 {
 			r.sliced, _ = pools[accepting[0]].(*slicedPool)
+			r.virtual, _ = pools[accepting[0]].(*virtualPool)
 			r.slicedAt = firstDynamic + accepting[0]
 		}
 		routes = append(routes, r)
@@ -251,17 +260,26 @@ func (m *Manager) Reserve(size uint64, mapping Mapping) (Handle, error) {
 	// has room. Everything else, errors included, takes reserveSlow.
 	aligned, ok := alignUp(max(size, 1), m.props.Alignment)
 	if ok && uint(mapping) <= uint(Lazy) && m.window == 0 && m.arena == nil {
-		if r := m.routeOf(aligned); r.sliced != nil {
-			if ref, err := r.sliced.reserve(aligned, size, mapping == Lazy); err == nil {
-				m.ordinal++
-				h := m.record(r.slicedAt, ref, size)
-				if invariantsEnabled {
-					m.mustHoldInvariants("Reserve")
-				}
-				return h, nil
-			} else if err != errPoolFull {
-				return Handle{}, reserveFailed(size, err)
+		r := m.routeOf(aligned)
+		var (
+			ref int32
+			err = errPoolFull
+		)
+		switch {
+		case r.sliced != nil:
+			ref, err = r.sliced.reserve(aligned, size, mapping == Lazy)
+		case r.virtual != nil:
+			ref, err = r.virtual.reserve(aligned, size, mapping == Lazy)
+		}
+		if err == nil {
+			m.ordinal++
+			h := m.record(r.slicedAt, ref, size)
+			if invariantsEnabled {
+				m.mustHoldInvariants("Reserve")
 			}
+			return h, nil
+		} else if err != errPoolFull {
+			return Handle{}, reserveFailed(size, err)
 		}
 	}
 	return m.reserveSlow(size, mapping)
@@ -390,6 +408,8 @@ func (m *Manager) largestAccepted() uint64 {
 			largest = max(largest, p.maxAlloc)
 		case *directPool:
 			largest = max(largest, p.ceiling)
+		case *virtualPool:
+			largest = max(largest, p.maxAlloc)
 		}
 	}
 	return largest

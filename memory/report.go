@@ -116,8 +116,10 @@ func UnmarshalPoolKind(data []byte) (PoolKind, error) {
 		}
 		k.Slots, err = o.uint64("slots")
 		return k, err
+	case "Virtual":
+		return unmarshalVirtualKind(body)
 	}
-	return nil, unknownVariant(what, name, "Sliced", "Exclusive", "Direct", "Persistent", "Arena")
+	return nil, unknownVariant(what, name, "Sliced", "Exclusive", "Direct", "Persistent", "Arena", "Virtual")
 }
 
 // PoolReport is one pool's measured state: its shape, its usage and the

@@ -43,6 +43,7 @@ const (
 	shapeSliced poolShape = iota
 	shapeExclusive
 	shapeDirect
+	shapeVirtual
 )
 
 // poolConfig is one dynamic pool after rounding and validation.
@@ -51,7 +52,12 @@ type poolConfig struct {
 	pageSize uint64 // sliced
 	maxSlice uint64 // sliced
 	capPages uint64 // sliced; 0 is uncapped
-	maxAlloc uint64 // exclusive: the largest reservation it accepts
+	maxAlloc uint64 // exclusive, virtual: the largest reservation it accepts
+	planned  uint64 // virtual: the device memory a plan expects
+	heap     uint64 // virtual: the device memory
+	granule  uint64 // virtual: set by the manager from its storage
+	space    uint64 // virtual: the address range
+	maxChunk uint64 // virtual: the largest device allocation
 }
 
 // arenaConfig is an arena plan after rounding and validation.
@@ -99,6 +105,9 @@ func (l Layout) resolve(p vkruntime.DeviceProperties, backendLimit uint64) (reso
 		return resolvedLayout{pools: pools}, err
 	case LayoutArena:
 		return resolveArena(l.arena, p, backendLimit)
+	case LayoutVirtual:
+		return resolvedLayout{pools: []poolConfig{{shape: shapeVirtual, planned: l.virtual.PlannedBytes,
+			maxAlloc: exclusiveCeiling(p, backendLimit), heap: heapLimit(p)}}}, nil
 	}
 	return resolvedLayout{}, invalidLayout("layout kind %d is not one this runtime has", l.kind)
 }

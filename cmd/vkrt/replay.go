@@ -35,15 +35,17 @@ func init() {
 "f <id>", gzip allowed) against the memory pools of an H200-like device over a
 storage that counts device allocations and holds no memory.
 
---layout is a preset (sub-slices, exclusive-pages, direct), a layout JSON
-literal, or a file holding one. With --plan the replay is the dry run: a plan
+--layout is a preset (virtual, the default; sub-slices, exclusive-pages,
+direct), a layout JSON literal, or a file holding one. The device model has
+sparse residency with 2 MiB granules, as an H200 does: the virtual layout
+binds device memory under live bytes only, and the replay counts the binds. With --plan the replay is the dry run: a plan
 is derived from it and the stream is replayed again under the plan.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runReplay(cmd, args, f)
 		},
 	}
-	cmd.Flags().StringVar(&f.layout, "layout", "sub-slices", "pool layout: a preset, a layout JSON literal, or a file holding one")
+	cmd.Flags().StringVar(&f.layout, "layout", "virtual", "pool layout: a preset, a layout JSON literal, or a file holding one")
 	cmd.Flags().BoolVar(&f.plan, "plan", false, "derive a plan from the replay and replay under it")
 	cmd.Flags().BoolVar(&f.json, "json", false, "one JSON object per trace and line")
 	cmd.Flags().BoolVar(&f.bench, "bench", false, "report the cost of one replayed event")
@@ -79,6 +81,8 @@ type replayLine struct {
 	Layout            memory.Layout  `json:"layout"`
 	ReservedPeakBytes uint64         `json:"reserved_peak_bytes"`
 	DriverAllocs      uint64         `json:"driver_allocs"`
+	BindCalls         uint64         `json:"bind_calls"`
+	Binds             uint64         `json:"binds"`
 	Report            memory.Report  `json:"report"`
 	Plan              *replayPlanOut `json:"plan,omitempty"`
 	NsPerEvent        *float64       `json:"ns_per_event,omitempty"`
@@ -88,6 +92,8 @@ type replayPlanOut struct {
 	Layout            memory.Layout `json:"layout"`
 	ReservedPeakBytes uint64        `json:"reserved_peak_bytes"`
 	DriverAllocs      uint64        `json:"driver_allocs"`
+	BindCalls         uint64        `json:"bind_calls"`
+	Binds             uint64        `json:"binds"`
 	Spills            uint64        `json:"spills"`
 }
 
@@ -156,10 +162,11 @@ type replayRow struct {
 func writeReplayLine(w io.Writer, row replayRow, bench bool) error {
 	d := row.dry
 	line := replayLine{Trace: d.Trace, Events: d.Events, Allocations: d.Allocations, PeakLiveBytes: d.PeakLiveBytes,
-		Layout: d.Layout, ReservedPeakBytes: d.ReservedPeakBytes, DriverAllocs: d.DriverAllocs, Report: d.Report}
+		Layout: d.Layout, ReservedPeakBytes: d.ReservedPeakBytes, DriverAllocs: d.DriverAllocs,
+		BindCalls: d.BindCalls, Binds: d.Binds, Report: d.Report}
 	if row.plan != nil {
 		line.Plan = &replayPlanOut{Layout: row.plan.Layout, ReservedPeakBytes: row.plan.ReservedPeakBytes,
-			DriverAllocs: row.plan.DriverAllocs, Spills: row.plan.Spills}
+			DriverAllocs: row.plan.DriverAllocs, BindCalls: row.plan.BindCalls, Binds: row.plan.Binds, Spills: row.plan.Spills}
 	}
 	if bench {
 		ns := row.timing.NsPerEvent()

@@ -81,7 +81,7 @@ func TestReplayJSONWithPlanAndBench(t *testing.T) {
 	require.Equal(t, "resnet50_train", l.Trace)
 	require.Equal(t, len(resnet.Events), l.Events)
 	require.Equal(t, resnet.PeakLiveBytes(), l.PeakLiveBytes)
-	require.JSONEq(t, `"SubSlices"`, string(l.Layout))
+	require.JSONEq(t, `"Virtual"`, string(l.Layout), "the default layout")
 	require.GreaterOrEqual(t, l.ReservedPeakBytes, l.PeakLiveBytes)
 	require.NotEmpty(t, l.Report.Dynamic)
 	require.Positive(t, l.DriverAllocs)
@@ -108,7 +108,7 @@ func TestReplayTableSummarisesThePlan(t *testing.T) {
 	require.Contains(t, out, "reserved peak")
 	require.Contains(t, out, "arena: 1 page")
 	require.NotContains(t, out, "slots\":", "the table does not print the plan's JSON")
-	require.Contains(t, out, "layout: SubSlices")
+	require.Contains(t, out, "layout: Virtual")
 }
 
 func TestReplayLayoutArgument(t *testing.T) {

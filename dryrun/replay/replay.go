@@ -7,6 +7,7 @@
 package replay
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -30,6 +31,10 @@ type Options struct {
 	// Progress, when set, is called every so many events with how many are
 	// done, and once at the end.
 	Progress func(done, total int)
+	// NoSparse models a device without sparse residency (lavapipe): the
+	// Virtual layout then builds the SubSlices pools. Otherwise the storage
+	// offers H200Granule.
+	NoSparse bool
 }
 
 func (o Options) device() vkruntime.DeviceProperties {
@@ -52,6 +57,12 @@ type Result struct {
 	ReservedPeakBytes uint64
 	// DriverAllocs counts the device allocations the pools made.
 	DriverAllocs uint64
+	// BindCalls counts the submissions that bound or unbound device memory
+	// in a virtual range (vkQueueBindSparse), Binds the ranges they bound.
+	BindCalls, Binds uint64
+	// Retries counts reservations the device refused that succeeded after
+	// an explicit cleanup, as a client retries them.
+	Retries uint64
 	// Spills counts reservations that missed their planned place: a full
 	// capped pool or an arena miss.
 	Spills uint64
@@ -100,6 +111,9 @@ func Run(t *trace.Trace, l memory.Layout, opts Options) (*Result, error) {
 func Measure(t *trace.Trace, l memory.Layout, opts Options) (*Result, Timing, error) {
 	device := opts.device()
 	storage := NewCountingStorage(device.MemorySize)
+	if !opts.NoSparse {
+		storage.Granule = H200Granule
+	}
 	m, err := memory.NewManager(storage, device, l)
 	if err != nil {
 		return nil, Timing{}, fmt.Errorf("replay: %s: %w", t.Name, err)
@@ -117,6 +131,13 @@ func Measure(t *trace.Trace, l memory.Layout, opts Options) (*Result, Timing, er
 		}
 		if e.Op == trace.OpAlloc {
 			h, err := m.Reserve(e.Size, memory.Eager)
+			if errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
+				// As a client does: give back what the pools hold unused, then retry once.
+				m.Cleanup(true)
+				if h, err = m.Reserve(e.Size, memory.Eager); err == nil {
+					res.Retries++
+				}
+			}
 			if err != nil {
 				return nil, Timing{}, fmt.Errorf("replay: %s line %d: %d B with %d B live and %d B reserved: %w",
 					t.Name, e.Line, e.Size, live, m.Usage().BytesReserved, err)
@@ -137,7 +158,8 @@ func Measure(t *trace.Trace, l memory.Layout, opts Options) (*Result, Timing, er
 	if opts.Progress != nil {
 		opts.Progress(len(t.Events), len(t.Events))
 	}
-	res.DriverAllocs = storage.Counts().Allocs
+	counts := storage.Counts()
+	res.DriverAllocs, res.BindCalls, res.Binds = counts.Allocs, counts.BindCalls, counts.Binds
 	res.Spills = m.Spills()
 	res.Report = m.Report()
 	return res, timing, nil

@@ -16,8 +16,13 @@ type CountingStorage struct {
 	// Limit, when non-zero, is the heap size: an Alloc that would hold more
 	// fails with ErrOutOfDeviceMemory, as the driver would.
 	Limit uint64
+	// Granule, when non-zero, is the sparse binding granularity the storage
+	// offers (see memory.SparseStorage); 0 is a device without sparse
+	// residency.
+	Granule uint64
 
 	mu        sync.Mutex
+	sparse    sparseCounts
 	next      vkruntime.StorageID
 	held      map[vkruntime.StorageID]uint64
 	allocs    uint64
@@ -75,6 +80,11 @@ type StorageCounts struct {
 	Live          uint64 // allocations held now
 	BytesHeld     uint64 // bytes held now
 	PeakBytesHeld uint64 // the most bytes held at once
+	// VirtualRanges counts address ranges made for sparse residency (no
+	// memory behind them), BindCalls the submissions binding or unbinding
+	// memory in them (vkQueueBindSparse), Binds and Unbinds the ranges
+	// bound and unbound, one VkSparseMemoryBind each.
+	VirtualRanges, BindCalls, Binds, Unbinds uint64
 }
 
 // Counts reads the counters.
@@ -82,5 +92,6 @@ func (s *CountingStorage) Counts() StorageCounts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return StorageCounts{Allocs: s.allocs, Deallocs: s.deallocs, Live: uint64(len(s.held)),
-		BytesHeld: s.bytesHeld, PeakBytesHeld: s.peakHeld}
+		BytesHeld: s.bytesHeld, PeakBytesHeld: s.peakHeld, VirtualRanges: s.sparse.ranges,
+		BindCalls: s.sparse.calls, Binds: s.sparse.binds, Unbinds: s.sparse.unbinds}
 }

@@ -1,0 +1,72 @@
+package replay
+
+import (
+	"fmt"
+
+	"github.com/vkrt/vkrt/memory"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// sparseCounts are a CountingStorage's counters of sparse residency.
+type sparseCounts struct {
+	ranges, calls, binds, unbinds uint64
+}
+
+// H200Granule is the sparse binding granularity replays assume: the 2 MiB
+// of the H200's sparse buffers (and PyTorch's expandable segments).
+const H200Granule = 2 << 20
+
+// maxVirtualSize is the address space a CountingStorage offers for sparse
+// ranges: the H200's sparseAddressSpaceSize.
+const maxVirtualSize = 1 << 40
+
+var _ memory.SparseStorage = (*CountingStorage)(nil)
+
+// SparseGranule is the storage's Granule.
+func (s *CountingStorage) SparseGranule() uint64 { return s.Granule }
+
+// MaxVirtualSize is 1 TiB, the H200's sparse address space.
+func (s *CountingStorage) MaxVirtualSize() uint64 { return maxVirtualSize }
+
+// ReserveVirtual counts an address range; it holds no memory.
+func (s *CountingStorage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.Granule == 0 {
+		return vkruntime.StorageHandle{}, fmt.Errorf("replay: this storage models a device without sparse residency")
+	}
+	if size > maxVirtualSize {
+		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Limit: maxVirtualSize,
+			Detail: "more address space than the device's sparse address space"}
+	}
+	s.next++
+	s.sparse.ranges++
+	return vkruntime.StorageHandle{ID: s.next, Size: size}, nil
+}
+
+// ReleaseVirtual has nothing to release.
+func (s *CountingStorage) ReleaseVirtual(vkruntime.StorageID) {}
+
+// Bind counts one submission and its binds and unbinds. A bind that names
+// memory the storage does not hold is an error, as it would be a device's.
+func (s *CountingStorage) Bind(_ vkruntime.StorageID, binds []memory.SparseBind) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range binds {
+		if b.Memory == 0 {
+			continue
+		}
+		if size, ok := s.held[b.Memory]; !ok || b.MemoryOffset > size || b.Size > size-b.MemoryOffset {
+			return fmt.Errorf("replay: bind of %d B at %d of allocation %d, which is not held or too small", b.Size, b.MemoryOffset, b.Memory)
+		}
+	}
+	s.sparse.calls++
+	for _, b := range binds {
+		if b.Memory == 0 {
+			s.sparse.unbinds++
+		} else {
+			s.sparse.binds++
+		}
+	}
+	return nil
+}

@@ -1,0 +1,224 @@
+package memory
+
+import (
+	"fmt"
+	"math/bits"
+)
+
+// tlsfRange places blocks in one address range by two-level segregated fit
+// (TLSF, Masmano et al. 2004, the policy of AMD's Vulkan Memory Allocator):
+// free blocks sit in bins by size class, sixteen to each power of two, and
+// two levels of bitmaps find the first non-empty bin whose every block fits
+// a size in a few instructions. The size's own bin is tried first, its
+// first few blocks, so a block of nearly the right size is not passed over
+// for a larger one. Free neighbours coalesce at once. Placement depends only
+// on the sequence of calls: the same stream gets the same offsets.
+type tlsfRange struct {
+	blocks   []tlsfBlock
+	spare    int32 // head of the chain of unused block slots, linked by nextFree
+	flBitmap uint64
+	slBitmap [64]uint16
+	heads    [64 << tlsfSLBits]int32
+}
+
+const (
+	// tlsfSLBits: each power of two splits into 1<<tlsfSLBits bins.
+	tlsfSLBits = 4
+	// tlsfOwnBinScan is how many blocks of a size's own bin are tried
+	// before the next bin's head, which is sure to fit.
+	tlsfOwnBinScan = 4
+	// tlsfMinSize is the least block size: sizes below it share bin 0.
+	tlsfMinSize = 1 << tlsfSLBits
+)
+
+type tlsfBlock struct {
+	offset, size       uint64
+	prevPhys, nextPhys int32 // neighbours by address, none at the ends
+	prevFree, nextFree int32 // the bin's list while free
+	free               bool
+}
+
+func newTLSFRange(size uint64) tlsfRange {
+	r := tlsfRange{spare: none}
+	for i := range r.heads {
+		r.heads[i] = none
+	}
+	r.blocks = append(r.blocks, tlsfBlock{offset: 0, size: size, prevPhys: none, nextPhys: none})
+	r.insertFree(0)
+	return r
+}
+
+// tlsfBin is the bin of a size: its power of two and the next four bits.
+func tlsfBin(size uint64) int {
+	size = max(size, tlsfMinSize)
+	fl := bits.Len64(size) - 1
+	sl := int(size>>(uint(fl)-tlsfSLBits)) & (1<<tlsfSLBits - 1)
+	return fl<<tlsfSLBits | sl
+}
+
+func (r *tlsfRange) insertFree(b int32) {
+	blk := &r.blocks[b]
+	bin := tlsfBin(blk.size)
+	head := r.heads[bin]
+	blk.free, blk.prevFree, blk.nextFree = true, none, head
+	if head != none {
+		r.blocks[head].prevFree = b
+	}
+	r.heads[bin] = b
+	r.flBitmap |= 1 << (bin >> tlsfSLBits)
+	r.slBitmap[bin>>tlsfSLBits] |= 1 << (bin & (1<<tlsfSLBits - 1))
+}
+
+func (r *tlsfRange) removeFree(b int32) {
+	blk := &r.blocks[b]
+	blk.free = false
+	if blk.nextFree != none {
+		r.blocks[blk.nextFree].prevFree = blk.prevFree
+	}
+	if blk.prevFree != none {
+		r.blocks[blk.prevFree].nextFree = blk.nextFree
+		return
+	}
+	bin := tlsfBin(blk.size)
+	r.heads[bin] = blk.nextFree
+	if blk.nextFree == none {
+		fl := bin >> tlsfSLBits
+		r.slBitmap[fl] &^= 1 << (bin & (1<<tlsfSLBits - 1))
+		if r.slBitmap[fl] == 0 {
+			r.flBitmap &^= 1 << fl
+		}
+	}
+}
+
+// find is a free block of at least size, or none.
+func (r *tlsfRange) find(size uint64) int32 {
+	bin := tlsfBin(size)
+	n := 0
+	for b := r.heads[bin]; b != none && n < tlsfOwnBinScan; b, n = r.blocks[b].nextFree, n+1 {
+		if r.blocks[b].size >= size {
+			return b
+		}
+	}
+	// Every block of a later bin fits.
+	bin++
+	fl, sl := bin>>tlsfSLBits, uint(bin&(1<<tlsfSLBits-1))
+	if fl < 64 {
+		if m := r.slBitmap[fl] & (^uint16(0) << sl); m != 0 {
+			return r.heads[fl<<tlsfSLBits|bits.TrailingZeros16(m)]
+		}
+	}
+	if fl+1 >= 64 {
+		return none
+	}
+	m := r.flBitmap & (^uint64(0) << uint(fl+1))
+	if m == 0 {
+		return none
+	}
+	fl = bits.TrailingZeros64(m)
+	return r.heads[fl<<tlsfSLBits|bits.TrailingZeros16(r.slBitmap[fl])]
+}
+
+func (r *tlsfRange) newBlock() int32 {
+	if r.spare != none {
+		b := r.spare
+		r.spare = r.blocks[b].nextFree
+		return b
+	}
+	r.blocks = append(r.blocks, tlsfBlock{})
+	return int32(len(r.blocks) - 1)
+}
+
+// alloc places size bytes at the low end of a fitting free block; ok is
+// false when no free block holds them.
+func (r *tlsfRange) alloc(size uint64) (int32, bool) {
+	b := r.find(size)
+	if b == none {
+		return 0, false
+	}
+	r.removeFree(b)
+	if rest := r.blocks[b].size - size; rest > 0 {
+		nb := r.newBlock() // may move the slab
+		blk := &r.blocks[b]
+		next := blk.nextPhys
+		r.blocks[nb] = tlsfBlock{offset: blk.offset + size, size: rest, prevPhys: b, nextPhys: next}
+		if next != none {
+			r.blocks[next].prevPhys = nb
+		}
+		blk.nextPhys, blk.size = nb, size
+		r.insertFree(nb)
+	}
+	return b, true
+}
+
+func (r *tlsfRange) dropBlock(b int32) {
+	r.blocks[b] = tlsfBlock{nextFree: r.spare}
+	r.spare = b
+}
+
+// release frees block b, merging it with free neighbours.
+func (r *tlsfRange) release(b int32) {
+	blk := &r.blocks[b]
+	if n := blk.nextPhys; n != none && r.blocks[n].free {
+		r.removeFree(n)
+		nb := &r.blocks[n]
+		blk.size += nb.size
+		blk.nextPhys = nb.nextPhys
+		if nb.nextPhys != none {
+			r.blocks[nb.nextPhys].prevPhys = b
+		}
+		r.dropBlock(n)
+	}
+	if p := blk.prevPhys; p != none && r.blocks[p].free {
+		r.removeFree(p)
+		pb := &r.blocks[p]
+		pb.size += blk.size
+		pb.nextPhys = blk.nextPhys
+		if blk.nextPhys != none {
+			r.blocks[blk.nextPhys].prevPhys = p
+		}
+		r.dropBlock(b)
+		b = p
+	}
+	r.insertFree(b)
+}
+
+// check walks the range: blocks tile [0, size) in address order, free ones
+// never touch, and every free block is in its bin.
+func (r *tlsfRange) check(size uint64) (used int, err error) {
+	var end uint64
+	prev := int32(none)
+	inBins := 0
+	for bin, h := range r.heads {
+		for b := h; b != none; b = r.blocks[b].nextFree {
+			if !r.blocks[b].free || tlsfBin(r.blocks[b].size) != bin {
+				return 0, fmt.Errorf("tlsf: block %d in bin %d is not a free block of that bin", b, bin)
+			}
+			inBins++
+		}
+	}
+	free := 0
+	lastFree := false
+	for b := int32(0); b != none; b = r.blocks[b].nextPhys {
+		blk := &r.blocks[b]
+		switch {
+		case blk.prevPhys != prev:
+			return 0, fmt.Errorf("tlsf: block %d has prev %d, want %d", b, blk.prevPhys, prev)
+		case blk.offset != end || blk.size == 0:
+			return 0, fmt.Errorf("tlsf: block %d at %d (%d B), want it at %d", b, blk.offset, blk.size, end)
+		case blk.free && lastFree:
+			return 0, fmt.Errorf("tlsf: free blocks at %d not coalesced", blk.offset)
+		}
+		if blk.free {
+			free++
+		} else {
+			used++
+		}
+		lastFree = blk.free
+		end = blk.offset + blk.size
+		prev = b
+	}
+	if end != size || free != inBins {
+		return 0, fmt.Errorf("tlsf: blocks cover %d of %d B; %d free blocks, %d in bins", end, size, free, inBins)
+	}
+	return used, nil
+}

@@ -1,0 +1,463 @@
+package memory
+
+import (
+	"fmt"
+	"math/bits"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// SparseStorage is a storage that can also back a range of address space
+// with device memory granule by granule: Vulkan's sparse binding and
+// residency (a buffer made with VK_BUFFER_CREATE_SPARSE_BINDING_BIT and
+// SPARSE_RESIDENCY_BIT, memory bound with vkQueueBindSparse). The Virtual
+// layout probes for it and falls back to the SubSlices pools where a storage
+// lacks it or answers a granule of 0 (a device without sparse residency).
+type SparseStorage interface {
+	vkruntime.Storage
+	// SparseGranule is the binding granularity in bytes, a power of two;
+	// 0 means the device offers no sparse residency.
+	SparseGranule() uint64
+	// MaxVirtualSize is the largest range ReserveVirtual makes.
+	MaxVirtualSize() uint64
+	// ReserveVirtual makes size bytes of address space with no memory
+	// bound: one buffer a slice (ID, Offset, Size) of which binds to a
+	// kernel like a slice of a page.
+	ReserveVirtual(size uint64) (vkruntime.StorageHandle, error)
+	// ReleaseVirtual releases a range made by ReserveVirtual.
+	ReleaseVirtual(id vkruntime.StorageID)
+	// Bind binds, and with Memory 0 unbinds, granules of a virtual range,
+	// all in one submission to the device.
+	Bind(virtual vkruntime.StorageID, binds []SparseBind) error
+}
+
+// SparseBind is one range of a Bind: Size bytes at Offset of the virtual
+// range backed by the device allocation Memory from MemoryOffset on (Memory
+// 0: unbound). Offsets and sizes are multiples of the granule.
+type SparseBind struct {
+	Offset       uint64
+	Size         uint64
+	Memory       vkruntime.StorageID
+	MemoryOffset uint64
+}
+
+const (
+	// virtualMaxSpace bounds the address range of a virtual pool: the
+	// H200's sparseAddressSpaceSize.
+	virtualMaxSpace = 1 << 40
+	// virtualSpacePerHeap: the range is this many times the heap, so the
+	// placement's fragmentation costs address space, not memory.
+	virtualSpacePerHeap = 4
+	// virtualChunkFloor is the least device allocation a virtual pool makes
+	// when it grows without a plan; virtualChunkDivisor makes later ones at
+	// least the held bytes over it. Measured on the shipped streams against
+	// PyTorch's count of device allocations (see README "Plans").
+	virtualChunkFloor   = 32 << 20
+	virtualChunkDivisor = 64
+	// virtualPlanSteps: below its planned bytes a pool grows by at least a
+	// this-th of what the plan still has to give, so a run reaches a plan
+	// in a few allocations while one that stays under it holds little more
+	// than it needs.
+	virtualPlanSteps = 4
+)
+
+// virtualPool places every reservation in one large range of address space
+// by TLSF and backs with device memory only the granules that live
+// reservations touch. Device memory comes from the driver in chunks (device
+// allocations, counted as pages) and is bound granule by granule; a granule
+// whose reservations are all freed stays bound (idle) until memory is
+// needed elsewhere, when the least recently idled granules are unbound and
+// their memory rebound where it is needed. The driver is asked for a new
+// chunk only when no idle granule is left, so the pool holds the most
+// granules ever needed at once, rounded up by its last chunk: fragmentation
+// of the placement costs address space, not memory.
+type virtualPool struct {
+	poolBase
+	sparse   SparseStorage
+	granule  uint64
+	shift    uint
+	space    uint64
+	maxAlloc uint64
+	heap     uint64 // the device memory
+	maxChunk uint64 // the largest device allocation the backend makes
+	planned  uint64 // bytes of device memory the plan expects; 0: none
+	outgrown func(planned, need uint64)
+	vrange   vkruntime.StorageHandle
+	ranged   bool
+	place    tlsfRange
+
+	refs     []uint32 // per granule: live reservations touching it
+	backing  []int32  // per granule: the chunk behind it, none when unbound
+	backAt   []uint32 // per granule: its granule index in that chunk
+	idlePrev []int32  // per granule: the idle list, least recently idled first
+	idleNext []int32
+	idleHead int32
+	idleTail int32
+	idle     uint64 // granules bound with no live reservation
+	chunks   []virtualChunk
+	spareGr  uint64 // granules of held chunks bound to nothing
+
+	needed     uint64 // granules touched by live reservations
+	neededPeak uint64
+	binds      []SparseBind // the pending submission
+}
+
+type virtualChunk struct {
+	devicePage
+	held bool
+	free []uint32 // granule indices of the chunk bound to nothing, the lowest last
+}
+
+func newVirtualPool(c poolConfig, s SparseStorage, total *Usage) *virtualPool {
+	p := &virtualPool{poolBase: poolBase{storage: s, total: total}, sparse: s, granule: c.granule,
+		shift: uint(bits.TrailingZeros64(c.granule)), space: c.space, maxAlloc: c.maxAlloc, heap: c.heap, maxChunk: c.maxChunk,
+		planned: c.planned, idleHead: none, idleTail: none}
+	p.place = newTLSFRange(c.space)
+	return p
+}
+
+func (p *virtualPool) accepts(size uint64) bool { return size <= p.maxAlloc }
+
+func (p *virtualPool) kind() VirtualKind {
+	return VirtualKind{GranuleSize: p.granule, PlannedBytes: p.planned, NeededPeakBytes: p.neededPeak << p.shift}
+}
+
+func (p *virtualPool) report() PoolReport { return p.reportWith(p.kind()) }
+
+func (p *virtualPool) capacity() (uint64, uint64, bool) { return 0, 0, false }
+
+func (p *virtualPool) grow(n int) {
+	for len(p.refs) < n {
+		p.refs = append(p.refs, 0)
+		p.backing = append(p.backing, none)
+		p.backAt = append(p.backAt, 0)
+		p.idlePrev = append(p.idlePrev, none)
+		p.idleNext = append(p.idleNext, none)
+	}
+}
+
+func (p *virtualPool) idlePush(g int32) {
+	p.idlePrev[g], p.idleNext[g] = p.idleTail, none
+	if p.idleTail != none {
+		p.idleNext[p.idleTail] = g
+	} else {
+		p.idleHead = g
+	}
+	p.idleTail = g
+	p.idle++
+}
+
+func (p *virtualPool) idleRemove(g int32) {
+	prev, next := p.idlePrev[g], p.idleNext[g]
+	if prev != none {
+		p.idleNext[prev] = next
+	} else {
+		p.idleHead = next
+	}
+	if next != none {
+		p.idlePrev[next] = prev
+	} else {
+		p.idleTail = prev
+	}
+	p.idle--
+}
+
+func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) {
+	if !p.ranged {
+		h, err := p.sparse.ReserveVirtual(p.space)
+		if err != nil {
+			return 0, err
+		}
+		p.vrange, p.ranged = h, true
+	}
+	b, ok := p.place.alloc(size)
+	if !ok {
+		return 0, fmt.Errorf("%w: no free range of %d B in a virtual range of %d B", vkruntime.ErrOutOfDeviceMemory, size, p.space)
+	}
+	off := p.place.blocks[b].offset
+	g0, g1 := int32(off>>p.shift), int32((off+size-1)>>p.shift)
+	if int(g1) >= len(p.refs) {
+		p.grow(int(g1) + 1)
+	}
+	var unbound uint64
+	for g := g0; g <= g1; g++ {
+		r := p.refs[g]
+		p.refs[g] = r + 1
+		if r != 0 {
+			continue
+		}
+		p.needed++
+		if p.backing[g] != none {
+			p.idleRemove(g)
+		} else {
+			unbound++
+		}
+	}
+	p.neededPeak = max(p.neededPeak, p.needed)
+	if unbound > 0 && !lazy {
+		if err := p.bindRange(g0, g1, unbound); err != nil {
+			p.unref(g0, g1)
+			p.place.release(b)
+			return 0, err
+		}
+	}
+	p.countAlloc(requested, size)
+	return b, nil
+}
+
+// unref drops one reservation from granules g0..g1; a granule nothing
+// touches any more stays bound, idle.
+func (p *virtualPool) unref(g0, g1 int32) {
+	for g := g0; g <= g1; g++ {
+		p.refs[g]--
+		if p.refs[g] != 0 {
+			continue
+		}
+		p.needed--
+		if p.backing[g] != none {
+			p.idlePush(g)
+		}
+	}
+}
+
+// bindRange binds the unbound touched granules of g0..g1 (n of them): from
+// chunk granules bound to nothing, then from idle granules unbound for it,
+// then from a new chunk.
+func (p *virtualPool) bindRange(g0, g1 int32, n uint64) error {
+	p.binds = p.binds[:0]
+	p.unbindIdle(n)
+	if p.spareGr < n {
+		if err := p.addChunks((n - p.spareGr) << p.shift); err != nil {
+			// The unbinds above stand: their granules were idle.
+			_ = p.submit()
+			return err
+		}
+	}
+	for g := g0; g <= g1; g++ {
+		if p.refs[g] == 0 || p.backing[g] != none {
+			continue
+		}
+		ci := p.chunkWithSpare()
+		c := &p.chunks[ci]
+		at := c.free[len(c.free)-1]
+		c.free = c.free[:len(c.free)-1]
+		p.spareGr--
+		p.backing[g], p.backAt[g] = int32(ci), at
+		p.appendBind(SparseBind{Offset: uint64(g) << p.shift, Size: p.granule, Memory: c.handle.ID, MemoryOffset: uint64(at) << p.shift})
+	}
+	return p.submit()
+}
+
+// unbindIdle unbinds the least recently idled granules until the chunks
+// have spare granules for n, or none is idle.
+func (p *virtualPool) unbindIdle(n uint64) {
+	for p.spareGr < n && p.idle > 0 {
+		g := p.idleHead
+		p.idleRemove(g)
+		c := &p.chunks[p.backing[g]]
+		c.free = append(c.free, p.backAt[g])
+		p.backing[g] = none
+		p.spareGr++
+		p.appendBind(SparseBind{Offset: uint64(g) << p.shift, Size: p.granule})
+	}
+}
+
+// appendBind adds a bind to the pending submission, merged into the last
+// one where both ranges continue each other.
+func (p *virtualPool) appendBind(b SparseBind) {
+	if n := len(p.binds); n > 0 {
+		last := &p.binds[n-1]
+		if last.Offset+last.Size == b.Offset && last.Memory == b.Memory &&
+			(b.Memory == 0 || last.MemoryOffset+last.Size == b.MemoryOffset) {
+			last.Size += b.Size
+			return
+		}
+	}
+	p.binds = append(p.binds, b)
+}
+
+func (p *virtualPool) submit() error {
+	if len(p.binds) == 0 {
+		return nil
+	}
+	err := p.sparse.Bind(p.vrange.ID, p.binds)
+	p.binds = p.binds[:0]
+	return err
+}
+
+func (p *virtualPool) chunkWithSpare() int {
+	for i := range p.chunks {
+		if len(p.chunks[i].free) > 0 {
+			return i
+		}
+	}
+	panic("memory: virtual pool counted spare granules it does not have")
+}
+
+// chunkBytes is the size of the next device allocation for a shortfall:
+// towards the plan in a few steps, past it (or without one) at least a
+// floor and a share of what the pool holds.
+func (p *virtualPool) chunkBytes(short uint64) uint64 {
+	held := p.usage.BytesReserved
+	var want uint64
+	if held < p.planned {
+		want = max(short, (p.planned-held+virtualPlanSteps-1)/virtualPlanSteps)
+	} else {
+		want = max(short, virtualChunkFloor, held/virtualChunkDivisor)
+		if p.planned != 0 && p.outgrown != nil {
+			p.outgrown(p.planned, held+short)
+		}
+	}
+	want = min(want, max(short, p.heapRoom()))
+	return (want + p.granule - 1) &^ (p.granule - 1)
+}
+
+// heapRoom is what the device memory could still give the pool, as far as
+// it knows: the whole heap less what the pool holds.
+func (p *virtualPool) heapRoom() uint64 {
+	if p.heap <= p.usage.BytesReserved {
+		return 0
+	}
+	return p.heap - p.usage.BytesReserved
+}
+
+// addChunks takes at least short bytes more from the driver, in as few
+// device allocations as the backend's largest allows.
+func (p *virtualPool) addChunks(short uint64) error {
+	for short > 0 {
+		size := min(p.chunkBytes(short), p.maxChunk)
+		dp, err := p.openPage(size, false)
+		if err != nil && size > short {
+			// A smaller allocation may still fit where the larger did not.
+			size = (short + p.granule - 1) &^ (p.granule - 1)
+			dp, err = p.openPage(size, false)
+		}
+		if err != nil {
+			return err
+		}
+		p.addChunk(dp)
+		short -= min(short, size)
+	}
+	return nil
+}
+
+func (p *virtualPool) addChunk(dp devicePage) {
+	n := uint32(dp.size >> p.shift)
+	c := virtualChunk{devicePage: dp, held: true, free: make([]uint32, n)}
+	for i := range n {
+		c.free[i] = n - 1 - i
+	}
+	ci := len(p.chunks)
+	for i := range p.chunks {
+		if !p.chunks[i].held {
+			ci = i
+			break
+		}
+	}
+	if ci == len(p.chunks) {
+		p.chunks = append(p.chunks, c)
+	} else {
+		p.chunks[ci] = c
+	}
+	p.spareGr += uint64(n)
+}
+
+func (p *virtualPool) free(ref int32, requested uint64) {
+	blk := &p.place.blocks[ref]
+	off, size := blk.offset, blk.size
+	p.uncountAlloc(requested, size)
+	p.unref(int32(off>>p.shift), int32((off+size-1)>>p.shift))
+	p.place.release(ref)
+}
+
+func (p *virtualPool) resolve(ref int32) (vkruntime.StorageHandle, error) {
+	blk := &p.place.blocks[ref]
+	off, size := blk.offset, blk.size
+	g0, g1 := int32(off>>p.shift), int32((off+size-1)>>p.shift)
+	var unbound uint64
+	for g := g0; g <= g1; g++ {
+		if p.backing[g] == none {
+			unbound++
+		}
+	}
+	if unbound > 0 {
+		if err := p.bindRange(g0, g1, unbound); err != nil {
+			return vkruntime.StorageHandle{}, err
+		}
+	}
+	return vkruntime.StorageHandle{ID: p.vrange.ID, Offset: off, Size: size}, nil
+}
+
+func (p *virtualPool) locate(ref int32) (int, uint64, uint64) {
+	blk := &p.place.blocks[ref]
+	return 0, blk.offset, blk.size
+}
+
+// cleanup, when explicit, unbinds every idle granule and returns every
+// chunk none of whose granules is bound; with nothing live it also returns
+// the address range. Implicit cleanup keeps everything: idle granules are
+// unbound when another reservation needs their memory.
+func (p *virtualPool) cleanup(explicit bool) {
+	if !explicit {
+		return
+	}
+	p.binds = p.binds[:0]
+	p.unbindIdle(^uint64(0))
+	_ = p.submit() // unbinding memory nothing uses cannot lose data
+	for i := range p.chunks {
+		c := &p.chunks[i]
+		if !c.held || uint64(len(c.free)) != c.size>>p.shift {
+			continue
+		}
+		p.spareGr -= uint64(len(c.free))
+		p.closePage(&c.devicePage)
+		*c = virtualChunk{}
+	}
+	for len(p.chunks) > 0 && !p.chunks[len(p.chunks)-1].held {
+		p.chunks = p.chunks[:len(p.chunks)-1]
+	}
+	if p.ranged && p.usage.NumberAllocs == 0 && len(p.chunks) == 0 {
+		p.sparse.ReleaseVirtual(p.vrange.ID)
+		p.ranged, p.vrange = false, vkruntime.StorageHandle{}
+		p.refs, p.backing, p.backAt, p.idlePrev, p.idleNext = nil, nil, nil, nil, nil
+	}
+}
+
+func (p *virtualPool) checkInvariants() error {
+	used, err := p.place.check(p.space)
+	if err != nil {
+		return fmt.Errorf("virtual pool: %w", err)
+	}
+	if uint64(used) != p.usage.NumberAllocs {
+		return fmt.Errorf("virtual pool: %d placed blocks, usage says %d live", used, p.usage.NumberAllocs)
+	}
+	var needed, idle, bound uint64
+	for g := range p.refs {
+		if p.refs[g] != 0 {
+			needed++
+		}
+		if p.backing[g] != none {
+			bound++
+			if p.refs[g] == 0 {
+				idle++
+			}
+		}
+	}
+	var held, reserved, spare uint64
+	for i := range p.chunks {
+		c := &p.chunks[i]
+		if !c.held {
+			continue
+		}
+		held++
+		reserved += c.size
+		spare += uint64(len(c.free))
+	}
+	switch {
+	case needed != p.needed || idle != p.idle:
+		return fmt.Errorf("virtual pool: %d granules touched and %d idle, recorded %d and %d", needed, idle, p.needed, p.idle)
+	case spare != p.spareGr || bound+spare != reserved>>p.shift:
+		return fmt.Errorf("virtual pool: %d granules bound and %d spare in %d B of chunks, recorded %d spare", bound, spare, reserved, p.spareGr)
+	}
+	return p.checkCounts("virtual pool", held, 0, reserved, uint64(used))
+}

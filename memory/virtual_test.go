@@ -1,0 +1,286 @@
+package memory
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// sparseStorage is a fakeStorage with sparse residency: it keeps what is
+// bound where, and refuses a bind of memory it does not hold, of a granule
+// of memory bound twice, or over a granule already bound.
+type sparseStorage struct {
+	*fakeStorage
+	granule  uint64
+	ranges   map[vkruntime.StorageID]uint64
+	bound    map[[2]uint64][2]uint64 // (range, offset) -> (memory, offset)
+	used     map[[2]uint64]bool      // (memory, offset) bound somewhere
+	calls    int
+	binds    int
+	heapSize uint64 // when non-zero, Alloc refuses past it
+}
+
+func newSparseStorage(granule uint64) *sparseStorage {
+	return &sparseStorage{fakeStorage: newFakeStorage(), granule: granule, ranges: map[vkruntime.StorageID]uint64{},
+		bound: map[[2]uint64][2]uint64{}, used: map[[2]uint64]bool{}}
+}
+
+func (s *sparseStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
+	if s.heapSize != 0 && s.liveBytes()+size > s.heapSize {
+		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Limit: s.heapSize, Usage: s.liveBytes()}
+	}
+	return s.fakeStorage.Alloc(size)
+}
+
+func (s *sparseStorage) Dealloc(id vkruntime.StorageID) {
+	for k := range s.used {
+		if k[0] == uint64(id) {
+			panic(fmt.Sprintf("sparse storage: dealloc of %d while offset %d of it is bound", id, k[1]))
+		}
+	}
+	s.fakeStorage.Dealloc(id)
+}
+
+func (s *sparseStorage) SparseGranule() uint64  { return s.granule }
+func (s *sparseStorage) MaxVirtualSize() uint64 { return 1 << 40 }
+
+func (s *sparseStorage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
+	s.next++
+	s.ranges[s.next] = size
+	return vkruntime.StorageHandle{ID: s.next, Size: size}, nil
+}
+
+func (s *sparseStorage) ReleaseVirtual(id vkruntime.StorageID) {
+	for k := range s.bound {
+		if k[0] == uint64(id) {
+			panic("sparse storage: a range released with memory bound")
+		}
+	}
+	delete(s.ranges, id)
+}
+
+func (s *sparseStorage) Bind(id vkruntime.StorageID, binds []SparseBind) error {
+	if _, ok := s.ranges[id]; !ok {
+		return fmt.Errorf("bind into unknown range %d", id)
+	}
+	s.calls++
+	for _, b := range binds {
+		if b.Offset%s.granule != 0 || b.Size%s.granule != 0 || b.MemoryOffset%s.granule != 0 {
+			return fmt.Errorf("bind %+v not on granules", b)
+		}
+		for o := uint64(0); o < b.Size; o += s.granule {
+			key := [2]uint64{uint64(id), b.Offset + o}
+			if b.Memory == 0 {
+				at, ok := s.bound[key]
+				if !ok {
+					return fmt.Errorf("unbind of an unbound granule at %d", key[1])
+				}
+				delete(s.used, at)
+				delete(s.bound, key)
+				continue
+			}
+			mem := [2]uint64{uint64(b.Memory), b.MemoryOffset + o}
+			if size, ok := s.live[b.Memory]; !ok || mem[1] >= size {
+				return fmt.Errorf("bind of memory %d at %d, which is not held", b.Memory, mem[1])
+			}
+			if _, ok := s.bound[key]; ok || s.used[mem] {
+				return fmt.Errorf("granule %d or memory %v bound twice", key[1], mem)
+			}
+			s.bound[key], s.used[mem] = mem, true
+			s.binds++
+		}
+	}
+	return nil
+}
+
+// backed checks that every granule under a device range is bound.
+func (s *sparseStorage) backed(h vkruntime.StorageHandle) error {
+	for g := h.Offset &^ (s.granule - 1); g < h.Offset+h.Size; g += s.granule {
+		if _, ok := s.bound[[2]uint64{uint64(h.ID), g}]; !ok {
+			return fmt.Errorf("granule at %d under [%d, %d) is not bound", g, h.Offset, h.Offset+h.Size)
+		}
+	}
+	return nil
+}
+
+const testGranule = 64 << 10
+
+func newVirtualManager(t testing.TB, plan VirtualPlan) (*Manager, *sparseStorage) {
+	t.Helper()
+	s := newSparseStorage(testGranule)
+	m, err := NewManager(s, testProps, VirtualLayout(plan))
+	require.NoError(t, err)
+	return m, s
+}
+
+// A random stream: live reservations never overlap, their granules are
+// bound, the pool holds the most granules ever needed at once plus its last
+// chunk, and a stream the pool has seen needs no new device allocation.
+func TestVirtualPoolBacksEveryLiveReservationAndReusesMemory(t *testing.T) {
+	m, s := newVirtualManager(t, VirtualPlan{})
+	rng := rand.New(rand.NewPCG(7, 8))
+	type liveRes struct {
+		h    Handle
+		size uint64
+	}
+	run := func(steps int) {
+		var live []liveRes
+		for range steps {
+			if len(live) > 0 && rng.IntN(5) < 2 {
+				k := rng.IntN(len(live))
+				require.NoError(t, m.Free(live[k].h))
+				live[k] = live[len(live)-1]
+				live = live[:len(live)-1]
+				continue
+			}
+			size := uint64(16 << rng.IntN(17))
+			h := mustReserve(t, m, size, Eager)
+			sh, err := m.Resolve(h)
+			require.NoError(t, err)
+			require.NoError(t, s.backed(sh))
+			for _, o := range live {
+				osh, _ := m.Resolve(o.h)
+				require.True(t, sh.Offset+sh.Size <= osh.Offset || osh.Offset+osh.Size <= sh.Offset, "overlap")
+			}
+			live = append(live, liveRes{h, size})
+		}
+		for _, l := range live {
+			require.NoError(t, m.Free(l.h))
+		}
+	}
+	rng = rand.New(rand.NewPCG(7, 8))
+	run(600)
+	require.NoError(t, m.checkInvariants())
+	allocs := s.allocs
+	vp := m.pools[0].(*virtualPool)
+	require.LessOrEqual(t, m.Usage().BytesReserved, vp.neededPeak*testGranule+virtualChunkFloor,
+		"the pool holds the granules needed at the peak and at most one chunk more")
+	rng = rand.New(rand.NewPCG(7, 8))
+	run(600)
+	require.Equal(t, allocs, s.allocs, "the same stream again needs no new device memory")
+	m.Cleanup(true)
+	require.Empty(t, s.live, "explicit cleanup returns every chunk")
+	require.Empty(t, s.bound)
+	require.NoError(t, m.checkInvariants())
+}
+
+// Sizes that grow with one buffer live at a time (a KV cache reallocated
+// larger) hold little more than the largest, whatever the layout.
+func TestGrowingBuffersOneAtATimeHoldLittleMoreThanTheLargest(t *testing.T) {
+	for _, l := range []Layout{VirtualLayout(VirtualPlan{}), SubSlicesLayout(), ExclusivePagesLayout()} {
+		t.Run(l.Kind().String(), func(t *testing.T) {
+			s := newSparseStorage(2 << 20)
+			props := vkruntime.DeviceProperties{Alignment: 16, MaxPageSize: 4<<30 - 16, MemorySize: 150_000_000_000}
+			m, err := NewManager(s, props, l)
+			require.NoError(t, err)
+			var peak, largest uint64
+			for i := range uint64(40) {
+				size := 4_300_000_000 + i*100_000_000
+				h, err := m.Reserve(size, Eager)
+				require.NoError(t, err, "allocation %d of %d B with %d B reserved", i, size, m.Usage().BytesReserved)
+				peak = max(peak, m.Usage().BytesReserved)
+				largest = max(largest, size)
+				require.NoError(t, m.Free(h))
+			}
+			require.Less(t, float64(peak), 2.05*float64(largest), "reserved peak %d B for %d B live", peak, largest)
+		})
+	}
+}
+
+// A plan the run outgrows is a forecast: the pool grows, warns once with
+// what was planned and what came, and counts each growth; only the device
+// running out of memory fails a reservation.
+func TestVirtualPlanOutgrownGrowsWarnsOnceAndFailsOnlyWhenTheDeviceIsFull(t *testing.T) {
+	m, s := newVirtualManager(t, VirtualPlan{PlannedBytes: 1 << 20})
+	var logged bytes.Buffer
+	m.SetLogger(slog.New(slog.NewTextHandler(&logged, nil)))
+	var hs []Handle
+	for range 40 {
+		hs = append(hs, mustReserve(t, m, 1<<20, Eager))
+	}
+	require.Equal(t, 1, bytes.Count(logged.Bytes(), []byte("level=WARN")), logged.String())
+	require.Contains(t, logged.String(), "planned_bytes=1048576")
+	require.Positive(t, m.Spills())
+	for _, h := range hs {
+		require.NoError(t, m.Free(h))
+	}
+	s.heapSize = s.liveBytes() + 4<<20
+	_, err := m.Reserve(s.liveBytes()+64<<20, Eager)
+	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
+	require.NoError(t, m.checkInvariants())
+	h := mustReserve(t, m, s.liveBytes()+2<<20, Eager) // what is held plus what the device has left
+	require.NoError(t, m.Free(h))
+}
+
+// Under a plan the pool takes device memory in a few allocations as the run
+// needs it, never past what the run needs by more than a step of the plan.
+func TestVirtualPlanTakesMemoryInFewAllocationsAsNeeded(t *testing.T) {
+	m, s := newVirtualManager(t, VirtualPlan{PlannedBytes: 256 << 20})
+	var hs []Handle
+	for range 64 {
+		hs = append(hs, mustReserve(t, m, 2<<20, Eager))
+	}
+	require.LessOrEqual(t, s.allocs, 6)
+	require.LessOrEqual(t, m.Usage().BytesReserved, uint64(128<<20+(256<<20-128<<20)/virtualPlanSteps+testGranule))
+	require.Zero(t, m.Spills())
+	for _, h := range hs {
+		require.NoError(t, m.Free(h))
+	}
+}
+
+// A storage without sparse residency gets the SubSlices pools.
+func TestVirtualLayoutFallsBackToSubSlicesWithoutSparseResidency(t *testing.T) {
+	for _, granule := range []uint64{0, 3 << 20} {
+		s := newSparseStorage(granule)
+		m, err := NewManager(s, testProps, VirtualLayout(VirtualPlan{}))
+		require.NoError(t, err)
+		sub, err := NewManager(newFakeStorage(), testProps, SubSlicesLayout())
+		require.NoError(t, err)
+		require.Equal(t, len(sub.Report().Dynamic), len(m.Report().Dynamic))
+		_, isSliced := m.Report().Dynamic[0].Kind.(SlicedKind)
+		require.True(t, isSliced)
+		require.True(t, m.Layout().Equal(VirtualLayout(VirtualPlan{})), "the layout asked for is kept")
+	}
+}
+
+// Lazy reservations bind nothing until resolved, and count the granules
+// they need for a plan.
+func TestVirtualLazyReservationsBindOnResolve(t *testing.T) {
+	m, s := newVirtualManager(t, VirtualPlan{})
+	h := mustReserve(t, m, 3*testGranule, Lazy)
+	require.Zero(t, s.allocs)
+	require.Equal(t, uint64(3*testGranule), m.Report().Dynamic[0].Kind.(VirtualKind).NeededPeakBytes)
+	sh, err := m.Resolve(h)
+	require.NoError(t, err)
+	require.NoError(t, s.backed(sh))
+	require.Equal(t, 1, s.allocs)
+	require.NoError(t, m.Free(h))
+	require.NoError(t, m.checkInvariants())
+}
+
+func TestVirtualLayoutAndKindJSON(t *testing.T) {
+	for _, in := range []string{`"Virtual"`, `{"Virtual":{"planned_bytes":123456}}`} {
+		l, err := ParseLayout(in)
+		require.NoError(t, err)
+		require.Equal(t, in, l.String())
+	}
+	_, err := ParseLayout(`{"Virtual":{"planned_bytes":-1}}`)
+	require.Error(t, err)
+	_, err = ParseLayout(`{"Virtual":{"planned":1}}`)
+	require.Error(t, err)
+	l, err := ParseLayout("virtual")
+	require.NoError(t, err)
+	require.Equal(t, LayoutVirtual, l.Kind())
+	k := VirtualKind{GranuleSize: 2 << 20, PlannedBytes: 5, NeededPeakBytes: 6}
+	b, err := k.MarshalJSON()
+	require.NoError(t, err)
+	back, err := UnmarshalPoolKind(b)
+	require.NoError(t, err)
+	require.Equal(t, k, back)
+}
