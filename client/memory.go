@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -46,14 +47,10 @@ func (c *Client) cleanup() {
 // stream meanwhile is inside the window too.
 func (c *Client) Persistent(ctx context.Context, fn func(ctx context.Context) error) error {
 	s := c.Stream(ctx)
-	if err := s.locked(func() error { s.mgr.BeginPersistent(); return nil }); err != nil {
+	if err := s.BeginPersistent(); err != nil {
 		return err
 	}
-	defer func() {
-		s.mu.Lock()
-		s.mgr.EndPersistent()
-		s.mu.Unlock()
-	}()
+	defer s.EndPersistent()
 	return fn(WithStream(ctx, s))
 }
 
@@ -64,27 +61,52 @@ func (c *Client) Persistent(ctx context.Context, fn func(ctx context.Context) er
 // the client's), StreamUnavailable (the stream is in an error state; l still
 // applies to new streams) or Unsupported.
 func (c *Client) InstallMemoryPools(ctx context.Context, l memory.Layout) error {
-	if err := l.Validate(c.props); err != nil {
+	err := c.Stream(ctx).InstallMemoryPools(l)
+	var ie *memory.InstallError
+	if err == nil || errors.As(err, &ie) && ie.Kind == memory.StreamUnavailable {
+		c.setLayout(l)
+	}
+	return err
+}
+
+// InstallMemoryPools rebuilds the stream's dynamic pools with layout l and
+// leaves the layout of other streams, and of streams created afterwards,
+// alone: what a sandboxed user of one stream may do. Errors are as
+// Client.InstallMemoryPools gives them.
+func (s *Stream) InstallMemoryPools(l memory.Layout) error {
+	if err := l.Validate(s.c.props); err != nil {
 		return err
 	}
-	s := c.Stream(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return fmt.Errorf("client: stream %d: %w", s.id, ErrClosed)
 	}
 	if s.failed != nil {
-		c.setLayout(l)
 		return &memory.InstallError{Kind: memory.StreamUnavailable}
 	}
 	if err := s.mgr.Install(l); err != nil {
 		return err
 	}
 	s.layout = l
-	c.setLayout(l)
 	// Install cleaned the old pools up; hand their pages to the driver now.
-	c.dev.Storage().Flush()
+	s.c.dev.Storage().Flush()
 	return nil
+}
+
+// BeginPersistent opens a persistent window on the stream: what it
+// allocates until the matching EndPersistent goes to the persistent pool.
+// Windows nest. Client.Persistent is the scoped form.
+func (s *Stream) BeginPersistent() error {
+	return s.locked(func() error { s.mgr.BeginPersistent(); return nil })
+}
+
+// EndPersistent closes the innermost persistent window BeginPersistent
+// opened.
+func (s *Stream) EndPersistent() {
+	s.mu.Lock()
+	s.mgr.EndPersistent()
+	s.mu.Unlock()
 }
 
 func (c *Client) setLayout(l memory.Layout) {

@@ -1,6 +1,7 @@
 // Package cpuref holds the CPU references vkrt's kernels are checked
-// against, computed in float64, and the float32 byte conversions the tests
-// of vk/ and client/ share. It is pure Go and test support only.
+// against (by the tests of vk/ and client/, and by the example guests),
+// computed in float64, and the float32 byte conversions the tests share.
+// It is pure Go and builds for wasip1.
 package cpuref
 
 import (
@@ -77,4 +78,75 @@ func Transpose(x []float32, rows, cols int) []float32 {
 		}
 	}
 	return out
+}
+
+// MatMul is a b for row-major a (m×k) and b (k×n).
+func MatMul(a, b []float32, m, n, k int) []float32 {
+	c := make([]float32, m*n)
+	for i := range m {
+		for j := range n {
+			var s float64
+			for p := range k {
+				s += float64(a[i*k+p]) * float64(b[p*n+j])
+			}
+			c[i*n+j] = float32(s)
+		}
+	}
+	return c
+}
+
+// GELU of each element, the tanh approximation the kernel computes.
+func GELU(x []float32) []float32 {
+	out := make([]float32, len(x))
+	for i, f := range x {
+		v := float64(f)
+		out[i] = float32(0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v))))
+	}
+	return out
+}
+
+// ReLU of each element.
+func ReLU(x []float32) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		out[i] = max(v, 0)
+	}
+	return out
+}
+
+// Add is a + b element by element.
+func Add(a, b []float32) []float32 {
+	out := make([]float32, len(a))
+	for i := range a {
+		out[i] = a[i] + b[i]
+	}
+	return out
+}
+
+// Scale is alpha x element by element.
+func Scale(x []float32, alpha float32) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		out[i] = float32(float64(alpha) * float64(v))
+	}
+	return out
+}
+
+// MaxRelError is the largest |want - got| / (1 + |want|) over the
+// elements, and its index; lengths that differ are an infinite error.
+func MaxRelError(want, got []float32) (float64, int) {
+	if len(want) != len(got) {
+		return math.Inf(1), -1
+	}
+	worst, at := 0.0, -1
+	for i := range want {
+		d := math.Abs(float64(want[i])-float64(got[i])) / (1 + math.Abs(float64(want[i])))
+		if d > worst || math.IsNaN(d) {
+			worst, at = d, i
+			if math.IsNaN(d) {
+				return math.Inf(1), i
+			}
+		}
+	}
+	return worst, at
 }

@@ -1,0 +1,91 @@
+// Package workload holds what the example guests share: deterministic
+// inputs, buffers made and freed together, and the check of the device's
+// numbers against the CPU reference that ends a guest with a non-zero exit
+// code on a mismatch.
+package workload
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+
+	"github.com/vkrt/vkrt/internal/cpuref"
+	"github.com/vkrt/vkrt/wasmhost/guest"
+)
+
+// Tolerance is the largest relative error a float32 kernel may show
+// against the float64 reference.
+const Tolerance = 2e-3
+
+// Random is n deterministic values uniform in [-scale, scale).
+func Random(rng *rand.Rand, n int, scale float32) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = (2*rng.Float32() - 1) * scale
+	}
+	return v
+}
+
+// Constant is n copies of c.
+func Constant(n int, c float32) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = c
+	}
+	return v
+}
+
+// Must ends the guest with exit code 2 and the error on stderr when err is
+// not nil.
+func Must[T any](v T, err error) T {
+	Check(err)
+	return v
+}
+
+// Check ends the guest with exit code 2 when err is not nil.
+func Check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(2)
+	}
+}
+
+// Buffers makes and frees the buffers of one step together.
+type Buffers struct{ held []*guest.Buffer }
+
+// Floats is a buffer holding v.
+func (bs *Buffers) Floats(v []float32) *guest.Buffer {
+	b := Must(guest.NewFloat32s(v))
+	bs.held = append(bs.held, b)
+	return b
+}
+
+// Empty is a zero-filled buffer of n floats.
+func (bs *Buffers) Empty(n int) *guest.Buffer {
+	b := Must(guest.NewBuffer(4 * uint64(n)))
+	bs.held = append(bs.held, b)
+	return b
+}
+
+// Free frees every buffer made so far.
+func (bs *Buffers) Free() {
+	for _, b := range bs.held {
+		Check(b.Free())
+	}
+	bs.held = bs.held[:0]
+}
+
+// Expect compares the device's result in b with want and ends the guest
+// with exit code 1 on a mismatch. In a dry run the device computed nothing
+// (reads give zeros), so there is nothing to compare.
+func Expect(what string, b *guest.Buffer, want []float32) {
+	got := Must(b.Float32s())
+	if guest.DryRun() {
+		return
+	}
+	if e, at := cpuref.MaxRelError(want, got); e > Tolerance {
+		fmt.Fprintf(os.Stderr, "MISMATCH %s: element %d: want %v, got %v (relative error %.3g > %.3g)\n",
+			what, at, want[at], got[at], e, Tolerance)
+		os.Exit(1)
+	}
+}

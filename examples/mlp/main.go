@@ -1,0 +1,65 @@
+// Command mlp is an example vkrt guest: a two-layer perceptron
+// (matmul, ReLU, matmul, softmax, one batched submission per step) over
+// batches of varying size, its weights in a persistent window. Every
+// step's class probabilities are checked against a CPU reference; a
+// mismatch exits 1.
+//
+//	GOOS=wasip1 GOARCH=wasm go build -o mlp.wasm ./examples/mlp
+//	vkrt run mlp.wasm
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/vkrt/vkrt/examples/internal/workload"
+	"github.com/vkrt/vkrt/internal/cpuref"
+	"github.com/vkrt/vkrt/wasmhost/guest"
+)
+
+const (
+	inputs  = 64
+	hidden  = 256
+	classes = 10
+)
+
+// batches are the batch sizes of the steps, in order.
+var batches = []int{1, 7, 32, 64, 13, 128, 5, 96, 200, 3}
+
+func main() {
+	rng := rand.New(rand.NewPCG(1, 2))
+	w1v := workload.Random(rng, inputs*hidden, 0.125)
+	w2v := workload.Random(rng, hidden*classes, 0.0625)
+
+	var weights workload.Buffers
+	workload.Check(guest.BeginPersistent())
+	w1, w2 := weights.Floats(w1v), weights.Floats(w2v)
+	workload.Check(guest.EndPersistent())
+
+	samples := 0
+	for step, b := range batches {
+		var bs workload.Buffers
+		xv := workload.Random(rng, b*inputs, 1)
+		x := bs.Floats(xv)
+		h, a := bs.Empty(b*hidden), bs.Empty(b*hidden)
+		logits, probs := bs.Empty(b*classes), bs.Empty(b*classes)
+		bb := uint32(b)
+		workload.Check(guest.Run(
+			guest.MatMul(bb, hidden, inputs, x, w1, h),
+			guest.ReLU(bb*hidden, h, a),
+			guest.MatMul(bb, classes, hidden, a, w2, logits),
+			guest.Softmax(bb, classes, logits, probs),
+		))
+		want := cpuref.Softmax(cpuref.MatMul(cpuref.ReLU(cpuref.MatMul(xv, w1v, b, hidden, inputs)), w2v, b, classes, hidden), b, classes)
+		workload.Expect(fmt.Sprintf("step %d (batch %d): probabilities", step, b), probs, want)
+		bs.Free()
+		samples += b
+	}
+	weights.Free()
+	fmt.Printf("mlp: %d steps, %d samples, %d -> %d -> %d", len(batches), samples, inputs, hidden, classes)
+	if guest.DryRun() {
+		fmt.Println(" (dry run: nothing computed)")
+	} else {
+		fmt.Println(", every output matches the CPU reference")
+	}
+}

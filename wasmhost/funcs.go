@@ -1,0 +1,369 @@
+package wasmhost
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"unicode/utf8"
+
+	json "github.com/goccy/go-json"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/vkrt/vkrt/memory"
+)
+
+const (
+	i32 = api.ValueTypeI32
+	i64 = api.ValueTypeI64
+)
+
+// abiFunc is one function of vkrt_v1: its parameters and what it does.
+// Every function returns an i32 status.
+type abiFunc struct {
+	name   string
+	params []api.ValueType
+	names  []string
+	call   func(g *instance, mem api.Memory, stack []uint64) Errno
+}
+
+// abi is ABI version 1, in the order SPEC lists it.
+var abi = []abiFunc{
+	{"buffer_create", []api.ValueType{i64, i32}, []string{"size", "out_handle"}, bufferCreate},
+	{"buffer_write", []api.ValueType{i32, i64, i32, i32}, []string{"handle", "offset", "src", "len"}, bufferWrite},
+	{"buffer_read", []api.ValueType{i32, i64, i32, i32}, []string{"handle", "offset", "dst", "len"}, bufferRead},
+	{"buffer_free", []api.ValueType{i32}, []string{"handle"}, bufferFree},
+	{"launch", []api.ValueType{i32, i32}, []string{"desc", "desc_len"}, launch},
+	{"sync", nil, nil, syncStream},
+	{"memory_usage", []api.ValueType{i32}, []string{"out"}, memoryUsage},
+	{"memory_report", []api.ValueType{i32, i32, i32}, []string{"buf", "buf_len", "out_len"}, memoryReport},
+	{"memory_record", []api.ValueType{i32, i32}, []string{"label", "label_len"}, memoryRecord},
+	{"memory_install", []api.ValueType{i32, i32}, []string{"layout", "layout_len"}, memoryInstall},
+	{"persistent_begin", nil, nil, persistentBegin},
+	{"persistent_end", nil, nil, persistentEnd},
+	{"is_dry_run", []api.ValueType{i32}, []string{"out"}, isDryRun},
+	{"last_error", []api.ValueType{i32, i32, i32}, []string{"buf", "buf_len", "out_len"}, lastError},
+}
+
+var abiByName = func() map[string]abiFunc {
+	m := map[string]abiFunc{}
+	for _, f := range abi {
+		m[f.name] = f
+	}
+	return m
+}()
+
+func (h *Host) instantiateABI(ctx context.Context) error {
+	b := h.rt.NewHostModuleBuilder(ModuleName)
+	for _, f := range abi {
+		call := f.call
+		fn := api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+			g, _ := ctx.Value(instanceKey{}).(*instance)
+			if g == nil {
+				stack[0] = uint64(ENOSYS) // called outside Run: no guest to act for
+				return
+			}
+			g.calls++
+			stack[0] = uint64(call(g, mod.Memory(), stack))
+		})
+		b.NewFunctionBuilder().WithGoModuleFunction(fn, f.params, []api.ValueType{i32}).
+			WithParameterNames(f.names...).WithResultNames("status").Export(f.name)
+	}
+	_, err := b.Instantiate(ctx)
+	return err
+}
+
+// Guest memory ranges. wazero checks offset+length in 64 bits, so a range
+// that wraps past 2^32 is outside like any other.
+
+func guestRange(mem api.Memory, ptr, n uint32) ([]byte, bool) {
+	if mem == nil {
+		return nil, ptr == 0 && n == 0
+	}
+	return mem.Read(ptr, n)
+}
+
+func faultf(g *instance, what string, ptr, n uint32, mem api.Memory) Errno {
+	size := uint64(0)
+	if mem != nil {
+		size = uint64(mem.Size())
+	}
+	return g.failStatus(EFAULT, &rangeFault{what: what, ptr: ptr, n: n, size: size})
+}
+
+// rangeFault is an EFAULT, formatted only if the guest asks last_error.
+type rangeFault struct {
+	what   string
+	ptr, n uint32
+	size   uint64
+}
+
+func (e *rangeFault) Error() string {
+	return fail(EFAULT, "%s: guest range [%d, %d) is outside the guest's %d B of memory",
+		e.what, e.ptr, uint64(e.ptr)+uint64(e.n), e.size).Error()
+}
+
+// badHandle is an EBADF.
+type badHandle struct {
+	what   string
+	handle uint32
+}
+
+func (e *badHandle) Error() string {
+	return fail(EBADF, "%s: handle %#x names no live buffer of this guest", e.what, e.handle).Error()
+}
+
+// outOfBuffer is an ERANGE of a buffer access.
+type outOfBuffer struct {
+	what        string
+	handle      uint32
+	offset, n   uint64
+	size, bufID uint64
+}
+
+func (e *outOfBuffer) Error() string {
+	return fail(ERANGE, "%s: handle %#x (buffer %d): %d B at offset %d is outside its %d B",
+		e.what, e.handle, e.bufID, e.n, e.offset, e.size).Error()
+}
+
+func putU32(mem api.Memory, ptr, v uint32) bool { return mem != nil && mem.WriteUint32Le(ptr, v) }
+
+func bufferCreate(g *instance, mem api.Memory, stack []uint64) Errno {
+	size, out := stack[0], uint32(stack[1])
+	if _, ok := guestRange(mem, out, 4); !ok {
+		return faultf(g, "buffer_create out_handle", out, 4, mem)
+	}
+	if g.live >= g.maxHandles {
+		return g.fail(fail(EDQUOT, "buffer_create: the guest holds %d handles, its quota", g.live))
+	}
+	if g.maxBytes > 0 && size > g.maxBytes-g.bytes {
+		return g.fail(fail(EDQUOT, "buffer_create: %d B more would take the guest past its quota of %d B (it holds %d B)", size, g.maxBytes, g.bytes))
+	}
+	b, err := g.stream.Empty(g.ctx, size)
+	if err != nil {
+		return g.fail(err)
+	}
+	putU32(mem, out, g.add(b))
+	g.sampleDevice()
+	return ESUCCESS
+}
+
+func bufferWrite(g *instance, mem api.Memory, stack []uint64) Errno {
+	handle, offset, src, n := uint32(stack[0]), stack[1], uint32(stack[2]), uint32(stack[3])
+	data, ok := guestRange(mem, src, n)
+	if !ok {
+		return faultf(g, "buffer_write src", src, n, mem)
+	}
+	b := g.lookup(handle)
+	if b == nil {
+		return g.failStatus(EBADF, &badHandle{"buffer_write", handle})
+	}
+	if size := b.Size(); offset > size || uint64(n) > size-offset {
+		return g.failStatus(ERANGE, &outOfBuffer{"buffer_write", handle, offset, uint64(n), size, b.ID()})
+	}
+	if err := g.stream.Write(g.ctx, b, offset, data); err != nil {
+		return g.fail(err)
+	}
+	return ESUCCESS
+}
+
+func bufferRead(g *instance, mem api.Memory, stack []uint64) Errno {
+	handle, offset, dst, n := uint32(stack[0]), stack[1], uint32(stack[2]), uint32(stack[3])
+	out, ok := guestRange(mem, dst, n)
+	if !ok {
+		return faultf(g, "buffer_read dst", dst, n, mem)
+	}
+	b := g.lookup(handle)
+	if b == nil {
+		return g.failStatus(EBADF, &badHandle{"buffer_read", handle})
+	}
+	if size := b.Size(); offset > size || uint64(n) > size-offset {
+		return g.failStatus(ERANGE, &outOfBuffer{"buffer_read", handle, offset, uint64(n), size, b.ID()})
+	}
+	data, err := g.stream.ReadAt(g.ctx, b, offset, uint64(n))
+	if err != nil {
+		return g.fail(err)
+	}
+	copy(out, data)
+	return ESUCCESS
+}
+
+func bufferFree(g *instance, _ api.Memory, stack []uint64) Errno {
+	handle := uint32(stack[0])
+	b := g.remove(handle)
+	if b == nil {
+		return g.failStatus(EBADF, &badHandle{"buffer_free", handle})
+	}
+	if err := g.stream.Free(b); err != nil {
+		return g.fail(err)
+	}
+	return ESUCCESS
+}
+
+func launch(g *instance, mem api.Memory, stack []uint64) Errno {
+	desc, n := uint32(stack[0]), uint32(stack[1])
+	data, ok := guestRange(mem, desc, n)
+	if !ok {
+		return faultf(g, "launch desc", desc, n, mem)
+	}
+	ops, err := g.host.kernels.parse(data, g)
+	if err != nil {
+		return g.fail(err)
+	}
+	if err := g.stream.LaunchBatch(g.ctx, ops); err != nil {
+		return g.fail(err)
+	}
+	g.sampleDevice()
+	return ESUCCESS
+}
+
+func syncStream(g *instance, _ api.Memory, _ []uint64) Errno {
+	// Launches wait for their work; sync only reports a stream the device
+	// failed under.
+	if err := g.stream.Err(); err != nil {
+		return g.fail(err)
+	}
+	return ESUCCESS
+}
+
+func memoryUsage(g *instance, mem api.Memory, stack []uint64) Errno {
+	out := uint32(stack[0])
+	buf, ok := guestRange(mem, out, 32)
+	if !ok {
+		return faultf(g, "memory_usage out", out, 32, mem)
+	}
+	u := g.stream.Usage()
+	binary.LittleEndian.PutUint64(buf[0:], u.NumberAllocs)
+	binary.LittleEndian.PutUint64(buf[8:], u.BytesInUse)
+	binary.LittleEndian.PutUint64(buf[16:], u.BytesPadding)
+	binary.LittleEndian.PutUint64(buf[24:], u.BytesReserved)
+	return ESUCCESS
+}
+
+// writeOut answers a (buf, buf_len, out_len) call with msg: the needed
+// length always goes to out_len, the bytes only if they fit.
+func writeOut(g *instance, mem api.Memory, what string, stack []uint64, msg []byte, record bool) Errno {
+	ptr, n, outLen := uint32(stack[0]), uint32(stack[1]), uint32(stack[2])
+	dst, ok := guestRange(mem, ptr, n)
+	if !ok {
+		return faultOrKeep(g, what+" buf", ptr, n, mem, record)
+	}
+	if _, ok := guestRange(mem, outLen, 4); !ok {
+		return faultOrKeep(g, what+" out_len", outLen, 4, mem, record)
+	}
+	if uint64(len(msg)) > math.MaxUint32 {
+		return g.fail(fail(EIO, "%s: %d B do not fit a u32 length", what, len(msg)))
+	}
+	putU32(mem, outLen, uint32(len(msg)))
+	if len(msg) > len(dst) {
+		if record {
+			g.fail(fail(ERANGE, "%s: %d B needed, the buffer holds %d B", what, len(msg), len(dst)))
+		}
+		return ERANGE
+	}
+	copy(dst, msg)
+	return ESUCCESS
+}
+
+// faultOrKeep is an EFAULT that, for last_error, leaves the last error the
+// guest is trying to read in place.
+func faultOrKeep(g *instance, what string, ptr, n uint32, mem api.Memory, record bool) Errno {
+	if record {
+		return faultf(g, what, ptr, n, mem)
+	}
+	return EFAULT
+}
+
+func memoryReport(g *instance, mem api.Memory, stack []uint64) Errno {
+	msg, err := json.Marshal(g.stream.Report())
+	if err != nil {
+		return g.fail(fail(EIO, "memory_report: %v", err))
+	}
+	return writeOut(g, mem, "memory_report", stack, msg, true)
+}
+
+func lastError(g *instance, mem api.Memory, stack []uint64) Errno {
+	var msg []byte
+	if g.lastErr != nil {
+		msg = []byte(g.lastErr.Error())
+	}
+	return writeOut(g, mem, "last_error", stack, msg, false)
+}
+
+// maxLabel and maxLayoutJSON bound what a guest can make the host parse
+// or store.
+const (
+	maxLabel      = 256
+	maxLayoutJSON = 64 << 10
+)
+
+func memoryRecord(g *instance, mem api.Memory, stack []uint64) Errno {
+	ptr, n := uint32(stack[0]), uint32(stack[1])
+	label, ok := guestRange(mem, ptr, n)
+	if !ok {
+		return faultf(g, "memory_record label", ptr, n, mem)
+	}
+	if !g.host.cfg.records {
+		return g.fail(fail(ENOSYS, "memory_record: this host keeps no records"))
+	}
+	if n == 0 || n > maxLabel || !utf8.Valid(label) {
+		return g.fail(fail(EINVAL, "memory_record: a label is 1 to %d B of UTF-8, got %d B", maxLabel, n))
+	}
+	if _, err := g.host.c.RecordMemory(g.ctx, string(label)); err != nil {
+		return g.fail(fail(EIO, "memory_record: %w", err))
+	}
+	return ESUCCESS
+}
+
+func memoryInstall(g *instance, mem api.Memory, stack []uint64) Errno {
+	ptr, n := uint32(stack[0]), uint32(stack[1])
+	text, ok := guestRange(mem, ptr, n)
+	if !ok {
+		return faultf(g, "memory_install layout", ptr, n, mem)
+	}
+	if n > maxLayoutJSON {
+		return g.fail(fail(EINVAL, "memory_install: %d B of layout JSON, at most %d B", n, maxLayoutJSON))
+	}
+	l, err := memory.ParseLayout(string(text))
+	if err != nil {
+		return g.fail(fail(EINVAL, "memory_install: %w", err))
+	}
+	if err := g.stream.InstallMemoryPools(l); err != nil {
+		return g.fail(err)
+	}
+	return ESUCCESS
+}
+
+// maxPersistentDepth bounds how deep a guest may nest persistent windows.
+const maxPersistentDepth = 64
+
+func persistentBegin(g *instance, _ api.Memory, _ []uint64) Errno {
+	if g.persistent >= maxPersistentDepth {
+		return g.fail(fail(EINVAL, "persistent_begin: windows nest at most %d deep", maxPersistentDepth))
+	}
+	if err := g.stream.BeginPersistent(); err != nil {
+		return g.fail(err)
+	}
+	g.persistent++
+	return ESUCCESS
+}
+
+func persistentEnd(g *instance, _ api.Memory, _ []uint64) Errno {
+	if g.persistent == 0 {
+		return g.fail(fail(EINVAL, "persistent_end: no persistent window is open"))
+	}
+	g.stream.EndPersistent()
+	g.persistent--
+	return ESUCCESS
+}
+
+func isDryRun(g *instance, mem api.Memory, stack []uint64) Errno {
+	out := uint32(stack[0])
+	v := uint32(0)
+	if g.dry {
+		v = 1
+	}
+	if !putU32(mem, out, v) {
+		return faultf(g, "is_dry_run out", out, 4, mem)
+	}
+	return ESUCCESS
+}

@@ -1,0 +1,66 @@
+package guest
+
+import "fmt"
+
+// Status is what a vkrt_v1 call returns: 0 on success, otherwise a WASI
+// preview-1 errno number.
+type Status uint32
+
+// The statuses of ABI version 1.
+const (
+	OK      Status = 0
+	E2BIG   Status = 1  // a size no pool accepts
+	EAGAIN  Status = 6  // the stream is in an error state; try again later
+	EBADF   Status = 8  // a handle that is zero, freed, stale, forged or another guest's
+	EBUSY   Status = 10 // install refused while pools hold live bytes
+	EDQUOT  Status = 19 // the guest's quota of device bytes or handles is used up
+	EFAULT  Status = 21 // a range outside the guest's memory
+	EINVAL  Status = 28 // a malformed argument, descriptor or JSON; an invalid layout
+	EIO     Status = 29 // the device failed
+	ENOMEM  Status = 48 // the device or a capped pool is out of memory
+	ENOSYS  Status = 52 // a function the host does not provide
+	ENOTSUP Status = 58 // a capability the backend lacks
+	ERANGE  Status = 68 // outside the buffer, or an output buffer too small
+)
+
+var statusNames = map[Status]string{
+	OK: "OK", E2BIG: "E2BIG", EAGAIN: "EAGAIN", EBADF: "EBADF", EBUSY: "EBUSY", EDQUOT: "EDQUOT",
+	EFAULT: "EFAULT", EINVAL: "EINVAL", EIO: "EIO", ENOMEM: "ENOMEM", ENOSYS: "ENOSYS",
+	ENOTSUP: "ENOTSUP", ERANGE: "ERANGE",
+}
+
+func (s Status) String() string {
+	if n, ok := statusNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("status %d", uint32(s))
+}
+
+// Error makes a Status the sentinel errors.Is matches an *Error against.
+func (s Status) Error() string { return "vkrt: " + s.String() }
+
+// Error is a failed call: the function, the status and the host's message
+// (last_error).
+type Error struct {
+	Op      string
+	Status  Status
+	Message string
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("vkrt: %s: %v", e.Op, e.Status)
+	}
+	return fmt.Sprintf("vkrt: %s: %v: %s", e.Op, e.Status, e.Message)
+}
+
+// Unwrap is the status, so errors.Is(err, guest.EBADF) holds.
+func (e *Error) Unwrap() error { return e.Status }
+
+// check turns a status into an error, asking the host why on failure.
+func check(op string, s uint32) error {
+	if s == 0 {
+		return nil
+	}
+	return &Error{Op: op, Status: Status(s), Message: LastError()}
+}

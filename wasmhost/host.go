@@ -1,0 +1,313 @@
+package wasmhost
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/vkrt/vkrt/client"
+	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/memory"
+)
+
+// ModuleName is the name guests import the ABI under.
+const ModuleName = "vkrt_v1"
+
+var (
+	// ErrRefused: the host would not load or start the module (not
+	// WebAssembly, an import it does not provide or of the wrong
+	// signature, no _start, a memory above the limit).
+	ErrRefused = errors.New("wasmhost: module refused")
+	// ErrTrapped: the guest trapped (unreachable, out-of-bounds access,
+	// stack overflow, …).
+	ErrTrapped = errors.New("wasmhost: guest trapped")
+	// ErrDeadline: the guest ran past its deadline and was ended.
+	ErrDeadline = errors.New("wasmhost: guest ran past its deadline")
+	// ErrClosed: the host was used after Close.
+	ErrClosed = errors.New("wasmhost: host closed")
+)
+
+// ExitError is a guest that exited with a non-zero code.
+type ExitError struct{ Code uint32 }
+
+func (e *ExitError) Error() string { return fmt.Sprintf("wasmhost: guest exited with code %d", e.Code) }
+
+// Host runs WebAssembly guests against one client through the vkrt_v1 ABI.
+// Guests run concurrently, each on a stream of its own unless told
+// otherwise, and end alone: a guest that traps, runs past its deadline,
+// exceeds its memory or exits leaves the host and other guests running.
+type Host struct {
+	c       *client.Client
+	cfg     hostConfig
+	rt      wazero.Runtime
+	cache   wazero.CompilationCache
+	kernels kernelTable
+}
+
+// New starts a host over c. ctx may carry wazero's experimental function
+// listener, which then sees every host call.
+func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
+	cfg := hostConfig{maxMemoryPages: DefaultMaxMemoryPages, records: true}
+	for _, o := range opts {
+		cfg = o(cfg)
+	}
+	if cfg.maxMemoryPages == 0 || cfg.maxMemoryPages > 65536 {
+		return nil, fmt.Errorf("wasmhost: memory limit of %d pages: want 1 to 65536", cfg.maxMemoryPages)
+	}
+	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true).WithMemoryLimitPages(cfg.maxMemoryPages)
+	h := &Host{c: c, cfg: cfg, kernels: newKernelTable()}
+	if cfg.cacheDir != "" {
+		cache, err := wazero.NewCompilationCacheWithDir(cfg.cacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("wasmhost: compilation cache in %s: %w", cfg.cacheDir, err)
+		}
+		h.cache = cache
+		rc = rc.WithCompilationCache(cache)
+	}
+	h.rt = wazero.NewRuntimeWithConfig(ctx, rc)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, h.rt); err != nil {
+		h.Close(ctx)
+		return nil, fmt.Errorf("wasmhost: WASI: %w", err)
+	}
+	if err := h.instantiateABI(ctx); err != nil {
+		h.Close(ctx)
+		return nil, fmt.Errorf("wasmhost: %s: %w", ModuleName, err)
+	}
+	return h, nil
+}
+
+// Close ends the host's runtime and its guests. The client stays open.
+func (h *Host) Close(ctx context.Context) error {
+	err := h.rt.Close(ctx)
+	if h.cache != nil {
+		err = errors.Join(err, h.cache.Close(ctx))
+	}
+	return err
+}
+
+// Client is the client the host runs guests on.
+func (h *Host) Client() *client.Client { return h.c }
+
+func (h *Host) deviceBytes() uint64 { return h.c.Device().Storage().Allocated() }
+
+// Module is a compiled guest, ready to run any number of times.
+type Module struct {
+	compiled wazero.CompiledModule
+}
+
+var wasmMagic = []byte{0x00, 'a', 's', 'm'}
+
+// Compile checks and compiles a guest: WebAssembly, with a _start taking
+// and returning nothing, importing from vkrt_v1 only functions it has with
+// their signatures. Anything else is ErrRefused.
+func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
+	if !bytes.HasPrefix(wasm, wasmMagic) {
+		return nil, fmt.Errorf("%w: not a WebAssembly binary (it starts % x)", ErrRefused, wasm[:min(len(wasm), 4)])
+	}
+	cm, err := h.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	if err := checkModule(cm); err != nil {
+		cm.Close(ctx)
+		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	return &Module{compiled: cm}, nil
+}
+
+// Close releases the compiled code.
+func (m *Module) Close(ctx context.Context) error { return m.compiled.Close(ctx) }
+
+func checkModule(cm wazero.CompiledModule) error {
+	start, ok := cm.ExportedFunctions()["_start"]
+	if !ok {
+		return errors.New("the module exports no _start function")
+	}
+	if len(start.ParamTypes()) != 0 || len(start.ResultTypes()) != 0 {
+		return fmt.Errorf("_start takes %v and returns %v; want neither", start.ParamTypes(), start.ResultTypes())
+	}
+	for _, f := range cm.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		if mod != ModuleName {
+			continue
+		}
+		fn, ok := abiByName[name]
+		if !ok {
+			return fmt.Errorf("it imports %s.%s, which ABI version 1 does not have", mod, name)
+		}
+		if !sameTypes(f.ParamTypes(), fn.params) || !sameTypes(f.ResultTypes(), []api.ValueType{api.ValueTypeI32}) {
+			return fmt.Errorf("it imports %s.%s as %s, the ABI's is %s", mod, name,
+				signature(f.ParamTypes(), f.ResultTypes()), signature(fn.params, []api.ValueType{api.ValueTypeI32}))
+		}
+	}
+	if mem := cm.ImportedMemories(); len(mem) > 0 {
+		mod, name, _ := mem[0].Import()
+		return fmt.Errorf("it imports memory %s.%s; a guest defines its own", mod, name)
+	}
+	return nil
+}
+
+func sameTypes(a, b []api.ValueType) bool { return bytes.Equal(a, b) }
+
+func signature(params, results []api.ValueType) string {
+	name := func(ts []api.ValueType) string {
+		s := "("
+		for i, t := range ts {
+			if i > 0 {
+				s += " "
+			}
+			s += api.ValueTypeName(t)
+		}
+		return s + ")"
+	}
+	return name(params) + " -> " + name(results)
+}
+
+// Result is how a guest's run went.
+type Result struct {
+	// ExitCode is the guest's exit code: 0 when _start returned.
+	ExitCode uint32
+	// Wall is the run's wall-clock time, load to end.
+	Wall time.Duration
+	// DryRun: the guest ran under a dry-run mark.
+	DryRun bool
+	// Usage and Report are the guest's stream as the guest left it, before
+	// the host freed what it still held.
+	Usage  memory.Usage
+	Report memory.Report
+	// PeakDeviceBytes is the most device memory the device held above what
+	// it held when the guest started (0 in a dry run).
+	PeakDeviceBytes uint64
+	// PeakBytes and PeakHandles are the most the guest held against its
+	// quotas at once: live buffer bytes as asked, and live handles.
+	PeakBytes, PeakHandles uint64
+	// MemoryPages is the size of the guest's linear memory at its end, in
+	// 64 KiB pages.
+	MemoryPages uint32
+	// Calls and FailedCalls count the guest's calls of vkrt_v1.
+	Calls, FailedCalls uint64
+	// LastError is the message of the guest's last failed call.
+	LastError string
+}
+
+type instanceKey struct{}
+
+// Run runs a guest's _start. The guest sees the dry-run mark of ctx
+// (dryrun.With) through is_dry_run, and its buffers follow it. The error is
+// nil when the guest returned or exited 0; *ExitError for another exit
+// code; ErrTrapped, ErrDeadline or ErrRefused otherwise. The result is
+// non-nil whenever the guest was loaded. Whatever the guest still holds is
+// freed before Run returns.
+func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, error) {
+	cfg := h.cfg.run
+	for _, o := range opts {
+		cfg = o(cfg)
+	}
+	start := time.Now()
+	s, owned := cfg.stream, false
+	if s == nil {
+		var err error
+		if s, err = h.c.NewStream(); err != nil {
+			return nil, fmt.Errorf("wasmhost: a stream for the guest: %w", err)
+		}
+		owned = true
+	}
+	runCtx := ctx
+	if cfg.deadline > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, cfg.deadline)
+		defer cancel()
+	}
+	inst := newInstance(h, client.WithStream(runCtx, s), s, cfg)
+	inst.dry = dryrun.Active(ctx)
+	callCtx := context.WithValue(runCtx, instanceKey{}, inst)
+
+	res := &Result{DryRun: inst.dry}
+	mod, err := h.rt.InstantiateModule(callCtx, m.compiled, moduleConfig(cfg))
+	if err == nil {
+		_, err = mod.ExportedFunction("_start").Call(callCtx)
+		if mem := mod.Memory(); mem != nil {
+			res.MemoryPages, _ = mem.Grow(0) // Size is in bytes and wraps at 4 GiB
+		}
+		mod.Close(context.Background())
+		err = h.classify(runCtx, res, err)
+	} else if runCtx.Err() != nil {
+		err = fmt.Errorf("%w (while loading): %w", ErrDeadline, err)
+	} else {
+		err = fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+
+	res.Usage, res.Report = s.Usage(), s.Report()
+	inst.sampleDevice()
+	res.PeakDeviceBytes, res.PeakBytes, res.PeakHandles = inst.peakDev, inst.peakBytes, inst.peakLive
+	res.Calls, res.FailedCalls = inst.calls, inst.failedCalls
+	if inst.lastErr != nil {
+		res.LastError = inst.lastErr.Error()
+	}
+	relErr := inst.release()
+	if owned {
+		relErr = errors.Join(relErr, s.Close())
+	}
+	res.Wall = time.Since(start)
+	if relErr != nil {
+		return res, errors.Join(err, fmt.Errorf("wasmhost: releasing the guest's buffers: %w", relErr))
+	}
+	return res, err
+}
+
+// classify turns the error of _start into Run's.
+func (h *Host) classify(runCtx context.Context, res *Result, err error) error {
+	if err == nil {
+		return nil
+	}
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		switch code := exit.ExitCode(); {
+		case code == sys.ExitCodeDeadlineExceeded || code == sys.ExitCodeContextCanceled && runCtx.Err() != nil:
+			return fmt.Errorf("%w: %w", ErrDeadline, runCtx.Err())
+		case code == 0:
+			return nil
+		default:
+			res.ExitCode = code
+			return &ExitError{Code: code}
+		}
+	}
+	if runCtx.Err() != nil {
+		return fmt.Errorf("%w: %w", ErrDeadline, runCtx.Err())
+	}
+	return fmt.Errorf("%w: %w", ErrTrapped, err)
+}
+
+func moduleConfig(cfg runConfig) wazero.ModuleConfig {
+	mc := wazero.NewModuleConfig().WithName("").WithStartFunctions().WithArgs(cfg.args...)
+	for _, kv := range cfg.env {
+		mc = mc.WithEnv(kv[0], kv[1])
+	}
+	if len(cfg.dirs) > 0 {
+		fs := wazero.NewFSConfig()
+		for _, d := range cfg.dirs {
+			fs = fs.WithReadOnlyDirMount(d[0], d[1])
+		}
+		mc = mc.WithFSConfig(fs)
+	}
+	out, errOut := cfg.stdout, cfg.stderr
+	if out == nil {
+		out = io.Discard
+	}
+	if errOut == nil {
+		errOut = io.Discard
+	}
+	mc = mc.WithStdout(out).WithStderr(errOut)
+	if cfg.clocks {
+		mc = mc.WithSysWalltime().WithSysNanotime().WithSysNanosleep()
+	}
+	return mc
+}

@@ -1,0 +1,145 @@
+package wasmhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/vkrt/vkrt/client"
+)
+
+// A handle is a slot index plus one in its low indexBits bits and the
+// slot's generation above them. Generations start at 1 and a slot whose
+// generation would wrap is retired, so a stale handle never names a later
+// buffer and no handle is 0.
+const (
+	indexBits = 20
+	indexMask = 1<<indexBits - 1
+	maxGen    = 1<<(32-indexBits) - 1
+)
+
+type slot struct {
+	buf *client.Buffer // nil while free
+	gen uint32
+}
+
+// instance is one running guest: its stream, its handles and its quotas. A
+// guest runs on one goroutine, so nothing here is locked.
+type instance struct {
+	host   *Host
+	ctx    context.Context // the guest's stream and dry-run mark, for client calls
+	stream *client.Stream
+	dry    bool
+
+	slots []slot
+	free  []uint32 // free slot indices, reused last-freed first
+
+	live, maxHandles    uint32
+	bytes, maxBytes     uint64
+	peakLive, peakBytes uint64
+	baseDevice, peakDev uint64
+	persistent          int
+	lastErr             error
+	calls, failedCalls  uint64
+}
+
+func newInstance(h *Host, ctx context.Context, s *client.Stream, cfg runConfig) *instance {
+	inst := &instance{
+		host: h, ctx: ctx, stream: s, maxHandles: cfg.maxHandles, maxBytes: cfg.maxDeviceBytes,
+	}
+	if inst.maxHandles == 0 {
+		inst.maxHandles = DefaultMaxHandles
+	}
+	inst.baseDevice = h.deviceBytes()
+	return inst
+}
+
+// add puts b in the table and returns its new handle.
+func (g *instance) add(b *client.Buffer) uint32 {
+	var i uint32
+	if n := len(g.free); n > 0 {
+		i = g.free[n-1]
+		g.free = g.free[:n-1]
+	} else {
+		i = uint32(len(g.slots))
+		g.slots = append(g.slots, slot{gen: 1})
+	}
+	s := &g.slots[i]
+	s.buf = b
+	g.live++
+	g.bytes += b.Size()
+	g.peakLive = max(g.peakLive, uint64(g.live))
+	g.peakBytes = max(g.peakBytes, g.bytes)
+	return s.gen<<indexBits | (i + 1)
+}
+
+// lookup is the live buffer handle names, or nil.
+func (g *instance) lookup(handle uint32) *client.Buffer {
+	i := handle&indexMask - 1 // a zero index wraps past every slot
+	if uint64(i) >= uint64(len(g.slots)) {
+		return nil
+	}
+	s := &g.slots[i]
+	if s.buf == nil || s.gen != handle>>indexBits {
+		return nil
+	}
+	return s.buf
+}
+
+// remove takes the buffer handle names out of the table, or returns nil.
+func (g *instance) remove(handle uint32) *client.Buffer {
+	b := g.lookup(handle)
+	if b == nil {
+		return nil
+	}
+	i := handle&indexMask - 1
+	s := &g.slots[i]
+	s.buf = nil
+	g.live--
+	g.bytes -= b.Size()
+	if s.gen < maxGen {
+		s.gen++
+		g.free = append(g.free, i)
+	}
+	return b
+}
+
+// fail remembers err as the guest's last error and returns its status.
+func (g *instance) fail(err error) Errno { return g.failStatus(errnoOf(err), err) }
+
+// failStatus remembers err, whose status is known, as the last error. Its
+// message is formatted only if the guest asks for it.
+func (g *instance) failStatus(status Errno, err error) Errno {
+	g.lastErr = err
+	g.failedCalls++
+	return status
+}
+
+// sampleDevice notes the device bytes held now, for the run's peak.
+func (g *instance) sampleDevice() {
+	if g.dry {
+		return
+	}
+	if now := g.host.deviceBytes(); now > g.baseDevice {
+		g.peakDev = max(g.peakDev, now-g.baseDevice)
+	}
+}
+
+// release frees everything the guest still holds: its buffers and its open
+// persistent windows. It runs however the guest ended.
+func (g *instance) release() error {
+	var errs []error
+	for ; g.persistent > 0; g.persistent-- {
+		g.stream.EndPersistent()
+	}
+	for i := range g.slots {
+		if b := g.slots[i].buf; b != nil {
+			if err := g.stream.Free(b); err != nil {
+				errs = append(errs, fmt.Errorf("freeing buffer %d the guest left: %w", b.ID(), err))
+			}
+			g.slots[i].buf = nil
+		}
+	}
+	g.slots, g.free, g.live, g.bytes = nil, nil, 0, 0
+	return errors.Join(errs...)
+}

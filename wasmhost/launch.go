@@ -1,0 +1,111 @@
+package wasmhost
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/vkrt/vkrt/client"
+	"github.com/vkrt/vkrt/vk"
+)
+
+// The launch descriptor (ABI.md): a little-endian header of version and op
+// count, then each op's fixed part, kernel name, push constants and buffer
+// handles, with nothing after the last op.
+const (
+	descriptorVersion = 1
+	headerSize        = 8
+	opHeaderSize      = 20
+	maxBatch          = 256
+	maxKernelName     = 64
+	maxPush           = 128
+	maxBindings       = 16
+)
+
+// kernelTable is the built-in catalogue by name.
+type kernelTable map[string]vk.Kernel
+
+func newKernelTable() kernelTable {
+	t := kernelTable{}
+	for _, k := range vk.Kernels() {
+		t[k.Name] = k
+	}
+	return t
+}
+
+func malformed(format string, args ...any) error {
+	return fail(EINVAL, "launch: malformed descriptor: "+format, args...)
+}
+
+// parse reads a descriptor into launches on g's buffers. It checks the
+// whole descriptor before it returns anything: a malformed one is EINVAL, a
+// handle g does not hold EBADF.
+func (t kernelTable) parse(d []byte, g *instance) ([]client.LaunchOp, error) {
+	if len(d) < headerSize {
+		return nil, malformed("%d B, the header alone is %d B", len(d), headerSize)
+	}
+	if v := binary.LittleEndian.Uint32(d); v != descriptorVersion {
+		return nil, malformed("version %d, this host reads version %d", v, descriptorVersion)
+	}
+	count := binary.LittleEndian.Uint32(d[4:])
+	if count == 0 || count > maxBatch {
+		return nil, malformed("%d launches, a batch holds 1 to %d", count, maxBatch)
+	}
+	ops := make([]client.LaunchOp, count)
+	rest := d[headerSize:]
+	at := headerSize
+	for n := range ops {
+		if len(rest) < opHeaderSize {
+			return nil, malformed("launch %d at byte %d: %d B left, its fixed part is %d B", n, at, len(rest), opHeaderSize)
+		}
+		nameLen := int(binary.LittleEndian.Uint16(rest))
+		pushLen := int(binary.LittleEndian.Uint16(rest[2:]))
+		bindings := int(binary.LittleEndian.Uint16(rest[4:]))
+		flags := binary.LittleEndian.Uint16(rest[6:])
+		var grid [3]uint32
+		for i := range grid {
+			grid[i] = binary.LittleEndian.Uint32(rest[8+4*i:])
+		}
+		switch {
+		case nameLen == 0 || nameLen > maxKernelName:
+			return nil, malformed("launch %d: kernel name of %d B, want 1 to %d", n, nameLen, maxKernelName)
+		case pushLen > maxPush || pushLen%4 != 0:
+			return nil, malformed("launch %d: %d B of push constants, want a multiple of 4 up to %d", n, pushLen, maxPush)
+		case bindings > maxBindings:
+			return nil, malformed("launch %d: %d bindings, at most %d", n, bindings, maxBindings)
+		case flags != 0:
+			return nil, malformed("launch %d: flags %#x, version 1 defines none", n, flags)
+		}
+		body := nameLen + pushLen + 4*bindings
+		rest, at = rest[opHeaderSize:], at+opHeaderSize
+		if len(rest) < body {
+			return nil, malformed("launch %d at byte %d: %d B left, it needs %d B", n, at, len(rest), body)
+		}
+		name := rest[:nameLen]
+		k, ok := t[string(name)]
+		if !ok {
+			return nil, fail(EINVAL, "launch %d: no kernel %q in the catalogue", n, abbreviate(name))
+		}
+		op := client.LaunchOp{Kernel: k, Grid: grid, Push: append([]byte(nil), rest[nameLen:nameLen+pushLen]...)}
+		op.Buffers = make([]*client.Buffer, bindings)
+		for i := range op.Buffers {
+			h := binary.LittleEndian.Uint32(rest[nameLen+pushLen+4*i:])
+			if op.Buffers[i] = g.lookup(h); op.Buffers[i] == nil {
+				return nil, fail(EBADF, "launch %d (%s), binding %d: handle %#x names no live buffer of this guest", n, k.Name, i, h)
+			}
+		}
+		ops[n] = op
+		rest, at = rest[body:], at+body
+	}
+	if len(rest) > 0 {
+		return nil, malformed("%d B after the last of %d launches", len(rest), count)
+	}
+	return ops, nil
+}
+
+// abbreviate quotes at most 64 bytes of what a guest sent.
+func abbreviate(b []byte) string {
+	if len(b) > 64 {
+		return fmt.Sprintf("%s…", b[:64])
+	}
+	return string(b)
+}

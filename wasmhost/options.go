@@ -1,0 +1,145 @@
+package wasmhost
+
+import (
+	"io"
+	"time"
+
+	"github.com/vkrt/vkrt/client"
+)
+
+// DefaultMaxMemoryPages is the guest memory limit when WithMaxMemoryPages is
+// not given: 16384 pages of 64 KiB, 1 GiB.
+const DefaultMaxMemoryPages = 16384
+
+// DefaultMaxHandles is the handle quota when WithMaxHandles is not given.
+const DefaultMaxHandles = 1 << 17
+
+// maxTableHandles is how many handles one guest's table can name at once:
+// the index part of a handle is 20 bits.
+const maxTableHandles = 1<<indexBits - 1
+
+type hostConfig struct {
+	maxMemoryPages uint32
+	cacheDir       string
+	records        bool
+	run            runConfig
+}
+
+type runConfig struct {
+	deadline       time.Duration
+	maxDeviceBytes uint64
+	maxHandles     uint32
+	args           []string
+	env            [][2]string
+	dirs           [][2]string // host directory, guest path; read-only
+	stdout, stderr io.Writer
+	clocks         bool
+	stream         *client.Stream
+}
+
+// Option configures New: limits of the host as a whole, and the defaults of
+// every guest's run. Each option works on its own copy of the configuration,
+// so option values can be reused.
+type Option func(hostConfig) hostConfig
+
+// WithMaxMemoryPages limits each guest's linear memory to pages of 64 KiB
+// (at most 65536); a guest that asks for more is refused at load or sees
+// memory.grow fail. The default is DefaultMaxMemoryPages.
+func WithMaxMemoryPages(pages uint32) Option {
+	return func(c hostConfig) hostConfig { c.maxMemoryPages = pages; return c }
+}
+
+// WithCompilationCacheDir keeps compiled guests in dir, so a host started
+// again (another process included) loads a guest it has seen without
+// compiling it.
+func WithCompilationCacheDir(dir string) Option {
+	return func(c hostConfig) hostConfig { c.cacheDir = dir; return c }
+}
+
+// WithoutRecords makes memory_record answer ENOSYS: guests of this host
+// write nothing into the client's environment.
+func WithoutRecords() Option {
+	return func(c hostConfig) hostConfig { c.records = false; return c }
+}
+
+// WithDefaults makes opts the defaults of every run of the host; Run's own
+// options come after them.
+func WithDefaults(opts ...RunOption) Option {
+	return func(c hostConfig) hostConfig {
+		for _, o := range opts {
+			c.run = o(c.run)
+		}
+		return c
+	}
+}
+
+// RunOption configures one run of a guest.
+type RunOption func(runConfig) runConfig
+
+// WithDeadline ends the guest when d has passed since it started (0: no
+// deadline beyond the context's own).
+func WithDeadline(d time.Duration) RunOption {
+	return func(c runConfig) runConfig { c.deadline = d; return c }
+}
+
+// WithMaxDeviceBytes is the guest's quota of device bytes: the sizes of its
+// live buffers together, as asked. Past it buffer_create answers EDQUOT.
+// 0 means no quota beyond the device and the pools.
+func WithMaxDeviceBytes(n uint64) RunOption {
+	return func(c runConfig) runConfig { c.maxDeviceBytes = n; return c }
+}
+
+// WithMaxHandles is the guest's quota of live buffer handles; past it
+// buffer_create answers EDQUOT. The default is DefaultMaxHandles; the
+// table holds at most 2^20 - 1.
+func WithMaxHandles(n uint32) RunOption {
+	return func(c runConfig) runConfig { c.maxHandles = min(n, maxTableHandles); return c }
+}
+
+// WithArgs grants the guest command-line arguments (argv[0] included, if
+// the guest expects one). Without it the guest has none.
+func WithArgs(args ...string) RunOption {
+	return func(c runConfig) runConfig { c.args = append([]string(nil), args...); return c }
+}
+
+// WithEnv grants the guest an environment variable. Without it the guest's
+// environment is empty.
+func WithEnv(name, value string) RunOption {
+	return func(c runConfig) runConfig {
+		c.env = append(append([][2]string(nil), c.env...), [2]string{name, value})
+		return c
+	}
+}
+
+// WithReadOnlyDir grants the guest a host directory, read-only, at
+// guestPath. Without it the guest has no filesystem.
+func WithReadOnlyDir(hostDir, guestPath string) RunOption {
+	return func(c runConfig) runConfig {
+		c.dirs = append(append([][2]string(nil), c.dirs...), [2]string{hostDir, guestPath})
+		return c
+	}
+}
+
+// WithStdout and WithStderr are where the guest's output goes; without
+// them it is discarded.
+func WithStdout(w io.Writer) RunOption {
+	return func(c runConfig) runConfig { c.stdout = w; return c }
+}
+
+// WithStderr: see WithStdout.
+func WithStderr(w io.Writer) RunOption {
+	return func(c runConfig) runConfig { c.stderr = w; return c }
+}
+
+// WithClocks grants the guest the host's real clocks and sleep. Without it
+// the guest sees wazero's deterministic clocks, and no timing of the host.
+func WithClocks() RunOption {
+	return func(c runConfig) runConfig { c.clocks = true; return c }
+}
+
+// OnStream runs the guest on s instead of a stream of its own; what the
+// guest still holds when it ends is freed, and s stays open. A measurement
+// (client.MeasurePlan) runs a guest on the stream it measures this way.
+func OnStream(s *client.Stream) RunOption {
+	return func(c runConfig) runConfig { c.stream = s; return c }
+}
