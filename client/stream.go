@@ -169,7 +169,9 @@ func (s *Stream) alloc(ctx context.Context, size uint64, data []byte) (*Buffer, 
 		}
 		nb.live = len(s.live)
 		s.live = append(s.live, nb)
-		if s.trace != nil {
+		// The trace is the stream the dynamic pools see, which a plan is
+		// made for: a persistent window's reservations never reach them.
+		if s.trace != nil && !s.mgr.InPersistent() {
 			nb.traced = int32(s.trace.Allocations)
 			s.trace.Events = append(s.trace.Events, trace.Event{Op: trace.OpAlloc, Index: nb.traced, Size: size, Stream: uint32(s.id)})
 			s.trace.Allocations++

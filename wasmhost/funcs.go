@@ -143,6 +143,7 @@ func bufferCreate(g *instance, mem api.Memory, stack []uint64) Errno {
 		return g.fail(err)
 	}
 	putU32(mem, out, g.add(b))
+	g.sampleReserved()
 	g.sampleDevice()
 	return ESUCCESS
 }

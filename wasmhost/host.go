@@ -186,6 +186,9 @@ type Result struct {
 	// PeakDeviceBytes is the most device memory the device held above what
 	// it held when the guest started (0 in a dry run).
 	PeakDeviceBytes uint64
+	// PeakReservedBytes is the most bytes the guest's pools reserved at
+	// once (lazy pages of a dry run included).
+	PeakReservedBytes uint64
 	// PeakBytes and PeakHandles are the most the guest held against its
 	// quotas at once: live buffer bytes as asked, and live handles.
 	PeakBytes, PeakHandles uint64
@@ -248,6 +251,7 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 	res.Usage, res.Report = s.Usage(), s.Report()
 	inst.sampleDevice()
 	res.PeakDeviceBytes, res.PeakBytes, res.PeakHandles = inst.peakDev, inst.peakBytes, inst.peakLive
+	res.PeakReservedBytes = inst.peakReserved
 	res.Calls, res.FailedCalls = inst.calls, inst.failedCalls
 	if inst.lastErr != nil {
 		res.LastError = inst.lastErr.Error()

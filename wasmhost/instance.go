@@ -38,6 +38,7 @@ type instance struct {
 	bytes, maxBytes     uint64
 	peakLive, peakBytes uint64
 	baseDevice, peakDev uint64
+	peakReserved        uint64
 	persistent          int
 	lastErr             error
 	calls, failedCalls  uint64
@@ -113,6 +114,12 @@ func (g *instance) failStatus(status Errno, err error) Errno {
 	g.lastErr = err
 	g.failedCalls++
 	return status
+}
+
+// sampleReserved notes the bytes the guest's pools reserve now, for the
+// run's peak: they only grow when a buffer is made.
+func (g *instance) sampleReserved() {
+	g.peakReserved = max(g.peakReserved, g.stream.Usage().BytesReserved)
 }
 
 // sampleDevice notes the device bytes held now, for the run's peak.

@@ -8,6 +8,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -24,6 +25,11 @@ var rootCmd = &cobra.Command{
 func main() {
 	if err := rootCmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "vkrt:", err)
+		// A guest that exited non-zero gives vkrt its own exit code.
+		var guest *exitCode
+		if errors.As(err, &guest) && guest.code > 1 && guest.code < 256 {
+			os.Exit(guest.code)
+		}
 		os.Exit(1)
 	}
 }

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	json "github.com/goccy/go-json"
+	"github.com/spf13/cobra"
+
+	"github.com/vkrt/vkrt/client"
+	"github.com/vkrt/vkrt/dryrun/plan"
+	"github.com/vkrt/vkrt/memory"
+	"github.com/vkrt/vkrt/wasmhost"
+)
+
+// isWasm says whether `vkrt plan` was given a guest rather than traces.
+func isWasm(path string) bool { return strings.HasSuffix(path, ".wasm") }
+
+// planWasmFlags are `vkrt plan WORKLOAD.wasm`'s flags.
+type planWasmFlags struct {
+	out    string
+	verify bool
+	json   bool
+	guest  guestFlags
+}
+
+// planWasmLine is `vkrt plan WORKLOAD.wasm --json`'s line.
+type planWasmLine struct {
+	Workload string            `json:"workload"`
+	DryRun   planDryRun        `json:"dry_run"`
+	Plan     memory.Layout     `json:"plan"`
+	Capacity uint64            `json:"plan_capacity_bytes"`
+	Verify   *planVerification `json:"verify,omitempty"`
+}
+
+type planDryRun struct {
+	Report            memory.Report `json:"report"`
+	DeviceBytes       uint64        `json:"device_bytes"`
+	PeakLiveBytes     uint64        `json:"peak_live_bytes"`
+	ReservedPeakBytes uint64        `json:"reserved_peak_bytes"`
+	WallS             float64       `json:"wall_s"`
+}
+
+type planVerification struct {
+	OK                bool    `json:"ok"`
+	Spills            uint64  `json:"spills"`
+	PeakLiveBytes     uint64  `json:"peak_live_bytes"`
+	ReservedPeakBytes uint64  `json:"reserved_peak_bytes"`
+	DeviceBytesPeak   uint64  `json:"device_bytes_peak"`
+	PersistentBytes   uint64  `json:"persistent_bytes"`
+	WallS             float64 `json:"wall_s"`
+	Error             string  `json:"error,omitempty"`
+}
+
+// planCapacity is the most the capped pools of a plan may reserve.
+func planCapacity(l memory.Layout) uint64 {
+	var n uint64
+	if pools, ok := l.Sliced(); ok {
+		for _, p := range pools {
+			if p.Pages != nil {
+				n += p.PageSize * *p.Pages
+			}
+		}
+	}
+	if a, ok := l.Arena(); ok {
+		for _, p := range a.Pages {
+			n += p
+		}
+	}
+	return n
+}
+
+// planWasm measures a guest with a dry run, derives a plan from it,
+// installs it, and with --verify runs the guest for real under it.
+func planWasm(cmd *cobra.Command, path string, args []string, f planWasmFlags) error {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	stdout := cmd.OutOrStdout()
+	guestOut := stdout
+	if f.json {
+		guestOut = cmd.ErrOrStderr()
+	}
+	s, err := openGuest(ctx, path, args, f.guest, guestOut, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer s.close(ctx)
+	measure, err := measureGuest(ctx, s, f)
+	if measure == nil {
+		return err
+	}
+	line := planWasmLine{Workload: path, Plan: measure.m.Plan, Capacity: planCapacity(measure.m.Plan), DryRun: planDryRun{
+		Report: measure.m.DryRun, DeviceBytes: measure.m.DeviceBytes, WallS: measure.m.DryWall.Seconds(),
+		PeakLiveBytes: measure.dry.PeakBytes, ReservedPeakBytes: measure.dry.PeakReservedBytes,
+	}}
+	if measure.real != nil {
+		line.Verify = &planVerification{
+			OK: err == nil, Spills: measure.m.Spills, PeakLiveBytes: measure.real.PeakBytes,
+			ReservedPeakBytes: measure.real.PeakReservedBytes, DeviceBytesPeak: measure.real.PeakDeviceBytes,
+			WallS: measure.m.RealWall.Seconds(), PersistentBytes: measure.real.Report.Persistent.Usage.BytesReserved,
+		}
+		if err != nil {
+			line.Verify.Error = err.Error()
+		}
+	}
+	if f.out != "" {
+		data, jerr := json.Marshal(measure.m.Plan)
+		if jerr == nil {
+			jerr = os.WriteFile(f.out, append(data, '\n'), 0o644)
+		}
+		if jerr != nil {
+			return fmt.Errorf("--out: %w", jerr)
+		}
+	}
+	if f.json {
+		out, jerr := json.Marshal(line)
+		if jerr != nil {
+			return jerr
+		}
+		fmt.Fprintf(stdout, "%s\n", out)
+	} else {
+		printPlanWasm(stdout, line, f.out)
+	}
+	return err
+}
+
+type guestMeasurement struct {
+	m         *client.Measurement
+	dry, real *wasmhost.Result
+}
+
+// measureGuest runs the guest under client.MeasurePlan: dry on a probe
+// stream, then, verifying, for real on the stream the plan was installed
+// on.
+func measureGuest(ctx context.Context, s *guestSession, f planWasmFlags) (*guestMeasurement, error) {
+	var g guestMeasurement
+	workload := func(ctx context.Context) error {
+		res, err := s.host.Run(ctx, s.module, append(s.run, wasmhost.OnStream(s.client.Stream(ctx)))...)
+		if res != nil && res.DryRun {
+			g.dry = res
+		} else {
+			g.real = res
+		}
+		return err
+	}
+	layout, err := replayLayout(f.guest.layout)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.client.MeasurePlan(ctx, workload, client.MeasureOptions{
+		Layout: layout, Verify: f.verify, Plan: plan.Options{Strength: plan.Strong},
+	})
+	if m == nil || g.dry == nil {
+		return nil, err
+	}
+	g.m = m
+	if m.Plan.Kind() == 0 && err != nil { // the dry run failed: there is no plan
+		return nil, err
+	}
+	return &g, err
+}
+
+func printPlanWasm(w io.Writer, l planWasmLine, out string) {
+	fmt.Fprintf(w, "dry run:  %.2f s, %s of device memory held; the guest's buffers peaked at %s live, its pools at %s reserved\n",
+		l.DryRun.WallS, memory.FormatBytes(l.DryRun.DeviceBytes), memory.FormatBytes(l.DryRun.PeakLiveBytes), memory.FormatBytes(l.DryRun.ReservedPeakBytes))
+	plan, _ := json.Marshal(l.Plan)
+	fmt.Fprintf(w, "plan:     %s pools capped at %s: %s\n", l.Plan.Kind(), memory.FormatBytes(l.Capacity), abbreviatePlan(plan))
+	if out != "" {
+		fmt.Fprintf(w, "          written to %s (use it with --layout)\n", out)
+	}
+	if v := l.Verify; v != nil {
+		verdict := "ok"
+		if !v.OK {
+			verdict = "FAILED"
+		}
+		fmt.Fprintf(w, "verify:   %s in %.2f s: %d spills; %s live and %s reserved at peak (the plan's %s and the persistent pool's %s), %s of device memory\n",
+			verdict, v.WallS, v.Spills, memory.FormatBytes(v.PeakLiveBytes), memory.FormatBytes(v.ReservedPeakBytes),
+			memory.FormatBytes(l.Capacity), memory.FormatBytes(v.PersistentBytes), memory.FormatBytes(v.DeviceBytesPeak))
+	}
+}
+
+// abbreviatePlan keeps a long arena plan's line readable.
+func abbreviatePlan(b []byte) string {
+	if len(b) > 160 {
+		return string(b[:160]) + "…"
+	}
+	return string(b)
+}
+
+func init() {
+	var f planWasmFlags
+	cmd := &cobra.Command{
+		Use:   "plan WORKLOAD.wasm [-- ARGS...]",
+		Short: "dry-run a WebAssembly workload, plan its pools, and with --verify run it for real under the plan",
+		Long: `Measure a guest's memory pools with a dry run (the device holds none of its
+memory and computes nothing), derive a plan from the dry run's exact
+allocation stream, install it, and with --verify run the guest for real
+under the plan: the run fits when nothing spills past the plan's caps.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !isWasm(args[0]) {
+				return fmt.Errorf("plan: %s is not a .wasm workload", args[0])
+			}
+			return planWasm(cmd, args[0], args[1:], f)
+		},
+	}
+	f.guest.register(cmd)
+	cmd.Flags().StringVar(&f.out, "out", "", "write the plan's layout JSON to this file")
+	cmd.Flags().BoolVar(&f.verify, "verify", false, "run the workload for real under the plan and check it fits")
+	cmd.Flags().BoolVar(&f.json, "json", false, "one JSON object: dry_run, plan, verify")
+	rootCmd.AddCommand(cmd)
+}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	json "github.com/goccy/go-json"
+	"github.com/spf13/cobra"
+
+	"github.com/vkrt/vkrt/client"
+	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/memory"
+	"github.com/vkrt/vkrt/runtime/environment"
+	"github.com/vkrt/vkrt/wasmhost"
+)
+
+// guestFlags are the flags of the commands that run a guest.
+type guestFlags struct {
+	layout         string
+	device         int
+	env            string
+	timeout        time.Duration
+	maxDeviceBytes uint64
+	maxHandles     uint32
+	maxMemoryPages uint32
+	cacheDir       string
+}
+
+func (f *guestFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.layout, "layout", "sub-slices", "pool layout: a preset, a layout JSON literal, or a file holding one")
+	fl.IntVar(&f.device, "device", 0, "Vulkan device index (vkrt devices lists them)")
+	fl.StringVar(&f.env, "env", environment.DefaultName, "environment the guest's memory records go to")
+	fl.DurationVar(&f.timeout, "timeout", 0, "end the guest after this long (0: no deadline)")
+	fl.Uint64Var(&f.maxDeviceBytes, "max-device-bytes", 0, "quota of device bytes the guest's live buffers may hold (0: none)")
+	fl.Uint32Var(&f.maxHandles, "max-handles", wasmhost.DefaultMaxHandles, "quota of live buffer handles")
+	fl.Uint32Var(&f.maxMemoryPages, "max-memory-pages", wasmhost.DefaultMaxMemoryPages, "limit of the guest's linear memory in 64 KiB pages")
+	fl.StringVar(&f.cacheDir, "compile-cache", defaultCompileCache(), "directory of compiled guests ('' compiles every time)")
+}
+
+func defaultCompileCache() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "vkrt", "wazero")
+}
+
+// guestSession is an open client and host with a compiled guest.
+type guestSession struct {
+	client *client.Client
+	host   *wasmhost.Host
+	module *wasmhost.Module
+	run    []wasmhost.RunOption
+}
+
+func openGuest(ctx context.Context, path string, args []string, f guestFlags, stdout, stderr io.Writer) (*guestSession, error) {
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	layout, err := replayLayout(f.layout)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.Open(ctx, client.WithDevice(f.device), client.WithLayout(layout), client.WithEnvironment(f.env))
+	if err != nil {
+		return nil, err
+	}
+	hostOpts := []wasmhost.Option{wasmhost.WithMaxMemoryPages(f.maxMemoryPages)}
+	if f.cacheDir != "" {
+		hostOpts = append(hostOpts, wasmhost.WithCompilationCacheDir(f.cacheDir))
+	}
+	h, err := wasmhost.New(ctx, c, hostOpts...)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	m, err := h.Compile(ctx, wasm)
+	if err != nil {
+		h.Close(ctx)
+		c.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	s := &guestSession{client: c, host: h, module: m, run: []wasmhost.RunOption{
+		wasmhost.WithArgs(append([]string{filepath.Base(path)}, args...)...),
+		wasmhost.WithStdout(stdout), wasmhost.WithStderr(stderr), wasmhost.WithClocks(),
+		wasmhost.WithDeadline(f.timeout), wasmhost.WithMaxDeviceBytes(f.maxDeviceBytes), wasmhost.WithMaxHandles(f.maxHandles),
+	}}
+	return s, nil
+}
+
+func (s *guestSession) close(ctx context.Context) error {
+	return errors.Join(s.module.Close(ctx), s.host.Close(ctx), s.client.Close())
+}
+
+// exitCode is an error that ends vkrt with the guest's own exit code.
+type exitCode struct {
+	code int
+	err  error
+}
+
+func (e *exitCode) Error() string { return e.err.Error() }
+func (e *exitCode) Unwrap() error { return e.err }
+
+// runLine is `vkrt run --json`'s line.
+type runLine struct {
+	Workload        string        `json:"workload"`
+	Status          string        `json:"status"`
+	ExitCode        uint32        `json:"exit_code"`
+	Error           string        `json:"error,omitempty"`
+	WallS           float64       `json:"wall_s"`
+	DryRun          bool          `json:"dry_run"`
+	Usage           memory.Usage  `json:"usage"`
+	Report          memory.Report `json:"report"`
+	DeviceBytesPeak uint64        `json:"device_bytes_peak"`
+	ReservedPeak    uint64        `json:"reserved_peak_bytes"`
+	LiveBytesPeak   uint64        `json:"peak_live_bytes"`
+	HandlesPeak     uint64        `json:"handles_peak"`
+	MemoryPages     uint32        `json:"memory_pages"`
+	Calls           uint64        `json:"calls"`
+	FailedCalls     uint64        `json:"failed_calls"`
+	LastError       string        `json:"last_error,omitempty"`
+}
+
+// runStatus names how a guest ended.
+func runStatus(err error) string {
+	var exit *wasmhost.ExitError
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.As(err, &exit):
+		return "exit"
+	case errors.Is(err, wasmhost.ErrDeadline):
+		return "deadline"
+	case errors.Is(err, wasmhost.ErrTrapped):
+		return "trapped"
+	case errors.Is(err, wasmhost.ErrRefused):
+		return "refused"
+	}
+	return "failed"
+}
+
+func init() {
+	var f guestFlags
+	var dry, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "run WORKLOAD.wasm [-- ARGS...]",
+		Short: "run a WebAssembly workload on the GPU through the vkrt_v1 ABI",
+		Long: `Run a WebAssembly guest (GOOS=wasip1 GOARCH=wasm, importing vkrt_v1) on a
+device. The guest gets ARGS (after its own name), its standard output and
+error, the clocks, and nothing else: no filesystem, no environment.
+
+Exit status: 0 when the guest returns or exits 0; its own exit code when it
+exits non-zero; 1 with a message when it traps, breaks a limit or the host
+refuses it. --dry runs it as a dry run: the pools see its allocations, the
+device holds nothing, launches are checked and dropped, reads give zeros.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runGuest(cmd, args[0], args[1:], f, dry, asJSON)
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().BoolVar(&dry, "dry", false, "run the guest as a dry run")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object summarising the run (the guest's output goes to stderr)")
+	rootCmd.AddCommand(cmd)
+}
+
+func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry, asJSON bool) error {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	stdout := cmd.OutOrStdout()
+	guestOut := stdout
+	if asJSON {
+		guestOut = cmd.ErrOrStderr()
+	}
+	s, err := openGuest(ctx, path, args, f, guestOut, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer s.close(ctx)
+	if dry {
+		ctx = dryrun.With(ctx)
+	}
+	res, runErr := s.host.Run(ctx, s.module, s.run...)
+	if asJSON && res != nil {
+		line := runLine{
+			Workload: path, Status: runStatus(runErr), ExitCode: res.ExitCode, WallS: res.Wall.Seconds(), DryRun: res.DryRun,
+			Usage: res.Usage, Report: res.Report, DeviceBytesPeak: res.PeakDeviceBytes, ReservedPeak: res.PeakReservedBytes,
+			LiveBytesPeak: res.PeakBytes, HandlesPeak: res.PeakHandles, MemoryPages: res.MemoryPages,
+			Calls: res.Calls, FailedCalls: res.FailedCalls, LastError: res.LastError,
+		}
+		if runErr != nil {
+			line.Error = runErr.Error()
+		}
+		out, err := json.Marshal(line)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s\n", out)
+	}
+	var exit *wasmhost.ExitError
+	if errors.As(runErr, &exit) {
+		return &exitCode{code: int(exit.Code), err: runErr}
+	}
+	return runErr
+}
