@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -24,7 +25,7 @@ var rootCmd = &cobra.Command{
 
 func main() {
 	if err := rootCmd.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "vkrt:", err)
+		fmt.Fprintln(os.Stderr, errorLine(err))
 		// A guest that exited non-zero gives vkrt its own exit code.
 		var guest *exitCode
 		if errors.As(err, &guest) && guest.code > 1 && guest.code < 256 {
@@ -32,4 +33,10 @@ func main() {
 		}
 		os.Exit(1)
 	}
+}
+
+// errorLine is how the command reports a failure: one "vkrt:" prefix, even
+// when the error comes from a package whose errors already start with it.
+func errorLine(err error) string {
+	return "vkrt: " + strings.TrimPrefix(err.Error(), "vkrt: ")
 }

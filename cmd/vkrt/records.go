@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	json "github.com/goccy/go-json"
 	"github.com/spf13/cobra"
@@ -33,7 +36,14 @@ func newRecordsCmd() *cobra.Command {
 records (a stream's pool report at a moment a workload named), one row each
 with the number of pools (the dynamic ones and the persistent one), the bytes
 reserved and in use across them, and the sum of their peak pages. --json
-writes one object per line: id, kind, label, time and the record itself.`,
+writes one object per line: id, kind, label, time and the record itself.
+
+The environment is opened read-only: records works in a directory it cannot
+write and never gets in the way of a process writing records. Control
+characters in a label (a newline, a tab) are shown escaped, the label quoted.
+A memory record that cannot be decoded is listed with '-' for its figures;
+each such record is reported on stderr and the command exits non-zero once
+the table is written.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			q := environment.Query{LabelGlob: glob, Last: last, Kind: kind}
@@ -67,7 +77,7 @@ func listRecords(ctx context.Context, out io.Writer, envName string, q environme
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	env, err := environment.OpenContext(ctx, envName, environment.WithoutCreate())
+	env, err := environment.OpenContext(ctx, envName, environment.ReadOnly())
 	if err != nil {
 		return err
 	}
@@ -88,22 +98,41 @@ func listRecords(ctx context.Context, out io.Writer, envName string, q environme
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTIME\tKIND\tLABEL\tPOOLS\tRESERVED\tIN USE\tPEAK PAGES")
+	var undecodable []error
 	for _, e := range entries {
 		pools, reserved, inUse, peak := "-", "-", "-", "-"
 		if e.Kind == memory.RecordKind {
 			var rec memory.Record
 			if err := e.Decode(&rec); err != nil {
-				return err
+				undecodable = append(undecodable, err)
+			} else {
+				u := rec.Report.Usage()
+				pools = strconv.Itoa(len(rec.Report.Dynamic) + 1) // the dynamic pools and the persistent one
+				reserved, inUse = memory.FormatBytes(u.BytesReserved), memory.FormatBytes(u.BytesInUse)
+				peak = strconv.FormatUint(peakPages(rec.Report), 10)
 			}
-			u := rec.Report.Usage()
-			pools = strconv.Itoa(len(rec.Report.Dynamic) + 1) // the dynamic pools and the persistent one
-			reserved, inUse = memory.FormatBytes(u.BytesReserved), memory.FormatBytes(u.BytesInUse)
-			peak = strconv.FormatUint(peakPages(rec.Report), 10)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Time.Format("2006-01-02 15:04:05"), e.Kind, e.Label,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Time.Format("2006-01-02 15:04:05"), e.Kind, tableCell(e.Label),
 			pools, reserved, inUse, peak)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(undecodable) > 0 {
+		return fmt.Errorf("%d of %d records could not be decoded (listed with '-'): %w",
+			len(undecodable), len(entries), errors.Join(undecodable...))
+	}
+	return nil
+}
+
+// tableCell shows a label as it is unless it holds a character that would
+// break the table (a control character such as a newline or a tab, or a
+// line or paragraph separator); then it is quoted with Go escapes.
+func tableCell(label string) string {
+	if strings.IndexFunc(label, func(r rune) bool { return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' }) < 0 {
+		return label
+	}
+	return strconv.Quote(label)
 }
 
 // peakPages sums every pool's high-water mark: the device allocations a

@@ -4,16 +4,22 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	json "github.com/goccy/go-json"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/client"
+	"github.com/vkrt/vkrt/internal/strictjson"
 	"github.com/vkrt/vkrt/memory"
+	vkruntime "github.com/vkrt/vkrt/runtime"
 	"github.com/vkrt/vkrt/runtime/environment"
 	"github.com/vkrt/vkrt/vk"
 )
@@ -169,4 +175,114 @@ func TestRecordsFromClient(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, out, "one buffer")
 	require.Contains(t, out, memory.FormatBytes(3000))
+}
+
+func TestRecordsListsTheRestWhenOneRecordCannotBeDecoded(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	seedEnvironment(t, "bench")
+	env, err := environment.Open("bench")
+	require.NoError(t, err)
+	good, err := json.Marshal(sampleMemoryRecord("wrapped", 1))
+	require.NoError(t, err)
+	bad := strings.Replace(string(good), `"bytes_reserved":1048576`, `"bytes_reserved":18446744073709551617`, 1)
+	require.NotEqual(t, string(good), bad)
+	_, err = env.PutJSON(context.Background(), environment.KindMemory, "wrapped", []byte(bad))
+	require.NoError(t, err)
+	_, err = env.PutJSON(context.Background(), environment.KindMemory, "after the bad one", good)
+	require.NoError(t, err)
+	require.NoError(t, env.Close())
+
+	out, err := executeRecords(t, "--env", "bench")
+	require.ErrorIs(t, err, strictjson.ErrNumberDoesNotFit, "the bad record is reported, not listed as 1 B")
+	require.ErrorContains(t, err, "1 of 5 records could not be decoded")
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.Len(t, lines, 6, "a header and every record, the bad one included: %s", out)
+	require.Contains(t, lines[4], "wrapped")
+	require.Equal(t, []string{"-", "-", "-", "-"}, strings.Fields(lines[4])[len(strings.Fields(lines[4]))-4:])
+	require.Contains(t, lines[5], "after the bad one")
+	require.Contains(t, lines[5], memory.FormatBytes(1<<20+512))
+}
+
+func TestRecordsEscapesControlCharactersInLabels(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	env, err := environment.Open("labels")
+	require.NoError(t, err)
+	for _, label := range []string{"two\nlines", "a\ttab", "plain label", "bell\a\u2028"} {
+		body, err := json.Marshal(sampleMemoryRecord(label, 1))
+		require.NoError(t, err)
+		_, err = env.PutJSON(context.Background(), environment.KindMemory, label, body)
+		require.NoError(t, err)
+	}
+	require.NoError(t, env.Close())
+	out, err := executeRecords(t, "--env", "labels")
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.Len(t, lines, 5, "one line per record: %s", out)
+	require.NotContains(t, out, "\t")
+	require.Contains(t, lines[1], `"two\nlines"`)
+	require.Contains(t, lines[2], `"a\ttab"`)
+	require.Contains(t, lines[3], "plain label")
+	require.NotContains(t, lines[3], `"plain label"`)
+	require.Contains(t, lines[4], `"bell\a\u2028"`)
+	for _, l := range lines[1:] {
+		require.Len(t, strings.Fields(l)[len(strings.Fields(l))-6:], 6)
+		require.Equal(t, "2", strings.Fields(l)[len(strings.Fields(l))-6], "the columns after the label stay in place: %q", l)
+	}
+}
+
+func TestRecordsOnAnEmptyFileWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(environment.DirEnvVar, dir)
+	path := filepath.Join(dir, "empty.sqlite")
+	require.NoError(t, os.WriteFile(path, nil, 0o644))
+	out, err := executeRecords(t, "--env", "empty")
+	require.NoError(t, err)
+	require.Equal(t, 1, strings.Count(out, "\n"), "only the header: %s", out)
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Zero(t, info.Size())
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "no -wal or -shm next to it")
+}
+
+func TestRecordsOnAFIFOFailsWithoutHanging(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(environment.DirEnvVar, dir)
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "pipe.sqlite"), 0o644))
+	done := make(chan error, 1)
+	go func() {
+		_, err := executeRecords(t, "--env", "pipe")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, environment.ErrNotEnvironment)
+	case <-time.After(10 * time.Second):
+		t.Fatal("vkrt records hangs on a FIFO")
+	}
+}
+
+func TestRecordsReadsADirectoryItCannotWrite(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "shared")
+	t.Setenv(environment.DirEnvVar, dir)
+	seedEnvironment(t, "bench")
+	require.NoError(t, os.Chmod(filepath.Join(dir, "bench.sqlite"), 0o444))
+	require.NoError(t, os.Chmod(dir, 0o555))
+	t.Cleanup(func() { os.Chmod(dir, 0o755) })
+	out, err := executeRecords(t, "--env", "bench")
+	require.NoError(t, err)
+	require.Contains(t, out, "after the real run")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "reading leaves no -wal or -shm behind")
+}
+
+func TestErrorLineHasOnePrefix(t *testing.T) {
+	require.Equal(t, "vkrt: handle not found", errorLine(vkruntime.ErrNotFound))
+	require.Equal(t, "vkrt: replay: vkrt: handle not found", errorLine(fmt.Errorf("replay: %w", vkruntime.ErrNotFound)),
+		"only the leading prefix is the command's own")
+	_, err := executeRecords(t, "--env", "../elsewhere")
+	require.Error(t, err)
+	require.NotContains(t, errorLine(err), "vkrt: vkrt:")
 }

@@ -12,5 +12,12 @@
 // else $XDG_DATA_HOME/vkrt/env, else ~/.local/share/vkrt/env. The store is
 // kill-safe (write-ahead log, each Put one synchronous transaction: a process
 // killed mid-write loses at most the record it was writing) and safe for
-// concurrent use by goroutines and by several processes.
+// concurrent use by goroutines and by several processes: processes that open
+// a new environment at once check and create its schema in one write
+// transaction, so none fails and no record is lost. The directory is passed
+// to SQLite as an escaped URI, so '%', '?' and '#' in it name the directory
+// they spell. A reader that opens with ReadOnly writes nothing (no -wal or
+// -shm of its own, no schema into an empty file) and never blocks a writer.
+// A file that is not a regular one (a FIFO, a device) is refused before it
+// is opened.
 package environment

@@ -18,6 +18,8 @@ var (
 	// ErrInvalidRecord: a kind, label or body that cannot be stored, or a
 	// query that cannot be run.
 	ErrInvalidRecord = errors.New("environment: invalid record")
+	// ErrReadOnly: a write to an environment opened with ReadOnly.
+	ErrReadOnly = errors.New("environment: opened read-only")
 	// ErrKindMismatch: an entry decoded as a type of another kind.
 	ErrKindMismatch = errors.New("environment: record kind mismatch")
 )

@@ -91,7 +91,7 @@ func (e *Env) Put(ctx context.Context, label string, rec Record) (Entry, error) 
 
 // PutJSON stores a body that is already JSON, as one transaction.
 func (e *Env) PutJSON(ctx context.Context, kind, label string, body []byte) (Entry, error) {
-	if err := e.usable(); err != nil {
+	if err := e.writable(); err != nil {
 		return Entry{}, err
 	}
 	if err := validateKind(kind); err != nil {
@@ -129,9 +129,12 @@ func (e *Env) Get(ctx context.Context, id int64) (Entry, error) {
 	if err := e.usable(); err != nil {
 		return Entry{}, err
 	}
-	row := e.db.QueryRowContext(ctx, "SELECT id, kind, label, time_ns, body FROM records WHERE id = ?", id)
-	ent, err := scanEntry(row)
-	if errors.Is(err, sql.ErrNoRows) {
+	var ent Entry
+	err := e.read(func(db *sql.DB) (err error) {
+		ent, err = scanEntry(db.QueryRowContext(ctx, "SELECT id, kind, label, time_ns, body FROM records WHERE id = ?", id))
+		return err
+	})
+	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, errNoTable) {
 		return Entry{}, fmt.Errorf("%w: environment %q has no record %d", ErrNoRecord, e.name, id)
 	}
 	if err != nil {
@@ -177,20 +180,27 @@ func (e *Env) Query(ctx context.Context, q Query) ([]Entry, error) {
 		args = append(args, q.Last)
 	}
 	stmt += " ORDER BY id"
-	rows, err := e.db.QueryContext(ctx, stmt, args...)
-	if err != nil {
-		return nil, fmt.Errorf("environment %q: querying: %w", e.name, err)
-	}
-	defer rows.Close()
 	var out []Entry
-	for rows.Next() {
-		ent, err := scanEntry(rows)
+	err := e.read(func(db *sql.DB) error {
+		out = nil
+		rows, err := db.QueryContext(ctx, stmt, args...)
 		if err != nil {
-			return nil, fmt.Errorf("environment %q: reading records: %w", e.name, err)
+			return err
 		}
-		out = append(out, ent)
+		defer rows.Close()
+		for rows.Next() {
+			ent, err := scanEntry(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, ent)
+		}
+		return rows.Err()
+	})
+	if errors.Is(err, errNoTable) {
+		return nil, nil
 	}
-	if err := rows.Err(); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("environment %q: reading records: %w", e.name, err)
 	}
 	return out, nil

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 )
 
 // applicationID marks a SQLite file as a vkrt environment ("vkrt" in ASCII),
@@ -98,42 +99,88 @@ func classify(ctx context.Context, q querier, path string) (version int64, fresh
 	}
 }
 
-// prepare checks the file is ours, switches it to write-ahead logging and
-// brings its schema up to date.
-func prepare(ctx context.Context, db *sql.DB, path string) error {
-	version, fresh, err := classify(ctx, db, path)
+// classifyConsistently classifies the file inside one read transaction, so
+// its reads see one state of the file even while another process is
+// creating it.
+func classifyConsistently(ctx context.Context, db *sql.DB, path string) (version int64, fresh bool, err error) {
+	conn, err := db.Conn(ctx)
 	if err != nil {
-		return err
+		return 0, false, fmt.Errorf("environment: opening %s: %w", path, err)
 	}
-	// WAL: a writer appends to the log and a commit is one record in it, so a
-	// killed writer leaves at most an uncommitted tail the next open ignores;
-	// readers never block writers. The mode is a property of the file and is
-	// set only once the file is known to be ours.
-	var mode string
-	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode); err != nil {
-		return fmt.Errorf("environment: %s: setting WAL mode: %w", path, err)
+	defer conn.Close()
+	// A plain BEGIN: the pool's _txlock=immediate would ask for the write
+	// lock, which a read-only connection cannot take.
+	if _, err := conn.ExecContext(ctx, "BEGIN DEFERRED"); err != nil {
+		return 0, false, fmt.Errorf("environment: reading %s: %w", path, err)
 	}
-	if !strings.EqualFold(mode, "wal") {
-		return fmt.Errorf("environment: %s: asked for WAL journal mode, the file system gave %q", path, mode)
-	}
-	if version == SchemaVersion() && !fresh {
-		return nil
-	}
-	return migrate(ctx, db, path)
+	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+	return classify(ctx, conn, path)
 }
 
-// migrate applies the missing migrations in one write transaction, reading
-// the version again under the write lock since another process may have
-// migrated the file in the meantime.
+// prepare checks the file is ours and brings its schema up to date, both in
+// one write transaction so that processes opening a new environment at once
+// see it either untouched or complete, then switches it to write-ahead
+// logging.
+func prepare(ctx context.Context, db *sql.DB, path string, busy time.Duration) error {
+	if err := migrate(ctx, db, path); err != nil {
+		return err
+	}
+	return enableWAL(ctx, db, path, busy)
+}
+
+// enableWAL switches the file to write-ahead logging. WAL: a writer appends
+// to the log and a commit is one record in it, so a killed writer leaves at
+// most an uncommitted tail the next open ignores; readers never block
+// writers. The mode is a property of the file, set only once the file is
+// known to be ours. Changing it needs the file to itself, and SQLite answers
+// "busy" at once rather than wait when waiting could deadlock, so the switch
+// is retried until the busy timeout.
+func enableWAL(ctx context.Context, db *sql.DB, path string, busy time.Duration) error {
+	deadline := time.Now().Add(busy)
+	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		var mode string
+		err := db.QueryRowContext(ctx, "PRAGMA journal_mode=WAL").Scan(&mode)
+		if err == nil {
+			if !strings.EqualFold(mode, "wal") {
+				return fmt.Errorf("environment: %s: asked for WAL journal mode, the file system gave %q", path, mode)
+			}
+			return nil
+		}
+		if !isBusy(err) || time.Now().After(deadline) {
+			return fmt.Errorf("environment: %s: setting WAL mode: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("environment: %s: setting WAL mode: %w", path, ctx.Err())
+		case <-time.After(pause):
+		}
+	}
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED (the
+// driver's error carries the code; its text is the portable check).
+func isBusy(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "database is locked") || strings.Contains(msg, "SQLITE_BUSY") ||
+		strings.Contains(msg, "database table is locked") || strings.Contains(msg, "SQLITE_LOCKED")
+}
+
+// migrate checks the file and applies the missing migrations in one write
+// transaction (the pool's transactions take the write lock at BEGIN and wait
+// on the busy timeout), so another process that created or migrated the
+// file in the meantime is seen whole.
 func migrate(ctx context.Context, db *sql.DB, path string) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("environment: %s: starting migration: %w", path, err)
+		return fmt.Errorf("environment: %s: opening: %w", path, err)
 	}
 	defer tx.Rollback()
 	version, fresh, err := classify(ctx, tx, path)
 	if err != nil {
 		return err
+	}
+	if version == SchemaVersion() && !fresh {
+		return nil
 	}
 	if fresh {
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d", applicationID)); err != nil {

@@ -1,0 +1,251 @@
+package environment
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The first-open test re-executes the test binary as several processes
+// opening one new environment at once.
+const (
+	firstOpenDirVar   = "VKRT_ENV_TEST_FIRST_OPEN_DIR"
+	firstOpenAtVar    = "VKRT_ENV_TEST_FIRST_OPEN_AT"
+	firstOpenLabelVar = "VKRT_ENV_TEST_FIRST_OPEN_LABEL"
+)
+
+func runFirstOpenChild(dir, label string, at int64) {
+	for time.Now().UnixNano() < at {
+		// spin so the processes reach Open within microseconds of each other
+	}
+	env, err := Open("fresh", WithDir(dir))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		os.Exit(2)
+	}
+	if _, err := env.Put(context.Background(), label, sampleRecord{Seq: 1, Note: label}); err != nil {
+		fmt.Fprintln(os.Stderr, "put:", err)
+		os.Exit(3)
+	}
+	if err := env.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "close:", err)
+		os.Exit(4)
+	}
+	os.Exit(0)
+}
+
+func TestConcurrentFirstOpenByProcessesNeverFailsNorLosesRecords(t *testing.T) {
+	if dir := os.Getenv(firstOpenDirVar); dir != "" {
+		at, err := strconv.ParseInt(os.Getenv(firstOpenAtVar), 10, 64)
+		require.NoError(t, err)
+		runFirstOpenChild(dir, os.Getenv(firstOpenLabelVar), at)
+		return
+	}
+	trials, procs := 40, 4
+	if testing.Short() {
+		trials = 16
+	}
+	for trial := range trials {
+		dir := filepath.Join(t.TempDir(), "env")
+		at := time.Now().Add(300 * time.Millisecond).UnixNano()
+		cmds := make([]*exec.Cmd, procs)
+		outs := make([][]byte, procs)
+		var wg sync.WaitGroup
+		for p := range cmds {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestConcurrentFirstOpenByProcessesNeverFailsNorLosesRecords$")
+			cmd.Env = append(os.Environ(), firstOpenDirVar+"="+dir, firstOpenAtVar+"="+strconv.FormatInt(at, 10),
+				firstOpenLabelVar+"="+fmt.Sprintf("process %d", p))
+			cmds[p] = cmd
+			wg.Go(func() { outs[p], _ = cmd.CombinedOutput() })
+		}
+		wg.Wait()
+		for p, cmd := range cmds {
+			require.True(t, cmd.ProcessState.Success(), "trial %d: process %d failed: %s", trial, p, outs[p])
+		}
+		env, err := Open("fresh", WithDir(dir), ReadOnly())
+		require.NoError(t, err)
+		recs, err := QueryAs[sampleRecord](context.Background(), env, Query{})
+		require.NoError(t, err)
+		require.Len(t, recs, procs, "trial %d: every process's record is kept", trial)
+		require.NoError(t, env.Close())
+	}
+}
+
+func TestDataDirectoryIsNeverURIDecoded(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range []string{"p%41q", "q?mode=memory", "h#frag", "sp ace", "pct%", "amp&x=1"} {
+		root := t.TempDir()
+		dir := filepath.Join(root, name)
+		env, err := Open("records", WithDir(dir))
+		require.NoError(t, err, name)
+		_, err = env.Put(ctx, "here", sampleRecord{Seq: 1})
+		require.NoError(t, err, name)
+		require.NoError(t, env.Close())
+
+		entries, err := os.ReadDir(root)
+		require.NoError(t, err)
+		require.Len(t, entries, 1, "%s: nothing is written outside the named directory", name)
+		require.Equal(t, name, entries[0].Name())
+		info, err := os.Stat(filepath.Join(dir, "records.sqlite"))
+		require.NoError(t, err, name)
+		require.Positive(t, info.Size(), name)
+
+		for _, opts := range [][]Option{{WithDir(dir)}, {WithDir(dir), ReadOnly()}} {
+			again, err := Open("records", opts...)
+			require.NoError(t, err, name)
+			recs, err := again.Query(ctx, Query{})
+			require.NoError(t, err, name)
+			require.Len(t, recs, 1, "%s: the record is read back from the same file", name)
+			require.NoError(t, again.Close())
+		}
+	}
+}
+
+func TestDataDirectoryFromEnvironmentVariableIsNeverURIDecoded(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "p%41q")
+	t.Setenv(DirEnvVar, dir)
+	env, err := Open("records")
+	require.NoError(t, err)
+	_, err = env.Put(context.Background(), "here", sampleRecord{Seq: 1})
+	require.NoError(t, err)
+	require.NoError(t, env.Close())
+	_, err = os.Stat(filepath.Join(dir, "records.sqlite"))
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(root, "pAq"))
+	require.ErrorIs(t, err, fs.ErrNotExist)
+}
+
+// sideFiles lists what sits next to an environment's file.
+func sideFiles(t *testing.T, path string) []string {
+	t.Helper()
+	var out []string
+	for _, suffix := range []string{"-wal", "-shm", "-journal"} {
+		if _, err := os.Lstat(path + suffix); err == nil {
+			out = append(out, suffix)
+		}
+	}
+	return out
+}
+
+func TestReadOnlyReaderCreatesNothingAndNeverBlocksTheOwner(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	owner, err := Open("shared", WithDir(dir))
+	require.NoError(t, err)
+	_, err = owner.Put(ctx, "first", sampleRecord{Seq: 1})
+	require.NoError(t, err)
+	require.NoError(t, owner.Close())
+	path := filepath.Join(dir, "shared.sqlite")
+	require.Empty(t, sideFiles(t, path), "a clean close leaves no log")
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+
+	// No writer: the reader reads the main file and creates nothing.
+	reader, err := Open("shared", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	recs, err := reader.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.Empty(t, sideFiles(t, path), "a reader creates no -wal or -shm of its own")
+	_, err = reader.Put(ctx, "nope", sampleRecord{})
+	require.ErrorIs(t, err, ErrReadOnly)
+
+	// A writer appears while the reader is open: it writes, and the reader
+	// sees its records.
+	owner, err = Open("shared", WithDir(dir))
+	require.NoError(t, err)
+	_, err = owner.Put(ctx, "second", sampleRecord{Seq: 2})
+	require.NoError(t, err, "an open reader never blocks the owner")
+	recs, err = reader.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, recs, 2, "the reader sees the record the writer committed since")
+
+	// A reader opened while the writer is active reads through the log.
+	second, err := Open("shared", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	_, err = owner.Put(ctx, "third", sampleRecord{Seq: 3})
+	require.NoError(t, err, "a reader with the log open never blocks the owner")
+	recs, err = second.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, recs, 3)
+	require.NoError(t, second.Close())
+	require.NoError(t, reader.Close())
+	_, err = owner.Put(ctx, "fourth", sampleRecord{Seq: 4})
+	require.NoError(t, err)
+	require.NoError(t, owner.Close())
+	require.Empty(t, sideFiles(t, path), "the owner's last close removes its log: no reader kept one")
+
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NotEqual(t, before, after)
+}
+
+func TestReadOnlyOpenWorksInADirectoryTheReaderCannotWrite(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "ro")
+	owner, err := Open("locked", WithDir(dir))
+	require.NoError(t, err)
+	_, err = owner.Put(ctx, "kept", sampleRecord{Seq: 1})
+	require.NoError(t, err)
+	require.NoError(t, owner.Close())
+	require.NoError(t, os.Chmod(filepath.Join(dir, "locked.sqlite"), 0o444))
+	require.NoError(t, os.Chmod(dir, 0o555))
+	t.Cleanup(func() { os.Chmod(dir, 0o755) })
+
+	reader, err := Open("locked", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	recs, err := reader.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.NoError(t, reader.Close())
+	require.Empty(t, sideFiles(t, filepath.Join(dir, "locked.sqlite")))
+}
+
+func TestReadOnlyOpenOfAnEmptyFileWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "empty.sqlite")
+	require.NoError(t, os.WriteFile(path, nil, 0o644))
+	env, err := Open("empty", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	recs, err := env.Query(context.Background(), Query{})
+	require.NoError(t, err)
+	require.Empty(t, recs)
+	_, err = env.Get(context.Background(), 1)
+	require.ErrorIs(t, err, ErrNoRecord)
+	require.NoError(t, env.Close())
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Zero(t, info.Size(), "no schema is written into an empty file by a reader")
+	require.Empty(t, sideFiles(t, path))
+}
+
+func TestOpenRefusesAFIFOWithoutBlocking(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pipe.sqlite")
+	require.NoError(t, syscall.Mkfifo(path, 0o644))
+	for _, opts := range [][]Option{{WithDir(dir)}, {WithDir(dir), ReadOnly()}, {WithDir(dir), WithoutCreate()}} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := Open("pipe", opts...)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, ErrNotEnvironment)
+			require.ErrorContains(t, err, "named pipe")
+		case <-time.After(10 * time.Second):
+			t.Fatal("opening a FIFO as an environment hangs")
+		}
+	}
+}
