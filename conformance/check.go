@@ -1,0 +1,244 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrNotSupported is what a factory returns for a configuration the target
+// cannot provide (a memory limit, say): the checks that need it report
+// [NotSupported], never a pass.
+var ErrNotSupported = errors.New("conformance: not supported")
+
+// Status is the result of one check.
+type Status string
+
+const (
+	// Pass: the target honoured the rule.
+	Pass Status = "pass"
+	// Fail: the target broke the rule; the evidence says how.
+	Fail Status = "fail"
+	// NotSupported: the target lacks a capability the check needs, so the
+	// rule could not be checked.
+	NotSupported Status = "not supported"
+)
+
+// Check is one rule of the contract and the code that checks it.
+type Check struct {
+	// Name is stable across releases: CI systems and --run select by it.
+	Name string
+	// Rule is the contract in one sentence.
+	Rule string
+	run  func(c *C)
+}
+
+// C is what a running check reports through. Errorf records a
+// misbehaviour and carries on, so one check reports all it sees; Fatalf
+// and NotSupportedf stop the check.
+type C struct {
+	ctx context.Context
+
+	mu       sync.Mutex
+	evidence []string
+	dropped  int
+	reason   string
+	cleanups []func()
+}
+
+// maxEvidence bounds what one check keeps; the rest are counted.
+const maxEvidence = 20
+
+// Context is cancelled when the check runs past its time.
+func (c *C) Context() context.Context { return c.ctx }
+
+// Errorf records a misbehaviour and lets the check go on.
+func (c *C) Errorf(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.evidence) >= maxEvidence {
+		c.dropped++
+		return
+	}
+	c.evidence = append(c.evidence, fmt.Sprintf(format, args...))
+}
+
+// Fatalf records a misbehaviour and stops the check.
+func (c *C) Fatalf(format string, args ...any) {
+	c.Errorf(format, args...)
+	runtime.Goexit()
+}
+
+// NotSupportedf stops the check: the target lacks what it needs. A check
+// that already recorded a misbehaviour still fails.
+func (c *C) NotSupportedf(format string, args ...any) {
+	c.mu.Lock()
+	c.reason = fmt.Sprintf(format, args...)
+	c.mu.Unlock()
+	runtime.Goexit()
+}
+
+// Cleanup runs f when the check ends, last registered first.
+func (c *C) Cleanup(f func()) {
+	c.mu.Lock()
+	c.cleanups = append(c.cleanups, f)
+	c.mu.Unlock()
+}
+
+// failed reports whether a misbehaviour was recorded so far.
+func (c *C) failed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.evidence) > 0
+}
+
+// need stops the check as not supported when err says the factory cannot
+// provide what was asked, and fails it on any other error.
+func (c *C) need(err error, what string) {
+	if err == nil {
+		return
+	}
+	if errors.Is(err, ErrNotSupported) {
+		c.NotSupportedf("%s: %v", what, err)
+	}
+	c.Fatalf("%s: %v", what, err)
+}
+
+// Result is the outcome of one check.
+type Result struct {
+	Check    string        `json:"check"`
+	Rule     string        `json:"rule"`
+	Status   Status        `json:"result"`
+	Duration time.Duration `json:"-"`
+	Seconds  float64       `json:"seconds"`
+	// Evidence is every misbehaviour seen, for a failure.
+	Evidence []string `json:"evidence,omitempty"`
+	// Reason is the missing capability, for not supported.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Options select and bound the checks of a run.
+type Options struct {
+	// Run, when set, keeps only the checks whose name it matches.
+	Run *regexp.Regexp
+	// Timeout bounds each check; 0 is DefaultTimeout. A check past it fails.
+	Timeout time.Duration
+	// Started, when set, is called before each check with its position.
+	Started func(i, n int, ch Check)
+	// Finished, when set, is called with each result.
+	Finished func(i, n int, r Result)
+}
+
+// DefaultTimeout bounds one check when Options.Timeout is 0.
+const DefaultTimeout = 5 * time.Minute
+
+func (o Options) selected(checks []Check) []Check {
+	if o.Run == nil {
+		return checks
+	}
+	var out []Check
+	for _, ch := range checks {
+		if o.Run.MatchString(ch.Name) {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+// runChecks runs the selected checks one after another.
+func runChecks(ctx context.Context, suite string, checks []Check, o Options) Report {
+	checks = o.selected(checks)
+	rep := Report{Suite: suite, Started: time.Now().UTC()}
+	for i, ch := range checks {
+		if o.Started != nil {
+			o.Started(i, len(checks), ch)
+		}
+		r := runCheck(ctx, ch, o.Timeout)
+		if o.Finished != nil {
+			o.Finished(i, len(checks), r)
+		}
+		rep.Results = append(rep.Results, r)
+	}
+	return rep
+}
+
+// runCheck runs one check in a goroutine of its own, so Fatalf can stop it,
+// a panic becomes a failure and a check that hangs is reported rather than
+// hanging the suite.
+func runCheck(ctx context.Context, ch Check, timeout time.Duration) Result {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c := &C{ctx: ctx}
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(done)
+		defer func() {
+			c.mu.Lock()
+			cleanups := c.cleanups
+			c.cleanups = nil
+			c.mu.Unlock()
+			for i := len(cleanups) - 1; i >= 0; i-- {
+				runCleanup(c, cleanups[i])
+			}
+		}()
+		defer func() {
+			if p := recover(); p != nil {
+				c.Errorf("panic: %v\n%s", p, trimStack(debug.Stack()))
+			}
+		}()
+		ch.run(c)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+			c.Errorf("the check did not finish within %v", timeout)
+		}
+	}
+	d := time.Since(start)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := Result{Check: ch.Name, Rule: ch.Rule, Duration: d, Seconds: d.Seconds()}
+	switch {
+	case len(c.evidence) > 0:
+		r.Status, r.Evidence = Fail, c.evidence
+		if c.dropped > 0 {
+			r.Evidence = append(r.Evidence, fmt.Sprintf("… and %d more", c.dropped))
+		}
+	case c.reason != "":
+		r.Status, r.Reason = NotSupported, c.reason
+	default:
+		r.Status = Pass
+	}
+	return r
+}
+
+func runCleanup(c *C, f func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.Errorf("panic in cleanup: %v", p)
+		}
+	}()
+	f()
+}
+
+// trimStack keeps the frames below the runner's own.
+func trimStack(stack []byte) string {
+	lines := strings.Split(string(stack), "\n")
+	if len(lines) > 24 {
+		lines = lines[:24]
+	}
+	return strings.Join(lines, "\n")
+}

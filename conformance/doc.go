@@ -1,0 +1,25 @@
+// Package conformance is the suite a vkrt backend or device vendor runs to
+// learn whether it honours vkrt's contract, in the manner of
+// testing/fstest.TestFS: the implementer hands it a factory and it checks
+// everything, reporting every misbehaviour at once with the rule it broke.
+//
+//   - [TestStorage] checks any runtime.Storage: allocation, release and flush
+//     semantics, size accounting, alignment of every page and slice, out of
+//     memory under a limit, and the integrity of every byte through churn
+//     across every pool kind and layout.
+//   - [TestDevice] checks a whole device through the client: the storage
+//     checks on the device's own storage, zero-initialised buffers, transfers
+//     at odd offsets and sizes, every built-in kernel against a CPU reference,
+//     dry-run fidelity, measured plans, install errors, records and
+//     concurrent streams.
+//
+// Both run under go test (one subtest per check, a failure naming the rule
+// and the evidence) and outside it ([RunStorage], [RunDevice]; the command
+// `vkrt conformance`), where a [Report] is written as a table, JSON or JUnit
+// XML.
+//
+// Every check has a stable name and a rule. Its result is pass, fail, or
+// not supported: a capability the target lacks (a memory limit, host access
+// to its bytes, a memory budget, sparse binding) is probed, and a check that
+// needs it says so rather than passing.
+package conformance

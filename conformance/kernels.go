@@ -1,0 +1,201 @@
+package conformance
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/vkrt/vkrt/client"
+	"github.com/vkrt/vkrt/internal/cpuref"
+)
+
+// floats is n deterministic values in [-2, 2).
+func floats(n uint32, seed uint64) []float32 {
+	b := pattern(seed, 4*uint64(n))
+	v := make([]float32, n)
+	for i := range v {
+		w := uint32(b[4*i]) | uint32(b[4*i+1])<<8 | uint32(b[4*i+2])<<16
+		v[i] = float32(w)/float32(1<<22) - 2
+	}
+	return v
+}
+
+func bytesOf(v []float32) []byte  { return cpuref.Bytes(v) }
+func floatsOf(b []byte) []float32 { return cpuref.Floats(b) }
+
+// closeFloats reports the elements of got further than tol (relative past
+// magnitude 1) from want: their count and the first.
+func closeFloats(c *C, want, got []float32, tol float64, what string) {
+	if len(got) != len(want) {
+		c.Errorf("%s: %d values, want %d", what, len(got), len(want))
+		return
+	}
+	bad, first := 0, -1
+	for i := range want {
+		w, g := float64(want[i]), float64(got[i])
+		if math.IsNaN(g) || math.Abs(w-g) > tol*math.Max(1, math.Abs(w)) {
+			if first < 0 {
+				first = i
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		c.Errorf("%s: %d of %d values off by more than %g, the first at %d (want %g, got %g)", what, bad, len(want), tol, first, want[first], got[first])
+	}
+}
+
+// kernelCase runs one launch on fresh buffers holding inputs and an output
+// of outLen floats, and compares the output with want.
+func kernelCase(c *C, cl *client.Client, what string, l launch, inputs [][]float32, outLen int, want []float32, tol float64) {
+	ctx := c.Context()
+	var bufs []*client.Buffer
+	defer func() { freeAll(c, bufs) }()
+	for _, in := range inputs {
+		b, err := cl.Create(ctx, bytesOf(in))
+		if len(in) == 0 {
+			b, err = cl.Empty(ctx, 4)
+		}
+		if err != nil {
+			c.Errorf("%s: an input of %d floats: %v", what, len(in), err)
+			return
+		}
+		bufs = append(bufs, b)
+	}
+	// The output starts dirty: the kernel must write every element.
+	out, err := cl.Create(ctx, bytesOf(floats(uint32(max(outLen, 1)), 77)))
+	if err != nil {
+		c.Errorf("%s: an output of %d floats: %v", what, outLen, err)
+		return
+	}
+	bufs = append(bufs, out)
+	if err := cl.Run(ctx, l, bufs...); err != nil {
+		c.Errorf("%s: %v", what, err)
+		return
+	}
+	got, err := out.Read(ctx)
+	if err != nil {
+		c.Errorf("%s: reading the output: %v", what, err)
+		return
+	}
+	closeFloats(c, want, floatsOf(got)[:outLen], tol, what)
+}
+
+// elementSizes are around the 256-invocation work group.
+var elementSizes = []uint32{1, 3, 255, 257, 1000, 4099}
+
+type kernelCheck struct {
+	kernel string
+	rule   string
+	run    func(c *C, cl *client.Client)
+}
+
+func unaryCase(l func(n uint32) launch, ref func([]float32) []float32, tol float64) func(c *C, cl *client.Client) {
+	return func(c *C, cl *client.Client) {
+		for _, n := range elementSizes {
+			x := floats(n, uint64(n))
+			kernelCase(c, cl, fmt.Sprintf("n=%d", n), l(n), [][]float32{x}, int(n), ref(x), tol)
+		}
+	}
+}
+
+func binaryCase(l func(n uint32) launch, ref func(a, b float32) float32) func(c *C, cl *client.Client) {
+	return func(c *C, cl *client.Client) {
+		for _, n := range elementSizes {
+			a, b := floats(n, uint64(n)), floats(n, uint64(n)+1)
+			want := make([]float32, n)
+			for i := range want {
+				want[i] = ref(a[i], b[i])
+			}
+			kernelCase(c, cl, fmt.Sprintf("n=%d", n), l(n), [][]float32{a, b}, int(n), want, 1e-6)
+		}
+	}
+}
+
+func kernelCatalogueChecks() []kernelCheck {
+	return []kernelCheck{
+		{"fill", "fill sets exactly n 32-bit words to the value at every n", func(c *C, cl *client.Client) {
+			for _, n := range elementSizes {
+				v := float32(-1.25) + float32(n)
+				want := make([]float32, n)
+				for i := range want {
+					want[i] = v
+				}
+				kernelCase(c, cl, fmt.Sprintf("n=%d", n), fillWords(n, math.Float32bits(v)), nil, int(n), want, 0)
+			}
+		}},
+		{"copy", "copy moves exactly n 32-bit words at every n", unaryCase(copyWords, slices.Clone[[]float32], 0)},
+		{"add", "add matches a + b on the CPU at every n", binaryCase(addLaunch, func(a, b float32) float32 { return a + b })},
+		{"mul", "mul matches a * b on the CPU at every n", binaryCase(mulLaunch, func(a, b float32) float32 { return a * b })},
+		{"scale", "scale matches alpha * x on the CPU at every n", unaryCase(func(n uint32) launch { return scaleLaunch(n, -2.5) }, func(x []float32) []float32 { return cpuref.Scale(x, -2.5) }, 1e-6)},
+		{"relu", "relu matches max(x, 0) on the CPU at every n", unaryCase(reluLaunch, cpuref.ReLU, 0)},
+		{"gelu", "gelu matches the tanh approximation on the CPU within 1e-5 at every n", unaryCase(geluLaunch, cpuref.GELU, 1e-5)},
+		{"softmax", "softmax matches a float64 CPU softmax within 1e-5 per row at ragged shapes", func(c *C, cl *client.Client) {
+			for _, s := range [][2]uint32{{1, 1}, {3, 257}, {17, 5}, {2, 1000}} {
+				x := floats(s[0]*s[1], uint64(s[1]))
+				kernelCase(c, cl, fmt.Sprintf("%dx%d", s[0], s[1]), softmaxLaunch(s[0], s[1]), [][]float32{x}, int(s[0]*s[1]),
+					cpuref.Softmax(x, int(s[0]), int(s[1])), 1e-5)
+			}
+		}},
+		{"layernorm", "layernorm matches a float64 CPU layer norm within 1e-4 at ragged shapes", func(c *C, cl *client.Client) {
+			for _, s := range [][2]uint32{{1, 3}, {5, 257}, {3, 1000}} {
+				x, g, b := floats(s[0]*s[1], 1), floats(s[1], 2), floats(s[1], 3)
+				kernelCase(c, cl, fmt.Sprintf("%dx%d", s[0], s[1]), layerNormLaunch(s[0], s[1], 1e-5), [][]float32{x, g, b}, int(s[0]*s[1]),
+					cpuref.LayerNorm(x, g, b, int(s[0]), int(s[1]), 1e-5), 1e-4)
+			}
+		}},
+		{"reduce_sum", "reduce_sum matches a float64 CPU sum within 1e-5 of the sum of magnitudes at every n", func(c *C, cl *client.Client) {
+			for _, n := range append(slices.Clone(elementSizes), 10007) {
+				x := floats(n, uint64(n)+9)
+				var sum, mag float64
+				for _, v := range x {
+					sum += float64(v)
+					mag += math.Abs(float64(v))
+				}
+				kernelCase(c, cl, fmt.Sprintf("n=%d", n), reduceSumLaunch(n), [][]float32{x}, 1, []float32{float32(sum)}, 1e-5*max(mag, 1))
+			}
+		}},
+		{"matmul", "matmul matches a float64 CPU product within 1e-5 per term at shapes off the 128 tile", func(c *C, cl *client.Client) {
+			for _, s := range [][3]uint32{{1, 1, 1}, {3, 129, 5}, {130, 7, 129}, {33, 257, 9}} {
+				m, n, k := s[0], s[1], s[2]
+				a, b := floats(m*k, 1), floats(k*n, 2)
+				kernelCase(c, cl, fmt.Sprintf("%dx%dx%d", m, n, k), matMulLaunch(m, n, k), [][]float32{a, b}, int(m*n),
+					cpuref.MatMul(a, b, int(m), int(n), int(k)), 1e-5*float64(k)*4)
+			}
+		}},
+		{"transpose", "transpose matches the CPU exactly at shapes off the 32 tile", func(c *C, cl *client.Client) {
+			for _, s := range [][2]uint32{{1, 1}, {1, 100}, {33, 65}, {100, 3}} {
+				x := floats(s[0]*s[1], 4)
+				kernelCase(c, cl, fmt.Sprintf("%dx%d", s[0], s[1]), transposeLaunch(s[0], s[1]), [][]float32{x}, int(s[0]*s[1]),
+					cpuref.Transpose(x, int(s[0]), int(s[1])), 0)
+			}
+		}},
+	}
+}
+
+func kernelChecks(open OpenClient) []Check {
+	cases := kernelCatalogueChecks()
+	checks := []Check{{
+		Name: "kernel/catalogue-covered",
+		Rule: "Every built-in kernel of the catalogue has a CPU reference in this suite",
+		run: func(c *C) {
+			covered := map[string]bool{}
+			for _, k := range cases {
+				covered[k.kernel] = true
+			}
+			for _, k := range allKernels() {
+				if !covered[k.Name] {
+					c.Errorf("kernel %q has no reference check", k.Name)
+				}
+			}
+		},
+	}}
+	for _, k := range cases {
+		checks = append(checks, Check{
+			Name: "kernel/" + k.kernel,
+			Rule: k.rule,
+			run:  func(c *C) { k.run(c, openClient(c, open)) },
+		})
+	}
+	return checks
+}

@@ -1,0 +1,217 @@
+package conformance
+
+import (
+	"encoding/xml"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	json "github.com/goccy/go-json"
+)
+
+// Report is the outcome of a suite run: one result per check, in the order
+// they ran.
+type Report struct {
+	// Suite names what ran: "storage" or "device".
+	Suite string `json:"suite"`
+	// Target describes what was checked (a device's name), when known.
+	Target  string    `json:"target,omitempty"`
+	Started time.Time `json:"started"`
+	Results []Result  `json:"results"`
+}
+
+// Counts tallies the results by status.
+func (r Report) Counts() (pass, fail, notSupported int) {
+	for _, x := range r.Results {
+		switch x.Status {
+		case Pass:
+			pass++
+		case Fail:
+			fail++
+		case NotSupported:
+			notSupported++
+		}
+	}
+	return pass, fail, notSupported
+}
+
+// Failed is the names of the checks that failed.
+func (r Report) Failed() []string {
+	var out []string
+	for _, x := range r.Results {
+		if x.Status == Fail {
+			out = append(out, x.Check)
+		}
+	}
+	return out
+}
+
+// Result is the result of the named check, if it ran.
+func (r Report) Result(check string) (Result, bool) {
+	for _, x := range r.Results {
+		if x.Check == check {
+			return x, true
+		}
+	}
+	return Result{}, false
+}
+
+// OK: no check failed.
+func (r Report) OK() bool { _, fail, _ := r.Counts(); return fail == 0 }
+
+func (r Report) duration() time.Duration {
+	var d time.Duration
+	for _, x := range r.Results {
+		d += x.Duration
+	}
+	return d
+}
+
+// WriteJSON writes the report as one JSON object.
+func (r Report) WriteJSON(w io.Writer) error {
+	pass, fail, ns := r.Counts()
+	out := struct {
+		Report
+		Passed       int     `json:"passed"`
+		Failed       int     `json:"failed"`
+		NotSupported int     `json:"not_supported"`
+		Seconds      float64 `json:"seconds"`
+	}{r, pass, fail, ns, r.duration().Seconds()}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// JUnitSuites is the JUnit XML document CI systems read: one test suite,
+// one test case per check. A failure carries the rule as its message and
+// the evidence as its text; not supported is a skipped test case.
+type JUnitSuites struct {
+	XMLName  xml.Name     `xml:"testsuites"`
+	Tests    int          `xml:"tests,attr"`
+	Failures int          `xml:"failures,attr"`
+	Skipped  int          `xml:"skipped,attr"`
+	Time     string       `xml:"time,attr"`
+	Suites   []JUnitSuite `xml:"testsuite"`
+}
+
+// JUnitSuite is one test suite of a JUnit document.
+type JUnitSuite struct {
+	Name      string          `xml:"name,attr"`
+	Tests     int             `xml:"tests,attr"`
+	Failures  int             `xml:"failures,attr"`
+	Errors    int             `xml:"errors,attr"`
+	Skipped   int             `xml:"skipped,attr"`
+	Time      string          `xml:"time,attr"`
+	Timestamp string          `xml:"timestamp,attr"`
+	Props     []JUnitProperty `xml:"properties>property,omitempty"`
+	Cases     []JUnitCase     `xml:"testcase"`
+}
+
+// JUnitProperty is a name and value of a suite.
+type JUnitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
+}
+
+// JUnitCase is one check of a JUnit document.
+type JUnitCase struct {
+	Name      string        `xml:"name,attr"`
+	ClassName string        `xml:"classname,attr"`
+	Time      string        `xml:"time,attr"`
+	Failure   *JUnitMessage `xml:"failure,omitempty"`
+	Skipped   *JUnitMessage `xml:"skipped,omitempty"`
+}
+
+// JUnitMessage is a failure or a skip: the message attribute and the text.
+type JUnitMessage struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr,omitempty"`
+	Text    string `xml:",chardata"`
+}
+
+func seconds(d time.Duration) string { return fmt.Sprintf("%.3f", d.Seconds()) }
+
+// JUnit is the report as a JUnit document.
+func (r Report) JUnit() JUnitSuites {
+	pass, fail, ns := r.Counts()
+	s := JUnitSuite{
+		Name: "vkrt conformance: " + r.Suite, Tests: pass + fail + ns, Failures: fail, Skipped: ns,
+		Time: seconds(r.duration()), Timestamp: r.Started.Format(time.RFC3339),
+	}
+	if r.Target != "" {
+		s.Props = []JUnitProperty{{Name: "target", Value: r.Target}}
+	}
+	for _, x := range r.Results {
+		tc := JUnitCase{Name: x.Check, ClassName: "conformance." + r.Suite, Time: seconds(x.Duration)}
+		switch x.Status {
+		case Fail:
+			tc.Failure = &JUnitMessage{Message: x.Rule, Type: "rule", Text: strings.Join(x.Evidence, "\n")}
+		case NotSupported:
+			tc.Skipped = &JUnitMessage{Message: "not supported: " + x.Reason}
+		}
+		s.Cases = append(s.Cases, tc)
+	}
+	return JUnitSuites{Tests: s.Tests, Failures: fail, Skipped: ns, Time: s.Time, Suites: []JUnitSuite{s}}
+}
+
+// WriteJUnit writes the report as JUnit XML.
+func (r Report) WriteJUnit(w io.Writer) error {
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(r.JUnit()); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+// WriteTable writes the report for a person: one row per check (name,
+// result, time) with the rule and the evidence under every failure and the
+// missing capability under every check not supported, then the totals.
+func (r Report) WriteTable(w io.Writer) error {
+	nameW, statusW := len("CHECK"), len("RESULT")
+	for _, x := range r.Results {
+		nameW, statusW = max(nameW, len(x.Check)), max(statusW, len(x.Status))
+	}
+	var b strings.Builder
+	row := func(name, status, time string) {
+		fmt.Fprintf(&b, "%-*s  %-*s  %s\n", nameW, name, statusW, status, time)
+	}
+	row("CHECK", "RESULT", "TIME")
+	for _, x := range r.Results {
+		row(x.Check, string(x.Status), formatDuration(x.Duration))
+		switch x.Status {
+		case Fail:
+			fmt.Fprintf(&b, "    rule: %s\n", x.Rule)
+			for _, e := range x.Evidence {
+				for i, line := range strings.Split(e, "\n") {
+					prefix := "    - "
+					if i > 0 {
+						prefix = "      "
+					}
+					fmt.Fprintf(&b, "%s%s\n", prefix, line)
+				}
+			}
+		case NotSupported:
+			fmt.Fprintf(&b, "    %s\n", x.Reason)
+		}
+	}
+	pass, fail, ns := r.Counts()
+	fmt.Fprintf(&b, "%d checks: %d passed, %d failed, %d not supported (%s)\n", len(r.Results), pass, fail, ns, formatDuration(r.duration()))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func formatDuration(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%dµs", d.Microseconds())
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.2fs", d.Seconds())
+}

@@ -1,0 +1,269 @@
+package conformance_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/conformance"
+	"github.com/vkrt/vkrt/dryrun/replay"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// heapStorage is a runtime.Storage over host memory that keeps the
+// contract: the baseline the broken storages below are made from, each by
+// one flaw.
+type heapStorage struct {
+	limit uint64
+	flaw  flaw
+
+	mu       sync.Mutex
+	next     vkruntime.StorageID
+	pages    map[vkruntime.StorageID]*heapPage
+	deferred []*heapPage
+	held     uint64
+	arena    []byte // the backing of every page, for the flaws that share one
+	arenaEnd uint64
+	allocs   int
+}
+
+type heapPage struct {
+	id    vkruntime.StorageID
+	base  uint64 // offset in the arena
+	bytes []byte
+}
+
+// flaw is one way to break the contract.
+type flaw int
+
+const (
+	noFlaw             flaw = iota
+	overlappingPages        // each page starts 8 B before the previous one ends
+	ignoresAlignment        // pages packed in the arena at any byte, the offset in the handle
+	genericOOM              // out of memory reported as a plain error
+	leaks                   // released pages are never given back
+	corruptsAfterChurn      // past 64 allocations, each one flips a byte of a live page
+)
+
+func (f flaw) String() string {
+	return [...]string{"none", "overlapping pages", "ignores alignment", "generic out-of-memory error", "leaks", "corrupts a byte after churn"}[f]
+}
+
+const heapAlignment = 16
+
+func newHeapStorage(limit uint64, f flaw) *heapStorage {
+	return &heapStorage{limit: limit, flaw: f, pages: map[vkruntime.StorageID]*heapPage{}, arena: make([]byte, 64<<20)}
+}
+
+func (s *heapStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if size == 0 {
+		return vkruntime.StorageHandle{}, fmt.Errorf("heap storage: an allocation of 0 B")
+	}
+	if s.limit != 0 && (size > s.limit || s.held > s.limit-size) {
+		if s.flaw == genericOOM {
+			return vkruntime.StorageHandle{}, errors.New("heap storage: allocation failed")
+		}
+		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Limit: s.limit, Usage: s.held}
+	}
+	s.next++
+	p := &heapPage{id: s.next}
+	switch s.flaw {
+	case overlappingPages, ignoresAlignment:
+		base := s.arenaEnd
+		if s.flaw == overlappingPages && base >= 8 {
+			base -= 8
+		}
+		if base+size > uint64(len(s.arena)) {
+			base = 0 // wrap: the arena is only for the flaws' sake
+		}
+		p.base, p.bytes = base, s.arena[base:base+size:base+size]
+		s.arenaEnd = base + size
+		if s.flaw == overlappingPages {
+			s.arenaEnd = (s.arenaEnd + heapAlignment - 1) &^ (heapAlignment - 1)
+		}
+	default:
+		p.bytes = make([]byte, size)
+	}
+	s.pages[p.id] = p
+	s.held += size
+	s.allocs++
+	if s.flaw == corruptsAfterChurn && s.allocs > 64 {
+		for _, id := range slices.Sorted(mapsKeys(s.pages)) {
+			if q := s.pages[id]; q != p {
+				q.bytes[len(q.bytes)/2] ^= 0x40
+				break
+			}
+		}
+	}
+	h := vkruntime.StorageHandle{ID: p.id, Size: size}
+	if s.flaw == ignoresAlignment {
+		h.Offset = p.base
+	}
+	return h, nil
+}
+
+func mapsKeys(m map[vkruntime.StorageID]*heapPage) func(func(vkruntime.StorageID) bool) {
+	return func(yield func(vkruntime.StorageID) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func (s *heapStorage) Dealloc(id vkruntime.StorageID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.pages[id]; ok {
+		delete(s.pages, id)
+		s.deferred = append(s.deferred, p)
+	}
+}
+
+func (s *heapStorage) Flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.flaw != leaks {
+		for _, p := range s.deferred {
+			s.held -= uint64(len(p.bytes))
+		}
+	}
+	s.deferred = nil
+}
+
+func (s *heapStorage) Allocated() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held
+}
+
+func (s *heapStorage) page(h vkruntime.StorageHandle) ([]byte, error) {
+	p, ok := s.pages[h.ID]
+	if !ok {
+		return nil, fmt.Errorf("heap storage: %v: %w", h, vkruntime.ErrNotFound)
+	}
+	size := uint64(len(p.bytes))
+	if h.Offset > size || h.Size > size-h.Offset {
+		return nil, fmt.Errorf("heap storage: %v lies outside its page of %d B", h, size)
+	}
+	return p.bytes[h.Offset : h.Offset+h.Size], nil
+}
+
+func (s *heapStorage) Upload(dst vkruntime.StorageHandle, data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, err := s.page(dst)
+	if err != nil {
+		return err
+	}
+	copy(b, data)
+	return nil
+}
+
+func (s *heapStorage) Download(src vkruntime.StorageHandle, dst []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, err := s.page(src)
+	if err != nil {
+		return err
+	}
+	copy(dst, b)
+	return nil
+}
+
+func heapFactory(f flaw) conformance.NewStorage {
+	return func(cfg conformance.StorageConfig) (conformance.StorageTarget, error) {
+		s := newHeapStorage(cfg.MemoryLimit, f)
+		return conformance.StorageTarget{
+			Storage:    s,
+			Properties: vkruntime.DeviceProperties{Alignment: heapAlignment, MaxPageSize: 4 << 20, MemorySize: 64 << 20},
+			Memory:     s,
+		}, nil
+	}
+}
+
+func TestHeapStorageConforms(t *testing.T) {
+	conformance.TestStorage(t, heapFactory(noFlaw))
+	rep := conformance.RunStorage(context.Background(), heapFactory(noFlaw), conformance.Options{})
+	pass, fail, notSupported := rep.Counts()
+	require.Equal(t, len(rep.Results), pass, "every check passes on a storage that keeps the contract: %d failed, %d not supported", fail, notSupported)
+}
+
+// The counting storage of dry-run replays holds no bytes: it passes every
+// check it can be put to, and the checks of data say they are not supported.
+func TestCountingStorageConforms(t *testing.T) {
+	newCounting := func(cfg conformance.StorageConfig) (conformance.StorageTarget, error) {
+		s := replay.NewCountingStorage(cfg.MemoryLimit)
+		return conformance.StorageTarget{
+			Storage:    s,
+			Properties: vkruntime.DeviceProperties{Alignment: 256, MaxPageSize: 128 << 20, MemorySize: 1 << 30},
+			Held:       func() uint64 { return s.Counts().BytesHeld },
+		}, nil
+	}
+	conformance.TestStorage(t, newCounting)
+	rep := conformance.RunStorage(context.Background(), newCounting, conformance.Options{})
+	require.Empty(t, rep.Failed())
+	for _, name := range []string{"storage/pages-disjoint", "storage/churn-integrity", "storage/transfer-odd-ranges"} {
+		r, ok := rep.Result(name)
+		require.True(t, ok, name)
+		require.Equal(t, conformance.NotSupported, r.Status, "%s on a storage without bytes", name)
+		require.Contains(t, r.Reason, "no access to its bytes")
+	}
+}
+
+// recordingTB is a testing.TB that keeps what the suite reports.
+type recordingTB struct {
+	testing.TB
+	mu     sync.Mutex
+	errors []string
+}
+
+func (r *recordingTB) Helper() {}
+func (r *recordingTB) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errors = append(r.errors, fmt.Sprintf(format, args...))
+}
+func (r *recordingTB) Logf(string, ...any) {}
+
+// Each broken storage is caught, by the check whose rule it breaks, both
+// by the runner and through a testing.TB.
+func TestBrokenStoragesAreCaught(t *testing.T) {
+	for _, tc := range []struct {
+		flaw   flaw
+		caught []string
+	}{
+		{overlappingPages, []string{"storage/pages-disjoint"}},
+		{ignoresAlignment, []string{"storage/alloc-fresh-handle", "storage/alignment"}},
+		{genericOOM, []string{"storage/oom-classified", "storage/oom-typed"}},
+		{leaks, []string{"storage/size-accounting", "storage/release-returns-memory", "storage/pool-traffic-accounting"}},
+		{corruptsAfterChurn, []string{"storage/churn-integrity"}},
+	} {
+		t.Run(tc.flaw.String(), func(t *testing.T) {
+			rep := conformance.RunStorage(context.Background(), heapFactory(tc.flaw), conformance.Options{})
+			failed := rep.Failed()
+			for _, name := range tc.caught {
+				require.Contains(t, failed, name, "a storage that %s breaks the rule of %s", tc.flaw, name)
+				r, _ := rep.Result(name)
+				require.NotEmpty(t, r.Rule)
+				require.NotEmpty(t, r.Evidence)
+				t.Logf("%s: %s: %s", name, r.Rule, r.Evidence[0])
+			}
+			rec := &recordingTB{TB: t}
+			conformance.TestStorage(rec, heapFactory(tc.flaw))
+			require.Len(t, rec.errors, len(failed), "one error per failed check")
+			for i, name := range failed {
+				r, _ := rep.Result(name)
+				require.Contains(t, rec.errors[i], name+": broke the rule: "+r.Rule)
+			}
+		})
+	}
+}
