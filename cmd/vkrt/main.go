@@ -1,7 +1,8 @@
 // Command vkrt is the command line of the vkrt GPU compute runtime: list
 // Vulkan devices (vkrt devices), replay recorded allocation streams and plan
-// their pools (vkrt replay), and read the memory records of an environment
-// (vkrt records).
+// their pools (vkrt replay), read the memory records of an environment
+// (vkrt records), and check a device against the contract (vkrt
+// conformance).
 //
 // Each subcommand lives in its own file and registers itself on rootCmd from
 // an init function.

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/vkrt/vkrt/client"
+	"github.com/vkrt/vkrt/conformance"
+)
+
+type conformanceFlags struct {
+	device  int
+	json    string
+	junit   string
+	run     string
+	timeout time.Duration
+}
+
+func newConformanceCmd() *cobra.Command {
+	var f conformanceFlags
+	cmd := &cobra.Command{
+		Use:   "conformance",
+		Short: "check a device against vkrt's contract: storage, memory, transfers, kernels, plans",
+		Long: `Run the conformance suite on a Vulkan device: the storage checks on the
+device's own storage, then the device checks through the client (zeroed
+buffers, transfers at odd ranges, out of memory under a limit, every built-in
+kernel against a CPU reference, dry-run fidelity, measured plans, install
+errors, records, concurrent streams).
+
+Each check has a stable name and a rule, and passes, fails, or is not
+supported (a capability the device lacks, such as a memory budget). A line per
+check goes to stderr on a terminal; a table of every check follows on stdout,
+with the rule and the evidence under each failure. --json and --junit write
+the report to files ("-" for stdout, in place of the table). The exit status
+is non-zero when any check fails.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			device := f.device
+			open := func(ctx context.Context, opts ...client.Option) (*client.Client, error) {
+				return client.Open(ctx, append([]client.Option{client.WithDevice(device)}, opts...)...)
+			}
+			return runConformance(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), open, f)
+		},
+	}
+	cmd.Flags().IntVar(&f.device, "device", 0, "index of the device to check, as `vkrt devices` lists them")
+	cmd.Flags().StringVar(&f.json, "json", "", "write the report as JSON to `FILE` (- for stdout)")
+	cmd.Flags().StringVar(&f.junit, "junit", "", "write the report as JUnit XML to `FILE` (- for stdout)")
+	cmd.Flags().StringVar(&f.run, "run", "", "run only the checks whose name matches `REGEXP`")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", conformance.DefaultTimeout, "fail a check that runs longer than this")
+	return cmd
+}
+
+func init() { rootCmd.AddCommand(newConformanceCmd()) }
+
+func runConformance(ctx context.Context, stdout, stderr io.Writer, open conformance.OpenClient, f conformanceFlags) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	o := conformance.Options{Timeout: f.timeout}
+	if f.run != "" {
+		re, err := regexp.Compile(f.run)
+		if err != nil {
+			return fmt.Errorf("--run %q: %w", f.run, err)
+		}
+		o.Run = re
+	}
+	if f.json == "-" && f.junit == "-" {
+		return fmt.Errorf("--json and --junit cannot both go to stdout")
+	}
+	if file, ok := stderr.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
+		o.Finished = func(i, n int, r conformance.Result) {
+			fmt.Fprintf(stderr, "[%*d/%d] %s: %s (%s)\n", len(fmt.Sprint(n)), i+1, n, r.Check, r.Status, r.Duration.Round(time.Millisecond))
+		}
+	}
+	rep := conformance.RunDevice(ctx, open, o)
+	if len(rep.Results) == 0 {
+		return fmt.Errorf("no check matches --run %q", f.run)
+	}
+	toStdout := false
+	for _, out := range []struct {
+		path  string
+		write func(io.Writer) error
+	}{{f.json, rep.WriteJSON}, {f.junit, rep.WriteJUnit}} {
+		switch out.path {
+		case "":
+		case "-":
+			toStdout = true
+			if err := out.write(stdout); err != nil {
+				return err
+			}
+		default:
+			if err := writeFile(out.path, out.write); err != nil {
+				return err
+			}
+		}
+	}
+	table := stdout
+	if toStdout {
+		table = stderr
+	}
+	if err := rep.WriteTable(table); err != nil {
+		return err
+	}
+	if failed := rep.Failed(); len(failed) > 0 {
+		return fmt.Errorf("%d of %d checks failed: %v", len(failed), len(rep.Results), failed)
+	}
+	return nil
+}
+
+func writeFile(path string, write func(io.Writer) error) error {
+	file, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(file); err != nil {
+		file.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return file.Close()
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/client"
+)
+
+// junitDoc is the JUnit XML a CI system reads, declared here on its own so
+// the test reads the file as an outside tool would.
+type junitDoc struct {
+	XMLName  xml.Name `xml:"testsuites"`
+	Tests    int      `xml:"tests,attr"`
+	Failures int      `xml:"failures,attr"`
+	Skipped  int      `xml:"skipped,attr"`
+	Suites   []struct {
+		Name     string `xml:"name,attr"`
+		Tests    int    `xml:"tests,attr"`
+		Failures int    `xml:"failures,attr"`
+		Cases    []struct {
+			Name    string `xml:"name,attr"`
+			Time    string `xml:"time,attr"`
+			Failure *struct {
+				Message string `xml:"message,attr"`
+				Text    string `xml:",chardata"`
+			} `xml:"failure"`
+			Skipped *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"skipped"`
+		} `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+// The whole suite on the default device (lavapipe in CI): every check
+// passes or is not supported, and the JUnit and JSON files parse.
+func TestConformanceOnTheDefaultDevice(t *testing.T) {
+	devicesOrSkip(t)
+	dir := t.TempDir()
+	junitPath, jsonPath := filepath.Join(dir, "conformance.xml"), filepath.Join(dir, "conformance.json")
+	out, _, err := execute(t, "conformance", "--junit", junitPath, "--json", jsonPath)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "0 failed")
+
+	raw, err := os.ReadFile(junitPath)
+	require.NoError(t, err)
+	var doc junitDoc
+	require.NoError(t, xml.Unmarshal(raw, &doc))
+	require.Len(t, doc.Suites, 1)
+	suite := doc.Suites[0]
+	require.GreaterOrEqual(t, len(suite.Cases), 30)
+	require.Equal(t, len(suite.Cases), doc.Tests)
+	require.Zero(t, doc.Failures)
+	skipped := 0
+	for _, c := range suite.Cases {
+		require.Nil(t, c.Failure, "%s failed: %+v", c.Name, c.Failure)
+		require.Contains(t, out, c.Name, "the table lists every check")
+		if c.Skipped != nil {
+			skipped++
+			require.True(t, strings.HasPrefix(c.Skipped.Message, "not supported: "), c.Skipped.Message)
+		}
+	}
+	require.Equal(t, skipped, doc.Skipped)
+
+	var rep struct {
+		Target  string `json:"target"`
+		Failed  int    `json:"failed"`
+		Results []struct {
+			Check  string `json:"check"`
+			Rule   string `json:"rule"`
+			Result string `json:"result"`
+		} `json:"results"`
+	}
+	raw, err = os.ReadFile(jsonPath)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &rep))
+	require.NotEmpty(t, rep.Target)
+	require.Zero(t, rep.Failed)
+	require.Len(t, rep.Results, len(suite.Cases))
+	for i, r := range rep.Results {
+		require.Equal(t, suite.Cases[i].Name, r.Check)
+		require.NotEmpty(t, r.Rule)
+		require.Contains(t, []string{"pass", "not supported"}, r.Result)
+	}
+}
+
+// A device that cannot be opened fails every check it selects: the exit is
+// an error, the table and the JUnit name the rule and the evidence.
+func TestConformanceFailsWhenChecksFail(t *testing.T) {
+	broken := func(context.Context, ...client.Option) (*client.Client, error) {
+		return nil, errors.New("the device fell off the bus")
+	}
+	var stdout, stderr bytes.Buffer
+	junitPath := filepath.Join(t.TempDir(), "c.xml")
+	err := runConformance(context.Background(), &stdout, &stderr, broken, conformanceFlags{run: "^device/(zero-initialised|create-round-trip)$", junit: junitPath})
+	require.ErrorContains(t, err, "2 of 2 checks failed")
+	require.Contains(t, stdout.String(), "device/zero-initialised")
+	require.Contains(t, stdout.String(), "rule: Every new buffer reads as zeros")
+	require.Contains(t, stdout.String(), "the device fell off the bus")
+	raw, err := os.ReadFile(junitPath)
+	require.NoError(t, err)
+	var doc junitDoc
+	require.NoError(t, xml.Unmarshal(raw, &doc))
+	require.Equal(t, 2, doc.Failures)
+	require.Contains(t, doc.Suites[0].Cases[0].Failure.Text, "the device fell off the bus")
+}
+
+func TestConformanceRefusesBadFlags(t *testing.T) {
+	_, _, err := execute(t, "conformance", "--run", "(")
+	require.ErrorContains(t, err, "--run")
+	_, _, err = execute(t, "conformance", "--run", "^no such check$")
+	require.ErrorContains(t, err, "no check matches")
+	_, _, err = execute(t, "conformance", "--json", "-", "--junit", "-")
+	require.ErrorContains(t, err, "cannot both go to stdout")
+}
