@@ -2,14 +2,14 @@ package client
 
 import (
 	"context"
-	"github.com/vkrt/vkrt/internal/cpuref"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/internal/cpuref"
+	"github.com/vkrt/vkrt/kernel"
 	vkruntime "github.com/vkrt/vkrt/runtime"
-	"github.com/vkrt/vkrt/vk"
 )
 
 func TestBuffersRoundTrip(t *testing.T) {
@@ -78,7 +78,7 @@ func TestBuffersAreZeroInitialised(t *testing.T) {
 	require.NoError(t, err)
 	out, err := c.Create(ctx, pattern)
 	require.NoError(t, err)
-	require.NoError(t, c.Run(ctx, vk.Add(size/4), x, y, out))
+	require.NoError(t, c.Run(ctx, kernel.Add(size/4), x, y, out))
 	got, err := out.Read(ctx)
 	require.NoError(t, err)
 	require.Equal(t, make([]byte, size), got)
@@ -109,7 +109,7 @@ func TestLaunch(t *testing.T) {
 	require.NoError(t, err)
 	out, err := c.Empty(ctx, 4*n)
 	require.NoError(t, err)
-	require.NoError(t, c.Run(ctx, vk.Add(n), ba, bb, out))
+	require.NoError(t, c.Run(ctx, kernel.Add(n), ba, bb, out))
 	raw, err := out.Read(ctx)
 	require.NoError(t, err)
 	for i, v := range cpuref.Floats(raw) {
@@ -119,8 +119,8 @@ func TestLaunch(t *testing.T) {
 	// A launch that does not fit its bindings is refused and changes nothing.
 	small, err := c.Empty(ctx, 4*n/2)
 	require.NoError(t, err)
-	err = c.Run(ctx, vk.Add(n), ba, bb, small)
-	require.ErrorIs(t, err, vk.ErrInvalidDispatch)
+	err = c.Run(ctx, kernel.Add(n), ba, bb, small)
+	require.ErrorIs(t, err, kernel.ErrInvalidDispatch)
 	raw, err = small.Read(ctx)
 	require.NoError(t, err)
 	require.Equal(t, make([]byte, 4*n/2), raw)
@@ -130,7 +130,7 @@ func TestLaunch(t *testing.T) {
 	require.NoError(t, err)
 	foreign, err := other.Empty(ctx, 4*n)
 	require.NoError(t, err)
-	err = c.Run(ctx, vk.Add(n), ba, bb, foreign)
+	err = c.Run(ctx, kernel.Add(n), ba, bb, foreign)
 	require.ErrorContains(t, err, "belongs to stream 1, not stream 0")
 	require.NoError(t, other.Close())
 	_, err = other.Empty(ctx, 4)
@@ -155,7 +155,7 @@ func TestLaunchBatch(t *testing.T) {
 	require.NoError(t, err)
 
 	// relu(2.5 * (x + x)), each launch reading the one before it.
-	chain := []LaunchOp{Op(vk.Add(n), bx, bx, sum), Op(vk.Scale(n, 2.5), sum, scaled), Op(vk.ReLU(n), scaled, out)}
+	chain := []LaunchOp{Op(kernel.Add(n), bx, bx, sum), Op(kernel.Scale(n, 2.5), sum, scaled), Op(kernel.ReLU(n), scaled, out)}
 	require.NoError(t, c.LaunchBatch(dryrun.With(ctx), chain))
 	raw, err := out.Read(ctx)
 	require.NoError(t, err)
@@ -171,10 +171,10 @@ func TestLaunchBatch(t *testing.T) {
 	// One bad launch refuses the whole batch, dry or not, before anything runs.
 	fresh, err := c.Empty(ctx, 4*n)
 	require.NoError(t, err)
-	bad := []LaunchOp{Op(vk.Add(n), bx, bx, fresh), Op(vk.ReLU(2*n), fresh, out)}
+	bad := []LaunchOp{Op(kernel.Add(n), bx, bx, fresh), Op(kernel.ReLU(2*n), fresh, out)}
 	for _, run := range []context.Context{dryrun.With(ctx), ctx} {
 		err = c.LaunchBatch(run, bad)
-		require.ErrorIs(t, err, vk.ErrInvalidDispatch)
+		require.ErrorIs(t, err, kernel.ErrInvalidDispatch)
 		require.ErrorContains(t, err, "launch 1 of a batch of 2")
 	}
 	raw, err = fresh.Read(ctx)

@@ -9,34 +9,47 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/vkrt/vkrt/device"
 	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 	"github.com/vkrt/vkrt/runtime/environment"
-	"github.com/vkrt/vkrt/vk"
 )
 
 // ErrClosed: the client or stream was used after Close.
 var ErrClosed = errors.New("client: closed")
 
 type config struct {
-	logger      *slog.Logger
-	device      int
-	layout      memory.Layout
-	memoryLimit uint64
-	validation  bool
-	envName     string
-	envOpts     []environment.Option
-	env         *environment.Env
+	logger  *slog.Logger
+	device  device.Config
+	backend device.Device
+	// deviceSet: an option configured the default device, which a handed
+	// backend would silently ignore.
+	deviceSet bool
+	layout    memory.Layout
+	envName   string
+	envOpts   []environment.Option
+	env       *environment.Env
 }
 
-// Option configures Open. Each option works on its own copy of the
-// configuration, so option values can be reused.
+// Option configures Open. Every package of the module takes options the
+// same way: a function from the configuration to the configuration, by
+// value, so an option has no effect until Open applies it, an option value
+// can be kept and reused, and Open checks the finished configuration as a
+// whole (an invalid value is an error of Open, not of building the option).
 type Option func(config) config
 
-// WithDevice opens the Vulkan device at index (in the order vk.Devices
-// lists them) instead of the first.
+// WithBackend makes the client run on d, any device.Device (the pure-Go
+// device/cpu one, a Vulkan device opened with vk.Open, a test's own),
+// instead of opening the default device. The client owns d from then on:
+// Close closes it, and so does a failed Open.
+func WithBackend(d device.Device) Option {
+	return func(c config) config { c.backend = d; return c }
+}
+
+// WithDevice opens the default backend's device at index (for Vulkan, in
+// the order vk.Devices lists them) instead of the first.
 func WithDevice(index int) Option {
-	return func(c config) config { c.device = index; return c }
+	return func(c config) config { c.device.Index, c.deviceSet = index, true; return c }
 }
 
 // WithLayout is the pool layout of the default stream and of streams created
@@ -45,10 +58,11 @@ func WithLayout(l memory.Layout) Option {
 	return func(c config) config { c.layout = l; return c }
 }
 
-// WithMemoryLimit caps the device memory the client's storage holds at once;
-// 0 means no cap beyond the heap.
+// WithMemoryLimit caps the device memory the default device's storage holds
+// at once; 0 means no cap beyond the heap. A device handed with WithBackend
+// carries its own limit.
 func WithMemoryLimit(bytes uint64) Option {
-	return func(c config) config { c.memoryLimit = bytes; return c }
+	return func(c config) config { c.device.MemoryLimit, c.deviceSet = bytes, true; return c }
 }
 
 // WithLogger is where the pools warn that a capped pool spilled (the plan
@@ -57,10 +71,11 @@ func WithLogger(l *slog.Logger) Option {
 	return func(c config) config { c.logger = l; return c }
 }
 
-// WithValidation turns the Khronos validation layer on: every misuse becomes
-// an error of the call that caused it.
+// WithValidation turns the default device's own checking on (for Vulkan,
+// the Khronos validation layer): every misuse becomes an error of the call
+// that caused it.
 func WithValidation(on bool) Option {
-	return func(c config) config { c.validation = on; return c }
+	return func(c config) config { c.device.Validation, c.deviceSet = on, true; return c }
 }
 
 // WithEnvironment makes the environment name (opened with opts) the one
@@ -82,7 +97,7 @@ func UseEnvironment(env *environment.Env) Option {
 // Client is one device, its streams and their pools. It is safe for
 // concurrent use.
 type Client struct {
-	dev   *vk.Device
+	dev   device.Device
 	props vkruntime.DeviceProperties
 
 	// mu guards the fields below. It is never held while a stream's lock is
@@ -102,24 +117,17 @@ type Client struct {
 	bufferID atomic.Uint64 // the last buffer id handed out; not under mu
 }
 
-// Open opens a device (the first Vulkan device unless WithDevice says
-// otherwise: lavapipe where there is no GPU) with a default stream.
+// Open opens a client with a default stream on the device WithBackend
+// hands it, else on the default device of the backend linked into the
+// program: with the Vulkan backend (import _ "github.com/vkrt/vkrt/vk"),
+// the first Vulkan device unless WithDevice says otherwise, lavapipe where
+// there is no GPU. Without a backend it fails with device.ErrNoBackend.
 func Open(ctx context.Context, opts ...Option) (*Client, error) {
 	c := config{layout: memory.SubSlicesLayout()}
 	for _, o := range opts {
 		c = o(c)
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	var devOpts []vk.Option
-	if c.memoryLimit > 0 {
-		devOpts = append(devOpts, vk.WithMemoryLimit(c.memoryLimit))
-	}
-	if c.validation {
-		devOpts = append(devOpts, vk.WithValidation(true))
-	}
-	dev, err := vk.Open(c.device, devOpts...)
+	dev, err := c.open(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -154,8 +162,28 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 	return cl, nil
 }
 
-// Device is the client's Vulkan device.
-func (c *Client) Device() *vk.Device { return c.dev }
+// open opens the device the configuration names.
+func (c config) open(ctx context.Context) (device.Device, error) {
+	if c.backend != nil {
+		if c.deviceSet {
+			c.backend.Close()
+			return nil, errors.New("client: WithDevice, WithMemoryLimit and WithValidation configure the default device; the device WithBackend hands is already open")
+		}
+		if err := ctx.Err(); err != nil {
+			c.backend.Close()
+			return nil, err
+		}
+		return c.backend, nil
+	}
+	dev, err := device.Open(ctx, c.device)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	return dev, nil
+}
+
+// Device is the device the client runs on.
+func (c *Client) Device() device.Device { return c.dev }
 
 // Properties are the device facts the pools size themselves by; with a
 // memory limit, MemorySize is the limit.

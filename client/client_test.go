@@ -6,21 +6,20 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/kernel"
 	"github.com/vkrt/vkrt/memory"
 	"github.com/vkrt/vkrt/runtime/environment"
-	"github.com/vkrt/vkrt/vk"
 )
 
 func TestOpenOptions(t *testing.T) {
 	c := openClient(t) // skips or fails first when there is no device
 	ctx := context.Background()
-	devices, err := vk.Devices()
-	require.NoError(t, err)
-	require.Equal(t, devices[0].Name, c.Device().Info().Name, "the default device is the first")
+	require.NotEmpty(t, c.Device().Name())
 	require.Equal(t, c.Device().Properties(), c.Properties())
 
-	_, err = Open(ctx, WithDevice(len(devices)))
-	require.ErrorContains(t, err, "no Vulkan device")
+	_, err := Open(ctx, WithDevice(1<<20))
+	require.ErrorContains(t, err, "no")
+	require.ErrorContains(t, err, "device 1048576")
 
 	_, err = Open(ctx, WithLayout(memory.SlicedLayout(memory.SlicedPool{PageSize: 0})))
 	var ie *memory.InstallError
@@ -70,7 +69,7 @@ func TestZeroSizeBuffers(t *testing.T) {
 	e, err := c.Create(ctx, nil)
 	require.NoError(t, err)
 	// An add over no elements binds zero-size buffers.
-	require.NoError(t, c.Run(ctx, vk.Add(0), b, e, b))
+	require.NoError(t, c.Run(ctx, kernel.Add(0), b, e, b))
 	require.Equal(t, uint64(2), c.MemoryUsage(ctx).NumberAllocs)
 	require.Zero(t, c.MemoryUsage(ctx).BytesInUse)
 	require.NoError(t, b.Free())

@@ -4,16 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vkrt/vkrt/internal/cpuref"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/internal/cpuref"
+	"github.com/vkrt/vkrt/kernel"
 	"github.com/vkrt/vkrt/memory"
 	"github.com/vkrt/vkrt/runtime/environment"
-	"github.com/vkrt/vkrt/vk"
 )
 
 func TestConcurrentStreams(t *testing.T) {
@@ -96,7 +96,7 @@ func concurrentWorker(ctx context.Context, c *Client, w, rounds int) error {
 		if err != nil {
 			return err
 		}
-		if err := c.Run(ctx, vk.Add(uint32(n)), ba, bb, out); err != nil {
+		if err := c.Run(ctx, kernel.Add(uint32(n)), ba, bb, out); err != nil {
 			return err
 		}
 		raw, err := out.Read(ctx)

@@ -2,13 +2,13 @@ package client
 
 import (
 	"context"
-	"github.com/vkrt/vkrt/internal/cpuref"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/dryrun"
-	"github.com/vkrt/vkrt/vk"
+	"github.com/vkrt/vkrt/internal/cpuref"
+	"github.com/vkrt/vkrt/kernel"
 )
 
 func TestDryRunHoldsNoDeviceMemory(t *testing.T) {
@@ -26,7 +26,7 @@ func TestDryRunHoldsNoDeviceMemory(t *testing.T) {
 	require.NoError(t, err)
 	y, err := c.Empty(dry, 4*n)
 	require.NoError(t, err)
-	require.NoError(t, c.Run(dry, vk.ReLU(n), x, y))
+	require.NoError(t, c.Run(dry, kernel.ReLU(n), x, y))
 	require.NoError(t, y.Write(dry, 0, cpuref.Bytes(in[:10])))
 	got, err := y.Read(dry)
 	require.NoError(t, err)
@@ -36,8 +36,8 @@ func TestDryRunHoldsNoDeviceMemory(t *testing.T) {
 	// refused under a dry run as it would be for real.
 	short, err := c.Empty(dry, 4*n/4)
 	require.NoError(t, err)
-	require.ErrorIs(t, c.Run(dry, vk.ReLU(n), x, short), vk.ErrInvalidDispatch)
-	require.ErrorIs(t, c.Run(dry, vk.ReLU(n), x), vk.ErrInvalidDispatch)
+	require.ErrorIs(t, c.Run(dry, kernel.ReLU(n), x, short), kernel.ErrInvalidDispatch)
+	require.ErrorIs(t, c.Run(dry, kernel.ReLU(n), x), kernel.ErrInvalidDispatch)
 
 	require.Zero(t, storage.Allocated(), "nothing under a dry run touches device memory")
 	require.Zero(t, storage.Allocations())
@@ -55,7 +55,7 @@ func TestDryRunHoldsNoDeviceMemory(t *testing.T) {
 	// A real-run scope executes and gives memory to what it uses.
 	realCtx := dryrun.RealRun(dry)
 	require.NoError(t, x.Write(realCtx, 0, cpuref.Bytes(in)))
-	require.NoError(t, c.Run(realCtx, vk.ReLU(n), x, y))
+	require.NoError(t, c.Run(realCtx, kernel.ReLU(n), x, y))
 	got, err = y.Read(realCtx)
 	require.NoError(t, err)
 	for i, v := range cpuref.Floats(got) {

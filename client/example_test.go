@@ -8,7 +8,7 @@ import (
 
 	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/dryrun"
-	"github.com/vkrt/vkrt/vk"
+	"github.com/vkrt/vkrt/kernel"
 )
 
 func floats(v ...float32) []byte {
@@ -51,7 +51,7 @@ func Example() {
 		if err != nil {
 			return nil, err
 		}
-		if err := c.Run(ctx, vk.Add(3), a, b, sum); err != nil {
+		if err := c.Run(ctx, kernel.Add(3), a, b, sum); err != nil {
 			return nil, err
 		}
 		return sum.Read(ctx)

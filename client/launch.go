@@ -6,28 +6,30 @@ import (
 	"slices"
 
 	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/kernel"
 	vkruntime "github.com/vkrt/vkrt/runtime"
-	"github.com/vkrt/vkrt/vk"
 )
 
 // Launch runs kernel k over grid with buffers bound in order (binding i is
 // buffers[i]) and push constants push, and waits for it. Under a dry run the
 // launch is validated (kernel, bindings, push constants, bounds, grid) and
 // dropped; otherwise the buffers get device memory first if they have none.
-func (s *Stream) Launch(ctx context.Context, k vk.Kernel, grid [3]uint32, buffers []*Buffer, push []byte) error {
+// When ctx ends while the device runs the kernel, Launch returns ctx.Err()
+// without waiting; the device finishes the work before anything else on it.
+func (s *Stream) Launch(ctx context.Context, k kernel.Kernel, grid [3]uint32, buffers []*Buffer, push []byte) error {
 	return s.LaunchBatch(ctx, []LaunchOp{{Kernel: k, Grid: grid, Buffers: buffers, Push: push}})
 }
 
 // LaunchOp is one launch of a batch.
 type LaunchOp struct {
-	Kernel  vk.Kernel
+	Kernel  kernel.Kernel
 	Grid    [3]uint32
 	Buffers []*Buffer
 	Push    []byte
 }
 
-// Op pairs one of vk's typed launches with its buffers.
-func Op(l vk.Launch, buffers ...*Buffer) LaunchOp {
+// Op pairs one of the kernel package's typed launches with its buffers.
+func Op(l kernel.Launch, buffers ...*Buffer) LaunchOp {
 	return LaunchOp{Kernel: l.Kernel, Grid: l.Grid, Buffers: buffers, Push: l.Push}
 }
 
@@ -41,6 +43,7 @@ func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 		return err
 	}
 	dry := dryrun.Active(ctx)
+	limits := s.c.dev.Limits()
 	var size uint64
 	for _, op := range ops {
 		for _, b := range op.Buffers {
@@ -62,14 +65,14 @@ func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 					// Slices are aligned by construction; only the size matters.
 					handles[i] = vkruntime.StorageHandle{Size: b.size}
 				}
-				if err := s.c.dev.ValidateDispatch(op.Kernel, op.Grid, handles, op.Push); err != nil {
+				if err := kernel.Validate(op.Kernel, op.Grid, handles, op.Push, limits); err != nil {
 					return batchError(n, len(ops), err)
 				}
 			}
 			return nil
 		}
-		var fills, dispatches []vk.Op
-		var cleared []*Buffer
+		var fills, dispatches []kernel.Op
+		var cleared []*buffer
 		for n, op := range ops {
 			handles := make([]vkruntime.StorageHandle, len(op.Buffers))
 			for i, b := range op.Buffers {
@@ -77,19 +80,19 @@ func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 					return err
 				}
 				handles[i] = b.storage
-				if b.zeroPending && !slices.Contains(cleared, b) {
+				if b.zeroPending && !slices.Contains(cleared, b.buffer) {
 					// The buffer reads as zeros: clear it in the batch's own
 					// submission, ahead of the kernels.
-					fills = append(fills, vk.FillWords(uint32(b.slice.Size/4), 0).With(b.slice))
-					cleared = append(cleared, b)
+					fills = append(fills, zeroFill(b.slice))
+					cleared = append(cleared, b.buffer)
 				}
 			}
-			if err := s.c.dev.ValidateDispatch(op.Kernel, op.Grid, handles, op.Push); err != nil {
+			if err := kernel.Validate(op.Kernel, op.Grid, handles, op.Push, limits); err != nil {
 				return batchError(n, len(ops), err) // before any fill: a refused batch changes nothing
 			}
-			dispatches = append(dispatches, vk.Op{Kernel: op.Kernel, Grid: op.Grid, Bindings: handles, Push: op.Push})
+			dispatches = append(dispatches, kernel.Op{Kernel: op.Kernel, Grid: op.Grid, Bindings: handles, Push: op.Push})
 		}
-		if err := s.c.dev.DispatchBatch(append(fills, dispatches...)); err != nil {
+		if err := s.c.dev.Dispatch(ctx, append(fills, dispatches...)); err != nil {
 			s.noteDeviceError(err)
 			return fmt.Errorf("client: stream %d: %w", s.id, err)
 		}
@@ -107,9 +110,9 @@ func batchError(n, of int, err error) error {
 	return fmt.Errorf("client: launch %d of a batch of %d: %w", n, of, err)
 }
 
-// Run launches one of vk's typed launches (vk.Add, vk.MatMul, …) with its
-// bindings.
-func (s *Stream) Run(ctx context.Context, l vk.Launch, buffers ...*Buffer) error {
+// Run launches one of the kernel package's typed launches (kernel.Add,
+// kernel.MatMul, …) with its bindings.
+func (s *Stream) Run(ctx context.Context, l kernel.Launch, buffers ...*Buffer) error {
 	return s.Launch(ctx, l.Kernel, l.Grid, buffers, l.Push)
 }
 
@@ -123,11 +126,6 @@ func (c *Client) Create(ctx context.Context, data []byte) (*Buffer, error) {
 	return c.Stream(ctx).Create(ctx, data)
 }
 
-// Launch runs a kernel on the calling stream; see Stream.Launch.
-func (c *Client) Launch(ctx context.Context, k vk.Kernel, grid [3]uint32, buffers []*Buffer, push []byte) error {
-	return c.Stream(ctx).Launch(ctx, k, grid, buffers, push)
-}
-
 // LaunchBatch runs launches in one submission on the calling stream; see
 // Stream.LaunchBatch.
 func (c *Client) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
@@ -135,6 +133,12 @@ func (c *Client) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 }
 
 // Run launches a typed launch on the calling stream; see Stream.Run.
-func (c *Client) Run(ctx context.Context, l vk.Launch, buffers ...*Buffer) error {
+func (c *Client) Run(ctx context.Context, l kernel.Launch, buffers ...*Buffer) error {
 	return c.Stream(ctx).Run(ctx, l, buffers...)
+}
+
+// zeroFill is the fill op that clears a buffer's whole slice; slices are
+// whole alignment units, and the alignment is a multiple of 4 bytes.
+func zeroFill(slice vkruntime.StorageHandle) kernel.Op {
+	return kernel.FillWords(uint32(slice.Size/4), 0).With(slice)
 }

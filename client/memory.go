@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -195,22 +196,12 @@ func (c *Client) allocationError(s *Stream, size uint64, err error) error {
 	}
 	slices.SortFunc(live, func(a, b LiveAllocation) int {
 		if a.Size != b.Size {
-			return -cmpUint(a.Size, b.Size)
+			return -cmp.Compare(a.Size, b.Size)
 		}
-		return cmpUint(a.Buffer, b.Buffer)
+		return cmp.Compare(a.Buffer, b.Buffer)
 	})
 	s.mu.Lock()
 	report, layout := s.mgr.Report(), s.layout
 	s.mu.Unlock()
 	return &AllocationError{Size: size, Stream: s.id, Largest: live[:min(len(live), topAllocations)], Pools: report, Layout: layout, Err: err}
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

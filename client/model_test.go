@@ -11,9 +11,10 @@ import (
 	"github.com/vkrt/vkrt/dryrun"
 	"github.com/vkrt/vkrt/dryrun/plan"
 	"github.com/vkrt/vkrt/internal/cpuref"
+	"github.com/vkrt/vkrt/internal/devtest"
+	"github.com/vkrt/vkrt/kernel"
 	"github.com/vkrt/vkrt/memory"
 	"github.com/vkrt/vkrt/runtime/environment"
-	"github.com/vkrt/vkrt/vk"
 )
 
 // graph builds a model on the calling stream of ctx, keeping the first error
@@ -49,7 +50,7 @@ func (g *graph) empty(rows, cols int) matrix {
 	return matrix{g.keep(g.c.Empty(g.ctx, uint64(4*rows*cols))), rows, cols}
 }
 
-func (g *graph) run(l vk.Launch, bufs ...*Buffer) {
+func (g *graph) run(l kernel.Launch, bufs ...*Buffer) {
 	if g.err == nil {
 		g.err = g.c.Run(g.ctx, l, bufs...)
 	}
@@ -57,17 +58,17 @@ func (g *graph) run(l vk.Launch, bufs ...*Buffer) {
 
 func (g *graph) matmul(a, b matrix) matrix {
 	out := g.empty(a.rows, b.cols)
-	g.run(vk.MatMul(uint32(a.rows), uint32(b.cols), uint32(a.cols)), a.buf, b.buf, out.buf)
+	g.run(kernel.MatMul(uint32(a.rows), uint32(b.cols), uint32(a.cols)), a.buf, b.buf, out.buf)
 	return out
 }
 
 func (g *graph) add(a, b matrix) matrix {
 	out := g.empty(a.rows, a.cols)
-	g.run(vk.Add(uint32(a.rows*a.cols)), a.buf, b.buf, out.buf)
+	g.run(kernel.Add(uint32(a.rows*a.cols)), a.buf, b.buf, out.buf)
 	return out
 }
 
-func (g *graph) unary(l func(uint32) vk.Launch, x matrix) matrix {
+func (g *graph) unary(l func(uint32) kernel.Launch, x matrix) matrix {
 	out := g.empty(x.rows, x.cols)
 	g.run(l(uint32(x.rows*x.cols)), x.buf, out.buf)
 	return out
@@ -81,7 +82,7 @@ func (g *graph) addBias(x, bias, ones matrix) matrix {
 
 func (g *graph) transpose(x matrix) matrix {
 	out := g.empty(x.cols, x.rows)
-	g.run(vk.Transpose(uint32(x.rows), uint32(x.cols)), x.buf, out.buf)
+	g.run(kernel.Transpose(uint32(x.rows), uint32(x.cols)), x.buf, out.buf)
 	return out
 }
 
@@ -126,28 +127,6 @@ func constant(n int, v float32) []float32 {
 
 // The CPU reference, in float64.
 
-func refMatmul(a, b []float32, m, k, n int) []float32 {
-	out := make([]float32, m*n)
-	for i := range m {
-		for j := range n {
-			var s float64
-			for x := range k {
-				s += float64(a[i*k+x]) * float64(b[x*n+j])
-			}
-			out[i*n+j] = float32(s)
-		}
-	}
-	return out
-}
-
-func refMap(x []float32, f func(float64) float64) []float32 {
-	out := make([]float32, len(x))
-	for i, v := range x {
-		out[i] = float32(f(float64(v)))
-	}
-	return out
-}
-
 func refAdd(a, b []float32) []float32 {
 	out := make([]float32, len(a))
 	for i := range a {
@@ -162,21 +141,6 @@ func refAddBias(x, bias []float32, cols int) []float32 {
 		out[i] = x[i] + bias[i%cols]
 	}
 	return out
-}
-
-func refRelu(v float64) float64 { return max(v, 0) }
-
-func refGelu(v float64) float64 {
-	return 0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v)))
-}
-
-func requireClose(t *testing.T, want, got []float32, tol float64) {
-	t.Helper()
-	require.Len(t, got, len(want))
-	for i := range want {
-		d := math.Abs(float64(want[i]) - float64(got[i]))
-		require.LessOrEqual(t, d, tol*(1+math.Abs(float64(want[i]))), "element %d: want %v, got %v", i, want[i], got[i])
-	}
 }
 
 // mlp is a two-layer perceptron: softmax(relu(x W1 + b1) W2 + b2).
@@ -202,17 +166,17 @@ func (m *mlp) forward(ctx context.Context, c *Client) ([]float32, error) {
 	ones := g.upload(m.batch, 1, constant(m.batch, 1))
 	w1, b1 := g.upload(m.in, m.hidden, m.w1), g.upload(1, m.hidden, m.b1)
 	w2, b2 := g.upload(m.hidden, m.out, m.w2), g.upload(1, m.out, m.b2)
-	h := g.unary(vk.ReLU, g.addBias(g.matmul(x, w1), b1, ones))
+	h := g.unary(kernel.ReLU, g.addBias(g.matmul(x, w1), b1, ones))
 	logits := g.addBias(g.matmul(h, w2), b2, ones)
 	probs := g.empty(m.batch, m.out)
-	g.run(vk.Softmax(uint32(m.batch), uint32(m.out)), logits.buf, probs.buf)
+	g.run(kernel.Softmax(uint32(m.batch), uint32(m.out)), logits.buf, probs.buf)
 	out := g.read(probs)
 	return out, g.free()
 }
 
 func (m *mlp) reference() []float32 {
-	h := refMap(refAddBias(refMatmul(m.x, m.w1, m.batch, m.in, m.hidden), m.b1, m.hidden), refRelu)
-	logits := refAddBias(refMatmul(h, m.w2, m.batch, m.hidden, m.out), m.b2, m.out)
+	h := cpuref.ReLU(refAddBias(cpuref.MatMul(m.x, m.w1, m.batch, m.hidden, m.in), m.b1, m.hidden))
+	logits := refAddBias(cpuref.MatMul(h, m.w2, m.batch, m.out, m.hidden), m.b2, m.out)
 	return cpuref.Softmax(logits, m.batch, m.out)
 }
 
@@ -247,7 +211,7 @@ func (b *block) forward(ctx context.Context, c *Client) ([]float32, error) {
 	ones := g.upload(s, 1, constant(s, 1))
 	layerNorm := func(in matrix, gamma, beta []float32) matrix {
 		out := g.empty(s, d)
-		g.run(vk.LayerNorm(uint32(s), uint32(d), lnEps), in.buf, g.upload(1, d, gamma).buf, g.upload(1, d, beta).buf, out.buf)
+		g.run(kernel.LayerNorm(uint32(s), uint32(d), lnEps), in.buf, g.upload(1, d, gamma).buf, g.upload(1, d, beta).buf, out.buf)
 		return out
 	}
 	h := layerNorm(x, b.g1, b.be1)
@@ -255,12 +219,12 @@ func (b *block) forward(ctx context.Context, c *Client) ([]float32, error) {
 	k := g.matmul(h, g.upload(d, d, b.wk))
 	v := g.matmul(h, g.upload(d, d, b.wv))
 	scores := g.empty(s, s)
-	g.run(vk.Scale(uint32(s*s), float32(1/math.Sqrt(float64(d)))), g.matmul(q, g.transpose(k)).buf, scores.buf)
+	g.run(kernel.Scale(uint32(s*s), float32(1/math.Sqrt(float64(d)))), g.matmul(q, g.transpose(k)).buf, scores.buf)
 	attn := g.empty(s, s)
-	g.run(vk.Softmax(uint32(s), uint32(s)), scores.buf, attn.buf)
+	g.run(kernel.Softmax(uint32(s), uint32(s)), scores.buf, attn.buf)
 	x1 := g.add(x, g.matmul(g.matmul(attn, v), g.upload(d, d, b.wo)))
 	h2 := layerNorm(x1, b.g2, b.be2)
-	ff := g.unary(vk.GELU, g.addBias(g.matmul(h2, g.upload(d, f, b.w1)), g.upload(1, f, b.b1), ones))
+	ff := g.unary(kernel.GELU, g.addBias(g.matmul(h2, g.upload(d, f, b.w1)), g.upload(1, f, b.b1), ones))
 	y := g.add(x1, g.addBias(g.matmul(ff, g.upload(f, d, b.w2)), g.upload(1, d, b.b2), ones))
 	out := g.read(y)
 	return out, g.free()
@@ -269,13 +233,13 @@ func (b *block) forward(ctx context.Context, c *Client) ([]float32, error) {
 func (b *block) reference() []float32 {
 	s, d, f := b.seq, b.dim, b.ff
 	h := cpuref.LayerNorm(b.x, b.g1, b.be1, s, d, lnEps)
-	q, k, v := refMatmul(h, b.wq, s, d, d), refMatmul(h, b.wk, s, d, d), refMatmul(h, b.wv, s, d, d)
-	scores := refMap(refMatmul(q, cpuref.Transpose(k, s, d), s, d, s), func(x float64) float64 { return x / math.Sqrt(float64(d)) })
+	q, k, v := cpuref.MatMul(h, b.wq, s, d, d), cpuref.MatMul(h, b.wk, s, d, d), cpuref.MatMul(h, b.wv, s, d, d)
+	scores := cpuref.Scale(cpuref.MatMul(q, cpuref.Transpose(k, s, d), s, s, d), float32(1/math.Sqrt(float64(d))))
 	attn := cpuref.Softmax(scores, s, s)
-	x1 := refAdd(b.x, refMatmul(refMatmul(attn, v, s, s, d), b.wo, s, d, d))
+	x1 := refAdd(b.x, cpuref.MatMul(cpuref.MatMul(attn, v, s, d, s), b.wo, s, d, d))
 	h2 := cpuref.LayerNorm(x1, b.g2, b.be2, s, d, lnEps)
-	ff := refMap(refAddBias(refMatmul(h2, b.w1, s, d, f), b.b1, f), refGelu)
-	return refAdd(x1, refAddBias(refMatmul(ff, b.w2, s, f, d), b.b2, d))
+	ff := cpuref.GELU(refAddBias(cpuref.MatMul(h2, b.w1, s, f, d), b.b1, f))
+	return refAdd(x1, refAddBias(cpuref.MatMul(ff, b.w2, s, d, f), b.b2, d))
 }
 
 type model interface {
@@ -327,7 +291,7 @@ func TestMeasuredPlanEndToEnd(t *testing.T) {
 				require.True(t, c.DefaultStream().Layout().Equal(m.Plan))
 				require.True(t, m.Verified)
 				require.Zero(t, m.Spills)
-				requireClose(t, want, got, 2e-4)
+				devtest.RequireClose(t, want, got, 2e-4, name)
 
 				recs, err := MemoryRecords(context.Background(), env, environment.Query{LabelGlob: name + ": *"})
 				require.NoError(t, err)
@@ -383,7 +347,7 @@ func TestModelsUnderValidation(t *testing.T) {
 		require.NoError(t, err)
 		got, err := mod.forward(context.Background(), c)
 		require.NoError(t, err)
-		requireClose(t, mod.reference(), got, 2e-4)
+		devtest.RequireClose(t, mod.reference(), got, 2e-4, "forward pass")
 	}
 	require.NoError(t, c.Close())
 }

@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/vkrt/vkrt/device"
 	"github.com/vkrt/vkrt/dryrun"
 	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/kernel"
 	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
-	"github.com/vkrt/vkrt/vk"
 )
 
 // Stream is an ordered queue of work with pools of its own. Its operations
@@ -87,8 +88,7 @@ func (s *Stream) usable() error {
 // noteDeviceError puts the stream in an error state when err says the device
 // can no longer be trusted: lost, or misused as the validation layer saw.
 func (s *Stream) noteDeviceError(err error) {
-	var ve *vk.ValidationError
-	if errors.Is(err, vkruntime.ErrDeviceLost) || errors.As(err, &ve) {
+	if errors.Is(err, vkruntime.ErrDeviceLost) || errors.Is(err, device.ErrValidation) {
 		s.fail(err)
 	}
 }
@@ -156,11 +156,11 @@ func (s *Stream) alloc(ctx context.Context, size uint64, data []byte) (*Buffer, 
 		if err != nil {
 			return fmt.Errorf("client: stream %d: buffer of %d B: %w", s.id, size, err)
 		}
-		nb := &Buffer{s: s, id: s.c.nextBufferID(), h: h, size: size, traced: -1}
+		nb := &Buffer{&buffer{s: s, id: s.c.nextBufferID(), h: h, size: size, traced: -1}}
 		if !dry {
 			err := s.back(nb)
 			if err == nil && len(data) > 0 {
-				err = s.upload(nb, 0, data)
+				err = s.upload(ctx, nb, 0, data)
 			}
 			if err != nil {
 				_ = s.mgr.Free(h)
@@ -208,8 +208,8 @@ func (s *Stream) back(b *Buffer) error {
 }
 
 // clear zeroes b's slice on the device now; caller holds s.mu.
-func (s *Stream) clear(b *Buffer) error {
-	if err := s.c.dev.Zero(b.slice); err != nil {
+func (s *Stream) clear(ctx context.Context, b *Buffer) error {
+	if err := s.c.dev.Dispatch(ctx, []kernel.Op{zeroFill(b.slice)}); err != nil {
 		s.noteDeviceError(err)
 		return fmt.Errorf("client: stream %d: zeroing buffer %d (%d B): %w", s.id, b.id, b.size, err)
 	}
@@ -219,15 +219,15 @@ func (s *Stream) clear(b *Buffer) error {
 
 // upload writes data into b at offset, b backed; a pending zero fill comes
 // first unless data covers the buffer. Caller holds s.mu.
-func (s *Stream) upload(b *Buffer, offset uint64, data []byte) error {
+func (s *Stream) upload(ctx context.Context, b *Buffer, offset uint64, data []byte) error {
 	covers := offset == 0 && uint64(len(data)) == b.size
 	if b.zeroPending && !covers {
-		if err := s.clear(b); err != nil {
+		if err := s.clear(ctx, b); err != nil {
 			return err
 		}
 	}
 	dst := vkruntime.StorageHandle{ID: b.storage.ID, Offset: b.storage.Offset + offset, Size: uint64(len(data))}
-	if err := s.c.dev.Upload(dst, data); err != nil {
+	if err := s.c.dev.Upload(ctx, dst, data); err != nil {
 		s.noteDeviceError(err)
 		return fmt.Errorf("client: writing %d B to buffer %d at %d: %w", len(data), b.id, offset, err)
 	}
@@ -235,10 +235,13 @@ func (s *Stream) upload(b *Buffer, offset uint64, data []byte) error {
 	return nil
 }
 
-// owns checks b is a live buffer of s; caller holds s.mu.
+// owns checks b is a live buffer of s; caller holds s.mu. The freed mark
+// lives in the state every copy of a Buffer value shares, so a copy freed
+// makes the original refuse too: no stale copy reaches the memory the pools
+// hand the next buffer.
 func (s *Stream) owns(b *Buffer) error {
 	switch {
-	case b == nil:
+	case b == nil || b.buffer == nil:
 		return fmt.Errorf("client: stream %d: nil buffer", s.id)
 	case b.s != s:
 		return fmt.Errorf("client: buffer %d belongs to stream %d, not stream %d", b.id, b.s.id, s.id)
@@ -275,7 +278,7 @@ func (s *Stream) Write(ctx context.Context, b *Buffer, offset uint64, data []byt
 		if err := s.back(b); err != nil {
 			return err
 		}
-		return s.upload(b, offset, data)
+		return s.upload(ctx, b, offset, data)
 	})
 }
 
@@ -311,7 +314,7 @@ func (s *Stream) ReadAt(ctx context.Context, b *Buffer, offset, n uint64) ([]byt
 			return nil
 		}
 		src := vkruntime.StorageHandle{ID: b.storage.ID, Offset: b.storage.Offset + offset, Size: n}
-		if err := s.c.dev.Download(src, buf); err != nil {
+		if err := s.c.dev.Download(ctx, src, buf); err != nil {
 			s.noteDeviceError(err)
 			return fmt.Errorf("client: reading %d B of buffer %d at %d: %w", n, b.id, offset, err)
 		}
@@ -383,15 +386,22 @@ func (s *Stream) release() {
 }
 
 func bufferSize(b *Buffer) uint64 {
-	if b == nil {
+	if b == nil || b.buffer == nil {
 		return 0
 	}
 	return b.size
 }
 
 // Buffer is device memory reserved on one stream. Its methods run on that
-// stream.
+// stream. Copies of a Buffer value are the same buffer: their state is
+// shared, so freeing one frees them all and none reaches memory the pools
+// have handed on.
 type Buffer struct {
+	*buffer
+}
+
+// buffer is the state of a Buffer, shared by its copies.
+type buffer struct {
 	s       *Stream
 	id      uint64
 	h       memory.Handle
@@ -407,22 +417,53 @@ type Buffer struct {
 	live        int   // index in the stream's live buffers, -1 once freed
 }
 
+// errNoBuffer is the error of a Buffer that no stream made (the zero value).
+var errNoBuffer = fmt.Errorf("client: a zero Buffer, made by no stream: %w", vkruntime.ErrNotFound)
+
 // ID names the buffer in errors and reports; ids are unique per client.
-func (b *Buffer) ID() uint64 { return b.id }
+func (b *Buffer) ID() uint64 {
+	if b.buffer == nil {
+		return 0
+	}
+	return b.id
+}
 
 // Size is the buffer's size in bytes as asked.
-func (b *Buffer) Size() uint64 { return b.size }
+func (b *Buffer) Size() uint64 {
+	if b.buffer == nil {
+		return 0
+	}
+	return b.size
+}
 
 // Stream is the stream the buffer belongs to.
-func (b *Buffer) Stream() *Stream { return b.s }
+func (b *Buffer) Stream() *Stream {
+	if b.buffer == nil {
+		return nil
+	}
+	return b.s
+}
 
 // Read returns the buffer's contents (zeros under a dry run).
-func (b *Buffer) Read(ctx context.Context) ([]byte, error) { return b.s.Read(ctx, b) }
+func (b *Buffer) Read(ctx context.Context) ([]byte, error) {
+	if b.buffer == nil {
+		return nil, errNoBuffer
+	}
+	return b.s.Read(ctx, b)
+}
 
 // Write copies data into the buffer at offset (dropped under a dry run).
 func (b *Buffer) Write(ctx context.Context, offset uint64, data []byte) error {
+	if b.buffer == nil {
+		return errNoBuffer
+	}
 	return b.s.Write(ctx, b, offset, data)
 }
 
 // Free returns the buffer to its stream's pools.
-func (b *Buffer) Free() error { return b.s.Free(b) }
+func (b *Buffer) Free() error {
+	if b.buffer == nil {
+		return errNoBuffer
+	}
+	return b.s.Free(b)
+}

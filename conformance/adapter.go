@@ -1,35 +1,50 @@
 package conformance
 
 import (
+	"context"
+
 	"github.com/vkrt/vkrt/client"
-	"github.com/vkrt/vkrt/vk"
+	"github.com/vkrt/vkrt/device"
+	"github.com/vkrt/vkrt/kernel"
+	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
 // The kernel catalogue and the launches the checks make.
-type launch = vk.Launch
+type launch = kernel.Launch
 
 var (
-	allKernels      = vk.Kernels
-	fillWords       = vk.FillWords
-	copyWords       = vk.CopyWords
-	addLaunch       = vk.Add
-	mulLaunch       = vk.Mul
-	scaleLaunch     = vk.Scale
-	reluLaunch      = vk.ReLU
-	geluLaunch      = vk.GELU
-	softmaxLaunch   = vk.Softmax
-	layerNormLaunch = vk.LayerNorm
-	reduceSumLaunch = vk.ReduceSum
-	matMulLaunch    = vk.MatMul
-	transposeLaunch = vk.Transpose
+	allKernels      = kernel.All
+	fillWords       = kernel.FillWords
+	copyWords       = kernel.CopyWords
+	addLaunch       = kernel.Add
+	mulLaunch       = kernel.Mul
+	scaleLaunch     = kernel.Scale
+	reluLaunch      = kernel.ReLU
+	geluLaunch      = kernel.GELU
+	softmaxLaunch   = kernel.Softmax
+	layerNormLaunch = kernel.LayerNorm
+	reduceSumLaunch = kernel.ReduceSum
+	matMulLaunch    = kernel.MatMul
+	transposeLaunch = kernel.Transpose
 )
 
 // deviceStorage is the storage target of a client's device: its storage,
 // the client's properties and the device's transfers.
 func deviceStorage(cl *client.Client) StorageTarget {
 	d := cl.Device()
-	return StorageTarget{Storage: d.Storage(), Properties: cl.Properties(), Memory: d, Held: d.Storage().Allocated}
+	return StorageTarget{Storage: d.Storage(), Properties: cl.Properties(), Memory: deviceMemory{d}, Held: d.Storage().Allocated}
+}
+
+// deviceMemory is a device's transfers as Memory: each one runs to its end.
+type deviceMemory struct{ d device.Device }
+
+func (m deviceMemory) Upload(dst vkruntime.StorageHandle, data []byte) error {
+	return m.d.Upload(context.Background(), dst, data)
+}
+
+func (m deviceMemory) Download(src vkruntime.StorageHandle, dst []byte) error {
+	return m.d.Download(context.Background(), src, dst)
 }
 
 // deviceName names the client's device in a report.
-func deviceName(cl *client.Client) string { return cl.Device().Info().Name }
+func deviceName(cl *client.Client) string { return cl.Device().Name() }

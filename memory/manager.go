@@ -108,7 +108,7 @@ func NewManager(s vkruntime.Storage, p vkruntime.DeviceProperties, l Layout) (*M
 		return nil, fmt.Errorf("memory: NewManager: %w", err)
 	}
 	m := &Manager{id: managerIDs.Add(1), storage: s, props: p, logger: slog.Default(), unusedSlot: noSlot}
-	if lim, ok := s.(AllocationLimiter); ok {
+	if lim, ok := s.(vkruntime.AllocationLimiter); ok {
 		m.backendLimit = lim.MaxAllocationSize()
 	}
 	resolved, err := l.resolve(p, m.backendLimit)
@@ -137,9 +137,6 @@ func (m *Manager) SetLogger(l *slog.Logger) {
 
 // Layout is the installed layout.
 func (m *Manager) Layout() Layout { return m.layout }
-
-// Properties are the device properties the manager was built for.
-func (m *Manager) Properties() vkruntime.DeviceProperties { return m.props }
 
 func (m *Manager) build(l Layout, r resolvedLayout) {
 	m.layout = l

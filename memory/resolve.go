@@ -6,14 +6,6 @@ import (
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
-// AllocationLimiter is implemented by a Storage that cannot make one device
-// allocation past some size (a device binds at most so many bytes as one
-// buffer). A layout whose pages exceed it asks for a shape the backend lacks
-// and is refused as InvalidLayout; reservations past it are ErrBufferTooBig.
-type AllocationLimiter interface {
-	MaxAllocationSize() uint64
-}
-
 const (
 	// maxPoolPages bounds a pool's page cap and an arena's page count.
 	maxPoolPages = 65535

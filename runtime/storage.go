@@ -54,3 +54,11 @@ func (p DeviceProperties) Validate() error {
 	}
 	return nil
 }
+
+// AllocationLimiter is implemented by a Storage that cannot make one device
+// allocation past some size (a device binds at most so many bytes as one
+// buffer). The pools refuse a layout whose pages exceed it as InvalidLayout,
+// and reservations past it as ErrBufferTooBig.
+type AllocationLimiter interface {
+	MaxAllocationSize() uint64
+}

@@ -1,13 +1,17 @@
+//go:build cgo
+
 package vk
 
 import (
 	"testing"
+
+	"github.com/vkrt/vkrt/kernel"
 )
 
 // Driver allocation through the storage: what a pool's page costs.
 func BenchmarkStorageAllocFree4KiB(b *testing.B) {
 	d := openTestDevice(b)
-	s := d.Storage()
+	s := d.storage
 	b.ReportAllocs()
 	for b.Loop() {
 		h, err := s.Alloc(4 << 10)
@@ -25,7 +29,7 @@ func BenchmarkUpload1MiB(b *testing.B) {
 	data := make([]byte, 1<<20)
 	b.SetBytes(1 << 20)
 	for b.Loop() {
-		if err := d.Upload(h, data); err != nil {
+		if err := d.Upload(b.Context(), h, data); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -37,7 +41,7 @@ func BenchmarkCopyKernel1MiB(b *testing.B) {
 	src, dst := alloc(b, d, 4*words), alloc(b, d, 4*words)
 	b.SetBytes(2 * 4 * words) // read and written
 	for b.Loop() {
-		if err := d.Run(CopyWords(words), src, dst); err != nil {
+		if err := run(b, d, kernel.CopyWords(words), src, dst); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -48,7 +52,7 @@ func BenchmarkMatMul128(b *testing.B) {
 	const n = 128
 	a, bb, c := alloc(b, d, 4*n*n), alloc(b, d, 4*n*n), alloc(b, d, 4*n*n)
 	for b.Loop() {
-		if err := d.Run(MatMul(n, n, n), a, bb, c); err != nil {
+		if err := run(b, d, kernel.MatMul(n, n, n), a, bb, c); err != nil {
 			b.Fatal(err)
 		}
 	}

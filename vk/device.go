@@ -1,60 +1,23 @@
+//go:build cgo
+
 package vk
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	vulkan "github.com/vulkan-go/vulkan"
 
+	"github.com/vkrt/vkrt/device"
+	"github.com/vkrt/vkrt/kernel"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
-
-// Option configures Open.
-type Option func(*options) error
-
-type options struct {
-	memoryLimit    uint64
-	memoryFraction float64
-	validation     bool
-	staged         bool
-}
-
-// WithMemoryLimit caps the bytes the device's storage may hold at once; an
-// allocation past it fails with *runtime.OutOfMemoryError before it reaches
-// the driver. 0 means no limit.
-func WithMemoryLimit(bytes uint64) Option {
-	return func(o *options) error { o.memoryLimit = bytes; return nil }
-}
-
-// WithMemoryFraction caps the storage at a fraction (0, 1] of the heap it
-// allocates from, like PyTorch's per-process memory fraction. With
-// WithMemoryLimit too, the smaller cap wins.
-func WithMemoryFraction(f float64) Option {
-	return func(o *options) error {
-		if !(f > 0 && f <= 1) {
-			return fmt.Errorf("vkrt: memory fraction %v is outside (0, 1]", f)
-		}
-		o.memoryFraction = f
-		return nil
-	}
-}
-
-// WithValidation enables the Khronos validation layer with a messenger that
-// turns every validation error into an error of the call that caused it (and
-// of Close). Open fails when the layer is not installed.
-func WithValidation(on bool) Option {
-	return func(o *options) error { o.validation = on; return nil }
-}
-
-// WithStagedTransfers makes transfers go through a staging buffer even where
-// the storage's memory is host-visible (pages are then never mapped): the
-// path discrete GPUs take, available everywhere for testing and measuring.
-func WithStagedTransfers() Option {
-	return func(o *options) error { o.staged = true; return nil }
-}
 
 // Device is an opened Vulkan device: its storage, transfers and kernels. All
 // methods are safe for concurrent use; Close must come last.
@@ -85,19 +48,36 @@ type Device struct {
 	pipeMu    sync.Mutex
 	pipelines map[string]*pipeline
 
+	// abandoned holds, per submission whose caller stopped waiting (its
+	// context ended), a channel closed once the GPU finished it and its
+	// resources went back; later work waits for them (settle), Close too.
+	abandonedMu sync.Mutex
+	abandoned   []chan struct{}
+	inFlight    sync.WaitGroup
+
 	lost          atomic.Bool
 	validationMu  sync.Mutex
 	validationErr error
 	closed        atomic.Bool
 }
 
-// Open opens the physical device at index (in the order of Devices).
-func Open(index int, opts ...Option) (*Device, error) {
-	var o options
-	for _, opt := range opts {
-		if err := opt(&o); err != nil {
+func init() {
+	device.Register("vulkan", func(ctx context.Context, cfg device.Config) (device.Device, error) {
+		d, err := Open(cfg.Index, WithMemoryLimit(cfg.MemoryLimit), WithValidation(cfg.Validation))
+		if err != nil {
 			return nil, err
 		}
+		return d, nil
+	})
+}
+
+var _ device.Device = (*Device)(nil)
+
+// Open opens the physical device at index (in the order of Devices).
+func Open(index int, opts ...Option) (*Device, error) {
+	o := newConfig(opts)
+	if o.fractionSet && !(o.memoryFraction > 0 && o.memoryFraction <= 1) {
+		return nil, fmt.Errorf("vkrt: memory fraction %v is outside (0, 1]", o.memoryFraction)
 	}
 	inst, err := newInstance(o.validation)
 	if err != nil {
@@ -122,12 +102,10 @@ func Open(index int, opts ...Option) (*Device, error) {
 		d.destroy()
 		return nil, err
 	}
-	limit := o.memoryLimit
-	if o.memoryFraction > 0 {
-		byFraction := uint64(o.memoryFraction * float64(d.info.Heaps[d.heapIndex].Size))
-		if limit == 0 || byFraction < limit {
-			limit = byFraction
-		}
+	limit, err := storageLimit(o, d.info.Heaps[d.heapIndex].Size)
+	if err != nil {
+		d.destroy()
+		return nil, fmt.Errorf("vkrt: device %d (%s): %w", index, d.info.Name, err)
 	}
 	d.storage = &Storage{dev: d, pages: map[vkruntime.StorageID]*page{}, limit: limit}
 	if err := d.checkValidation(); err != nil {
@@ -135,6 +113,23 @@ func Open(index int, opts ...Option) (*Device, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// storageLimit is the smaller of the memory limit and the heap fraction
+// asked for, 0 for none; a fraction that leaves no byte is refused rather
+// than read as "no limit".
+func storageLimit(o config, heap uint64) (uint64, error) {
+	limit := o.memoryLimit
+	if o.fractionSet {
+		byFraction := uint64(o.memoryFraction * float64(heap))
+		if byFraction == 0 {
+			return 0, fmt.Errorf("memory fraction %v of the %d B heap leaves no byte to allocate", o.memoryFraction, heap)
+		}
+		if limit == 0 || byFraction < limit {
+			limit = byFraction
+		}
+	}
+	return limit, nil
 }
 
 func (d *Device) create(staged bool) error {
@@ -261,12 +256,24 @@ func chooseMemoryType(types []MemoryType, heaps []HeapInfo, bits uint32) (Memory
 // Info describes the device.
 func (d *Device) Info() DeviceInfo { return d.info }
 
-// Limits are the device's limits.
-func (d *Device) Limits() Limits { return d.info.Limits }
+// Name is the device's name as the driver reports it.
+func (d *Device) Name() string { return d.info.Name }
 
-// Storage is the device's storage; there is one per device, shared by all
-// its users.
-func (d *Device) Storage() *Storage { return d.storage }
+// Limits are the facts a dispatch is checked against; Info().Limits has
+// every limit the driver reports.
+func (d *Device) Limits() kernel.Limits {
+	l := d.info.Limits
+	return kernel.Limits{
+		Alignment:                d.Properties().Alignment,
+		MaxStorageBufferRange:    l.MaxStorageBufferRange,
+		MaxPushConstantsSize:     l.MaxPushConstantsSize,
+		MaxComputeWorkGroupCount: l.MaxComputeWorkGroupCount,
+	}
+}
+
+// Storage is the device's storage (a *Storage); there is one per device,
+// shared by all its users.
+func (d *Device) Storage() device.Storage { return d.storage }
 
 // Properties are the facts the memory pools size themselves by: alignment
 // max(4, minStorageBufferOffsetAlignment), pages no larger than one storage
@@ -363,6 +370,7 @@ func (d *Device) Close() error {
 	if d.handle != nil {
 		vulkan.DeviceWaitIdle(d.handle)
 	}
+	d.inFlight.Wait() // abandoned submissions hand their resources back
 	d.destroy()
 	return d.Err()
 }
@@ -504,37 +512,52 @@ func (d *Device) ensureDescriptors(c *submitContext, sets uint32) error {
 	return nil
 }
 
+// fenceWaitSlice is how long one fence wait lasts before the context is
+// looked at again: short against a human's patience, long against the cost
+// of a wait call.
+const fenceWaitSlice = 20 * time.Millisecond
+
 // submit records commands with record into a fresh command buffer, submits
 // it and waits for the GPU to finish it. descriptorSets is how many
-// descriptor sets record will allocate.
-func (d *Device) submit(descriptorSets uint32, record func(c *submitContext) error) error {
-	if err := d.usable(); err != nil {
+// descriptor sets record will allocate. release, which may be nil, hands
+// back what the commands use (pinned pages); submit calls it exactly once,
+// when the GPU no longer uses them. When ctx ends before the GPU finishes,
+// submit returns ctx.Err() and a goroutine waits for the GPU instead, then
+// releases: nothing the commands use is freed or reused before they end.
+func (d *Device) submit(ctx context.Context, descriptorSets uint32, record func(c *submitContext) error, release func()) error {
+	if release == nil {
+		release = func() {}
+	}
+	if err := d.settle(ctx); err != nil {
+		release()
 		return err
 	}
 	c, err := d.acquireContext()
 	if err != nil {
+		release()
 		return err
 	}
-	defer d.releaseContext(c)
+	done := func() { d.releaseContext(c); release() }
+	fail := func(err error) error { done(); return err }
 	if err := d.noteResult("vkResetCommandPool", vulkan.ResetCommandPool(d.handle, c.pool, 0)); err != nil {
-		return err
+		return fail(err)
 	}
 	if err := d.ensureDescriptors(c, descriptorSets); err != nil {
-		return err
+		return fail(err)
 	}
 	r := vulkan.BeginCommandBuffer(c.cmd, &vulkan.CommandBufferBeginInfo{
 		SType: vulkan.StructureTypeCommandBufferBeginInfo,
 		Flags: vulkan.CommandBufferUsageFlags(vulkan.CommandBufferUsageOneTimeSubmitBit),
 	})
 	if err := d.noteResult("vkBeginCommandBuffer", r); err != nil {
-		return err
+		return fail(err)
 	}
 	if err := record(c); err != nil {
 		vulkan.EndCommandBuffer(c.cmd)
-		return err
+		return fail(err)
 	}
 	if err := d.noteResult("vkEndCommandBuffer", vulkan.EndCommandBuffer(c.cmd)); err != nil {
-		return err
+		return fail(err)
 	}
 	d.queueMu.Lock()
 	r = vulkan.QueueSubmit(d.queue, 1, []vulkan.SubmitInfo{{
@@ -544,16 +567,80 @@ func (d *Device) submit(descriptorSets uint32, record func(c *submitContext) err
 	}}, c.fence)
 	d.queueMu.Unlock()
 	if err := d.noteResult("vkQueueSubmit", r); err != nil {
-		return err
+		return fail(err)
 	}
-	r = vulkan.WaitForFences(d.handle, 1, []vulkan.Fence{c.fence}, vulkan.True, math.MaxUint64)
+	fences := []vulkan.Fence{c.fence}
+	for {
+		timeout := uint64(math.MaxUint64)
+		if ctx.Done() != nil {
+			timeout = uint64(fenceWaitSlice)
+		}
+		r = vulkan.WaitForFences(d.handle, 1, fences, vulkan.True, timeout)
+		if r != vulkan.Timeout {
+			break
+		}
+		if ctx.Err() != nil {
+			d.abandon(c, done)
+			return ctx.Err()
+		}
+	}
 	if err := d.noteResult("vkWaitForFences", r); err != nil {
-		return err
+		return fail(err)
 	}
-	if err := d.noteResult("vkResetFences", vulkan.ResetFences(d.handle, 1, []vulkan.Fence{c.fence})); err != nil {
+	err = d.noteResult("vkResetFences", vulkan.ResetFences(d.handle, 1, fences))
+	done()
+	if err != nil {
 		return err
 	}
 	return d.checkValidation()
+}
+
+// abandon waits for a submission whose caller stopped waiting, in the
+// background, and then runs done.
+func (d *Device) abandon(c *submitContext, done func()) {
+	finished := make(chan struct{})
+	d.abandonedMu.Lock()
+	d.abandoned = append(d.abandoned, finished)
+	d.abandonedMu.Unlock()
+	d.inFlight.Add(1)
+	go func() {
+		defer d.inFlight.Done()
+		fences := []vulkan.Fence{c.fence}
+		r := vulkan.WaitForFences(d.handle, 1, fences, vulkan.True, math.MaxUint64)
+		if d.noteResult("vkWaitForFences", r) == nil {
+			_ = d.noteResult("vkResetFences", vulkan.ResetFences(d.handle, 1, fences))
+		}
+		done()
+		close(finished)
+	}()
+}
+
+// settle waits until every abandoned submission has finished, so work
+// submitted or transfers made from now on come after it.
+func (d *Device) settle(ctx context.Context) error {
+	d.abandonedMu.Lock()
+	pending := slices.Clone(d.abandoned)
+	d.abandonedMu.Unlock()
+	for _, ch := range pending {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if len(pending) > 0 {
+		d.abandonedMu.Lock()
+		d.abandoned = slices.DeleteFunc(d.abandoned, func(ch chan struct{}) bool {
+			select {
+			case <-ch:
+				return true
+			default:
+				return false
+			}
+		})
+		d.abandonedMu.Unlock()
+	}
+	return nil
 }
 
 // barrier orders everything recorded before it (compute and transfers)

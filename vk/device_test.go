@@ -1,3 +1,5 @@
+//go:build cgo
+
 package vk
 
 import (
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	vulkan "github.com/vulkan-go/vulkan"
 
+	"github.com/vkrt/vkrt/kernel"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
@@ -45,8 +48,12 @@ func TestPropertiesFollowTheLimits(t *testing.T) {
 	d := openTestDevice(t)
 	p := d.Properties()
 	require.NoError(t, p.Validate())
-	l := d.Limits()
+	l := d.Info().Limits
 	require.Equal(t, max(4, l.MinStorageBufferOffsetAlignment), p.Alignment)
+	require.Equal(t, kernel.Limits{
+		Alignment: p.Alignment, MaxStorageBufferRange: l.MaxStorageBufferRange,
+		MaxPushConstantsSize: l.MaxPushConstantsSize, MaxComputeWorkGroupCount: l.MaxComputeWorkGroupCount,
+	}, d.Limits())
 	require.LessOrEqual(t, p.MaxPageSize, l.MaxStorageBufferRange)
 	require.Greater(t, p.MaxPageSize+p.Alignment, l.MaxStorageBufferRange/p.Alignment*p.Alignment, "rounded down, not further")
 	require.Equal(t, d.Info().Heaps[d.heapIndex].Size, p.MemorySize)
@@ -64,6 +71,15 @@ func TestOpenRejectsBadArguments(t *testing.T) {
 	require.ErrorContains(t, err, "memory fraction 0 is outside (0, 1]")
 	_, err = Open(0, WithMemoryFraction(1.5))
 	require.Error(t, err)
+}
+
+// A fraction so small the limit rounds to 0 B would read as "no limit":
+// Open refuses it instead.
+func TestMemoryFractionThatLeavesNoByteIsRefused(t *testing.T) {
+	openTestDevice(t)
+	_, err := Open(0, WithMemoryFraction(1e-12))
+	require.ErrorContains(t, err, "memory fraction 1e-12 of the")
+	require.ErrorContains(t, err, "leaves no byte to allocate")
 }
 
 func TestMemoryFractionCapsTheStorage(t *testing.T) {
@@ -100,7 +116,7 @@ func TestClosedDeviceRefusesWork(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, d.Close())
 	require.NoError(t, d.Close(), "a second Close is harmless")
-	require.ErrorContains(t, d.Upload(h, []byte{1}), "closed")
+	require.ErrorContains(t, d.Upload(t.Context(), h, []byte{1}), "closed")
 	_, err = d.Storage().Alloc(64)
 	require.ErrorContains(t, err, "closed")
 }

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package vk
 
 import (
@@ -5,62 +7,6 @@ import (
 
 	vulkan "github.com/vulkan-go/vulkan"
 )
-
-// DeviceInfo describes one physical device as the driver reports it.
-type DeviceInfo struct {
-	Index         int          `json:"index"`
-	Name          string       `json:"name"`
-	Type          string       `json:"type"` // discrete-gpu, integrated-gpu, virtual-gpu, cpu, other
-	VendorID      uint32       `json:"vendor_id"`
-	Vendor        string       `json:"vendor"`
-	DeviceID      uint32       `json:"device_id"`
-	APIVersion    string       `json:"api_version"`
-	DriverVersion string       `json:"driver_version"`
-	DriverName    string       `json:"driver_name,omitempty"` // Vulkan 1.2 drivers only
-	DriverInfo    string       `json:"driver_info,omitempty"`
-	Heaps         []HeapInfo   `json:"heaps"`
-	MemoryTypes   []MemoryType `json:"memory_types"`
-	// MemoryBudget: the device has VK_EXT_memory_budget, so heaps carry a
-	// budget and a usage.
-	MemoryBudget       bool   `json:"memory_budget"`
-	RobustBufferAccess bool   `json:"robust_buffer_access"`
-	Limits             Limits `json:"limits"`
-}
-
-// HeapInfo is one memory heap. Budget and Usage are VK_EXT_memory_budget's
-// figures for this process, 0 where the device lacks the extension.
-type HeapInfo struct {
-	Index       int    `json:"index"`
-	Size        uint64 `json:"size"`
-	DeviceLocal bool   `json:"device_local"`
-	Budget      uint64 `json:"budget,omitempty"`
-	Usage       uint64 `json:"usage,omitempty"`
-}
-
-// MemoryType is one memory type: the heap it draws from and its properties.
-type MemoryType struct {
-	Index        int  `json:"index"`
-	Heap         int  `json:"heap"`
-	DeviceLocal  bool `json:"device_local"`
-	HostVisible  bool `json:"host_visible"`
-	HostCoherent bool `json:"host_coherent"`
-	HostCached   bool `json:"host_cached"`
-}
-
-// Limits are the device limits that bound storage and dispatches.
-type Limits struct {
-	MinStorageBufferOffsetAlignment uint64    `json:"min_storage_buffer_offset_alignment"`
-	MaxStorageBufferRange           uint64    `json:"max_storage_buffer_range"`
-	MaxMemoryAllocationCount        uint32    `json:"max_memory_allocation_count"`
-	MaxPushConstantsSize            uint32    `json:"max_push_constants_size"`
-	MaxComputeWorkGroupCount        [3]uint32 `json:"max_compute_work_group_count"`
-	MaxComputeWorkGroupSize         [3]uint32 `json:"max_compute_work_group_size"`
-	MaxComputeWorkGroupInvocations  uint32    `json:"max_compute_work_group_invocations"`
-	MaxComputeSharedMemorySize      uint32    `json:"max_compute_shared_memory_size"`
-	MaxPerStageStorageBuffers       uint32    `json:"max_per_stage_storage_buffers"`
-	NonCoherentAtomSize             uint64    `json:"non_coherent_atom_size"`
-	TimestampPeriodNs               float32   `json:"timestamp_period_ns"`
-}
 
 // Devices lists every physical device the Vulkan loader finds. No loader or
 // no driver is an error matching ErrNoVulkan.
@@ -122,7 +68,7 @@ func describe(inst *instance, pd vulkan.PhysicalDevice, index int) DeviceInfo {
 		DeviceID:      props.DeviceID,
 		APIVersion:    versionString(props.ApiVersion),
 		DriverVersion: driverVersionString(props.VendorID, props.DriverVersion),
-		Limits: Limits{
+		Limits: DeviceLimits{
 			MinStorageBufferOffsetAlignment: uint64(l.MinStorageBufferOffsetAlignment),
 			MaxStorageBufferRange:           uint64(l.MaxStorageBufferRange),
 			MaxMemoryAllocationCount:        l.MaxMemoryAllocationCount,

@@ -1,11 +1,15 @@
+//go:build cgo
+
 package vk
 
 import (
+	"context"
 	"fmt"
 	"unsafe"
 
 	vulkan "github.com/vulkan-go/vulkan"
 
+	"github.com/vkrt/vkrt/kernel"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
@@ -33,7 +37,7 @@ func (p *pipeline) destroy(dev vulkan.Device) {
 }
 
 // pipelineFor builds the kernel's pipeline on first use.
-func (d *Device) pipelineFor(k Kernel) (*pipeline, error) {
+func (d *Device) pipelineFor(k kernel.Kernel) (*pipeline, error) {
 	d.pipeMu.Lock()
 	defer d.pipeMu.Unlock()
 	if p, ok := d.pipelines[k.Name]; ok {
@@ -120,37 +124,26 @@ func (d *Device) pipelineFor(k Kernel) (*pipeline, error) {
 	return p, nil
 }
 
-// ValidateDispatch runs ValidateDispatch against the device's limits. It
-// touches neither the device nor its storage, so it also checks dispatches
-// whose bindings have no memory behind them yet (dry runs).
-func (d *Device) ValidateDispatch(k Kernel, grid [3]uint32, bindings []vkruntime.StorageHandle, push []byte) error {
-	return ValidateDispatch(k, grid, bindings, push, d.DispatchLimits())
-}
-
-// Dispatch runs one kernel and waits for it. The checks of ValidateDispatch
-// come first, then the bindings must name live allocations of the device's
-// storage and lie inside them; a failed check changes nothing.
-func (d *Device) Dispatch(k Kernel, grid [3]uint32, bindings []vkruntime.StorageHandle, push []byte) error {
-	return d.DispatchBatch([]Op{{Kernel: k, Grid: grid, Bindings: bindings, Push: push}})
-}
-
-// Run dispatches a launch from the typed helpers with its bindings.
-func (d *Device) Run(l Launch, bindings ...vkruntime.StorageHandle) error {
-	return d.DispatchBatch([]Op{l.With(bindings...)})
-}
-
-// DispatchBatch records ops in order into one submission, each one's writes
-// visible to the next, and waits for all of them. Every op is checked before
-// any is recorded.
-func (d *Device) DispatchBatch(ops []Op) error {
+// Dispatch records ops in order into one submission, each one's writes
+// visible to the next, and waits for all of them. Every op is checked
+// before any is recorded: kernel.Validate against the device's limits, then
+// that the bindings name live allocations of the device's storage and lie
+// inside them; a refused batch changes nothing. When ctx ends first,
+// Dispatch returns ctx.Err() at once; the GPU finishes the batch on its own
+// while the pages it binds stay allocated, and later work on the device
+// waits for it.
+func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := d.usable(); err != nil {
 		return err
 	}
-	limits := d.DispatchLimits()
+	limits := d.Limits()
 	var handles []vkruntime.StorageHandle
-	live := make([]Op, 0, len(ops))
+	live := make([]kernel.Op, 0, len(ops))
 	for i, op := range ops {
-		if err := ValidateDispatch(op.Kernel, op.Grid, op.Bindings, op.Push, limits); err != nil {
+		if err := kernel.Validate(op.Kernel, op.Grid, op.Bindings, op.Push, limits); err != nil {
 			if len(ops) > 1 {
 				return fmt.Errorf("op %d of %d: %w", i, len(ops), err)
 			}
@@ -169,18 +162,18 @@ func (d *Device) DispatchBatch(ops []Op) error {
 	if len(live) == 0 {
 		return nil
 	}
-	pins, err := d.storage.pin(handles...)
-	if err != nil {
-		return err
-	}
-	defer d.storage.unpin(pins)
 	pipes := make([]*pipeline, len(live))
 	for i, op := range live {
+		var err error
 		if pipes[i], err = d.pipelineFor(op.Kernel); err != nil {
 			return err
 		}
 	}
-	return d.submit(uint32(len(live)), func(c *submitContext) error {
+	pins, err := d.storage.pin(handles...)
+	if err != nil {
+		return err
+	}
+	return d.submit(ctx, uint32(len(live)), func(c *submitContext) error {
 		next := 0
 		for i, op := range live {
 			p := pipes[i]
@@ -223,5 +216,5 @@ func (d *Device) DispatchBatch(ops []Op) error {
 			vulkan.CmdDispatch(c.cmd, op.Grid[0], op.Grid[1], op.Grid[2])
 		}
 		return nil
-	})
+	}, func() { d.storage.unpin(pins) })
 }

@@ -1,14 +1,16 @@
+//go:build cgo
+
 package vk
 
 import (
-	"errors"
-	"github.com/vkrt/vkrt/internal/cpuref"
-	"math"
 	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/internal/cpuref"
+	"github.com/vkrt/vkrt/internal/devtest"
+	"github.com/vkrt/vkrt/kernel"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
@@ -18,10 +20,7 @@ import (
 func openTestDevice(t testing.TB, opts ...Option) *Device {
 	t.Helper()
 	d, err := Open(0, append([]Option{WithValidation(validationWanted())}, opts...)...)
-	if errors.Is(err, ErrNoVulkan) && os.Getenv("VKRT_REQUIRE_DEVICE") != "1" {
-		t.Skipf("no Vulkan device (set VKRT_REQUIRE_DEVICE=1 to fail instead): %v", err)
-	}
-	require.NoError(t, err)
+	devtest.SkipUnavailable(t, err)
 	t.Cleanup(func() { require.NoError(t, d.Close(), "closing the device: validation errors or leaks") })
 	return d
 }
@@ -49,16 +48,16 @@ func alloc(t testing.TB, d *Device, size uint64) vkruntime.StorageHandle {
 func floatBuffer(t testing.TB, d *Device, v []float32) vkruntime.StorageHandle {
 	t.Helper()
 	h := alloc(t, d, max(4, uint64(4*len(v))))
-	require.NoError(t, d.Zero(h))
+	require.NoError(t, d.Zero(t.Context(), h))
 	h.Size = uint64(4 * len(v))
-	require.NoError(t, d.Upload(h, cpuref.Bytes(v)))
+	require.NoError(t, d.Upload(t.Context(), h, cpuref.Bytes(v)))
 	return h
 }
 
 func readFloats(t testing.TB, d *Device, h vkruntime.StorageHandle) []float32 {
 	t.Helper()
 	b := make([]byte, h.Size)
-	require.NoError(t, d.Download(h, b))
+	require.NoError(t, d.Download(t.Context(), h, b))
 	return cpuref.Floats(b)
 }
 
@@ -75,13 +74,20 @@ func pseudoRandom(n int, seed uint32, scale float32) []float32 {
 	return v
 }
 
-func requireClose(t testing.TB, want, got []float32, tol float64, what string) {
+// run dispatches one typed launch with its bindings and waits for it.
+func run(t testing.TB, d *Device, l kernel.Launch, bindings ...vkruntime.StorageHandle) error {
 	t.Helper()
-	require.Len(t, got, len(want), what)
-	for i := range want {
-		diff := math.Abs(float64(want[i]) - float64(got[i]))
-		if diff > tol*math.Max(1, math.Abs(float64(want[i]))) {
-			require.Failf(t, "mismatch", "%s: element %d: want %g, got %g", what, i, want[i], got[i])
-		}
-	}
+	return d.Dispatch(t.Context(), []kernel.Op{l.With(bindings...)})
+}
+
+// The kernel package's sizes the tests reach across: the work groups every
+// device allows per dimension, the elementwise work group, the transpose tile.
+const (
+	portableGroups = 65535
+	elementGroup   = 256
+	transposeTile  = 32
+)
+
+func handle(id vkruntime.StorageID, offset, size uint64) vkruntime.StorageHandle {
+	return vkruntime.StorageHandle{ID: id, Offset: offset, Size: size}
 }

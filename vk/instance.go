@@ -1,3 +1,5 @@
+//go:build cgo
+
 package vk
 
 import (
@@ -134,17 +136,6 @@ func (in *instance) physicalDevices() ([]vulkan.PhysicalDevice, error) {
 		return nil, fmt.Errorf("vkrt: vkEnumeratePhysicalDevices: %w", vkError(r))
 	}
 	return devices[:count], nil
-}
-
-// ValidationError: the Khronos validation layer reported errors. Count is how
-// many; Messages holds the first few.
-type ValidationError struct {
-	Count    int
-	Messages string
-}
-
-func (e *ValidationError) Error() string {
-	return fmt.Sprintf("vkrt: %d Vulkan validation error(s):\n%s", e.Count, e.Messages)
 }
 
 // ResultError is a Vulkan call that failed with a VkResult.

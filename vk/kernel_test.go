@@ -1,14 +1,18 @@
+//go:build cgo
+
 package vk
 
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/vkrt/vkrt/internal/cpuref"
 	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/internal/cpuref"
+	"github.com/vkrt/vkrt/internal/devtest"
+	"github.com/vkrt/vkrt/kernel"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
@@ -18,26 +22,23 @@ var elementSizes = []int{0, 1, 3, 255, 256, 257, 1000, 4099}
 
 func TestElementwiseKernelsMatchTheCPU(t *testing.T) {
 	d := openTestDevice(t)
-	gelu := func(x float32) float32 {
-		v := float64(x)
-		return float32(0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v))))
-	}
+	gelu := func(x float32) float32 { return cpuref.GELU([]float32{x})[0] }
 	unary := []struct {
 		name   string
-		launch func(n uint32) Launch
+		launch func(n uint32) kernel.Launch
 		ref    func(float32) float32
 	}{
-		{"relu", ReLU, func(x float32) float32 { return max(x, 0) }},
-		{"gelu", GELU, gelu},
-		{"scale", func(n uint32) Launch { return Scale(n, -2.5) }, func(x float32) float32 { return -2.5 * x }},
+		{"relu", kernel.ReLU, func(x float32) float32 { return max(x, 0) }},
+		{"gelu", kernel.GELU, gelu},
+		{"scale", func(n uint32) kernel.Launch { return kernel.Scale(n, -2.5) }, func(x float32) float32 { return -2.5 * x }},
 	}
 	binaryOps := []struct {
 		name   string
-		launch func(n uint32) Launch
+		launch func(n uint32) kernel.Launch
 		ref    func(a, b float32) float32
 	}{
-		{"add", Add, func(a, b float32) float32 { return a + b }},
-		{"mul", Mul, func(a, b float32) float32 { return a * b }},
+		{"add", kernel.Add, func(a, b float32) float32 { return a + b }},
+		{"mul", kernel.Mul, func(a, b float32) float32 { return a * b }},
 	}
 	for _, n := range elementSizes {
 		x := pseudoRandom(n, uint32(n)+1, 6)
@@ -46,23 +47,23 @@ func TestElementwiseKernelsMatchTheCPU(t *testing.T) {
 		for _, op := range unary {
 			t.Run(fmt.Sprintf("%s/%d", op.name, n), func(t *testing.T) {
 				out := floatBuffer(t, d, make([]float32, n))
-				require.NoError(t, d.Run(op.launch(uint32(n)), xh, out))
+				require.NoError(t, run(t, d, op.launch(uint32(n)), xh, out))
 				want := make([]float32, n)
 				for i := range want {
 					want[i] = op.ref(x[i])
 				}
-				requireClose(t, want, readFloats(t, d, out), 1e-5, op.name)
+				devtest.RequireClose(t, want, readFloats(t, d, out), 1e-5, op.name)
 			})
 		}
 		for _, op := range binaryOps {
 			t.Run(fmt.Sprintf("%s/%d", op.name, n), func(t *testing.T) {
 				out := floatBuffer(t, d, make([]float32, n))
-				require.NoError(t, d.Run(op.launch(uint32(n)), xh, yh, out))
+				require.NoError(t, run(t, d, op.launch(uint32(n)), xh, yh, out))
 				want := make([]float32, n)
 				for i := range want {
 					want[i] = op.ref(x[i], y[i])
 				}
-				requireClose(t, want, readFloats(t, d, out), 0, op.name)
+				devtest.RequireClose(t, want, readFloats(t, d, out), 0, op.name)
 			})
 		}
 	}
@@ -75,7 +76,7 @@ func TestFillAndCopyKernels(t *testing.T) {
 			// One guard word after each output shows the kernel stops at n.
 			dst := floatBuffer(t, d, make([]float32, n+1))
 			body := vkruntime.StorageHandle{ID: dst.ID, Size: uint64(4 * n)}
-			require.NoError(t, d.Run(FillWords(uint32(n), math.Float32bits(1.5)), body))
+			require.NoError(t, run(t, d, kernel.FillWords(uint32(n), math.Float32bits(1.5)), body))
 			got := readFloats(t, d, dst)
 			for i := range n {
 				require.Equal(t, float32(1.5), got[i], "fill element %d", i)
@@ -85,7 +86,7 @@ func TestFillAndCopyKernels(t *testing.T) {
 			src := pseudoRandom(n, 77, 100)
 			sh := floatBuffer(t, d, src)
 			copyDst := floatBuffer(t, d, make([]float32, n+1))
-			require.NoError(t, d.Run(CopyWords(uint32(n)), sh, vkruntime.StorageHandle{ID: copyDst.ID, Size: uint64(4 * n)}))
+			require.NoError(t, run(t, d, kernel.CopyWords(uint32(n)), sh, vkruntime.StorageHandle{ID: copyDst.ID, Size: uint64(4 * n)}))
 			got = readFloats(t, d, copyDst)
 			require.Equal(t, src, got[:n])
 			require.Zero(t, got[n], "copy wrote past n")
@@ -97,14 +98,14 @@ func TestFillAndCopyKernels(t *testing.T) {
 func TestElementGridSpillsIntoY(t *testing.T) {
 	d := openTestDevice(t)
 	n := uint32(portableGroups*elementGroup + 1000)
-	grid := ElementGrid(uint64(n))
+	grid := kernel.ElementGrid(uint64(n))
 	require.Equal(t, [3]uint32{portableGroups, 2, 1}, grid)
 	h := alloc(t, d, uint64(4*n))
-	require.NoError(t, d.Zero(h))
-	require.NoError(t, d.Run(FillWords(n, 0xdeadbeef), h))
+	require.NoError(t, d.Zero(t.Context(), h))
+	require.NoError(t, run(t, d, kernel.FillWords(n, 0xdeadbeef), h))
 	for _, i := range []uint32{0, portableGroups*elementGroup - 1, portableGroups * elementGroup, n - 1} {
 		w := make([]byte, 4)
-		require.NoError(t, d.Download(vkruntime.StorageHandle{ID: h.ID, Offset: uint64(4 * i), Size: 4}, w))
+		require.NoError(t, d.Download(t.Context(), vkruntime.StorageHandle{ID: h.ID, Offset: uint64(4 * i), Size: 4}, w))
 		require.Equal(t, uint32(0xdeadbeef), binary.LittleEndian.Uint32(w), "word %d", i)
 	}
 }
@@ -119,16 +120,16 @@ func TestSoftmaxAndLayerNormMatchTheCPU(t *testing.T) {
 		xh := floatBuffer(t, d, x)
 		t.Run(fmt.Sprintf("softmax/%dx%d", rows, cols), func(t *testing.T) {
 			out := floatBuffer(t, d, make([]float32, rows*cols))
-			require.NoError(t, d.Run(Softmax(uint32(rows), uint32(cols)), xh, out))
-			requireClose(t, cpuref.Softmax(x, rows, cols), readFloats(t, d, out), 1e-5, "softmax")
+			require.NoError(t, run(t, d, kernel.Softmax(uint32(rows), uint32(cols)), xh, out))
+			devtest.RequireClose(t, cpuref.Softmax(x, rows, cols), readFloats(t, d, out), 1e-5, "softmax")
 		})
 		t.Run(fmt.Sprintf("layernorm/%dx%d", rows, cols), func(t *testing.T) {
 			gamma := pseudoRandom(cols, 11, 2)
 			beta := pseudoRandom(cols, 12, 1)
 			out := floatBuffer(t, d, make([]float32, rows*cols))
-			require.NoError(t, d.Run(LayerNorm(uint32(rows), uint32(cols), 1e-5),
+			require.NoError(t, run(t, d, kernel.LayerNorm(uint32(rows), uint32(cols), 1e-5),
 				xh, floatBuffer(t, d, gamma), floatBuffer(t, d, beta), out))
-			requireClose(t, cpuref.LayerNorm(x, gamma, beta, rows, cols, 1e-5), readFloats(t, d, out), 1e-4, "layernorm")
+			devtest.RequireClose(t, cpuref.LayerNorm(x, gamma, beta, rows, cols, 1e-5), readFloats(t, d, out), 1e-4, "layernorm")
 		})
 	}
 }
@@ -143,7 +144,7 @@ func TestReduceSumMatchesTheCPU(t *testing.T) {
 				want += float64(v)
 			}
 			out := floatBuffer(t, d, []float32{123})
-			require.NoError(t, d.Run(ReduceSum(uint32(n)), floatBuffer(t, d, x), out))
+			require.NoError(t, run(t, d, kernel.ReduceSum(uint32(n)), floatBuffer(t, d, x), out))
 			got := readFloats(t, d, out)[0]
 			require.InDelta(t, want, float64(got), 1e-4*math.Max(1, float64(n)))
 		})
@@ -151,9 +152,9 @@ func TestReduceSumMatchesTheCPU(t *testing.T) {
 	// A grid of several work groups leaves one partial sum per group.
 	x := pseudoRandom(3000, 3, 1)
 	out := floatBuffer(t, d, make([]float32, 4))
-	l := ReduceSum(3000)
+	l := kernel.ReduceSum(3000)
 	l.Grid = [3]uint32{4, 1, 1}
-	require.NoError(t, d.Run(l, floatBuffer(t, d, x), out))
+	require.NoError(t, run(t, d, l, floatBuffer(t, d, x), out))
 	var want, got float64
 	for _, v := range x {
 		want += float64(v)
@@ -164,20 +165,6 @@ func TestReduceSumMatchesTheCPU(t *testing.T) {
 	require.InDelta(t, want, got, 1e-3)
 }
 
-func matmulRef(a, b []float32, m, n, k int) []float32 {
-	c := make([]float32, m*n)
-	for i := range m {
-		for j := range n {
-			var s float64
-			for p := range k {
-				s += float64(a[i*k+p]) * float64(b[p*n+j])
-			}
-			c[i*n+j] = float32(s)
-		}
-	}
-	return c
-}
-
 func TestMatMulMatchesTheCPU(t *testing.T) {
 	d := openTestDevice(t)
 	for _, s := range [][3]int{{1, 1, 1}, {0, 4, 4}, {4, 0, 4}, {3, 5, 0}, {2, 3, 4}, {130, 67, 129}, {33, 257, 9}, {128, 128, 16}, {1, 300, 17}, {130, 260, 36}, {67, 132, 20}, {256, 8, 8}} {
@@ -186,8 +173,8 @@ func TestMatMulMatchesTheCPU(t *testing.T) {
 			a := pseudoRandom(m*k, uint32(m*k)+1, 1)
 			b := pseudoRandom(k*n, uint32(k*n)+2, 1)
 			c := floatBuffer(t, d, pseudoRandom(m*n, 99, 5)) // not zero: the kernel must overwrite it
-			require.NoError(t, d.Run(MatMul(uint32(m), uint32(n), uint32(k)), floatBuffer(t, d, a), floatBuffer(t, d, b), c))
-			requireClose(t, matmulRef(a, b, m, n, k), readFloats(t, d, c), 1e-5*float64(max(k, 1)), "matmul")
+			require.NoError(t, run(t, d, kernel.MatMul(uint32(m), uint32(n), uint32(k)), floatBuffer(t, d, a), floatBuffer(t, d, b), c))
+			devtest.RequireClose(t, cpuref.MatMul(a, b, m, n, k), readFloats(t, d, c), 1e-5*float64(max(k, 1)), "matmul")
 		})
 	}
 }
@@ -199,19 +186,19 @@ func TestBatchOrdersItsOps(t *testing.T) {
 	a, b := pseudoRandom(n, 1, 1), pseudoRandom(n, 2, 1)
 	ah, bh := floatBuffer(t, d, a), floatBuffer(t, d, b)
 	sum, act, out := floatBuffer(t, d, make([]float32, n)), floatBuffer(t, d, make([]float32, n)), floatBuffer(t, d, make([]float32, n))
-	require.NoError(t, d.DispatchBatch([]Op{
-		Add(n).With(ah, bh, sum),
-		ReLU(n).With(sum, act),
-		Scale(n, 2).With(act, out),
+	require.NoError(t, d.Dispatch(t.Context(), []kernel.Op{
+		kernel.Add(n).With(ah, bh, sum),
+		kernel.ReLU(n).With(sum, act),
+		kernel.Scale(n, 2).With(act, out),
 	}))
 	want := make([]float32, n)
 	for i := range want {
 		want[i] = 2 * max(a[i]+b[i], 0)
 	}
-	requireClose(t, want, readFloats(t, d, out), 0, "batch")
+	devtest.RequireClose(t, want, readFloats(t, d, out), 0, "batch")
 }
 
-// Kernels loop with the grid's stride, so grids smaller than the data are
+// kernel.Kernels loop with the grid's stride, so grids smaller than the data are
 // correct too (the copy then keeps four loads in flight per invocation).
 func TestSmallGridsCoverAllElements(t *testing.T) {
 	d := openTestDevice(t)
@@ -222,16 +209,16 @@ func TestSmallGridsCoverAllElements(t *testing.T) {
 		t.Run(fmt.Sprint(grid), func(t *testing.T) {
 			dst := floatBuffer(t, d, make([]float32, n+1))
 			body := vkruntime.StorageHandle{ID: dst.ID, Size: 4 * n}
-			cp := CopyWords(n)
+			cp := kernel.CopyWords(n)
 			cp.Grid = grid
-			require.NoError(t, d.Run(cp, sh, body))
+			require.NoError(t, run(t, d, cp, sh, body))
 			got := readFloats(t, d, dst)
 			require.Equal(t, src, got[:n])
 			require.Zero(t, got[n])
 
-			relu := ReLU(n)
+			relu := kernel.ReLU(n)
 			relu.Grid = grid
-			require.NoError(t, d.Run(relu, sh, body))
+			require.NoError(t, run(t, d, relu, sh, body))
 			got = readFloats(t, d, dst)
 			for i := range n {
 				require.Equal(t, max(src[i], 0), got[i], "relu element %d", i)
@@ -259,7 +246,7 @@ func TestConcurrentDispatches(t *testing.T) {
 	for w := range workers {
 		go func() {
 			for range 10 {
-				if err := d.DispatchBatch([]Op{Scale(n, float32(w)).With(handles[w], outs[w]), ReLU(n).With(outs[w], outs[w])}); err != nil {
+				if err := d.Dispatch(t.Context(), []kernel.Op{kernel.Scale(n, float32(w)).With(handles[w], outs[w]), kernel.ReLU(n).With(outs[w], outs[w])}); err != nil {
 					errs <- err
 					return
 				}
@@ -275,6 +262,6 @@ func TestConcurrentDispatches(t *testing.T) {
 		for i, x := range ins[w] {
 			want[i] = max(float32(w)*x, 0)
 		}
-		requireClose(t, want, readFloats(t, d, outs[w]), 0, fmt.Sprintf("worker %d", w))
+		devtest.RequireClose(t, want, readFloats(t, d, outs[w]), 0, fmt.Sprintf("worker %d", w))
 	}
 }

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package vk
 
 import (
@@ -14,7 +16,7 @@ import (
 // nothing allocated, and a layout whose pages pass it is refused whole.
 func TestStorageLimitsThePoolsPages(t *testing.T) {
 	d := openTestDevice(t)
-	s, props := d.Storage(), d.Properties()
+	s, props := d.storage, d.Properties()
 	bindable := min(d.Limits().MaxStorageBufferRange, d.info.Heaps[d.heapIndex].Size)
 	limit := s.MaxAllocationSize()
 	require.Zero(t, limit%props.Alignment, "pages are whole alignment units")

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package vk
 
 /*
@@ -8,16 +10,12 @@ package vk
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"unsafe"
 
 	vulkan "github.com/vulkan-go/vulkan"
 )
-
-// ErrNoVulkan: the machine has no Vulkan loader or no Vulkan driver.
-var ErrNoVulkan = errors.New("vkrt: Vulkan is not available (install the Debian packages libvulkan1 mesa-vulkan-drivers)")
 
 var (
 	loadOnce sync.Once

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package vk
 
 import (
@@ -8,7 +10,7 @@ import (
 
 	vulkan "github.com/vulkan-go/vulkan"
 
-	"github.com/vkrt/vkrt/memory"
+	"github.com/vkrt/vkrt/device"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
@@ -29,8 +31,7 @@ type Storage struct {
 }
 
 var (
-	_ vkruntime.Storage        = (*Storage)(nil)
-	_ memory.AllocationLimiter = (*Storage)(nil)
+	_ device.Storage = (*Storage)(nil)
 )
 
 type page struct {
@@ -71,8 +72,11 @@ func (s *Storage) MaxAllocationSize() uint64 {
 	return s.dev.Properties().MaxPageSize
 }
 
-// Alloc makes one device allocation of size bytes. A size the heap, the
-// storage's limit or the driver cannot serve is a *runtime.OutOfMemoryError.
+// Alloc makes one device allocation of size bytes. The storage keeps a
+// running total of what it holds: an allocation that would take it past the
+// heap, the storage's limit or the heap's budget (VK_EXT_memory_budget,
+// where the device has it), or one the driver refuses, is a
+// *runtime.OutOfMemoryError, and the storage stays as it was.
 func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 	d := s.dev
 	if err := d.usable(); err != nil {
@@ -142,11 +146,22 @@ func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 	return vkruntime.StorageHandle{ID: p.id, Offset: 0, Size: size}, nil
 }
 
-// reserve counts held bytes against the limit and the allocation count
-// before the driver is asked, so concurrent allocations cannot overshoot.
+// reserve counts held bytes against the heap, the limit, the budget and the
+// allocation count before the driver is asked, so concurrent allocations
+// cannot overshoot. Drivers that back "device memory" with host memory
+// (lavapipe) would otherwise hand out far more than the heap they report.
 func (s *Storage) reserve(size, held uint64) error {
+	heap := s.dev.info.Heaps[s.dev.heapIndex].Size
+	budget, usage, hasBudget := s.dev.Budget()
 	s.mu.Lock()
-	over := func() bool { return s.limit != 0 && s.allocated+held > s.limit }
+	overHeap := func() bool { return s.allocated+held > heap || s.allocated+held < held }
+	overLimit := func() bool { return s.limit != 0 && s.allocated+held > s.limit }
+	// The budget is the whole process's: count others' use (usage beyond
+	// what this storage holds) against it too.
+	overBudget := func() bool {
+		return hasBudget && budget > 0 && s.allocated+held+(usage-min(usage, s.allocated)) > budget
+	}
+	over := func() bool { return overHeap() || overLimit() || overBudget() }
 	tooMany := func() bool {
 		return uint64(s.allocations) >= uint64(s.dev.info.Limits.MaxMemoryAllocationCount)
 	}
@@ -156,9 +171,18 @@ func (s *Storage) reserve(size, held uint64) error {
 		s.mu.Lock()
 	}
 	switch {
-	case over():
+	case overHeap():
+		held := s.allocated
 		s.mu.Unlock()
-		return s.outOfMemory(size, fmt.Sprintf("the storage's memory limit: %d B held, %d B free", s.Allocated(), s.limit-min(s.limit, s.Allocated())))
+		return s.outOfMemory(size, fmt.Sprintf("the heap: the storage holds %d B of its %d B", held, heap))
+	case overLimit():
+		held := s.allocated
+		s.mu.Unlock()
+		return s.outOfMemory(size, fmt.Sprintf("the storage's memory limit: %d B held, %d B free", held, s.limit-min(s.limit, held)))
+	case overBudget():
+		held := s.allocated
+		s.mu.Unlock()
+		return s.outOfMemory(size, fmt.Sprintf("the heap's budget: %d B, of which the process uses %d B (%d B by this storage)", budget, usage, held))
 	case tooMany():
 		n := s.allocations
 		s.mu.Unlock()

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package vk
 
 import (
@@ -9,12 +11,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/kernel"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
 func TestStorageAllocDeallocFlush(t *testing.T) {
 	d := openTestDevice(t)
-	s := d.Storage()
+	s := d.storage
 	require.Zero(t, s.Allocated())
 	a := alloc(t, d, 1000)
 	b := alloc(t, d, 4096)
@@ -26,7 +29,7 @@ func TestStorageAllocDeallocFlush(t *testing.T) {
 
 	s.Dealloc(a.ID)
 	require.Equal(t, 2, s.Allocations(), "the release waits for Flush")
-	require.ErrorIs(t, d.Upload(a, []byte{1}), vkruntime.ErrNotFound, "a deallocated page is gone at once")
+	require.ErrorIs(t, d.Upload(t.Context(), a, []byte{1}), vkruntime.ErrNotFound, "a deallocated page is gone at once")
 	s.Dealloc(a.ID) // twice: ignored
 	s.Flush()
 	require.Equal(t, 1, s.Allocations())
@@ -46,7 +49,7 @@ func TestStorageAllocDeallocFlush(t *testing.T) {
 // Flush leaves a page alone while a transfer or dispatch still uses it.
 func TestFlushWaitsForUsers(t *testing.T) {
 	d := openTestDevice(t)
-	s := d.Storage()
+	s := d.storage
 	h := alloc(t, d, 256)
 	pins, err := s.pin(h)
 	require.NoError(t, err)
@@ -61,7 +64,7 @@ func TestFlushWaitsForUsers(t *testing.T) {
 func TestMemoryLimit(t *testing.T) {
 	const limit = 1 << 20
 	d := openTestDevice(t, WithMemoryLimit(limit))
-	s := d.Storage()
+	s := d.storage
 	a := alloc(t, d, 768<<10)
 	_, err := s.Alloc(512 << 10)
 	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
@@ -95,12 +98,12 @@ func TestAllocationLargerThanTheHeap(t *testing.T) {
 	require.Equal(t, heap+1, oom.Size)
 	require.Equal(t, heap, oom.HeapSize)
 	require.Contains(t, err.Error(), fmt.Sprintf("asked %d B, heap %d B", heap+1, heap))
-	require.Zero(t, d.Storage().Allocations())
+	require.Zero(t, d.storage.Allocations())
 }
 
 func TestStorageIsSafeForConcurrentUse(t *testing.T) {
 	d := openTestDevice(t)
-	s := d.Storage()
+	s := d.storage
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for g := range 8 {
@@ -114,12 +117,12 @@ func TestStorageIsSafeForConcurrentUse(t *testing.T) {
 					return
 				}
 				data := bytes.Repeat([]byte{byte(g)}, int(h.Size))
-				if err := d.Upload(h, data); err != nil {
+				if err := d.Upload(t.Context(), h, data); err != nil {
 					errs <- err
 					return
 				}
 				got := make([]byte, h.Size)
-				if err := d.Download(h, got); err != nil {
+				if err := d.Download(t.Context(), h, got); err != nil {
 					errs <- err
 					return
 				}
@@ -151,14 +154,14 @@ func TestSlicesLeaveTheirNeighboursAlone(t *testing.T) {
 		const slice = 64
 		page := alloc(t, d, 3*slice)
 		before := bytes.Repeat([]byte{0xAB}, 3*slice)
-		require.NoError(t, d.Upload(page, before))
+		require.NoError(t, d.Upload(t.Context(), page, before))
 		left := vkruntime.StorageHandle{ID: page.ID, Offset: 0, Size: slice}
 		mid := vkruntime.StorageHandle{ID: page.ID, Offset: slice, Size: slice}
 		right := vkruntime.StorageHandle{ID: page.ID, Offset: 2 * slice, Size: slice}
 		check := func(what string, wantMid []byte) {
 			t.Helper()
 			got := make([]byte, 3*slice)
-			require.NoError(t, d.Download(page, got))
+			require.NoError(t, d.Download(t.Context(), page, got))
 			require.Equal(t, before[:slice], got[:slice], "%s: left neighbour", what)
 			require.Equal(t, before[2*slice:], got[2*slice:], "%s: right neighbour", what)
 			require.Equal(t, wantMid, got[slice:2*slice], "%s: the slice itself", what)
@@ -167,22 +170,22 @@ func TestSlicesLeaveTheirNeighboursAlone(t *testing.T) {
 		for i := range data {
 			data[i] = byte(i)
 		}
-		require.NoError(t, d.Upload(mid, data))
+		require.NoError(t, d.Upload(t.Context(), mid, data))
 		check("upload", data)
-		require.NoError(t, d.Zero(mid))
+		require.NoError(t, d.Zero(t.Context(), mid))
 		check("zero", make([]byte, slice))
-		require.NoError(t, d.Fill(mid, 0x01020304))
+		require.NoError(t, d.Fill(t.Context(), mid, 0x01020304))
 		check("fill", bytes.Repeat([]byte{4, 3, 2, 1}, slice/4))
 		odd := vkruntime.StorageHandle{ID: page.ID, Offset: slice, Size: 7}
-		require.NoError(t, d.Zero(odd))
+		require.NoError(t, d.Zero(t.Context(), odd))
 		check("zero of 7 bytes", append(make([]byte, 7), bytes.Repeat([]byte{4, 3, 2, 1}, slice/4)[7:]...))
-		require.NoError(t, d.Copy(mid, left))
+		require.NoError(t, d.Copy(t.Context(), mid, left))
 		check("copy", before[:slice])
-		require.NoError(t, d.Run(FillWords(slice/4, 0x11111111), mid))
+		require.NoError(t, run(t, d, kernel.FillWords(slice/4, 0x11111111), mid))
 		check("fill kernel", bytes.Repeat([]byte{0x11}, slice))
 		// A kernel told to write more than its slice holds is refused.
-		err := d.Run(FillWords(slice/4+1, 0), mid)
-		require.ErrorIs(t, err, ErrInvalidDispatch)
+		err := run(t, d, kernel.FillWords(slice/4+1, 0), mid)
+		require.ErrorIs(t, err, kernel.ErrInvalidDispatch)
 		check("refused kernel", bytes.Repeat([]byte{0x11}, slice))
 		_ = right
 	})
@@ -191,18 +194,18 @@ func TestSlicesLeaveTheirNeighboursAlone(t *testing.T) {
 func TestTransfersAreBoundsChecked(t *testing.T) {
 	transferModes(t, func(t *testing.T, d *Device) {
 		page := alloc(t, d, 64)
-		require.NoError(t, d.Upload(page, bytes.Repeat([]byte{7}, 64)))
+		require.NoError(t, d.Upload(t.Context(), page, bytes.Repeat([]byte{7}, 64)))
 		outside := vkruntime.StorageHandle{ID: page.ID, Offset: 48, Size: 32}
-		require.ErrorContains(t, d.Upload(outside, make([]byte, 32)), "outside its page of 64 B")
-		require.ErrorContains(t, d.Zero(outside), "outside its page")
-		require.ErrorContains(t, d.Download(outside, make([]byte, 32)), "outside its page")
-		require.ErrorContains(t, d.Upload(vkruntime.StorageHandle{ID: page.ID, Size: 8}, make([]byte, 9)), "upload of 9 B")
-		require.ErrorContains(t, d.Download(vkruntime.StorageHandle{ID: page.ID, Size: 8}, make([]byte, 9)), "download of 9 B")
-		require.ErrorContains(t, d.Fill(vkruntime.StorageHandle{ID: page.ID, Offset: 2, Size: 8}, 0), "multiples of 4")
-		require.ErrorContains(t, d.Copy(vkruntime.StorageHandle{ID: page.ID, Offset: 8, Size: 16}, vkruntime.StorageHandle{ID: page.ID, Size: 16}), "overlap")
-		require.ErrorIs(t, d.Upload(vkruntime.StorageHandle{ID: 999, Size: 4}, make([]byte, 4)), vkruntime.ErrNotFound)
+		require.ErrorContains(t, d.Upload(t.Context(), outside, make([]byte, 32)), "outside its page of 64 B")
+		require.ErrorContains(t, d.Zero(t.Context(), outside), "outside its page")
+		require.ErrorContains(t, d.Download(t.Context(), outside, make([]byte, 32)), "outside its page")
+		require.ErrorContains(t, d.Upload(t.Context(), vkruntime.StorageHandle{ID: page.ID, Size: 8}, make([]byte, 9)), "upload of 9 B")
+		require.ErrorContains(t, d.Download(t.Context(), vkruntime.StorageHandle{ID: page.ID, Size: 8}, make([]byte, 9)), "download of 9 B")
+		require.ErrorContains(t, d.Fill(t.Context(), vkruntime.StorageHandle{ID: page.ID, Offset: 2, Size: 8}, 0), "multiples of 4")
+		require.ErrorContains(t, d.Copy(t.Context(), vkruntime.StorageHandle{ID: page.ID, Offset: 8, Size: 16}, vkruntime.StorageHandle{ID: page.ID, Size: 16}), "overlap")
+		require.ErrorIs(t, d.Upload(t.Context(), vkruntime.StorageHandle{ID: 999, Size: 4}, make([]byte, 4)), vkruntime.ErrNotFound)
 		got := make([]byte, 64)
-		require.NoError(t, d.Download(page, got))
+		require.NoError(t, d.Download(t.Context(), page, got))
 		require.Equal(t, bytes.Repeat([]byte{7}, 64), got, "refused transfers changed nothing")
 	})
 }
@@ -213,22 +216,22 @@ func TestLargeAndPartialTransfers(t *testing.T) {
 	transferModes(t, func(t *testing.T, d *Device) {
 		size := uint64(stagingSize + stagingSize/2 + 12)
 		h := alloc(t, d, size)
-		require.NoError(t, d.Zero(h))
+		require.NoError(t, d.Zero(t.Context(), h))
 		data := make([]byte, size)
 		for i := range data {
 			data[i] = byte(i * 7)
 		}
-		require.NoError(t, d.Upload(h, data))
+		require.NoError(t, d.Upload(t.Context(), h, data))
 		got := make([]byte, size)
-		require.NoError(t, d.Download(h, got))
+		require.NoError(t, d.Download(t.Context(), h, got))
 		require.True(t, bytes.Equal(data, got), "round trip of %d B", size)
 
-		require.NoError(t, d.Upload(h, []byte{1, 2, 3}))
+		require.NoError(t, d.Upload(t.Context(), h, []byte{1, 2, 3}))
 		head := make([]byte, 8)
-		require.NoError(t, d.Download(h, head))
+		require.NoError(t, d.Download(t.Context(), h, head))
 		require.Equal(t, append([]byte{1, 2, 3}, data[3:8]...), head)
-		require.NoError(t, d.Zero(h))
-		require.NoError(t, d.Download(h, got))
+		require.NoError(t, d.Zero(t.Context(), h))
+		require.NoError(t, d.Download(t.Context(), h, got))
 		require.True(t, bytes.Equal(make([]byte, size), got), "zeroed")
 	})
 }

@@ -1,7 +1,11 @@
+//go:build cgo
+
 package vk
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -93,20 +97,23 @@ func (p pinned) bytes() []byte {
 
 // Upload writes data to the start of the byte range dst; len(data) may be
 // less than dst.Size (the rest is left as it was), not more.
-func (d *Device) Upload(dst vkruntime.StorageHandle, data []byte) error {
+func (d *Device) Upload(ctx context.Context, dst vkruntime.StorageHandle, data []byte) error {
 	if uint64(len(data)) > dst.Size {
 		return fmt.Errorf("vkrt: upload of %d B into %v of %d B", len(data), dst, dst.Size)
 	}
 	if len(data) == 0 {
-		return d.usable()
+		return errors.Join(ctx.Err(), d.usable())
 	}
-	return d.transfer(dst, uint64(len(data)), func(p pinned) error {
+	return d.transfer(ctx, dst, uint64(len(data)), func(p pinned) error {
 		if p.page.mapped != nil {
 			copy(p.bytes(), data)
 			return nil
 		}
 		return d.withStaging(func(st *hostBuffer) error {
 			for done := uint64(0); done < p.size; done += stagingSize {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
 				n := min(stagingSize, p.size-done)
 				copy(st.bytes(), data[done:done+n])
 				if err := d.copyBuffer(st.buffer, 0, p.page.buffer, p.offset+done, n); err != nil {
@@ -120,20 +127,23 @@ func (d *Device) Upload(dst vkruntime.StorageHandle, data []byte) error {
 
 // Download reads the start of the byte range src into dst; len(dst) may be
 // less than src.Size, not more.
-func (d *Device) Download(src vkruntime.StorageHandle, dst []byte) error {
+func (d *Device) Download(ctx context.Context, src vkruntime.StorageHandle, dst []byte) error {
 	if uint64(len(dst)) > src.Size {
 		return fmt.Errorf("vkrt: download of %d B from %v of %d B", len(dst), src, src.Size)
 	}
 	if len(dst) == 0 {
-		return d.usable()
+		return errors.Join(ctx.Err(), d.usable())
 	}
-	return d.transfer(src, uint64(len(dst)), func(p pinned) error {
+	return d.transfer(ctx, src, uint64(len(dst)), func(p pinned) error {
 		if p.page.mapped != nil {
 			copy(dst, p.bytes())
 			return nil
 		}
 		return d.withStaging(func(st *hostBuffer) error {
 			for done := uint64(0); done < p.size; done += stagingSize {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
 				n := min(stagingSize, p.size-done)
 				if err := d.copyBuffer(p.page.buffer, p.offset+done, st.buffer, 0, n); err != nil {
 					return err
@@ -147,8 +157,8 @@ func (d *Device) Download(src vkruntime.StorageHandle, dst []byte) error {
 
 // Zero sets every byte of h to zero (how new buffers come to read as
 // zeros).
-func (d *Device) Zero(h vkruntime.StorageHandle) error {
-	return d.transfer(h, h.Size, func(p pinned) error {
+func (d *Device) Zero(ctx context.Context, h vkruntime.StorageHandle) error {
+	return d.transfer(ctx, h, h.Size, func(p pinned) error {
 		if p.page.mapped != nil {
 			clear(p.bytes())
 			return nil
@@ -184,11 +194,11 @@ func (d *Device) uploadPinned(h vkruntime.StorageHandle, data []byte) error {
 
 // Fill sets every 32-bit word of h to value; h's offset and size must be
 // multiples of 4.
-func (d *Device) Fill(h vkruntime.StorageHandle, value uint32) error {
+func (d *Device) Fill(ctx context.Context, h vkruntime.StorageHandle, value uint32) error {
 	if h.Offset%4 != 0 || h.Size%4 != 0 {
 		return fmt.Errorf("vkrt: fill of %v: offset and size must be multiples of 4 B", h)
 	}
-	return d.transfer(h, h.Size, func(p pinned) error {
+	return d.transfer(ctx, h, h.Size, func(p pinned) error {
 		if p.page.mapped != nil {
 			b := p.bytes()
 			for i := 0; i < len(b); i += 4 {
@@ -202,8 +212,8 @@ func (d *Device) Fill(h vkruntime.StorageHandle, value uint32) error {
 
 // Copy copies src's bytes to the start of dst (vkCmdCopyBuffer); the ranges
 // may be on the same page but must not overlap.
-func (d *Device) Copy(dst, src vkruntime.StorageHandle) error {
-	return d.CopyBatch([]CopyPair{{Dst: dst, Src: src}})
+func (d *Device) Copy(ctx context.Context, dst, src vkruntime.StorageHandle) error {
+	return d.CopyBatch(ctx, []CopyPair{{Dst: dst, Src: src}})
 }
 
 // CopyPair is one copy of a batch: Src's bytes to the start of Dst.
@@ -212,7 +222,7 @@ type CopyPair struct{ Dst, Src vkruntime.StorageHandle }
 // CopyBatch records the copies in order into one submission (each one's
 // writes visible to the next) and waits for them. Every pair is checked
 // before any is recorded.
-func (d *Device) CopyBatch(pairs []CopyPair) error {
+func (d *Device) CopyBatch(ctx context.Context, pairs []CopyPair) error {
 	var handles []vkruntime.StorageHandle
 	for i, c := range pairs {
 		src, dst := c.Src, c.Dst
@@ -226,6 +236,9 @@ func (d *Device) CopyBatch(pairs []CopyPair) error {
 			handles = append(handles, src, vkruntime.StorageHandle{ID: dst.ID, Offset: dst.Offset, Size: src.Size})
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := d.usable(); err != nil || len(handles) == 0 {
 		return err
 	}
@@ -233,8 +246,7 @@ func (d *Device) CopyBatch(pairs []CopyPair) error {
 	if err != nil {
 		return err
 	}
-	defer d.storage.unpin(ps)
-	return d.submit(0, func(c *submitContext) error {
+	return d.submit(ctx, 0, func(c *submitContext) error {
 		for i := 0; i < len(ps); i += 2 {
 			if i > 0 {
 				barrier(c.cmd)
@@ -246,12 +258,19 @@ func (d *Device) CopyBatch(pairs []CopyPair) error {
 			}})
 		}
 		return nil
-	})
+	}, func() { d.storage.unpin(ps) })
 }
 
-// transfer pins h's page, checks the first n bytes of h lie in it, and runs f.
-func (d *Device) transfer(h vkruntime.StorageHandle, n uint64, f func(pinned) error) error {
+// transfer pins h's page, checks the first n bytes of h lie in it, and runs
+// f once abandoned work (which may use the page) has finished.
+func (d *Device) transfer(ctx context.Context, h vkruntime.StorageHandle, n uint64, f func(pinned) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := d.usable(); err != nil {
+		return err
+	}
+	if err := d.settle(ctx); err != nil {
 		return err
 	}
 	ps, err := d.storage.pin(h)
@@ -267,20 +286,24 @@ func (d *Device) transfer(h vkruntime.StorageHandle, n uint64, f func(pinned) er
 	return f(p)
 }
 
+// copyBuffer and fillBuffer wait for their command whatever happens to the
+// caller's context: the staging buffer and the pins they use are held by
+// the caller, who releases them when they return. Staged transfers look at
+// the context between chunks instead.
 func (d *Device) copyBuffer(src vulkan.Buffer, srcOffset uint64, dst vulkan.Buffer, dstOffset, size uint64) error {
-	return d.submit(0, func(c *submitContext) error {
+	return d.submit(context.Background(), 0, func(c *submitContext) error {
 		vulkan.CmdCopyBuffer(c.cmd, src, dst, 1, []vulkan.BufferCopy{{
 			SrcOffset: vulkan.DeviceSize(srcOffset),
 			DstOffset: vulkan.DeviceSize(dstOffset),
 			Size:      vulkan.DeviceSize(size),
 		}})
 		return nil
-	})
+	}, nil)
 }
 
 func (d *Device) fillBuffer(dst vulkan.Buffer, offset, size uint64, value uint32) error {
-	return d.submit(0, func(c *submitContext) error {
+	return d.submit(context.Background(), 0, func(c *submitContext) error {
 		vulkan.CmdFillBuffer(c.cmd, dst, vulkan.DeviceSize(offset), vulkan.DeviceSize(size), value)
 		return nil
-	})
+	}, nil)
 }

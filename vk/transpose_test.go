@@ -1,24 +1,27 @@
+//go:build cgo
+
 package vk
 
 import (
 	"fmt"
-	"github.com/vkrt/vkrt/internal/cpuref"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/internal/cpuref"
+	"github.com/vkrt/vkrt/kernel"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
 // runTranspose transposes x (rows x cols) with launch l into a page that
 // starts out holding other values and has one guard word past the output,
 // and returns the output and the guard.
-func runTranspose(t *testing.T, d *Device, l Launch, x []float32, rows, cols int) ([]float32, float32) {
+func runTranspose(t *testing.T, d *Device, l kernel.Launch, x []float32, rows, cols int) ([]float32, float32) {
 	t.Helper()
 	n := rows * cols
 	dst := floatBuffer(t, d, append(pseudoRandom(n, 98, 5), 42))
 	out := vkruntime.StorageHandle{ID: dst.ID, Offset: dst.Offset, Size: uint64(4 * n)}
-	require.NoError(t, d.Run(l, floatBuffer(t, d, x), out))
+	require.NoError(t, run(t, d, l, floatBuffer(t, d, x), out))
 	got := readFloats(t, d, dst)
 	return got[:n], got[n]
 }
@@ -37,7 +40,7 @@ func TestTransposeMatchesTheCPU(t *testing.T) {
 		rows, cols := s[0], s[1]
 		t.Run(fmt.Sprintf("%dx%d", rows, cols), func(t *testing.T) {
 			x := pseudoRandom(rows*cols, uint32(rows*cols)+3, 10)
-			got, guard := runTranspose(t, d, Transpose(uint32(rows), uint32(cols)), x, rows, cols)
+			got, guard := runTranspose(t, d, kernel.Transpose(uint32(rows), uint32(cols)), x, rows, cols)
 			require.Equal(t, cpuref.Transpose(x, rows, cols), got)
 			require.Equal(t, float32(42), guard, "the kernel wrote past the output")
 		})
@@ -52,7 +55,7 @@ func TestTransposeSmallGridsCoverAllTiles(t *testing.T) {
 	x := pseudoRandom(rows*cols, 17, 3)
 	for _, grid := range [][3]uint32{{1, 1, 1}, {2, 3, 1}, {1, 5, 1}} {
 		t.Run(fmt.Sprint(grid), func(t *testing.T) {
-			l := Transpose(rows, cols)
+			l := kernel.Transpose(rows, cols)
 			l.Grid = grid
 			got, guard := runTranspose(t, d, l, x, rows, cols)
 			require.Equal(t, cpuref.Transpose(x, rows, cols), got)
@@ -69,29 +72,10 @@ func TestTransposeOfAWideRow(t *testing.T) {
 	}
 	d := openTestDevice(t)
 	const cols = portableGroups*transposeTile + 33
-	l := Transpose(2, cols)
+	l := kernel.Transpose(2, cols)
 	require.Equal(t, [3]uint32{portableGroups, 1, 1}, l.Grid)
 	x := pseudoRandom(2*cols, 23, 7)
 	got, guard := runTranspose(t, d, l, x, 2, cols)
 	require.Equal(t, cpuref.Transpose(x, 2, cols), got)
 	require.Equal(t, float32(42), guard)
-}
-
-func TestTransposeRefusesWhatItCannotRun(t *testing.T) {
-	l := Transpose(40, 50)
-	words := func(n uint64) vkruntime.StorageHandle { return vkruntime.StorageHandle{Size: 4 * n} }
-
-	err := ValidateDispatch(l.Kernel, l.Grid, []vkruntime.StorageHandle{words(2000), words(1999)}, l.Push, testLimits)
-	require.ErrorIs(t, err, ErrInvalidDispatch)
-	require.ErrorContains(t, err, "binding 1 (out)")
-	require.ErrorContains(t, err, "call for 8000 B")
-
-	err = ValidateDispatch(l.Kernel, [3]uint32{0, 1, 1}, []vkruntime.StorageHandle{words(2000), words(2000)}, l.Push, testLimits)
-	require.ErrorIs(t, err, ErrInvalidDispatch)
-	require.ErrorContains(t, err, "runs no work group over the 40 x 50 input")
-
-	// An empty matrix needs no work group at all.
-	empty := Transpose(0, 50)
-	require.Equal(t, uint32(0), empty.Grid[1])
-	require.NoError(t, ValidateDispatch(empty.Kernel, empty.Grid, []vkruntime.StorageHandle{{}, {}}, empty.Push, testLimits))
 }

@@ -1,3 +1,5 @@
+//go:build cgo
+
 #include "vkrt_c.h"
 
 #include <dlfcn.h>

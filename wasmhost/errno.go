@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/vkrt/vkrt/kernel"
 	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
-	"github.com/vkrt/vkrt/vk"
 )
 
 // Errno is a status a host function returns: 0 on success, otherwise a WASI
@@ -90,7 +90,7 @@ func errnoOf(err error) Errno {
 		return E2BIG
 	case errors.Is(err, vkruntime.ErrOutOfDeviceMemory), errors.Is(err, vkruntime.ErrPoolCapacityExceeded):
 		return ENOMEM
-	case errors.Is(err, vk.ErrInvalidDispatch):
+	case errors.Is(err, kernel.ErrInvalidDispatch):
 		return EINVAL
 	case errors.Is(err, vkruntime.ErrDeviceLost):
 		return EIO

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/vkrt/vkrt/client"
-	"github.com/vkrt/vkrt/vk"
+	"github.com/vkrt/vkrt/kernel"
 )
 
 // The launch descriptor (ABI.md): a little-endian header of version and op
@@ -22,11 +22,11 @@ const (
 )
 
 // kernelTable is the built-in catalogue by name.
-type kernelTable map[string]vk.Kernel
+type kernelTable map[string]kernel.Kernel
 
 func newKernelTable() kernelTable {
 	t := kernelTable{}
-	for _, k := range vk.Kernels() {
+	for _, k := range kernel.All() {
 		t[k.Name] = k
 	}
 	return t

@@ -1,3 +1,5 @@
+//go:build cgo
+
 // Command vkrt-gpubench measures vkrt's Vulkan backend on a real GPU, in one
 // run: the driver allocation latency through the storage (4 KiB, 64 MiB,
 // 1 GiB), device-to-device copy bandwidth through vkrt's compute-shader copy
@@ -12,6 +14,7 @@
 package main
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -24,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vkrt/vkrt/kernel"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 	"github.com/vkrt/vkrt/vk"
 )
@@ -162,7 +166,7 @@ func best(trials int, f func() error) (time.Duration, error) {
 
 func word(d *vk.Device, h vkruntime.StorageHandle, index uint64) (uint32, error) {
 	b := make([]byte, 4)
-	err := d.Download(vkruntime.StorageHandle{ID: h.ID, Offset: h.Offset + 4*index, Size: 4}, b)
+	err := d.Download(context.Background(), vkruntime.StorageHandle{ID: h.ID, Offset: h.Offset + 4*index, Size: 4}, b)
 	return binary.LittleEndian.Uint32(b), err
 }
 
@@ -179,11 +183,11 @@ func measureCopies(d *vk.Device, size uint64, reps, trials int, res *results) er
 	}
 	defer func() { s.Dealloc(src.ID); s.Dealloc(dst.ID); s.Flush() }()
 	words := uint32(size / 4)
-	if err := d.DispatchBatch([]vk.Op{vk.FillWords(words, 0x5eed1234).With(src), vk.FillWords(words, 0).With(dst)}); err != nil {
+	if err := d.Dispatch(context.Background(), []kernel.Op{kernel.FillWords(words, 0x5eed1234).With(src), kernel.FillWords(words, 0).With(dst)}); err != nil {
 		return err
 	}
-	copyOp := vk.CopyWords(words).With(src, dst)
-	if err := d.DispatchBatch([]vk.Op{copyOp}); err != nil {
+	copyOp := kernel.CopyWords(words).With(src, dst)
+	if err := d.Dispatch(context.Background(), []kernel.Op{copyOp}); err != nil {
 		return err
 	}
 	for _, i := range []uint64{0, uint64(words) / 2, uint64(words) - 1} {
@@ -195,19 +199,19 @@ func measureCopies(d *vk.Device, size uint64, reps, trials int, res *results) er
 			return fmt.Errorf("copy kernel check: word %d is %#x, want 0x5eed1234", i, w)
 		}
 	}
-	kernelOps := make([]vk.Op, reps)
+	kernelOps := make([]kernel.Op, reps)
 	bufferOps := make([]vk.CopyPair, reps)
 	for i := range kernelOps {
 		kernelOps[i] = copyOp
 		bufferOps[i] = vk.CopyPair{Dst: dst, Src: src}
 	}
-	_ = d.DispatchBatch(kernelOps[:3])
-	_ = d.CopyBatch(bufferOps[:3])
-	tk, err := best(trials, func() error { return d.DispatchBatch(kernelOps) })
+	_ = d.Dispatch(context.Background(), kernelOps[:3])
+	_ = d.CopyBatch(context.Background(), bufferOps[:3])
+	tk, err := best(trials, func() error { return d.Dispatch(context.Background(), kernelOps) })
 	if err != nil {
 		return err
 	}
-	tb, err := best(trials, func() error { return d.CopyBatch(bufferOps) })
+	tb, err := best(trials, func() error { return d.CopyBatch(context.Background(), bufferOps) })
 	if err != nil {
 		return err
 	}
@@ -219,12 +223,12 @@ func measureCopies(d *vk.Device, size uint64, reps, trials int, res *results) er
 	// too: the full grid moves one uvec4 per invocation, smaller ones several.
 	for _, groups := range []uint64{(uint64(words)/4 + 255) / 256, 8192, 16384, 32768, 65536, 131072} {
 		op := copyOp
-		op.Grid = vk.RowGrid(groups)
-		ops := make([]vk.Op, reps)
+		op.Grid = kernel.RowGrid(groups)
+		ops := make([]kernel.Op, reps)
 		for i := range ops {
 			ops[i] = op
 		}
-		t, err := best(trials, func() error { return d.DispatchBatch(ops) })
+		t, err := best(trials, func() error { return d.Dispatch(context.Background(), ops) })
 		if err != nil {
 			return err
 		}
@@ -253,14 +257,14 @@ func measureMatMul(d *vk.Device, n uint32, reps, trials int, res *results) error
 	}()
 	a, b, c := hs[0], hs[1], hs[2]
 	words := n * n
-	if err := d.DispatchBatch([]vk.Op{
-		vk.FillWords(words, math.Float32bits(1)).With(a),
-		vk.FillWords(words, math.Float32bits(0.5)).With(b),
+	if err := d.Dispatch(context.Background(), []kernel.Op{
+		kernel.FillWords(words, math.Float32bits(1)).With(a),
+		kernel.FillWords(words, math.Float32bits(0.5)).With(b),
 	}); err != nil {
 		return err
 	}
-	op := vk.MatMul(n, n, n).With(a, b, c)
-	if err := d.DispatchBatch([]vk.Op{op}); err != nil {
+	op := kernel.MatMul(n, n, n).With(a, b, c)
+	if err := d.Dispatch(context.Background(), []kernel.Op{op}); err != nil {
 		return err
 	}
 	for _, i := range []uint64{0, uint64(words) - 1} {
@@ -272,11 +276,11 @@ func measureMatMul(d *vk.Device, n uint32, reps, trials int, res *results) error
 			return fmt.Errorf("matmul check: element %d is %g, want %g", i, got, want)
 		}
 	}
-	ops := make([]vk.Op, reps)
+	ops := make([]kernel.Op, reps)
 	for i := range ops {
 		ops[i] = op
 	}
-	t, err := best(trials, func() error { return d.DispatchBatch(ops) })
+	t, err := best(trials, func() error { return d.Dispatch(context.Background(), ops) })
 	if err != nil {
 		return err
 	}

@@ -2,14 +2,13 @@ package main
 
 import (
 	"bufio"
-	"errors"
-	"os"
 	"strings"
 	"testing"
 
 	json "github.com/goccy/go-json"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/internal/devtest"
 	"github.com/vkrt/vkrt/vk"
 )
 
@@ -18,10 +17,7 @@ import (
 func devicesOrSkip(t *testing.T) []vk.DeviceInfo {
 	t.Helper()
 	infos, err := vk.Devices()
-	if errors.Is(err, vk.ErrNoVulkan) && os.Getenv("VKRT_REQUIRE_DEVICE") != "1" {
-		t.Skipf("no Vulkan device (set VKRT_REQUIRE_DEVICE=1 to fail instead): %v", err)
-	}
-	require.NoError(t, err)
+	devtest.SkipUnavailable(t, err)
 	return infos
 }
 

@@ -1,7 +1,8 @@
-// Package cpuref holds the CPU references vkrt's kernels are checked
-// against (by the tests of vk/ and client/, and by the example guests),
-// computed in float64, and the float32 byte conversions the tests share.
-// It is pure Go and builds for wasip1.
+// Package cpuref holds the CPU references of vkrt's kernels, computed in
+// float64 and rounded once to float32, and the float32 byte conversions:
+// what the pure-Go cpu device runs, and what the tests of every device (and
+// the example guests) check their results against. It is pure Go and builds
+// for wasip1.
 package cpuref
 
 import (
@@ -80,19 +81,23 @@ func Transpose(x []float32, rows, cols int) []float32 {
 	return out
 }
 
-// MatMul is a b for row-major a (m×k) and b (k×n).
+// MatMul is a b for a row-major a (m×k) and b (k×n).
 func MatMul(a, b []float32, m, n, k int) []float32 {
-	c := make([]float32, m*n)
+	out := make([]float32, m*n)
+	row := make([]float64, n)
 	for i := range m {
-		for j := range n {
-			var s float64
-			for p := range k {
-				s += float64(a[i*k+p]) * float64(b[p*n+j])
+		clear(row)
+		for x := range k {
+			av := float64(a[i*k+x])
+			for j, bv := range b[x*n : (x+1)*n] {
+				row[j] += av * float64(bv)
 			}
-			c[i*n+j] = float32(s)
+		}
+		for j, v := range row {
+			out[i*n+j] = float32(v)
 		}
 	}
-	return c
+	return out
 }
 
 // GELU of each element, the tanh approximation the kernel computes.

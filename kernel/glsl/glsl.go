@@ -1,8 +1,8 @@
-// Package kernels holds vkrt's GLSL compute kernels and the SPIR-V compiled
-// from them, embedded. Regenerate with `go generate ./vk/kernels` after
+// Package glsl holds vkrt's GLSL compute kernels and the SPIR-V compiled
+// from them, embedded. Regenerate with `go generate ./kernel/glsl` after
 // editing a .comp file (needs glslangValidator and spirv-val);
 // ci/check-kernels.sh fails when the embedded SPIR-V is stale.
-package kernels
+package glsl
 
 import (
 	"embed"

@@ -1,14 +1,15 @@
-package vk
+package kernel
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
 
+	"github.com/vkrt/vkrt/kernel/glsl"
 	vkruntime "github.com/vkrt/vkrt/runtime"
-	"github.com/vkrt/vkrt/vk/kernels"
 )
 
 // Binding is one storage buffer a kernel reads or writes.
@@ -185,25 +186,16 @@ const matmulTile = 128
 // transposeTile is the side of the square tile a transpose work group moves.
 const transposeTile = 32
 
-// Kernels is the catalogue of compute kernels, sorted by name.
-func Kernels() []Kernel {
+// All is the catalogue of compute kernels, sorted by name.
+func All() []Kernel {
 	ks := slices.Clone(catalogue)
-	slices.SortFunc(ks, func(a, b Kernel) int { return compareStrings(a.Name, b.Name) })
+	slices.SortFunc(ks, func(a, b Kernel) int { return cmp.Compare(a.Name, b.Name) })
 	return ks
 }
 
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// KernelByName finds a kernel of the catalogue.
-func KernelByName(name string) (Kernel, error) {
+// ByName finds a kernel of the catalogue; an unknown name matches
+// runtime.ErrNotFound.
+func ByName(name string) (Kernel, error) {
 	for _, k := range catalogue {
 		if k.Name == name {
 			return k, nil
@@ -218,7 +210,7 @@ func KernelByName(name string) (Kernel, error) {
 }
 
 // SPIRV is the kernel's compiled module.
-func (k Kernel) SPIRV() ([]byte, error) { return kernels.SPIRV(k.Name) }
+func (k Kernel) SPIRV() ([]byte, error) { return glsl.SPIRV(k.Name) }
 
 // ErrInvalidDispatch: a dispatch that fails its checks (bindings, push
 // constants, grid); it never reaches the driver. The typed form is
@@ -238,31 +230,20 @@ func (e *DispatchError) Error() string {
 // Is makes a *DispatchError match ErrInvalidDispatch.
 func (e *DispatchError) Is(target error) bool { return target == ErrInvalidDispatch }
 
-// DispatchLimits are the device facts a dispatch is checked against.
-type DispatchLimits struct {
+// Limits are the device facts a dispatch is checked against.
+type Limits struct {
 	Alignment                uint64 // binding offsets are multiples of this
 	MaxStorageBufferRange    uint64
 	MaxPushConstantsSize     uint32
 	MaxComputeWorkGroupCount [3]uint32
 }
 
-// DispatchLimits are the device's dispatch limits.
-func (d *Device) DispatchLimits() DispatchLimits {
-	l := d.info.Limits
-	return DispatchLimits{
-		Alignment:                d.Properties().Alignment,
-		MaxStorageBufferRange:    l.MaxStorageBufferRange,
-		MaxPushConstantsSize:     l.MaxPushConstantsSize,
-		MaxComputeWorkGroupCount: l.MaxComputeWorkGroupCount,
-	}
-}
-
-// ValidateDispatch checks a dispatch without a device: the number of
+// Validate checks a dispatch without a device: the number of
 // bindings, their alignment, their sizes against what the push constants
 // call for and the storage-buffer range, the push-constant size, and the grid
 // against the limits and the kernel. It does not check that the handles name
-// live allocations (Dispatch does).
-func ValidateDispatch(k Kernel, grid [3]uint32, bindings []vkruntime.StorageHandle, push []byte, limits DispatchLimits) error {
+// live allocations (a device's Dispatch does).
+func Validate(k Kernel, grid [3]uint32, bindings []vkruntime.StorageHandle, push []byte, limits Limits) error {
 	fail := func(format string, args ...any) error {
 		return &DispatchError{Kernel: k.Name, Reason: fmt.Sprintf(format, args...)}
 	}
@@ -396,7 +377,7 @@ func pack(values ...uint32) []byte {
 }
 
 func mustKernel(name string) Kernel {
-	k, err := KernelByName(name)
+	k, err := ByName(name)
 	if err != nil {
 		panic(err)
 	}

@@ -1,0 +1,385 @@
+// Package cpu is a pure-Go device.Device: its storage is host memory,
+// counted against a heap size and a memory limit like a GPU's, and it runs
+// every kernel of the kernel package on the CPU with the float64 references
+// of internal/cpuref. It is the portable device: dry runs, measured plans
+// and the client's tests run on it without cgo or a Vulkan driver, and its
+// results are what a GPU's are checked against.
+//
+// It checks every dispatch as a GPU backend does (kernel.Validate against
+// its limits, then the bindings against its storage) and honours a
+// context's end between and within kernels.
+package cpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/vkrt/vkrt/device"
+	"github.com/vkrt/vkrt/kernel"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// Option configures New, in the module's one option style: a function from
+// the configuration to the configuration, checked as a whole by New.
+type Option func(config) config
+
+type config struct {
+	name        string
+	alignment   uint64
+	maxPageSize uint64
+	memorySize  uint64
+	memoryLimit uint64
+}
+
+// The defaults are a common desktop GPU's: binding offsets aligned to 256
+// bytes (the largest minStorageBufferOffsetAlignment in wide use), one
+// binding up to 4 GiB, and a 16 GiB heap.
+const (
+	DefaultAlignment  = 256
+	DefaultMemorySize = 16 << 30
+	maxBindingRange   = 1<<32 - 1
+)
+
+// WithName names the device in messages; the default is "cpu".
+func WithName(name string) Option { return func(c config) config { c.name = name; return c } }
+
+// WithAlignment sets the alignment of binding offsets and slices, a power of
+// two of at least 4 bytes.
+func WithAlignment(bytes uint64) Option {
+	return func(c config) config { c.alignment = bytes; return c }
+}
+
+// WithMaxPageSize caps what one binding (and so one page of the pools) may
+// cover; the default is the largest multiple of the alignment below 4 GiB.
+func WithMaxPageSize(bytes uint64) Option {
+	return func(c config) config { c.maxPageSize = bytes; return c }
+}
+
+// WithMemorySize sets the size of the device's heap.
+func WithMemorySize(bytes uint64) Option {
+	return func(c config) config { c.memorySize = bytes; return c }
+}
+
+// WithMemoryLimit caps the bytes the storage holds at once below the heap;
+// 0 means no cap beyond the heap.
+func WithMemoryLimit(bytes uint64) Option {
+	return func(c config) config { c.memoryLimit = bytes; return c }
+}
+
+// Device is the pure-Go device. It is safe for concurrent use.
+type Device struct {
+	name    string
+	props   vkruntime.DeviceProperties
+	limits  kernel.Limits
+	storage *Storage
+	closed  atomic.Bool
+}
+
+var _ device.Device = (*Device)(nil)
+
+// New makes a device; an unusable configuration is an error.
+func New(opts ...Option) (*Device, error) {
+	c := config{name: "cpu", alignment: DefaultAlignment, memorySize: DefaultMemorySize}
+	for _, o := range opts {
+		c = o(c)
+	}
+	if c.alignment < 4 || c.alignment&(c.alignment-1) != 0 {
+		return nil, fmt.Errorf("cpu: alignment %d is not a power of two of at least 4 B", c.alignment)
+	}
+	if c.memorySize < c.alignment {
+		return nil, fmt.Errorf("cpu: a heap of %d B holds no %d B slice", c.memorySize, c.alignment)
+	}
+	if c.maxPageSize == 0 {
+		c.maxPageSize = min(maxBindingRange, c.memorySize) / c.alignment * c.alignment
+	}
+	if c.maxPageSize%c.alignment != 0 || c.maxPageSize > maxBindingRange {
+		return nil, fmt.Errorf("cpu: max page size %d is not a multiple of the %d B alignment below 4 GiB", c.maxPageSize, c.alignment)
+	}
+	d := &Device{
+		name:  c.name,
+		props: vkruntime.DeviceProperties{Alignment: c.alignment, MaxPageSize: c.maxPageSize, MemorySize: c.memorySize},
+		limits: kernel.Limits{
+			Alignment:                c.alignment,
+			MaxStorageBufferRange:    c.maxPageSize,
+			MaxPushConstantsSize:     128,
+			MaxComputeWorkGroupCount: [3]uint32{65535, 65535, 65535},
+		},
+	}
+	d.storage = &Storage{dev: d, pages: map[vkruntime.StorageID]*page{}, heap: c.memorySize, limit: c.memoryLimit}
+	return d, nil
+}
+
+// Open is New as a device.Opener, for device.Register: the device of index
+// 0 with cfg's memory limit (there is no validation layer to turn on).
+func Open(ctx context.Context, cfg device.Config) (device.Device, error) {
+	if cfg.Index != 0 {
+		return nil, fmt.Errorf("cpu: no device %d: there is one (0)", cfg.Index)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	d, err := New(WithMemoryLimit(cfg.MemoryLimit))
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Name is the name WithName gave, "cpu" by default.
+func (d *Device) Name() string { return d.name }
+
+// Properties are the alignment, page size and heap the options set.
+func (d *Device) Properties() vkruntime.DeviceProperties { return d.props }
+
+// Limits are what dispatches are checked against: the alignment, one
+// binding up to the max page size, 128 B of push constants and 65535 work
+// groups per grid dimension, as every Vulkan device allows.
+func (d *Device) Limits() kernel.Limits { return d.limits }
+
+// Storage is the device's host-memory storage (a *Storage).
+func (d *Device) Storage() device.Storage { return d.storage }
+
+// Close releases the storage's memory; the device refuses work afterwards.
+func (d *Device) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	d.storage.releaseAll()
+	return nil
+}
+
+func (d *Device) usable(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d.closed.Load() {
+		return fmt.Errorf("cpu: device %s is closed", d.name)
+	}
+	return nil
+}
+
+// Upload copies src to the start of dst.
+func (d *Device) Upload(ctx context.Context, dst vkruntime.StorageHandle, src []byte) error {
+	if err := d.usable(ctx); err != nil {
+		return err
+	}
+	if uint64(len(src)) > dst.Size {
+		return fmt.Errorf("cpu: upload of %d B into %v of %d B", len(src), dst, dst.Size)
+	}
+	mem, err := d.storage.resolve(dst)
+	if err != nil {
+		return err
+	}
+	copy(mem, src)
+	return nil
+}
+
+// Download copies the start of src into dst.
+func (d *Device) Download(ctx context.Context, src vkruntime.StorageHandle, dst []byte) error {
+	if err := d.usable(ctx); err != nil {
+		return err
+	}
+	if uint64(len(dst)) > src.Size {
+		return fmt.Errorf("cpu: download of %d B from %v of %d B", len(dst), src, src.Size)
+	}
+	mem, err := d.storage.resolve(src)
+	if err != nil {
+		return err
+	}
+	copy(dst, mem)
+	return nil
+}
+
+// Dispatch checks every op, then runs them in order on the calling
+// goroutine. When ctx ends it stops between work items and returns
+// ctx.Err(); the ops not finished leave their outputs partly written.
+func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
+	if err := d.usable(ctx); err != nil {
+		return err
+	}
+	bound := make([][][]byte, len(ops))
+	for i, op := range ops {
+		err := kernel.Validate(op.Kernel, op.Grid, op.Bindings, op.Push, d.limits)
+		if err == nil {
+			bound[i], err = d.storage.resolveAll(op.Bindings)
+		}
+		if err != nil {
+			if len(ops) > 1 {
+				return fmt.Errorf("op %d of %d: %w", i, len(ops), err)
+			}
+			return err
+		}
+	}
+	for i, op := range ops {
+		if op.Grid[0] == 0 || op.Grid[1] == 0 || op.Grid[2] == 0 {
+			continue // no work group runs
+		}
+		if err := run(ctx, op, bound[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Storage is host memory handed out as pages, counted against the heap
+// and the memory limit. It is safe for concurrent use.
+type Storage struct {
+	dev *Device
+
+	mu          sync.Mutex
+	next        vkruntime.StorageID
+	pages       map[vkruntime.StorageID]*page
+	deferred    []*page
+	allocated   uint64
+	heap, limit uint64
+}
+
+type page struct {
+	mem  []byte // the usable size asked for
+	held uint64 // bytes counted: the size rounded up to the alignment
+}
+
+var _ device.Storage = (*Storage)(nil)
+
+// Alloc makes one page of size bytes, zeroed. The storage keeps a running
+// total: a page that would take it past the heap or the memory limit is a
+// *runtime.OutOfMemoryError (after handing deferred pages back), and the
+// storage stays as it was.
+func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
+	if s.dev.closed.Load() {
+		return vkruntime.StorageHandle{}, fmt.Errorf("cpu: device %s is closed", s.dev.name)
+	}
+	if size == 0 {
+		return vkruntime.StorageHandle{}, errors.New("cpu: storage allocation of 0 B: a page needs at least one byte")
+	}
+	align := s.dev.props.Alignment
+	held := (size + align - 1) / align * align
+	if held < size {
+		held = size // rounding wrapped: the heap check below refuses it
+	}
+	s.mu.Lock()
+	if !s.fits(held) {
+		s.mu.Unlock()
+		s.Flush()
+		s.mu.Lock()
+	}
+	if !s.fits(held) {
+		err := &vkruntime.OutOfMemoryError{
+			Size: size, HeapSize: s.heap, Usage: s.allocated, Limit: s.limit,
+			Detail: fmt.Sprintf("device %s: %d B held of %s", s.dev.name, s.allocated, s.bound()),
+		}
+		s.mu.Unlock()
+		return vkruntime.StorageHandle{}, err
+	}
+	s.allocated += held
+	s.next++
+	id := s.next
+	s.mu.Unlock()
+	// Allocated outside the lock: a large page takes a while to zero.
+	p := &page{mem: make([]byte, size), held: held}
+	s.mu.Lock()
+	s.pages[id] = p
+	s.mu.Unlock()
+	return vkruntime.StorageHandle{ID: id, Size: size}, nil
+}
+
+func (s *Storage) fits(held uint64) bool {
+	total := s.allocated + held
+	return total >= held && total <= s.heap && (s.limit == 0 || total <= s.limit)
+}
+
+func (s *Storage) bound() string {
+	if s.limit != 0 && s.limit < s.heap {
+		return fmt.Sprintf("the %d B memory limit", s.limit)
+	}
+	return fmt.Sprintf("the %d B heap", s.heap)
+}
+
+// Dealloc releases a page; its memory counts until the next Flush.
+// Unknown or already released ids are ignored.
+func (s *Storage) Dealloc(id vkruntime.StorageID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.pages[id]; ok {
+		delete(s.pages, id)
+		s.deferred = append(s.deferred, p)
+	}
+}
+
+// Flush hands deallocated pages back.
+func (s *Storage) Flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.deferred {
+		s.allocated -= p.held
+	}
+	clear(s.deferred)
+	s.deferred = s.deferred[:0]
+}
+
+// Allocated is the number of bytes held, deallocated pages not yet flushed
+// included.
+func (s *Storage) Allocated() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.allocated
+}
+
+// Allocations is the number of pages held, deallocated pages not yet
+// flushed included.
+func (s *Storage) Allocations() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pages) + len(s.deferred)
+}
+
+// Limit is the memory limit, 0 for none beyond the heap.
+func (s *Storage) Limit() uint64 { return s.limit }
+
+// MaxAllocationSize is the largest page a binding may cover whole.
+func (s *Storage) MaxAllocationSize() uint64 { return s.dev.props.MaxPageSize }
+
+func (s *Storage) releaseAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pages, s.deferred, s.allocated = map[vkruntime.StorageID]*page{}, nil, 0
+}
+
+// resolve is the memory of h, which must lie in a live page.
+func (s *Storage) resolve(h vkruntime.StorageHandle) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.resolveLocked(h)
+}
+
+func (s *Storage) resolveLocked(h vkruntime.StorageHandle) ([]byte, error) {
+	if h.Size == 0 {
+		return nil, nil
+	}
+	p, ok := s.pages[h.ID]
+	if !ok {
+		return nil, fmt.Errorf("cpu: %v: %w (the device's storage holds %d pages)", h, vkruntime.ErrNotFound, len(s.pages))
+	}
+	size := uint64(len(p.mem))
+	if h.Offset > size || h.Size > size-h.Offset {
+		return nil, fmt.Errorf("cpu: %v lies outside its page of %d B", h, size)
+	}
+	return p.mem[h.Offset : h.Offset+h.Size : h.Offset+h.Size], nil
+}
+
+func (s *Storage) resolveAll(hs []vkruntime.StorageHandle) ([][]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([][]byte, len(hs))
+	for i, h := range hs {
+		mem, err := s.resolveLocked(h)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = mem
+	}
+	return out, nil
+}

@@ -1,0 +1,212 @@
+package cpu_test
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/device/cpu"
+	"github.com/vkrt/vkrt/internal/cpuref"
+	"github.com/vkrt/vkrt/internal/devtest"
+	"github.com/vkrt/vkrt/kernel"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+func newDevice(t *testing.T, opts ...cpu.Option) *cpu.Device {
+	t.Helper()
+	d, err := cpu.New(opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, d.Close()) })
+	return d
+}
+
+func floatsOn(t *testing.T, d *cpu.Device, v []float32) vkruntime.StorageHandle {
+	t.Helper()
+	h, err := d.Storage().Alloc(max(4, uint64(4*len(v))))
+	require.NoError(t, err)
+	h.Size = uint64(4 * len(v))
+	require.NoError(t, d.Upload(t.Context(), h, cpuref.Bytes(v)))
+	return h
+}
+
+func read(t *testing.T, d *cpu.Device, h vkruntime.StorageHandle) []float32 {
+	t.Helper()
+	b := make([]byte, h.Size)
+	require.NoError(t, d.Download(t.Context(), h, b))
+	return cpuref.Floats(b)
+}
+
+func ramp(n int, scale float32) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = scale * float32(i%17-8) / 8
+	}
+	return v
+}
+
+func run(t *testing.T, d *cpu.Device, l kernel.Launch, hs ...vkruntime.StorageHandle) {
+	t.Helper()
+	require.NoError(t, d.Dispatch(t.Context(), []kernel.Op{l.With(hs...)}))
+}
+
+// Every kernel of the catalogue runs, and computes what its reference does.
+func TestEveryKernelMatchesItsReference(t *testing.T) {
+	d := newDevice(t)
+	const rows, cols = 7, 300
+	n := rows * cols
+	x, y := ramp(n, 3), ramp(n, -2)
+	xh, yh := floatsOn(t, d, x), floatsOn(t, d, y)
+	out := func() vkruntime.StorageHandle { return floatsOn(t, d, make([]float32, n)) }
+	elementwise := func(f func(a, b float32) float32) []float32 {
+		want := make([]float32, n)
+		for i := range want {
+			want[i] = f(x[i], y[i])
+		}
+		return want
+	}
+	covered := map[string]bool{}
+	check := func(l kernel.Launch, want []float32, tol float64, hs ...vkruntime.StorageHandle) {
+		t.Helper()
+		run(t, d, l, hs...)
+		devtest.RequireClose(t, want, read(t, d, hs[len(hs)-1])[:len(want)], tol, l.Kernel.Name)
+		covered[l.Kernel.Name] = true
+	}
+	check(kernel.Add(uint32(n)), elementwise(func(a, b float32) float32 { return a + b }), 0, xh, yh, out())
+	check(kernel.Mul(uint32(n)), elementwise(func(a, b float32) float32 { return a * b }), 0, xh, yh, out())
+	check(kernel.Scale(uint32(n), -2.5), cpuref.Scale(x, -2.5), 0, xh, out())
+	check(kernel.ReLU(uint32(n)), cpuref.ReLU(x), 0, xh, out())
+	check(kernel.GELU(uint32(n)), cpuref.GELU(x), 0, xh, out())
+	check(kernel.Softmax(rows, cols), cpuref.Softmax(x, rows, cols), 0, xh, out())
+	gamma, beta := ramp(cols, 1), ramp(cols, 0.5)
+	check(kernel.LayerNorm(rows, cols, 1e-5), cpuref.LayerNorm(x, gamma, beta, rows, cols, 1e-5), 0,
+		xh, floatsOn(t, d, gamma), floatsOn(t, d, beta), out())
+	check(kernel.Transpose(rows, cols), cpuref.Transpose(x, rows, cols), 0, xh, out())
+	check(kernel.MatMul(rows, rows, cols), cpuref.MatMul(x, cpuref.Transpose(y, rows, cols), rows, rows, cols), 0,
+		xh, floatsOn(t, d, cpuref.Transpose(y, rows, cols)), out())
+	check(kernel.CopyWords(uint32(n)), x, 0, xh, out())
+
+	fill := kernel.FillWords(uint32(n), math.Float32bits(1.5))
+	want := make([]float32, n)
+	for i := range want {
+		want[i] = 1.5
+	}
+	check(fill, want, 0, out())
+
+	var total float64
+	for _, v := range x {
+		total += float64(v)
+	}
+	check(kernel.ReduceSum(uint32(n)), []float32{float32(total)}, 1e-6, xh, out())
+	// A grid of three work groups leaves one partial sum per group: group g
+	// sums the 256-element blocks b with b mod 3 == g.
+	sums := out()
+	partial := kernel.ReduceSum(uint32(n))
+	require.NoError(t, d.Dispatch(t.Context(), []kernel.Op{{Kernel: partial.Kernel, Grid: [3]uint32{3, 1, 1}, Bindings: []vkruntime.StorageHandle{xh, sums}, Push: partial.Push}}))
+	var groups [3]float64
+	for i, v := range x {
+		groups[(i/256)%3] += float64(v)
+	}
+	devtest.RequireClose(t, []float32{float32(groups[0]), float32(groups[1]), float32(groups[2])}, read(t, d, sums)[:3], 1e-6, "partial sums")
+
+	for _, k := range kernel.All() {
+		require.True(t, covered[k.Name], "kernel %s has no check here", k.Name)
+	}
+}
+
+// The storage keeps a running total against the heap and the limit: past
+// them an allocation is a classified *OutOfMemoryError with the numbers,
+// and the storage stays usable.
+func TestStorageRefusesPastTheHeapAndTheLimit(t *testing.T) {
+	d := newDevice(t, cpu.WithMemorySize(1<<20), cpu.WithAlignment(256))
+	s := d.Storage()
+	var hs []vkruntime.StorageHandle
+	for range 4 {
+		h, err := s.Alloc(256 << 10)
+		require.NoError(t, err)
+		hs = append(hs, h)
+	}
+	_, err := s.Alloc(1)
+	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
+	var oom *vkruntime.OutOfMemoryError
+	require.ErrorAs(t, err, &oom)
+	require.Equal(t, uint64(1<<20), oom.HeapSize)
+	require.Equal(t, uint64(1<<20), oom.Usage)
+	require.Equal(t, uint64(1<<20), s.Allocated(), "a refusal holds nothing")
+
+	// A released page counts until flushed; a refusal flushes first.
+	s.Dealloc(hs[0].ID)
+	require.Equal(t, uint64(1<<20), s.Allocated())
+	h, err := s.Alloc(1)
+	require.NoError(t, err)
+	require.Equal(t, uint64(3<<18+256), s.Allocated(), "one byte holds one 256 B alignment unit")
+	require.NoError(t, d.Upload(t.Context(), h, []byte{7}))
+
+	limited := newDevice(t, cpu.WithMemorySize(1<<20), cpu.WithMemoryLimit(1000))
+	_, err = limited.Storage().Alloc(1024)
+	require.ErrorAs(t, err, &oom)
+	require.Equal(t, uint64(1000), oom.Limit)
+	require.ErrorContains(t, err, "the 1000 B memory limit")
+}
+
+// A refused batch changes nothing; handles must name live pages and lie
+// inside them.
+func TestDispatchChecksEveryOpFirst(t *testing.T) {
+	d := newDevice(t)
+	const n = 64
+	x := floatsOn(t, d, ramp(n, 1))
+	out := floatsOn(t, d, make([]float32, n))
+	err := d.Dispatch(t.Context(), []kernel.Op{kernel.ReLU(n).With(x, out), kernel.ReLU(n+1).With(x, out)})
+	require.ErrorIs(t, err, kernel.ErrInvalidDispatch)
+	require.ErrorContains(t, err, "op 1 of 2")
+	require.Equal(t, make([]float32, n), read(t, d, out), "the first op did not run")
+
+	gone, err := d.Storage().Alloc(4 * n)
+	require.NoError(t, err)
+	d.Storage().Dealloc(gone.ID)
+	require.ErrorIs(t, d.Dispatch(t.Context(), []kernel.Op{kernel.ReLU(n).With(gone, out)}), vkruntime.ErrNotFound)
+	require.ErrorIs(t, d.Upload(t.Context(), gone, []byte{1}), vkruntime.ErrNotFound)
+	past := vkruntime.StorageHandle{ID: out.ID, Offset: 256, Size: 4 * n}
+	require.ErrorContains(t, d.Download(t.Context(), past, make([]byte, 4)), "outside its page")
+}
+
+// A long kernel stops when its context ends, well before it would finish.
+func TestDispatchStopsWhenTheContextEnds(t *testing.T) {
+	d := newDevice(t)
+	const m = 1024
+	a := floatsOn(t, d, ramp(m*m, 1))
+	c := floatsOn(t, d, make([]float32, m*m))
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := d.Dispatch(ctx, []kernel.Op{kernel.MatMul(m, m, m).With(a, a, c)})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 2*time.Second, "a 1024³ product takes seconds; the wait stopped with the context")
+}
+
+func TestClosedDeviceRefusesWork(t *testing.T) {
+	d, err := cpu.New()
+	require.NoError(t, err)
+	h, err := d.Storage().Alloc(64)
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+	require.ErrorContains(t, d.Upload(t.Context(), h, []byte{1}), "closed")
+	_, err = d.Storage().Alloc(64)
+	require.ErrorContains(t, err, "closed")
+	require.Zero(t, d.Storage().Allocated())
+}
+
+func TestNewRefusesUnusableConfigurations(t *testing.T) {
+	_, err := cpu.New(cpu.WithAlignment(48))
+	require.ErrorContains(t, err, "not a power of two")
+	_, err = cpu.New(cpu.WithMemorySize(16), cpu.WithAlignment(256))
+	require.ErrorContains(t, err, "holds no 256 B slice")
+	_, err = cpu.New(cpu.WithMaxPageSize(1000))
+	require.ErrorContains(t, err, "not a multiple")
+	d := newDevice(t, cpu.WithMemorySize(1<<20))
+	require.Equal(t, uint64(1<<20), d.Properties().MemorySize)
+	require.Equal(t, uint64(1<<20), d.Storage().MaxAllocationSize())
+	require.NoError(t, d.Properties().Validate())
+}

@@ -1,0 +1,135 @@
+// Package device is the small interface between vkrt's client and a compute
+// device: storage for the memory pools, transfers between host memory and
+// that storage, and batches of kernel launches from the kernel package.
+//
+// Two implementations ship: the Vulkan backend (package vk, which needs
+// cgo) and a pure-Go device that runs every kernel on the CPU (package
+// device/cpu), the portable one dry runs and tests use without a GPU.
+// Tests hand the client deliberately broken devices through the same
+// interface.
+//
+// A backend makes itself the default by calling [Register] from an init
+// function; [Open] opens the default device of the backend linked in
+// (import _ "github.com/vkrt/vkrt/vk" links Vulkan).
+package device
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/vkrt/vkrt/kernel"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// Device is what the client needs from a device. Implementations are safe
+// for concurrent use; Close comes last.
+type Device interface {
+	// Name says which device this is, for messages.
+	Name() string
+	// Properties are the facts the memory pools size themselves by.
+	Properties() vkruntime.DeviceProperties
+	// Limits are the facts a dispatch is checked against (kernel.Validate).
+	Limits() kernel.Limits
+	// Storage is the device's one storage, shared by all its users.
+	Storage() Storage
+	// Upload writes src to the start of the byte range dst; len(src) may be
+	// less than dst.Size, not more.
+	Upload(ctx context.Context, dst vkruntime.StorageHandle, src []byte) error
+	// Download reads the start of the byte range src into dst; len(dst) may
+	// be less than src.Size, not more.
+	Download(ctx context.Context, src vkruntime.StorageHandle, dst []byte) error
+	// Dispatch runs ops in order, each one's writes visible to the next,
+	// and waits for them. Every op is checked (kernel.Validate, then that
+	// its bindings lie in live allocations) before any runs: a refused
+	// batch changes nothing. When ctx ends first, Dispatch returns ctx.Err()
+	// at once; work already handed to the device may still finish, and the
+	// device keeps the memory it binds alive and orders later calls after it.
+	Dispatch(ctx context.Context, ops []kernel.Op) error
+	// Close releases the device once no work of it runs any more.
+	Close() error
+}
+
+// Storage is a device's runtime.Storage with the figures the client reads.
+// It is safe for concurrent use.
+type Storage interface {
+	vkruntime.Storage
+	vkruntime.AllocationLimiter
+	// Allocated is the number of bytes of device memory held, deallocated
+	// allocations not yet flushed included.
+	Allocated() uint64
+	// Allocations is the number of device allocations held, counted like
+	// Allocated.
+	Allocations() int
+	// Limit is the memory limit in bytes the storage refuses allocations
+	// past (*runtime.OutOfMemoryError), 0 for none beyond the heap.
+	Limit() uint64
+}
+
+// Config is what a caller may ask of a backend's default device.
+type Config struct {
+	// Index picks the backend's device (in its own order); 0 is the first.
+	Index int
+	// MemoryLimit caps the bytes the device's storage may hold; 0: no cap.
+	MemoryLimit uint64
+	// Validation turns on the backend's own checking of every call, where
+	// it has one (the Khronos validation layer for Vulkan).
+	Validation bool
+}
+
+// Opener opens a backend's device.
+type Opener func(ctx context.Context, cfg Config) (Device, error)
+
+// ErrNoBackend: no backend is linked into the program, so there is no
+// default device to open.
+var ErrNoBackend = errors.New("device: no backend is linked in (import _ \"github.com/vkrt/vkrt/vk\" for Vulkan, which needs cgo, or hand the client a device such as device/cpu's)")
+
+// ErrUnavailable: the backend is linked in but this machine cannot run it
+// (no driver, no device, or a build without cgo). Backends wrap it in their
+// own errors; tests skip on it unless VKRT_REQUIRE_DEVICE=1.
+var ErrUnavailable = errors.New("device: not available on this machine")
+
+// ErrValidation: the backend's own checking (the Khronos validation layer
+// for Vulkan) saw the device misused; what it computed cannot be trusted.
+var ErrValidation = errors.New("device: validation errors")
+
+var (
+	registryMu sync.Mutex
+	backend    string
+	opener     Opener
+)
+
+// Register makes open the way Open opens a device. Backends call it from an
+// init function; a second backend replaces the first.
+func Register(name string, open Opener) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	backend, opener = name, open
+}
+
+// Backend is the name of the registered backend, "" when none is linked in.
+func Backend() string {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	return backend
+}
+
+// Open opens a device of the registered backend; without one it fails with
+// ErrNoBackend.
+func Open(ctx context.Context, cfg Config) (Device, error) {
+	registryMu.Lock()
+	name, open := backend, opener
+	registryMu.Unlock()
+	if open == nil {
+		return nil, ErrNoBackend
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	d, err := open(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("device: opening %s device %d: %w", name, cfg.Index, err)
+	}
+	return d, nil
+}
