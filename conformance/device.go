@@ -421,6 +421,11 @@ func deviceChecks(open OpenClient) []Check {
 			run:  withClient(open, checkInstallAppliesToNewStreams),
 		},
 		{
+			Name: "install/stream-local",
+			Rule: "A layout installed on one stream alone leaves the layout of the client, of other streams and of streams created afterwards as they were",
+			run:  withClient(open, checkStreamLocalInstall),
+		},
+		{
 			Name: "records/round-trip",
 			Rule: "A memory record written to an environment (SQLite in a directory of its own) reads back with the same label and the same report, after the environment is reopened",
 			run:  func(c *C) { checkRecordsRoundTrip(c, open) },
@@ -904,6 +909,44 @@ func checkInstallAppliesToNewStreams(c *C, cl *client.Client) {
 		c.Errorf("a buffer of 3000 B did not land in the first pool (pages of %d B, slices up to %d B): %+v", page, slice, r)
 	}
 	freeBuffer(c, b)
+}
+
+func checkStreamLocalInstall(c *C, cl *client.Client) {
+	before := cl.Layout()
+	a, err := cl.NewStream()
+	if err != nil {
+		c.Fatalf("NewStream: %v", err)
+	}
+	defer a.Close()
+	b, err := cl.NewStream()
+	if err != nil {
+		c.Fatalf("NewStream: %v", err)
+	}
+	defer b.Close()
+	l := memory.DirectLayout()
+	if l.Equal(before) {
+		l = memory.ExclusivePagesLayout()
+	}
+	if err := a.InstallMemoryPools(l); err != nil {
+		c.Fatalf("installing %v on stream %d: %v", l, a.ID(), err)
+	}
+	if got := a.Layout(); !got.Equal(l) {
+		c.Errorf("stream %d has layout %v after installing %v", a.ID(), got, l)
+	}
+	if got := b.Layout(); !got.Equal(before) {
+		c.Errorf("stream %d's layout went from %v to %v when stream %d installed its own", b.ID(), before, got, a.ID())
+	}
+	if got := cl.Layout(); !got.Equal(before) {
+		c.Errorf("the client's layout went from %v to %v when stream %d installed its own", before, got, a.ID())
+	}
+	d, err := cl.NewStream()
+	if err != nil {
+		c.Fatalf("NewStream: %v", err)
+	}
+	defer d.Close()
+	if got := d.Layout(); !got.Equal(before) {
+		c.Errorf("a stream created afterwards has layout %v, not the client's %v", got, before)
+	}
 }
 
 func checkRecordsRoundTrip(c *C, open OpenClient) {

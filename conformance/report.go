@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,6 +72,10 @@ func (r Report) duration() time.Duration {
 // WriteJSON writes the report as one JSON object.
 func (r Report) WriteJSON(w io.Writer) error {
 	pass, fail, ns := r.Counts()
+	r.Results = slices.Clone(r.Results)
+	for i := range r.Results {
+		r.Results[i].Seconds = r.Results[i].Duration.Seconds()
+	}
 	out := struct {
 		Report
 		Passed       int     `json:"passed"`

@@ -1,0 +1,142 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	json "github.com/goccy/go-json"
+	"github.com/stretchr/testify/require"
+)
+
+func TestRunnerClassifiesEveryEnding(t *testing.T) {
+	cleaned := 0
+	checks := []Check{
+		{Name: "x/passes", Rule: "passes", run: func(c *C) { c.Cleanup(func() { cleaned++ }) }},
+		{Name: "x/errors-twice", Rule: "reports two", run: func(c *C) {
+			c.Errorf("first %d", 1)
+			c.Errorf("second %d", 2)
+		}},
+		{Name: "x/fatal-stops", Rule: "stops", run: func(c *C) {
+			c.Fatalf("stopped")
+			c.Errorf("never reached")
+		}},
+		{Name: "x/not-supported", Rule: "lacks", run: func(c *C) { c.NotSupportedf("no %s", "budget") }},
+		{Name: "x/failed-then-not-supported", Rule: "fails first", run: func(c *C) {
+			c.Errorf("broke it")
+			c.NotSupportedf("then lacked")
+		}},
+		{Name: "x/panics", Rule: "panics", run: func(c *C) { panic("boom") }},
+		{Name: "x/hangs", Rule: "hangs", run: func(c *C) { <-c.Context().Done(); select {} }},
+		{Name: "x/floods", Rule: "floods", run: func(c *C) {
+			for i := range maxEvidence + 5 {
+				c.Errorf("misbehaviour %d", i)
+			}
+		}},
+		{Name: "x/cleanup-panics", Rule: "cleanup", run: func(c *C) { c.Cleanup(func() { panic("in cleanup") }) }},
+	}
+	var started, finished []string
+	rep := runChecks(context.Background(), "test", checks, Options{
+		Timeout:  200 * time.Millisecond,
+		Started:  func(i, n int, ch Check) { started = append(started, ch.Name) },
+		Finished: func(i, n int, r Result) { finished = append(finished, r.Check) },
+	})
+	require.Len(t, rep.Results, len(checks))
+	require.Equal(t, started, finished)
+	status := map[string]Status{}
+	for _, r := range rep.Results {
+		status[r.Check] = r.Status
+	}
+	require.Equal(t, map[string]Status{
+		"x/passes": Pass, "x/errors-twice": Fail, "x/fatal-stops": Fail, "x/not-supported": NotSupported,
+		"x/failed-then-not-supported": Fail, "x/panics": Fail, "x/hangs": Fail, "x/floods": Fail, "x/cleanup-panics": Fail,
+	}, status)
+	require.Equal(t, 1, cleaned)
+	get := func(name string) Result { r, ok := rep.Result(name); require.True(t, ok); return r }
+	require.Equal(t, []string{"first 1", "second 2"}, get("x/errors-twice").Evidence)
+	require.Equal(t, []string{"stopped"}, get("x/fatal-stops").Evidence)
+	require.Equal(t, "no budget", get("x/not-supported").Reason)
+	require.Contains(t, get("x/panics").Evidence[0], "panic: boom")
+	require.Contains(t, get("x/hangs").Evidence[0], "did not finish within 200ms")
+	flood := get("x/floods").Evidence
+	require.Len(t, flood, maxEvidence+1)
+	require.Equal(t, "… and 5 more", flood[maxEvidence])
+	require.Contains(t, get("x/cleanup-panics").Evidence[0], "panic in cleanup: in cleanup")
+
+	pass, fail, ns := rep.Counts()
+	require.Equal(t, [3]int{1, 7, 1}, [3]int{pass, fail, ns})
+	require.False(t, rep.OK())
+	require.Len(t, rep.Failed(), 7)
+}
+
+func TestRunnerSelectsByName(t *testing.T) {
+	ran := map[string]bool{}
+	mk := func(name string) Check { return Check{Name: name, run: func(*C) { ran[name] = true }} }
+	rep := runChecks(context.Background(), "test", []Check{mk("storage/a"), mk("device/b"), mk("storage/c")}, Options{Run: regexp.MustCompile(`^storage/`)})
+	require.Equal(t, map[string]bool{"storage/a": true, "storage/c": true}, ran)
+	require.Len(t, rep.Results, 2)
+}
+
+func sampleReport() Report {
+	return Report{Suite: "device", Target: "a <test> device & co", Started: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC), Results: []Result{
+		{Check: "storage/ok", Rule: "holds", Status: Pass, Duration: 1500 * time.Microsecond},
+		{Check: "device/broken", Rule: "keeps <bytes> & order", Status: Fail, Duration: 2 * time.Second,
+			Evidence: []string{"3 of 8 bytes corrupt", "first line\nsecond line"}},
+		{Check: "device/memory-budget", Rule: "reports a budget", Status: NotSupported, Duration: time.Millisecond, Reason: "no VK_EXT_memory_budget"},
+	}}
+}
+
+func TestJUnitReadsBack(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, sampleReport().WriteJUnit(&b))
+	require.True(t, strings.HasPrefix(b.String(), xml.Header))
+	var got JUnitSuites
+	require.NoError(t, xml.Unmarshal(b.Bytes(), &got))
+	require.Equal(t, 3, got.Tests)
+	require.Equal(t, 1, got.Failures)
+	require.Equal(t, 1, got.Skipped)
+	s := got.Suites[0]
+	require.Equal(t, []JUnitProperty{{Name: "target", Value: "a <test> device & co"}}, s.Props)
+	require.Len(t, s.Cases, 3)
+	require.Nil(t, s.Cases[0].Failure)
+	require.Equal(t, "0.002", s.Cases[0].Time)
+	require.Equal(t, "keeps <bytes> & order", s.Cases[1].Failure.Message)
+	require.Equal(t, "3 of 8 bytes corrupt\nfirst line\nsecond line", s.Cases[1].Failure.Text)
+	require.Equal(t, "not supported: no VK_EXT_memory_budget", s.Cases[2].Skipped.Message)
+}
+
+func TestJSONReadsBack(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, sampleReport().WriteJSON(&b))
+	var got struct {
+		Report
+		Passed, Failed, NotSupported int
+	}
+	require.NoError(t, json.Unmarshal(b.Bytes(), &got))
+	require.Equal(t, "device", got.Suite)
+	require.Equal(t, 1, got.Passed)
+	require.Len(t, got.Results, 3)
+	require.Equal(t, NotSupported, got.Results[2].Status)
+	require.Equal(t, "no VK_EXT_memory_budget", got.Results[2].Reason)
+	require.InDelta(t, 2.0, got.Results[1].Seconds, 1e-9)
+}
+
+func TestTableShowsRuleAndEvidenceOfFailures(t *testing.T) {
+	var b bytes.Buffer
+	require.NoError(t, sampleReport().WriteTable(&b))
+	require.Equal(t, `CHECK                 RESULT         TIME
+storage/ok            pass           1ms
+device/broken         fail           2.00s
+    rule: keeps <bytes> & order
+    - 3 of 8 bytes corrupt
+    - first line
+      second line
+device/memory-budget  not supported  1ms
+    no VK_EXT_memory_budget
+3 checks: 1 passed, 1 failed, 1 not supported (2.00s)
+`, b.String())
+}
