@@ -70,7 +70,11 @@ func churnSize(rng *rand.Rand, largest uint64) uint64 {
 // a pattern into every slice and reads every live slice back as it goes.
 func churn(c *C, t StorageTarget, l memory.Layout, o churnOptions) {
 	rec := &pageRecorder{Storage: t.Storage, c: c, align: t.Properties.Alignment, pages: map[vkruntime.StorageID]uint64{}}
-	mgr, err := memory.NewManager(rec, t.Properties, l)
+	var storage vkruntime.Storage = rec
+	if sparse, ok := sparseOf(t); ok {
+		storage = sparseRecorder{rec, sparse}
+	}
+	mgr, err := memory.NewManager(storage, t.Properties, l)
 	if err != nil {
 		c.Errorf("layout %v: a pool manager over the storage: %v", l, err)
 		return

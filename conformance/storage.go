@@ -480,6 +480,11 @@ func storageChecks(newStorage NewStorage) []Check {
 			},
 		},
 		{
+			Name: "storage/sparse-binding",
+			Rule: "Where the storage offers sparse binding, a virtual range holds no memory, bound granules alias the allocation behind them, binding memory it does not hold or past its end is refused, and pools over a virtual range keep every slice aligned and every byte",
+			run:  func(c *C) { checkSparseBinding(c, openStorage(c, newStorage, StorageConfig{})) },
+		},
+		{
 			Name: "storage/pool-traffic-accounting",
 			Rule: "After churn through the pools, every reservation freed and the pools cleaned up, the storage holds what it held before",
 			run: func(c *C) {

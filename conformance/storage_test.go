@@ -12,6 +12,7 @@ import (
 
 	"github.com/vkrt/vkrt/conformance"
 	"github.com/vkrt/vkrt/dryrun/replay"
+	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
@@ -30,7 +31,18 @@ type heapStorage struct {
 	arena    []byte // the backing of every page, for the flaws that share one
 	arenaEnd uint64
 	allocs   int
+	virtual  map[vkruntime.StorageID][]granuleBinding // per granule of a virtual range
 }
+
+// granuleBinding is the memory behind one granule of a virtual range; a
+// nil page is unbound.
+type granuleBinding struct {
+	page   *heapPage
+	offset uint64
+}
+
+// heapGranule is the heap storage's sparse binding granularity.
+const heapGranule = 64 << 10
 
 type heapPage struct {
 	id    vkruntime.StorageID
@@ -48,16 +60,18 @@ const (
 	genericOOM              // out of memory reported as a plain error
 	leaks                   // released pages are never given back
 	corruptsAfterChurn      // past 64 allocations, each one flips a byte of a live page
+	sparseMisbinds          // a sparse bind lands one granule further into the memory than asked
 )
 
 func (f flaw) String() string {
-	return [...]string{"none", "overlapping pages", "ignores alignment", "generic out-of-memory error", "leaks", "corrupts a byte after churn"}[f]
+	return [...]string{"none", "overlapping pages", "ignores alignment", "generic out-of-memory error", "leaks", "corrupts a byte after churn", "binds the wrong granules"}[f]
 }
 
 const heapAlignment = 16
 
 func newHeapStorage(limit uint64, f flaw) *heapStorage {
-	return &heapStorage{limit: limit, flaw: f, pages: map[vkruntime.StorageID]*heapPage{}, arena: make([]byte, 64<<20)}
+	return &heapStorage{limit: limit, flaw: f, pages: map[vkruntime.StorageID]*heapPage{}, arena: make([]byte, 64<<20),
+		virtual: map[vkruntime.StorageID][]granuleBinding{}}
 }
 
 func (s *heapStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
@@ -145,37 +159,106 @@ func (s *heapStorage) Allocated() uint64 {
 	return s.held
 }
 
-func (s *heapStorage) page(h vkruntime.StorageHandle) ([]byte, error) {
-	p, ok := s.pages[h.ID]
+// span calls f on every stretch of bytes h covers, in order: one for a
+// page, one per granule of a virtual range.
+func (s *heapStorage) span(h vkruntime.StorageHandle, f func(b []byte, at uint64)) error {
+	if p, ok := s.pages[h.ID]; ok {
+		size := uint64(len(p.bytes))
+		if h.Offset > size || h.Size > size-h.Offset {
+			return fmt.Errorf("heap storage: %v lies outside its page of %d B", h, size)
+		}
+		f(p.bytes[h.Offset:h.Offset+h.Size], 0)
+		return nil
+	}
+	granules, ok := s.virtual[h.ID]
 	if !ok {
-		return nil, fmt.Errorf("heap storage: %v: %w", h, vkruntime.ErrNotFound)
+		return fmt.Errorf("heap storage: %v: %w", h, vkruntime.ErrNotFound)
 	}
-	size := uint64(len(p.bytes))
+	size := uint64(len(granules)) * heapGranule
 	if h.Offset > size || h.Size > size-h.Offset {
-		return nil, fmt.Errorf("heap storage: %v lies outside its page of %d B", h, size)
+		return fmt.Errorf("heap storage: %v lies outside its virtual range of %d B", h, size)
 	}
-	return p.bytes[h.Offset : h.Offset+h.Size], nil
+	for at := uint64(0); at < h.Size; {
+		off := h.Offset + at
+		g := granules[off/heapGranule]
+		if g.page == nil {
+			return fmt.Errorf("heap storage: %v: granule %d is not bound", h, off/heapGranule)
+		}
+		n := min(heapGranule-off%heapGranule, h.Size-at)
+		start := g.offset + off%heapGranule
+		f(g.page.bytes[start:start+n], at)
+		at += n
+	}
+	return nil
 }
 
 func (s *heapStorage) Upload(dst vkruntime.StorageHandle, data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, err := s.page(dst)
-	if err != nil {
-		return err
-	}
-	copy(b, data)
-	return nil
+	return s.span(dst, func(b []byte, at uint64) { copy(b, data[at:]) })
 }
 
 func (s *heapStorage) Download(src vkruntime.StorageHandle, dst []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, err := s.page(src)
-	if err != nil {
-		return err
+	return s.span(src, func(b []byte, at uint64) { copy(dst[at:], b) })
+}
+
+func (s *heapStorage) SparseGranule() uint64  { return heapGranule }
+func (s *heapStorage) MaxVirtualSize() uint64 { return 1 << 30 }
+
+func (s *heapStorage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if size == 0 || size > s.MaxVirtualSize() {
+		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Limit: s.MaxVirtualSize(), Detail: "virtual range"}
 	}
-	copy(dst, b)
+	s.next++
+	s.virtual[s.next] = make([]granuleBinding, (size+heapGranule-1)/heapGranule)
+	return vkruntime.StorageHandle{ID: s.next, Size: size}, nil
+}
+
+func (s *heapStorage) ReleaseVirtual(id vkruntime.StorageID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.virtual, id)
+}
+
+// Bind checks every bind before it applies any.
+func (s *heapStorage) Bind(virtual vkruntime.StorageID, binds []memory.SparseBind) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	granules, ok := s.virtual[virtual]
+	if !ok {
+		return fmt.Errorf("heap storage: virtual range %d: %w", virtual, vkruntime.ErrNotFound)
+	}
+	for _, b := range binds {
+		if b.Offset%heapGranule != 0 || b.Size%heapGranule != 0 || b.MemoryOffset%heapGranule != 0 {
+			return fmt.Errorf("heap storage: bind %+v is not in whole granules of %d B", b, heapGranule)
+		}
+		if b.Offset/heapGranule+b.Size/heapGranule > uint64(len(granules)) {
+			return fmt.Errorf("heap storage: bind %+v passes the end of a range of %d granules", b, len(granules))
+		}
+		if b.Memory == 0 {
+			continue
+		}
+		p, ok := s.pages[b.Memory]
+		if !ok || b.MemoryOffset > uint64(len(p.bytes)) || b.Size > uint64(len(p.bytes))-b.MemoryOffset {
+			return fmt.Errorf("heap storage: bind %+v of memory not held or too small", b)
+		}
+	}
+	for _, b := range binds {
+		for i := range b.Size / heapGranule {
+			g := granuleBinding{}
+			if b.Memory != 0 {
+				g = granuleBinding{page: s.pages[b.Memory], offset: b.MemoryOffset + i*heapGranule}
+				if s.flaw == sparseMisbinds && g.offset+2*heapGranule <= uint64(len(g.page.bytes)) {
+					g.offset += heapGranule
+				}
+			}
+			granules[b.Offset/heapGranule+i] = g
+		}
+	}
 	return nil
 }
 
@@ -202,6 +285,7 @@ func TestHeapStorageConforms(t *testing.T) {
 func TestCountingStorageConforms(t *testing.T) {
 	newCounting := func(cfg conformance.StorageConfig) (conformance.StorageTarget, error) {
 		s := replay.NewCountingStorage(cfg.MemoryLimit)
+		s.Granule = replay.H200Granule
 		return conformance.StorageTarget{
 			Storage:    s,
 			Properties: vkruntime.DeviceProperties{Alignment: 256, MaxPageSize: 128 << 20, MemorySize: 1 << 30},
@@ -246,6 +330,7 @@ func TestBrokenStoragesAreCaught(t *testing.T) {
 		{genericOOM, []string{"storage/oom-classified", "storage/oom-typed"}},
 		{leaks, []string{"storage/size-accounting", "storage/release-returns-memory", "storage/pool-traffic-accounting"}},
 		{corruptsAfterChurn, []string{"storage/churn-integrity"}},
+		{sparseMisbinds, []string{"storage/sparse-binding"}},
 	} {
 		t.Run(tc.flaw.String(), func(t *testing.T) {
 			rep := conformance.RunStorage(context.Background(), heapFactory(tc.flaw), conformance.Options{})
