@@ -181,3 +181,41 @@ func TestLaunchBatch(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, make([]byte, 4*n), raw)
 }
+
+// A Buffer value copied and freed frees the buffer itself: neither the copy
+// nor the original reaches the memory the pools hand the next buffer, and
+// neither frees it twice.
+func TestCopiedBufferNeverReachesAnotherBuffersMemory(t *testing.T) {
+	c := openClient(t)
+	ctx := context.Background()
+	a, err := c.Create(ctx, []byte("the first buffer's bytes"))
+	require.NoError(t, err)
+	cp := *a
+	require.NoError(t, cp.Free())
+
+	nines := make([]byte, a.Size())
+	for i := range nines {
+		nines[i] = 9
+	}
+	nb, err := c.Create(ctx, nines)
+	require.NoError(t, err)
+
+	_, err = a.Read(ctx)
+	require.ErrorIs(t, err, vkruntime.ErrNotFound, "the original is freed with its copy")
+	require.ErrorIs(t, a.Write(ctx, 0, []byte{1}), vkruntime.ErrNotFound)
+	_, err = cp.Read(ctx)
+	require.ErrorIs(t, err, vkruntime.ErrNotFound)
+	require.ErrorIs(t, a.Free(), vkruntime.ErrNotFound, "no second free into the new buffer's slot")
+	require.ErrorIs(t, c.Run(ctx, kernel.ReLU(uint32(a.Size()/4)), a, nb), vkruntime.ErrNotFound)
+
+	got, err := nb.Read(ctx)
+	require.NoError(t, err)
+	require.Equal(t, nines, got, "the new buffer kept its bytes")
+	require.NoError(t, nb.Free())
+
+	var zero Buffer
+	_, err = zero.Read(ctx)
+	require.ErrorIs(t, err, vkruntime.ErrNotFound, "a zero Buffer is no buffer")
+	require.ErrorIs(t, zero.Free(), vkruntime.ErrNotFound)
+	require.ErrorIs(t, c.Run(ctx, kernel.ReLU(0), &zero, nb), vkruntime.ErrNotFound)
+}

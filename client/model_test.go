@@ -305,6 +305,8 @@ func TestMeasuredPlanEndToEnd(t *testing.T) {
 					require.Zero(t, p.PagesUnmapped)
 				}
 				require.Positive(t, m.Real.Usage().BytesReserved)
+				require.LessOrEqual(t, m.Real.Usage().BytesReserved, peakReserved(m.DryRun),
+					"the real run under the plan reserves no more than the dry run's growable pools did at their peak")
 				t.Logf("%s, %s plan: dry run peak %d pages (%s), 0 B of device memory; real run reserved %s, %d spills; plan %v",
 					name, strength, peakPages(m.DryRun), memory.FormatBytes(peakReserved(m.DryRun)),
 					memory.FormatBytes(m.Real.Usage().BytesReserved), m.Spills, m.Plan)

@@ -242,7 +242,7 @@ func (s *Stream) upload(ctx context.Context, b *Buffer, offset uint64, data []by
 func (s *Stream) owns(b *Buffer) error {
 	switch {
 	case b == nil || b.buffer == nil:
-		return fmt.Errorf("client: stream %d: nil buffer", s.id)
+		return fmt.Errorf("client: stream %d: a nil or zero Buffer, made by no stream: %w", s.id, vkruntime.ErrNotFound)
 	case b.s != s:
 		return fmt.Errorf("client: buffer %d belongs to stream %d, not stream %d", b.id, b.s.id, s.id)
 	case b.freed:
