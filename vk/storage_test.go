@@ -101,6 +101,49 @@ func TestAllocationLargerThanTheHeap(t *testing.T) {
 	require.Zero(t, d.storage.Allocations())
 }
 
+// The storage keeps a running total of what it holds against the heap:
+// lavapipe backs "device memory" with host memory and would hand out far
+// more than its 2 GiB heap. Pages of 128 MiB are refused once the next one
+// would pass the heap, with a classified error, and the storage stays
+// usable.
+func TestStorageRefusesPagesPastTheHeapInTotal(t *testing.T) {
+	d := openTestDevice(t)
+	s := d.storage
+	heap := d.Properties().MemorySize
+	const page = 128 << 20
+	var pages []vkruntime.StorageHandle
+	var refused error
+	for range 40 {
+		h, err := s.Alloc(page)
+		if err != nil {
+			refused = err
+			break
+		}
+		pages = append(pages, h)
+	}
+	require.Error(t, refused, "40 pages of 128 MiB on a heap of %d B", heap)
+	require.ErrorIs(t, refused, vkruntime.ErrOutOfDeviceMemory)
+	var oom *vkruntime.OutOfMemoryError
+	require.ErrorAs(t, refused, &oom)
+	require.Equal(t, uint64(page), oom.Size)
+	require.Equal(t, heap, oom.HeapSize)
+	require.LessOrEqual(t, s.Allocated(), heap, "the storage never holds more than the heap")
+	require.Greater(t, s.Allocated()+page, heap, "it was refused only for lack of room")
+	require.Equal(t, len(pages), s.Allocations(), "the refusal left nothing behind")
+	t.Logf("heap %d B: %d pages of 128 MiB, then %v", heap, len(pages), refused)
+
+	// Still usable: a released page makes room for the next.
+	s.Dealloc(pages[0].ID)
+	h, err := s.Alloc(page)
+	require.NoError(t, err)
+	require.NoError(t, d.Upload(t.Context(), h, []byte{1, 2, 3}))
+	for _, p := range append(pages[1:], h) {
+		s.Dealloc(p.ID)
+	}
+	s.Flush()
+	require.Zero(t, s.Allocated())
+}
+
 func TestStorageIsSafeForConcurrentUse(t *testing.T) {
 	d := openTestDevice(t)
 	s := d.storage

@@ -1,0 +1,97 @@
+//go:build cgo
+
+package vk
+
+import (
+	"context"
+	"math"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/kernel"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// slowOp is a ReLU over one element on a grid of 65535 x rows work groups:
+// every invocation finds nothing to do, but lavapipe still runs them all
+// (65535 x 16 groups take about 2 s on a 2-core machine; 65535 x 65535,
+// hours).
+func slowOp(h vkruntime.StorageHandle, rows uint32) kernel.Op {
+	l := kernel.ReLU(1)
+	return kernel.Op{Kernel: l.Kernel, Grid: [3]uint32{65535, rows, 1}, Bindings: []vkruntime.StorageHandle{h, h}, Push: l.Push}
+}
+
+// When the context ends, Dispatch stops waiting at once; the batch goes on
+// on the GPU, so the pages it binds stay allocated until it ends (a Flush
+// meanwhile keeps them) and later work on the device comes after it.
+func TestCanceledDispatchKeepsItsMemoryAndOrdersLaterWork(t *testing.T) {
+	d := openTestDevice(t) // Close fails on a page freed while the GPU used it
+	scratch := alloc(t, d, 16)
+	const n = 1 << 16
+	out := alloc(t, d, 4*n)
+	require.NoError(t, d.Zero(t.Context(), out))
+
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := d.Dispatch(ctx, []kernel.Op{slowOp(scratch, 16), kernel.FillWords(n, math.Float32bits(7)).With(out)})
+	waited := time.Since(start)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, waited, time.Second, "the wait stopped with the context")
+
+	// The batch still runs: its pages survive a Flush.
+	held := d.storage.Allocated()
+	d.storage.Dealloc(scratch.ID)
+	d.storage.Flush()
+	require.Equal(t, held, d.storage.Allocated(), "a page an abandoned batch binds is not freed")
+
+	// A download comes after the abandoned batch: it sees the fill.
+	got := readFloats(t, d, out)
+	for i, v := range got {
+		require.Equal(t, float32(7), v, "element %d", i)
+	}
+	d.storage.Flush()
+	require.Less(t, d.storage.Allocated(), held, "freed once the batch ended")
+	t.Logf("the wait stopped %v after the dispatch began; the batch ran to its end after %v", waited, time.Since(start))
+}
+
+// A 65535 x 65535 grid runs for hours on lavapipe; canceling its context
+// returns at once. The wait runs in a child process, which exits with the
+// grid still running.
+func TestCanceledDispatchOfAHugeGridReturnsAtOnce(t *testing.T) {
+	if os.Getenv("VKRT_HUGE_GRID_CHILD") == "1" {
+		d, err := Open(0)
+		if err != nil {
+			os.Exit(3)
+		}
+		h, err := d.storage.Alloc(16)
+		if err != nil {
+			os.Exit(4)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err = d.Dispatch(ctx, []kernel.Op{slowOp(h, 65535)})
+		os.Stdout.WriteString("returned after " + strconv.FormatInt(time.Since(start).Milliseconds(), 10) + " ms: " + err.Error() + "\n")
+		os.Exit(0) // the grid is still running: leave without waiting for it
+	}
+	openTestDevice(t) // skip or fail without Vulkan, like the rest
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCanceledDispatchOfAHugeGridReturnsAtOnce$")
+	cmd.Env = append(os.Environ(), "VKRT_HUGE_GRID_CHILD=1")
+	outBytes, err := cmd.CombinedOutput()
+	out := string(outBytes)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "context deadline exceeded")
+	ms, err := strconv.Atoi(strings.Fields(out[strings.Index(out, "returned after ")+len("returned after "):])[0])
+	require.NoError(t, err)
+	require.Less(t, ms, 1000, "a 200 ms deadline: the wait stopped with it")
+	t.Logf("a 65535 x 65535 grid: the wait returned %d ms after the dispatch began", ms)
+}
