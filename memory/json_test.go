@@ -1,6 +1,10 @@
 package memory
 
 import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -214,6 +218,7 @@ func TestLayoutJSONRefusesNumbersPastUint64(t *testing.T) {
 			`{"Arena":{"pages":[64],"slots":[[` + n + `,0,0]]}}`,
 			`{"Arena":{"pages":[64],"slots":[[16,0,` + n + `]]}}`,
 			`{"Arena":{"pages":[64],"slots":[],"fallback":[{"page_size":` + n + `}]}}`,
+			`{"Virtual":{"planned_bytes":` + n + `}}`,
 		} {
 			var l Layout
 			err := json.Unmarshal([]byte(doc), &l)
@@ -242,4 +247,54 @@ func TestRecordJSONReadsTheLargestUint64(t *testing.T) {
 	var r Record
 	require.NoError(t, json.Unmarshal([]byte(doc), &r))
 	require.Equal(t, uint64(1<<64-1), r.Report.Dynamic[0].Usage.BytesReserved)
+}
+
+func TestLayoutRefusesMorePoolsThanItMayHold(t *testing.T) {
+	pools := func(n int) string {
+		return `{"Sliced":[` + strings.TrimSuffix(strings.Repeat(`{"page_size":4096},`, n), ",") + `]}`
+	}
+	_, err := ParseLayout(pools(MaxLayoutPools))
+	require.NoError(t, err, "the bound itself is allowed")
+	for _, n := range []int{MaxLayoutPools + 1, 4 << 20} {
+		_, err := ParseLayout(pools(n))
+		require.ErrorContains(t, err, fmt.Sprintf("more than %d elements", MaxLayoutPools))
+		require.Less(t, len(err.Error()), 300)
+	}
+	_, err = ParseLayout(`{"Arena":{"pages":[64],"slots":[],"fallback":[` + strings.TrimSuffix(strings.Repeat(`{"page_size":4096},`, MaxLayoutPools+1), ",") + `]}}`)
+	require.ErrorContains(t, err, "more than")
+
+	// A layout built in code is held to the same bound when installed.
+	many := make([]SlicedPool, MaxLayoutPools+1)
+	for i := range many {
+		many[i] = SlicedPool{PageSize: 4096}
+	}
+	_, err = NewManager(newFakeStorage(), testProps, SlicedLayout(many...))
+	require.ErrorIs(t, err, &InstallError{Kind: InvalidLayout})
+	require.ErrorContains(t, err, "more than the 256 a layout may hold")
+}
+
+func TestLayoutFileOfNonJSONGivesAShortError(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.bin")
+	require.NoError(t, os.WriteFile(big, bytes.Repeat([]byte("not json at all "), 8<<20/16), 0o644))
+	_, err := ReadLayoutFile(big)
+	require.ErrorContains(t, err, "holds no layout")
+	require.Less(t, len(err.Error()), 300, "the error quotes a short excerpt: %.400s", err)
+
+	// JSON that goes wrong late is quoted short too.
+	bad := filepath.Join(dir, "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"Sliced":[`+strings.Repeat(`{"page_size":4096},`, 200000)+`oops]}`), 0o644))
+	_, err = ReadLayoutFile(bad)
+	require.Error(t, err)
+	require.Less(t, len(err.Error()), 400, "%.600s", err)
+
+	preset := filepath.Join(dir, "preset")
+	require.NoError(t, os.WriteFile(preset, []byte("direct\n"), 0o644))
+	l, err := ReadLayoutFile(preset)
+	require.NoError(t, err)
+	require.Equal(t, LayoutDirect, l.Kind())
+
+	_, err = ParseLayout(strings.Repeat("x", 1<<20))
+	require.ErrorContains(t, err, "unknown layout")
+	require.Less(t, len(err.Error()), 300)
 }

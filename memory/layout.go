@@ -2,12 +2,13 @@ package memory
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"slices"
 	"strings"
-
-	json "github.com/goccy/go-json"
 
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -63,7 +64,8 @@ type Layout struct {
 
 // SlicedPool is one pool of a Sliced layout: pages of PageSize bytes, at most
 // *Pages of them (nil: uncapped), serving reservations up to *MaxSlice bytes
-// (nil: up to PageSize).
+// (nil: up to PageSize). A page larger than the device memory shrinks to
+// it when the layout is installed, and the manager warns on its logger.
 type SlicedPool struct {
 	PageSize uint64  `json:"page_size"`
 	Pages    *uint64 `json:"pages"`
@@ -211,12 +213,63 @@ func ParseLayout(s string) (Layout, error) {
 	}
 	if strings.HasPrefix(t, "{") || strings.HasPrefix(t, `"`) {
 		var l Layout
-		if err := json.Unmarshal([]byte(t), &l); err != nil {
+		if err := l.UnmarshalJSON([]byte(t)); err != nil {
 			return Layout{}, fmt.Errorf("memory: layout %s: %w", abbreviate([]byte(t)), err)
 		}
 		return l, nil
 	}
-	return Layout{}, fmt.Errorf("memory: unknown layout %q: want sub-slices, exclusive-pages, direct, virtual or a layout JSON literal", s)
+	return Layout{}, fmt.Errorf("memory: unknown layout %s: want sub-slices, exclusive-pages, direct, virtual or a layout JSON literal", abbreviate([]byte(t)))
+}
+
+// Bounds on what a layout may hold, so a layout that is huge by mistake or
+// malice is refused at once with a clear error instead of taking gigabytes
+// to build. They are far above anything a plan makes: a preset has at most
+// a few dozen pools, a basic plan one per pool of its report, and an arena
+// one slot per reservation of the stream it was planned on.
+const (
+	// MaxLayoutPools bounds the sliced pools of a Sliced layout and of an
+	// arena's fallback: each reservation is routed through them in order.
+	MaxLayoutPools = 256
+	// MaxArenaSlots bounds the slots of an arena plan (24 B each once
+	// decoded: 384 MiB at the bound).
+	MaxArenaSlots = 1 << 24
+	// MaxLayoutFileBytes bounds a layout file: an arena plan at
+	// MaxArenaSlots written as JSON fits well inside it.
+	MaxLayoutFileBytes = 1 << 30
+)
+
+// ReadLayoutFile reads a layout from a file as ParseLayout reads it from a
+// string. A file whose first bytes cannot start a layout is refused after
+// reading those bytes alone, one past MaxLayoutFileBytes without reading
+// further, and errors quote at most 40 bytes of it.
+func ReadLayoutFile(path string) (Layout, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Layout{}, fmt.Errorf("memory: layout file: %w", err)
+	}
+	defer f.Close()
+	head := make([]byte, 64)
+	n, err := io.ReadFull(f, head)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return Layout{}, fmt.Errorf("memory: layout file %s: %w", path, err)
+	}
+	head = head[:n]
+	if start := bytes.TrimLeft(head, " \t\r\n"); len(start) > 0 && start[0] != '{' && start[0] != '"' && n == cap(head) {
+		return Layout{}, fmt.Errorf("memory: layout file %s holds no layout: want a layout JSON literal or a preset name, starts with %s",
+			path, abbreviate(start))
+	}
+	rest, err := io.ReadAll(io.LimitReader(f, MaxLayoutFileBytes+1-int64(n)))
+	if err != nil {
+		return Layout{}, fmt.Errorf("memory: layout file %s: %w", path, err)
+	}
+	if int64(n+len(rest)) > MaxLayoutFileBytes {
+		return Layout{}, fmt.Errorf("memory: layout file %s is larger than %d bytes", path, int64(MaxLayoutFileBytes))
+	}
+	l, err := ParseLayout(string(append(head, rest...)))
+	if err != nil {
+		return Layout{}, fmt.Errorf("memory: layout file %s: %w", path, err)
+	}
+	return l, nil
 }
 
 func (p SlicedPool) MarshalJSON() ([]byte, error) {
@@ -258,7 +311,7 @@ func (s ArenaSlot) MarshalJSON() ([]byte, error) {
 }
 
 func (s *ArenaSlot) UnmarshalJSON(data []byte) error {
-	elems, err := decodeArray(data, "arena slot")
+	elems, err := decodeArray(data, "arena slot", 3)
 	if err != nil {
 		return err
 	}
@@ -332,7 +385,7 @@ func (p *ArenaPlan) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return err
 	}
-	elems, err := decodeArray(raw, "arena plan pages")
+	elems, err := decodeArray(raw, "arena plan pages", maxPoolPages)
 	if err != nil {
 		return err
 	}
@@ -345,7 +398,7 @@ func (p *ArenaPlan) UnmarshalJSON(data []byte) error {
 	if raw, err = o.raw("slots"); err != nil {
 		return err
 	}
-	if elems, err = decodeArray(raw, "arena plan slots"); err != nil {
+	if elems, err = decodeArray(raw, "arena plan slots", MaxArenaSlots); err != nil {
 		return err
 	}
 	out.Slots = make([]ArenaSlot, len(elems))
@@ -364,7 +417,7 @@ func (p *ArenaPlan) UnmarshalJSON(data []byte) error {
 }
 
 func decodeSlicedPools(raw []byte, what string) ([]SlicedPool, error) {
-	elems, err := decodeArray(raw, what)
+	elems, err := decodeArray(raw, what, MaxLayoutPools)
 	if err != nil {
 		return nil, err
 	}

@@ -140,6 +140,9 @@ func (m *Manager) Layout() Layout { return m.layout }
 
 func (m *Manager) build(l Layout, r resolvedLayout) {
 	m.layout = l
+	for _, note := range r.notes {
+		m.logger.Warn("memory: the layout asks for more than the device has", "layout", l.Kind().String(), "detail", note)
+	}
 	r = m.fitStorage(r)
 	m.arena = nil
 	if r.arena != nil {

@@ -225,7 +225,7 @@ func (r *Report) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return err
 	}
-	elems, err := decodeArray(raw, "report.dynamic")
+	elems, err := decodeArray(raw, "report.dynamic", MaxLayoutPools+1)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"fmt"
 	"math"
 
 	vkruntime "github.com/vkrt/vkrt/runtime"
@@ -61,6 +62,9 @@ type arenaConfig struct {
 type resolvedLayout struct {
 	arena *arenaConfig
 	pools []poolConfig
+	// notes are what the layout asked for and did not get (a page shrunk
+	// to the device memory); the manager warns about each.
+	notes []string
 }
 
 // alignUp rounds n up to a multiple of the power-of-two align; ok is false
@@ -93,8 +97,9 @@ func (l Layout) resolve(p vkruntime.DeviceProperties, backendLimit uint64) (reso
 	case LayoutDirect:
 		return resolvedLayout{pools: []poolConfig{{shape: shapeDirect}}}, nil
 	case LayoutSliced:
-		pools, err := resolveSliced(l.sliced, p, backendLimit, "")
-		return resolvedLayout{pools: pools}, err
+		var notes []string
+		pools, err := resolveSliced(l.sliced, p, backendLimit, "", &notes)
+		return resolvedLayout{pools: pools, notes: notes}, err
 	case LayoutArena:
 		return resolveArena(l.arena, p, backendLimit)
 	case LayoutVirtual:
@@ -104,9 +109,12 @@ func (l Layout) resolve(p vkruntime.DeviceProperties, backendLimit uint64) (reso
 	return resolvedLayout{}, invalidLayout("layout kind %d is not one this runtime has", l.kind)
 }
 
-func resolveSliced(list []SlicedPool, p vkruntime.DeviceProperties, backendLimit uint64, prefix string) ([]poolConfig, *InstallError) {
+func resolveSliced(list []SlicedPool, p vkruntime.DeviceProperties, backendLimit uint64, prefix string, notes *[]string) ([]poolConfig, *InstallError) {
 	if len(list) == 0 {
 		return nil, invalidLayout("%sthe pool list is empty", prefix)
+	}
+	if len(list) > MaxLayoutPools {
+		return nil, invalidLayout("%s%d pools, more than the %d a layout may hold", prefix, len(list), MaxLayoutPools)
 	}
 	heap := heapLimit(p)
 	pools := make([]poolConfig, 0, len(list))
@@ -138,11 +146,12 @@ func resolveSliced(list []SlicedPool, p vkruntime.DeviceProperties, backendLimit
 			return nil, invalidLayout("%spool %d: a page of %d B is larger than the backend's largest allocation of %d B", prefix, i, page, backendLimit)
 		}
 		// A pool can never hold more than the heap: a page past it shrinks
-		// to what the heap can give.
+		// to what the heap can give, and the manager says so.
 		if page > heap {
 			if heap == 0 {
 				return nil, invalidLayout("%spool %d: the device memory of %d B is smaller than the alignment of %d B", prefix, i, p.MemorySize, p.Alignment)
 			}
+			*notes = append(*notes, fmt.Sprintf("%spool %d: page_size %d B is larger than the device memory; the page shrinks to %d B", prefix, i, sp.PageSize, heap))
 			page = heap
 			maxSlice = min(maxSlice, page)
 		}
@@ -157,6 +166,8 @@ func resolveArena(plan ArenaPlan, p vkruntime.DeviceProperties, backendLimit uin
 		return resolvedLayout{}, invalidLayout("the arena has no pages")
 	case len(plan.Pages) > maxPoolPages:
 		return resolvedLayout{}, invalidLayout("the arena has %d pages, more than %d", len(plan.Pages), maxPoolPages)
+	case len(plan.Slots) > MaxArenaSlots:
+		return resolvedLayout{}, invalidLayout("the arena has %d slots, more than %d", len(plan.Slots), MaxArenaSlots)
 	}
 	cfg := &arenaConfig{pages: make([]uint64, len(plan.Pages)), slots: make([]ArenaSlot, len(plan.Slots))}
 	for i, size := range plan.Pages {
@@ -169,6 +180,9 @@ func resolveArena(plan ArenaPlan, p vkruntime.DeviceProperties, backendLimit uin
 		}
 		if page > backendLimit {
 			return resolvedLayout{}, invalidLayout("arena page %d: %d B is larger than the backend's largest allocation of %d B", i, page, backendLimit)
+		}
+		if page > heapLimit(p) {
+			return resolvedLayout{}, invalidLayout("arena page %d: %d B is larger than the device memory of %d B", i, page, p.MemorySize)
 		}
 		cfg.pages[i] = page
 	}
@@ -190,15 +204,16 @@ func resolveArena(plan ArenaPlan, p vkruntime.DeviceProperties, backendLimit uin
 		cfg.slots[k] = ArenaSlot{Size: size, Page: s.Page, Offset: s.Offset}
 	}
 	var pools []poolConfig
+	var notes []string
 	if len(plan.Fallback) == 0 {
 		pools = subSlicesPools(p, backendLimit)
 	} else {
 		var err *InstallError
-		if pools, err = resolveSliced(plan.Fallback, p, backendLimit, "arena fallback "); err != nil {
+		if pools, err = resolveSliced(plan.Fallback, p, backendLimit, "arena fallback ", &notes); err != nil {
 			return resolvedLayout{}, err
 		}
 	}
-	return resolvedLayout{arena: cfg, pools: pools}, nil
+	return resolvedLayout{arena: cfg, pools: pools, notes: notes}, nil
 }
 
 // subSlicesPools is the SubSlices preset: sliced pools with pages growing ×4
@@ -208,9 +223,11 @@ func subSlicesPools(p vkruntime.DeviceProperties, backendLimit uint64) []poolCon
 	top := min(p.MaxPageSize, backendLimit&^(p.Alignment-1), heapLimit(p), subSlicesTopPage)
 	top = max(top, p.Alignment)
 	var pools []poolConfig
-	page := min(uint64(subSlicesBasePage), top)
+	// The first page is 2 MiB or one alignment unit, whichever is more, so
+	// every page is a multiple of the alignment and holds its largest slice.
+	page := min(max(uint64(subSlicesBasePage), p.Alignment), top)
 	for {
-		maxSlice := max((page/subSlicesSliceDivisor)&^(p.Alignment-1), p.Alignment)
+		maxSlice := min(max((page/subSlicesSliceDivisor)&^(p.Alignment-1), p.Alignment), page)
 		pools = append(pools, poolConfig{shape: shapeSliced, pageSize: page, maxSlice: maxSlice})
 		if page >= top {
 			break

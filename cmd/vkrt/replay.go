@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/bits"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -59,17 +61,21 @@ func replayLayout(arg string) (memory.Layout, error) {
 	if err == nil {
 		return l, nil
 	}
-	data, readErr := os.ReadFile(arg)
-	if readErr != nil {
-		if errors.Is(readErr, os.ErrNotExist) {
-			return memory.Layout{}, fmt.Errorf("--layout %q is neither a preset, a layout JSON literal nor a file: %w", arg, err)
-		}
-		return memory.Layout{}, fmt.Errorf("--layout: %w", readErr)
+	if _, statErr := os.Stat(arg); errors.Is(statErr, os.ErrNotExist) {
+		return memory.Layout{}, fmt.Errorf("--layout %s is neither a preset, a layout JSON literal nor a file: %w", quoteArg(arg), err)
 	}
-	if l, err = memory.ParseLayout(string(data)); err != nil {
-		return memory.Layout{}, fmt.Errorf("--layout file %s: %w", arg, err)
+	if l, err = memory.ReadLayoutFile(arg); err != nil {
+		return memory.Layout{}, fmt.Errorf("--layout: %w", err)
 	}
 	return l, nil
+}
+
+// quoteArg quotes at most 60 bytes of a command-line argument for an error.
+func quoteArg(arg string) string {
+	if len(arg) > 60 {
+		return fmt.Sprintf("%q…", arg[:60])
+	}
+	return fmt.Sprintf("%q", arg)
 }
 
 // replayLine is one trace's line of --json output.
@@ -225,12 +231,26 @@ func summarizeLayout(l memory.Layout) string {
 	}
 	if pools, ok := l.Sliced(); ok {
 		var bytes uint64
+		capped := 0
 		for _, p := range pools {
 			if p.Pages != nil {
-				bytes += *p.Pages * p.PageSize
+				capped++
+				hi, lo := bits.Mul64(*p.Pages, p.PageSize)
+				sum, carry := bits.Add64(bytes, lo, 0)
+				if hi != 0 || carry != 0 {
+					sum = math.MaxUint64
+				}
+				bytes = sum
 			}
 		}
-		return fmt.Sprintf("sliced: %s capped at %s", plural(len(pools), "pool"), memory.FormatBytes(bytes))
+		switch capped {
+		case len(pools):
+			return fmt.Sprintf("sliced: %s capped at %s", plural(len(pools), "pool"), memory.FormatBytes(bytes))
+		case 0:
+			return fmt.Sprintf("sliced: %s, uncapped", plural(len(pools), "pool"))
+		}
+		return fmt.Sprintf("sliced: %s, %d capped at %s, %d uncapped", plural(len(pools), "pool"), capped,
+			memory.FormatBytes(bytes), len(pools)-capped)
 	}
 	return l.Kind().String()
 }

@@ -1,0 +1,65 @@
+package memory
+
+import (
+	"bytes"
+	"log/slog"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// TestPresetPoolsFitTheirPagesAtEveryAlignment: whatever the device's
+// alignment, every sliced pool a preset builds has pages that are multiples
+// of it and a largest slice no larger than its page, and a small
+// reservation returns.
+func TestPresetPoolsFitTheirPagesAtEveryAlignment(t *testing.T) {
+	for align := uint64(16); align <= 1<<30; align <<= 1 {
+		for _, maxPage := range []uint64{align, 4 * align, 128 << 20, 4 << 30} {
+			if maxPage%align != 0 {
+				continue
+			}
+			props := vkruntime.DeviceProperties{Alignment: align, MaxPageSize: maxPage, MemorySize: 16 << 30}
+			for _, l := range []Layout{SubSlicesLayout(), ExclusivePagesLayout(), ArenaLayout(ArenaPlan{Pages: []uint64{align}})} {
+				s := newFakeStorage()
+				m, err := NewManager(s, props, l)
+				require.NoError(t, err, "alignment %d, max page %d, %s", align, maxPage, l)
+				m.SetLogger(slog.New(slog.DiscardHandler))
+				for _, p := range m.Report().Dynamic {
+					if k, ok := p.Kind.(SlicedKind); ok {
+						require.Zero(t, k.PageSize%align, "alignment %d, max page %d: page %d", align, maxPage, k.PageSize)
+						require.LessOrEqual(t, k.MaxSliceSize, k.PageSize, "alignment %d, max page %d: %+v", align, maxPage, k)
+						require.Zero(t, k.MaxSliceSize%align)
+					}
+				}
+				h, err := m.Reserve(100, Eager)
+				require.NoError(t, err, "alignment %d", align)
+				require.NoError(t, m.Free(h))
+			}
+		}
+	}
+}
+
+func TestPageLargerThanTheDeviceMemoryShrinksWithAWarning(t *testing.T) {
+	props := vkruntime.DeviceProperties{Alignment: 256, MaxPageSize: 4 << 30, MemorySize: 16 << 30}
+	m, err := NewManager(newFakeStorage(), props, DirectLayout())
+	require.NoError(t, err)
+	var logged bytes.Buffer
+	m.SetLogger(slog.New(slog.NewTextHandler(&logged, nil)))
+	require.NoError(t, m.Install(SlicedLayout(SlicedPool{PageSize: 200_000_000_000})))
+	require.Equal(t, uint64(16<<30), m.Report().Dynamic[0].Kind.(SlicedKind).PageSize)
+	require.Contains(t, logged.String(), "page_size 200000000000 B is larger than the device memory; the page shrinks to 17179869184 B")
+
+	logged.Reset()
+	require.NoError(t, m.Install(SlicedLayout(SlicedPool{PageSize: 16 << 30})))
+	require.Empty(t, logged.String(), "a page that fits is no news")
+
+	require.NoError(t, m.Install(ArenaLayout(ArenaPlan{Pages: []uint64{4096}, Fallback: []SlicedPool{{PageSize: 1 << 40}}})))
+	require.Contains(t, logged.String(), "arena fallback pool 0: page_size 1099511627776 B")
+
+	// An arena page cannot shrink (its slots are placed in it): refused.
+	err = m.Install(ArenaLayout(ArenaPlan{Pages: []uint64{200_000_000_000}}))
+	require.ErrorIs(t, err, &InstallError{Kind: InvalidLayout})
+	require.ErrorContains(t, err, "larger than the device memory of 17179869184 B")
+}
