@@ -1,6 +1,8 @@
-// Package client is vkrt's user-facing runtime: a [Client] owns one Vulkan
-// device, its streams, each stream's memory manager, the buffers and kernel
-// launches on them, and the environment memory records go to.
+// Package client is vkrt's user-facing runtime: a [Client] owns one device
+// (a device.Device: Vulkan where the program links the vk backend, the
+// pure-Go device/cpu one, or any other handed with WithBackend), its
+// streams, each stream's memory manager, the buffers and kernel launches on
+// them, and the environment memory records go to.
 //
 // # Streams
 //
@@ -14,7 +16,9 @@
 //
 // Buffers are zero-initialised and belong to the stream they were made on;
 // a launch binds buffers of its own stream only. Launch and Run submit one
-// kernel and wait for it; LaunchBatch submits a chain of kernels at once.
+// kernel of the kernel package and wait for it; LaunchBatch submits a chain
+// of kernels at once. A launch whose context ends stops waiting; the device
+// finishes the kernels before anything else on it.
 // A fresh buffer's memory is cleared in the submission of the first launch
 // that binds it.
 //
