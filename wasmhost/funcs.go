@@ -55,21 +55,26 @@ var abiByName = func() map[string]abiFunc {
 func (h *Host) instantiateABI(ctx context.Context) error {
 	b := h.rt.NewHostModuleBuilder(ModuleName)
 	for _, f := range abi {
-		call := f.call
-		fn := api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
-			g, _ := ctx.Value(instanceKey{}).(*instance)
-			if g == nil {
-				stack[0] = uint64(ENOSYS) // called outside Run: no guest to act for
-				return
-			}
-			g.calls++
-			stack[0] = uint64(call(g, mod.Memory(), stack))
-		})
-		b.NewFunctionBuilder().WithGoModuleFunction(fn, f.params, []api.ValueType{i32}).
+		b.NewFunctionBuilder().WithGoModuleFunction(goFunc(f), f.params, []api.ValueType{i32}).
 			WithParameterNames(f.names...).WithResultNames("status").Export(f.name)
 	}
 	_, err := b.Instantiate(ctx)
 	return err
+}
+
+// goFunc is f as wazero calls it: the guest is the one Run put on the
+// context.
+func goFunc(f abiFunc) api.GoModuleFunc {
+	call := f.call
+	return func(ctx context.Context, mod api.Module, stack []uint64) {
+		g, _ := ctx.Value(instanceKey{}).(*instance)
+		if g == nil {
+			stack[0] = uint64(ENOSYS) // called outside Run: no guest to act for
+			return
+		}
+		g.calls++
+		stack[0] = uint64(call(g, mod.Memory(), stack))
+	}
 }
 
 // Guest memory ranges. wazero checks offset+length in 64 bits, so a range

@@ -184,7 +184,9 @@ type Result struct {
 	Usage  memory.Usage
 	Report memory.Report
 	// PeakDeviceBytes is the most device memory the device held above what
-	// it held when the guest started (0 in a dry run).
+	// it held when the guest started, sampled after each buffer_create and
+	// launch; other work on the device at the same time counts too. A dry
+	// run holds none.
 	PeakDeviceBytes uint64
 	// PeakReservedBytes is the most bytes the guest's pools reserved at
 	// once (lazy pages of a dry run included).

@@ -124,9 +124,6 @@ func (g *instance) sampleReserved() {
 
 // sampleDevice notes the device bytes held now, for the run's peak.
 func (g *instance) sampleDevice() {
-	if g.dry {
-		return
-	}
 	if now := g.host.deviceBytes(); now > g.baseDevice {
 		g.peakDev = max(g.peakDev, now-g.baseDevice)
 	}

@@ -1,0 +1,104 @@
+package wasmhost
+
+import (
+	"context"
+	"encoding/binary"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/tetratelabs/wazero/api"
+)
+
+// fakeModule is a guest module for calling host functions directly: its
+// memory is mem, or none when mem is nil. Only what the host functions use
+// is implemented; anything else panics.
+type fakeModule struct {
+	api.Module
+	mem *fakeMemory
+}
+
+func (m fakeModule) Memory() api.Memory {
+	if m.mem == nil {
+		return nil
+	}
+	return m.mem
+}
+
+type fakeMemory struct {
+	api.Memory
+	b []byte
+}
+
+func (m *fakeMemory) Size() uint32 { return uint32(len(m.b)) }
+
+func (m *fakeMemory) Read(offset, n uint32) ([]byte, bool) {
+	if uint64(offset)+uint64(n) > uint64(len(m.b)) {
+		return nil, false
+	}
+	return m.b[offset : offset+n : offset+n], true
+}
+
+func (m *fakeMemory) WriteUint32Le(offset, v uint32) bool {
+	b, ok := m.Read(offset, 4)
+	if ok {
+		binary.LittleEndian.PutUint32(b, v)
+	}
+	return ok
+}
+
+// call calls the host function name directly with params.
+func call(ctx context.Context, mod api.Module, name string, params ...uint64) Errno {
+	stack := make([]uint64, max(len(params), 1))
+	copy(stack, params)
+	goFunc(abiByName[name])(ctx, mod, stack)
+	return Errno(stack[0])
+}
+
+// TestHostFunctionsCalledDirectly calls the host functions the way wazero
+// would, with modules no real guest could be: none behind the call, one
+// without memory, one with 64 bytes of it.
+func TestHostFunctionsCalledDirectly(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+
+	for _, f := range abi {
+		params := make([]uint64, len(f.params))
+		require.Equal(t, ENOSYS, call(context.Background(), fakeModule{mem: &fakeMemory{b: make([]byte, 64)}}, f.name, params...),
+			"%s with no guest behind the call", f.name)
+	}
+
+	s, err := c.NewStream()
+	require.NoError(t, err)
+	defer s.Close()
+	g := newInstance(h, context.Background(), s, runConfig{})
+	ctx := context.WithValue(context.Background(), instanceKey{}, g)
+	defer func() { require.NoError(t, g.release()) }()
+
+	noMemory := fakeModule{}
+	require.Equal(t, EFAULT, call(ctx, noMemory, "buffer_create", 16, 0), "no memory to write the handle to")
+	require.Equal(t, EFAULT, call(ctx, noMemory, "is_dry_run", 0))
+	require.Equal(t, EFAULT, call(ctx, noMemory, "last_error", 0, 0, 0))
+	require.Equal(t, EBADF, call(ctx, noMemory, "buffer_write", 1, 0, 0, 0), "an empty range at 0 is inside even no memory")
+	require.Equal(t, ESUCCESS, call(ctx, noMemory, "sync"))
+
+	mem := &fakeMemory{b: make([]byte, 64)}
+	small := fakeModule{mem: mem}
+	require.Equal(t, ESUCCESS, call(ctx, small, "buffer_create", 32, 60))
+	handle := binary.LittleEndian.Uint32(mem.b[60:])
+	require.Equal(t, uint32(firstHandle), handle)
+	require.Equal(t, EFAULT, call(ctx, small, "buffer_create", 32, 61))
+	require.Equal(t, EFAULT, call(ctx, small, "buffer_write", uint64(handle), 0, 1<<32-8, 16), "a range wrapping past 2^32")
+	copy(mem.b, "0123456789abcdefghijklmnopqrstuv")
+	require.Equal(t, ESUCCESS, call(ctx, small, "buffer_write", uint64(handle), 0, 0, 32))
+	clear(mem.b[:32])
+	require.Equal(t, ESUCCESS, call(ctx, small, "buffer_read", uint64(handle), 16, 8, 16))
+	require.Equal(t, "ghijklmnopqrstuv", string(mem.b[8:24]))
+	require.Equal(t, ERANGE, call(ctx, small, "last_error", 0, 0, 60), "last_error into no room for the last message")
+	require.Equal(t, ERANGE, call(ctx, small, "buffer_read", uint64(handle), 17, 0, 16))
+	require.Equal(t, ERANGE, call(ctx, small, "last_error", 0, 4, 60))
+	need := binary.LittleEndian.Uint32(mem.b[60:])
+	require.Greater(t, need, uint32(4), "the needed length is written even when the buffer is too small")
+	require.Equal(t, ESUCCESS, call(ctx, small, "buffer_free", uint64(handle)))
+	require.Equal(t, EBADF, call(ctx, small, "buffer_free", uint64(handle)))
+	require.Equal(t, uint64(7), g.failedCalls, "every failure but last_error's own was recorded")
+}
