@@ -198,10 +198,10 @@ func abiCases(t testing.TB) []abiCase {
 			log: create16Log + "\n==> vkrt_v1.launch(desc=1024,desc_len=44)\n<== status=28"},
 		{name: "launch: push constants call for more than the buffer holds", extra: dataAt(descriptor(t, guest.Fill(5, 7, guest.BufferOf(firstHandle, 16)))),
 			body: create16 + `(drop (call $launch (i32.const 1024) (i32.const 44)))`,
-			log: create16Log + "\n==> vkrt_v1.launch(desc=1024,desc_len=44)\n<== status=28", lastError: "call for 20 B"},
+			log:  create16Log + "\n==> vkrt_v1.launch(desc=1024,desc_len=44)\n<== status=28", lastError: "call for 20 B"},
 		{name: "launch: a binding short", extra: dataAt(descriptor(t, guest.Launch{Kernel: "add", Grid: [3]uint32{1, 1, 1}, Push: u32(4), Buffers: []*guest.Buffer{guest.BufferOf(firstHandle, 16)}})),
 			body: create16 + `(drop (call $launch (i32.const 1024) (i32.const 39)))`,
-			log: create16Log + "\n==> vkrt_v1.launch(desc=1024,desc_len=39)\n<== status=28", lastError: "1 bindings given, the kernel has 3"},
+			log:  create16Log + "\n==> vkrt_v1.launch(desc=1024,desc_len=39)\n<== status=28", lastError: "1 bindings given, the kernel has 3"},
 		{name: "launch: a grid past the device's limit", extra: dataAt(patched(fill, 16, u32(0x80000000)...)), body: create16 + `(drop (call $launch (i32.const 1024) (i32.const 44)))`,
 			log: create16Log + "\n==> vkrt_v1.launch(desc=1024,desc_len=44)\n<== status=28"},
 
@@ -212,12 +212,12 @@ func abiCases(t testing.TB) []abiCase {
 			log: "==> vkrt_v1.memory_install(layout=1024,layout_len=27)\n<== status=28"},
 		{name: "install a page count past 65535", extra: `(data (i32.const 1024) "{\"Sliced\":[{\"page_size\":4096,\"pages\":99999999999999999999999}]}")`,
 			body: `(drop (call $install (i32.const 1024) (i32.const 61)))`,
-			log: "==> vkrt_v1.memory_install(layout=1024,layout_len=61)\n<== status=28"},
+			log:  "==> vkrt_v1.memory_install(layout=1024,layout_len=61)\n<== status=28"},
 		{name: "install 64 KiB of layout JSON", body: `(drop (call $install (i32.const 0) (i32.const 65536)))`,
 			log: "==> vkrt_v1.memory_install(layout=0,layout_len=65536)\n<== status=28"},
 		{name: "install while a buffer is live, then after it is freed", extra: `(data (i32.const 1024) "direct")`,
 			body: create16 + `(drop (call $install (i32.const 1024) (i32.const 6))) (drop (call $free (call $h0))) (drop (call $install (i32.const 1024) (i32.const 6)))`,
-			log: create16Log + "\n==> vkrt_v1.memory_install(layout=1024,layout_len=6)\n<== status=10\n==> vkrt_v1.buffer_free(handle=1048577)\n<== status=0\n==> vkrt_v1.memory_install(layout=1024,layout_len=6)\n<== status=0"},
+			log:  create16Log + "\n==> vkrt_v1.memory_install(layout=1024,layout_len=6)\n<== status=10\n==> vkrt_v1.buffer_free(handle=1048577)\n<== status=0\n==> vkrt_v1.memory_install(layout=1024,layout_len=6)\n<== status=0"},
 
 		// Outputs too small: ERANGE with the needed length written.
 		{name: "last_error into a small buffer, then one of the length it asked for", body: `(drop (call $free (i32.const 7)))
@@ -227,7 +227,7 @@ func abiCases(t testing.TB) []abiCase {
 				"==> vkrt_v1.last_error(buf=100,buf_len=74,out_len=8)\n<== status=0", lastError: "buffer_free: handle 0x7"},
 		{name: "memory_report into a small buffer, then one of the length it asked for", body: `(drop (call $report (i32.const 100) (i32.const 10) (i32.const 8)))
 			(drop (call $report (i32.const 100) (i32.load (i32.const 8)) (i32.const 8)))`,
-			log: "==> vkrt_v1.memory_report(buf=100,buf_len=10,out_len=8)\n<== status=68\n==> vkrt_v1.memory_report(buf=100,buf_len=%[1]d,out_len=8)\n<== status=0",
+			log:       "==> vkrt_v1.memory_report(buf=100,buf_len=10,out_len=8)\n<== status=68\n==> vkrt_v1.memory_report(buf=100,buf_len=%[1]d,out_len=8)\n<== status=0",
 			lastError: "memory_report: %[1]d B needed, the buffer holds 10 B"},
 		{name: "last_error's out_len past the end", body: `(drop (call $lasterr (i32.const 0) (i32.const 0) (i32.const 65535)))`,
 			log: "==> vkrt_v1.last_error(buf=0,buf_len=0,out_len=65535)\n<== status=21"},
@@ -289,4 +289,28 @@ func TestABIStatuses(t *testing.T) {
 			require.Zero(t, liveBuffers(c), "the guest's buffers are freed when it ends")
 		})
 	}
+}
+
+// TestGuestWithoutMemory: a guest that defines no memory can still call
+// the host; every range but an empty one at 0 is outside it.
+func TestGuestWithoutMemory(t *testing.T) {
+	c := openClient(t)
+	h, log := newLoggedHost(t, c)
+	m := compile(t, h, wat(t, `(module
+  (import "vkrt_v1" "buffer_create" (func $create (param i64 i32) (result i32)))
+  (import "vkrt_v1" "buffer_write" (func $write (param i32 i64 i32 i32) (result i32)))
+  (import "vkrt_v1" "sync" (func $sync (result i32)))
+  (func (export "_start")
+    (drop (call $create (i64.const 16) (i32.const 0)))
+    (drop (call $write (i32.const 1) (i64.const 0) (i32.const 0) (i32.const 0)))
+    (drop (call $sync))))`))
+	res, err := h.Run(context.Background(), m)
+	require.NoError(t, err)
+	require.Zero(t, res.MemoryPages)
+	require.Equal(t, `==> vkrt_v1.buffer_create(size=16,out_handle=0)
+<== status=21
+==> vkrt_v1.buffer_write(handle=1,offset=0,src=0,len=0)
+<== status=8
+==> vkrt_v1.sync()
+<== status=0`, hostCalls(log.String()))
 }

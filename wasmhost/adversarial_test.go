@@ -33,7 +33,9 @@ const holdThree = `(drop (call $create (i64.const 4096) (i32.const 0))) (drop (c
 
 func endCases() []endCase {
 	held := func(n uint64) func(t *testing.T, res *Result) {
-		return func(t *testing.T, res *Result) { require.Equal(t, n, res.PeakHandles, "the guest held buffers when it ended") }
+		return func(t *testing.T, res *Result) {
+			require.Equal(t, n, res.PeakHandles, "the guest held buffers when it ended")
+		}
 	}
 	return []endCase{
 		{name: "infinite loop under a deadline, holding buffers", wasm: watGuest("", holdThree+`(loop $l (br $l))`),

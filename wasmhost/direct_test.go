@@ -17,12 +17,9 @@ type fakeModule struct {
 	mem *fakeMemory
 }
 
-func (m fakeModule) Memory() api.Memory {
-	if m.mem == nil {
-		return nil
-	}
-	return m.mem
-}
+// Memory is what wazero gives for a module without memory too: a non-nil
+// api.Memory holding a nil pointer.
+func (m fakeModule) Memory() api.Memory { return m.mem }
 
 type fakeMemory struct {
 	api.Memory
@@ -70,10 +67,13 @@ func TestHostFunctionsCalledDirectly(t *testing.T) {
 	s, err := c.NewStream()
 	require.NoError(t, err)
 	defer s.Close()
-	g := newInstance(h, context.Background(), s, runConfig{})
-	ctx := context.WithValue(context.Background(), instanceKey{}, g)
-	defer func() { require.NoError(t, g.release()) }()
+	guestOn := func() (*instance, context.Context) {
+		g := newInstance(h, context.Background(), s, runConfig{})
+		t.Cleanup(func() { require.NoError(t, g.release()) })
+		return g, context.WithValue(context.Background(), instanceKey{}, g)
+	}
 
+	_, ctx := guestOn()
 	noMemory := fakeModule{}
 	require.Equal(t, EFAULT, call(ctx, noMemory, "buffer_create", 16, 0), "no memory to write the handle to")
 	require.Equal(t, EFAULT, call(ctx, noMemory, "is_dry_run", 0))
@@ -81,6 +81,7 @@ func TestHostFunctionsCalledDirectly(t *testing.T) {
 	require.Equal(t, EBADF, call(ctx, noMemory, "buffer_write", 1, 0, 0, 0), "an empty range at 0 is inside even no memory")
 	require.Equal(t, ESUCCESS, call(ctx, noMemory, "sync"))
 
+	g, ctx := guestOn()
 	mem := &fakeMemory{b: make([]byte, 64)}
 	small := fakeModule{mem: mem}
 	require.Equal(t, ESUCCESS, call(ctx, small, "buffer_create", 32, 60))
@@ -100,5 +101,5 @@ func TestHostFunctionsCalledDirectly(t *testing.T) {
 	require.Greater(t, need, uint32(4), "the needed length is written even when the buffer is too small")
 	require.Equal(t, ESUCCESS, call(ctx, small, "buffer_free", uint64(handle)))
 	require.Equal(t, EBADF, call(ctx, small, "buffer_free", uint64(handle)))
-	require.Equal(t, uint64(7), g.failedCalls, "every failure but last_error's own was recorded")
+	require.Equal(t, uint64(4), g.failedCalls, "every failure but last_error's own was recorded")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
+	"reflect"
 	"unicode/utf8"
 
 	json "github.com/goccy/go-json"
@@ -73,8 +74,25 @@ func goFunc(f abiFunc) api.GoModuleFunc {
 			return
 		}
 		g.calls++
-		stack[0] = uint64(call(g, mod.Memory(), stack))
+		if !g.memResolved {
+			g.mem, g.memResolved = guestMemory(mod), true
+		}
+		stack[0] = uint64(call(g, g.mem, stack))
 	}
+}
+
+// guestMemory is mod's memory, or nil for a module without one: wazero
+// then hands out a non-nil api.Memory holding a nil pointer, which panics
+// when used.
+func guestMemory(mod api.Module) api.Memory {
+	mem := mod.Memory()
+	if mem == nil {
+		return nil
+	}
+	if v := reflect.ValueOf(mem); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil
+	}
+	return mem
 }
 
 // Guest memory ranges. wazero checks offset+length in 64 bits, so a range

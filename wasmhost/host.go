@@ -239,7 +239,7 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 	mod, err := h.rt.InstantiateModule(callCtx, m.compiled, moduleConfig(cfg))
 	if err == nil {
 		_, err = mod.ExportedFunction("_start").Call(callCtx)
-		if mem := mod.Memory(); mem != nil {
+		if mem := guestMemory(mod); mem != nil {
 			res.MemoryPages, _ = mem.Grow(0) // Size is in bytes and wraps at 4 GiB
 		}
 		mod.Close(context.Background())

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tetratelabs/wazero/api"
+
 	"github.com/vkrt/vkrt/client"
 )
 
@@ -30,6 +32,10 @@ type instance struct {
 	ctx    context.Context // the guest's stream and dry-run mark, for client calls
 	stream *client.Stream
 	dry    bool
+	// mem is the guest's memory (nil: it has none), looked up at its first
+	// host call; a module's memory never moves.
+	mem         api.Memory
+	memResolved bool
 
 	slots []slot
 	free  []uint32 // free slot indices, reused last-freed first

@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,12 +15,13 @@ import (
 	"github.com/tetratelabs/wazero/experimental/logging"
 
 	"github.com/vkrt/vkrt/client"
+	"github.com/vkrt/vkrt/internal/wasmtest"
 	"github.com/vkrt/vkrt/runtime/environment"
 	"github.com/vkrt/vkrt/vk"
 )
 
 // scratch is a directory the whole test binary shares: the compilation
-// cache of its hosts and the guests it builds.
+// cache of its hosts.
 var scratch string
 
 func TestMain(m *testing.M) {
@@ -111,61 +110,12 @@ func guestWAT(t testing.TB, extra, body string) []byte {
 	return wat(t, watPrelude+extra+"\n  (func (export \"_start\")\n"+body+"))")
 }
 
-var watCache sync.Map // source -> []byte
+// wat assembles WebAssembly text.
+func wat(t testing.TB, src string) []byte { return wasmtest.WAT(t, src) }
 
-// wat assembles WebAssembly text with wabt's wat2wasm.
-func wat(t testing.TB, src string) []byte {
-	t.Helper()
-	if b, ok := watCache.Load(src); ok {
-		return b.([]byte)
-	}
-	tool, err := exec.LookPath("wat2wasm")
-	if err != nil {
-		if os.Getenv("VKRT_REQUIRE_DEVICE") == "1" {
-			t.Fatalf("wat2wasm (Debian package wabt; ci/install.sh installs it) is missing: %v", err)
-		}
-		t.Skipf("wat2wasm (Debian package wabt) is missing: %v", err)
-	}
-	dir := t.TempDir()
-	in, out := filepath.Join(dir, "guest.wat"), filepath.Join(dir, "guest.wasm")
-	require.NoError(t, os.WriteFile(in, []byte(src), 0o644))
-	if msg, err := exec.Command(tool, "--enable-all", in, "-o", out).CombinedOutput(); err != nil {
-		t.Fatalf("wat2wasm: %v\n%s\n%s", err, msg, src)
-	}
-	b, err := os.ReadFile(out)
-	require.NoError(t, err)
-	watCache.Store(src, b)
-	return b
-}
-
-var goGuests sync.Map // package -> *goGuest
-
-type goGuest struct {
-	once sync.Once
-	wasm []byte
-	err  error
-}
-
-// buildGuest builds a Go guest (a package path relative to the module
-// root) for wasip1 once per test binary.
-func buildGuest(t testing.TB, pkg string) []byte {
-	t.Helper()
-	v, _ := goGuests.LoadOrStore(pkg, &goGuest{})
-	g := v.(*goGuest)
-	g.once.Do(func() {
-		out := filepath.Join(scratch, strings.ReplaceAll(pkg, "/", "_")+".wasm")
-		cmd := exec.Command("go", "build", "-o", out, "./"+pkg)
-		cmd.Dir = ".."
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			g.err = fmt.Errorf("building %s for wasip1: %v\n%s", pkg, err, msg)
-			return
-		}
-		g.wasm, g.err = os.ReadFile(out)
-	})
-	require.NoError(t, g.err)
-	return g.wasm
-}
+// buildGuest builds a Go guest (a package path from the module root) for
+// wasip1.
+func buildGuest(t testing.TB, pkg string) []byte { return wasmtest.Go(t, pkg) }
 
 // compile compiles wasm on h, failing the test if h refuses it.
 func compile(t testing.TB, h *Host, wasm []byte) *Module {

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	json "github.com/goccy/go-json"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/internal/wasmtest"
+	"github.com/vkrt/vkrt/memory"
+	"github.com/vkrt/vkrt/runtime/environment"
+)
+
+// watFile writes a WebAssembly text module, assembled, to a .wasm file.
+func watFile(t *testing.T, src string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "guest.wasm")
+	require.NoError(t, os.WriteFile(path, wasmtest.WAT(t, src), 0o644))
+	return path
+}
+
+// guestArgs are the flags every guest test passes: no compilation cache
+// outside the test, records in a temporary environment.
+func guestArgs(t *testing.T, args ...string) []string {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	return append([]string{"--compile-cache", "", "--env", "test"}, args...)
+}
+
+// exitCodeOf is the exit code vkrt would end with for err.
+func exitCodeOf(err error) int {
+	var code *exitCode
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &code) && code.code > 1 && code.code < 256:
+		return code.code
+	}
+	return 1
+}
+
+const exitWithArgc = `(module
+  (import "wasi_snapshot_preview1" "args_sizes_get" (func $sizes (param i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (func (export "_start") (drop (call $sizes (i32.const 0) (i32.const 4))) (call $exit (i32.add (i32.load (i32.const 0)) (i32.const 10)))))`
+
+func TestRunExitCodes(t *testing.T) {
+	devicesOrSkip(t)
+	mlp := wasmtest.GoFile(t, "examples/mlp", "mlp.wasm")
+	out, _, err := execute(t, "run", guestArgs(t, mlp)...)
+	require.NoError(t, err)
+	require.Contains(t, out, "every output matches the CPU reference")
+
+	argc := watFile(t, exitWithArgc)
+	_, _, err = execute(t, "run", guestArgs(t, argc)...)
+	require.Equal(t, 11, exitCodeOf(err), "its own exit code; argv holds its name only")
+	_, _, err = execute(t, "run", guestArgs(t, argc, "--", "a", "b")...)
+	require.Equal(t, 13, exitCodeOf(err), "the arguments after -- are the guest's")
+
+	trap := watFile(t, `(module (func (export "_start") unreachable))`)
+	_, _, err = execute(t, "run", guestArgs(t, trap)...)
+	require.Equal(t, 1, exitCodeOf(err))
+	require.ErrorContains(t, err, "trapped")
+
+	notWasm := filepath.Join(t.TempDir(), "notes.wasm")
+	require.NoError(t, os.WriteFile(notWasm, []byte("hello"), 0o644))
+	_, _, err = execute(t, "run", guestArgs(t, notWasm)...)
+	require.Equal(t, 1, exitCodeOf(err))
+	require.ErrorContains(t, err, "not a WebAssembly binary")
+
+	loop := watFile(t, `(module (func (export "_start") (loop $l (br $l))))`)
+	out, _, err = execute(t, "run", guestArgs(t, loop, "--timeout", "200ms", "--json")...)
+	require.Equal(t, 1, exitCodeOf(err))
+	require.ErrorContains(t, err, "deadline")
+	var line runLine
+	require.NoError(t, json.Unmarshal([]byte(out), &line))
+	require.Equal(t, "deadline", line.Status)
+
+	quota := watFile(t, `(module
+  (import "vkrt_v1" "buffer_create" (func $create (param i64 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (func (export "_start") (drop (call $create (i64.const 16) (i32.const 0))) (call $exit (call $create (i64.const 16) (i32.const 4)))))`)
+	_, _, err = execute(t, "run", guestArgs(t, quota, "--max-handles", "1")...)
+	require.Equal(t, 19, exitCodeOf(err), "the second buffer is past the quota: EDQUOT")
+	_, _, err = execute(t, "run", guestArgs(t, quota, "--max-device-bytes", "20")...)
+	require.Equal(t, 19, exitCodeOf(err))
+	_, _, err = execute(t, "run", guestArgs(t, quota)...)
+	require.Equal(t, 0, exitCodeOf(err))
+
+	bomb := watFile(t, `(module (memory 1) (func (export "_start") (loop $l (br_if $l (i32.ne (memory.grow (i32.const 1)) (i32.const -1)))) unreachable))`)
+	out, _, err = execute(t, "run", guestArgs(t, bomb, "--max-memory-pages", "32", "--json")...)
+	require.Equal(t, 1, exitCodeOf(err))
+	require.NoError(t, json.Unmarshal([]byte(out), &line))
+	require.Equal(t, "trapped", line.Status)
+	require.Equal(t, uint32(32), line.MemoryPages)
+}
+
+func TestRunJSON(t *testing.T) {
+	devicesOrSkip(t)
+	transformer := wasmtest.GoFile(t, "examples/transformer", "transformer.wasm")
+	for _, dry := range []bool{false, true} {
+		args := []string{transformer, "--json"}
+		if dry {
+			args = append(args, "--dry")
+		}
+		out, errOut, err := execute(t, "run", guestArgs(t, args...)...)
+		require.NoError(t, err, errOut)
+		require.Equal(t, 1, strings.Count(out, "\n"), "one JSON object; the guest's output went to stderr")
+		require.Contains(t, errOut, "transformer: 10 steps")
+		var line runLine
+		require.NoError(t, json.Unmarshal([]byte(out), &line))
+		require.Equal(t, "ok", line.Status)
+		require.Equal(t, dry, line.DryRun)
+		require.Positive(t, line.WallS)
+		require.Positive(t, line.Calls)
+		require.Zero(t, line.FailedCalls)
+		require.Positive(t, line.LiveBytesPeak)
+		require.GreaterOrEqual(t, line.ReservedPeak, line.LiveBytesPeak)
+		require.Positive(t, line.MemoryPages)
+		require.NotEmpty(t, line.Report.Dynamic)
+		if dry {
+			require.Zero(t, line.DeviceBytesPeak, "a dry run holds no device memory")
+		} else {
+			require.Positive(t, line.DeviceBytesPeak)
+		}
+	}
+}
+
+func TestPlanGuestVerify(t *testing.T) {
+	devicesOrSkip(t)
+	transformer := wasmtest.GoFile(t, "examples/transformer", "transformer.wasm")
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	out, errOut, err := execute(t, "plan", guestArgs(t, transformer, "--verify", "--json", "--out", planFile)...)
+	require.NoError(t, err, errOut)
+	var line planWasmLine
+	require.NoError(t, json.Unmarshal([]byte(out), &line))
+	require.Zero(t, line.DryRun.DeviceBytes, "the dry run holds no device memory")
+	require.NotEmpty(t, line.DryRun.Report.Dynamic)
+	require.Positive(t, line.DryRun.WallS)
+	require.Positive(t, line.Capacity)
+	require.NotNil(t, line.Verify)
+	require.True(t, line.Verify.OK)
+	require.Zero(t, line.Verify.Spills)
+	require.Equal(t, line.DryRun.PeakLiveBytes, line.Verify.PeakLiveBytes)
+	require.Equal(t, line.Capacity+line.Verify.PersistentBytes, line.Verify.ReservedPeakBytes, "the real run reserved what the plan said")
+	require.Positive(t, line.Verify.WallS)
+	require.Equal(t, 2, strings.Count(errOut, "transformer: 10 steps"), "the guest ran twice: dry, then for real")
+
+	written, err := os.ReadFile(planFile)
+	require.NoError(t, err)
+	planned, err := memory.ParseLayout(string(written))
+	require.NoError(t, err)
+	require.True(t, planned.Equal(line.Plan))
+
+	out, errOut, err = execute(t, "plan", guestArgs(t, transformer)...)
+	require.NoError(t, err, errOut)
+	require.Contains(t, out, "dry run:  ")
+	require.Contains(t, out, "0 B of device memory held")
+	require.NotContains(t, out, "verify:")
+
+	_, _, err = execute(t, "plan", guestArgs(t, "model.trace")...)
+	require.ErrorContains(t, err, "not a .wasm workload")
+}
