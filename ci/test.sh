@@ -28,6 +28,9 @@ for p in "${portable[@]}"; do
   GOOS=js GOARCH=wasm go build "$p"
 done
 
+step "example guests (make examples)"
+make examples
+
 for check in ci/check-*.sh; do
   [ -e "$check" ] || continue
   step "$check"
