@@ -37,6 +37,10 @@ func fuzzLayouts() []Layout {
 // fuzzSizes are common sizes, so that arena slots and exact-size reuse hit.
 var fuzzSizes = []uint64{0, 1, 16, 64, 100, 128, 256, 1000, 1024, 4096}
 
+// fuzzHugeSizes reach the top of uint64, where rounding up to the
+// alignment or adding a padding overflows.
+var fuzzHugeSizes = []uint64{1 << 63, 1<<64 - 1, 1<<64 - 15, 1<<64 - 16, 1<<64 - 17, 1<<64 - 4096, 1 << 32, fuzzProps.MemorySize + 1}
+
 // modelEntry is what the reference model knows of one handle.
 type modelEntry struct {
 	handle     Handle
@@ -75,13 +79,15 @@ func fuzzRun(t *testing.T, data []byte) []string {
 		switch op % 8 {
 		case 0, 1, 2:
 			var size uint64
-			switch sel := next(); sel % 4 {
-			case 0, 1:
+			switch sel := next(); sel % 8 {
+			case 0, 1, 4, 5:
 				size = fuzzSizes[int(next())%len(fuzzSizes)]
-			case 2:
+			case 2, 6:
 				size = uint64(next()) * 8
-			default:
+			case 3:
 				size = uint64(next())<<8 | uint64(next())
+			default:
+				size = fuzzHugeSizes[int(next())%len(fuzzHugeSizes)]
 			}
 			mapping := Mapping(op / 8 % 2)
 			expect := expectedSlicedPlacement(m, size, window > 0)
@@ -293,6 +299,9 @@ func checkAgainstModel(t *testing.T, m *Manager, entries []modelEntry) {
 func FuzzManager(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 5, 1, 0, 2, 3, 3, 0, 0, 1, 7, 7, 3, 6, 4})
 	f.Add([]byte{5, 0, 0, 3, 0, 1, 6, 0, 0, 1, 4, 0, 0, 0, 3, 1, 0, 0, 9, 2, 7, 3, 6, 5})
+	// Reservations at the top of uint64, between ordinary ones.
+	f.Add([]byte{0, 0, 7, 1, 0, 7, 2, 0, 0, 3, 0, 7, 3, 1, 7, 0, 0, 7, 4, 3, 0})
+	f.Add([]byte{5, 0, 7, 5, 0, 0, 4, 0, 7, 6, 6, 2, 0, 7, 7, 0, 0, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		first := fuzzRun(t, data)
 		second := fuzzRun(t, data)
