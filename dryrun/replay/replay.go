@@ -35,6 +35,10 @@ type Options struct {
 	// Virtual layout then builds the SubSlices pools. Otherwise the storage
 	// offers H200Granule.
 	NoSparse bool
+	// Observe, when set, is called after each event with its index in the
+	// stream and the manager holding its result, for callers that chart the
+	// pools over the stream. It must only read the manager.
+	Observe func(event int, m *memory.Manager)
 }
 
 func (o Options) device() vkruntime.DeviceProperties {
@@ -146,13 +150,16 @@ func Measure(t *trace.Trace, l memory.Layout, opts Options) (*Result, Timing, er
 			live += e.Size
 			res.PeakLiveBytes = max(res.PeakLiveBytes, live)
 			res.ReservedPeakBytes = max(res.ReservedPeakBytes, m.Usage().BytesReserved)
-			continue
+		} else {
+			if err := m.Free(handles[e.Index]); err != nil {
+				return nil, Timing{}, fmt.Errorf("replay: %s line %d: free: %w", t.Name, e.Line, err)
+			}
+			handles[e.Index] = memory.Handle{}
+			live -= sizes[e.Index]
 		}
-		if err := m.Free(handles[e.Index]); err != nil {
-			return nil, Timing{}, fmt.Errorf("replay: %s line %d: free: %w", t.Name, e.Line, err)
+		if opts.Observe != nil {
+			opts.Observe(i, m)
 		}
-		handles[e.Index] = memory.Handle{}
-		live -= sizes[e.Index]
 	}
 	timing := Timing{Events: len(t.Events), Elapsed: time.Since(start)}
 	if opts.Progress != nil {

@@ -2,6 +2,7 @@ package replay_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -114,4 +115,19 @@ func TestCountingStorage(t *testing.T) {
 	require.NotEqual(t, a.ID, c.ID, "ids are never reused")
 	_, err = replay.NewCountingStorage(0).Alloc(1 << 62)
 	require.NoError(t, err, "no limit")
+}
+
+func TestReplayObserveSeesEveryEventAfterItApplies(t *testing.T) {
+	tr := tracetest.Inline(t, "a 1 100 0\na 2 300 0\nf 1\na 3 50 0\nf 2\n")
+	var events []int
+	var live, reserved []uint64
+	r, err := replay.Run(tr, memory.SubSlicesLayout(), replay.Options{Observe: func(i int, m *memory.Manager) {
+		events = append(events, i)
+		live = append(live, m.Usage().BytesInUse)
+		reserved = append(reserved, m.Usage().BytesReserved)
+	}})
+	require.NoError(t, err)
+	require.Equal(t, []int{0, 1, 2, 3, 4}, events)
+	require.Equal(t, []uint64{100, 400, 300, 350, 50}, live, "each call sees its event applied")
+	require.Equal(t, r.ReservedPeakBytes, slices.Max(reserved))
 }
