@@ -1,0 +1,12 @@
+// Package htmlreport draws what memory pools held over an allocation stream
+// as one self-contained HTML page: inline SVG, a small inline script for
+// reading exact values on hover, nothing fetched from the network.
+//
+// A trace is replayed twice over a counting storage, once under the default
+// layout and once under a plan, and after every event the pools' usage is
+// read through the replay's observer. Long streams are downsampled to one
+// bucket of events per pixel column, keeping in each bucket the events where
+// the totals reach their minimum and maximum and where each pool's live and
+// reserved bytes peak, so every peak on the page is the exact one. The page
+// also charts an environment's memory records in the order they were written.
+package htmlreport

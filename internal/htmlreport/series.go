@@ -1,0 +1,122 @@
+package htmlreport
+
+import (
+	"fmt"
+
+	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/memory"
+)
+
+// Run is one replay of a stream under one layout, charted.
+type Run struct {
+	Result *dryrun.ReplayResult
+	// Pools are the manager's pools in report order: the dynamic ones, then
+	// the persistent one.
+	Pools []memory.PoolReport
+	// Samples are the downsampled states, every peak kept.
+	Samples []Sample
+	// PeakLiveEvent and PeakReservedEvent are the first events at which
+	// the totals peak.
+	PeakLiveEvent, PeakReservedEvent int
+	// Halves are the live and reserved peaks in the first and the second
+	// half of the stream: whether the reservation keeps growing once the
+	// workload is in its stride.
+	Halves [2]Peaks
+}
+
+// Peaks are the most bytes live and reserved at once in a stretch of events.
+type Peaks struct{ Live, Reserved uint64 }
+
+// Replay replays t under l and charts the pools in buckets buckets of
+// events (one per pixel column of the chart).
+func Replay(t *dryrun.Trace, l memory.Layout, buckets int) (*Run, error) {
+	run := &Run{}
+	var (
+		ds             *Downsampler
+		live, reserved []uint64
+		peakLive       uint64
+		peakReserved   uint64
+	)
+	half := len(t.Events) / 2
+	observe := func(i int, m *memory.Manager) {
+		r := m.Report()
+		if ds == nil {
+			n := len(r.Dynamic) + 1
+			ds = NewDownsampler(len(t.Events), buckets, n)
+			live, reserved = make([]uint64, n), make([]uint64, n)
+		}
+		for p, pr := range r.Dynamic {
+			live[p], reserved[p] = pr.Usage.BytesInUse, pr.Usage.BytesReserved
+		}
+		live[len(live)-1], reserved[len(reserved)-1] = r.Persistent.Usage.BytesInUse, r.Persistent.Usage.BytesReserved
+		ds.Add(i, live, reserved)
+		u := m.Usage()
+		if u.BytesInUse > peakLive {
+			peakLive, run.PeakLiveEvent = u.BytesInUse, i
+		}
+		if u.BytesReserved > peakReserved {
+			peakReserved, run.PeakReservedEvent = u.BytesReserved, i
+		}
+		h := &run.Halves[0]
+		if i >= half {
+			h = &run.Halves[1]
+		}
+		h.Live, h.Reserved = max(h.Live, u.BytesInUse), max(h.Reserved, u.BytesReserved)
+	}
+	res, err := dryrun.Replay(t, l, dryrun.ReplayOptions{Observe: observe})
+	if err != nil {
+		return nil, err
+	}
+	run.Result = res
+	run.Pools = append(append(run.Pools, res.Report.Dynamic...), res.Report.Persistent)
+	if ds != nil {
+		run.Samples = ds.Samples()
+	}
+	if peakLive != res.PeakLiveBytes || peakReserved != res.ReservedPeakBytes {
+		return nil, fmt.Errorf("htmlreport: %s: the observed peaks (%d B live, %d B reserved) are not the replay's (%d B, %d B)",
+			t.Name, peakLive, peakReserved, res.PeakLiveBytes, res.ReservedPeakBytes)
+	}
+	return run, nil
+}
+
+// TraceReport is a stream replayed under the default layout and under a plan.
+type TraceReport struct {
+	Name        string
+	Events      int
+	Allocations int
+	Default     *Run
+	Plan        *Run
+	// PlanSource says where the plan came from.
+	PlanSource string
+}
+
+// PlanFrom is where a trace's plan comes from.
+type PlanFrom struct {
+	// Layout is the plan to replay under; the zero Layout derives one from
+	// the trace's own dry run, as `vkrt replay --plan` does.
+	Layout *memory.Layout
+	// Source names the plan on the page when Layout is set.
+	Source string
+}
+
+// ReplayTrace replays t under the default layout and under the plan.
+func ReplayTrace(t *dryrun.Trace, from PlanFrom, buckets int) (*TraceReport, error) {
+	dry, err := Replay(t, memory.SubSlicesLayout(), buckets)
+	if err != nil {
+		return nil, err
+	}
+	plan, source := memory.Layout{}, from.Source
+	if from.Layout != nil {
+		plan = *from.Layout
+	} else {
+		if plan, err = dryrun.Plan(dry.Result.Report, dryrun.PlanOptions{Strength: dryrun.Strong, Trace: t}); err != nil {
+			return nil, fmt.Errorf("planning %s: %w", t.Name, err)
+		}
+		source = "planned from this trace's dry run"
+	}
+	planned, err := Replay(t, plan, buckets)
+	if err != nil {
+		return nil, fmt.Errorf("replaying %s under the plan: %w", t.Name, err)
+	}
+	return &TraceReport{Name: t.Name, Events: len(t.Events), Allocations: t.Allocations, Default: dry, Plan: planned, PlanSource: source}, nil
+}
