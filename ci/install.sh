@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what the build and tests need on a fresh Debian machine: Mesa's
 # lavapipe (CPU Vulkan), the Vulkan loader and validation layers, the
-# SPIR-V tools, and wabt (wat2wasm assembles the WebAssembly guests of the
-# wasmhost tests). Only what is missing is installed.
+# SPIR-V tools, wabt (wat2wasm assembles the WebAssembly guests of the
+# wasmhost tests), and headless Chromium with a font for the HTML report's
+# browser test. Only what is missing is installed.
 set -euo pipefail
 need=()
-for pkg in libvulkan1 mesa-vulkan-drivers glslang-tools spirv-tools vulkan-validationlayers wabt; do
+for pkg in libvulkan1 mesa-vulkan-drivers glslang-tools spirv-tools vulkan-validationlayers wabt chromium fonts-dejavu-core; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -9,6 +9,7 @@ bash ci/install.sh
 
 export PATH="$PATH:/usr/local/go/bin:$(go env GOPATH)/bin"
 export VKRT_REQUIRE_DEVICE="${VKRT_REQUIRE_DEVICE:-1}"
+export VKRT_REQUIRE_BROWSER="${VKRT_REQUIRE_BROWSER:-1}"
 export CGO_ENABLED=1
 
 step() { printf '\n== %s\n' "$*"; }

@@ -18,14 +18,12 @@ type Run struct {
 	// PeakLiveEvent and PeakReservedEvent are the first events at which
 	// the totals peak.
 	PeakLiveEvent, PeakReservedEvent int
-	// Halves are the live and reserved peaks in the first and the second
-	// half of the stream: whether the reservation keeps growing once the
-	// workload is in its stride.
-	Halves [2]Peaks
+	// Growths counts the events at which the pools' reservation grew, and
+	// LastGrowth is the last of them: a workload in its stride should stop
+	// growing its pools early.
+	Growths    int
+	LastGrowth int
 }
-
-// Peaks are the most bytes live and reserved at once in a stretch of events.
-type Peaks struct{ Live, Reserved uint64 }
 
 // Replay replays t under l and charts the pools in buckets buckets of
 // events (one per pixel column of the chart).
@@ -37,7 +35,7 @@ func Replay(t *dryrun.Trace, l memory.Layout, buckets int) (*Run, error) {
 		peakLive       uint64
 		peakReserved   uint64
 	)
-	half := len(t.Events) / 2
+	var lastReserved uint64
 	observe := func(i int, m *memory.Manager) {
 		r := m.Report()
 		if ds == nil {
@@ -57,11 +55,11 @@ func Replay(t *dryrun.Trace, l memory.Layout, buckets int) (*Run, error) {
 		if u.BytesReserved > peakReserved {
 			peakReserved, run.PeakReservedEvent = u.BytesReserved, i
 		}
-		h := &run.Halves[0]
-		if i >= half {
-			h = &run.Halves[1]
+		if u.BytesReserved > lastReserved {
+			run.Growths++
+			run.LastGrowth = i
 		}
-		h.Live, h.Reserved = max(h.Live, u.BytesInUse), max(h.Reserved, u.BytesReserved)
+		lastReserved = u.BytesReserved
 	}
 	res, err := dryrun.Replay(t, l, dryrun.ReplayOptions{Observe: observe})
 	if err != nil {

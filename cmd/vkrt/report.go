@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/internal/htmlreport"
+	"github.com/vkrt/vkrt/memory"
+	"github.com/vkrt/vkrt/runtime/environment"
+)
+
+type reportFlags struct {
+	html string
+	env  string
+	plan string
+}
+
+func newReportCmd() *cobra.Command {
+	var f reportFlags
+	cmd := &cobra.Command{
+		Use:   "report --html FILE [--env NAME] [--plan PLAN] [TRACE...]",
+		Short: "draw what the pools held over each stream, and what a plan saved, as one HTML page",
+		Long: `Write one self-contained HTML page (no network: inline SVG and a small
+script) that charts, for each trace, the live and reserved bytes of every pool
+over the stream under the default layout and under a plan, with the peak-live
+floor, the figures to compare and a one-line verdict; with --env, also the
+memory records of an environment over time.
+
+The plan is derived from each trace's own dry run, as 'vkrt replay --plan'
+does, unless --plan names one (a preset, a layout JSON literal, or a file
+holding one), so a stream can be seen under the plan of another run.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runReport(cmd, args, f)
+		},
+	}
+	cmd.Flags().StringVar(&f.html, "html", "", "the HTML file to write")
+	cmd.Flags().StringVar(&f.env, "env", "", "an environment whose memory records to chart")
+	cmd.Flags().StringVar(&f.plan, "plan", "", "the plan to replay under: a preset, a layout JSON literal, or a file holding one")
+	_ = cmd.MarkFlagRequired("html")
+	return cmd
+}
+
+func runReport(cmd *cobra.Command, paths []string, f reportFlags) error {
+	if len(paths) == 0 && f.env == "" {
+		return errors.New("report: name a trace or an environment (--env)")
+	}
+	from := htmlreport.PlanFrom{}
+	if f.plan != "" {
+		l, err := replayLayout(f.plan)
+		if err != nil {
+			return fmt.Errorf("--plan: %w", err)
+		}
+		from = htmlreport.PlanFrom{Layout: &l, Source: "given by --plan " + filepath.Base(f.plan)}
+	}
+	var page htmlreport.Page
+	for _, path := range paths {
+		trace, err := dryrun.ReadTraceFile(path)
+		if err != nil {
+			return err
+		}
+		tr, err := htmlreport.ReplayTrace(trace, from, htmlreport.Buckets)
+		if err != nil {
+			return err
+		}
+		page.Traces = append(page.Traces, tr)
+	}
+	if f.env != "" {
+		recs, err := envRecords(cmd.Context(), f.env)
+		if err != nil {
+			return err
+		}
+		page.Env = recs
+	}
+	return writeReport(f.html, page)
+}
+
+// envRecords reads an environment's memory records, oldest first.
+func envRecords(ctx context.Context, name string) (*htmlreport.EnvRecords, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	env, err := environment.OpenContext(ctx, name, environment.WithoutCreate())
+	if err != nil {
+		return nil, err
+	}
+	defer env.Close()
+	entries, err := env.Query(ctx, environment.Query{Kind: environment.KindMemory})
+	if err != nil {
+		return nil, err
+	}
+	out := &htmlreport.EnvRecords{Name: name}
+	for _, e := range entries {
+		var rec memory.Record
+		if err := e.Decode(&rec); err != nil {
+			return nil, err
+		}
+		out.Records = append(out.Records, htmlreport.EnvRecord{ID: e.ID, Label: e.Label, Time: e.Time, Report: rec.Report})
+	}
+	return out, nil
+}
+
+// writeReport renders into a temporary file beside path and renames it, so a
+// failed render leaves no half-written page and an old page stays intact.
+func writeReport(path string, page htmlreport.Page) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	w := bufio.NewWriter(tmp)
+	if err = htmlreport.Render(w, page); err != nil {
+		return err
+	}
+	if err = w.Flush(); err != nil {
+		return err
+	}
+	if err = tmp.Chmod(0o644); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func init() { rootCmd.AddCommand(newReportCmd()) }

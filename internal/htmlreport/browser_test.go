@@ -1,0 +1,202 @@
+package htmlreport
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/memory"
+)
+
+// chromium finds Debian's headless-capable browser. In CI, or with
+// VKRT_REQUIRE_BROWSER=1, a missing browser fails the test; elsewhere it
+// skips it.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if path, err := exec.LookPath(name); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("CI") == "true" || os.Getenv("VKRT_REQUIRE_BROWSER") == "1" {
+		t.Fatal("chromium is not installed (ci/install.sh installs it)")
+	}
+	t.Skip("chromium is not installed")
+	return ""
+}
+
+// browse loads a page in a fresh headless chromium with extra flags and
+// returns what it printed.
+func browse(t *testing.T, browser, page string, flags ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	args := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+		"--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
+		"--force-color-profile=srgb", "--user-data-dir=" + t.TempDir()}, flags...)
+	cmd := exec.CommandContext(ctx, browser, append(args, "file://"+page)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	require.NoError(t, err, "chromium: %s", stderr.String())
+	t.Logf("chromium %s: %v", strings.Join(flags, " "), time.Since(start).Round(time.Millisecond))
+	return stdout.Bytes()
+}
+
+// hoverCheck moves the pointer onto the reserved peak of the default chart
+// and copies what the tooltip says into the DOM.
+const hoverCheck = `<script>
+(function () {
+  var fig = document.querySelector('figure.chart[data-run="default"]');
+  var svg = fig.querySelector("svg"), peak = svg.querySelector("circle.peak"), hit = svg.querySelector(".hit");
+  var box = svg.getBoundingClientRect(), k = box.width / svg.viewBox.baseVal.width;
+  var x = box.left + Number(peak.getAttribute("cx")) * k, y = box.top + Number(peak.getAttribute("cy")) * k;
+  hit.dispatchEvent(new MouseEvent("mousemove", {clientX: x, clientY: y, bubbles: true}));
+  document.body.dataset.tip = fig.querySelector(".tip").textContent;
+})();
+</script>
+</body>`
+
+func attr(t *testing.T, dom, selector, name string) string {
+	t.Helper()
+	m := regexp.MustCompile(selector + `[^>]*\s` + name + `="([^"]*)"`).FindStringSubmatch(dom)
+	require.NotNil(t, m, "%s %s in the DOM", selector, name)
+	return m[1]
+}
+
+func TestReportInHeadlessChromium(t *testing.T) {
+	browser := chromium(t)
+	name := "llama_generate"
+	if testing.Short() {
+		name = "resnet50_train"
+	}
+	trace, err := dryrun.ReadTraceFile("../../testdata/traces/" + name + ".trace.gz")
+	require.NoError(t, err)
+
+	// What the page must show, measured by the replay itself.
+	dry, err := dryrun.Replay(trace, memory.SubSlicesLayout(), dryrun.ReplayOptions{})
+	require.NoError(t, err)
+	plan, err := dryrun.Plan(dry.Report, dryrun.PlanOptions{Strength: dryrun.Strong, Trace: trace})
+	require.NoError(t, err)
+	planned, err := dryrun.Replay(trace, plan, dryrun.ReplayOptions{})
+	require.NoError(t, err)
+
+	start := time.Now()
+	tr, err := ReplayTrace(trace, PlanFrom{}, Buckets)
+	require.NoError(t, err)
+	var html bytes.Buffer
+	require.NoError(t, Render(&html, Page{Traces: []*TraceReport{tr}}))
+	t.Logf("%s: %d events replayed twice, planned and rendered in %v: %d B of HTML", name, len(trace.Events),
+		time.Since(start).Round(time.Millisecond), html.Len())
+	dir := t.TempDir()
+	page := filepath.Join(dir, "report.html")
+	require.NoError(t, os.WriteFile(page, bytes.Replace(html.Bytes(), []byte("</body>"), []byte(hoverCheck), 1), 0o644))
+
+	dom := string(browse(t, browser, page, "--dump-dom"))
+	require.Contains(t, dom, `data-ready="yes"`, "the page's script ran to its end")
+	require.Equal(t, "2", attr(t, dom, "<body", "data-charts"))
+	for _, run := range []struct {
+		name string
+		res  *dryrun.ReplayResult
+	}{{"default", dry}, {"plan", planned}} {
+		fig := `<figure class="chart" data-run="` + run.name + `"`
+		require.Equal(t, strconv.FormatUint(run.res.ReservedPeakBytes, 10), attr(t, dom, fig, "data-drawn-peak-reserved"),
+			"%s: the drawn reserved peak is the replay's, exactly", run.name)
+		require.Equal(t, strconv.FormatUint(run.res.PeakLiveBytes, 10), attr(t, dom, fig, "data-drawn-peak-live"),
+			"%s: the drawn live peak is the replay's, exactly", run.name)
+		// One live and one reserved band per pool that ever held a page.
+		section := dom[strings.Index(dom, fig):]
+		section = section[:strings.Index(section, "</figure>")]
+		for _, p := range append(run.res.Report.Dynamic, run.res.Report.Persistent) {
+			n := strings.Count(section, `data-pool="`+poolLabel(p)+`"`)
+			if p.PagesPeak == 0 {
+				require.Zero(t, n, "%s: %s never held a page and is not drawn", run.name, poolLabel(p))
+				continue
+			}
+			require.Equal(t, 2, n, "%s: %s is drawn live and reserved", run.name, poolLabel(p))
+		}
+	}
+	verdict := fmt.Sprintf("plan reserves %.3f× peak live, %.0f %% less than the default layout", planned.Ratio(),
+		100*(1-float64(planned.ReservedPeakBytes)/float64(dry.ReservedPeakBytes)))
+	require.Contains(t, dom, `<p class="verdict">`+verdict)
+	tip := attr(t, dom, "<body", "data-tip")
+	require.Regexp(t, `reserved(?:[^B]*B – )?`+regexp.QuoteMeta(memory.FormatBytes(dry.ReservedPeakBytes))+`(max )?`+
+		regexp.QuoteMeta(group(dry.ReservedPeakBytes)+" B"), tip, "hovering the peak reads it, exactly")
+
+	shot := filepath.Join(dir, "report.png")
+	browse(t, browser, page, "--screenshot="+shot, "--window-size=1180,1100")
+	f, err := os.Open(shot)
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err)
+	colours, inked := map[uint32]int{}, 0
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			c := r>>8<<16 | g>>8<<8 | bl>>8
+			colours[c]++
+			if c != 0xffffff {
+				inked++
+			}
+		}
+	}
+	require.Greater(t, len(colours), 200, "a screenshot of charts and text has many colours")
+	require.Greater(t, float64(inked)/float64(b.Dx()*b.Dy()), 0.1, "a tenth of the screenshot is not white")
+	// The plan's largest pool fills a large area in its own colour.
+	largest := planned.Report.Dynamic[0]
+	want := legendColour(t, tr, poolLabel(largest))
+	require.Greater(t, nearColour(img, want), 10_000, "the plan's %s is painted in %s", poolLabel(largest), want)
+}
+
+func legendColour(t *testing.T, tr *TraceReport, label string) string {
+	t.Helper()
+	tv, err := traceViewOf(tr)
+	require.NoError(t, err)
+	for _, l := range tv.Legend {
+		if l.Label == label {
+			return l.Solid
+		}
+	}
+	t.Fatalf("%s is not in the legend", label)
+	return ""
+}
+
+// nearColour counts the pixels within a few levels of a #rrggbb colour.
+func nearColour(img image.Image, hex string) int {
+	v, _ := strconv.ParseUint(hex[1:], 16, 32)
+	want := [3]int{int(v >> 16 & 0xff), int(v >> 8 & 0xff), int(v & 0xff)}
+	n := 0
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			got := [3]int{int(r >> 8), int(g >> 8), int(bl >> 8)}
+			near := true
+			for i := range got {
+				if d := got[i] - want[i]; d < -3 || d > 3 {
+					near = false
+				}
+			}
+			if near {
+				n++
+			}
+		}
+	}
+	return n
+}

@@ -1,0 +1,343 @@
+package htmlreport
+
+import (
+	_ "embed"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+
+	json "github.com/goccy/go-json"
+
+	"github.com/vkrt/vkrt/memory"
+)
+
+// Buckets is how many buckets of events a chart draws: one per pixel column.
+const Buckets = plotWidth
+
+// Page is everything one report shows.
+type Page struct {
+	Traces []*TraceReport
+	// Env, when set, is an environment's memory records.
+	Env *EnvRecords
+}
+
+//go:embed report.html.tmpl
+var pageTemplate string
+
+//go:embed report.js
+var pageScript string
+
+var tmpl = template.Must(template.New("report").Parse(pageTemplate))
+
+// Render writes the page as one self-contained HTML document.
+func Render(w io.Writer, p Page) error {
+	view := pageView{Script: template.JS(pageScript)}
+	for _, tr := range p.Traces {
+		tv, err := traceViewOf(tr)
+		if err != nil {
+			return err
+		}
+		view.Traces = append(view.Traces, tv)
+	}
+	if p.Env != nil {
+		ev, err := envViewOf(p.Env)
+		if err != nil {
+			return err
+		}
+		view.Env = ev
+	}
+	if err := tmpl.Execute(w, view); err != nil {
+		return fmt.Errorf("htmlreport: rendering: %w", err)
+	}
+	return nil
+}
+
+type pageView struct {
+	Traces []traceView
+	Env    *envView
+	Script template.JS
+}
+
+type traceView struct {
+	Name    string
+	Summary string
+	Verdict string
+	Rows    []figureRow
+	Legend  []legendItem
+	Charts  []chartView
+}
+
+type figureRow struct {
+	Name, Layout                            string
+	Reserved, Ratio, Allocs, Spills, Growth string
+	LiveGrowth                              string
+}
+
+type legendItem struct{ Label, Solid, Pale string }
+
+type chartView struct {
+	Title         string
+	Run           string // "default" or "plan"
+	Width, Height int
+	PlotX, PlotY  int
+	PlotW, PlotH  int
+	PlotRight     int
+	PlotBottom    int
+	TickEnd       int
+	LabelX        int
+	Bands         []bandView
+	LivePath      string
+	YTicks        []tick
+	XTicks        []tick
+	FloorY        float64
+	FloorLabel    string
+	PeakX, PeakY  float64
+	PeakLabel     string
+	PeakLabelY    float64
+	FloorLabelY   float64
+	Data          template.JS
+}
+
+type bandView struct {
+	Pool, Part, Fill, Path string
+}
+
+// palette colours pools in the order they first appear in a trace's runs.
+var palette = []string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"}
+
+// pale mixes a colour with white: the part of a pool reserved and not live.
+func pale(hex string) string {
+	v, _ := strconv.ParseUint(hex[1:], 16, 32)
+	mix := func(c uint64) uint64 { return uint64(math.Round(float64(c)*0.32 + 255*0.68)) }
+	return fmt.Sprintf("#%02x%02x%02x", mix(v>>16&0xff), mix(v>>8&0xff), mix(v&0xff))
+}
+
+// colours assigns each pool label a palette entry.
+type colours struct {
+	index  map[string]int
+	legend []legendItem
+}
+
+func (c *colours) of(label string) string {
+	if c.index == nil {
+		c.index = map[string]int{}
+	}
+	i, ok := c.index[label]
+	if !ok {
+		i = len(c.index)
+		c.index[label] = i
+		col := palette[i%len(palette)]
+		c.legend = append(c.legend, legendItem{Label: label, Solid: col, Pale: pale(col)})
+	}
+	return palette[i%len(palette)]
+}
+
+// active are the pools of a run that reserved anything: the others are
+// not drawn.
+func active(r *Run) []int {
+	var idx []int
+	for p := range r.Pools {
+		for _, s := range r.Samples {
+			if s.Reserved[p] > 0 {
+				idx = append(idx, p)
+				break
+			}
+		}
+	}
+	return idx
+}
+
+// Verdict is the one line a reader takes away from a trace.
+func Verdict(tr *TraceReport) string {
+	d, p := tr.Default.Result, tr.Plan.Result
+	s := fmt.Sprintf("plan reserves %s peak live", ratio(p.ReservedPeakBytes, p.PeakLiveBytes))
+	switch change := 1 - float64(p.ReservedPeakBytes)/float64(d.ReservedPeakBytes); {
+	case d.ReservedPeakBytes == 0:
+	case math.Abs(change) < 0.005:
+		s += ", as much as the default layout"
+	case change > 0:
+		s += fmt.Sprintf(", %.0f %% less than the default layout", change*100)
+	default:
+		s += fmt.Sprintf(", %.0f %% more than the default layout", -change*100)
+	}
+	s += fmt.Sprintf(" (%s against %s), in %s", memory.FormatBytes(p.ReservedPeakBytes), memory.FormatBytes(d.ReservedPeakBytes),
+		plural(p.DriverAllocs, "device allocation"))
+	if p.Spills > 0 {
+		s += ", " + plural(p.Spills, "spill")
+	}
+	return s
+}
+
+// ratio is reserved over live with three decimals: "1.001×".
+func ratio(reserved, live uint64) string {
+	if live == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.3f×", float64(reserved)/float64(live))
+}
+
+func plural(n uint64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return group(n) + " " + noun + "s"
+}
+
+// group writes n with thousands separated by commas.
+func group(n uint64) string {
+	s := strconv.FormatUint(n, 10)
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// growth says how often the reservation grew and how far into the stream
+// it last did.
+func growth(r *Run, events int) string {
+	if r.Growths == 0 {
+		return "never"
+	}
+	return fmt.Sprintf("%s, last at event %s (%.0f %%)", plural(uint64(r.Growths), "time"), group(uint64(r.LastGrowth)),
+		float64(r.LastGrowth+1)/float64(events)*100)
+}
+
+// layoutName says what a layout is in a few words.
+func layoutName(l memory.Layout) string {
+	if a, ok := l.Arena(); ok {
+		var bytes uint64
+		for _, p := range a.Pages {
+			bytes += p
+		}
+		s := fmt.Sprintf("arena of %s in %s, %s", memory.FormatBytes(bytes), plural(uint64(len(a.Pages)), "page"),
+			plural(uint64(len(a.Slots)), "planned slot"))
+		if len(a.Fallback) > 0 {
+			s += ", then " + plural(uint64(len(a.Fallback)), "sliced pool")
+		}
+		return s
+	}
+	if pools, ok := l.Sliced(); ok {
+		return "sliced, " + plural(uint64(len(pools)), "pool")
+	}
+	return l.Kind().String()
+}
+
+func traceViewOf(tr *TraceReport) (traceView, error) {
+	tv := traceView{Name: tr.Name, Verdict: Verdict(tr),
+		Summary: fmt.Sprintf("%s events, %s; peak live %s (%s B)", group(uint64(tr.Events)), plural(uint64(tr.Allocations), "allocation"),
+			memory.FormatBytes(tr.Default.Result.PeakLiveBytes), group(tr.Default.Result.PeakLiveBytes))}
+	var cs colours
+	top := topOf(max(tr.Default.Result.ReservedPeakBytes, tr.Plan.Result.ReservedPeakBytes))
+	for _, r := range []struct {
+		name, title string
+		run         *Run
+	}{
+		{"default", "Default layout (" + layoutName(tr.Default.Result.Layout) + ")", tr.Default},
+		{"plan", "Plan (" + layoutName(tr.Plan.Result.Layout) + "), " + tr.PlanSource, tr.Plan},
+	} {
+		res := r.run.Result
+		tv.Rows = append(tv.Rows, figureRow{Name: r.name, Layout: layoutName(res.Layout),
+			Reserved: memory.FormatBytes(res.ReservedPeakBytes), Ratio: ratio(res.ReservedPeakBytes, res.PeakLiveBytes),
+			Allocs: group(res.DriverAllocs), Spills: group(res.Spills),
+			Growth: growth(r.run, tr.Events)})
+		cv, err := chartOf(r.run, r.name, r.title, top, tr.Events, &cs)
+		if err != nil {
+			return traceView{}, err
+		}
+		tv.Charts = append(tv.Charts, cv)
+	}
+	tv.Legend = cs.legend
+	return tv, nil
+}
+
+func chartOf(run *Run, name, title string, top uint64, events int, cs *colours) (chartView, error) {
+	s := traceScale(top)
+	res := run.Result
+	cv := chartView{Title: title, Run: name, Width: chartWidth, Height: chartHeight, PlotX: marginLeft, PlotY: marginTop,
+		PlotW: plotWidth, PlotH: plotHeight, PlotRight: marginLeft + plotWidth, PlotBottom: marginTop + plotHeight, TickEnd: marginTop + plotHeight + 5, LabelX: marginLeft + plotWidth + 8, YTicks: byteTicks(top, s), XTicks: eventTicks(events)}
+	if len(run.Samples) == 0 {
+		return cv, nil
+	}
+	cols := columns(run.Samples, events)
+	pools := active(run)
+	labels, colors := make([]string, len(pools)), make([]string, len(pools))
+	for i, p := range pools {
+		labels[i] = poolLabel(run.Pools[p])
+		colors[i] = cs.of(labels[i])
+	}
+	// Paint from the top pool down: each pool's pale band reaches the top
+	// of its stack, its solid band the live bytes above the pools below,
+	// and the next pool down paints over what lies under its own top.
+	below := func(k int) func(Sample) uint64 {
+		return func(smp Sample) uint64 {
+			var n uint64
+			for _, p := range pools[:k] {
+				n += smp.Reserved[p]
+			}
+			return n
+		}
+	}
+	for k := len(pools) - 1; k >= 0; k-- {
+		p, under, col := pools[k], below(k), colors[k]
+		cv.Bands = append(cv.Bands,
+			bandView{Pool: labels[k], Part: "reserved", Fill: pale(col),
+				Path: area(levels(cols, run.Samples, func(smp Sample) uint64 { return under(smp) + smp.Reserved[p] }), s)},
+			bandView{Pool: labels[k], Part: "live", Fill: col,
+				Path: area(levels(cols, run.Samples, func(smp Sample) uint64 { return under(smp) + smp.Live[p] }), s)})
+	}
+	cv.LivePath = line(cols, s)
+	cv.FloorY = s.y(res.PeakLiveBytes)
+	cv.FloorLabel = memory.FormatBytes(res.PeakLiveBytes)
+	cv.PeakY = s.y(res.ReservedPeakBytes)
+	cv.PeakX = marginLeft + (float64(run.PeakReservedEvent)+0.5)*plotWidth/float64(max(events, 1))
+	cv.PeakLabel = memory.FormatBytes(res.ReservedPeakBytes)
+	// Two lines each: the reserved peak's above its height, the floor's
+	// below, pushed apart when the plan sits on the floor.
+	cv.PeakLabelY, cv.FloorLabelY = cv.PeakY-19, cv.FloorY+14
+	if cv.FloorLabelY-cv.PeakLabelY < 34 {
+		cv.FloorLabelY = cv.PeakLabelY + 34
+	}
+	data, err := json.Marshal(hoverData(cols, run.Samples, pools, labels, colors, events))
+	if err != nil {
+		return chartView{}, fmt.Errorf("htmlreport: encoding the chart of %s: %w", res.Trace, err)
+	}
+	cv.Data = template.JS(data)
+	return cv, nil
+}
+
+// hover is what the page's script reads when the pointer is over a chart:
+// per column, its events, the range of the totals, and every drawn pool at
+// the column's most reserved event. Bytes are exact.
+type hover struct {
+	Events int      `json:"events"`
+	Pools  []string `json:"pools"`
+	Colors []string `json:"colors,omitempty"`
+	// Cols: first event, last event, live min, live max, reserved min,
+	// reserved max, the event of the reserved max, then live and reserved
+	// bytes of each pool there.
+	Cols [][]uint64 `json:"cols"`
+}
+
+func hoverData(cols []column, samples []Sample, pools []int, labels, colors []string, events int) hover {
+	h := hover{Events: events, Pools: labels, Colors: colors, Cols: make([][]uint64, 0, len(cols))}
+	for _, c := range cols {
+		if c.Peak < 0 {
+			h.Cols = append(h.Cols, nil)
+			continue
+		}
+		peak := samples[c.Peak]
+		row := []uint64{uint64(c.First), uint64(c.Last), c.LiveMin, c.LiveMax, c.ReservedMin, c.ResMax, uint64(peak.Event)}
+		for _, p := range pools {
+			row = append(row, peak.Live[p], peak.Reserved[p])
+		}
+		h.Cols = append(h.Cols, row)
+	}
+	return h
+}

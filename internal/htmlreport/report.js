@@ -1,0 +1,92 @@
+// Hover: the column under the pointer, its events and the exact bytes.
+// When every chart is wired, the drawn peaks are written on each figure and
+// the body is marked ready, so a headless browser can check what was drawn.
+(function () {
+  "use strict";
+  function fmt(n) {
+    if (n < 1000) return n + " B";
+    var exp = Math.floor(Math.log(n) / Math.log(1000));
+    if (exp < 1) exp = 1;
+    return (n / Math.pow(1000, exp)).toFixed(2) + " " + "KMGTPEZY"[exp - 1] + "B";
+  }
+  function exact(n) { return n.toLocaleString("en-US") + " B"; }
+  function cell(tr, text, cls) {
+    var td = document.createElement("td");
+    td.textContent = text;
+    if (cls) td.className = cls;
+    tr.appendChild(td);
+    return td;
+  }
+  function row(table, name, lo, hi) {
+    var tr = document.createElement("tr");
+    cell(tr, name);
+    cell(tr, lo === hi ? fmt(hi) : fmt(lo) + " – " + fmt(hi), "n");
+    cell(tr, lo === hi ? exact(hi) : "max " + exact(hi), "n");
+    table.appendChild(tr);
+  }
+  function wire(fig) {
+    var data = JSON.parse(fig.querySelector('script[type="application/json"]').textContent);
+    var svg = fig.querySelector("svg"), hit = svg.querySelector(".hit"), cursor = svg.querySelector(".cursor");
+    var tip = fig.querySelector(".tip");
+    var peakLive = 0, peakReserved = 0;
+    data.cols.forEach(function (c) {
+      if (!c) return;
+      peakLive = Math.max(peakLive, c[3]);
+      peakReserved = Math.max(peakReserved, c[5]);
+    });
+    fig.dataset.drawnPeakLive = String(peakLive);
+    fig.dataset.drawnPeakReserved = String(peakReserved);
+    var x0 = Number(hit.getAttribute("x")), w = Number(hit.getAttribute("width"));
+    function show(ev) {
+      var box = svg.getBoundingClientRect();
+      var vx = (ev.clientX - box.left) * svg.viewBox.baseVal.width / box.width;
+      var i = Math.floor(vx - x0);
+      var c = data.cols[i];
+      if (i < 0 || i >= w || !c) { hide(); return; }
+      cursor.setAttribute("x1", x0 + i + 0.5);
+      cursor.setAttribute("x2", x0 + i + 0.5);
+      cursor.style.visibility = "visible";
+      tip.textContent = "";
+      var head = document.createElement("div");
+      head.textContent = c[0] === c[1] ? "event " + c[0].toLocaleString("en-US")
+        : "events " + c[0].toLocaleString("en-US") + "–" + c[1].toLocaleString("en-US");
+      head.style.fontWeight = "600";
+      tip.appendChild(head);
+      var t = document.createElement("table");
+      row(t, "live", c[2], c[3]);
+      row(t, "reserved", c[4], c[5]);
+      tip.appendChild(t);
+      var sub = document.createElement("div");
+      sub.textContent = "pools at event " + c[6].toLocaleString("en-US") + " (live / reserved):";
+      sub.style.marginTop = "4px";
+      tip.appendChild(sub);
+      var pt = document.createElement("table");
+      data.pools.forEach(function (name, k) {
+        var tr = document.createElement("tr");
+        var sw = cell(tr, "\u25A0");
+        sw.style.color = data.colors[k];
+        cell(tr, name);
+        cell(tr, exact(c[7 + 2 * k]), "n");
+        cell(tr, exact(c[8 + 2 * k]), "n");
+        pt.appendChild(tr);
+      });
+      tip.appendChild(pt);
+      tip.style.display = "block";
+      var fx = ev.clientX - fig.getBoundingClientRect().left;
+      var left = fx + 14;
+      if (left + tip.offsetWidth > fig.clientWidth) left = Math.max(0, fx - 14 - tip.offsetWidth);
+      tip.style.left = left + "px";
+      tip.style.top = "8px";
+    }
+    function hide() {
+      tip.style.display = "none";
+      cursor.style.visibility = "hidden";
+    }
+    hit.addEventListener("mousemove", show);
+    hit.addEventListener("mouseleave", hide);
+  }
+  var figs = document.querySelectorAll("figure.chart[data-run]");
+  for (var k = 0; k < figs.length; k++) wire(figs[k]);
+  document.body.dataset.charts = String(figs.length);
+  document.body.dataset.ready = "yes";
+})();
