@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: help demo test build vkrt examples fuzz bench clean
+.PHONY: help demo test build vkrt examples fuzz bench clean report pictures
 
 # Each examples/NAME/main.go is a guest, built into examples/NAME.wasm.
 EXAMPLES := $(patsubst examples/%/main.go,%,$(wildcard examples/*/main.go))
@@ -24,6 +24,17 @@ vkrt: ## build the command line into bin/vkrt
 
 examples: ## build the example guests into examples/*.wasm (GOOS=wasip1 GOARCH=wasm)
 	$(foreach e,$(EXAMPLES),GOOS=wasip1 GOARCH=wasm $(GO) build -o examples/$(e).wasm ./examples/$(e) &&) true
+
+report: vkrt ## chart the shipped traces' pools, default layout against plan, into bin/report.html
+	./$(BIN)/vkrt report --html $(BIN)/report.html testdata/traces/*.trace.gz
+	@echo "wrote $(BIN)/report.html"
+
+CHROMIUM ?= chromium
+pictures: vkrt ## redraw docs/report-llama_generate.png from the report page (needs chromium)
+	./$(BIN)/vkrt report --html $(BIN)/report-llama_generate.html testdata/traces/llama_generate.trace.gz
+	$(CHROMIUM) --headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update \
+		--disable-sync --no-first-run --hide-scrollbars --force-color-profile=srgb --user-data-dir=$$(mktemp -d) \
+		--window-size=1180,1080 --screenshot=docs/report-llama_generate.png file://$(CURDIR)/$(BIN)/report-llama_generate.html
 
 bench: ## run the benchmarks
 	$(GO) test -run '^$$' -bench . ./...

@@ -229,7 +229,7 @@ func poolLabel(r memory.PoolReport) string {
 	case memory.PersistentKind:
 		return "persistent"
 	case memory.ArenaKind:
-		return fmt.Sprintf("arena: %s, %d slots", memory.FormatBytes(k.PageBytes), k.Slots)
+		return fmt.Sprintf("arena: %s, %s", memory.FormatBytes(k.PageBytes), plural(k.Slots, "slot"))
 	}
 	return fmt.Sprintf("%T", r.Kind)
 }

@@ -205,7 +205,7 @@ func growth(r *Run, events int) string {
 	if r.Growths == 0 {
 		return "never"
 	}
-	return fmt.Sprintf("%s, last at event %s (%.0f %%)", plural(uint64(r.Growths), "time"), group(uint64(r.LastGrowth)),
+	return fmt.Sprintf("%s×, last at event %s (%.0f %%)", group(uint64(r.Growths)), group(uint64(r.LastGrowth)),
 		float64(r.LastGrowth+1)/float64(events)*100)
 }
 

@@ -17,11 +17,12 @@
     tr.appendChild(td);
     return td;
   }
+  // row: a total over a column's events, its range when they differ.
   function row(table, name, lo, hi) {
     var tr = document.createElement("tr");
     cell(tr, name);
-    cell(tr, lo === hi ? fmt(hi) : fmt(lo) + " – " + fmt(hi), "n");
-    cell(tr, lo === hi ? exact(hi) : "max " + exact(hi), "n");
+    cell(tr, fmt(lo) === fmt(hi) ? fmt(hi) : fmt(lo) + " – " + fmt(hi), "n");
+    cell(tr, lo === hi ? exact(hi) : lo.toLocaleString("en-US") + " – " + exact(hi), "n");
     table.appendChild(tr);
   }
   function wire(fig) {

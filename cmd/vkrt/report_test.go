@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/memory"
+	"github.com/vkrt/vkrt/runtime/environment"
+)
+
+// smallTrace writes a stream of a few events: a 3 MB tensor outlives two
+// smaller ones.
+func smallTrace(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "small.trace")
+	require.NoError(t, os.WriteFile(path, []byte("a 1 3000000 0\na 2 1000 0\nf 2\na 3 500000 0\nf 3\nf 1\n"), 0o644))
+	return path
+}
+
+// executeReport runs `vkrt report --html FILE args... small.trace` and
+// returns the page it wrote.
+func executeReport(t *testing.T, args ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "report.html")
+	_, _, err := execute(t, "report", append(append([]string{"--html", out}, args...), smallTrace(t, dir))...)
+	require.NoError(t, err)
+	page, err := os.ReadFile(out)
+	require.NoError(t, err)
+	return string(page)
+}
+
+func TestReportWritesTracesAndEnvironment(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	seedEnvironment(t, "bench")
+	html := executeReport(t, "--env", "bench")
+	require.Contains(t, html, `data-trace="small"`)
+	require.Contains(t, html, `<p class="verdict">plan reserves 1.000× peak live`)
+	require.Contains(t, html, "peak live 3.50 MB (3,500,000 B)", "the floor is the stream's peak live bytes")
+	// The environment: one bar per memory record, the note left out.
+	require.Equal(t, 3, strings.Count(html, `<g class="record"`))
+	for i, label := range []string{"model loaded", "after the dry run", "after the real run"} {
+		require.Contains(t, html, fmt.Sprintf("<title>#%d %s, ", i+1, label))
+	}
+	require.NotContains(t, html, "after the note")
+	require.Contains(t, html, `data-reserved="`+"2097664"+`"`, "the second record reserves 2 MiB + 512 B")
+	require.NotRegexp(t, regexp.MustCompile(`(?i)(src|href)=|https?://|@import|url\(`), html, "nothing is fetched")
+}
+
+func TestReportUnderAGivenPlan(t *testing.T) {
+	html := executeReport(t, "--plan", "exclusive-pages")
+	require.Contains(t, html, "given by --plan exclusive-pages")
+	require.Contains(t, html, "Plan ("+memory.ExclusivePagesLayout().Kind().String()+")")
+	require.Contains(t, html, `data-pool="a page of its own each`, "the plan's pools are drawn")
+}
+
+func TestReportRefusesBadInputAndLeavesTheOldPage(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "report.html")
+	require.NoError(t, os.WriteFile(out, []byte("old"), 0o644))
+	bad := filepath.Join(dir, "bad.trace")
+	require.NoError(t, os.WriteFile(bad, []byte("a 1 100 0\nx\n"), 0o644))
+	for _, args := range [][]string{
+		{"--html", out},
+		{"--html", out, bad},
+		{"--html", out, filepath.Join(dir, "missing.trace")},
+		{"--html", out, "--plan", "no-such-layout", smallTrace(t, dir)},
+		{"--html", out, "--env", "no-such-env"},
+		{"--html", filepath.Join(dir, "no-dir", "r.html"), smallTrace(t, dir)},
+	} {
+		_, _, err := execute(t, "report", args...)
+		require.Error(t, err, "%v", args)
+		page, err := os.ReadFile(out)
+		require.NoError(t, err)
+		require.Equal(t, "old", string(page), "%v leaves the old page", args)
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.False(t, strings.HasPrefix(e.Name(), "."), "no temporary file is left: %s", e.Name())
+	}
+}
