@@ -10,17 +10,22 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/internal/htmlreport"
 	"github.com/vkrt/vkrt/memory"
 	"github.com/vkrt/vkrt/runtime/environment"
 )
 
 type reportFlags struct {
-	html string
-	env  string
-	plan string
+	html   string
+	env    string
+	layout string
+	plan   string
 }
+
+// reportDefaultLayout is the layout the runs without a plan take unless
+// --layout names another: the one vkrt replay takes.
+const reportDefaultLayout = "virtual"
 
 func newReportCmd() *cobra.Command {
 	var f reportFlags
@@ -29,9 +34,10 @@ func newReportCmd() *cobra.Command {
 		Short: "draw what the pools held over each stream, and what a plan saved, as one HTML page",
 		Long: `Write one self-contained HTML page (no network: inline SVG and a small
 script) that charts, for each trace, the live and reserved bytes of every pool
-over the stream under the default layout and under a plan, with the peak-live
-floor, the figures to compare and a one-line verdict; with --env, also the
-memory records of an environment over time.
+over the stream under a layout without a plan (--layout, as for vkrt replay)
+and under a plan, with the peak-live floor, the figures to compare and a
+one-line verdict; with --env, also the memory records of an environment in
+the order they were written.
 
 The plan is derived from each trace's own dry run, as 'vkrt replay --plan'
 does, unless --plan names one (a preset, a layout JSON literal, or a file
@@ -42,6 +48,7 @@ holding one), so a stream can be seen under the plan of another run.`,
 	}
 	cmd.Flags().StringVar(&f.html, "html", "", "the HTML file to write")
 	cmd.Flags().StringVar(&f.env, "env", "", "an environment whose memory records to chart")
+	cmd.Flags().StringVar(&f.layout, "layout", reportDefaultLayout, "the layout without a plan: a preset, a layout JSON literal, or a file holding one")
 	cmd.Flags().StringVar(&f.plan, "plan", "", "the plan to replay under: a preset, a layout JSON literal, or a file holding one")
 	_ = cmd.MarkFlagRequired("html")
 	return cmd
@@ -51,21 +58,28 @@ func runReport(cmd *cobra.Command, paths []string, f reportFlags) error {
 	if len(paths) == 0 && f.env == "" {
 		return errors.New("report: name a trace or an environment (--env)")
 	}
-	from := htmlreport.PlanFrom{}
+	base, err := replayLayout(f.layout)
+	if err != nil {
+		return err
+	}
+	layouts := htmlreport.Layouts{Default: base, DefaultName: "default layout"}
+	if f.layout != reportDefaultLayout {
+		layouts.DefaultName = "layout " + filepath.Base(f.layout)
+	}
 	if f.plan != "" {
 		l, err := replayLayout(f.plan)
 		if err != nil {
 			return fmt.Errorf("--plan: %w", err)
 		}
-		from = htmlreport.PlanFrom{Layout: &l, Source: "given by --plan " + filepath.Base(f.plan)}
+		layouts.Plan = &htmlreport.PlanFrom{Layout: l, Source: "given by --plan " + filepath.Base(f.plan)}
 	}
 	var page htmlreport.Page
 	for _, path := range paths {
-		trace, err := dryrun.ReadTraceFile(path)
+		t, err := trace.ReadFile(path)
 		if err != nil {
 			return err
 		}
-		tr, err := htmlreport.ReplayTrace(trace, from, htmlreport.Buckets)
+		tr, err := htmlreport.ReplayTrace(t, layouts, htmlreport.Buckets)
 		if err != nil {
 			return err
 		}

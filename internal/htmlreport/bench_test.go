@@ -6,29 +6,28 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/vkrt/vkrt/dryrun"
-	"github.com/vkrt/vkrt/memory"
+	"github.com/vkrt/vkrt/dryrun/replay"
+	"github.com/vkrt/vkrt/internal/tracetest"
 )
 
 // BenchmarkLargestTrace charts llama_generate (286,475 events): a plain
 // replay, the same replay read after every event and downsampled, and the
 // rendering of the page from both runs, with its size.
 func BenchmarkLargestTrace(b *testing.B) {
-	trace, err := dryrun.ReadTraceFile("../../testdata/traces/llama_generate.trace.gz")
-	require.NoError(b, err)
+	trace := tracetest.Read(b, "llama_generate")
 	b.Run("replay", func(b *testing.B) {
 		for b.Loop() {
-			_, err := dryrun.Replay(trace, memory.SubSlicesLayout(), dryrun.ReplayOptions{})
+			_, err := replay.Run(trace, testDefault.Default, replay.Options{})
 			require.NoError(b, err)
 		}
 	})
 	b.Run("charted", func(b *testing.B) {
 		for b.Loop() {
-			_, err := Replay(trace, memory.SubSlicesLayout(), Buckets)
+			_, err := Replay(trace, testDefault.Default, Buckets)
 			require.NoError(b, err)
 		}
 	})
-	tr, err := ReplayTrace(trace, PlanFrom{}, Buckets)
+	tr, err := ReplayTrace(trace, testDefault, Buckets)
 	require.NoError(b, err)
 	b.Run("render", func(b *testing.B) {
 		var page bytes.Buffer

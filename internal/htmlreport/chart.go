@@ -130,19 +130,37 @@ func area(levels []uint64, s scale) string {
 	return p.b.String()
 }
 
-// line draws the total live bytes: in each column it runs from the value
-// its events start at through their range to the value they end at.
-func line(cols []column, s scale) string {
+// liveLine draws the most live bytes of each column, a step per column.
+func liveLine(cols []column, s scale) string {
+	var p path
+	prev := math.NaN()
+	for c, col := range cols {
+		if y := math.Round(s.y(col.LiveMax)*10) / 10; y != prev {
+			x := float64(marginLeft + c)
+			if c > 0 {
+				p.to(x, prev)
+			}
+			p.to(x, y)
+			prev = y
+		}
+	}
+	p.to(marginLeft+plotWidth, prev)
+	return p.b.String()
+}
+
+// liveRange is the region between the least and the most live bytes of
+// each column: where the stream swings within a pixel's events.
+func liveRange(cols []column, s scale) string {
 	var p path
 	for c, col := range cols {
-		x0, x1 := float64(marginLeft+c), float64(marginLeft+c+1)
-		p.to(x0, s.y(col.LiveFirst))
-		if col.LiveMin != col.LiveMax {
-			p.to(x0+0.5, s.y(col.LiveMax))
-			p.to(x0+0.5, s.y(col.LiveMin))
-		}
-		p.to(x1, s.y(col.LiveFinal))
+		p.to(float64(marginLeft+c), s.y(col.LiveMax))
+		p.to(float64(marginLeft+c+1), s.y(col.LiveMax))
 	}
+	for c := len(cols) - 1; c >= 0; c-- {
+		p.to(float64(marginLeft+c+1), s.y(cols[c].LiveMin))
+		p.to(float64(marginLeft+c), s.y(cols[c].LiveMin))
+	}
+	p.b.WriteString("Z")
 	return p.b.String()
 }
 
@@ -228,6 +246,12 @@ func poolLabel(r memory.PoolReport) string {
 		return "direct allocations"
 	case memory.PersistentKind:
 		return "persistent"
+	case memory.VirtualKind:
+		s := fmt.Sprintf("virtual range, %s granules", sizeLabel(k.GranuleSize))
+		if k.PlannedBytes > 0 {
+			s += ", planned " + memory.FormatBytes(k.PlannedBytes)
+		}
+		return s
 	case memory.ArenaKind:
 		return fmt.Sprintf("arena: %s, %s", memory.FormatBytes(k.PageBytes), plural(k.Slots, "slot"))
 	}

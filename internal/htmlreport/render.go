@@ -90,6 +90,7 @@ type chartView struct {
 	LabelX        int
 	Bands         []bandView
 	LivePath      string
+	RangePath     string
 	YTicks        []tick
 	XTicks        []tick
 	FloorY        float64
@@ -154,17 +155,23 @@ func active(r *Run) []int {
 func Verdict(tr *TraceReport) string {
 	d, p := tr.Default.Result, tr.Plan.Result
 	s := fmt.Sprintf("plan reserves %s peak live", ratio(p.ReservedPeakBytes, p.PeakLiveBytes))
-	switch change := 1 - float64(p.ReservedPeakBytes)/float64(d.ReservedPeakBytes); {
-	case d.ReservedPeakBytes == 0:
-	case math.Abs(change) < 0.005:
-		s += ", as much as the default layout"
-	case change > 0:
-		s += fmt.Sprintf(", %.0f %% less than the default layout", change*100)
-	default:
-		s += fmt.Sprintf(", %.0f %% more than the default layout", -change*100)
+	if d.ReservedPeakBytes > 0 {
+		change := 1 - float64(p.ReservedPeakBytes)/float64(d.ReservedPeakBytes)
+		// Whole percents, unless that would round a difference away.
+		digits := 0
+		if math.Abs(change) < 0.01 {
+			digits = 1
+		}
+		switch pct := strconv.FormatFloat(math.Abs(change)*100, 'f', digits, 64); {
+		case p.ReservedPeakBytes == d.ReservedPeakBytes:
+			s += ", as much as the " + tr.DefaultName
+		case change > 0:
+			s += fmt.Sprintf(", %s %% less than the %s", pct, tr.DefaultName)
+		default:
+			s += fmt.Sprintf(", %s %% more than the %s", pct, tr.DefaultName)
+		}
 	}
-	s += fmt.Sprintf(" (%s against %s), in %s", memory.FormatBytes(p.ReservedPeakBytes), memory.FormatBytes(d.ReservedPeakBytes),
-		plural(p.DriverAllocs, "device allocation"))
+	s += fmt.Sprintf(", in %s against %s", plural(p.DriverAllocs, "device allocation"), group(d.DriverAllocs))
 	if p.Spills > 0 {
 		s += ", " + plural(p.Spills, "spill")
 	}
@@ -209,6 +216,13 @@ func growth(r *Run, events int) string {
 		float64(r.LastGrowth+1)/float64(events)*100)
 }
 
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
 // layoutName says what a layout is in a few words.
 func layoutName(l memory.Layout) string {
 	if a, ok := l.Arena(); ok {
@@ -222,6 +236,12 @@ func layoutName(l memory.Layout) string {
 			s += ", then " + plural(uint64(len(a.Fallback)), "sliced pool")
 		}
 		return s
+	}
+	if v, ok := l.Virtual(); ok {
+		if v.PlannedBytes == 0 {
+			return "virtual"
+		}
+		return "virtual, planned " + memory.FormatBytes(v.PlannedBytes)
 	}
 	if pools, ok := l.Sliced(); ok {
 		return "sliced, " + plural(uint64(len(pools)), "pool")
@@ -239,7 +259,7 @@ func traceViewOf(tr *TraceReport) (traceView, error) {
 		name, title string
 		run         *Run
 	}{
-		{"default", "Default layout (" + layoutName(tr.Default.Result.Layout) + ")", tr.Default},
+		{"default", capitalize(tr.DefaultName) + " (" + layoutName(tr.Default.Result.Layout) + ")", tr.Default},
 		{"plan", "Plan (" + layoutName(tr.Plan.Result.Layout) + "), " + tr.PlanSource, tr.Plan},
 	} {
 		res := r.run.Result
@@ -292,7 +312,7 @@ func chartOf(run *Run, name, title string, top uint64, events int, cs *colours) 
 			bandView{Pool: labels[k], Part: "live", Fill: col,
 				Path: area(levels(cols, run.Samples, func(smp Sample) uint64 { return under(smp) + smp.Live[p] }), s)})
 	}
-	cv.LivePath = line(cols, s)
+	cv.LivePath, cv.RangePath = liveLine(cols, s), liveRange(cols, s)
 	cv.FloorY = s.y(res.PeakLiveBytes)
 	cv.FloorLabel = memory.FormatBytes(res.PeakLiveBytes)
 	cv.PeakY = s.y(res.ReservedPeakBytes)

@@ -3,13 +3,15 @@ package htmlreport
 import (
 	"fmt"
 
-	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/dryrun/plan"
+	"github.com/vkrt/vkrt/dryrun/replay"
+	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/memory"
 )
 
 // Run is one replay of a stream under one layout, charted.
 type Run struct {
-	Result *dryrun.ReplayResult
+	Result *replay.Result
 	// Pools are the manager's pools in report order: the dynamic ones, then
 	// the persistent one.
 	Pools []memory.PoolReport
@@ -27,7 +29,7 @@ type Run struct {
 
 // Replay replays t under l and charts the pools in buckets buckets of
 // events (one per pixel column of the chart).
-func Replay(t *dryrun.Trace, l memory.Layout, buckets int) (*Run, error) {
+func Replay(t *trace.Trace, l memory.Layout, buckets int) (*Run, error) {
 	run := &Run{}
 	var (
 		ds             *Downsampler
@@ -61,7 +63,7 @@ func Replay(t *dryrun.Trace, l memory.Layout, buckets int) (*Run, error) {
 		}
 		lastReserved = u.BytesReserved
 	}
-	res, err := dryrun.Replay(t, l, dryrun.ReplayOptions{Observe: observe})
+	res, err := replay.Run(t, l, replay.Options{Observe: observe})
 	if err != nil {
 		return nil, err
 	}
@@ -77,44 +79,59 @@ func Replay(t *dryrun.Trace, l memory.Layout, buckets int) (*Run, error) {
 	return run, nil
 }
 
-// TraceReport is a stream replayed under the default layout and under a plan.
+// TraceReport is a stream replayed under a layout without a plan and under
+// a plan.
 type TraceReport struct {
 	Name        string
 	Events      int
 	Allocations int
 	Default     *Run
 	Plan        *Run
-	// PlanSource says where the plan came from.
-	PlanSource string
+	// DefaultName names the layout without a plan, PlanSource says where
+	// the plan came from.
+	DefaultName, PlanSource string
 }
 
-// PlanFrom is where a trace's plan comes from.
+// Layouts are what a trace is replayed under.
+type Layouts struct {
+	// Default is the layout of the run without a plan, the dry run a plan
+	// is derived from; DefaultName names it on the page ("default layout").
+	Default     memory.Layout
+	DefaultName string
+	// Plan, when set, is the plan to replay under; otherwise one is derived
+	// from the trace's own dry run, as `vkrt replay --plan` does.
+	Plan *PlanFrom
+}
+
+// PlanFrom is a plan given rather than derived.
 type PlanFrom struct {
-	// Layout is the plan to replay under; the zero Layout derives one from
-	// the trace's own dry run, as `vkrt replay --plan` does.
-	Layout *memory.Layout
-	// Source names the plan on the page when Layout is set.
+	Layout memory.Layout
+	// Source names the plan on the page.
 	Source string
 }
 
-// ReplayTrace replays t under the default layout and under the plan.
-func ReplayTrace(t *dryrun.Trace, from PlanFrom, buckets int) (*TraceReport, error) {
-	dry, err := Replay(t, memory.SubSlicesLayout(), buckets)
+// ReplayTrace replays t without a plan and under the plan.
+func ReplayTrace(t *trace.Trace, ls Layouts, buckets int) (*TraceReport, error) {
+	dry, err := Replay(t, ls.Default, buckets)
 	if err != nil {
 		return nil, err
 	}
-	plan, source := memory.Layout{}, from.Source
-	if from.Layout != nil {
-		plan = *from.Layout
+	var (
+		layout memory.Layout
+		source string
+	)
+	if ls.Plan != nil {
+		layout, source = ls.Plan.Layout, ls.Plan.Source
 	} else {
-		if plan, err = dryrun.Plan(dry.Result.Report, dryrun.PlanOptions{Strength: dryrun.Strong, Trace: t}); err != nil {
+		if layout, err = plan.Derive(dry.Result.Report, plan.Options{Strength: plan.Strong, Trace: t}); err != nil {
 			return nil, fmt.Errorf("planning %s: %w", t.Name, err)
 		}
 		source = "planned from this trace's dry run"
 	}
-	planned, err := Replay(t, plan, buckets)
+	planned, err := Replay(t, layout, buckets)
 	if err != nil {
 		return nil, fmt.Errorf("replaying %s under the plan: %w", t.Name, err)
 	}
-	return &TraceReport{Name: t.Name, Events: len(t.Events), Allocations: t.Allocations, Default: dry, Plan: planned, PlanSource: source}, nil
+	return &TraceReport{Name: t.Name, Events: len(t.Events), Allocations: t.Allocations, Default: dry, Plan: planned,
+		DefaultName: ls.DefaultName, PlanSource: source}, nil
 }
