@@ -31,11 +31,15 @@ type config struct {
 	env       *environment.Env
 }
 
-// Option configures Open. Every package of the module takes options the
-// same way: a function from the configuration to the configuration, by
-// value, so an option has no effect until Open applies it, an option value
-// can be kept and reused, and Open checks the finished configuration as a
+// Option configures Open. Every constructor of the module (client.Open,
+// vk.Open, cpu.New, environment.Open) takes options the same way: a function
+// from the configuration to the configuration, by value, so an option has
+// no effect until the constructor applies it, an option value can be kept
+// and reused, and the constructor checks the finished configuration as a
 // whole (an invalid value is an error of Open, not of building the option).
+// Settings of one call that is not a constructor (MeasureOptions, the
+// planner's and the replay's) are plain structs whose zero value is the
+// default instead: they are arguments, not a configuration kept.
 type Option func(config) config
 
 // WithBackend makes the client run on d, any device.Device (the pure-Go
