@@ -41,7 +41,7 @@ done
 # Without cgo the client runs on the pure-Go cpu device: dry runs, measured
 # plans and the client's own tests need no Vulkan driver.
 step "CGO_ENABLED=0 go test -short (the client on the cpu device; vk and vkrt devices say they need cgo)"
-CGO_ENABLED=0 go test -short -count=1 -timeout 30m ./client/... ./memory/... ./dryrun/... ./kernel/... ./device/... ./vk/ ./cmd/vkrt/
+CGO_ENABLED=0 go test -short -count=1 -timeout 30m ./client/... ./memory/... ./dryrun/... ./kernel/... ./device/... ./conformance/... ./vk/ ./cmd/vkrt/
 
 # The race detector slows the heavy whole-trace tests tenfold; they honour
 # -short here and run in full in the plain pass below.

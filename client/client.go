@@ -22,8 +22,8 @@ type config struct {
 	logger  *slog.Logger
 	device  device.Config
 	backend device.Device
-	// deviceSet: an option configured the default device, which a handed
-	// backend would silently ignore.
+	// deviceSet: WithDevice or WithValidation configured the default device,
+	// which a handed backend would silently ignore.
 	deviceSet bool
 	layout    memory.Layout
 	envName   string
@@ -62,11 +62,13 @@ func WithLayout(l memory.Layout) Option {
 	return func(c config) config { c.layout = l; return c }
 }
 
-// WithMemoryLimit caps the device memory the default device's storage holds
-// at once; 0 means no cap beyond the heap. A device handed with WithBackend
-// carries its own limit.
+// WithMemoryLimit caps the device memory the client's storage holds at
+// once; 0 means no cap beyond the heap. The default device enforces it
+// itself; on a device handed with WithBackend the client counts what its
+// pools hold and refuses past the cap the same way, with a
+// *runtime.OutOfMemoryError.
 func WithMemoryLimit(bytes uint64) Option {
-	return func(c config) config { c.device.MemoryLimit, c.deviceSet = bytes, true; return c }
+	return func(c config) config { c.device.MemoryLimit = bytes; return c }
 }
 
 // WithLogger is where the pools warn that a capped pool spilled (the plan
@@ -101,8 +103,9 @@ func UseEnvironment(env *environment.Env) Option {
 // Client is one device, its streams and their pools. It is safe for
 // concurrent use.
 type Client struct {
-	dev   device.Device
-	props vkruntime.DeviceProperties
+	dev     device.Device
+	storage device.Storage // the device's, or a limit over it
+	props   vkruntime.DeviceProperties
 
 	// mu guards the fields below. It is never held while a stream's lock is
 	// taken, so streams can take it under theirs.
@@ -135,8 +138,12 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	storage := dev.Storage()
+	if c.backend != nil && c.device.MemoryLimit > 0 {
+		storage = newLimitedStorage(storage, c.device.MemoryLimit, dev.Properties().MemorySize)
+	}
 	props := dev.Properties()
-	if limit := dev.Storage().Limit(); limit > 0 && limit < props.MemorySize {
+	if limit := storage.Limit(); limit > 0 && limit < props.MemorySize {
 		// The pools can never hold more than the limit: size the presets'
 		// pages by it, not by the heap.
 		props.MemorySize = limit
@@ -146,7 +153,7 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("client: initial layout %v: %w", c.layout, err)
 	}
 	cl := &Client{
-		dev: dev, props: props, streams: map[vkruntime.StreamID]*Stream{}, layout: c.layout,
+		dev: dev, storage: storage, props: props, streams: map[vkruntime.StreamID]*Stream{}, layout: c.layout,
 		env: c.env, envName: c.envName, envOpts: c.envOpts, logger: c.logger,
 	}
 	if c.envName != "" {
@@ -171,7 +178,7 @@ func (c config) open(ctx context.Context) (device.Device, error) {
 	if c.backend != nil {
 		if c.deviceSet {
 			c.backend.Close()
-			return nil, errors.New("client: WithDevice, WithMemoryLimit and WithValidation configure the default device; the device WithBackend hands is already open")
+			return nil, errors.New("client: WithDevice and WithValidation configure the default device; the device WithBackend hands is already open")
 		}
 		if err := ctx.Err(); err != nil {
 			c.backend.Close()
@@ -188,6 +195,10 @@ func (c config) open(ctx context.Context) (device.Device, error) {
 
 // Device is the device the client runs on.
 func (c *Client) Device() device.Device { return c.dev }
+
+// Storage is the storage the client's pools allocate from: the device's,
+// held to the client's memory limit.
+func (c *Client) Storage() device.Storage { return c.storage }
 
 // Properties are the device facts the pools size themselves by; with a
 // memory limit, MemorySize is the limit.
@@ -218,7 +229,7 @@ func (c *Client) newStream(layout *memory.Layout) (*Stream, error) {
 	if layout != nil {
 		l = *layout
 	}
-	mgr, err := memory.NewManager(c.dev.Storage(), c.props, l)
+	mgr, err := memory.NewManager(c.storage, c.props, l)
 	if err != nil {
 		return nil, fmt.Errorf("client: new stream with layout %v: %w", l, err)
 	}

@@ -39,7 +39,7 @@ func (c *Client) cleanup() {
 		}
 		s.mu.Unlock()
 	}
-	c.dev.Storage().Flush()
+	c.storage.Flush()
 }
 
 // Persistent runs fn with the calling stream in a persistent window: what fn
@@ -91,7 +91,7 @@ func (s *Stream) InstallMemoryPools(l memory.Layout) error {
 	}
 	s.layout = l
 	// Install cleaned the old pools up; hand their pages to the driver now.
-	s.c.dev.Storage().Flush()
+	s.c.storage.Flush()
 	return nil
 }
 

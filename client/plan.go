@@ -73,7 +73,7 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 	probe.trace = &trace.Trace{Name: fmt.Sprintf("stream %d dry run", probe.id)}
 	probe.mu.Unlock()
 
-	storage := c.dev.Storage()
+	storage := c.storage
 	before := storage.Allocated()
 	start := time.Now()
 	dryCtx := dryrun.With(WithStream(ctx, probe))

@@ -382,7 +382,7 @@ func (s *Stream) release() {
 	s.mgr.Cleanup(true)
 	s.closed = true
 	s.mu.Unlock()
-	s.c.dev.Storage().Flush()
+	s.c.storage.Flush()
 }
 
 func bufferSize(b *Buffer) uint64 {

@@ -28,11 +28,12 @@ var (
 	transposeLaunch = kernel.Transpose
 )
 
-// deviceStorage is the storage target of a client's device: its storage,
-// the client's properties and the device's transfers.
+// deviceStorage is the storage target of a client's device: the storage
+// the client's pools use (held to its memory limit), the client's
+// properties and the device's transfers.
 func deviceStorage(cl *client.Client) StorageTarget {
-	d := cl.Device()
-	return StorageTarget{Storage: d.Storage(), Properties: cl.Properties(), Memory: deviceMemory{d}, Held: d.Storage().Allocated}
+	s := cl.Storage()
+	return StorageTarget{Storage: s, Properties: cl.Properties(), Memory: deviceMemory{cl.Device()}, Held: s.Allocated}
 }
 
 // deviceMemory is a device's transfers as Memory: each one runs to its end.

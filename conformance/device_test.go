@@ -2,13 +2,12 @@ package conformance_test
 
 import (
 	"context"
-	"errors"
-	"os"
 	"testing"
 
 	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/conformance"
-	"github.com/vkrt/vkrt/vk"
+	"github.com/vkrt/vkrt/internal/devtest"
+	_ "github.com/vkrt/vkrt/vk" // the default device: Vulkan
 )
 
 // openLavapipe is client.Open on the default Vulkan device (lavapipe where
@@ -17,12 +16,7 @@ import (
 func requireVulkan(t *testing.T) {
 	t.Helper()
 	c, err := client.Open(context.Background())
-	if errors.Is(err, vk.ErrNoVulkan) && os.Getenv("VKRT_REQUIRE_DEVICE") != "1" {
-		t.Skipf("no Vulkan device (set VKRT_REQUIRE_DEVICE=1 to fail instead): %v", err)
-	}
-	if err != nil {
-		t.Fatalf("opening the default Vulkan device: %v", err)
-	}
+	devtest.SkipUnavailable(t, err)
 	c.Close()
 }
 
