@@ -149,7 +149,7 @@ func (l Layout) Equal(o Layout) bool {
 		return slices.Equal(l.arena.Pages, o.arena.Pages) && slices.Equal(l.arena.Slots, o.arena.Slots) &&
 			slices.EqualFunc(l.arena.Fallback, o.arena.Fallback, SlicedPool.equal)
 	case LayoutVirtual:
-		return l.virtual == o.virtual
+		return l.virtual.equal(o.virtual)
 	}
 	return true
 }

@@ -159,7 +159,7 @@ func (m *Manager) build(l Layout, r resolvedLayout) {
 			m.pools[i] = newDirectPool(m.storage, &m.total, exclusiveCeiling(m.props, m.limit()), m.props.MemorySize, false)
 		case shapeVirtual:
 			vp := newVirtualPool(c, m.storage.(SparseStorage), &m.total)
-			vp.outgrown = m.warnOutgrown
+			vp.outgrown, vp.leftPlan = m.warnOutgrown, m.warnLeftPlan
 			m.pools[i] = vp
 		}
 	}
@@ -167,7 +167,7 @@ func (m *Manager) build(l Layout, r resolvedLayout) {
 	if m.arena != nil {
 		m.all[poolArena] = m.arena
 	}
-	m.warned = make([]bool, len(m.pools)+1)
+	m.warned = make([]bool, len(m.pools)+2) // the arena's flag, then the virtual plan's growth
 	m.ordinal, m.spills = 0, 0
 	m.routes = buildRoutes(m.pools)
 	for bitLen := range m.routeStart {

@@ -42,15 +42,17 @@ const (
 // poolConfig is one dynamic pool after rounding and validation.
 type poolConfig struct {
 	shape    poolShape
-	pageSize uint64 // sliced
-	maxSlice uint64 // sliced
-	capPages uint64 // sliced; 0 is uncapped
-	maxAlloc uint64 // exclusive, virtual: the largest reservation it accepts
-	planned  uint64 // virtual: the device memory a plan expects
-	heap     uint64 // virtual: the device memory
-	granule  uint64 // virtual: set by the manager from its storage
-	space    uint64 // virtual: the address range
-	maxChunk uint64 // virtual: the largest device allocation
+	pageSize uint64        // sliced
+	maxSlice uint64        // sliced
+	capPages uint64        // sliced; 0 is uncapped
+	maxAlloc uint64        // exclusive, virtual: the largest reservation it accepts
+	planned  uint64        // virtual: the device memory a plan expects
+	heap     uint64        // virtual: the device memory
+	granule  uint64        // virtual: set by the manager from its storage
+	space    uint64        // virtual: the address range
+	maxChunk uint64        // virtual: the largest device allocation
+	slots    []VirtualSlot // virtual: planned places, sizes aligned
+	slotsEnd uint64        // virtual: the end of the slots, set with the granule
 }
 
 // arenaConfig is an arena plan after rounding and validation.
@@ -103,8 +105,7 @@ func (l Layout) resolve(p vkruntime.DeviceProperties, backendLimit uint64) (reso
 	case LayoutArena:
 		return resolveArena(l.arena, p, backendLimit)
 	case LayoutVirtual:
-		return resolvedLayout{pools: []poolConfig{{shape: shapeVirtual, planned: l.virtual.PlannedBytes,
-			maxAlloc: exclusiveCeiling(p, backendLimit), heap: heapLimit(p)}}}, nil
+		return resolveVirtual(l.virtual, p, backendLimit)
 	}
 	return resolvedLayout{}, invalidLayout("layout kind %d is not one this runtime has", l.kind)
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/bits"
 
+	"github.com/google/btree"
+
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
@@ -54,11 +56,17 @@ const (
 	// PyTorch's count of device allocations (see README "Plans").
 	virtualChunkFloor   = 32 << 20
 	virtualChunkDivisor = 64
-	// virtualPlanSteps: below its planned bytes a pool grows by at least a
+	// virtualPlanSteps: below its planned bytes a pool grows by up to a
 	// this-th of what the plan still has to give, so a run reaches a plan
-	// in a few allocations while one that stays under it holds little more
-	// than it needs.
+	// in a few allocations.
 	virtualPlanSteps = 4
+	// virtualPlanGrowth and virtualPlanFloor bound each of those steps by
+	// the held bytes over virtualPlanGrowth, or the plan over
+	// virtualPlanFloor if more. Measured on generated run pairs of every
+	// family (dryrun/plan BenchmarkGeneratedPairs): without the bound a run
+	// a tenth the size of its plan held 3.4× its peak.
+	virtualPlanGrowth = 8
+	virtualPlanFloor  = 32
 )
 
 // virtualPool places every reservation in one large range of address space
@@ -80,11 +88,23 @@ type virtualPool struct {
 	maxAlloc uint64
 	heap     uint64 // the device memory
 	maxChunk uint64 // the largest device allocation the backend makes
-	planned  uint64 // bytes of device memory the plan expects; 0: none
+	plannedB uint64 // bytes of device memory the plan expects; 0: none
 	outgrown func(planned, need uint64)
 	vrange   vkruntime.StorageHandle
 	ranged   bool
-	place    tlsfRange
+	place    tlsfRange // over [slotsEnd, space)
+	slotsEnd uint64    // where the planned slots end, a granule multiple
+
+	slots        []VirtualSlot // the plan's places, by reservation
+	following    bool          // every reservation so far took its slot
+	ordinal      uint64        // reservations so far
+	leftPlan     func(ordinal, size uint64)
+	planned      []VirtualSlot // live planned places, by ^ref
+	plannedSpare []int32
+	plannedLive  *btree.BTreeG[arenaRange]
+	probe        func(arenaRange) bool
+	probeFrom    uint64
+	probeFound   bool
 
 	refs     []uint32 // per granule: live reservations touching it
 	backing  []int32  // per granule: the chunk behind it, none when unbound
@@ -111,15 +131,20 @@ type virtualChunk struct {
 func newVirtualPool(c poolConfig, s SparseStorage, total *Usage) *virtualPool {
 	p := &virtualPool{poolBase: poolBase{storage: s, total: total}, sparse: s, granule: c.granule,
 		shift: uint(bits.TrailingZeros64(c.granule)), space: c.space, maxAlloc: c.maxAlloc, heap: c.heap, maxChunk: c.maxChunk,
-		planned: c.planned, idleHead: none, idleTail: none}
-	p.place = newTLSFRange(c.space)
+		plannedB: c.planned, idleHead: none, idleTail: none, slots: c.slots, slotsEnd: c.slotsEnd, following: len(c.slots) > 0,
+		plannedLive: btree.NewG(arenaTreeDegree, arenaRangeLess)}
+	p.probe = func(r arenaRange) bool {
+		p.probeFound = r.end > p.probeFrom
+		return false
+	}
+	p.place = newTLSFRange(c.space - c.slotsEnd)
 	return p
 }
 
 func (p *virtualPool) accepts(size uint64) bool { return size <= p.maxAlloc }
 
 func (p *virtualPool) kind() VirtualKind {
-	return VirtualKind{GranuleSize: p.granule, PlannedBytes: p.planned, NeededPeakBytes: p.neededPeak << p.shift}
+	return VirtualKind{GranuleSize: p.granule, PlannedBytes: p.plannedB, NeededPeakBytes: p.neededPeak << p.shift}
 }
 
 func (p *virtualPool) report() PoolReport { return p.reportWith(p.kind()) }
@@ -170,11 +195,10 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 		}
 		p.vrange, p.ranged = h, true
 	}
-	b, ok := p.place.alloc(size)
-	if !ok {
-		return 0, fmt.Errorf("%w: no free range of %d B in a virtual range of %d B", vkruntime.ErrOutOfDeviceMemory, size, p.space)
+	ref, off, err := p.placeNext(size)
+	if err != nil {
+		return 0, err
 	}
-	off := p.place.blocks[b].offset
 	g0, g1 := int32(off>>p.shift), int32((off+size-1)>>p.shift)
 	if int(g1) >= len(p.refs) {
 		p.grow(int(g1) + 1)
@@ -197,12 +221,69 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 	if unbound > 0 && !lazy {
 		if err := p.bindRange(g0, g1, unbound); err != nil {
 			p.unref(g0, g1)
-			p.place.release(b)
+			p.unplace(ref)
+			if ref < 0 {
+				p.ordinal-- // the slot is still this reservation's when it is tried again
+			}
 			return 0, err
 		}
 	}
 	p.countAlloc(requested, size)
-	return b, nil
+	return ref, nil
+}
+
+// placeNext places the next reservation: at its planned slot while the run
+// follows the plan, otherwise by TLSF above the slots. Refs of planned
+// places are negative (^index into planned).
+func (p *virtualPool) placeNext(size uint64) (int32, uint64, error) {
+	if p.following {
+		k := p.ordinal
+		p.ordinal++
+		if k < uint64(len(p.slots)) {
+			if s := p.slots[k]; s.Size == size && p.slotFree(s.Offset, s.Offset+size) {
+				i := takeSlot(&p.planned, &p.plannedSpare)
+				p.planned[i] = VirtualSlot{Size: size, Offset: s.Offset}
+				p.plannedLive.ReplaceOrInsert(arenaRange{offset: s.Offset, end: s.Offset + size})
+				return ^i, s.Offset, nil
+			}
+		}
+		p.following = false
+		if p.leftPlan != nil {
+			p.leftPlan(k, size)
+		}
+	}
+	b, ok := p.place.alloc(size)
+	if !ok {
+		return 0, 0, fmt.Errorf("%w: no free range of %d B in a virtual range of %d B", vkruntime.ErrOutOfDeviceMemory, size, p.space)
+	}
+	return b, p.slotsEnd + p.place.blocks[b].offset, nil
+}
+
+// slotFree reports whether no planned place live now overlaps [off, end).
+func (p *virtualPool) slotFree(off, end uint64) bool {
+	p.probeFrom, p.probeFound = off, false
+	p.plannedLive.DescendLessOrEqual(arenaRange{offset: end - 1}, p.probe)
+	return !p.probeFound
+}
+
+// where is a live ref's offset and size.
+func (p *virtualPool) where(ref int32) (uint64, uint64) {
+	if ref < 0 {
+		s := p.planned[^ref]
+		return s.Offset, s.Size
+	}
+	blk := &p.place.blocks[ref]
+	return p.slotsEnd + blk.offset, blk.size
+}
+
+func (p *virtualPool) unplace(ref int32) {
+	if ref >= 0 {
+		p.place.release(ref)
+		return
+	}
+	s := p.planned[^ref]
+	p.plannedLive.Delete(arenaRange{offset: s.Offset})
+	p.plannedSpare = append(p.plannedSpare, ^ref)
 }
 
 // unref drops one reservation from granules g0..g1; a granule nothing
@@ -300,12 +381,16 @@ func (p *virtualPool) chunkWithSpare() int {
 func (p *virtualPool) chunkBytes(short uint64) uint64 {
 	held := p.usage.BytesReserved
 	var want uint64
-	if held < p.planned {
-		want = max(short, (p.planned-held+virtualPlanSteps-1)/virtualPlanSteps)
+	if held < p.plannedB {
+		// A few steps towards the plan, none more than a share of what is
+		// held (or a small part of the plan): a run smaller than its plan
+		// holds little more than it needs.
+		want = (p.plannedB - held + virtualPlanSteps - 1) / virtualPlanSteps
+		want = max(short, min(want, max(held/virtualPlanGrowth, p.plannedB/virtualPlanFloor)))
 	} else {
 		want = max(short, virtualChunkFloor, held/virtualChunkDivisor)
-		if p.planned != 0 && p.outgrown != nil {
-			p.outgrown(p.planned, held+short)
+		if p.plannedB != 0 && p.outgrown != nil {
+			p.outgrown(p.plannedB, held+short)
 		}
 	}
 	want = min(want, max(short, p.heapRoom()))
@@ -363,16 +448,14 @@ func (p *virtualPool) addChunk(dp devicePage) {
 }
 
 func (p *virtualPool) free(ref int32, requested uint64) {
-	blk := &p.place.blocks[ref]
-	off, size := blk.offset, blk.size
+	off, size := p.where(ref)
 	p.uncountAlloc(requested, size)
 	p.unref(int32(off>>p.shift), int32((off+size-1)>>p.shift))
-	p.place.release(ref)
+	p.unplace(ref)
 }
 
 func (p *virtualPool) resolve(ref int32) (vkruntime.StorageHandle, error) {
-	blk := &p.place.blocks[ref]
-	off, size := blk.offset, blk.size
+	off, size := p.where(ref)
 	g0, g1 := int32(off>>p.shift), int32((off+size-1)>>p.shift)
 	var unbound uint64
 	for g := g0; g <= g1; g++ {
@@ -389,8 +472,8 @@ func (p *virtualPool) resolve(ref int32) (vkruntime.StorageHandle, error) {
 }
 
 func (p *virtualPool) locate(ref int32) (int, uint64, uint64) {
-	blk := &p.place.blocks[ref]
-	return 0, blk.offset, blk.size
+	off, size := p.where(ref)
+	return 0, off, size
 }
 
 // cleanup, when explicit, unbinds every idle granule and returns every

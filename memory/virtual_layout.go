@@ -3,16 +3,34 @@ package memory
 import (
 	"fmt"
 	"slices"
+	"strconv"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
 // VirtualPlan is what a plan tells a Virtual layout: how much device memory
-// the run is expected to need at once. The pool takes it from the driver in
-// a few allocations as the run needs it, never all up front, and grows past
-// it (warning once) when the run needs more.
+// the run is expected to need at once, and where in the address range the
+// planned stream's reservations go. The pool takes the memory from the
+// driver in a few allocations as the run needs it, never all up front, and
+// grows past it (warning once) when the run needs more. The k-th
+// reservation goes to Slots[k] while the run follows the planned stream
+// (every reservation so far of its slot's size, its range free); from the
+// first that does not, the pool places by TLSF above the slots, for good.
 type VirtualPlan struct {
 	// PlannedBytes is the device memory the planned run needed at its
 	// peak; 0 is no plan.
-	PlannedBytes uint64 `json:"planned_bytes"`
+	PlannedBytes uint64
+	// Slots are the planned places, in reservation order.
+	Slots []VirtualSlot
+}
+
+// VirtualSlot is where one planned reservation goes: Size bytes at Offset
+// of the address range. In JSON a plan's slots are one flat array
+// [size, offset, size, offset, …].
+type VirtualSlot struct{ Size, Offset uint64 }
+
+func (p VirtualPlan) equal(o VirtualPlan) bool {
+	return p.PlannedBytes == o.PlannedBytes && slices.Equal(p.Slots, o.Slots)
 }
 
 // VirtualLayout is one virtual pool: every reservation placed in one large
@@ -20,22 +38,40 @@ type VirtualPlan struct {
 // granules live reservations touch, taken from the driver in chunks. It
 // needs a [SparseStorage] with a granule; on any other storage it builds
 // the SubSlices pools instead.
-func VirtualLayout(p VirtualPlan) Layout { return Layout{kind: LayoutVirtual, virtual: p} }
+func VirtualLayout(p VirtualPlan) Layout {
+	p.Slots = slices.Clone(p.Slots)
+	return Layout{kind: LayoutVirtual, virtual: p}
+}
 
 // Virtual returns the plan of a Virtual layout.
 func (l Layout) Virtual() (VirtualPlan, bool) {
 	if l.kind != LayoutVirtual {
 		return VirtualPlan{}, false
 	}
-	return l.virtual, true
+	p := l.virtual
+	p.Slots = slices.Clone(p.Slots)
+	return p, true
 }
 
 // marshalLayout is the layout's JSON: "Virtual" without a plan.
 func (p VirtualPlan) marshalLayout() []byte {
-	if p == (VirtualPlan{}) {
+	if p.PlannedBytes == 0 && len(p.Slots) == 0 {
 		return []byte(`"Virtual"`)
 	}
-	return fmt.Appendf(nil, `{"Virtual":{"planned_bytes":%d}}`, p.PlannedBytes)
+	b := fmt.Appendf(nil, `{"Virtual":{"planned_bytes":%d`, p.PlannedBytes)
+	if len(p.Slots) > 0 {
+		b = append(b, `,"slots":[`...)
+		for i, s := range p.Slots {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendUint(b, s.Size, 10)
+			b = append(b, ',')
+			b = strconv.AppendUint(b, s.Offset, 10)
+		}
+		b = append(b, ']')
+	}
+	return append(b, "}}"...)
 }
 
 func (p *VirtualPlan) unmarshalBody(body []byte) error {
@@ -43,15 +79,33 @@ func (p *VirtualPlan) unmarshalBody(body []byte) error {
 		*p = VirtualPlan{}
 		return nil
 	}
-	o, err := decodeObject(body, "Virtual layout", "planned_bytes")
+	o, err := decodeObject(body, "Virtual layout", "planned_bytes", "slots")
 	if err != nil {
 		return err
 	}
-	v, err := o.uint64("planned_bytes")
-	if err != nil {
+	var out VirtualPlan
+	if out.PlannedBytes, err = o.uint64("planned_bytes"); err != nil {
 		return err
 	}
-	*p = VirtualPlan{PlannedBytes: v}
+	if raw, ok := o.members["slots"]; ok && !isJSONNull(raw) {
+		elems, err := decodeArray(raw, "Virtual layout slots")
+		if err != nil {
+			return err
+		}
+		if len(elems)%2 != 0 {
+			return fmt.Errorf("memory: Virtual layout slots: want [size, offset, …] pairs, got %d numbers", len(elems))
+		}
+		out.Slots = make([]VirtualSlot, len(elems)/2)
+		for i := range out.Slots {
+			if out.Slots[i].Size, err = decodeUint64(elems[2*i], fmt.Sprintf("Virtual layout slot %d size", i)); err != nil {
+				return err
+			}
+			if out.Slots[i].Offset, err = decodeUint64(elems[2*i+1], fmt.Sprintf("Virtual layout slot %d offset", i)); err != nil {
+				return err
+			}
+		}
+	}
+	*p = out
 	return nil
 }
 
@@ -114,8 +168,9 @@ func (m *Manager) fitStorage(r resolvedLayout) resolvedLayout {
 		}
 		c.granule = granule
 		space := min(s.MaxVirtualSize(), virtualMaxSpace)
-		if c.heap <= space/virtualSpacePerHeap {
-			space = c.heap * virtualSpacePerHeap
+		c.slotsEnd = (c.slotsEnd + granule - 1) &^ (granule - 1)
+		if c.heap <= (space-c.slotsEnd)/virtualSpacePerHeap {
+			space = c.slotsEnd + c.heap*virtualSpacePerHeap
 		}
 		c.space = space &^ (granule - 1)
 		c.maxAlloc = min(c.maxAlloc, c.space)
@@ -136,10 +191,46 @@ func (m *Manager) fitStorage(r resolvedLayout) resolvedLayout {
 // than its plan expected, and counts each growth past the plan as a spill.
 func (m *Manager) warnOutgrown(planned, need uint64) {
 	m.spills++
+	if m.warned[len(m.pools)+1] {
+		return
+	}
+	m.warned[len(m.pools)+1] = true
+	m.logger.Warn("memory: the run needs more device memory than its plan expected; the pool grows",
+		"planned_bytes", planned, "needed_bytes", need)
+}
+
+// resolveVirtual checks a Virtual plan's slots against the device: sizes
+// rounded up to the alignment, offsets on it, all inside half the largest
+// address range, so the rest is left to place what misses the plan.
+func resolveVirtual(plan VirtualPlan, p vkruntime.DeviceProperties, backendLimit uint64) (resolvedLayout, *InstallError) {
+	c := poolConfig{shape: shapeVirtual, planned: plan.PlannedBytes, maxAlloc: exclusiveCeiling(p, backendLimit), heap: heapLimit(p)}
+	if len(plan.Slots) > 0 {
+		c.slots = make([]VirtualSlot, len(plan.Slots))
+	}
+	for k, s := range plan.Slots {
+		size, ok := alignUp(s.Size, p.Alignment)
+		switch {
+		case s.Size == 0:
+			return resolvedLayout{}, invalidLayout("virtual slot %d has size 0", k)
+		case s.Offset%p.Alignment != 0:
+			return resolvedLayout{}, invalidLayout("virtual slot %d: offset %d is not a multiple of the alignment of %d B", k, s.Offset, p.Alignment)
+		case !ok || s.Offset > virtualMaxSpace/2 || size > virtualMaxSpace/2-s.Offset:
+			return resolvedLayout{}, invalidLayout("virtual slot %d: %d B at offset %d passes %d B of address space", k, s.Size, s.Offset, uint64(virtualMaxSpace/2))
+		}
+		c.slots[k] = VirtualSlot{Size: size, Offset: s.Offset}
+		c.slotsEnd = max(c.slotsEnd, s.Offset+size)
+	}
+	return resolvedLayout{pools: []poolConfig{c}}, nil
+}
+
+// warnLeftPlan warns, once per layout, that the run stopped following its
+// plan's stream; it is counted as a spill.
+func (m *Manager) warnLeftPlan(ordinal, size uint64) {
+	m.spills++
 	if m.warned[len(m.pools)] {
 		return
 	}
 	m.warned[len(m.pools)] = true
-	m.logger.Warn("memory: the run needs more device memory than its plan expected; the pool grows",
-		"planned_bytes", planned, "needed_bytes", need)
+	m.logger.Warn("memory: the run left its plan's stream; later reservations are placed as they come",
+		"reservation", ordinal, "bytes", size)
 }

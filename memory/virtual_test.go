@@ -219,15 +219,18 @@ func TestVirtualPlanOutgrownGrowsWarnsOnceAndFailsOnlyWhenTheDeviceIsFull(t *tes
 }
 
 // Under a plan the pool takes device memory in a few allocations as the run
-// needs it, never past what the run needs by more than a step of the plan.
+// needs it, never past what the run needs by more than a step: an eighth of
+// what it holds, or a thirty-second of the plan.
 func TestVirtualPlanTakesMemoryInFewAllocationsAsNeeded(t *testing.T) {
 	m, s := newVirtualManager(t, VirtualPlan{PlannedBytes: 256 << 20})
 	var hs []Handle
 	for range 64 {
 		hs = append(hs, mustReserve(t, m, 2<<20, Eager))
 	}
-	require.LessOrEqual(t, s.allocs, 6)
-	require.LessOrEqual(t, m.Usage().BytesReserved, uint64(128<<20+(256<<20-128<<20)/virtualPlanSteps+testGranule))
+	const need, planned = 128 << 20, 256 << 20
+	require.LessOrEqual(t, s.allocs, 16)
+	require.LessOrEqual(t, m.Usage().BytesReserved, uint64(need+max(need/virtualPlanGrowth, planned/virtualPlanFloor)),
+		"at most a step past what the run needs, though the plan expects more")
 	require.Zero(t, m.Spills())
 	for _, h := range hs {
 		require.NoError(t, m.Free(h))

@@ -229,6 +229,9 @@ func summarizeLayout(l memory.Layout) string {
 		}
 		return fmt.Sprintf("arena: %s, %s, %s", plural(len(a.Pages), "page"), memory.FormatBytes(bytes), plural(len(a.Slots), "slot"))
 	}
+	if v, ok := l.Virtual(); ok && (v.PlannedBytes != 0 || len(v.Slots) > 0) {
+		return fmt.Sprintf("virtual: %s planned, %s", memory.FormatBytes(v.PlannedBytes), plural(len(v.Slots), "slot"))
+	}
 	if pools, ok := l.Sliced(); ok {
 		var bytes uint64
 		capped := 0

@@ -69,6 +69,9 @@ const growableCap = 65535
 // A report measured under pools the basic plan cannot cap (direct, arena)
 // still gets a strong plan, then without the comparison.
 func Derive(report memory.Report, opts Options) (memory.Layout, error) {
+	if k, ok := measuredVirtual(report); ok && (opts.Strength == Basic || opts.Strength == Strong) {
+		return deriveVirtual(k, opts)
+	}
 	switch opts.Strength {
 	case Basic:
 		return planBasic(report, opts)

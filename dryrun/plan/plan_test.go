@@ -14,21 +14,6 @@ import (
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
-// pytorchPeer is what PyTorch's caching allocator needed on a shipped trace
-// (testdata/traces/README.md): reserved peak over peak live bytes and device
-// allocations, by default and with expandable segments.
-type pytorchPeer struct {
-	defaultRatio, expandableRatio   float64
-	defaultAllocs, expandableAllocs uint64
-}
-
-var pytorchPeers = map[string]pytorchPeer{
-	"gpt2_train":     {1.124, 1.070, 154, 153},
-	"llama_generate": {1.129, 1.012, 111, 97},
-	"resnet50_train": {1.190, 1.017, 104, 109},
-	"bert_dynamic":   {1.678, 1.226, 27, 28},
-}
-
 // searchSteps is the search the tests give strong plans whose search is
 // not what they check: the default, or a sixteenth of it under the race
 // detector, which slows the search about tenfold.
@@ -45,23 +30,23 @@ const plannedRatioBound = 1.03
 
 func TestStrongPlanBeatsPyTorchOnShippedTraces(t *testing.T) {
 	for _, path := range tracetest.Shipped(t) {
-		_, ok := pytorchPeers[trace.NameOf(path)]
+		_, ok := tracetest.PyTorch[trace.NameOf(path)]
 		require.True(t, ok, "no PyTorch figures for %s", path)
 	}
 	for _, path := range tracetest.Planned(t) {
 		tr, err := trace.ReadFile(path)
 		require.NoError(t, err)
-		peer := pytorchPeers[tr.Name]
+		peer := tracetest.PyTorch[tr.Name]
 		pr, err := Measure(tr, memory.SubSlicesLayout(), Options{Strength: Strong, SearchSteps: searchSteps()})
 		require.NoError(t, err)
 		p := pr.Planned
 		t.Logf("%s: default %.3f× (%d allocs), planned %.4f× (%d allocs, %d spills), PyTorch %.3f×/%.3f× (%d/%d)",
 			tr.Name, pr.DryRun.Ratio(), pr.DryRun.DriverAllocs, p.Ratio(), p.DriverAllocs, p.Spills,
-			peer.defaultRatio, peer.expandableRatio, peer.defaultAllocs, peer.expandableAllocs)
+			peer.DefaultRatio, peer.ExpandableRatio, peer.DefaultAllocs, peer.ExpandableAllocs)
 		require.Equal(t, memory.LayoutArena, p.Layout.Kind())
 		require.Zero(t, p.Spills)
-		require.LessOrEqual(t, p.Ratio(), min(plannedRatioBound, peer.expandableRatio), "%s reserved/peak", tr.Name)
-		require.LessOrEqual(t, p.DriverAllocs, min(peer.defaultAllocs, peer.expandableAllocs), "%s driver allocations", tr.Name)
+		require.LessOrEqual(t, p.Ratio(), min(plannedRatioBound, peer.ExpandableRatio), "%s reserved/peak", tr.Name)
+		require.LessOrEqual(t, p.DriverAllocs, min(peer.DefaultAllocs, peer.ExpandableAllocs), "%s driver allocations", tr.Name)
 		require.Equal(t, pr.DryRun.PeakLiveBytes, p.PeakLiveBytes)
 	}
 }

@@ -54,9 +54,19 @@ func (s Shape) String() string {
 // the same seed and shape give the same stream. Generated events carry line 0.
 // Streams stay small enough (thousands to tens of thousands of allocations)
 // to plan many of them in a test.
-func Trace(seed uint64, shape Shape) *trace.Trace {
-	g := &generator{rng: rand.New(rand.NewPCG(seed, 0x5eed0000+uint64(shape))),
-		t: &trace.Trace{Name: fmt.Sprintf("%s_%d", shape, seed)}}
+func Trace(seed uint64, shape Shape) *trace.Trace { return Run(seed, shape, 0) }
+
+// Run is another run of the workload Trace(seed, shape) imitates: the same
+// model (its dimensions and weights), with the batch and sequence sizes,
+// image shapes, prompts and step counts of run drawn afresh, as a user runs
+// a workload again after planning from a dry run. Run 0 is Trace.
+func Run(seed uint64, shape Shape, run uint64) *trace.Trace {
+	name := fmt.Sprintf("%s_%d", shape, seed)
+	if run != 0 {
+		name = fmt.Sprintf("%s_run%d", name, run)
+	}
+	g := &generator{rng: rand.New(rand.NewPCG(seed, 0x5eed0000+uint64(shape))), t: &trace.Trace{Name: name},
+		seed: seed, run: run}
 	switch shape {
 	case TransformerTraining:
 		g.transformerTraining()
@@ -73,8 +83,17 @@ func Trace(seed uint64, shape Shape) *trace.Trace {
 }
 
 type generator struct {
-	rng *rand.Rand
-	t   *trace.Trace
+	rng       *rand.Rand
+	t         *trace.Trace
+	seed, run uint64
+}
+
+// model ends the draws of the model's own dimensions: what follows is the
+// run's, drawn from the run's own stream unless it is run 0.
+func (g *generator) model() {
+	if g.run != 0 {
+		g.rng = rand.New(rand.NewPCG(g.seed^0x72756e00, g.run))
+	}
 }
 
 func (g *generator) alloc(bytes uint64) int32 {
@@ -136,6 +155,7 @@ func (g *generator) weights(m transformer) []uint64 {
 
 func (g *generator) transformerTraining() {
 	m := g.transformerDims()
+	g.model()
 	params := g.weights(m)
 	batch, seq := g.between(1, 16), g.pick(128, 256, 512, 1024)
 	tok := batch * seq
@@ -214,6 +234,7 @@ func (g *generator) transformerTraining() {
 
 func (g *generator) generation() {
 	m := g.transformerDims()
+	g.model()
 	g.weights(m)
 	h, d := m.hidden, m.dtype
 	static := g.rng.IntN(3) == 0 // a preallocated cache instead of a growing one
@@ -270,6 +291,7 @@ func (g *generator) generation() {
 
 func (g *generator) dynamicInference() {
 	m := g.transformerDims()
+	g.model()
 	g.weights(m)
 	h, d := m.hidden, m.dtype
 	for range g.between(8, 30) {
@@ -314,6 +336,10 @@ func (g *generator) convTraining() {
 		for range blocks[s] {
 			params = append(params, 9*c*c*d, c*d, c*d)
 		}
+	}
+	g.model()
+	if g.run != 0 {
+		batch, side = g.between(8, 64), g.pick(56, 112, 224)
 	}
 	for _, p := range params {
 		g.alloc(p)

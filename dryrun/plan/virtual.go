@@ -1,0 +1,63 @@
+package plan
+
+import (
+	"fmt"
+
+	"github.com/vkrt/vkrt/dryrun/replay"
+	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/memory"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// measuredVirtual is the virtual pool of a report measured under the
+// Virtual layout, if it was.
+func measuredVirtual(report memory.Report) (memory.VirtualKind, bool) {
+	if len(report.Dynamic) != 1 {
+		return memory.VirtualKind{}, false
+	}
+	k, ok := report.Dynamic[0].Kind.(memory.VirtualKind)
+	return k, ok
+}
+
+// deriveVirtual is the plan of a stream measured under the Virtual layout.
+// A basic plan (or one without the stream) names the device memory the dry
+// run needed at its peak. A strong one also places the stream: its arena
+// assignment, pages laid end to end in the address range, becomes the
+// slots a run takes while it follows the stream, and the planned memory is
+// what the stream needs under them.
+func deriveVirtual(k memory.VirtualKind, opts Options) (memory.Layout, error) {
+	if opts.Strength == Basic || opts.Trace == nil {
+		return memory.VirtualLayout(memory.VirtualPlan{PlannedBytes: k.NeededPeakBytes}), nil
+	}
+	return virtualSlots(opts.Trace, opts.Device, opts.searchSteps())
+}
+
+func virtualSlots(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps int) (memory.Layout, error) {
+	arena, err := arenaLayout(t, device, searchSteps)
+	if err != nil {
+		return memory.Layout{}, err
+	}
+	a, _ := arena.Arena()
+	bases := make([]uint64, len(a.Pages))
+	var end uint64
+	for i, size := range a.Pages {
+		// Pages start on granules, so the arena's packing within a page
+		// is the packing of granules.
+		bases[i] = end
+		end += alignUp(size, replay.H200Granule)
+	}
+	plan := memory.VirtualPlan{Slots: make([]memory.VirtualSlot, len(a.Slots))}
+	for k, s := range a.Slots {
+		plan.Slots[k] = memory.VirtualSlot{Size: s.Size, Offset: bases[s.Page] + s.Offset}
+	}
+	run, err := replay.Run(t, memory.VirtualLayout(plan), replay.Options{Device: device})
+	if err != nil {
+		return memory.Layout{}, fmt.Errorf("plan: measuring %s under its slots: %w", t.Name, err)
+	}
+	k, ok := measuredVirtual(run.Report)
+	if !ok {
+		return memory.Layout{}, fmt.Errorf("%w: the replay device has no sparse residency for a virtual plan", ErrCannotPlan)
+	}
+	plan.PlannedBytes = k.NeededPeakBytes
+	return memory.VirtualLayout(plan), nil
+}
