@@ -88,7 +88,7 @@ func (p *VirtualPlan) unmarshalBody(body []byte) error {
 		return err
 	}
 	if raw, ok := o.members["slots"]; ok && !isJSONNull(raw) {
-		elems, err := decodeArray(raw, "Virtual layout slots")
+		elems, err := decodeArray(raw, "Virtual layout slots", 2*MaxArenaSlots)
 		if err != nil {
 			return err
 		}
@@ -204,6 +204,9 @@ func (m *Manager) warnOutgrown(planned, need uint64) {
 // address range, so the rest is left to place what misses the plan.
 func resolveVirtual(plan VirtualPlan, p vkruntime.DeviceProperties, backendLimit uint64) (resolvedLayout, *InstallError) {
 	c := poolConfig{shape: shapeVirtual, planned: plan.PlannedBytes, maxAlloc: exclusiveCeiling(p, backendLimit), heap: heapLimit(p)}
+	if len(plan.Slots) > MaxArenaSlots {
+		return resolvedLayout{}, invalidLayout("the virtual plan has %d slots, more than %d", len(plan.Slots), MaxArenaSlots)
+	}
 	if len(plan.Slots) > 0 {
 		c.slots = make([]VirtualSlot, len(plan.Slots))
 	}
