@@ -150,48 +150,34 @@ func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 // allocation count before the driver is asked, so concurrent allocations
 // cannot overshoot. Drivers that back "device memory" with host memory
 // (lavapipe) would otherwise hand out far more than the heap they report.
+// A refusal flushes deferred pages and asks again.
 func (s *Storage) reserve(size, held uint64) error {
-	heap := s.dev.info.Heaps[s.dev.heapIndex].Size
-	budget, usage, hasBudget := s.dev.Budget()
-	s.mu.Lock()
-	overHeap := func() bool { return s.allocated+held > heap || s.allocated+held < held }
-	overLimit := func() bool { return s.limit != 0 && s.allocated+held > s.limit }
-	// The budget is the whole process's: count others' use (usage beyond
-	// what this storage holds) against it too.
-	overBudget := func() bool {
-		return hasBudget && budget > 0 && s.allocated+held+(usage-min(usage, s.allocated)) > budget
-	}
-	over := func() bool { return overHeap() || overLimit() || overBudget() }
-	tooMany := func() bool {
-		return uint64(s.allocations) >= uint64(s.dev.info.Limits.MaxMemoryAllocationCount)
-	}
-	if over() || tooMany() {
-		s.mu.Unlock()
-		s.Flush()
+	var why string
+	for attempt := range 2 {
+		if attempt > 0 {
+			s.Flush()
+		}
+		budget, usage, _ := s.dev.Budget() // outside the lock: a driver call
 		s.mu.Lock()
+		why = s.room(budget, usage).refuse(held)
+		if why == "" {
+			s.allocated += held
+			s.allocations++
+			s.mu.Unlock()
+			return nil
+		}
+		s.mu.Unlock()
 	}
-	switch {
-	case overHeap():
-		held := s.allocated
-		s.mu.Unlock()
-		return s.outOfMemory(size, fmt.Sprintf("the heap: the storage holds %d B of its %d B", held, heap))
-	case overLimit():
-		held := s.allocated
-		s.mu.Unlock()
-		return s.outOfMemory(size, fmt.Sprintf("the storage's memory limit: %d B held, %d B free", held, s.limit-min(s.limit, held)))
-	case overBudget():
-		held := s.allocated
-		s.mu.Unlock()
-		return s.outOfMemory(size, fmt.Sprintf("the heap's budget: %d B, of which the process uses %d B (%d B by this storage)", budget, usage, held))
-	case tooMany():
-		n := s.allocations
-		s.mu.Unlock()
-		return s.outOfMemory(size, fmt.Sprintf("the device allows %d allocations and the storage holds %d", s.dev.info.Limits.MaxMemoryAllocationCount, n))
+	return s.outOfMemory(size, why)
+}
+
+// room is what an allocation is admitted against now; caller holds s.mu.
+func (s *Storage) room(budget, usage uint64) room {
+	return room{
+		allocated: s.allocated, heap: s.dev.info.Heaps[s.dev.heapIndex].Size, limit: s.limit,
+		budget: budget, usage: usage,
+		allocations: uint64(s.allocations), maxAllocations: uint64(s.dev.info.Limits.MaxMemoryAllocationCount),
 	}
-	s.allocated += held
-	s.allocations++
-	s.mu.Unlock()
-	return nil
 }
 
 func (s *Storage) unreserve(held uint64) {
