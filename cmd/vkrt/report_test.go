@@ -8,8 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	json "github.com/goccy/go-json"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/dryrun/plan"
+	"github.com/vkrt/vkrt/dryrun/replay"
+	"github.com/vkrt/vkrt/internal/tracetest"
 	"github.com/vkrt/vkrt/memory"
 	"github.com/vkrt/vkrt/runtime/environment"
 )
@@ -85,4 +89,34 @@ func TestReportRefusesBadInputAndLeavesTheOldPage(t *testing.T) {
 	for _, e := range entries {
 		require.False(t, strings.HasPrefix(e.Name(), "."), "no temporary file is left: %s", e.Name())
 	}
+}
+
+func TestReportUnderAnotherRunsPlan(t *testing.T) {
+	// The plan of one run, saved as a layout file, and a second run whose
+	// stream differs: its tensors miss their planned slots and spill.
+	first := tracetest.Inline(t, "a 1 3000000 0\na 2 1000 0\nf 2\na 3 500000 0\nf 3\nf 1\n")
+	dry, err := replay.Run(first, memory.SubSlicesLayout(), replay.Options{})
+	require.NoError(t, err)
+	layout, err := plan.Derive(dry.Report, plan.Options{Strength: plan.Strong, Trace: first})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	planFile := filepath.Join(dir, "first.plan.json")
+	body, err := json.Marshal(layout)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(planFile, body, 0o644))
+	const secondStream = "a 1 3000000 0\na 2 9000000 0\nf 1\na 3 500000 0\nf 3\nf 2\n"
+	second := filepath.Join(dir, "second.trace")
+	require.NoError(t, os.WriteFile(second, []byte(secondStream), 0o644))
+
+	out := filepath.Join(dir, "report.html")
+	_, _, err = execute(t, "report", "--html", out, "--plan", planFile, second)
+	require.NoError(t, err)
+	page, err := os.ReadFile(out)
+	require.NoError(t, err)
+	html := string(page)
+	require.Contains(t, html, "given by --plan first.plan.json")
+	under, err := replay.Run(tracetest.Inline(t, secondStream), layout, replay.Options{})
+	require.NoError(t, err)
+	require.Positive(t, under.Spills, "the second run misses the first run's plan")
+	require.Regexp(t, `<p class="verdict">plan reserves [^<]*, `+fmt.Sprint(under.Spills)+` spills?</p>`, html)
 }

@@ -28,7 +28,7 @@ const (
 	envMarginBottom = 110
 	envPlotHeight   = envHeight - marginTop - envMarginBottom
 	envMaxBar       = 56
-	envLabelChars   = 22
+	envLabelChars   = 18
 )
 
 type envView struct {
@@ -74,14 +74,20 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 	s := scale{top: topOf(most), base: float64(v.PlotBottom), height: envPlotHeight}
 	v.YTicks = byteTicks(s.top, s)
 	var cs colours
+	// Bars are labelled with the clock time, and the day too when the
+	// records span more than one.
+	clock := "15:04:05"
+	if e.Records[n-1].Time.Sub(e.Records[0].Time) >= 24*time.Hour || e.Records[0].Time.UTC().Day() != e.Records[n-1].Time.UTC().Day() {
+		clock = "01-02 15:04"
+	}
 	slot := float64(plotWidth) / float64(n)
 	width := min(slot*0.7, envMaxBar)
 	for i, r := range e.Records {
 		x := marginLeft + slot*float64(i) + (slot-width)/2
 		u := r.Report.Usage()
 		bar := envBar{ID: r.ID, Live: u.BytesInUse, Reserv: u.BytesReserved, LabelX: x + width/2}
-		if slot >= 14 {
-			bar.Label = abbreviate(r.Label, envLabelChars)
+		if slot >= 22 {
+			bar.Label = abbreviate(r.Label, envLabelChars) + " · " + r.Time.UTC().Format(clock)
 		}
 		var title strings.Builder
 		fmt.Fprintf(&title, "#%d %s, %s\nlive %s (%s B), reserved %s (%s B)", r.ID, r.Label, r.Time.UTC().Format("2006-01-02 15:04:05 UTC"),

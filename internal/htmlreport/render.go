@@ -157,12 +157,7 @@ func Verdict(tr *TraceReport) string {
 	s := fmt.Sprintf("plan reserves %s peak live", ratio(p.ReservedPeakBytes, p.PeakLiveBytes))
 	if d.ReservedPeakBytes > 0 {
 		change := 1 - float64(p.ReservedPeakBytes)/float64(d.ReservedPeakBytes)
-		// Whole percents, unless that would round a difference away.
-		digits := 0
-		if math.Abs(change) < 0.01 {
-			digits = 1
-		}
-		switch pct := strconv.FormatFloat(math.Abs(change)*100, 'f', digits, 64); {
+		switch pct := percent(math.Abs(change)); {
 		case p.ReservedPeakBytes == d.ReservedPeakBytes:
 			s += ", as much as the " + tr.DefaultName
 		case change > 0:
@@ -176,6 +171,23 @@ func Verdict(tr *TraceReport) string {
 		s += ", " + plural(p.Spills, "spill")
 	}
 	return s
+}
+
+// percent writes a fraction as a percentage: whole, or with the decimals
+// that keep a difference under 1 % or over 99 % from rounding to 0 or 100.
+func percent(f float64) string {
+	digits := 0
+	if f < 0.01 {
+		digits = 1
+	}
+	for {
+		s := strconv.FormatFloat(f*100, 'f', digits, 64)
+		v, _ := strconv.ParseFloat(s, 64)
+		if digits >= 3 || f <= 0 || f >= 1 || v > 0 && v < 100 {
+			return s
+		}
+		digits++
+	}
 }
 
 // ratio is reserved over live with three decimals: "1.001×".
