@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/vkrt/vkrt/client"
+	"github.com/vkrt/vkrt/device/cpu"
 	"github.com/vkrt/vkrt/dryrun"
 	"github.com/vkrt/vkrt/kernel"
 )
@@ -27,11 +28,18 @@ func values(b []byte) []float32 {
 	return v
 }
 
-// Adding two vectors on the first Vulkan device, then the same work as a
-// dry run: validated, measured, and holding no device memory.
+// Adding two vectors on the pure-Go device, then the same work as a dry
+// run: validated, measured, and holding no device memory. A program that
+// imports _ "github.com/vkrt/vkrt/vk" gets the first Vulkan device from a
+// plain client.Open(ctx).
 func Example() {
 	ctx := context.Background()
-	c, err := client.Open(ctx)
+	d, err := cpu.New()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	c, err := client.Open(ctx, client.WithBackend(d))
 	if err != nil {
 		fmt.Println(err)
 		return
