@@ -33,7 +33,7 @@ CHROMIUM ?= chromium
 pictures: vkrt ## redraw docs/report-llama_generate.png from the report page (needs chromium)
 	./$(BIN)/vkrt report --html $(BIN)/report-llama_generate.html testdata/traces/llama_generate.trace.gz
 	$(CHROMIUM) --headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update \
-		--disable-sync --no-first-run --hide-scrollbars --force-color-profile=srgb --user-data-dir=$$(mktemp -d) \
+		--disable-sync --no-first-run --hide-scrollbars --disable-dev-shm-usage --force-color-profile=srgb --user-data-dir=$$(mktemp -d) \
 		--window-size=1180,1080 --screenshot=docs/report-llama_generate.png file://$(CURDIR)/$(BIN)/report-llama_generate.html
 
 bench: ## run the benchmarks

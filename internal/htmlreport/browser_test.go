@@ -50,7 +50,7 @@ func browse(t *testing.T, browser, page string, flags ...string) []byte {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	args := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-		"--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
+		"--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars", "--disable-dev-shm-usage",
 		"--force-color-profile=srgb", "--user-data-dir=" + t.TempDir()}, flags...)
 	cmd := exec.CommandContext(ctx, browser, append(args, "file://"+page)...)
 	var stdout, stderr bytes.Buffer

@@ -6,7 +6,7 @@
 // layout and once under a plan, and after every event the pools' usage is
 // read through the replay's observer. Long streams are downsampled to one
 // bucket of events per pixel column, keeping in each bucket the events where
-// the totals reach their minimum and maximum and where each pool's live and
-// reserved bytes peak, so every peak on the page is the exact one. The page
+// the totals reach their minimum and maximum and where each edge of the
+// stacked pools peaks, so every peak on the page is the exact one. The page
 // also charts an environment's memory records in the order they were written.
 package htmlreport

@@ -42,9 +42,10 @@ type candidate struct {
 // Downsampler reduces a stream of pool states to at most a few samples per
 // bucket of consecutive events. Per bucket it keeps the first event at which
 // the total live bytes and the total reserved bytes reach their minimum and
-// their maximum, and at which each pool's live and reserved bytes reach their
-// maximum; the stream's last event is kept too. A stream no longer than the
-// bucket count keeps every event.
+// their maximum, and at which each edge of the pools stacked in order peaks:
+// the reserved bytes of the pools up to p, and those of the pools below p
+// plus p's live bytes. The stream's last event is kept too. A stream no
+// longer than the bucket count keeps every event.
 type Downsampler struct {
 	events, buckets int
 	criteria        []criterion
@@ -66,8 +67,8 @@ func NewDownsampler(events, buckets, pools int) *Downsampler {
 	}
 	for p := range pools {
 		crit = append(crit,
-			criterion{value: func(l, _ []uint64) uint64 { return l[p] }},
-			criterion{value: func(_, r []uint64) uint64 { return r[p] }})
+			criterion{value: func(l, r []uint64) uint64 { return sum(r[:p]) + l[p] }},
+			criterion{value: func(_, r []uint64) uint64 { return sum(r[:p+1]) }})
 	}
 	d := &Downsampler{events: events, buckets: buckets, criteria: crit, cands: make([]candidate, len(crit)), bucket: -1}
 	for i := range d.cands {

@@ -54,8 +54,13 @@ func TestDownsampleKeepsEveryBucketsExtremesExact(t *testing.T) {
 	// Per bucket, the extremes of every series over the full stream must be
 	// among the kept samples.
 	type extremes struct{ lo, hi []uint64 }
+	// The series drawn: the totals, then each edge of the stacked pools.
 	series := func(l, r []uint64) []uint64 {
-		return append([]uint64{sum(l), sum(r)}, append(slices.Clone(l), r...)...)
+		v := []uint64{sum(l), sum(r)}
+		for p := range l {
+			v = append(v, sum(r[:p])+l[p], sum(r[:p+1]))
+		}
+		return v
 	}
 	fold := func(m map[int]*extremes, b int, v []uint64) {
 		e := m[b]
