@@ -195,16 +195,22 @@ func abbreviatePlan(b []byte) string {
 func init() {
 	var f planWasmFlags
 	cmd := &cobra.Command{
-		Use:   "plan WORKLOAD.wasm [-- ARGS...]",
-		Short: "dry-run a WebAssembly workload, plan its pools, and with --verify run it for real under the plan",
+		Use:   "plan WORKLOAD.wasm [-- ARGS...] | plan TRACE... --out FILE",
+		Short: "dry-run a WebAssembly workload or replay allocation streams, and plan their pools",
 		Long: `Measure a guest's memory pools with a dry run (the device holds none of its
 memory and computes nothing), derive a plan from the dry run's exact
 allocation stream, install it, and with --verify run the guest for real
-under the plan: the run fits when nothing spills past the plan's caps.`,
+under the plan: the run fits when nothing spills past the plan's caps.
+
+Given allocation streams (TRACE..., runs of one workload), replay them on the
+H200-like device model, plan from the first (its placement, and the device
+memory the most demanding of them needs under it) and write a versioned plan
+file to --out, which --layout FILE of vkrt replay takes back; each stream's
+replay under the plan is reported.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !isWasm(args[0]) {
-				return fmt.Errorf("plan: %s is not a .wasm workload", args[0])
+				return planTraces(cmd, args, f.out, f.json)
 			}
 			return planWasm(cmd, args[0], args[1:], f)
 		},

@@ -64,7 +64,7 @@ func replayLayout(arg string) (memory.Layout, error) {
 	if _, statErr := os.Stat(arg); errors.Is(statErr, os.ErrNotExist) {
 		return memory.Layout{}, fmt.Errorf("--layout %s is neither a preset, a layout JSON literal nor a file: %w", quoteArg(arg), err)
 	}
-	if l, err = memory.ReadLayoutFile(arg); err != nil {
+	if l, err = layoutFile(arg); err != nil {
 		return memory.Layout{}, fmt.Errorf("--layout: %w", err)
 	}
 	return l, nil
@@ -89,6 +89,7 @@ type replayLine struct {
 	DriverAllocs      uint64         `json:"driver_allocs"`
 	BindCalls         uint64         `json:"bind_calls"`
 	Binds             uint64         `json:"binds"`
+	Spills            uint64         `json:"spills"`
 	Report            memory.Report  `json:"report"`
 	Plan              *replayPlanOut `json:"plan,omitempty"`
 	NsPerEvent        *float64       `json:"ns_per_event,omitempty"`
@@ -169,7 +170,7 @@ func writeReplayLine(w io.Writer, row replayRow, bench bool) error {
 	d := row.dry
 	line := replayLine{Trace: d.Trace, Events: d.Events, Allocations: d.Allocations, PeakLiveBytes: d.PeakLiveBytes,
 		Layout: d.Layout, ReservedPeakBytes: d.ReservedPeakBytes, DriverAllocs: d.DriverAllocs,
-		BindCalls: d.BindCalls, Binds: d.Binds, Report: d.Report}
+		BindCalls: d.BindCalls, Binds: d.Binds, Spills: d.Spills, Report: d.Report}
 	if row.plan != nil {
 		line.Plan = &replayPlanOut{Layout: row.plan.Layout, ReservedPeakBytes: row.plan.ReservedPeakBytes,
 			DriverAllocs: row.plan.DriverAllocs, BindCalls: row.plan.BindCalls, Binds: row.plan.Binds, Spills: row.plan.Spills}

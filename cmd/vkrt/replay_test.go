@@ -39,6 +39,7 @@ type replayJSONLine struct {
 	Layout            json.RawMessage `json:"layout"`
 	ReservedPeakBytes uint64          `json:"reserved_peak_bytes"`
 	DriverAllocs      uint64          `json:"driver_allocs"`
+	Spills            uint64          `json:"spills"`
 	Report            memory.Report   `json:"report"`
 	Plan              *struct {
 		Layout            json.RawMessage `json:"layout"`

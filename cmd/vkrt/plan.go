@@ -1,0 +1,137 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	json "github.com/goccy/go-json"
+	"github.com/spf13/cobra"
+
+	"github.com/vkrt/vkrt/dryrun/plan"
+	"github.com/vkrt/vkrt/dryrun/replay"
+	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/memory"
+)
+
+// planTraceLine is one stream's line of `vkrt plan TRACE... --json`.
+type planTraceLine struct {
+	Trace         string       `json:"trace"`
+	PeakLiveBytes uint64       `json:"peak_live_bytes"`
+	DryRun        planTraceRun `json:"dry_run"`
+	Plan          planTraceRun `json:"plan"`
+	Out           string       `json:"out"`
+	FileBytes     int          `json:"file_bytes"`
+}
+
+type planTraceRun struct {
+	ReservedPeakBytes uint64 `json:"reserved_peak_bytes"`
+	DriverAllocs      uint64 `json:"driver_allocs"`
+	Binds             uint64 `json:"binds"`
+	BindCalls         uint64 `json:"bind_calls"`
+	Spills            uint64 `json:"spills"`
+}
+
+func runFigures(r *replay.Result) planTraceRun {
+	return planTraceRun{ReservedPeakBytes: r.ReservedPeakBytes, DriverAllocs: r.DriverAllocs, Binds: r.Binds,
+		BindCalls: r.BindCalls, Spills: r.Spills}
+}
+
+// planTraces plans from allocation streams: runs of one workload, the
+// first of which the plan places. It writes the plan file to out and
+// reports each stream with no plan and under the plan.
+func planTraces(cmd *cobra.Command, paths []string, out string, asJSON bool) error {
+	if out == "" {
+		return errors.New("plan: --out FILE is needed to plan from traces")
+	}
+	streams := make([]*trace.Trace, len(paths))
+	for i, p := range paths {
+		t, err := trace.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		streams[i] = t
+	}
+	pf, err := plan.Runs(streams, plan.Options{Strength: plan.Strong})
+	if err != nil {
+		return err
+	}
+	data, err := pf.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	lines := make([]planTraceLine, len(streams))
+	for i, t := range streams {
+		dry, err := replay.Run(t, memory.VirtualLayout(memory.VirtualPlan{}), replay.Options{Device: pf.Device})
+		if err != nil {
+			return err
+		}
+		under, err := replay.Run(t, pf.Layout, replay.Options{Device: pf.Device})
+		if err != nil {
+			return fmt.Errorf("replaying %s under the plan: %w", t.Name, err)
+		}
+		lines[i] = planTraceLine{Trace: t.Name, PeakLiveBytes: dry.PeakLiveBytes, DryRun: runFigures(dry),
+			Plan: runFigures(under), Out: out, FileBytes: len(data) + 1}
+	}
+	return writePlanTraces(cmd.OutOrStdout(), lines, asJSON)
+}
+
+func writePlanTraces(w io.Writer, lines []planTraceLine, asJSON bool) error {
+	if asJSON {
+		for _, l := range lines {
+			b, err := json.Marshal(l)
+			if err != nil {
+				return err
+			}
+			if _, err := w.Write(append(b, '\n')); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "trace\tpeak live\tno plan\tdriver allocs\tunder the plan\tdriver allocs\tbinds\tspills\t")
+	for _, l := range lines {
+		ratio := func(r planTraceRun) string {
+			return fmt.Sprintf("%.4f×", float64(r.ReservedPeakBytes)/float64(max(l.PeakLiveBytes, 1)))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t\n", l.Trace, memory.FormatBytes(l.PeakLiveBytes),
+			ratio(l.DryRun), l.DryRun.DriverAllocs, ratio(l.Plan), l.Plan.DriverAllocs, l.Plan.Binds, l.Plan.Spills)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(lines) > 0 {
+		fmt.Fprintf(w, "\nplan: %s (%s)\n", lines[0].Out, memory.FormatBytes(uint64(lines[0].FileBytes)))
+	}
+	return nil
+}
+
+// layoutFile reads a file --layout names: a plan file `vkrt plan` wrote,
+// which must be for the replay's device model, or a layout.
+func layoutFile(path string) (memory.Layout, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return memory.Layout{}, err
+	}
+	head := make([]byte, 64)
+	n, _ := io.ReadFull(f, head)
+	f.Close()
+	if !plan.IsFile(head[:n]) {
+		return memory.ReadLayoutFile(path)
+	}
+	pf, err := plan.ReadFile(path)
+	if err != nil {
+		return memory.Layout{}, err
+	}
+	l, err := pf.For(replay.H200(), replay.H200Granule)
+	if err != nil {
+		return memory.Layout{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return l, nil
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	json "github.com/goccy/go-json"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/dryrun/plan"
+)
+
+// A growing stream, and a longer run of it: the second outgrows the first.
+const (
+	shortRun = "a 1 3000000 0\na 2 5000000 0\nf 1\na 3 9000000 0\nf 2\nf 3\n"
+	longRun  = shortRun + "a 4 3000000 0\na 5 5000000 0\nf 4\na 6 40000000 0\nf 5\nf 6\n"
+)
+
+func TestPlanTracesWritesAPlanReplayTakesBack(t *testing.T) {
+	first, second := writeTrace(t, "first.trace", shortRun), writeTrace(t, "second.trace", longRun)
+	out := filepath.Join(t.TempDir(), "workload.plan")
+	stdout, stderr, err := execute(t, "plan", first, "--out", out, "--json")
+	require.NoError(t, err)
+	require.Empty(t, stderr)
+	var line planTraceLine
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(stdout)), &line), stdout)
+	require.Equal(t, "first", line.Trace)
+	require.Equal(t, uint64(14_000_000), line.PeakLiveBytes)
+	require.Zero(t, line.Plan.Spills)
+	require.LessOrEqual(t, line.Plan.ReservedPeakBytes, line.DryRun.ReservedPeakBytes)
+
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.Equal(t, line.FileBytes, len(data))
+	pf, err := plan.DecodeFile(data)
+	require.NoError(t, err)
+	require.Equal(t, []string{"first"}, pf.Traces)
+
+	// The longer run under the shorter run's plan: the pools grow, the run
+	// never fails, the growth is counted.
+	stdout, _, err = executeReplay(t, "--layout", out, "--json", second)
+	require.NoError(t, err)
+	lines := parseReplayLines(t, stdout)
+	require.Len(t, lines, 1)
+	require.Equal(t, uint64(45_000_000), lines[0].PeakLiveBytes)
+	require.Contains(t, string(lines[0].Layout), `"Virtual"`)
+	require.Positive(t, lines[0].Spills, "the run left its plan and outgrew it")
+
+	stdout, _, err = execute(t, "plan", first, second, "--out", out)
+	require.NoError(t, err)
+	require.Contains(t, stdout, "first")
+	require.Contains(t, stdout, "second")
+	require.Contains(t, stdout, "plan: "+out)
+}
+
+func TestPlanFilesForAnotherDeviceOrCorruptAreClearErrors(t *testing.T) {
+	first := writeTrace(t, "first.trace", shortRun)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "workload.plan")
+	_, _, err := execute(t, "plan", first, "--out", out)
+	require.NoError(t, err)
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, b, 0o644))
+		return p
+	}
+	other := write("other.plan", bytes.Replace(data, []byte(`"memory_size":150000000000`), []byte(`"memory_size":80000000000`), 1))
+	_, _, err = executeReplay(t, "--layout", other, first)
+	require.ErrorIs(t, err, plan.ErrPlanFile)
+	var mismatch *plan.DeviceMismatchError
+	require.ErrorAs(t, err, &mismatch)
+	require.ErrorContains(t, err, "memory_size 80000000000, this one has 150000000000")
+
+	for name, b := range map[string][]byte{
+		"cut.plan":     data[:len(data)/2],
+		"version.plan": bytes.Replace(data, []byte(`"vkrt_plan":1`), []byte(`"vkrt_plan":2`), 1),
+		"extra.plan":   bytes.Replace(data, []byte(`"traces"`), []byte(`"extra":1,"traces"`), 1),
+		"wrapped.plan": bytes.Replace(data, []byte(`"alignment":16`), []byte(`"alignment":18446744073709551632`), 1),
+		"layout.plan":  bytes.Replace(data, []byte(`"Virtual"`), []byte(`"Virtua"`), 1),
+	} {
+		_, _, err := executeReplay(t, "--layout", write(name, b), first)
+		require.ErrorIs(t, err, plan.ErrPlanFile, name)
+	}
+
+	_, _, err = execute(t, "plan", first)
+	require.ErrorContains(t, err, "--out FILE")
+}

@@ -1,0 +1,198 @@
+package plan
+
+import (
+	"bytes"
+	stdjson "encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/vkrt/vkrt/dryrun/replay"
+	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/memory"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// FileVersion is the version of the plan file format written by
+// [File.MarshalJSON] and the only one [DecodeFile] reads.
+const FileVersion = 1
+
+// fileMagic is the member that marks a plan file and carries its version.
+const fileMagic = "vkrt_plan"
+
+// File is a plan as `vkrt plan` writes it: the layout, the device it was
+// made for and the streams it was measured on. In JSON:
+//
+//	{"vkrt_plan":1,"device":{"alignment":16,"max_page_size":…,"memory_size":…,"sparse_granule":2097152},
+//	 "traces":["gpt2_train"],"layout":{"Virtual":{"planned_bytes":…,"slots":[size,offset,…]}}}
+//
+// A virtual plan's slots are two numbers each, so a plan of a stream of
+// 200,000 allocations is a few megabytes.
+type File struct {
+	Device vkruntime.DeviceProperties
+	// Granule is the sparse binding granularity of the device model the
+	// plan was made on; 0 is a device without sparse residency.
+	Granule uint64
+	Traces  []string
+	Layout  memory.Layout
+}
+
+// ErrPlanFile classifies files that are not a plan this version reads.
+var ErrPlanFile = errors.New("plan: not a usable plan file")
+
+// DeviceMismatchError is a plan made for another device than the one it is
+// used on. It matches ErrPlanFile.
+type DeviceMismatchError struct {
+	Field     string
+	Plan, Run uint64
+}
+
+func (e *DeviceMismatchError) Error() string {
+	return fmt.Sprintf("plan: the plan was made for a device with %s %d, this one has %d", e.Field, e.Plan, e.Run)
+}
+
+func (e *DeviceMismatchError) Is(target error) bool { return target == ErrPlanFile }
+
+type fileDevice struct {
+	Alignment     uint64 `json:"alignment"`
+	MaxPageSize   uint64 `json:"max_page_size"`
+	MemorySize    uint64 `json:"memory_size"`
+	SparseGranule uint64 `json:"sparse_granule"`
+}
+
+type fileJSON struct {
+	Version *uint64            `json:"vkrt_plan"`
+	Device  *fileDevice        `json:"device"`
+	Traces  []string           `json:"traces"`
+	Layout  stdjson.RawMessage `json:"layout"`
+}
+
+func (f File) MarshalJSON() ([]byte, error) {
+	traces, err := stdjson.Marshal(f.Traces)
+	if err != nil {
+		return nil, err
+	}
+	layout, err := f.Layout.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	b := fmt.Appendf(nil, `{"%s":%d,"device":{"alignment":%d,"max_page_size":%d,"memory_size":%d,"sparse_granule":%d},"traces":`,
+		fileMagic, FileVersion, f.Device.Alignment, f.Device.MaxPageSize, f.Device.MemorySize, f.Granule)
+	b = append(b, traces...)
+	b = append(b, `,"layout":`...)
+	b = append(b, layout...)
+	return append(b, '}'), nil
+}
+
+// IsFile reports whether data starts like a plan file rather than a
+// layout.
+func IsFile(data []byte) bool {
+	head := data[:min(len(data), 64)]
+	return bytes.Contains(head, []byte(`"`+fileMagic+`"`))
+}
+
+// DecodeFile reads a plan file: strictly (unknown members, wrong types and
+// numbers that do not fit are errors), refusing versions it does not know.
+// Every error matches ErrPlanFile.
+func DecodeFile(data []byte) (File, error) {
+	dec := stdjson.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var raw fileJSON
+	if err := dec.Decode(&raw); err != nil {
+		return File{}, fmt.Errorf("%w: %v", ErrPlanFile, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return File{}, fmt.Errorf("%w: data after the plan", ErrPlanFile)
+	}
+	switch {
+	case raw.Version == nil:
+		return File{}, fmt.Errorf("%w: no %q member", ErrPlanFile, fileMagic)
+	case *raw.Version != FileVersion:
+		return File{}, fmt.Errorf("%w: version %d, this vkrt reads version %d", ErrPlanFile, *raw.Version, FileVersion)
+	case raw.Device == nil:
+		return File{}, fmt.Errorf("%w: no device", ErrPlanFile)
+	case raw.Layout == nil:
+		return File{}, fmt.Errorf("%w: no layout", ErrPlanFile)
+	}
+	var l memory.Layout
+	if err := l.UnmarshalJSON(raw.Layout); err != nil {
+		return File{}, fmt.Errorf("%w: layout: %w", ErrPlanFile, err)
+	}
+	d := raw.Device
+	return File{Device: vkruntime.DeviceProperties{Alignment: d.Alignment, MaxPageSize: d.MaxPageSize, MemorySize: d.MemorySize},
+		Granule: d.SparseGranule, Traces: raw.Traces, Layout: l}, nil
+}
+
+// ReadFile reads and decodes a plan file of at most memory.MaxLayoutFileBytes.
+func ReadFile(path string) (File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return File{}, fmt.Errorf("plan: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, memory.MaxLayoutFileBytes+1))
+	if err != nil {
+		return File{}, fmt.Errorf("plan: %s: %w", path, err)
+	}
+	if len(data) > memory.MaxLayoutFileBytes {
+		return File{}, fmt.Errorf("%w: %s is larger than %d bytes", ErrPlanFile, path, int64(memory.MaxLayoutFileBytes))
+	}
+	pf, err := DecodeFile(data)
+	if err != nil {
+		return File{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return pf, nil
+}
+
+// For checks that the plan was made for a device like d with sparse
+// granule granule, and returns its layout; a *DeviceMismatchError if not.
+func (f File) For(d vkruntime.DeviceProperties, granule uint64) (memory.Layout, error) {
+	for _, c := range []struct {
+		field     string
+		plan, run uint64
+	}{{"alignment", f.Device.Alignment, d.Alignment}, {"max_page_size", f.Device.MaxPageSize, d.MaxPageSize},
+		{"memory_size", f.Device.MemorySize, d.MemorySize}, {"sparse_granule", f.Granule, granule}} {
+		if c.plan != c.run {
+			return memory.Layout{}, &DeviceMismatchError{Field: c.field, Plan: c.plan, Run: c.run}
+		}
+	}
+	return f.Layout, nil
+}
+
+// Runs plans from dry runs of one workload under the Virtual layout on the
+// replay device (opts.Device, H200 when zero, with sparse residency): the
+// first stream's placement becomes the slots, and the planned memory is
+// the most any of the streams needs under them. opts.Trace is ignored.
+func Runs(streams []*trace.Trace, opts Options) (File, error) {
+	if len(streams) == 0 {
+		return File{}, fmt.Errorf("%w: no stream to plan from", ErrCannotPlan)
+	}
+	device := deviceOrH200(opts.Device)
+	ro := replay.Options{Device: device}
+	dry, err := replay.Run(streams[0], memory.VirtualLayout(memory.VirtualPlan{}), ro)
+	if err != nil {
+		return File{}, err
+	}
+	opts.Trace = streams[0]
+	opts.Device = device
+	l, err := Derive(dry.Report, opts)
+	if err != nil {
+		return File{}, err
+	}
+	vp, ok := l.Virtual()
+	if !ok {
+		return File{}, fmt.Errorf("%w: %s did not give a virtual plan", ErrCannotPlan, streams[0].Name)
+	}
+	names := []string{streams[0].Name}
+	for _, t := range streams[1:] {
+		r, err := replay.Run(t, l, ro)
+		if err != nil {
+			return File{}, err
+		}
+		k, _ := measuredVirtual(r.Report)
+		vp.PlannedBytes = max(vp.PlannedBytes, k.NeededPeakBytes)
+		names = append(names, t.Name)
+	}
+	return File{Device: device, Granule: replay.H200Granule, Traces: names, Layout: memory.VirtualLayout(vp)}, nil
+}
