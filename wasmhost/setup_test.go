@@ -3,7 +3,6 @@ package wasmhost
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,9 +14,10 @@ import (
 	"github.com/tetratelabs/wazero/experimental/logging"
 
 	"github.com/vkrt/vkrt/client"
+	"github.com/vkrt/vkrt/internal/devtest"
 	"github.com/vkrt/vkrt/internal/wasmtest"
 	"github.com/vkrt/vkrt/runtime/environment"
-	"github.com/vkrt/vkrt/vk"
+	_ "github.com/vkrt/vkrt/vk" // the default device: Vulkan
 )
 
 // scratch is a directory the whole test binary shares: the compilation
@@ -43,10 +43,7 @@ func openClient(t testing.TB, opts ...client.Option) *client.Client {
 	t.Helper()
 	opts = append([]client.Option{client.WithEnvironment("wasmhost-test", environment.WithDir(t.TempDir()))}, opts...)
 	c, err := client.Open(context.Background(), opts...)
-	if errors.Is(err, vk.ErrNoVulkan) && os.Getenv("VKRT_REQUIRE_DEVICE") != "1" {
-		t.Skipf("no Vulkan device: %v", err)
-	}
-	require.NoError(t, err)
+	devtest.SkipUnavailable(t, err)
 	t.Cleanup(func() { require.NoError(t, c.Close()) })
 	return c
 }
