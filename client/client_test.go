@@ -6,8 +6,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/device/cpu"
 	"github.com/vkrt/vkrt/kernel"
 	"github.com/vkrt/vkrt/memory"
+	vkruntime "github.com/vkrt/vkrt/runtime"
 	"github.com/vkrt/vkrt/runtime/environment"
 )
 
@@ -74,4 +76,46 @@ func TestZeroSizeBuffers(t *testing.T) {
 	require.Zero(t, c.MemoryUsage(ctx).BytesInUse)
 	require.NoError(t, b.Free())
 	require.NoError(t, e.Free())
+}
+
+// A handed device is the client's from Open on: it runs there, and Close
+// (or a failed Open) closes it. Options that configure the default device
+// are refused with it rather than ignored.
+func TestWithBackendHandsTheClientADevice(t *testing.T) {
+	ctx := context.Background()
+	d, err := cpu.New(cpu.WithName("handed"))
+	require.NoError(t, err)
+	c, err := Open(ctx, WithBackend(d))
+	require.NoError(t, err)
+	require.Same(t, d, c.Device())
+	b, err := c.Create(ctx, []byte{1, 2, 3, 4})
+	require.NoError(t, err)
+	require.Positive(t, d.Storage().Allocated(), "the buffer lives on the handed device")
+	require.NoError(t, b.Free())
+	require.NoError(t, c.Close())
+	_, err = d.Storage().Alloc(16)
+	require.ErrorContains(t, err, "closed", "Close closed the handed device")
+
+	other, err := cpu.New()
+	require.NoError(t, err)
+	_, err = Open(ctx, WithBackend(other), WithDevice(1))
+	require.ErrorContains(t, err, "configure the default device")
+	_, err = other.Storage().Alloc(16)
+	require.ErrorContains(t, err, "closed", "a failed Open closes the handed device")
+
+	// The client holds a handed device to its memory limit.
+	limited, err := cpu.New()
+	require.NoError(t, err)
+	c, err = Open(ctx, WithBackend(limited), WithMemoryLimit(4<<20))
+	require.NoError(t, err)
+	defer c.Close()
+	require.Equal(t, uint64(4<<20), c.Properties().MemorySize)
+	first, err := c.Empty(ctx, 3<<20)
+	require.NoError(t, err)
+	defer first.Free()
+	_, err = c.Empty(ctx, 3<<20)
+	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
+	var oom *vkruntime.OutOfMemoryError
+	require.ErrorAs(t, err, &oom)
+	require.Equal(t, uint64(4<<20), oom.Limit)
 }
