@@ -11,9 +11,6 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vkrt/vkrt/dryrun/plan"
-	"github.com/vkrt/vkrt/dryrun/replay"
-	"github.com/vkrt/vkrt/internal/tracetest"
 	"github.com/vkrt/vkrt/memory"
 	"github.com/vkrt/vkrt/runtime/environment"
 )
@@ -45,8 +42,22 @@ func TestReportWritesTracesAndEnvironment(t *testing.T) {
 	seedEnvironment(t, "bench")
 	html := executeReport(t, "--env", "bench")
 	require.Contains(t, html, `data-trace="small"`)
-	require.Contains(t, html, `<p class="verdict">plan reserves 1.000× peak live`)
-	require.Contains(t, html, "peak live 3.50 MB (3,500,000 B)", "the floor is the stream's peak live bytes")
+	// The figures vkrt replay --plan measures for the same stream.
+	out, _, err := execute(t, "replay", "--plan", "--json", smallTrace(t, t.TempDir()))
+	require.NoError(t, err)
+	var replayed struct {
+		PeakLiveBytes uint64 `json:"peak_live_bytes"`
+		DriverAllocs  uint64 `json:"driver_allocs"`
+		Plan          struct {
+			ReservedPeakBytes uint64 `json:"reserved_peak_bytes"`
+			DriverAllocs      uint64 `json:"driver_allocs"`
+		} `json:"plan"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &replayed))
+	require.Regexp(t, fmt.Sprintf(`<p class="verdict">plan reserves %.3f× peak live, [^<]*, in %d device allocations? against %d</p>`,
+		float64(replayed.Plan.ReservedPeakBytes)/float64(replayed.PeakLiveBytes), replayed.Plan.DriverAllocs, replayed.DriverAllocs), html)
+	require.Contains(t, html, fmt.Sprintf("peak live %s (%s B)", memory.FormatBytes(replayed.PeakLiveBytes), "3,500,000"),
+		"the floor is the stream's peak live bytes")
 	// The environment: one bar per memory record, the note left out.
 	require.Equal(t, 3, strings.Count(html, `<g class="record"`))
 	for i, label := range []string{"model loaded", "after the dry run", "after the real run"} {
@@ -92,31 +103,29 @@ func TestReportRefusesBadInputAndLeavesTheOldPage(t *testing.T) {
 }
 
 func TestReportUnderAnotherRunsPlan(t *testing.T) {
-	// The plan of one run, saved as a layout file, and a second run whose
-	// stream differs: its tensors miss their planned slots and spill.
-	first := tracetest.Inline(t, "a 1 3000000 0\na 2 1000 0\nf 2\na 3 500000 0\nf 3\nf 1\n")
-	dry, err := replay.Run(first, memory.SubSlicesLayout(), replay.Options{})
-	require.NoError(t, err)
-	layout, err := plan.Derive(dry.Report, plan.Options{Strength: plan.Strong, Trace: first})
-	require.NoError(t, err)
+	// vkrt plan saves the first run's plan; the second run's stream differs,
+	// so its tensors miss their planned places and spill.
 	dir := t.TempDir()
-	planFile := filepath.Join(dir, "first.plan.json")
-	body, err := json.Marshal(layout)
+	first, second, planFile := smallTrace(t, dir), filepath.Join(dir, "second.trace"), filepath.Join(dir, "first.plan")
+	require.NoError(t, os.WriteFile(second, []byte("a 1 3000000 0\na 2 9000000 0\nf 1\na 3 500000 0\nf 3\nf 2\n"), 0o644))
+	_, _, err := execute(t, "plan", first, "--out", planFile)
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(planFile, body, 0o644))
-	const secondStream = "a 1 3000000 0\na 2 9000000 0\nf 1\na 3 500000 0\nf 3\nf 2\n"
-	second := filepath.Join(dir, "second.trace")
-	require.NoError(t, os.WriteFile(second, []byte(secondStream), 0o644))
+	out, _, err := execute(t, "replay", "--json", "--layout", planFile, second)
+	require.NoError(t, err)
+	var replayed struct {
+		Spills            uint64 `json:"spills"`
+		ReservedPeakBytes uint64 `json:"reserved_peak_bytes"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &replayed))
+	require.Positive(t, replayed.Spills, "the second run misses the first run's plan")
 
-	out := filepath.Join(dir, "report.html")
-	_, _, err = execute(t, "report", "--html", out, "--plan", planFile, second)
+	page := filepath.Join(dir, "report.html")
+	_, _, err = execute(t, "report", "--html", page, "--plan", planFile, second)
 	require.NoError(t, err)
-	page, err := os.ReadFile(out)
+	body, err := os.ReadFile(page)
 	require.NoError(t, err)
-	html := string(page)
-	require.Contains(t, html, "given by --plan first.plan.json")
-	under, err := replay.Run(tracetest.Inline(t, secondStream), layout, replay.Options{})
-	require.NoError(t, err)
-	require.Positive(t, under.Spills, "the second run misses the first run's plan")
-	require.Regexp(t, `<p class="verdict">plan reserves [^<]*, `+fmt.Sprint(under.Spills)+` spills?</p>`, html)
+	html := string(body)
+	require.Contains(t, html, "given by --plan first.plan")
+	require.Regexp(t, `<p class="verdict">plan reserves [^<]*, `+fmt.Sprint(replayed.Spills)+` spills?</p>`, html)
+	require.Contains(t, html, `<tr data-run="plan"><td>plan</td><td>`+memory.FormatBytes(replayed.ReservedPeakBytes)+`</td>`)
 }

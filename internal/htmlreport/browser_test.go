@@ -140,13 +140,12 @@ func TestReportInHeadlessChromium(t *testing.T) {
 			require.Equal(t, 2, n, "%s: %s is drawn live and reserved", run.name, poolLabel(p))
 		}
 	}
-	less := 100 * (1 - float64(planned.ReservedPeakBytes)/float64(dry.ReservedPeakBytes))
-	digits := 0
-	if less < 1 {
-		digits = 1
+	change, word := 1-float64(planned.ReservedPeakBytes)/float64(dry.ReservedPeakBytes), "less"
+	if change < 0 {
+		change, word = -change, "more"
 	}
-	verdict := fmt.Sprintf("plan reserves %.3f× peak live, %.*f %% less than the default layout, in %d device allocation",
-		planned.Ratio(), digits, less, planned.DriverAllocs)
+	verdict := fmt.Sprintf("plan reserves %.3f× peak live, %s %% %s than the default layout, in %d device allocation",
+		planned.Ratio(), percent(change), word, planned.DriverAllocs)
 	require.Contains(t, dom, `<p class="verdict">`+verdict)
 	t.Logf("the page parsed, drew and ran its script %s ms after navigation began", attr(t, dom, "<body", "data-loaded-ms"))
 	tip := attr(t, dom, "<body", "data-tip")
