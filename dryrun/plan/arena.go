@@ -136,9 +136,9 @@ func assignArena(lifetimes []lifetime, pageLimit uint64, s strategy) (assignment
 	if err := checkLifetimes(lifetimes, pageLimit); err != nil {
 		return assignment{}, err
 	}
-	a := assign(lifetimes, pageLimit, s)
+	a := assign(lifetimes, pageLimit, s, nil)
 	if s.Search {
-		a, _ = refineAssignment(lifetimes, a, DefaultSearchSteps)
+		a, _ = refineAssignment(lifetimes, a, DefaultSearchSteps, nil)
 	}
 	return a, nil
 }
@@ -214,13 +214,18 @@ type arenaBuilder struct {
 
 func newArenaBuilder(lifetimes []lifetime, pageLimit uint64) *arenaBuilder {
 	b := &arenaBuilder{lifetimes: lifetimes, pageLimit: pageLimit, tree: newStabTree(len(lifetimes)),
-		longLife: max(2, int32(len(lifetimes)/8))}
+		longLife: longLifeOf(len(lifetimes))}
 	b.out.Placements = make([]placement, len(lifetimes))
 	for i := range b.out.Placements {
 		b.out.Placements[i].Page = unplaced
 	}
 	return b
 }
+
+// longLifeOf is the lifetime from which the builder keeps an allocation
+// apart, per page in offset order, rather than in the stab tree: an eighth
+// of a stream of n allocations.
+func longLifeOf(n int) int32 { return max(2, int32(n/8)) }
 
 func (b *arenaBuilder) isLong(j int32) bool {
 	l := b.lifetimes[j]
@@ -416,13 +421,54 @@ var planStrategies = []strategy{
 	{Order: byLifetime},
 }
 
-// quickStrategies is how many of planStrategies a long stream gets: each
-// costs about the same, and past longStream allocations all of them would
-// take planArena past its budget of a few seconds.
+// The greedy placements other than the sweeps in start order gather, for
+// each allocation, the placed ones that overlap it in time: their cost
+// grows with gatherVisits, not with the stream's length, and an arena of a
+// million allocations live at once would take hours. Timed one by one on
+// the shipped traces on the 2-core CI machine, such a placement costs 2 to
+// 50 ns a visit, 10 on average: llama_generate has 81M visits and takes
+// 0.8 to 1.5 s per placement, gpt2_train 11M and 0.04 to 0.3 s. So a stream
+// gets every placement up to allVisits (the seven of them then stay under
+// about 2 s), the first four (both sweeps among them) up to generalVisits
+// (about 5 s at worst), and past that only the sweeps, which cost
+// O(log n) an allocation however many are live.
 const (
-	quickStrategies = 4
-	longStream      = 50_000
+	allVisits     = 1 << 25
+	generalVisits = 1 << 28
 )
+
+// gatherVisits bounds how many placed allocations a greedy placement visits
+// over a stream: each allocation meets those live when it starts and those
+// starting while it lives, and the long-lived ones, kept apart, are
+// scanned by every allocation.
+func gatherVisits(lifetimes []lifetime) uint64 {
+	var pairs, long uint64
+	longLife := longLifeOf(len(lifetimes))
+	for _, l := range lifetimes {
+		pairs += uint64(l.End - l.Start)
+		if l.End-l.Start >= longLife {
+			long++
+		}
+	}
+	return 2*pairs + uint64(len(lifetimes))*long
+}
+
+// strategiesFor are the placements planArena compares on a stream.
+func strategiesFor(lifetimes []lifetime) []strategy {
+	switch visits := gatherVisits(lifetimes); {
+	case visits <= allVisits:
+		return slices.Clone(planStrategies)
+	case visits <= generalVisits:
+		return slices.Clone(planStrategies[:4])
+	}
+	var sweeps []strategy
+	for _, s := range planStrategies {
+		if s.Order == byStart && s.Lookahead == 0 {
+			sweeps = append(sweeps, s)
+		}
+	}
+	return sweeps
+}
 
 // planArena is the offline arena assignment vkrt's strong plans use: the
 // least reserved of several greedy placements of the whole stream (see
@@ -431,16 +477,15 @@ const (
 // when searchSteps is 0 or less), computed in parallel. It is
 // deterministic: the search counts steps, not time, and ties go to the
 // earlier strategy.
-func planArena(lifetimes []lifetime, pageLimit uint64, searchSteps int) (assignment, strategy, error) {
+func planArena(lifetimes []lifetime, pageLimit uint64, searchSteps int, report func(done, total int)) (assignment, strategy, error) {
 	if err := checkLifetimes(lifetimes, pageLimit); err != nil {
 		return assignment{}, strategy{}, err
 	}
-	strategies := slices.Clone(planStrategies)
-	if len(lifetimes) > longStream {
-		strategies = strategies[:quickStrategies]
-	}
+	strategies := strategiesFor(lifetimes)
+	share := max(searchSteps, 0) / len(strategies)
+	prog := &progress{report: report, total: len(strategies) * (len(lifetimes) + share)}
 	results := make([]assignment, len(strategies))
-	inParallel(len(strategies), func(i int) { results[i] = assign(lifetimes, pageLimit, strategies[i]) })
+	inParallel(len(strategies), func(i int) { results[i] = assign(lifetimes, pageLimit, strategies[i], prog) })
 	best := func() int {
 		best := 0
 		for i, r := range results {
@@ -450,9 +495,9 @@ func planArena(lifetimes []lifetime, pageLimit uint64, searchSteps int) (assignm
 		}
 		return best
 	}
-	if share := max(searchSteps, 0) / len(strategies); share > 0 {
+	if share > 0 {
 		inParallel(len(strategies), func(i int) {
-			if refined, _ := refineAssignment(lifetimes, results[i], share); refined.Reserved() < results[i].Reserved() {
+			if refined, _ := refineAssignment(lifetimes, results[i], share, prog); refined.Reserved() < results[i].Reserved() {
 				results[i], strategies[i].Search = refined, true
 			}
 		})
@@ -477,18 +522,51 @@ func inParallel(n int, do func(i int)) {
 	wg.Wait()
 }
 
-func assign(lifetimes []lifetime, pageLimit uint64, s strategy) assignment {
+// assign places the stream by s, counting the allocations placed into p
+// (which may be nil).
+func assign(lifetimes []lifetime, pageLimit uint64, s strategy, p *progress) assignment {
 	if s.Order == byStart && s.Lookahead == 0 {
-		return assignByStart(lifetimes, pageLimit, s.BestFit)
+		return assignByStart(lifetimes, pageLimit, s.BestFit, p)
 	}
 	if s.Lookahead > 0 {
-		return assignLookahead(lifetimes, pageLimit, placementOrder(lifetimes, allIDs(len(lifetimes)), s.Order), s.Lookahead, peakOverlap(lifetimes)/100)
+		return assignLookahead(lifetimes, pageLimit, placementOrder(lifetimes, allIDs(len(lifetimes)), s.Order), s.Lookahead, peakOverlap(lifetimes)/100, p)
 	}
 	b := newArenaBuilder(lifetimes, pageLimit)
-	for _, id := range placementOrder(lifetimes, allIDs(len(lifetimes)), s.Order) {
+	for i, id := range placementOrder(lifetimes, allIDs(len(lifetimes)), s.Order) {
 		b.place(id, s.BestFit)
+		p.placed(i)
 	}
+	p.add(len(lifetimes) % progressEvery)
 	return b.out
+}
+
+// progressEvery is how many placements pass between progress reports.
+const progressEvery = 1 << 14
+
+// progress counts a plan's work for Options.Progress: each allocation
+// placed by each greedy placement, then each search step, across the
+// placements computed in parallel. A nil progress counts nothing.
+type progress struct {
+	mu          sync.Mutex
+	done, total int
+	report      func(done, total int)
+}
+
+func (p *progress) add(n int) {
+	if p == nil || p.report == nil || n == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done += n
+	p.report(p.done, p.total)
+}
+
+// placed counts the i-th placement (from 0) once every progressEvery.
+func (p *progress) placed(i int) {
+	if (i+1)%progressEvery == 0 {
+		p.add(progressEvery)
+	}
 }
 
 func checkLifetimes(lifetimes []lifetime, pageLimit uint64) error {

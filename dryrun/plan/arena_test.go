@@ -124,7 +124,7 @@ func TestAssignArenaShippedTraces(t *testing.T) {
 		tr, err := trace.ReadFile(path)
 		require.NoError(t, err)
 		lifetimes := lifetimesOf(tr, 16)
-		a, s, err := planArena(lifetimes, 4<<30-16, searchSteps())
+		a, s, err := planArena(lifetimes, 4<<30-16, searchSteps(), nil)
 		require.NoError(t, err)
 		checkAssignment(t, lifetimes, a)
 		t.Logf("%s %s: pages %d ratio %.4f", tr.Name, s, len(a.Pages), float64(a.Reserved())/float64(tr.PeakLiveBytes()))
@@ -139,7 +139,7 @@ func TestAssignByStartMatchesTheGeneralBuilder(t *testing.T) {
 			for _, id := range allIDs(len(lifetimes)) {
 				b.place(id, bestFit)
 			}
-			require.Equal(t, b.out, assignByStart(lifetimes, limit, bestFit))
+			require.Equal(t, b.out, assignByStart(lifetimes, limit, bestFit, nil))
 		}
 	}
 	for range 300 {

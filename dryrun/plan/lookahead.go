@@ -102,11 +102,12 @@ func (b *arenaBuilder) candidates(id int32, limit int, out []candidatePlace) []c
 // minSize bytes tries each of its candidate places, lays the next horizon
 // allocations greedily after it, and keeps the place whose pages came out
 // smallest.
-func assignLookahead(lifetimes []lifetime, pageLimit uint64, ids []int32, horizon int, minSize uint64) assignment {
+func assignLookahead(lifetimes []lifetime, pageLimit uint64, ids []int32, horizon int, minSize uint64, p *progress) assignment {
 	b := newArenaBuilder(lifetimes, pageLimit)
 	var cands []candidatePlace
 	for i, id := range ids {
 		l := lifetimes[id]
+		p.placed(i)
 		if l.Size < minSize {
 			b.place(id, false)
 			continue
@@ -128,5 +129,6 @@ func assignLookahead(lifetimes []lifetime, pageLimit uint64, ids []int32, horizo
 		}
 		b.placeAt(id, best.page, best.offset)
 	}
+	p.add(len(ids) % progressEvery)
 	return b.out
 }

@@ -55,6 +55,10 @@ type Options struct {
 	// means DefaultSearchSteps, a negative number no search. It is counted
 	// in steps, not time, so a plan does not depend on the machine.
 	SearchSteps int
+	// Progress, when set, is called as a strong plan's work advances, with
+	// the work done and its total (allocations placed by each greedy
+	// placement, then search steps), from one goroutine at a time.
+	Progress func(done, total int)
 }
 
 // ErrCannotPlan classifies reports and options Derive cannot make a plan of.
@@ -82,7 +86,7 @@ func Derive(report memory.Report, opts Options) (memory.Layout, error) {
 	if opts.Trace == nil {
 		return memory.Layout{}, fmt.Errorf("%w: a strong plan needs the dry run's stream, got none", ErrCannotPlan)
 	}
-	strong, err := arenaLayout(opts.Trace, opts.Device, opts.searchSteps())
+	strong, err := arenaLayout(opts.Trace, opts.Device, opts.searchSteps(), opts.Progress)
 	if err != nil {
 		return memory.Layout{}, err
 	}
@@ -208,13 +212,13 @@ func (o Options) searchSteps() int {
 }
 
 // arenaLayout is the strong plan's arena layout for the stream.
-func arenaLayout(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps int) (memory.Layout, error) {
+func arenaLayout(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps int, report func(done, total int)) (memory.Layout, error) {
 	d := deviceOrH200(device)
 	if t.Allocations == 0 {
 		return memory.Layout{}, fmt.Errorf("%w: the stream %s has no allocations", ErrCannotPlan, t.Name)
 	}
 	lifetimes := lifetimesOf(t, d.Alignment)
-	a, _, err := planArena(lifetimes, d.MaxPageSize, searchSteps)
+	a, _, err := planArena(lifetimes, d.MaxPageSize, searchSteps, report)
 	if err != nil {
 		return memory.Layout{}, err
 	}

@@ -29,22 +29,26 @@ const maxWindowAllocs = 1024
 type refiner struct {
 	lifetimes []lifetime
 	out       assignment
+	trial     []placement // scratch of lowerTo, equal to out.Placements between its calls
 }
 
 // refineAssignment returns a copy of a whose pages are as low as the search
 // could make them within steps, shared equally among the pages, and the
-// steps left.
-func refineAssignment(lifetimes []lifetime, a assignment, steps int) (assignment, int) {
+// steps left. It counts the steps it is given into p (which may be nil).
+func refineAssignment(lifetimes []lifetime, a assignment, steps int, p *progress) (assignment, int) {
 	r := &refiner{lifetimes: lifetimes,
-		out: assignment{Pages: slices.Clone(a.Pages), Placements: slices.Clone(a.Placements)}}
+		out: assignment{Pages: slices.Clone(a.Pages), Placements: slices.Clone(a.Placements)}, trial: slices.Clone(a.Placements)}
 	onPage := make([][]int32, len(a.Pages))
 	for k, pl := range a.Placements {
 		onPage[pl.Page] = append(onPage[pl.Page], int32(k))
 	}
-	for p, ids := range onPage {
-		share := steps / (len(onPage) - p)
-		steps -= share - r.refinePage(uint32(p), ids, share)
+	for page, ids := range onPage {
+		share := steps / (len(onPage) - page)
+		spent := share - r.refinePage(uint32(page), ids, share)
+		steps -= spent
+		p.add(spent)
 	}
+	p.add(steps)
 	return r.out, steps
 }
 
@@ -59,10 +63,7 @@ func (r *refiner) refinePage(p uint32, ids []int32, steps int) int {
 	if reached == floor || steps <= 0 {
 		return steps
 	}
-	tree := newStabTree(len(r.lifetimes))
-	for _, id := range ids {
-		tree.insert(r.lifetimes[id].Start, r.lifetimes[id].End, id, nil)
-	}
+	tree := newPageTree(r.lifetimes, ids)
 	// Stop when the remaining gap is under a thousandth of the page.
 	for reached-refused > max(16, reached/1024) && steps > 0 {
 		target := floor
@@ -87,13 +88,64 @@ func (r *refiner) refinePage(p uint32, ids []int32, steps int) int {
 	return steps
 }
 
-// pagePeak is the most bytes of ids live at once.
+// pagePeak is the most bytes of ids live at once, found by sorting their
+// starts and ends rather than walking the whole stream's time, so that a
+// stream of many pages costs no more than its length to refine.
 func (r *refiner) pagePeak(ids []int32) uint64 {
-	sub := make([]lifetime, len(ids))
-	for k, id := range ids {
-		sub[k] = r.lifetimes[id]
+	type change struct {
+		at    int32
+		bytes int64
 	}
-	return peakLive(sub, len(r.lifetimes)+1)
+	changes := make([]change, 0, 2*len(ids))
+	for _, id := range ids {
+		l := r.lifetimes[id]
+		changes = append(changes, change{l.Start, int64(l.Size)}, change{l.End, -int64(l.Size)})
+	}
+	// Ends before starts at the same time: an allocation freed at t no
+	// longer overlaps one made at t.
+	slices.SortFunc(changes, func(a, b change) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.bytes, b.bytes)) })
+	var live, peak int64
+	for _, c := range changes {
+		live += c.bytes
+		peak = max(peak, live)
+	}
+	return uint64(peak)
+}
+
+// pageTree is a stab tree over the times at which a page's allocations
+// start or end, so its size is the page's, not the stream's.
+type pageTree struct {
+	times []int32 // sorted, distinct
+	tree  *stabTree
+}
+
+func newPageTree(lifetimes []lifetime, ids []int32) *pageTree {
+	times := make([]int32, 0, 2*len(ids))
+	for _, id := range ids {
+		times = append(times, lifetimes[id].Start, lifetimes[id].End)
+	}
+	slices.Sort(times)
+	times = slices.Compact(times)
+	pt := &pageTree{times: times, tree: newStabTree(len(times))}
+	for _, id := range ids {
+		lo, _ := slices.BinarySearch(times, lifetimes[id].Start)
+		hi, _ := slices.BinarySearch(times, lifetimes[id].End)
+		pt.tree.insert(int32(lo), int32(hi), id, nil)
+	}
+	return pt
+}
+
+// stab calls visit for every allocation live at time t.
+func (pt *pageTree) stab(t int32, visit func(int32)) {
+	// The last page time at or before t: an allocation is live at t
+	// exactly when it is live at that time.
+	i, found := slices.BinarySearch(pt.times, t)
+	if !found {
+		i--
+	}
+	if i >= 0 {
+		pt.tree.stab(int32(i), visit)
+	}
 }
 
 // window is a time range [lo, hi) of a page whose allocations are placed
@@ -107,7 +159,7 @@ type window struct{ lo, hi int32 }
 // stay. A window the search cannot solve within its share of steps is
 // widened, its length added on each side, until it holds more than
 // maxWindowAllocs. It commits only when every window is solved.
-func (r *refiner) lowerTo(p uint32, ids []int32, tree *stabTree, target uint64, steps int) (bool, int) {
+func (r *refiner) lowerTo(p uint32, ids []int32, tree *pageTree, target uint64, steps int) (bool, int) {
 	var windows []window
 	for _, id := range ids {
 		l := r.lifetimes[id]
@@ -121,7 +173,16 @@ func (r *refiner) lowerTo(p uint32, ids []int32, tree *stabTree, target uint64, 
 		}
 	}
 	n := int32(len(r.lifetimes))
-	trial := slices.Clone(r.out.Placements)
+	// r.trial equals r.out.Placements between calls; the moved
+	// allocations' offsets are written into it and, unless every window
+	// is solved, taken back.
+	trial := r.trial
+	var changed []int32
+	undo := func() {
+		for _, id := range changed {
+			trial[id] = r.out.Placements[id]
+		}
+	}
 	for i, w := range windows {
 		// Each window gets an equal share of the steps left, half of
 		// what is left of it for each widening.
@@ -129,6 +190,7 @@ func (r *refiner) lowerTo(p uint32, ids []int32, tree *stabTree, target uint64, 
 		for {
 			moved, fixed := r.split(ids, tree, w)
 			if len(moved) > maxWindowAllocs || budget <= 0 {
+				undo()
 				return false, steps
 			}
 			s := newWindowSolver(r.lifetimes, trial, w, moved, fixed, target)
@@ -139,9 +201,11 @@ func (r *refiner) lowerTo(p uint32, ids []int32, tree *stabTree, target uint64, 
 				for k, id := range moved {
 					trial[id].Offset = offsets[k]
 				}
+				changed = append(changed, moved...)
 				break
 			}
 			if w.lo == 0 && w.hi == n {
+				undo()
 				return false, steps
 			}
 			length := w.hi - w.lo
@@ -151,16 +215,19 @@ func (r *refiner) lowerTo(p uint32, ids []int32, tree *stabTree, target uint64, 
 	// Windows widened past one another were solved around the ones solved
 	// before them; the check guards the commit all the same.
 	if !r.pageSound(ids, trial) {
+		undo()
 		return false, steps
 	}
-	r.out.Placements = trial
+	for _, id := range changed {
+		r.out.Placements[id] = trial[id]
+	}
 	r.out.Pages[p] = r.height(ids)
 	return true, steps
 }
 
 // split sorts the page's allocations overlapping w into those living
 // inside it (moved, in start order) and those crossing its edges (fixed).
-func (r *refiner) split(ids []int32, tree *stabTree, w window) (moved, fixed []int32) {
+func (r *refiner) split(ids []int32, tree *pageTree, w window) (moved, fixed []int32) {
 	tree.stab(w.lo, func(id int32) {
 		if r.lifetimes[id].Start < w.lo {
 			fixed = append(fixed, id)
@@ -189,40 +256,27 @@ func (r *refiner) height(ids []int32) uint64 {
 	return h
 }
 
-// pageSound reports whether no two of ids live at the same time overlap
-// under placements.
+// pageSound reports whether no two of ids (in start order) live at the same
+// time overlap under placements: a sweep in time keeps the live ranges in
+// a treap by offset, so each allocation meets only its two neighbours.
 func (r *refiner) pageSound(ids []int32, placements []placement) bool {
-	type live struct{ offset, end uint64 }
-	endingAt := make(map[int32][]int32)
-	for _, id := range ids {
-		endingAt[r.lifetimes[id].End] = append(endingAt[r.lifetimes[id].End], id)
-	}
-	var ranges []live
-	find := func(offset uint64) int {
-		i, _ := slices.BinarySearchFunc(ranges, offset, func(l live, o uint64) int { return cmp.Compare(l.offset, o) })
-		return i
-	}
-	var endTimes []int32
-	for t := range endingAt {
-		endTimes = append(endTimes, t)
-	}
-	slices.Sort(endTimes)
+	byEnd := slices.Clone(ids)
+	slices.SortFunc(byEnd, func(a, b int32) int { return cmp.Compare(r.lifetimes[a].End, r.lifetimes[b].End) })
+	live := newTreap()
 	next := 0
 	for _, id := range ids {
 		l := r.lifetimes[id]
-		for next < len(endTimes) && endTimes[next] <= l.Start {
-			for _, gone := range endingAt[endTimes[next]] {
-				i := find(placements[gone].Offset)
-				ranges = slices.Delete(ranges, i, i+1)
-			}
-			next++
+		for ; next < len(byEnd) && r.lifetimes[byEnd[next]].End <= l.Start; next++ {
+			live.remove(treapKey{placements[byEnd[next]].Offset, 0})
 		}
 		off := placements[id].Offset
-		i := find(off)
-		if i > 0 && ranges[i-1].end > off || i < len(ranges) && ranges[i].offset < off+l.Size {
+		if _, end, ok := live.floorBefore(treapKey{off, 1}); ok && end > off {
 			return false
 		}
-		ranges = slices.Insert(ranges, i, live{off, off + l.Size})
+		if above, _, ok := live.ceiling(treapKey{off, 0}); ok && above.a < off+l.Size {
+			return false
+		}
+		live.insert(treapKey{off, 0}, off+l.Size)
 	}
 	return true
 }

@@ -64,11 +64,11 @@ func TestSearchClosesTheGapGreedyPlacementsLeave(t *testing.T) {
 	peak := peakOverlap(lifetimes)
 	require.Equal(t, uint64(11*unit), peak, "the feed-forward step holds eleven units")
 
-	greedy, _, err := planArena(lifetimes, 1<<40, 0)
+	greedy, _, err := planArena(lifetimes, 1<<40, 0, nil)
 	require.NoError(t, err)
 	require.Greater(t, greedy.Reserved(), peak, "no greedy order alternates the layers")
 
-	searched, s, err := planArena(lifetimes, 1<<40, DefaultSearchSteps)
+	searched, s, err := planArena(lifetimes, 1<<40, DefaultSearchSteps, nil)
 	require.NoError(t, err)
 	checkAssignment(t, lifetimes, searched)
 	require.Equal(t, peak, searched.Reserved())
@@ -98,8 +98,8 @@ func TestRefinedAssignmentsStaySoundAndNeverRise(t *testing.T) {
 		limit := uint64(16 << rng.IntN(14))
 		lifetimes := randomLifetimes(rng, n, uint64(16<<rng.IntN(12)))
 		for _, s := range planStrategies {
-			a := assign(lifetimes, limit, s)
-			refined, left := refineAssignment(lifetimes, a, 1<<12)
+			a := assign(lifetimes, limit, s, nil)
+			refined, left := refineAssignment(lifetimes, a, 1<<12, nil)
 			require.GreaterOrEqual(t, left, -64, "the search keeps to its steps, give or take one node")
 			checkAssignment(t, lifetimes, refined)
 			require.Len(t, refined.Pages, len(a.Pages))
@@ -144,11 +144,27 @@ func TestWindowSolverPlacesAroundFixedAllocations(t *testing.T) {
 func TestPlanArenaSearchIsDeterministic(t *testing.T) {
 	for _, shape := range gen.Shapes() {
 		lifetimes := lifetimesOf(gen.Trace(11, shape), 16)
-		a, sa, err := planArena(lifetimes, 4<<30-16, searchSteps()/4)
+		a, sa, err := planArena(lifetimes, 4<<30-16, searchSteps()/4, nil)
 		require.NoError(t, err)
-		b, sb, err := planArena(lifetimes, 4<<30-16, searchSteps()/4)
+		b, sb, err := planArena(lifetimes, 4<<30-16, searchSteps()/4, nil)
 		require.NoError(t, err)
 		require.Equal(t, sa, sb)
 		require.Equal(t, a, b, "%s", shape)
+	}
+}
+
+func TestPageSoundFindsOverlapsOfLiveAllocations(t *testing.T) {
+	lifetimes := []lifetime{{Size: 100, Start: 0, End: 2}, {Size: 100, Start: 1, End: 3}, {Size: 100, Start: 2, End: 3}}
+	r := &refiner{lifetimes: lifetimes}
+	ids := []int32{0, 1, 2}
+	sound := []placement{{Offset: 0}, {Offset: 100}, {Offset: 0}}
+	require.True(t, r.pageSound(ids, sound), "2 reuses 0's bytes after 0 is freed")
+	for _, bad := range [][]placement{
+		{{Offset: 0}, {Offset: 50}, {Offset: 200}},   // 1 overlaps 0 from above
+		{{Offset: 100}, {Offset: 50}, {Offset: 200}}, // 1 overlaps 0 from below
+		{{Offset: 0}, {Offset: 0}, {Offset: 200}},    // same offset
+		{{Offset: 0}, {Offset: 100}, {Offset: 150}},  // 2 overlaps 1
+	} {
+		require.False(t, r.pageSound(ids, bad), "%v", bad)
 	}
 }

@@ -1,0 +1,73 @@
+package plan
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestTreapAgreesWithASortedSlice drives the treap and a sorted slice with
+// the same random inserts and removals and asks both the same questions.
+func TestTreapAgreesWithASortedSlice(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	type entry struct {
+		key    treapKey
+		weight uint64
+	}
+	tr := newTreap()
+	var model []entry
+	find := func(k treapKey) (int, bool) {
+		return slices.BinarySearchFunc(model, k, func(e entry, k treapKey) int {
+			switch {
+			case e.key.less(k):
+				return -1
+			case k.less(e.key):
+				return 1
+			}
+			return 0
+		})
+	}
+	for range 20000 {
+		k := treapKey{rng.Uint64N(64), rng.Uint64N(4)}
+		if i, ok := find(k); ok {
+			require.True(t, tr.remove(k))
+			model = slices.Delete(model, i, i+1)
+		} else {
+			require.False(t, tr.remove(k))
+			w := rng.Uint64N(1000)
+			tr.insert(k, w)
+			model = slices.Insert(model, i, entry{k, w})
+		}
+		q := treapKey{rng.Uint64N(64), rng.Uint64N(4)}
+		i, _ := find(q)
+		got, _, ok := tr.ceiling(q)
+		require.Equal(t, i < len(model), ok)
+		if ok {
+			require.Equal(t, model[i].key, got)
+		}
+		got, _, ok = tr.floorBefore(q)
+		require.Equal(t, i > 0, ok)
+		if ok {
+			require.Equal(t, model[i-1].key, got)
+		}
+		w := rng.Uint64N(1100)
+		j := slices.IndexFunc(model, func(e entry) bool { return e.weight >= w })
+		got, _, ok = tr.firstWeighing(w)
+		require.Equal(t, j >= 0, ok)
+		if ok {
+			require.Equal(t, model[j].key, got)
+		}
+		var heaviest uint64
+		for _, e := range model {
+			heaviest = max(heaviest, e.weight)
+		}
+		require.Equal(t, heaviest, tr.maxWeight())
+		last, ok := tr.last()
+		require.Equal(t, len(model) > 0, ok)
+		if ok {
+			require.Equal(t, model[len(model)-1].key, last)
+		}
+	}
+}
