@@ -29,11 +29,11 @@ func deriveVirtual(k memory.VirtualKind, opts Options) (memory.Layout, error) {
 	if opts.Strength == Basic || opts.Trace == nil {
 		return memory.VirtualLayout(memory.VirtualPlan{PlannedBytes: k.NeededPeakBytes}), nil
 	}
-	return virtualSlots(opts.Trace, opts.Device, opts.searchSteps())
+	return virtualSlots(opts.Trace, opts.Device, opts.searchSteps(), opts.Progress)
 }
 
-func virtualSlots(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps int) (memory.Layout, error) {
-	arena, err := arenaLayout(t, device, searchSteps)
+func virtualSlots(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps int, report func(done, total int)) (memory.Layout, error) {
+	arena, err := arenaLayout(t, device, searchSteps, report)
 	if err != nil {
 		return memory.Layout{}, err
 	}
