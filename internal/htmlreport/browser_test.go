@@ -108,7 +108,12 @@ func TestReportInHeadlessChromium(t *testing.T) {
 	tr, err := ReplayTrace(trace, testDefault, Buckets)
 	require.NoError(t, err)
 	var html bytes.Buffer
-	require.NoError(t, Render(&html, Page{Traces: []*TraceReport{tr}}))
+	// The environment holds the pools' reports at the end of both runs.
+	env := &EnvRecords{Name: "bench", Records: []EnvRecord{
+		{ID: 1, Label: "default, end", Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Report: dry.Report},
+		{ID: 2, Label: "plan, end", Time: time.Date(2026, 1, 2, 3, 9, 5, 0, time.UTC), Report: planned.Report},
+	}}
+	require.NoError(t, Render(&html, Page{Traces: []*TraceReport{tr}, Env: env}))
 	t.Logf("%s: %d events replayed twice, planned and rendered in %v: %d B of HTML", name, len(trace.Events),
 		time.Since(start).Round(time.Millisecond), html.Len())
 	dir := t.TempDir()
@@ -119,6 +124,11 @@ func TestReportInHeadlessChromium(t *testing.T) {
 	dom := string(browse(t, browser, page, "--dump-dom", window))
 	require.Contains(t, dom, `data-ready="yes"`, "the page's script ran to its end")
 	require.Equal(t, "2", attr(t, dom, "<body", "data-charts"))
+	for _, r := range env.Records {
+		require.Equal(t, strconv.FormatUint(r.Report.Usage().BytesReserved, 10),
+			attr(t, dom, fmt.Sprintf(`<g class="record" data-id="%d"`, r.ID), "data-reserved"), "record %d", r.ID)
+		require.Contains(t, dom, r.Label+" · "+r.Time.Format("15:04:05"), "record %d is labelled with its time", r.ID)
+	}
 	for _, run := range []struct {
 		name string
 		res  *replay.Result
