@@ -17,17 +17,42 @@ import (
 	"github.com/vkrt/vkrt/runtime/environment"
 )
 
-// OpenClient opens a client on the device under test with the options a
-// check asks for (a memory limit, an environment), as client.Open does. A
-// device that cannot honour an option returns an error matching
-// ErrNotSupported.
-type OpenClient func(ctx context.Context, opts ...client.Option) (*client.Client, error)
+// DeviceConfig is what a check asks of a fresh client.
+type DeviceConfig struct {
+	// MemoryLimit, when non-zero, caps the device memory the client's
+	// device may hold at once: past it allocations fail with
+	// runtime.ErrOutOfDeviceMemory. A device that cannot be limited
+	// returns an error matching ErrNotSupported, and the checks that need
+	// a limit are not supported.
+	MemoryLimit uint64
+	// Options are client options the client must be opened with (an
+	// environment to record into).
+	Options []client.Option
+}
+
+// OpenClient opens a client on a fresh instance of the device under test,
+// configured as asked. DefaultDevice is the one for a device client.Open
+// reaches.
+type OpenClient func(ctx context.Context, cfg DeviceConfig) (*client.Client, error)
+
+// DefaultDevice opens the device at index of the backend linked into the
+// program, through client.Open with client.WithDevice and
+// client.WithMemoryLimit.
+func DefaultDevice(index int) OpenClient {
+	return func(ctx context.Context, cfg DeviceConfig) (*client.Client, error) {
+		opts := append([]client.Option{client.WithDevice(index)}, cfg.Options...)
+		if cfg.MemoryLimit != 0 {
+			opts = append(opts, client.WithMemoryLimit(cfg.MemoryLimit))
+		}
+		return client.Open(ctx, opts...)
+	}
+}
 
 // RunDevice runs the device checks outside go test. The report's target is
 // the device's name.
 func RunDevice(ctx context.Context, open OpenClient, o Options) Report {
 	rep := runChecks(ctx, "device", deviceChecks(open), o)
-	if cl, err := open(ctx); err == nil {
+	if cl, err := open(ctx, DeviceConfig{}); err == nil {
 		rep.Target = deviceName(cl)
 		_ = cl.Close()
 	}
@@ -39,8 +64,8 @@ const deviceLimit = 16 << 20
 
 // openClient opens a client for one check and closes it when the check
 // ends; closing must succeed (a device reports leaks and misuse there).
-func openClient(c *C, open OpenClient, opts ...client.Option) *client.Client {
-	cl, err := open(c.Context(), opts...)
+func openClient(c *C, open OpenClient, cfg DeviceConfig) *client.Client {
+	cl, err := open(c.Context(), cfg)
 	c.need(err, "opening the device")
 	if cl == nil {
 		c.Fatalf("opening the device: no client and no error")
@@ -57,11 +82,7 @@ func openClient(c *C, open OpenClient, opts ...client.Option) *client.Client {
 // client with the limit asked and hands out its device's storage.
 func storageOf(open OpenClient) NewStorage {
 	return func(cfg StorageConfig) (StorageTarget, error) {
-		var opts []client.Option
-		if cfg.MemoryLimit != 0 {
-			opts = append(opts, client.WithMemoryLimit(cfg.MemoryLimit))
-		}
-		cl, err := open(context.Background(), opts...)
+		cl, err := open(context.Background(), DeviceConfig{MemoryLimit: cfg.MemoryLimit})
 		if err != nil {
 			return StorageTarget{}, err
 		}
@@ -78,7 +99,7 @@ func deviceChecks(open OpenClient) []Check {
 			Name: "device/properties",
 			Rule: "The device's properties can drive the pools: a power-of-two alignment of at least 4 B, a max page size that is a multiple of it, a non-zero memory size",
 			run: func(c *C) {
-				p := openClient(c, open).Properties()
+				p := openClient(c, open, DeviceConfig{}).Properties()
 				if err := p.Validate(); err != nil {
 					c.Errorf("%+v: %v", p, err)
 				}
@@ -99,7 +120,7 @@ func deviceChecks(open OpenClient) []Check {
 			Name: "device/create-round-trip",
 			Rule: "A buffer created from bytes reads back those bytes, at every size",
 			run: func(c *C) {
-				cl := openClient(c, open)
+				cl := openClient(c, open, DeviceConfig{})
 				ctx := c.Context()
 				for i, size := range []uint64{1, 3, 4, 15, 17, 255, 4097, 65539} {
 					want := pattern(uint64(300+i), size)
@@ -122,7 +143,7 @@ func deviceChecks(open OpenClient) []Check {
 			Name: "device/transfer-odd-ranges",
 			Rule: "Writes and reads of a buffer at odd offsets and sizes move exactly the bytes asked and leave every other byte as it was",
 			run: func(c *C) {
-				cl := openClient(c, open)
+				cl := openClient(c, open, DeviceConfig{})
 				ctx := c.Context()
 				const size = 4099
 				mirror := pattern(7, size)
@@ -156,7 +177,7 @@ func deviceChecks(open OpenClient) []Check {
 			Name: "device/transfer-bounds",
 			Rule: "A write or read reaching past the end of a buffer is an error and changes nothing",
 			run: func(c *C) {
-				cl := openClient(c, open)
+				cl := openClient(c, open, DeviceConfig{})
 				ctx := c.Context()
 				want := pattern(8, 1000)
 				b, err := cl.Create(ctx, want)
@@ -183,7 +204,7 @@ func deviceChecks(open OpenClient) []Check {
 			Name: "device/free-twice-not-found",
 			Rule: "Freeing a buffer twice is runtime.ErrNotFound, and a freed buffer can be neither read nor written",
 			run: func(c *C) {
-				cl := openClient(c, open)
+				cl := openClient(c, open, DeviceConfig{})
 				ctx := c.Context()
 				b, err := cl.Create(ctx, pattern(9, 64))
 				if err != nil {
@@ -207,7 +228,7 @@ func deviceChecks(open OpenClient) []Check {
 			Name: "device/stream-ownership",
 			Rule: "A buffer belongs to its stream: another stream's write, read, free or launch of it is an error and changes nothing",
 			run: func(c *C) {
-				cl := openClient(c, open)
+				cl := openClient(c, open, DeviceConfig{})
 				ctx := c.Context()
 				other, err := cl.NewStream()
 				if err != nil {
@@ -242,7 +263,7 @@ func deviceChecks(open OpenClient) []Check {
 			Name: "device/churn-integrity",
 			Rule: "Through churn of buffers under every layout (persistent windows included), every live buffer keeps every byte written to it: 0 corrupt bytes",
 			run: func(c *C) {
-				cl := openClient(c, open)
+				cl := openClient(c, open, DeviceConfig{})
 				for _, l := range churnLayouts(cl.Properties()) {
 					churnBuffers(c, cl, l)
 				}
@@ -252,7 +273,7 @@ func deviceChecks(open OpenClient) []Check {
 			Name: "device/oom-classified",
 			Rule: "Under a memory limit, a buffer the device cannot hold fails with an error matching runtime.ErrOutOfDeviceMemory, as a *client.AllocationError naming the size asked",
 			run: func(c *C) {
-				cl := openClient(c, open, client.WithMemoryLimit(deviceLimit))
+				cl := openClient(c, open, DeviceConfig{MemoryLimit: deviceLimit})
 				bufs, err := fillDevice(c, cl)
 				defer freeAll(c, bufs)
 				if err == nil {
@@ -273,7 +294,7 @@ func deviceChecks(open OpenClient) []Check {
 			Name: "device/usable-after-oom",
 			Rule: "After out of memory the stream stays usable: live buffers keep their bytes, kernels run, and a buffer fits once memory is freed",
 			run: func(c *C) {
-				cl := openClient(c, open, client.WithMemoryLimit(deviceLimit))
+				cl := openClient(c, open, DeviceConfig{MemoryLimit: deviceLimit})
 				ctx := c.Context()
 				bufs, err := fillDevice(c, cl)
 				defer func() { freeAll(c, bufs) }()
@@ -309,7 +330,7 @@ func deviceChecks(open OpenClient) []Check {
 			Name: "device/cleanup-returns-memory",
 			Rule: "Once every buffer is freed and the pools cleaned up, the device holds what it held when opened",
 			run: func(c *C) {
-				cl := openClient(c, open)
+				cl := openClient(c, open, DeviceConfig{})
 				held := deviceStorage(cl).Held
 				start := held()
 				for _, l := range churnLayouts(cl.Properties()) {
@@ -325,7 +346,7 @@ func deviceChecks(open OpenClient) []Check {
 			Name: "device/memory-budget",
 			Rule: "Where the device reports a memory budget, it is non-zero and no more than the heap, and the usage it reports grows when the device allocates",
 			run: func(c *C) {
-				cl := openClient(c, open)
+				cl := openClient(c, open, DeviceConfig{})
 				b, ok := any(cl.Device()).(interface {
 					Budget() (budget, usage uint64, ok bool)
 				})
@@ -357,7 +378,7 @@ func deviceChecks(open OpenClient) []Check {
 			Name: "device/host-visible",
 			Rule: "Where the device's memory is host-visible, host writes are seen by kernels and kernel writes by the host straight after the launch",
 			run: func(c *C) {
-				cl := openClient(c, open)
+				cl := openClient(c, open, DeviceConfig{})
 				hv, ok := any(cl.Device()).(interface{ HostVisible() bool })
 				if !ok || !hv.HostVisible() {
 					c.NotSupportedf("the device's memory is not host-visible")
@@ -441,7 +462,7 @@ func deviceChecks(open OpenClient) []Check {
 
 // withClient is a check run on a client of its own.
 func withClient(open OpenClient, check func(c *C, cl *client.Client)) func(c *C) {
-	return func(c *C) { check(c, openClient(c, open)) }
+	return func(c *C) { check(c, openClient(c, open, DeviceConfig{})) }
 }
 
 func freeBuffer(c *C, b *client.Buffer) {
@@ -956,7 +977,7 @@ func checkRecordsRoundTrip(c *C, open OpenClient) {
 	}
 	c.Cleanup(func() { _ = os.RemoveAll(dir) })
 	const name = "conformance"
-	cl := openClient(c, open, client.WithEnvironment(name, environment.WithDir(dir)))
+	cl := openClient(c, open, DeviceConfig{Options: []client.Option{client.WithEnvironment(name, environment.WithDir(dir))}})
 	ctx := c.Context()
 	b, err := cl.Create(ctx, pattern(1300, 10000))
 	if err != nil {

@@ -22,5 +22,5 @@ func requireVulkan(t *testing.T) {
 
 func TestVulkanDeviceConforms(t *testing.T) {
 	requireVulkan(t)
-	conformance.TestDevice(t, client.Open)
+	conformance.TestDevice(t, conformance.DefaultDevice(0))
 }

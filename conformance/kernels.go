@@ -194,7 +194,7 @@ func kernelChecks(open OpenClient) []Check {
 		checks = append(checks, Check{
 			Name: "kernel/" + k.kernel,
 			Rule: k.rule,
-			run:  func(c *C) { k.run(c, openClient(c, open)) },
+			run:  func(c *C) { k.run(c, openClient(c, open, DeviceConfig{})) },
 		})
 	}
 	return checks

@@ -16,9 +16,9 @@ func TestStorage(t testing.TB, newStorage NewStorage) {
 	runTB(t, storageChecks(newStorage))
 }
 
-// TestDevice checks a whole device through the client open makes (open is
-// client.Open, or a function opening the device to check with the options
-// it is given), one subtest per check when t is a *testing.T. It runs the
+// TestDevice checks a whole device through the clients open makes (a fresh
+// one for each check: DefaultDevice(0) for the first device of the backend
+// linked in), one subtest per check when t is a *testing.T. It runs the
 // storage checks on the device's own storage too.
 func TestDevice(t testing.TB, open OpenClient) {
 	t.Helper()

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/conformance"
 )
 
@@ -42,11 +41,7 @@ the report to files ("-" for stdout, in place of the table). The exit status
 is non-zero when any check fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			device := f.device
-			open := func(ctx context.Context, opts ...client.Option) (*client.Client, error) {
-				return client.Open(ctx, append([]client.Option{client.WithDevice(device)}, opts...)...)
-			}
-			return runConformance(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), open, f)
+			return runConformance(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), conformance.DefaultDevice(f.device), f)
 		},
 	}
 	cmd.Flags().IntVar(&f.device, "device", 0, "index of the device to check, as `vkrt devices` lists them")

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/client"
+	"github.com/vkrt/vkrt/conformance"
 )
 
 // junitDoc is the JUnit XML a CI system reads, declared here on its own so
@@ -96,7 +97,7 @@ func TestConformanceOnTheDefaultDevice(t *testing.T) {
 // A device that cannot be opened fails every check it selects: the exit is
 // an error, the table and the JUnit name the rule and the evidence.
 func TestConformanceFailsWhenChecksFail(t *testing.T) {
-	broken := func(context.Context, ...client.Option) (*client.Client, error) {
+	broken := func(context.Context, conformance.DeviceConfig) (*client.Client, error) {
 		return nil, errors.New("the device fell off the bus")
 	}
 	var stdout, stderr bytes.Buffer
