@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -557,6 +558,9 @@ func checkPattern(c *C, t StorageTarget, h vkruntime.StorageHandle, seed uint64,
 
 // compareBytes reports the corrupt bytes of got: their count and the first.
 func compareBytes(c *C, want, got []byte, what string) int {
+	if bytes.Equal(want, got) {
+		return 0
+	}
 	bad, first := 0, -1
 	for i := range want {
 		if i >= len(got) || got[i] != want[i] {

@@ -70,8 +70,11 @@ func (f flaw) String() string {
 const heapAlignment = 16
 
 func newHeapStorage(limit uint64, f flaw) *heapStorage {
-	return &heapStorage{limit: limit, flaw: f, pages: map[vkruntime.StorageID]*heapPage{}, arena: make([]byte, 64<<20),
-		virtual: map[vkruntime.StorageID][]granuleBinding{}}
+	s := &heapStorage{limit: limit, flaw: f, pages: map[vkruntime.StorageID]*heapPage{}, virtual: map[vkruntime.StorageID][]granuleBinding{}}
+	if f == overlappingPages || f == ignoresAlignment {
+		s.arena = make([]byte, 32<<20)
+	}
+	return s
 }
 
 func (s *heapStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
