@@ -4,19 +4,21 @@ import (
 	"context"
 	"testing"
 
-	"github.com/vkrt/vkrt/client"
+	"github.com/stretchr/testify/require"
+
 	"github.com/vkrt/vkrt/conformance"
 	"github.com/vkrt/vkrt/device/cpu"
 )
 
-// The pure-Go device keeps the same contract as a GPU's, handed to the
-// client with WithBackend (the client enforces the checks' memory limits).
+// The pure-Go device passes the whole suite; what it lacks (a memory
+// budget, sparse binding) is not supported, never a pass.
 func TestCPUDeviceConforms(t *testing.T) {
-	conformance.TestDevice(t, func(ctx context.Context, opts ...client.Option) (*client.Client, error) {
-		d, err := cpu.New(cpu.WithMemorySize(4 << 30))
-		if err != nil {
-			return nil, err
-		}
-		return client.Open(ctx, append([]client.Option{client.WithBackend(d)}, opts...)...)
-	})
+	conformance.TestDevice(t, conformance.OnDevice(cpu.Open))
+	rep := conformance.RunDevice(context.Background(), conformance.OnDevice(cpu.Open), conformance.Options{})
+	require.Empty(t, rep.Failed())
+	for _, name := range []string{"device/memory-budget", "storage/sparse-binding"} {
+		r, ok := rep.Result(name)
+		require.True(t, ok, name)
+		require.Equal(t, conformance.NotSupported, r.Status, name)
+	}
 }

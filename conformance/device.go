@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 
 	json "github.com/goccy/go-json"
 
 	"github.com/vkrt/vkrt/client"
+	"github.com/vkrt/vkrt/device"
 	"github.com/vkrt/vkrt/dryrun"
 	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
@@ -28,24 +30,39 @@ type DeviceConfig struct {
 	// Options are client options the client must be opened with (an
 	// environment to record into).
 	Options []client.Option
+	// Wrap, when set, must be applied to the device before the client
+	// gets it: a check stages a failure (a lost device) in a wrapper. A
+	// factory that cannot wrap returns an error matching ErrNotSupported.
+	Wrap func(device.Device) device.Device
 }
 
 // OpenClient opens a client on a fresh instance of the device under test,
-// configured as asked. DefaultDevice is the one for a device client.Open
-// reaches.
+// configured as asked. OnDevice and DefaultDevice make one.
 type OpenClient func(ctx context.Context, cfg DeviceConfig) (*client.Client, error)
 
-// DefaultDevice opens the device at index of the backend linked into the
-// program, through client.Open with client.WithDevice and
-// client.WithMemoryLimit.
-func DefaultDevice(index int) OpenClient {
+// OnDevice opens every client on a device of its own that open makes
+// (cpu.Open, a backend's opener, a test's own), handed to the client with
+// client.WithBackend.
+func OnDevice(open device.Opener) OpenClient {
 	return func(ctx context.Context, cfg DeviceConfig) (*client.Client, error) {
-		opts := append([]client.Option{client.WithDevice(index)}, cfg.Options...)
-		if cfg.MemoryLimit != 0 {
-			opts = append(opts, client.WithMemoryLimit(cfg.MemoryLimit))
+		d, err := open(ctx, device.Config{MemoryLimit: cfg.MemoryLimit})
+		if err != nil {
+			return nil, err
 		}
-		return client.Open(ctx, opts...)
+		if cfg.Wrap != nil {
+			d = cfg.Wrap(d)
+		}
+		return client.Open(ctx, append(slices.Clone(cfg.Options), client.WithBackend(d))...)
 	}
+}
+
+// DefaultDevice opens the device at index of the backend linked into the
+// program (device.Open).
+func DefaultDevice(index int) OpenClient {
+	return OnDevice(func(ctx context.Context, cfg device.Config) (device.Device, error) {
+		cfg.Index = index
+		return device.Open(ctx, cfg)
+	})
 }
 
 // RunDevice runs the device checks outside go test. The report's target is
@@ -457,6 +474,7 @@ func deviceChecks(open OpenClient) []Check {
 			run:  withClient(open, checkConcurrentStreams),
 		},
 	}...)
+	checks = append(checks, lostChecks(open)...)
 	return append(checks, kernelChecks(open)...)
 }
 
