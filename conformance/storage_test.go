@@ -278,6 +278,9 @@ func heapFactory(f flaw) conformance.NewStorage {
 
 func TestHeapStorageConforms(t *testing.T) {
 	conformance.TestStorage(t, heapFactory(noFlaw))
+	if testing.Short() {
+		return // the count below is the subtests' again
+	}
 	rep := conformance.RunStorage(context.Background(), heapFactory(noFlaw), conformance.Options{})
 	pass, fail, notSupported := rep.Counts()
 	require.Equal(t, len(rep.Results), pass, "every check passes on a storage that keeps the contract: %d failed, %d not supported", fail, notSupported)
@@ -321,10 +324,37 @@ func (r *recordingTB) Errorf(format string, args ...any) {
 }
 func (r *recordingTB) Logf(string, ...any) {}
 
+// requireCaught asserts that the report failed every check of caught, each
+// with its rule and evidence, and that the suite run again through a
+// testing.TB (viaTB) reports one error per failed check naming the check
+// and its rule. Under -short only the first of a table runs again.
+func requireCaught(t *testing.T, rep conformance.Report, caught []string, first bool, viaTB func(testing.TB)) {
+	t.Helper()
+	failed := rep.Failed()
+	for _, name := range caught {
+		require.Contains(t, failed, name, "the rule of %s is broken", name)
+		r, _ := rep.Result(name)
+		require.NotEmpty(t, r.Rule)
+		require.NotEmpty(t, r.Evidence)
+		t.Logf("%s: %s: %s", name, r.Rule, r.Evidence[0])
+	}
+	t.Logf("failed: %v", failed)
+	if testing.Short() && !first {
+		return
+	}
+	rec := &recordingTB{TB: t}
+	viaTB(rec)
+	require.Len(t, rec.errors, len(failed), "one error per failed check")
+	for i, name := range failed {
+		r, _ := rep.Result(name)
+		require.Contains(t, rec.errors[i], name+": broke the rule: "+r.Rule)
+	}
+}
+
 // Each broken storage is caught, by the check whose rule it breaks, both
 // by the runner and through a testing.TB.
 func TestBrokenStoragesAreCaught(t *testing.T) {
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		flaw   flaw
 		caught []string
 	}{
@@ -337,21 +367,7 @@ func TestBrokenStoragesAreCaught(t *testing.T) {
 	} {
 		t.Run(tc.flaw.String(), func(t *testing.T) {
 			rep := conformance.RunStorage(context.Background(), heapFactory(tc.flaw), conformance.Options{})
-			failed := rep.Failed()
-			for _, name := range tc.caught {
-				require.Contains(t, failed, name, "a storage that %s breaks the rule of %s", tc.flaw, name)
-				r, _ := rep.Result(name)
-				require.NotEmpty(t, r.Rule)
-				require.NotEmpty(t, r.Evidence)
-				t.Logf("%s: %s: %s", name, r.Rule, r.Evidence[0])
-			}
-			rec := &recordingTB{TB: t}
-			conformance.TestStorage(rec, heapFactory(tc.flaw))
-			require.Len(t, rec.errors, len(failed), "one error per failed check")
-			for i, name := range failed {
-				r, _ := rep.Result(name)
-				require.Contains(t, rec.errors[i], name+": broke the rule: "+r.Rule)
-			}
+			requireCaught(t, rep, tc.caught, i == 0, func(tb testing.TB) { conformance.TestStorage(tb, heapFactory(tc.flaw)) })
 		})
 	}
 }

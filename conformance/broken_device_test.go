@@ -1,0 +1,211 @@
+package conformance_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/conformance"
+	"github.com/vkrt/vkrt/device"
+	"github.com/vkrt/vkrt/device/cpu"
+	"github.com/vkrt/vkrt/kernel"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// brokenDevice is the pure-Go device with one flaw; its storage hands out
+// ids of its own, each naming a range of one of the cpu device's pages, so
+// the overlapping flaw can place two allocations on the same bytes.
+type brokenDevice struct {
+	device.Device
+	flaw    deviceFlaw
+	storage *brokenStorage
+}
+
+type deviceFlaw int
+
+const (
+	notZeroed         deviceFlaw = iota // drops the zero fills that clear new buffers
+	overlappingMemory                   // an allocation may take the second half of the one before
+	misalignedPools                     // the pools are told 4 B when bindings need 256 B
+	genericOOMDevice                    // out of memory reported as a plain error
+	leakingDevice                       // released allocations stay held
+	corruptsAfterUse                    // past 150 reads, every read flips a byte
+)
+
+func (f deviceFlaw) String() string {
+	return [...]string{"not zero-initialised", "overlapping memory", "ignores alignment", "generic out-of-memory error", "leaks", "corrupts a byte after churn"}[f]
+}
+
+type brokenStorage struct {
+	device.Storage
+	flaw deviceFlaw
+
+	mu     sync.Mutex
+	next   vkruntime.StorageID
+	ranges map[vkruntime.StorageID]vkruntime.StorageHandle // our id -> a range of an inner page
+	owners map[vkruntime.StorageID]int                     // inner page -> our ids on it
+	last   vkruntime.StorageHandle                         // the last range made, for the overlap
+	allocs int
+	reads  int
+}
+
+func (s *brokenStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.allocs++
+	var r vkruntime.StorageHandle
+	if s.flaw == overlappingMemory && s.last.Size >= 2*size && s.allocs%2 == 0 {
+		if _, live := s.owners[s.last.ID]; live {
+			r = vkruntime.StorageHandle{ID: s.last.ID, Offset: s.last.Offset + s.last.Size/2, Size: size}
+		}
+	}
+	if r.ID == 0 {
+		h, err := s.Storage.Alloc(size)
+		if err != nil {
+			if s.flaw == genericOOMDevice {
+				return vkruntime.StorageHandle{}, errors.New("broken device: allocation failed")
+			}
+			return vkruntime.StorageHandle{}, err
+		}
+		r = h
+	}
+	s.next++
+	s.ranges[s.next] = r
+	s.owners[r.ID]++
+	s.last = r
+	return vkruntime.StorageHandle{ID: s.next, Size: size}, nil
+}
+
+func (s *brokenStorage) Dealloc(id vkruntime.StorageID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.ranges[id]
+	if !ok {
+		return
+	}
+	delete(s.ranges, id)
+	if s.owners[r.ID]--; s.owners[r.ID] == 0 {
+		delete(s.owners, r.ID)
+		if s.flaw != leakingDevice {
+			s.Storage.Dealloc(r.ID)
+		}
+	}
+}
+
+// inner is h as a range of an inner page; unknown ids stay unknown.
+func (s *brokenStorage) inner(h vkruntime.StorageHandle) (vkruntime.StorageHandle, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.ranges[h.ID]
+	if !ok {
+		return vkruntime.StorageHandle{}, vkruntime.ErrNotFound
+	}
+	if h.Offset > r.Size || h.Size > r.Size-h.Offset {
+		return vkruntime.StorageHandle{}, errors.New("broken device: range outside its allocation")
+	}
+	return vkruntime.StorageHandle{ID: r.ID, Offset: r.Offset + h.Offset, Size: h.Size}, nil
+}
+
+func (d *brokenDevice) Storage() device.Storage { return d.storage }
+
+func (d *brokenDevice) Properties() vkruntime.DeviceProperties {
+	p := d.Device.Properties()
+	if d.flaw == misalignedPools {
+		p.Alignment = 4
+	}
+	return p
+}
+
+func (d *brokenDevice) Upload(ctx context.Context, dst vkruntime.StorageHandle, src []byte) error {
+	h, err := d.storage.inner(dst)
+	if err != nil {
+		return err
+	}
+	return d.Device.Upload(ctx, h, src)
+}
+
+func (d *brokenDevice) Download(ctx context.Context, src vkruntime.StorageHandle, dst []byte) error {
+	h, err := d.storage.inner(src)
+	if err != nil {
+		return err
+	}
+	if err := d.Device.Download(ctx, h, dst); err != nil {
+		return err
+	}
+	d.storage.mu.Lock()
+	d.storage.reads++
+	churned := d.storage.reads > 150
+	d.storage.mu.Unlock()
+	if d.flaw == corruptsAfterUse && churned && len(dst) > 0 {
+		dst[len(dst)/2] ^= 0x10
+	}
+	return nil
+}
+
+func (d *brokenDevice) Dispatch(ctx context.Context, ops []kernel.Op) error {
+	var kept []kernel.Op
+	for _, op := range ops {
+		if d.flaw == notZeroed && op.Kernel.Name == "fill" && len(op.Push) >= 8 && op.Push[4]|op.Push[5]|op.Push[6]|op.Push[7] == 0 {
+			continue
+		}
+		bindings := make([]vkruntime.StorageHandle, len(op.Bindings))
+		for i, b := range op.Bindings {
+			h, err := d.storage.inner(b)
+			if err != nil {
+				return err
+			}
+			bindings[i] = h
+		}
+		op.Bindings = bindings
+		kept = append(kept, op)
+	}
+	return d.Device.Dispatch(ctx, kept)
+}
+
+func brokenOpener(f deviceFlaw) device.Opener {
+	return func(ctx context.Context, cfg device.Config) (device.Device, error) {
+		d, err := cpu.Open(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		s := &brokenStorage{Storage: d.Storage(), flaw: f, ranges: map[vkruntime.StorageID]vkruntime.StorageHandle{}, owners: map[vkruntime.StorageID]int{}}
+		return &brokenDevice{Device: d, flaw: f, storage: s}, nil
+	}
+}
+
+// Each broken device is caught by the checks whose rules it breaks, by the
+// runner and through a testing.TB.
+func TestBrokenDevicesAreCaught(t *testing.T) {
+	for i, tc := range []struct {
+		flaw   deviceFlaw
+		caught []string
+	}{
+		{notZeroed, []string{"device/zero-initialised"}},
+		{overlappingMemory, []string{"storage/pages-disjoint", "device/churn-integrity"}},
+		{misalignedPools, []string{"device/alignment-binds"}},
+		{genericOOMDevice, []string{"storage/oom-classified", "device/oom-classified"}},
+		{leakingDevice, []string{"storage/size-accounting", "device/cleanup-returns-memory"}},
+		{corruptsAfterUse, []string{"storage/churn-integrity", "device/churn-integrity"}},
+	} {
+		t.Run(tc.flaw.String(), func(t *testing.T) {
+			open := conformance.OnDevice(brokenOpener(tc.flaw))
+			rep := conformance.RunDevice(context.Background(), open, conformance.Options{})
+			requireCaught(t, rep, tc.caught, i == 0, func(tb testing.TB) { conformance.TestDevice(tb, open) })
+		})
+	}
+}
+
+// The wrapper itself keeps the contract when it has no flaw to show: what
+// the checks catch is the flaw, not the wrapping.
+func TestBrokenDeviceWrapperIsSoundWithoutItsFlaw(t *testing.T) {
+	const none deviceFlaw = -1
+	open := conformance.OnDevice(func(ctx context.Context, cfg device.Config) (device.Device, error) {
+		d, err := brokenOpener(none)(ctx, cfg)
+		return d, err
+	})
+	rep := conformance.RunDevice(context.Background(), open, conformance.Options{})
+	require.Empty(t, rep.Failed())
+}
