@@ -70,6 +70,12 @@ type SlicedPool struct {
 	PageSize uint64  `json:"page_size"`
 	Pages    *uint64 `json:"pages"`
 	MaxSlice *uint64 `json:"max_slice"`
+	// Grow makes Pages a forecast rather than a limit: past it the pool
+	// keeps adding pages, warns once with what was planned and what came,
+	// and counts each such page as a spill. On an uncapped pool it marks a
+	// plan's way out: every reservation it serves is a spill. Plans set it;
+	// in JSON "grow":true, left out when false.
+	Grow bool `json:"grow,omitempty"`
 }
 
 // ArenaSlot is where one planned reservation goes: Size bytes at Offset of
@@ -164,7 +170,7 @@ func (l Layout) String() string {
 }
 
 func (p SlicedPool) equal(o SlicedPool) bool {
-	return p.PageSize == o.PageSize && equalOptional(p.Pages, o.Pages) && equalOptional(p.MaxSlice, o.MaxSlice)
+	return p.PageSize == o.PageSize && equalOptional(p.Pages, o.Pages) && equalOptional(p.MaxSlice, o.MaxSlice) && p.Grow == o.Grow
 }
 
 func equalOptional(a, b *uint64) bool {
@@ -188,7 +194,7 @@ func cloneSlicedPools(pools []SlicedPool) []SlicedPool {
 	}
 	out := make([]SlicedPool, len(pools))
 	for i, p := range pools {
-		out[i] = SlicedPool{PageSize: p.PageSize, Pages: cloneOptional(p.Pages), MaxSlice: cloneOptional(p.MaxSlice)}
+		out[i] = SlicedPool{PageSize: p.PageSize, Pages: cloneOptional(p.Pages), MaxSlice: cloneOptional(p.MaxSlice), Grow: p.Grow}
 	}
 	return out
 }
@@ -277,6 +283,9 @@ func (p SlicedPool) MarshalJSON() ([]byte, error) {
 	b = appendOptional(b, p.Pages)
 	b = append(b, `,"max_slice":`...)
 	b = appendOptional(b, p.MaxSlice)
+	if p.Grow {
+		b = append(b, `,"grow":true`...)
+	}
 	return append(b, '}'), nil
 }
 
@@ -288,7 +297,7 @@ func appendOptional(b []byte, v *uint64) []byte {
 }
 
 func (p *SlicedPool) UnmarshalJSON(data []byte) error {
-	o, err := decodeObject(data, "sliced pool", "page_size", "pages", "max_slice")
+	o, err := decodeObject(data, "sliced pool", "page_size", "pages", "max_slice", "grow")
 	if err != nil {
 		return err
 	}
@@ -301,6 +310,15 @@ func (p *SlicedPool) UnmarshalJSON(data []byte) error {
 	}
 	if out.MaxSlice, err = o.optionalUint64("max_slice"); err != nil {
 		return err
+	}
+	if raw, ok := o.members["grow"]; ok {
+		switch string(bytes.TrimSpace(raw)) {
+		case "true":
+			out.Grow = true
+		case "false":
+		default:
+			return fmt.Errorf("memory: sliced pool: grow: want true or false, got %s", abbreviate(raw))
+		}
 	}
 	*p = out
 	return nil

@@ -152,7 +152,11 @@ func (m *Manager) build(l Layout, r resolvedLayout) {
 	for i, c := range r.pools {
 		switch c.shape {
 		case shapeSliced:
-			m.pools[i] = newSlicedPool(c, m.storage, &m.total)
+			sp := newSlicedPool(c, m.storage, &m.total)
+			if c.grow {
+				sp.outgrown = m.warnForecastShort(i)
+			}
+			m.pools[i] = sp
 		case shapeExclusive:
 			m.pools[i] = newExclusivePool(c, m.storage, &m.total)
 		case shapeDirect:

@@ -45,6 +45,7 @@ type poolConfig struct {
 	pageSize uint64        // sliced
 	maxSlice uint64        // sliced
 	capPages uint64        // sliced; 0 is uncapped
+	grow     bool          // sliced: the cap is a forecast; uncapped, a plan's way out
 	maxAlloc uint64        // exclusive, virtual: the largest reservation it accepts
 	planned  uint64        // virtual: the device memory a plan expects
 	heap     uint64        // virtual: the device memory
@@ -156,7 +157,7 @@ func resolveSliced(list []SlicedPool, p vkruntime.DeviceProperties, backendLimit
 			page = heap
 			maxSlice = min(maxSlice, page)
 		}
-		pools = append(pools, poolConfig{shape: shapeSliced, pageSize: page, maxSlice: maxSlice, capPages: capPages})
+		pools = append(pools, poolConfig{shape: shapeSliced, pageSize: page, maxSlice: maxSlice, capPages: capPages, grow: sp.Grow})
 	}
 	return pools, nil
 }

@@ -17,6 +17,8 @@ type slicedPool struct {
 	pageSize uint64
 	maxSlice uint64
 	capPages uint64 // 0: uncapped
+	grow     bool   // capPages is a forecast: past it, outgrown is called and the pool grows
+	outgrown func(capPages, held uint64)
 	nearPage uint64 // an uncapped pool also takes sizes in [nearPage, pageSize]; 0: no such rule
 	pages    []slicedPage
 	held     uint64   // pages held now
@@ -53,7 +55,7 @@ func (b *sliceBlock) isFree() bool { return b.nextFree != inUse }
 
 func newSlicedPool(c poolConfig, storage vkruntime.Storage, total *Usage) *slicedPool {
 	p := &slicedPool{poolBase: poolBase{storage: storage, total: total}, pageSize: c.pageSize,
-		maxSlice: c.maxSlice, capPages: c.capPages, spare: none, tree: newFitIndex(c.pageSize)}
+		maxSlice: c.maxSlice, capPages: c.capPages, grow: c.grow, spare: none, tree: newFitIndex(c.pageSize)}
 	if c.capPages == 0 {
 		p.nearPage = c.pageSize - c.pageSize/5
 	}
@@ -129,6 +131,9 @@ func (p *slicedPool) reserve(size, requested uint64, lazy bool) (int32, error) {
 			}
 		}
 		p.countAlloc(requested, size)
+		if p.grow && p.capPages == 0 && p.outgrown != nil {
+			p.outgrown(0, p.held) // a plan's way out: everything here is past the plan
+		}
 		pg.live++
 		// Carve from the low end of b. Its page's bound may go stale, high:
 		// it is made exact only when a search misses, so taking from the
@@ -183,7 +188,12 @@ func (p *slicedPool) tightenBound(pg *slicedPage, pi int) {
 // addPage opens a page at the lowest free index.
 func (p *slicedPool) addPage(lazy bool) (int, error) {
 	if p.capPages != 0 && p.held >= p.capPages {
-		return 0, errPoolFull
+		if !p.grow {
+			return 0, errPoolFull
+		}
+		if p.outgrown != nil {
+			p.outgrown(p.capPages, p.held+1)
+		}
 	}
 	dp, err := p.openPage(p.pageSize, lazy)
 	if err != nil {
@@ -406,7 +416,7 @@ func (p *slicedPool) checkInvariants() error {
 		return fmt.Errorf("sliced pool: %d pages of %d B but %d B reserved", held, p.pageSize, p.usage.BytesReserved)
 	case live != p.usage.NumberAllocs:
 		return fmt.Errorf("sliced pool: %d live slices, usage says %d", live, p.usage.NumberAllocs)
-	case p.capPages != 0 && held > p.capPages:
+	case p.capPages != 0 && held > p.capPages && !p.grow:
 		return fmt.Errorf("sliced pool: %d pages held past the cap of %d", held, p.capPages)
 	}
 	return nil

@@ -389,9 +389,9 @@ func (p *virtualPool) chunkBytes(short uint64) uint64 {
 		want = max(short, min(want, max(held/virtualPlanGrowth, p.plannedB/virtualPlanFloor)))
 	} else {
 		want = max(short, virtualChunkFloor, held/virtualChunkDivisor)
-		if p.plannedB != 0 && p.outgrown != nil {
-			p.outgrown(p.plannedB, held+short)
-		}
+	}
+	if p.plannedB != 0 && held+short > p.plannedB && p.outgrown != nil {
+		p.outgrown(p.plannedB, held+short)
 	}
 	want = min(want, max(short, p.heapRoom()))
 	return (want + p.granule - 1) &^ (p.granule - 1)

@@ -168,3 +168,23 @@ func BenchmarkGeneratedPairs(b *testing.B) {
 		b.ReportMetric(float64(allocsDefault), "no-plan-most-allocs")
 	}
 }
+
+// The shape that failed t5_train: a capped plan pool refused 94.9 MB with
+// 232 MB free in it, fragmented. A plan smaller than the run never fails
+// it: the planned pool grows past its cap and counts it, and a reservation
+// larger than every planned page still finds a pool.
+func TestAPlanSmallerThanTheRunNeverFailsIt(t *testing.T) {
+	dry := tracetest.Inline(t, "a 1 120000000 0\nf 1\na 2 120000000 0\nf 2\n")
+	run := tracetest.Inline(t, "a 1 10000000 0\na 2 20000000 0\nf 1\na 3 94900000 0\na 4 500000000 0\nf 2\nf 3\nf 4\n")
+	for _, measured := range []memory.Layout{memory.SubSlicesLayout(), memory.VirtualLayout(memory.VirtualPlan{})} {
+		for _, strength := range []Strength{Basic, Strong} {
+			d, err := replay.Run(dry, measured, replay.Options{})
+			require.NoError(t, err)
+			l, err := Derive(d.Report, Options{Strength: strength, Trace: dry})
+			require.NoError(t, err)
+			r, err := replay.Run(run, l, replay.Options{})
+			require.NoError(t, err, "%s plan measured under %s: %s", strength, measured.Kind(), l)
+			require.Positive(t, r.Spills, "%s plan measured under %s: the run outgrew its plan, and it shows", strength, measured.Kind())
+		}
+	}
+}

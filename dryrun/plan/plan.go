@@ -186,7 +186,7 @@ func planBasic(report memory.Report, opts Options) (memory.Layout, error) {
 		return memory.Layout{}, err
 	}
 	if opts.Trace == nil {
-		return memory.SlicedLayout(pools...), nil
+		return forecast(pools, device), nil
 	}
 	// Measure the stream again under the capped pools' routing (an uncapped
 	// pool also takes sizes near its page; a capped one does not), growable.
@@ -201,7 +201,23 @@ func planBasic(report memory.Report, opts Options) (memory.Layout, error) {
 	if pools, err = basicPools(run.Report, device.Alignment, true); err != nil {
 		return memory.Layout{}, err
 	}
-	return memory.SlicedLayout(pools...), nil
+	return forecast(pools, device), nil
+}
+
+// forecast makes capped pools a plan: each grows past its cap (warning and
+// counting spills) rather than refusing, and a last uncapped pool of the
+// device's largest page takes what is larger than any planned page, so a
+// run bigger than its dry run costs memory, never the run.
+func forecast(pools []memory.SlicedPool, device vkruntime.DeviceProperties) memory.Layout {
+	var largest uint64
+	for i := range pools {
+		pools[i].Grow = true
+		largest = max(largest, pools[i].PageSize)
+	}
+	if top := min(device.MaxPageSize, device.MemorySize); top > largest {
+		pools = append(pools, memory.SlicedPool{PageSize: top, Grow: true})
+	}
+	return memory.SlicedLayout(pools...)
 }
 
 func (o Options) searchSteps() int {

@@ -99,9 +99,7 @@ func TestBasicPlanFitsItsOwnStream(t *testing.T) {
 			require.Zero(t, pr.Planned.Spills, tr.Name)
 			pools, ok := pr.Planned.Layout.Sliced()
 			require.True(t, ok)
-			for i, p := range pools {
-				require.NotNil(t, p.Pages, "%s: pool %d is capped", tr.Name, i)
-			}
+			requireForecast(t, pools, tr.Name)
 		}
 	}
 }
@@ -119,7 +117,8 @@ func TestBasicPlanFromAReportAlone(t *testing.T) {
 	plan, err := Derive(dry.Report, Options{})
 	require.NoError(t, err)
 	pools, _ := plan.Sliced()
-	require.Len(t, pools, 2)
+	require.Len(t, pools, 3)
+	requireForecast(t, pools, tr.Name)
 	for i, pr := range dry.Report.Dynamic {
 		require.Equal(t, pr.PagesPeak, *pools[i].Pages, "pool %d capped at its peak", i)
 	}
@@ -208,4 +207,20 @@ func TestStrongPlanInstallsAndExplainsItself(t *testing.T) {
 	require.Equal(t, uint64(1), run.Spills, "the first reservation's size differs from its slot; the second lands")
 	require.Equal(t, memory.LayoutArena, run.Layout.Kind())
 	require.Equal(t, uint64(1), run.Report.Dynamic[0].Usage.NumberAllocs)
+}
+
+// requireForecast checks a basic plan's pools: each capped, its cap a
+// forecast it grows past, then one uncapped pool of the device's largest
+// page for whatever is larger than every planned page.
+func requireForecast(t *testing.T, pools []memory.SlicedPool, name string) {
+	t.Helper()
+	if last := pools[len(pools)-1]; last.Pages == nil {
+		require.Equal(t, replay.H200().MaxPageSize, last.PageSize, "%s: the last pool is the growable way out", name)
+		require.True(t, last.Grow, "%s: what lands in the way out is counted", name)
+		pools = pools[:len(pools)-1]
+	}
+	for i, p := range pools {
+		require.NotNil(t, p.Pages, "%s: pool %d is capped", name, i)
+		require.True(t, p.Grow, "%s: pool %d's cap is a forecast", name, i)
+	}
 }
