@@ -298,3 +298,24 @@ func TestLayoutFileOfNonJSONGivesAShortError(t *testing.T) {
 	require.ErrorContains(t, err, "unknown layout")
 	require.Less(t, len(err.Error()), 300)
 }
+
+func TestLayoutErrorsQuoteLongNamesShort(t *testing.T) {
+	long := strings.Repeat("n", 2000)
+	for _, doc := range []string{
+		`{"` + long + `":[]}`,
+		`"` + long + `"`,
+		`{"Sliced":[{"` + long + `":1}]}`,
+		`{"Sliced":[{"page_size":1,"page_size":2,"` + long + `":3}]}`,
+		`{"Sliced":[],"` + long + `":[]}`,
+		`{"` + long + `":[],"` + long + `":[]}`,
+		`{"Arena":{"pages":[1],"slots":[],"` + long + `":1}}`,
+	} {
+		_, err := ParseLayout(doc)
+		require.Error(t, err)
+		require.Less(t, len(err.Error()), 500, "%.600s", err)
+	}
+	var r Record
+	err := json.Unmarshal([]byte(`{"label":"x","`+long+`":1}`), &r)
+	require.Error(t, err)
+	require.Less(t, len(err.Error()), 500)
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sort"
 
 	json "github.com/goccy/go-json"
 
@@ -42,11 +41,11 @@ func decodeObject(data []byte, what string, allowed ...string) (jsonObject, erro
 		return jsonObject{}, fmt.Errorf("memory: %s: %w", what, err)
 	}
 	if dup, ok := duplicateMember(trimmed); ok {
-		return jsonObject{}, fmt.Errorf("memory: %s: field %q given twice", what, dup)
+		return jsonObject{}, fmt.Errorf("memory: %s: field %s given twice", what, abbreviate([]byte(dup)))
 	}
 	for name := range members {
 		if !slices.Contains(allowed, name) {
-			return jsonObject{}, fmt.Errorf("memory: %s: unknown field %q (known: %v)", what, name, allowed)
+			return jsonObject{}, fmt.Errorf("memory: %s: unknown field %s (known: %v)", what, abbreviate([]byte(name)), allowed)
 		}
 	}
 	return jsonObject{what: what, members: members}, nil
@@ -169,11 +168,10 @@ func decodeVariant(data []byte, what string) (name string, body json.RawMessage,
 		n, _ := tok.(string)
 		if len(names) == 1 {
 			if n == names[0] {
-				return "", nil, fmt.Errorf("memory: %s: variant %q given twice", what, n)
+				return "", nil, fmt.Errorf("memory: %s: variant %s given twice", what, abbreviate([]byte(n)))
 			}
-			names = append(names, n)
-			sort.Strings(names)
-			return "", nil, fmt.Errorf("memory: %s: want exactly one variant, got more %v", what, names)
+			return "", nil, fmt.Errorf("memory: %s: want exactly one variant, got %s and %s", what,
+				abbreviate([]byte(names[0])), abbreviate([]byte(n)))
 		}
 		names = append(names, n)
 		var raw stdjson.RawMessage
@@ -221,7 +219,7 @@ func duplicateMember(object []byte) (string, bool) {
 }
 
 func unknownVariant(what, name string, known ...string) error {
-	return fmt.Errorf("memory: %s: unknown variant %q (known: %v)", what, name, known)
+	return fmt.Errorf("memory: %s: unknown variant %s (known: %v)", what, abbreviate([]byte(name)), known)
 }
 
 // abbreviate quotes at most 40 bytes of JSON for an error message.
