@@ -76,6 +76,10 @@ func RunDevice(ctx context.Context, open OpenClient, o Options) Report {
 	return rep
 }
 
+// DeviceChecks lists the checks RunDevice and TestDevice run, in order,
+// with their names and rules.
+func DeviceChecks() []Check { return deviceChecks(nil) }
+
 // deviceLimit is the memory limit of the out-of-memory checks.
 const deviceLimit = 16 << 20
 

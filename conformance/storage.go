@@ -57,6 +57,10 @@ func RunStorage(ctx context.Context, newStorage NewStorage, o Options) Report {
 	return runChecks(ctx, "storage", storageChecks(newStorage), o)
 }
 
+// StorageChecks lists the checks RunStorage and TestStorage run, in order,
+// with their names and rules.
+func StorageChecks() []Check { return storageChecks(nil) }
+
 // storageLimit is the memory limit the checks that need one ask for.
 const storageLimit = 8 << 20
 

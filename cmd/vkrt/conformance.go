@@ -20,6 +20,7 @@ type conformanceFlags struct {
 	junit   string
 	run     string
 	timeout time.Duration
+	list    bool
 }
 
 func newConformanceCmd() *cobra.Command {
@@ -38,7 +39,7 @@ supported (a capability the device lacks, such as a memory budget). A line per
 check goes to stderr on a terminal; a table of every check follows on stdout,
 with the rule and the evidence under each failure. --json and --junit write
 the report to files ("-" for stdout, in place of the table). The exit status
-is non-zero when any check fails.`,
+is non-zero when any check fails. --list prints the checks and their rules.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runConformance(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), conformance.DefaultDevice(f.device), f)
@@ -48,6 +49,7 @@ is non-zero when any check fails.`,
 	cmd.Flags().StringVar(&f.json, "json", "", "write the report as JSON to `FILE` (- for stdout)")
 	cmd.Flags().StringVar(&f.junit, "junit", "", "write the report as JUnit XML to `FILE` (- for stdout)")
 	cmd.Flags().StringVar(&f.run, "run", "", "run only the checks whose name matches `REGEXP`")
+	cmd.Flags().BoolVar(&f.list, "list", false, "list the checks (those --run selects) with their rules and run none")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", conformance.DefaultTimeout, "fail a check that runs longer than this")
 	return cmd
 }
@@ -69,15 +71,36 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 	if f.json == "-" && f.junit == "-" {
 		return fmt.Errorf("--json and --junit cannot both go to stdout")
 	}
+	var selected []conformance.Check
+	for _, ch := range conformance.DeviceChecks() {
+		if o.Run == nil || o.Run.MatchString(ch.Name) {
+			selected = append(selected, ch)
+		}
+	}
+	if len(selected) == 0 {
+		return fmt.Errorf("no check matches --run %q", f.run)
+	}
+	if f.list {
+		for _, ch := range selected {
+			fmt.Fprintf(stdout, "%s\n    %s\n", ch.Name, ch.Rule)
+		}
+		return nil
+	}
 	if file, ok := stderr.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
 		o.Finished = func(i, n int, r conformance.Result) {
 			fmt.Fprintf(stderr, "[%*d/%d] %s: %s (%s)\n", len(fmt.Sprint(n)), i+1, n, r.Check, r.Status, r.Duration.Round(time.Millisecond))
 		}
 	}
-	rep := conformance.RunDevice(ctx, open, o)
-	if len(rep.Results) == 0 {
-		return fmt.Errorf("no check matches --run %q", f.run)
+	// A device that does not open would fail every check for one reason:
+	// say it once.
+	cl, err := open(ctx, conformance.DeviceConfig{})
+	if err != nil {
+		return err
 	}
+	if err := cl.Close(); err != nil {
+		return err
+	}
+	rep := conformance.RunDevice(ctx, open, o)
 	toStdout := false
 	for _, out := range []struct {
 		path  string

@@ -15,6 +15,9 @@ import (
 
 	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/conformance"
+	"github.com/vkrt/vkrt/device"
+	"github.com/vkrt/vkrt/device/cpu"
+	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
 // junitDoc is the JUnit XML a CI system reads, declared here on its own so
@@ -94,25 +97,57 @@ func TestConformanceOnTheDefaultDevice(t *testing.T) {
 	}
 }
 
-// A device that cannot be opened fails every check it selects: the exit is
-// an error, the table and the JUnit name the rule and the evidence.
-func TestConformanceFailsWhenChecksFail(t *testing.T) {
-	broken := func(context.Context, conformance.DeviceConfig) (*client.Client, error) {
-		return nil, errors.New("the device fell off the bus")
+// flippingDevice is the pure-Go device with a flaw: every read comes back
+// with its first byte flipped.
+type flippingDevice struct{ device.Device }
+
+func (d flippingDevice) Download(ctx context.Context, src vkruntime.StorageHandle, dst []byte) error {
+	err := d.Device.Download(ctx, src, dst)
+	if len(dst) > 0 {
+		dst[0] ^= 0xFF
 	}
+	return err
+}
+
+// A device that breaks rules fails the checks of them: the exit is an
+// error, and the table and the JUnit name the rule and the evidence.
+func TestConformanceFailsWhenChecksFail(t *testing.T) {
+	broken := conformance.OnDevice(func(ctx context.Context, cfg device.Config) (device.Device, error) {
+		d, err := cpu.Open(ctx, cfg)
+		return flippingDevice{d}, err
+	})
 	var stdout, stderr bytes.Buffer
 	junitPath := filepath.Join(t.TempDir(), "c.xml")
-	err := runConformance(context.Background(), &stdout, &stderr, broken, conformanceFlags{run: "^device/(zero-initialised|create-round-trip)$", junit: junitPath})
-	require.ErrorContains(t, err, "2 of 2 checks failed")
-	require.Contains(t, stdout.String(), "device/zero-initialised")
+	err := runConformance(context.Background(), &stdout, &stderr, broken, conformanceFlags{run: "^device/(zero-initialised|create-round-trip|properties)$", junit: junitPath})
+	require.ErrorContains(t, err, "2 of 3 checks failed")
+	require.Contains(t, stdout.String(), "device/properties ")
 	require.Contains(t, stdout.String(), "rule: Every new buffer reads as zeros")
-	require.Contains(t, stdout.String(), "the device fell off the bus")
+	require.Contains(t, stdout.String(), "rule: A buffer created from bytes reads back those bytes")
+	require.Contains(t, stdout.String(), "bytes corrupt, the first at byte 0")
 	raw, err := os.ReadFile(junitPath)
 	require.NoError(t, err)
 	var doc junitDoc
 	require.NoError(t, xml.Unmarshal(raw, &doc))
 	require.Equal(t, 2, doc.Failures)
-	require.Contains(t, doc.Suites[0].Cases[0].Failure.Text, "the device fell off the bus")
+	failures := 0
+	for _, c := range doc.Suites[0].Cases {
+		if c.Failure != nil {
+			failures++
+			require.Contains(t, c.Failure.Text, "bytes corrupt")
+		}
+	}
+	require.Equal(t, 2, failures)
+}
+
+// A device that does not open is one error, not a failure of every check.
+func TestConformanceSaysOnceWhenTheDeviceDoesNotOpen(t *testing.T) {
+	missing := func(context.Context, conformance.DeviceConfig) (*client.Client, error) {
+		return nil, errors.New("the device fell off the bus")
+	}
+	var stdout, stderr bytes.Buffer
+	err := runConformance(context.Background(), &stdout, &stderr, missing, conformanceFlags{})
+	require.ErrorContains(t, err, "the device fell off the bus")
+	require.Empty(t, stdout.String())
 }
 
 func TestConformanceRefusesBadFlags(t *testing.T) {
@@ -122,4 +157,15 @@ func TestConformanceRefusesBadFlags(t *testing.T) {
 	require.ErrorContains(t, err, "no check matches")
 	_, _, err = execute(t, "conformance", "--json", "-", "--junit", "-")
 	require.ErrorContains(t, err, "cannot both go to stdout")
+}
+
+// --list names the checks --run selects, with their rules, and runs none.
+func TestConformanceListsChecks(t *testing.T) {
+	out, _, err := execute(t, "conformance", "--list", "--run", "^kernel/")
+	require.NoError(t, err)
+	require.Contains(t, out, "kernel/matmul\n    matmul matches a float64 CPU product")
+	require.NotContains(t, out, "storage/")
+	out, _, err = execute(t, "conformance", "--list")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, strings.Count(out, "\n    "), 30)
 }
