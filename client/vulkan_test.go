@@ -66,6 +66,9 @@ func TestBuffersPastTheHeapAreRefused(t *testing.T) {
 	ctx := context.Background()
 	const size = 128 << 20
 	heap := c.Properties().MemorySize
+	if heap >= 40*size {
+		t.Skipf("the %d B heap holds 40 buffers of 128 MiB: this is lavapipe's 2 GiB heap", heap)
+	}
 	var bufs []*Buffer
 	var refused error
 	for range 40 {

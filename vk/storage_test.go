@@ -111,6 +111,9 @@ func TestStorageRefusesPagesPastTheHeapInTotal(t *testing.T) {
 	s := d.storage
 	heap := d.Properties().MemorySize
 	const page = 128 << 20
+	if heap >= 40*page {
+		t.Skipf("the %d B heap holds 40 pages of 128 MiB: this is lavapipe's 2 GiB heap", heap)
+	}
 	var pages []vkruntime.StorageHandle
 	var refused error
 	for range 40 {
