@@ -73,6 +73,11 @@ const growableCap = 65535
 // A report measured under pools the basic plan cannot cap (direct, arena)
 // still gets a strong plan, then without the comparison.
 func Derive(report memory.Report, opts Options) (memory.Layout, error) {
+	if opts.Trace != nil {
+		if err := oneStream(opts.Trace); err != nil {
+			return memory.Layout{}, err
+		}
+	}
 	if k, ok := measuredVirtual(report); ok && (opts.Strength == Basic || opts.Strength == Strong) {
 		return deriveVirtual(k, opts)
 	}
@@ -186,6 +191,9 @@ func planBasic(report memory.Report, opts Options) (memory.Layout, error) {
 		return memory.Layout{}, err
 	}
 	if opts.Trace == nil {
+		if err := sameRoutingWhenCapped(report); err != nil {
+			return memory.Layout{}, err
+		}
 		return forecast(pools, device), nil
 	}
 	// Measure the stream again under the capped pools' routing (an uncapped
@@ -218,6 +226,43 @@ func forecast(pools []memory.SlicedPool, device vkruntime.DeviceProperties) memo
 		pools = append(pools, memory.SlicedPool{PageSize: top, Grow: true})
 	}
 	return memory.SlicedLayout(pools...)
+}
+
+// sameRoutingWhenCapped refuses a report whose stream a capped plan would
+// route differently, so that a basic plan made from the report alone fits
+// the stream it was measured on. An uncapped sliced pool also takes
+// reservations near its page size, above its max_slice; a capped one does
+// not, and those reservations would land in the next pool, past its cap.
+// The report shows this when a pool served more than its max_slice.
+func sameRoutingWhenCapped(report memory.Report) error {
+	for i, pr := range report.Dynamic {
+		k, ok := pr.Kind.(memory.SlicedKind)
+		if ok && k.MaxPoolSize == nil && pr.LargestAlloc > k.MaxSliceSize {
+			return fmt.Errorf("%w: a basic plan from the report alone would not fit its stream: uncapped dynamic pool %d "+
+				"(pages of %s) served reservations up to %s, above its max_slice of %s, which a capped pool refuses; "+
+				"give the stream (Options.Trace) or measure under capped pools",
+				ErrCannotPlan, i, memory.FormatBytes(k.PageSize), memory.FormatBytes(pr.LargestAlloc), memory.FormatBytes(k.MaxSliceSize))
+		}
+	}
+	return nil
+}
+
+// oneStream refuses a trace that allocates on several streams: a client's
+// pools, and so its plans, are per stream.
+func oneStream(t *trace.Trace) error {
+	first, seen := uint32(0), false
+	for _, e := range t.Events {
+		if e.Op != trace.OpAlloc {
+			continue
+		}
+		if !seen {
+			first, seen = e.Stream, true
+		} else if e.Stream != first {
+			return fmt.Errorf("%w: %s allocates on streams %d and %d; pools and plans are per stream: plan each stream's allocations alone",
+				ErrCannotPlan, t.Name, first, e.Stream)
+		}
+	}
+	return nil
 }
 
 func (o Options) searchSteps() int {

@@ -224,3 +224,34 @@ func requireForecast(t *testing.T, pools []memory.SlicedPool, name string) {
 		require.True(t, p.Grow, "%s: pool %d's cap is a forecast", name, i)
 	}
 }
+
+func TestBasicPlanWithoutTheStreamFitsOrSaysItCannot(t *testing.T) {
+	for _, path := range tracetest.Planned(t) {
+		tr, err := trace.ReadFile(path)
+		require.NoError(t, err)
+		for _, measured := range []memory.Layout{memory.SubSlicesLayout(), memory.ExclusivePagesLayout()} {
+			dry, err := replay.Run(tr, measured, replay.Options{})
+			require.NoError(t, err)
+			layout, err := Derive(dry.Report, Options{Strength: Basic})
+			if err != nil {
+				require.ErrorIs(t, err, ErrCannotPlan, "%s under %s", tr.Name, measured.Kind())
+				require.ErrorContains(t, err, "give the stream")
+				continue
+			}
+			run, err := replay.Run(tr, layout, replay.Options{})
+			require.NoError(t, err)
+			require.Zero(t, run.Spills, "%s under %s: a basic plan made without the stream fits it", tr.Name, measured.Kind())
+		}
+	}
+}
+
+func TestPlansArePerStream(t *testing.T) {
+	tr := tracetest.Inline(t, "a 1 100 0\na 2 100 1\nf 1\nf 2\n")
+	dry, err := replay.Run(tr, memory.SubSlicesLayout(), replay.Options{})
+	require.NoError(t, err)
+	for _, s := range []Strength{Basic, Strong} {
+		_, err := Derive(dry.Report, Options{Strength: s, Trace: tr})
+		require.ErrorIs(t, err, ErrCannotPlan)
+		require.ErrorContains(t, err, "streams 0 and 1")
+	}
+}

@@ -71,7 +71,17 @@ type Result struct {
 	// capped pool or an arena miss.
 	Spills uint64
 	// Report is the pools' report at the end of the stream, with whatever the
-	// stream never freed still live.
+	// stream never freed still live: of the first stream the trace allocates
+	// on, the only one in most traces.
+	Report memory.Report
+	// Streams are the reports of every stream's pools, in the order the
+	// trace first allocates on them.
+	Streams []StreamReport
+}
+
+// StreamReport is the report of one stream's pools after a replay.
+type StreamReport struct {
+	Stream uint32
 	Report memory.Report
 }
 
@@ -101,14 +111,58 @@ func (r *Result) Ratio() float64 {
 // progressEvery is how many events pass between progress calls.
 const progressEvery = 1 << 14
 
-// Run replays the stream against a memory manager with layout l over a
+// Run replays the stream against memory managers with layout l over one
 // CountingStorage, pages mapped eagerly, so DriverAllocs is what a real run
-// of the stream would ask the driver for. The stream's streams share one
-// manager. A reservation the pools refuse stops the replay with an error
-// naming the trace line.
+// of the stream would ask the driver for. Each of the trace's streams gets
+// its own manager, as each stream of a client has its own pools. A
+// reservation the pools refuse stops the replay with an error naming the
+// trace line.
 func Run(t *trace.Trace, l memory.Layout, opts Options) (*Result, error) {
 	res, _, err := Measure(t, l, opts)
 	return res, err
+}
+
+// streamPools are the managers of a replay, one per stream in the order the
+// trace first allocates on them, and the bytes they reserve together.
+type streamPools struct {
+	storage  *CountingStorage
+	device   vkruntime.DeviceProperties
+	layout   memory.Layout
+	byStream map[uint32]int
+	managers []*memory.Manager
+	streams  []uint32
+	reserved []uint64 // per manager, as last read
+	total    uint64
+}
+
+func (p *streamPools) manager(stream uint32) (*memory.Manager, int, error) {
+	if i, ok := p.byStream[stream]; ok {
+		return p.managers[i], i, nil
+	}
+	m, err := memory.NewManager(p.storage, p.device, p.layout)
+	if err != nil {
+		return nil, 0, err
+	}
+	// A plan that spills shows in Spills; the pools need not warn as well.
+	m.SetLogger(slog.New(slog.DiscardHandler))
+	p.byStream[stream] = len(p.managers)
+	p.managers, p.streams, p.reserved = append(p.managers, m), append(p.streams, stream), append(p.reserved, 0)
+	return m, len(p.managers) - 1, nil
+}
+
+// reread updates the total after manager i changed.
+func (p *streamPools) reread(i int) {
+	now := p.managers[i].Usage().BytesReserved
+	p.total = p.total - p.reserved[i] + now
+	p.reserved[i] = now
+}
+
+// cleanup gives back what every stream's pools hold unused.
+func (p *streamPools) cleanup() {
+	for i, m := range p.managers {
+		m.Cleanup(true)
+		p.reread(i)
+	}
 }
 
 // Measure is Run, timed.
@@ -118,42 +172,60 @@ func Measure(t *trace.Trace, l memory.Layout, opts Options) (*Result, Timing, er
 	if !opts.NoSparse {
 		storage.Granule = H200Granule
 	}
-	m, err := memory.NewManager(storage, device, l)
-	if err != nil {
+	pools := &streamPools{storage: storage, device: device, layout: l, byStream: make(map[uint32]int)}
+	// The layout is checked before the stream starts, on the first stream
+	// the trace allocates on (stream 0 for a trace with no allocations).
+	first := uint32(0)
+	for _, e := range t.Events {
+		if e.Op == trace.OpAlloc {
+			first = e.Stream
+			break
+		}
+	}
+	if _, _, err := pools.manager(first); err != nil {
 		return nil, Timing{}, fmt.Errorf("replay: %s: %w", t.Name, err)
 	}
-	// A plan that spills shows in Spills; the pools need not warn as well.
-	m.SetLogger(slog.New(slog.DiscardHandler))
 	res := &Result{Trace: t.Name, Events: len(t.Events), Allocations: t.Allocations, Layout: l}
 	handles := make([]memory.Handle, t.Allocations)
 	sizes := make([]uint64, t.Allocations)
+	owner := make([]int32, t.Allocations) // the manager of each allocation
 	var live uint64
 	start := time.Now()
 	for i, e := range t.Events {
 		if opts.Progress != nil && i%progressEvery == 0 {
 			opts.Progress(i, len(t.Events))
 		}
+		var m *memory.Manager
 		if e.Op == trace.OpAlloc {
+			var k int
+			var err error
+			if m, k, err = pools.manager(e.Stream); err != nil {
+				return nil, Timing{}, fmt.Errorf("replay: %s line %d: stream %d: %w", t.Name, e.Line, e.Stream, err)
+			}
 			h, err := m.Reserve(e.Size, memory.Eager)
 			if errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
 				// As a client does: give back what the pools hold unused, then retry once.
-				m.Cleanup(true)
+				pools.cleanup()
 				if h, err = m.Reserve(e.Size, memory.Eager); err == nil {
 					res.Retries++
 				}
 			}
 			if err != nil {
 				return nil, Timing{}, fmt.Errorf("replay: %s line %d: %d B with %d B live and %d B reserved: %w",
-					t.Name, e.Line, e.Size, live, m.Usage().BytesReserved, err)
+					t.Name, e.Line, e.Size, live, pools.total, err)
 			}
-			handles[e.Index], sizes[e.Index] = h, e.Size
+			handles[e.Index], sizes[e.Index], owner[e.Index] = h, e.Size, int32(k)
+			pools.reread(k)
 			live += e.Size
 			res.PeakLiveBytes = max(res.PeakLiveBytes, live)
-			res.ReservedPeakBytes = max(res.ReservedPeakBytes, m.Usage().BytesReserved)
+			res.ReservedPeakBytes = max(res.ReservedPeakBytes, pools.total)
 		} else {
+			k := int(owner[e.Index])
+			m = pools.managers[k]
 			if err := m.Free(handles[e.Index]); err != nil {
 				return nil, Timing{}, fmt.Errorf("replay: %s line %d: free: %w", t.Name, e.Line, err)
 			}
+			pools.reread(k)
 			handles[e.Index] = memory.Handle{}
 			live -= sizes[e.Index]
 		}
@@ -167,7 +239,10 @@ func Measure(t *trace.Trace, l memory.Layout, opts Options) (*Result, Timing, er
 	}
 	counts := storage.Counts()
 	res.DriverAllocs, res.BindCalls, res.Binds = counts.Allocs, counts.BindCalls, counts.Binds
-	res.Spills = m.Spills()
-	res.Report = m.Report()
+	for i, m := range pools.managers {
+		res.Spills += m.Spills()
+		res.Streams = append(res.Streams, StreamReport{Stream: pools.streams[i], Report: m.Report()})
+	}
+	res.Report = res.Streams[0].Report
 	return res, timing, nil
 }

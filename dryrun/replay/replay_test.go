@@ -131,3 +131,29 @@ func TestReplayObserveSeesEveryEventAfterItApplies(t *testing.T) {
 	require.Equal(t, []uint64{100, 400, 300, 350, 50}, live, "each call sees its event applied")
 	require.Equal(t, r.ReservedPeakBytes, slices.Max(reserved))
 }
+
+func TestReplayGivesEachStreamItsOwnPools(t *testing.T) {
+	tr := tracetest.Inline(t, "a 1 100 0\na 2 100 1\na 3 100 2\nf 2\na 4 100 1\n")
+	one := tracetest.Inline(t, "a 1 100 0\na 2 100 0\na 3 100 0\nf 2\na 4 100 0\n")
+	for _, l := range []memory.Layout{memory.SubSlicesLayout(), memory.ExclusivePagesLayout()} {
+		r, err := replay.Run(tr, l, replay.Options{NoSparse: true})
+		require.NoError(t, err)
+		shared, err := replay.Run(one, l, replay.Options{NoSparse: true})
+		require.NoError(t, err)
+		require.Equal(t, uint64(3), r.DriverAllocs, "%s: a client makes one page per stream", l.Kind())
+		require.Len(t, r.Streams, 3)
+		for i, s := range r.Streams {
+			require.Equal(t, uint32(i), s.Stream)
+		}
+		require.Equal(t, r.Streams[0].Report, r.Report)
+		require.Equal(t, uint64(100), r.Streams[1].Report.Usage().BytesInUse, "stream 1 freed one of its two")
+		var reserved uint64
+		for _, s := range r.Streams {
+			reserved += s.Report.Usage().BytesReserved
+		}
+		require.Equal(t, reserved, r.ReservedPeakBytes, "the peak is the sum over the streams' pools")
+		if _, sliced := l.Sliced(); sliced {
+			require.Equal(t, uint64(1), shared.DriverAllocs, "one stream shares one page")
+		}
+	}
+}
