@@ -148,6 +148,11 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 		// pages by it, not by the heap.
 		props.MemorySize = limit
 	}
+	if props.Alignment%4 != 0 {
+		// Buffers are cleared with 32-bit fills of their whole slices.
+		dev.Close()
+		return nil, fmt.Errorf("client: device %s aligns slices to %d B; the client needs whole 32-bit words (a multiple of 4 B)", dev.Name(), props.Alignment)
+	}
 	if err := c.layout.Validate(props); err != nil {
 		dev.Close()
 		return nil, fmt.Errorf("client: initial layout %v: %w", c.layout, err)

@@ -119,3 +119,21 @@ func TestWithBackendHandsTheClientADevice(t *testing.T) {
 	require.ErrorAs(t, err, &oom)
 	require.Equal(t, uint64(4<<20), oom.Limit)
 }
+
+// halfWordDevice claims a 2 B alignment, which no buffer clear can honour.
+type halfWordDevice struct{ *cpu.Device }
+
+func (d halfWordDevice) Properties() vkruntime.DeviceProperties {
+	p := d.Device.Properties()
+	p.Alignment = 2
+	return p
+}
+
+func TestOpenRefusesADeviceWhoseSlicesAreNotWholeWords(t *testing.T) {
+	d, err := cpu.New()
+	require.NoError(t, err)
+	_, err = Open(context.Background(), WithBackend(halfWordDevice{d}))
+	require.ErrorContains(t, err, "aligns slices to 2 B")
+	_, err = d.Storage().Alloc(16)
+	require.ErrorContains(t, err, "closed", "the refused device was closed")
+}
