@@ -6,19 +6,19 @@ import (
 )
 
 // sparseOf is the target's sparse residency, when it has any: a storage
-// that is a memory.SparseStorage with a non-zero granule.
-func sparseOf(t StorageTarget) (memory.SparseStorage, bool) {
-	s, ok := t.Storage.(memory.SparseStorage)
+// that is a vkruntime.SparseStorage with a non-zero granule.
+func sparseOf(t StorageTarget) (vkruntime.SparseStorage, bool) {
+	s, ok := t.Storage.(vkruntime.SparseStorage)
 	if !ok || s.SparseGranule() == 0 {
 		return nil, false
 	}
 	return s, true
 }
 
-func needSparse(c *C, t StorageTarget) memory.SparseStorage {
+func needSparse(c *C, t StorageTarget) vkruntime.SparseStorage {
 	s, ok := sparseOf(t)
 	if !ok {
-		c.NotSupportedf("the storage offers no sparse binding (not a memory.SparseStorage, or a granule of 0)")
+		c.NotSupportedf("the storage offers no sparse binding (not a vkruntime.SparseStorage, or a granule of 0)")
 	}
 	return s
 }
@@ -27,7 +27,7 @@ func needSparse(c *C, t StorageTarget) memory.SparseStorage {
 // recording virtual ranges as the allocations slices may lie in.
 type sparseRecorder struct {
 	*pageRecorder
-	sparse memory.SparseStorage
+	sparse vkruntime.SparseStorage
 }
 
 func (r sparseRecorder) SparseGranule() uint64  { return r.sparse.SparseGranule() }
@@ -49,7 +49,7 @@ func (r sparseRecorder) ReleaseVirtual(id vkruntime.StorageID) {
 	r.sparse.ReleaseVirtual(id)
 }
 
-func (r sparseRecorder) Bind(virtual vkruntime.StorageID, binds []memory.SparseBind) error {
+func (r sparseRecorder) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind) error {
 	return r.sparse.Bind(virtual, binds)
 }
 
@@ -80,7 +80,7 @@ func checkSparseBinding(c *C, t StorageTarget) {
 		}
 	}
 	page := mustAlloc(c, t, 4*g)
-	if err := s.Bind(v.ID, []memory.SparseBind{{Offset: g, Size: 2 * g, Memory: page.ID, MemoryOffset: g}}); err != nil {
+	if err := s.Bind(v.ID, []vkruntime.SparseBind{{Offset: g, Size: 2 * g, Memory: page.ID, MemoryOffset: g}}); err != nil {
 		c.Errorf("binding 2 granules of allocation %d into virtual range %d: %v", page.ID, v.ID, err)
 	} else if t.Memory != nil {
 		// The bound granules alias the allocation's: a write through one
@@ -91,15 +91,15 @@ func checkSparseBinding(c *C, t StorageTarget) {
 			checkPattern(c, t, behind, 1500, "the allocation behind a bound virtual range, written through the range")
 		}
 	}
-	for _, bad := range []memory.SparseBind{
+	for _, bad := range []vkruntime.SparseBind{
 		{Offset: 0, Size: g, Memory: page.ID + 1000},                   // memory never allocated
 		{Offset: 0, Size: 2 * g, Memory: page.ID, MemoryOffset: 3 * g}, // past its end
 	} {
-		if err := s.Bind(v.ID, []memory.SparseBind{bad}); err == nil {
+		if err := s.Bind(v.ID, []vkruntime.SparseBind{bad}); err == nil {
 			c.Errorf("Bind(%+v) into a range over an allocation of %d B succeeded", bad, 4*g)
 		}
 	}
-	if err := s.Bind(v.ID, []memory.SparseBind{{Offset: g, Size: 2 * g}}); err != nil {
+	if err := s.Bind(v.ID, []vkruntime.SparseBind{{Offset: g, Size: 2 * g}}); err != nil {
 		c.Errorf("unbinding 2 granules: %v", err)
 	}
 	s.ReleaseVirtual(v.ID)

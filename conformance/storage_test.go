@@ -12,7 +12,6 @@ import (
 
 	"github.com/vkrt/vkrt/conformance"
 	"github.com/vkrt/vkrt/dryrun/replay"
-	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
@@ -228,7 +227,7 @@ func (s *heapStorage) ReleaseVirtual(id vkruntime.StorageID) {
 }
 
 // Bind checks every bind before it applies any.
-func (s *heapStorage) Bind(virtual vkruntime.StorageID, binds []memory.SparseBind) error {
+func (s *heapStorage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	granules, ok := s.virtual[virtual]

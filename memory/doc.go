@@ -29,7 +29,7 @@
 //     left with nothing live stay bound until memory is needed elsewhere,
 //     when the least recently idled are rebound there. So fragmentation
 //     costs address space, not memory, and the pool holds the most granules
-//     ever needed at once plus part of a chunk. It needs a [SparseStorage]
+//     ever needed at once plus part of a chunk. It needs a [vkruntime.SparseStorage]
 //     (Vulkan sparse residency) and builds the SubSlices pools on a storage
 //     without one. A [VirtualPlan] names the memory a run is expected to
 //     need: the pool reaches it in a few device allocations and grows past

@@ -162,7 +162,7 @@ func (m *Manager) build(l Layout, r resolvedLayout) {
 		case shapeDirect:
 			m.pools[i] = newDirectPool(m.storage, &m.total, exclusiveCeiling(m.props, m.limit()), m.props.MemorySize, false)
 		case shapeVirtual:
-			vp := newVirtualPool(c, m.storage.(SparseStorage), &m.total)
+			vp := newVirtualPool(c, m.storage.(vkruntime.SparseStorage), &m.total)
 			vp.outgrown, vp.leftPlan = m.warnOutgrown, m.warnLeftPlan
 			m.pools[i] = vp
 		}

@@ -9,40 +9,6 @@ import (
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
-// SparseStorage is a storage that can also back a range of address space
-// with device memory granule by granule: Vulkan's sparse binding and
-// residency (a buffer made with VK_BUFFER_CREATE_SPARSE_BINDING_BIT and
-// SPARSE_RESIDENCY_BIT, memory bound with vkQueueBindSparse). The Virtual
-// layout probes for it and falls back to the SubSlices pools where a storage
-// lacks it or answers a granule of 0 (a device without sparse residency).
-type SparseStorage interface {
-	vkruntime.Storage
-	// SparseGranule is the binding granularity in bytes, a power of two;
-	// 0 means the device offers no sparse residency.
-	SparseGranule() uint64
-	// MaxVirtualSize is the largest range ReserveVirtual makes.
-	MaxVirtualSize() uint64
-	// ReserveVirtual makes size bytes of address space with no memory
-	// bound: one buffer a slice (ID, Offset, Size) of which binds to a
-	// kernel like a slice of a page.
-	ReserveVirtual(size uint64) (vkruntime.StorageHandle, error)
-	// ReleaseVirtual releases a range made by ReserveVirtual.
-	ReleaseVirtual(id vkruntime.StorageID)
-	// Bind binds, and with Memory 0 unbinds, granules of a virtual range,
-	// all in one submission to the device.
-	Bind(virtual vkruntime.StorageID, binds []SparseBind) error
-}
-
-// SparseBind is one range of a Bind: Size bytes at Offset of the virtual
-// range backed by the device allocation Memory from MemoryOffset on (Memory
-// 0: unbound). Offsets and sizes are multiples of the granule.
-type SparseBind struct {
-	Offset       uint64
-	Size         uint64
-	Memory       vkruntime.StorageID
-	MemoryOffset uint64
-}
-
 const (
 	// virtualMaxSpace bounds the address range of a virtual pool: the
 	// H200's sparseAddressSpaceSize.
@@ -81,7 +47,7 @@ const (
 // of the placement costs address space, not memory.
 type virtualPool struct {
 	poolBase
-	sparse   SparseStorage
+	sparse   vkruntime.SparseStorage
 	granule  uint64
 	shift    uint
 	space    uint64
@@ -119,7 +85,7 @@ type virtualPool struct {
 
 	needed     uint64 // granules touched by live reservations
 	neededPeak uint64
-	binds      []SparseBind // the pending submission
+	binds      []vkruntime.SparseBind // the pending submission
 }
 
 type virtualChunk struct {
@@ -128,7 +94,7 @@ type virtualChunk struct {
 	free []uint32 // granule indices of the chunk bound to nothing, the lowest last
 }
 
-func newVirtualPool(c poolConfig, s SparseStorage, total *Usage) *virtualPool {
+func newVirtualPool(c poolConfig, s vkruntime.SparseStorage, total *Usage) *virtualPool {
 	p := &virtualPool{poolBase: poolBase{storage: s, total: total}, sparse: s, granule: c.granule,
 		shift: uint(bits.TrailingZeros64(c.granule)), space: c.space, maxAlloc: c.maxAlloc, heap: c.heap, maxChunk: c.maxChunk,
 		plannedB: c.planned, idleHead: none, idleTail: none, slots: c.slots, slotsEnd: c.slotsEnd, following: len(c.slots) > 0,
@@ -324,7 +290,7 @@ func (p *virtualPool) bindRange(g0, g1 int32, n uint64) error {
 		c.free = c.free[:len(c.free)-1]
 		p.spareGr--
 		p.backing[g], p.backAt[g] = int32(ci), at
-		p.appendBind(SparseBind{Offset: uint64(g) << p.shift, Size: p.granule, Memory: c.handle.ID, MemoryOffset: uint64(at) << p.shift})
+		p.appendBind(vkruntime.SparseBind{Offset: uint64(g) << p.shift, Size: p.granule, Memory: c.handle.ID, MemoryOffset: uint64(at) << p.shift})
 	}
 	return p.submit()
 }
@@ -339,13 +305,13 @@ func (p *virtualPool) unbindIdle(n uint64) {
 		c.free = append(c.free, p.backAt[g])
 		p.backing[g] = none
 		p.spareGr++
-		p.appendBind(SparseBind{Offset: uint64(g) << p.shift, Size: p.granule})
+		p.appendBind(vkruntime.SparseBind{Offset: uint64(g) << p.shift, Size: p.granule})
 	}
 }
 
 // appendBind adds a bind to the pending submission, merged into the last
 // one where both ranges continue each other.
-func (p *virtualPool) appendBind(b SparseBind) {
+func (p *virtualPool) appendBind(b vkruntime.SparseBind) {
 	if n := len(p.binds); n > 0 {
 		last := &p.binds[n-1]
 		if last.Offset+last.Size == b.Offset && last.Memory == b.Memory &&

@@ -36,7 +36,7 @@ func (p VirtualPlan) equal(o VirtualPlan) bool {
 // VirtualLayout is one virtual pool: every reservation placed in one large
 // range of address space (TLSF), device memory bound only under the
 // granules live reservations touch, taken from the driver in chunks. It
-// needs a [SparseStorage] with a granule; on any other storage it builds
+// needs a [vkruntime.SparseStorage] with a granule; on any other storage it builds
 // the SubSlices pools instead.
 func VirtualLayout(p VirtualPlan) Layout {
 	p.Slots = slices.Clone(p.Slots)
@@ -154,7 +154,7 @@ func (m *Manager) fitStorage(r resolvedLayout) resolvedLayout {
 			}
 			continue
 		}
-		s, ok := m.storage.(SparseStorage)
+		s, ok := m.storage.(vkruntime.SparseStorage)
 		granule := uint64(0)
 		if ok {
 			granule = s.SparseGranule()

@@ -65,7 +65,7 @@ func (s *sparseStorage) ReleaseVirtual(id vkruntime.StorageID) {
 	delete(s.ranges, id)
 }
 
-func (s *sparseStorage) Bind(id vkruntime.StorageID, binds []SparseBind) error {
+func (s *sparseStorage) Bind(id vkruntime.StorageID, binds []vkruntime.SparseBind) error {
 	if _, ok := s.ranges[id]; !ok {
 		return fmt.Errorf("bind into unknown range %d", id)
 	}

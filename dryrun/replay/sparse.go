@@ -3,7 +3,6 @@ package replay
 import (
 	"fmt"
 
-	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
@@ -20,7 +19,7 @@ const H200Granule = 2 << 20
 // ranges: the H200's sparseAddressSpaceSize.
 const maxVirtualSize = 1 << 40
 
-var _ memory.SparseStorage = (*CountingStorage)(nil)
+var _ vkruntime.SparseStorage = (*CountingStorage)(nil)
 
 // SparseGranule is the storage's Granule.
 func (s *CountingStorage) SparseGranule() uint64 { return s.Granule }
@@ -49,7 +48,7 @@ func (s *CountingStorage) ReleaseVirtual(vkruntime.StorageID) {}
 
 // Bind counts one submission and its binds and unbinds. A bind that names
 // memory the storage does not hold is an error, as it would be a device's.
-func (s *CountingStorage) Bind(_ vkruntime.StorageID, binds []memory.SparseBind) error {
+func (s *CountingStorage) Bind(_ vkruntime.StorageID, binds []vkruntime.SparseBind) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, b := range binds {

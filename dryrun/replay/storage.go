@@ -17,7 +17,7 @@ type CountingStorage struct {
 	// fails with ErrOutOfDeviceMemory, as the driver would.
 	Limit uint64
 	// Granule, when non-zero, is the sparse binding granularity the storage
-	// offers (see memory.SparseStorage); 0 is a device without sparse
+	// offers (see vkruntime.SparseStorage); 0 is a device without sparse
 	// residency.
 	Granule uint64
 

@@ -22,7 +22,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
@@ -58,7 +57,7 @@ func (o Op) String() string {
 }
 
 // Storage wraps a storage with injected failures. It implements
-// memory.SparseStorage whether or not the wrapped storage does (with a
+// vkruntime.SparseStorage whether or not the wrapped storage does (with a
 // granule of 0, meaning no sparse residency, when it does not) and
 // vkruntime.AllocationLimiter (0, no limit, when the wrapped one has none).
 // It is safe for concurrent use.
@@ -224,8 +223,8 @@ func (s *Storage) MaxAllocationSize() uint64 {
 	return 0
 }
 
-func (s *Storage) sparse() (memory.SparseStorage, bool) {
-	sp, ok := s.inner.(memory.SparseStorage)
+func (s *Storage) sparse() (vkruntime.SparseStorage, bool) {
+	sp, ok := s.inner.(vkruntime.SparseStorage)
 	return sp, ok
 }
 
@@ -279,7 +278,7 @@ func (s *Storage) ReleaseVirtual(id vkruntime.StorageID) {
 	delete(s.ranges, id)
 }
 
-func (s *Storage) Bind(virtual vkruntime.StorageID, binds []memory.SparseBind) error {
+func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sp, ok := s.sparse()
@@ -331,6 +330,6 @@ func (s *Storage) HeldIDs() []vkruntime.StorageID {
 }
 
 var (
-	_ memory.SparseStorage        = (*Storage)(nil)
+	_ vkruntime.SparseStorage     = (*Storage)(nil)
 	_ vkruntime.AllocationLimiter = (*Storage)(nil)
 )

@@ -58,7 +58,7 @@ func TestMisuseIsRecorded(t *testing.T) {
 	s.Dealloc(99)
 	r, err := s.ReserveVirtual(8 << 20)
 	require.NoError(t, err)
-	_ = s.Bind(r.ID, []memory.SparseBind{{Offset: 0, Size: 2 << 20, Memory: h.ID}})
+	_ = s.Bind(r.ID, []vkruntime.SparseBind{{Offset: 0, Size: 2 << 20, Memory: h.ID}})
 	s.ReleaseVirtual(r.ID)
 	s.ReleaseVirtual(r.ID)
 	require.Len(t, s.Misuses(), 4, "%v", s.Misuses())
