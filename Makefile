@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: help demo test build vkrt examples fuzz bench clean report pictures
+.PHONY: help demo test build vkrt examples fuzz bench clean report pictures figures
 
 # Each examples/NAME/main.go is a guest, built into examples/NAME.wasm.
 EXAMPLES := $(patsubst examples/%/main.go,%,$(wildcard examples/*/main.go))
@@ -35,6 +35,9 @@ pictures: vkrt ## redraw docs/report-llama_generate.png from the report page (ne
 	$(CHROMIUM) --headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update \
 		--disable-sync --no-first-run --hide-scrollbars --disable-dev-shm-usage --force-color-profile=srgb --user-data-dir=$$(mktemp -d) \
 		--window-size=1180,1080 --screenshot=docs/report-llama_generate.png file://$(CURDIR)/$(BIN)/report-llama_generate.html
+
+figures: ## rewrite the README's measured plan table from `vkrt replay --plan --markdown`
+	$(GO) test ./cmd/vkrt -run TestREADMEPlanTableIsTheCommandsOutput -count=1 -update
 
 bench: ## run the benchmarks
 	$(GO) test -run '^$$' -bench . ./...

@@ -22,10 +22,11 @@ import (
 )
 
 type replayFlags struct {
-	layout string
-	plan   bool
-	json   bool
-	bench  bool
+	layout   string
+	plan     bool
+	json     bool
+	bench    bool
+	markdown bool
 }
 
 func init() {
@@ -51,6 +52,7 @@ is derived from it and the stream is replayed again under the plan.`,
 	cmd.Flags().BoolVar(&f.plan, "plan", false, "derive a plan from the replay and replay under it")
 	cmd.Flags().BoolVar(&f.json, "json", false, "one JSON object per trace and line")
 	cmd.Flags().BoolVar(&f.bench, "bench", false, "report the cost of one replayed event")
+	cmd.Flags().BoolVar(&f.markdown, "markdown", false, "the table in Markdown, deterministic figures only (the README's plan table)")
 	rootCmd.AddCommand(cmd)
 }
 
@@ -109,43 +111,24 @@ type replayPlanOut struct {
 const replayProgressEvents = 100_000
 
 func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
+	if f.markdown && (f.json || f.bench) {
+		return errors.New("--markdown is a table of deterministic figures: it takes neither --json nor --bench")
+	}
 	layout, err := replayLayout(f.layout)
 	if err != nil {
 		return err
 	}
 	out := cmd.OutOrStdout()
-	bar := newReplayProgress(cmd.ErrOrStderr(), len(paths))
+	bar := newReplayProgress(cmd.ErrOrStderr())
 	var rows []replayRow
+	var failed []error
 	for _, path := range paths {
-		bar.describe("reading " + path)
-		tr, err := trace.ReadFile(path)
+		row, err := replayTrace(path, layout, f, bar)
 		if err != nil {
-			bar.clear()
-			return err
+			// The other traces still run, and those done are still shown.
+			failed = append(failed, err)
+			continue
 		}
-		bar.enable(len(tr.Events) >= replayProgressEvents || f.plan)
-		opts := replay.Options{}
-		bar.describe("replaying " + tr.Name)
-		dry, timing, err := replay.Measure(tr, layout, opts)
-		if err != nil {
-			bar.clear()
-			return err
-		}
-		row := replayRow{dry: dry, timing: timing}
-		if f.plan {
-			bar.describe("planning " + tr.Name)
-			planned, err := plan.Derive(dry.Report, plan.Options{Strength: plan.Strong, Trace: tr})
-			if err != nil {
-				bar.clear()
-				return fmt.Errorf("planning %s: %w", tr.Name, err)
-			}
-			bar.describe("replaying " + tr.Name + " under its plan")
-			if row.plan, err = replay.Run(tr, planned, opts); err != nil {
-				bar.clear()
-				return fmt.Errorf("replaying %s under its plan: %w", tr.Name, err)
-			}
-		}
-		bar.done()
 		if f.json {
 			if err := writeReplayLine(out, row, f.bench); err != nil {
 				bar.clear()
@@ -155,10 +138,47 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 		rows = append(rows, row)
 	}
 	bar.clear()
-	if !f.json {
-		return writeReplayTable(out, rows, f)
+	if !f.json && len(rows) > 0 {
+		write := writeReplayTable
+		if f.markdown {
+			write = writeReplayMarkdown
+		}
+		if err := write(out, rows, f); err != nil {
+			return err
+		}
 	}
-	return nil
+	return errors.Join(failed...)
+}
+
+// replayTrace reads, replays and, with --plan, plans one trace, showing
+// its progress on bar.
+func replayTrace(path string, layout memory.Layout, f replayFlags, bar *replayProgress) (replayRow, error) {
+	bar.stage("reading "+path, 0)
+	tr, err := trace.ReadFile(path)
+	if err != nil {
+		return replayRow{}, err
+	}
+	long := len(tr.Events) >= replayProgressEvents || f.plan
+	bar.stage("replaying "+tr.Name, bar.total(long, len(tr.Events)))
+	opts := replay.Options{Progress: bar.set}
+	dry, timing, err := replay.Measure(tr, layout, opts)
+	if err != nil {
+		return replayRow{}, err
+	}
+	row := replayRow{dry: dry, timing: timing}
+	if !f.plan {
+		return row, nil
+	}
+	bar.stage("planning "+tr.Name, bar.total(long, 1))
+	planned, err := plan.Derive(dry.Report, plan.Options{Strength: plan.Strong, Trace: tr, Progress: bar.setTotal})
+	if err != nil {
+		return replayRow{}, fmt.Errorf("planning %s: %w", tr.Name, err)
+	}
+	bar.stage("replaying "+tr.Name+" under its plan", bar.total(long, len(tr.Events)))
+	if row.plan, err = replay.Run(tr, planned, opts); err != nil {
+		return replayRow{}, fmt.Errorf("replaying %s under its plan: %w", tr.Name, err)
+	}
+	return row, nil
 }
 
 type replayRow struct {
@@ -220,6 +240,31 @@ func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
 	return nil
 }
 
+// writeReplayMarkdown writes the table as Markdown: reserved peak over peak
+// live bytes with the device allocations in brackets, under the replayed
+// layout and, with --plan, under each trace's plan. Every figure is
+// deterministic, so the README's table regenerates byte for byte.
+func writeReplayMarkdown(w io.Writer, rows []replayRow, f replayFlags) error {
+	var b strings.Builder
+	head := []string{"trace", "events", "peak live", rows[0].dry.Layout.Kind().String() + " layout"}
+	if f.plan {
+		head = append(head, "plan", "planned", "spills")
+	}
+	b.WriteString("| " + strings.Join(head, " | ") + " |\n|" + strings.Repeat(" --- |", len(head)) + "\n")
+	for _, r := range rows {
+		d := r.dry
+		cells := []string{d.Trace, fmt.Sprint(d.Events), memory.FormatBytes(d.PeakLiveBytes),
+			fmt.Sprintf("%.3f× (%d)", d.Ratio(), d.DriverAllocs)}
+		if r.plan != nil {
+			p := r.plan
+			cells = append(cells, summarizeLayout(p.Layout), fmt.Sprintf("%.4f× (%d)", p.Ratio(), p.DriverAllocs), fmt.Sprint(p.Spills))
+		}
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
 // summarizeLayout is a layout in a few words: an arena plan's JSON runs to
 // megabytes.
 func summarizeLayout(l memory.Layout) string {
@@ -266,41 +311,66 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-// replayProgress is a progress bar on a terminal's stderr, and nothing when
-// stderr is piped or the work is short.
+// replayProgress is a progress bar on a terminal's stderr for the stage of
+// the work under way (reading, replaying, planning a trace), and nothing
+// when stderr is piped or the stage is short.
 type replayProgress struct {
 	bar     *progressbar.ProgressBar
 	w       io.Writer
-	total   int
 	visible bool
 }
 
-func newReplayProgress(w io.Writer, traces int) *replayProgress {
-	p := &replayProgress{w: w, total: traces}
+func newReplayProgress(w io.Writer) *replayProgress {
+	p := &replayProgress{w: w}
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		p.visible = true
 	}
 	return p
 }
 
-// enable shows the bar from now on if the terminal allows and long says so.
-func (p *replayProgress) enable(long bool) {
-	if !p.visible || !long || p.bar != nil {
+// total is the bar's length for a stage of n steps: 0, no bar, unless the
+// stage is long.
+func (p *replayProgress) total(long bool, n int) int {
+	if !long {
+		return 0
+	}
+	return max(n, 1)
+}
+
+// stage starts a stage of total steps, or clears the bar when total is 0.
+func (p *replayProgress) stage(desc string, total int) {
+	if !p.visible {
 		return
 	}
-	p.bar = progressbar.NewOptions(p.total, progressbar.OptionSetWriter(p.w), progressbar.OptionShowCount(),
-		progressbar.OptionSetElapsedTime(true), progressbar.OptionClearOnFinish(), progressbar.OptionSetWidth(20))
+	if total == 0 {
+		p.clear()
+		p.bar = nil
+		return
+	}
+	if p.bar == nil {
+		p.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(p.w), progressbar.OptionShowCount(),
+			progressbar.OptionSetElapsedTime(true), progressbar.OptionClearOnFinish(), progressbar.OptionSetWidth(20))
+	} else {
+		p.bar.Reset()
+		p.bar.ChangeMax(total)
+	}
+	p.bar.Describe(desc)
 }
 
-func (p *replayProgress) describe(s string) {
+// set moves the bar to done of total steps.
+func (p *replayProgress) set(done, total int) {
 	if p.bar != nil {
-		p.bar.Describe(s)
+		_ = p.bar.Set(done)
 	}
 }
 
-func (p *replayProgress) done() {
+// setTotal is set for work whose total is known only once it starts.
+func (p *replayProgress) setTotal(done, total int) {
 	if p.bar != nil {
-		_ = p.bar.Add(1)
+		if p.bar.GetMax() != total {
+			p.bar.ChangeMax(total)
+		}
+		_ = p.bar.Set(done)
 	}
 }
 

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -158,4 +160,100 @@ func TestReplayErrors(t *testing.T) {
 
 	_, _, err = executeReplay(t, "--layout", `{"Sliced":[]}`, resnetTrace)
 	require.ErrorContains(t, err, "empty")
+}
+
+var updateFigures = flag.Bool("update", false, "rewrite the README's figures from the commands that make them")
+
+// readmeFigures are the README's lines between the figures markers, and
+// the command the opening marker names.
+func readmeFigures(t *testing.T, readme string) (command, table string, start, end int) {
+	t.Helper()
+	const open, close = "<!-- figures: ", "<!-- end figures -->\n"
+	start = strings.Index(readme, open)
+	require.GreaterOrEqual(t, start, 0, "the README marks its figures")
+	eol := strings.Index(readme[start:], " -->\n")
+	require.Positive(t, eol)
+	command = readme[start+len(open) : start+eol]
+	start += eol + len(" -->\n")
+	end = strings.Index(readme, close)
+	require.Greater(t, end, start)
+	return command, readme[start:end], start, end
+}
+
+// TestREADMEPlanTableIsTheCommandsOutput regenerates the README's plan
+// table with the command its marker names and fails when they differ;
+// `make figures` (-update) rewrites it.
+func TestREADMEPlanTableIsTheCommandsOutput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans every shipped trace")
+	}
+	const path = "../../README.md"
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	readme := string(data)
+	command, table, start, end := readmeFigures(t, readme)
+	args := strings.Fields(command)
+	require.Equal(t, []string{"vkrt", "replay"}, args[:2], "the figures come from vkrt replay")
+	var expanded []string
+	for _, a := range args[2:] {
+		if strings.ContainsAny(a, "*?[") {
+			matches, err := filepath.Glob(filepath.Join("..", "..", a))
+			require.NoError(t, err)
+			require.NotEmpty(t, matches, a)
+			expanded = append(expanded, matches...)
+			continue
+		}
+		expanded = append(expanded, a)
+	}
+	out, _, err := executeReplay(t, expanded...)
+	require.NoError(t, err)
+	if *updateFigures {
+		require.NoError(t, os.WriteFile(path, []byte(readme[:start]+out+readme[end:]), 0o644))
+		return
+	}
+	require.Equal(t, out, table, "README's figures drifted from `%s`: run make figures", command)
+}
+
+func TestReplayMarkdownHasNoWallClockFigures(t *testing.T) {
+	_, _, err := executeReplay(t, "--markdown", "--bench", resnetTrace)
+	require.ErrorContains(t, err, "neither --json nor --bench")
+	a, _, err := executeReplay(t, "--markdown", resnetTrace)
+	require.NoError(t, err)
+	b, _, err := executeReplay(t, "--markdown", resnetTrace)
+	require.NoError(t, err)
+	require.Equal(t, a, b, "the same figures every run")
+	require.True(t, strings.HasPrefix(a, "| trace | events | peak live |"), a)
+}
+
+func TestReplayTableKeepsFinishedTracesWhenALaterOneFails(t *testing.T) {
+	small := writeTrace(t, "small.trace", "a 1 1000 0\nf 1\n")
+	bad := writeTrace(t, "bad.trace", "a 1 1000 0\nf 2\n")
+	empty := writeTrace(t, "empty.trace", "")
+	out, _, err := executeReplay(t, small, bad, resnetTrace, empty)
+	require.ErrorIs(t, err, trace.ErrMalformed)
+	require.ErrorIs(t, err, trace.ErrEmpty, "every failure is reported")
+	require.ErrorContains(t, err, "bad line 2")
+	require.Contains(t, out, "small", "the trace before the failure is shown")
+	require.Contains(t, out, "resnet50_train", "the traces after it still run")
+}
+
+func TestReplayEmptyTraceSaysItIsEmptyAndFails(t *testing.T) {
+	empty := writeTrace(t, "empty.trace", "# nothing\n")
+	out, _, err := executeReplay(t, empty)
+	require.ErrorIs(t, err, trace.ErrEmpty)
+	require.ErrorContains(t, err, "empty holds no events")
+	require.Empty(t, out, "no row of zeros")
+}
+
+func TestReplayShowsProgressWithinATrace(t *testing.T) {
+	var buf bytes.Buffer
+	bar := &replayProgress{w: &buf, visible: true}
+	layout, err := replayLayout("sub-slices")
+	require.NoError(t, err)
+	_, err = replayTrace(resnetTrace, layout, replayFlags{plan: true}, bar)
+	require.NoError(t, err)
+	for _, stage := range []string{"replaying resnet50_train", "planning resnet50_train", "under its plan"} {
+		require.Contains(t, buf.String(), stage)
+	}
+	require.Regexp(t, `planning resnet50_train[^\n\r]*\d+/\d+`, buf.String(), "the plan's own work is counted")
 }

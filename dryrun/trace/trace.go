@@ -64,6 +64,20 @@ type Trace struct {
 // *LineError.
 var ErrMalformed = errors.New("trace: malformed")
 
+// ErrTruncated: the trace's compressed stream ends before its end, as a
+// copy cut short leaves it. It is also ErrMalformed.
+var ErrTruncated error = malformedKind("trace: truncated")
+
+// ErrEmpty: the trace holds no events, so there is nothing to replay or
+// plan. It is also ErrMalformed.
+var ErrEmpty error = malformedKind("trace: empty")
+
+// malformedKind is a kind of malformed trace: it matches ErrMalformed too.
+type malformedKind string
+
+func (k malformedKind) Error() string        { return string(k) }
+func (k malformedKind) Is(target error) bool { return target == ErrMalformed }
+
 // LineError names the line of a trace that could not be read and why.
 type LineError struct {
 	Name   string // the trace's name, may be empty
@@ -111,8 +125,10 @@ func Read(name string, r io.Reader) (*Trace, error) {
 		defer zr.Close()
 		src = zr
 	}
-	sc := bufio.NewScanner(src)
+	rec := &readRecorder{r: src}
+	sc := bufio.NewScanner(rec)
 	sc.Buffer(make([]byte, 0, maxTraceLine), maxTraceLine)
+	sc.Split(rec.lines)
 
 	t := &Trace{Name: name}
 	// index of each id; live[index] says whether it is still allocated.
@@ -190,12 +206,44 @@ func Read(name string, r io.Reader) (*Trace, error) {
 		if errors.Is(err, bufio.ErrTooLong) {
 			return nil, &LineError{Name: name, Line: line + 1, Reason: fmt.Sprintf("line longer than %d bytes", maxTraceLine)}
 		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, fmt.Errorf("%w: %s: the gzip stream is cut short after line %d: %w", ErrTruncated, name, line, err)
+		}
 		if corruptGzip(err) {
-			return nil, fmt.Errorf("%w: %s: compressed data after line %d: %w", ErrMalformed, name, line, err)
+			return nil, fmt.Errorf("%w: %s: corrupt compressed data after line %d: %w", ErrMalformed, name, line, err)
 		}
 		return nil, fmt.Errorf("trace: reading %s after line %d: %w", name, line, err)
 	}
+	if len(t.Events) == 0 {
+		return nil, fmt.Errorf("%w: %s holds no events (%d lines)", ErrEmpty, name, line)
+	}
 	return t, nil
+}
+
+// readRecorder keeps the error its reader failed with, so that the last,
+// unterminated piece of a stream that failed is not parsed as a line: a
+// gzip stream cut short ends mid-line, and that fragment is the damage,
+// not a line to blame.
+type readRecorder struct {
+	r   io.Reader
+	err error
+}
+
+func (rr *readRecorder) Read(p []byte) (int, error) {
+	n, err := rr.r.Read(p)
+	if err != nil && err != io.EOF {
+		rr.err = err
+	}
+	return n, err
+}
+
+// lines is bufio.ScanLines, except that an unterminated last line of a
+// stream that failed is the failure.
+func (rr *readRecorder) lines(data []byte, atEOF bool) (int, []byte, error) {
+	if atEOF && rr.err != nil && len(data) > 0 && bytes.IndexByte(data, '\n') < 0 {
+		return 0, nil, rr.err
+	}
+	return bufio.ScanLines(data, atEOF)
 }
 
 // corruptGzip tells a damaged compressed stream from a failing reader.

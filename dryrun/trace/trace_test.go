@@ -3,6 +3,8 @@ package trace_test
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,4 +121,36 @@ func FuzzRead(f *testing.F) {
 			require.Equal(t, e, again.Events[i])
 		}
 	})
+}
+
+func TestReadTraceCutShortIsATruncatedGzipNotABadLine(t *testing.T) {
+	var text strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&text, "a %d %d 0\n", i, 1000+i*7919%100003)
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, err := zw.Write([]byte(text.String()))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	whole := buf.Bytes()
+	_, err = trace.Read("whole", bytes.NewReader(whole))
+	require.NoError(t, err)
+	for _, cut := range []int{len(whole) / 3, len(whole) / 2, len(whole) - 9, len(whole) - 1} {
+		_, err := trace.Read("cut", bytes.NewReader(whole[:cut]))
+		require.ErrorIs(t, err, trace.ErrTruncated, "cut at %d of %d", cut, len(whole))
+		require.ErrorIs(t, err, trace.ErrMalformed)
+		var le *trace.LineError
+		require.False(t, errors.As(err, &le), "no line is blamed: %v", err)
+		require.ErrorContains(t, err, "cut short")
+	}
+}
+
+func TestReadTraceEmptySaysItIsEmpty(t *testing.T) {
+	for _, text := range []string{"", "\n\n", "# only a comment\n"} {
+		_, err := trace.Read("nothing", strings.NewReader(text))
+		require.ErrorIs(t, err, trace.ErrEmpty, "%q", text)
+		require.ErrorIs(t, err, trace.ErrMalformed)
+		require.ErrorContains(t, err, "nothing holds no events")
+	}
 }
