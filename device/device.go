@@ -83,7 +83,7 @@ type Opener func(ctx context.Context, cfg Config) (Device, error)
 
 // ErrNoBackend: no backend is linked into the program, so there is no
 // default device to open.
-var ErrNoBackend = errors.New("device: no backend is linked in (import _ \"github.com/vkrt/vkrt/vk\" for Vulkan, which needs cgo, or hand the client a device such as device/cpu's)")
+var ErrNoBackend = errors.New("device: no backend is linked in (the Vulkan one needs cgo and import _ \"github.com/vkrt/vkrt/vk\"; or hand the client a device, such as device/cpu's)")
 
 // ErrUnavailable: the backend is linked in but this machine cannot run it
 // (no driver, no device, or a build without cgo). Backends wrap it in their

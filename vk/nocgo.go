@@ -2,14 +2,9 @@
 
 package vk
 
-import (
-	"context"
-
-	"github.com/vkrt/vkrt/device"
-)
-
 // Device is an opened Vulkan device. Built without cgo there is none: Open
-// fails with ErrNoCgo.
+// fails with ErrNoCgo, and the package registers no default backend, so
+// device.Open fails with device.ErrNoBackend (and tests pick the cpu device).
 type Device struct{}
 
 // Open fails: the Vulkan backend needs cgo.
@@ -17,7 +12,3 @@ func Open(index int, opts ...Option) (*Device, error) { return nil, ErrNoCgo }
 
 // Devices fails: the Vulkan backend needs cgo.
 func Devices() ([]DeviceInfo, error) { return nil, ErrNoCgo }
-
-func init() {
-	device.Register("vulkan", func(context.Context, device.Config) (device.Device, error) { return nil, ErrNoCgo })
-}

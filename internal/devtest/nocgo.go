@@ -1,0 +1,5 @@
+//go:build !cgo
+
+package devtest
+
+const cgoBuild = false
