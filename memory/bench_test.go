@@ -23,6 +23,18 @@ func (s *nullStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 func (s *nullStorage) Dealloc(vkruntime.StorageID) {}
 func (s *nullStorage) Flush()                      {}
 
+// nullSparseStorage adds sparse residency at 2 MiB granules, binding
+// nothing.
+type nullSparseStorage struct{ nullStorage }
+
+func (s *nullSparseStorage) SparseGranule() uint64  { return 2 << 20 }
+func (s *nullSparseStorage) MaxVirtualSize() uint64 { return 1 << 40 }
+func (s *nullSparseStorage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
+	return s.Alloc(size)
+}
+func (s *nullSparseStorage) ReleaseVirtual(vkruntime.StorageID)                     {}
+func (s *nullSparseStorage) Bind(vkruntime.StorageID, []vkruntime.SparseBind) error { return nil }
+
 // h200 are the properties of an NVIDIA H200 as the pools see it.
 var h200 = vkruntime.DeviceProperties{Alignment: 16, MaxPageSize: 1 << 30, MemorySize: 150_000_000_000 &^ 15}
 
@@ -35,6 +47,7 @@ var benchLayouts = []struct {
 	{"SubSlicesLocked", memory.SubSlicesLayout(), true},
 	{"ExclusivePages", memory.ExclusivePagesLayout(), false},
 	{"Direct", memory.DirectLayout(), false},
+	{"Virtual", memory.VirtualLayout(memory.VirtualPlan{}), false},
 }
 
 // BenchmarkTraceReplay replays the shipped allocation streams of real model
@@ -49,7 +62,7 @@ func BenchmarkTraceReplay(b *testing.B) {
 		for _, l := range benchLayouts {
 			b.Run(fmt.Sprintf("%s/%s", tr.Name, l.name), func(b *testing.B) {
 				handles := make([]memory.Handle, tr.Allocations)
-				m, err := memory.NewManager(&nullStorage{}, h200, l.layout)
+				m, err := memory.NewManager(&nullSparseStorage{}, h200, l.layout)
 				require.NoError(b, err)
 				var mu *sync.Mutex
 				if l.locked {

@@ -72,19 +72,12 @@ type virtualPool struct {
 	probeFrom    uint64
 	probeFound   bool
 
-	refs     []uint32 // per granule: live reservations touching it
-	backing  []int32  // per granule: the chunk behind it, none when unbound
-	backAt   []uint32 // per granule: its granule index in that chunk
-	idlePrev []int32  // per granule: the idle list, least recently idled first
-	idleNext []int32
-	idleHead int32
-	idleTail int32
-	idle     uint64 // granules bound with no live reservation
-	chunks   []virtualChunk
-	spareGr  uint64 // granules of held chunks bound to nothing
+	gm        granuleMap
+	chunks    []virtualChunk
+	spareGr   uint64 // granules of held chunks bound to nothing
+	spareHint int    // no chunk below it has a spare granule
 
-	needed     uint64 // granules touched by live reservations
-	neededPeak uint64
+	neededPeak uint64                 // the most granules live reservations touched at once
 	binds      []vkruntime.SparseBind // the pending submission
 }
 
@@ -97,7 +90,7 @@ type virtualChunk struct {
 func newVirtualPool(c poolConfig, s vkruntime.SparseStorage, total *Usage) *virtualPool {
 	p := &virtualPool{poolBase: poolBase{storage: s, total: total}, sparse: s, granule: c.granule,
 		shift: uint(bits.TrailingZeros64(c.granule)), space: c.space, maxAlloc: c.maxAlloc, heap: c.heap, maxChunk: c.maxChunk,
-		plannedB: c.planned, idleHead: none, idleTail: none, slots: c.slots, slotsEnd: c.slotsEnd, following: len(c.slots) > 0,
+		plannedB: c.planned, slots: c.slots, slotsEnd: c.slotsEnd, following: len(c.slots) > 0,
 		plannedLive: btree.NewG(arenaTreeDegree, arenaRangeLess)}
 	p.probe = func(r arenaRange) bool {
 		p.probeFound = r.end > p.probeFrom
@@ -117,42 +110,6 @@ func (p *virtualPool) report() PoolReport { return p.reportWith(p.kind()) }
 
 func (p *virtualPool) capacity() (uint64, uint64, bool) { return 0, 0, false }
 
-func (p *virtualPool) grow(n int) {
-	for len(p.refs) < n {
-		p.refs = append(p.refs, 0)
-		p.backing = append(p.backing, none)
-		p.backAt = append(p.backAt, 0)
-		p.idlePrev = append(p.idlePrev, none)
-		p.idleNext = append(p.idleNext, none)
-	}
-}
-
-func (p *virtualPool) idlePush(g int32) {
-	p.idlePrev[g], p.idleNext[g] = p.idleTail, none
-	if p.idleTail != none {
-		p.idleNext[p.idleTail] = g
-	} else {
-		p.idleHead = g
-	}
-	p.idleTail = g
-	p.idle++
-}
-
-func (p *virtualPool) idleRemove(g int32) {
-	prev, next := p.idlePrev[g], p.idleNext[g]
-	if prev != none {
-		p.idleNext[prev] = next
-	} else {
-		p.idleHead = next
-	}
-	if next != none {
-		p.idlePrev[next] = prev
-	} else {
-		p.idleTail = prev
-	}
-	p.idle--
-}
-
 func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) {
 	if !p.ranged {
 		h, err := p.sparse.ReserveVirtual(p.space)
@@ -165,28 +122,15 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 	if err != nil {
 		return 0, err
 	}
-	g0, g1 := int32(off>>p.shift), int32((off+size-1)>>p.shift)
-	if int(g1) >= len(p.refs) {
-		p.grow(int(g1) + 1)
+	g0, g1 := int(off>>p.shift), int((off+size-1)>>p.shift)
+	if g1 >= p.gm.len() {
+		p.gm.grow(g1 + 1)
 	}
-	var unbound uint64
-	for g := g0; g <= g1; g++ {
-		r := p.refs[g]
-		p.refs[g] = r + 1
-		if r != 0 {
-			continue
-		}
-		p.needed++
-		if p.backing[g] != none {
-			p.idleRemove(g)
-		} else {
-			unbound++
-		}
-	}
-	p.neededPeak = max(p.neededPeak, p.needed)
+	unbound := p.gm.touch(g0, g1)
+	p.neededPeak = max(p.neededPeak, p.gm.needed)
 	if unbound > 0 && !lazy {
 		if err := p.bindRange(g0, g1, unbound); err != nil {
-			p.unref(g0, g1)
+			p.gm.untouch(g0, g1)
 			p.unplace(ref)
 			if ref < 0 {
 				p.ordinal-- // the slot is still this reservation's when it is tried again
@@ -252,25 +196,10 @@ func (p *virtualPool) unplace(ref int32) {
 	p.plannedSpare = append(p.plannedSpare, ^ref)
 }
 
-// unref drops one reservation from granules g0..g1; a granule nothing
-// touches any more stays bound, idle.
-func (p *virtualPool) unref(g0, g1 int32) {
-	for g := g0; g <= g1; g++ {
-		p.refs[g]--
-		if p.refs[g] != 0 {
-			continue
-		}
-		p.needed--
-		if p.backing[g] != none {
-			p.idlePush(g)
-		}
-	}
-}
-
 // bindRange binds the unbound touched granules of g0..g1 (n of them): from
 // chunk granules bound to nothing, then from idle granules unbound for it,
 // then from a new chunk.
-func (p *virtualPool) bindRange(g0, g1 int32, n uint64) error {
+func (p *virtualPool) bindRange(g0, g1 int, n uint64) error {
 	p.binds = p.binds[:0]
 	p.unbindIdle(n)
 	if p.spareGr < n {
@@ -280,30 +209,28 @@ func (p *virtualPool) bindRange(g0, g1 int32, n uint64) error {
 			return err
 		}
 	}
-	for g := g0; g <= g1; g++ {
-		if p.refs[g] == 0 || p.backing[g] != none {
-			continue
-		}
+	for g := p.gm.nextUnbound(g0, g1); g >= 0; g = p.gm.nextUnbound(g+1, g1) {
 		ci := p.chunkWithSpare()
 		c := &p.chunks[ci]
 		at := c.free[len(c.free)-1]
 		c.free = c.free[:len(c.free)-1]
 		p.spareGr--
-		p.backing[g], p.backAt[g] = int32(ci), at
+		p.gm.bind(g, int32(ci), at)
 		p.appendBind(vkruntime.SparseBind{Offset: uint64(g) << p.shift, Size: p.granule, Memory: c.handle.ID, MemoryOffset: uint64(at) << p.shift})
 	}
 	return p.submit()
 }
 
-// unbindIdle unbinds the least recently idled granules until the chunks
-// have spare granules for n, or none is idle.
+// unbindIdle unbinds idle granules, those idle longest first as the map's
+// hand sweeps round, until the chunks have spare granules for n, or none
+// is idle.
 func (p *virtualPool) unbindIdle(n uint64) {
-	for p.spareGr < n && p.idle > 0 {
-		g := p.idleHead
-		p.idleRemove(g)
-		c := &p.chunks[p.backing[g]]
-		c.free = append(c.free, p.backAt[g])
-		p.backing[g] = none
+	for p.spareGr < n && p.gm.idle > 0 {
+		g := p.gm.nextIdle()
+		ci, at := p.gm.unbind(g)
+		c := &p.chunks[ci]
+		c.free = append(c.free, at)
+		p.spareHint = min(p.spareHint, int(ci))
 		p.spareGr++
 		p.appendBind(vkruntime.SparseBind{Offset: uint64(g) << p.shift, Size: p.granule})
 	}
@@ -332,9 +259,12 @@ func (p *virtualPool) submit() error {
 	return err
 }
 
+// chunkWithSpare is the lowest chunk with a granule bound to nothing,
+// searched from a hint below which every chunk is full.
 func (p *virtualPool) chunkWithSpare() int {
-	for i := range p.chunks {
+	for i := p.spareHint; i < len(p.chunks); i++ {
 		if len(p.chunks[i].free) > 0 {
+			p.spareHint = i
 			return i
 		}
 	}
@@ -411,25 +341,20 @@ func (p *virtualPool) addChunk(dp devicePage) {
 		p.chunks[ci] = c
 	}
 	p.spareGr += uint64(n)
+	p.spareHint = min(p.spareHint, ci)
 }
 
 func (p *virtualPool) free(ref int32, requested uint64) {
 	off, size := p.where(ref)
 	p.uncountAlloc(requested, size)
-	p.unref(int32(off>>p.shift), int32((off+size-1)>>p.shift))
+	p.gm.untouch(int(off>>p.shift), int((off+size-1)>>p.shift))
 	p.unplace(ref)
 }
 
 func (p *virtualPool) resolve(ref int32) (vkruntime.StorageHandle, error) {
 	off, size := p.where(ref)
-	g0, g1 := int32(off>>p.shift), int32((off+size-1)>>p.shift)
-	var unbound uint64
-	for g := g0; g <= g1; g++ {
-		if p.backing[g] == none {
-			unbound++
-		}
-	}
-	if unbound > 0 {
+	g0, g1 := int(off>>p.shift), int((off+size-1)>>p.shift)
+	if unbound := p.gm.unboundIn(g0, g1); unbound > 0 {
 		if err := p.bindRange(g0, g1, unbound); err != nil {
 			return vkruntime.StorageHandle{}, err
 		}
@@ -468,29 +393,36 @@ func (p *virtualPool) cleanup(explicit bool) {
 	if p.ranged && p.usage.NumberAllocs == 0 && len(p.chunks) == 0 {
 		p.sparse.ReleaseVirtual(p.vrange.ID)
 		p.ranged, p.vrange = false, vkruntime.StorageHandle{}
-		p.refs, p.backing, p.backAt, p.idlePrev, p.idleNext = nil, nil, nil, nil, nil
+		p.gm = granuleMap{}
 	}
 }
 
 func (p *virtualPool) checkInvariants() error {
-	used, err := p.place.check(p.space)
+	placed, err := p.place.check(p.space - p.slotsEnd)
 	if err != nil {
 		return fmt.Errorf("virtual pool: %w", err)
 	}
-	if uint64(used) != p.usage.NumberAllocs {
-		return fmt.Errorf("virtual pool: %d placed blocks, usage says %d live", used, p.usage.NumberAllocs)
+	live := uint64(placed + p.plannedLive.Len())
+	if live != p.usage.NumberAllocs {
+		return fmt.Errorf("virtual pool: %d placed reservations, usage says %d live", live, p.usage.NumberAllocs)
 	}
-	var needed, idle, bound uint64
-	for g := range p.refs {
-		if p.refs[g] != 0 {
-			needed++
+	var ranges [][2]int
+	granules := func(off, end uint64) [2]int { return [2]int{int(off >> p.shift), int((end - 1) >> p.shift)} }
+	for b := int32(0); b != none; b = p.place.blocks[b].nextPhys {
+		if blk := &p.place.blocks[b]; !blk.free {
+			ranges = append(ranges, granules(p.slotsEnd+blk.offset, p.slotsEnd+blk.offset+blk.size))
 		}
-		if p.backing[g] != none {
-			bound++
-			if p.refs[g] == 0 {
-				idle++
-			}
-		}
+	}
+	p.plannedLive.Ascend(func(r arenaRange) bool {
+		ranges = append(ranges, granules(r.offset, r.end))
+		return true
+	})
+	if err := p.gm.check(ranges); err != nil {
+		return fmt.Errorf("virtual pool: %w", err)
+	}
+	var bound uint64
+	for _, w := range p.gm.bound {
+		bound += uint64(bits.OnesCount64(w))
 	}
 	var held, reserved, spare uint64
 	for i := range p.chunks {
@@ -502,11 +434,8 @@ func (p *virtualPool) checkInvariants() error {
 		reserved += c.size
 		spare += uint64(len(c.free))
 	}
-	switch {
-	case needed != p.needed || idle != p.idle:
-		return fmt.Errorf("virtual pool: %d granules touched and %d idle, recorded %d and %d", needed, idle, p.needed, p.idle)
-	case spare != p.spareGr || bound+spare != reserved>>p.shift:
+	if spare != p.spareGr || bound+spare != reserved>>p.shift {
 		return fmt.Errorf("virtual pool: %d granules bound and %d spare in %d B of chunks, recorded %d spare", bound, spare, reserved, p.spareGr)
 	}
-	return p.checkCounts("virtual pool", held, 0, reserved, uint64(used))
+	return p.checkCounts("virtual pool", held, 0, reserved, live)
 }
