@@ -17,7 +17,6 @@ import (
 	"github.com/vkrt/vkrt/internal/devtest"
 	"github.com/vkrt/vkrt/internal/wasmtest"
 	"github.com/vkrt/vkrt/runtime/environment"
-	_ "github.com/vkrt/vkrt/vk" // the default device: Vulkan
 )
 
 // scratch is a directory the whole test binary shares: the compilation
@@ -36,9 +35,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// openClient opens a client on the default device whose records go to a
-// fresh environment, skipping when there is no Vulkan device unless
-// VKRT_REQUIRE_DEVICE=1 makes that a failure.
+func init() { devtest.SelectDevice() }
+
+// openClient opens a client on the default device (the first Vulkan device
+// in a cgo build) whose records go to a fresh environment, skipping when
+// there is none unless VKRT_REQUIRE_DEVICE=1 makes that a failure.
 func openClient(t testing.TB, opts ...client.Option) *client.Client {
 	t.Helper()
 	opts = append([]client.Option{client.WithEnvironment("wasmhost-test", environment.WithDir(t.TempDir()))}, opts...)
