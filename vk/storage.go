@@ -320,6 +320,28 @@ func (s *Storage) pin(handles ...vkruntime.StorageHandle) ([]pinned, error) {
 	return out, nil
 }
 
+// pinOne is pin of a single handle, without a slice: the path of every
+// small transfer.
+func (s *Storage) pinOne(h vkruntime.StorageHandle) (pinned, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.pages[h.ID]
+	if !ok {
+		return pinned{}, fmt.Errorf("vkrt: %v: %w (the device's storage holds %d pages)", h, vkruntime.ErrNotFound, len(s.pages))
+	}
+	if h.Offset > p.size || h.Size > p.size-h.Offset {
+		return pinned{}, fmt.Errorf("vkrt: %v lies outside its page of %d B", h, p.size)
+	}
+	p.pins++
+	return pinned{page: p, offset: h.Offset, size: h.Size}, nil
+}
+
+func (s *Storage) unpinOne(p pinned) {
+	s.mu.Lock()
+	p.page.pins--
+	s.mu.Unlock()
+}
+
 func (s *Storage) unpin(ps []pinned) {
 	s.mu.Lock()
 	for _, x := range ps {

@@ -273,12 +273,11 @@ func (d *Device) transfer(ctx context.Context, h vkruntime.StorageHandle, n uint
 	if err := d.settle(ctx); err != nil {
 		return err
 	}
-	ps, err := d.storage.pin(h)
+	p, err := d.storage.pinOne(h)
 	if err != nil {
 		return err
 	}
-	defer d.storage.unpin(ps)
-	p := ps[0]
+	defer d.storage.unpinOne(p)
 	p.size = n
 	if n == 0 {
 		return nil

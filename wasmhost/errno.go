@@ -55,7 +55,7 @@ type StatusError struct {
 	Err    error
 }
 
-func (e *StatusError) Error() string { return fmt.Sprintf("%v: %v", e.Status, e.Err) }
+func (e *StatusError) Error() string { return e.Status.String() + ": " + e.Err.Error() }
 func (e *StatusError) Unwrap() []error {
 	return []error{e.Status, e.Err}
 }

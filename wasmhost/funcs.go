@@ -3,6 +3,7 @@ package wasmhost
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"reflect"
 	"unicode/utf8"
@@ -121,8 +122,8 @@ type rangeFault struct {
 }
 
 func (e *rangeFault) Error() string {
-	return fail(EFAULT, "%s: guest range [%d, %d) is outside the guest's %d B of memory",
-		e.what, e.ptr, uint64(e.ptr)+uint64(e.n), e.size).Error()
+	return fmt.Sprintf("%s: guest range [%d, %d) is outside the guest's %d B of memory",
+		e.what, e.ptr, uint64(e.ptr)+uint64(e.n), e.size)
 }
 
 // badHandle is an EBADF.
@@ -132,7 +133,7 @@ type badHandle struct {
 }
 
 func (e *badHandle) Error() string {
-	return fail(EBADF, "%s: handle %#x names no live buffer of this guest", e.what, e.handle).Error()
+	return fmt.Sprintf("%s: handle %#x names no live buffer of this guest", e.what, e.handle)
 }
 
 // outOfBuffer is an ERANGE of a buffer access.
@@ -144,8 +145,8 @@ type outOfBuffer struct {
 }
 
 func (e *outOfBuffer) Error() string {
-	return fail(ERANGE, "%s: handle %#x (buffer %d): %d B at offset %d is outside its %d B",
-		e.what, e.handle, e.bufID, e.n, e.offset, e.size).Error()
+	return fmt.Sprintf("%s: handle %#x (buffer %d): %d B at offset %d is outside its %d B",
+		e.what, e.handle, e.bufID, e.n, e.offset, e.size)
 }
 
 func putU32(mem api.Memory, ptr, v uint32) bool { return mem != nil && mem.WriteUint32Le(ptr, v) }
@@ -306,10 +307,7 @@ func memoryReport(g *instance, mem api.Memory, stack []uint64) Errno {
 }
 
 func lastError(g *instance, mem api.Memory, stack []uint64) Errno {
-	var msg []byte
-	if g.lastErr != nil {
-		msg = []byte(g.lastErr.Error())
-	}
+	msg := []byte(g.lastMessage())
 	return writeOut(g, mem, "last_error", stack, msg, false)
 }
 

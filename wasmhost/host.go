@@ -255,9 +255,7 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 	res.PeakDeviceBytes, res.PeakBytes, res.PeakHandles = inst.peakDev, inst.peakBytes, inst.peakLive
 	res.PeakReservedBytes = inst.peakReserved
 	res.Calls, res.FailedCalls = inst.calls, inst.failedCalls
-	if inst.lastErr != nil {
-		res.LastError = inst.lastErr.Error()
-	}
+	res.LastError = inst.lastMessage()
 	relErr := inst.release()
 	if owned {
 		relErr = errors.Join(relErr, s.Close())

@@ -122,6 +122,19 @@ func (g *instance) failStatus(status Errno, err error) Errno {
 	return status
 }
 
+// lastMessage is what last_error tells the guest: the message of its last
+// failed call, without the status the guest already has.
+func (g *instance) lastMessage() string {
+	var se *StatusError
+	switch {
+	case g.lastErr == nil:
+		return ""
+	case errors.As(g.lastErr, &se):
+		return se.Err.Error()
+	}
+	return g.lastErr.Error()
+}
+
 // sampleReserved notes the bytes the guest's pools reserve now, for the
 // run's peak: they only grow when a buffer is made.
 func (g *instance) sampleReserved() {

@@ -40,7 +40,7 @@ func (s Status) String() string {
 func (s Status) Error() string { return "vkrt: " + s.String() }
 
 // Error is a failed call: the function, the status and the host's message
-// (last_error).
+// (last_error), which names the function and what was wrong.
 type Error struct {
 	Op      string
 	Status  Status
@@ -49,9 +49,9 @@ type Error struct {
 
 func (e *Error) Error() string {
 	if e.Message == "" {
-		return fmt.Sprintf("vkrt: %s: %v", e.Op, e.Status)
+		return fmt.Sprintf("vkrt: %s: %s", e.Op, e.Status.String())
 	}
-	return fmt.Sprintf("vkrt: %s: %v: %s", e.Op, e.Status, e.Message)
+	return fmt.Sprintf("vkrt: %s: %s", e.Status.String(), e.Message)
 }
 
 // Unwrap is the status, so errors.Is(err, guest.EBADF) holds.
