@@ -168,8 +168,7 @@ func measureGuest(ctx context.Context, s *guestSession, f planWasmFlags) (*guest
 func printPlanWasm(w io.Writer, l planWasmLine, out string) {
 	fmt.Fprintf(w, "dry run:  %.2f s, %s of device memory held; the guest's buffers peaked at %s live, its pools at %s reserved\n",
 		l.DryRun.WallS, memory.FormatBytes(l.DryRun.DeviceBytes), memory.FormatBytes(l.DryRun.PeakLiveBytes), memory.FormatBytes(l.DryRun.ReservedPeakBytes))
-	plan, _ := json.Marshal(l.Plan)
-	fmt.Fprintf(w, "plan:     %s pools capped at %s: %s\n", l.Plan.Kind(), memory.FormatBytes(l.Capacity), abbreviatePlan(plan))
+	fmt.Fprintf(w, "plan:     %s\n", describePlan(l.Plan, l.Capacity))
 	if out != "" {
 		fmt.Fprintf(w, "          written to %s (use it with --layout)\n", out)
 	}
@@ -184,12 +183,20 @@ func printPlanWasm(w io.Writer, l planWasmLine, out string) {
 	}
 }
 
-// abbreviatePlan keeps a long arena plan's line readable.
-func abbreviatePlan(b []byte) string {
-	if len(b) > 160 {
-		return string(b[:160]) + "…"
+// describePlan says in a line what a plan reserves and how.
+func describePlan(l memory.Layout, capacity uint64) string {
+	if a, ok := l.Arena(); ok {
+		pages := fmt.Sprintf("%d pages", len(a.Pages))
+		if len(a.Pages) == 1 {
+			pages = "one page"
+		}
+		return fmt.Sprintf("an arena of %s, %s in all, with a place for each of the %d buffers the dry run made outside persistent windows; anything else goes to growable pools",
+			pages, memory.FormatBytes(capacity), len(a.Slots))
 	}
-	return string(b)
+	if pools, ok := l.Sliced(); ok {
+		return fmt.Sprintf("%d sliced pools capped at %s in all: %v", len(pools), memory.FormatBytes(capacity), l)
+	}
+	return l.String()
 }
 
 func init() {
