@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -370,5 +371,22 @@ func TestBrokenStoragesAreCaught(t *testing.T) {
 			rep := conformance.RunStorage(context.Background(), heapFactory(tc.flaw), conformance.Options{})
 			requireCaught(t, rep, tc.caught, i == 0, func(tb testing.TB) { conformance.TestStorage(tb, heapFactory(tc.flaw)) })
 		})
+	}
+}
+
+// A storage that cannot be limited says so, and the checks that need a
+// limit are not supported rather than passed.
+func TestLimitChecksNeedALimit(t *testing.T) {
+	unlimited := func(cfg conformance.StorageConfig) (conformance.StorageTarget, error) {
+		if cfg.MemoryLimit != 0 {
+			return conformance.StorageTarget{}, fmt.Errorf("this storage has no memory limit: %w", conformance.ErrNotSupported)
+		}
+		return heapFactory(noFlaw)(cfg)
+	}
+	rep := conformance.RunStorage(context.Background(), unlimited, conformance.Options{Run: regexp.MustCompile(`oom|release-returns`)})
+	require.Len(t, rep.Results, 4)
+	for _, r := range rep.Results {
+		require.Equal(t, conformance.NotSupported, r.Status, r.Check)
+		require.Contains(t, r.Reason, "no memory limit")
 	}
 }

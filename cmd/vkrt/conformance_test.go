@@ -155,6 +155,8 @@ func TestConformanceRefusesBadFlags(t *testing.T) {
 	require.ErrorContains(t, err, "--run")
 	_, _, err = execute(t, "conformance", "--run", "^no such check$")
 	require.ErrorContains(t, err, "no check matches")
+	_, _, err = execute(t, "conformance", "--device", "99")
+	require.Error(t, err, "there is no device 99")
 	_, _, err = execute(t, "conformance", "--json", "-", "--junit", "-")
 	require.ErrorContains(t, err, "cannot both go to stdout")
 }
