@@ -63,7 +63,7 @@ func TestMeasurePlanSpill(t *testing.T) {
 	require.True(t, m.Verified)
 	require.Positive(t, m.Spills)
 	require.ErrorContains(t, err, "reservations spilled under")
-	require.Contains(t, warnings.String(), "spills to the next one", "the pools warn on the client's logger")
+	require.Contains(t, warnings.String(), "needs more pages than its plan expected", "the pools warn on the client's logger")
 }
 
 func TestMeasurePlanNeedsDrainedStream(t *testing.T) {
