@@ -36,13 +36,13 @@ type Check struct {
 	Name string
 	// Rule is the contract in one sentence.
 	Rule string
-	run  func(c *C)
+	run  func(c *checkState)
 }
 
-// C is what a running check reports through. Errorf records a
+// checkState is what a running check reports through. Errorf records a
 // misbehaviour and carries on, so one check reports all it sees; Fatalf
 // and NotSupportedf stop the check.
-type C struct {
+type checkState struct {
 	ctx context.Context
 
 	mu       sync.Mutex
@@ -56,10 +56,10 @@ type C struct {
 const maxEvidence = 20
 
 // Context is cancelled when the check runs past its time.
-func (c *C) Context() context.Context { return c.ctx }
+func (c *checkState) Context() context.Context { return c.ctx }
 
 // Errorf records a misbehaviour and lets the check go on.
-func (c *C) Errorf(format string, args ...any) {
+func (c *checkState) Errorf(format string, args ...any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.evidence) >= maxEvidence {
@@ -69,15 +69,16 @@ func (c *C) Errorf(format string, args ...any) {
 	c.evidence = append(c.evidence, fmt.Sprintf(format, args...))
 }
 
-// Fatalf records a misbehaviour and stops the check.
-func (c *C) Fatalf(format string, args ...any) {
+// Fatalf records a misbehaviour and stops the check; like testing.T's, it
+// must be called from the check's own goroutine.
+func (c *checkState) Fatalf(format string, args ...any) {
 	c.Errorf(format, args...)
 	runtime.Goexit()
 }
 
 // NotSupportedf stops the check: the target lacks what it needs. A check
 // that already recorded a misbehaviour still fails.
-func (c *C) NotSupportedf(format string, args ...any) {
+func (c *checkState) NotSupportedf(format string, args ...any) {
 	c.mu.Lock()
 	c.reason = fmt.Sprintf(format, args...)
 	c.mu.Unlock()
@@ -85,14 +86,14 @@ func (c *C) NotSupportedf(format string, args ...any) {
 }
 
 // Cleanup runs f when the check ends, last registered first.
-func (c *C) Cleanup(f func()) {
+func (c *checkState) Cleanup(f func()) {
 	c.mu.Lock()
 	c.cleanups = append(c.cleanups, f)
 	c.mu.Unlock()
 }
 
 // failed reports whether a misbehaviour was recorded so far.
-func (c *C) failed() bool {
+func (c *checkState) failed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.evidence) > 0
@@ -100,7 +101,7 @@ func (c *C) failed() bool {
 
 // need stops the check as not supported when err says the factory cannot
 // provide what was asked, and fails it on any other error.
-func (c *C) need(err error, what string) {
+func (c *checkState) need(err error, what string) {
 	if err == nil {
 		return
 	}
@@ -177,7 +178,7 @@ func runCheck(ctx context.Context, ch Check, timeout time.Duration) Result {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c := &C{ctx: ctx}
+	c := &checkState{ctx: ctx}
 	done := make(chan struct{})
 	start := time.Now()
 	go func() {
@@ -225,7 +226,7 @@ func runCheck(ctx context.Context, ch Check, timeout time.Duration) Result {
 	return r
 }
 
-func runCleanup(c *C, f func()) {
+func runCleanup(c *checkState, f func()) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.Errorf("panic in cleanup: %v", p)
@@ -234,7 +235,7 @@ func runCleanup(c *C, f func()) {
 	f()
 }
 
-// trimStack keeps the frames below the runner's own.
+// trimStack keeps the top of a panic's stack, where it happened.
 func trimStack(stack []byte) string {
 	lines := strings.Split(string(stack), "\n")
 	if len(lines) > 24 {

@@ -19,7 +19,7 @@ type churnOptions struct {
 // and checks every page handle the storage returns.
 type pageRecorder struct {
 	vkruntime.Storage
-	c     *C
+	c     *checkState
 	align uint64
 	pages map[vkruntime.StorageID]uint64
 }
@@ -68,7 +68,7 @@ func churnSize(rng *rand.Rand, largest uint64) uint64 {
 // churn reserves and frees through pools of layout l over the target's
 // storage, checks where every slice lies and, unless alignmentOnly, writes
 // a pattern into every slice and reads every live slice back as it goes.
-func churn(c *C, t StorageTarget, l memory.Layout, o churnOptions) {
+func churn(c *checkState, t StorageTarget, l memory.Layout, o churnOptions) {
 	rec := &pageRecorder{Storage: t.Storage, c: c, align: t.Properties.Alignment, pages: map[vkruntime.StorageID]uint64{}}
 	var storage vkruntime.Storage = rec
 	if sparse, ok := sparseOf(t); ok {

@@ -85,7 +85,7 @@ const deviceLimit = 16 << 20
 
 // openClient opens a client for one check and closes it when the check
 // ends; closing must succeed (a device reports leaks and misuse there).
-func openClient(c *C, open OpenClient, cfg DeviceConfig) *client.Client {
+func openClient(c *checkState, open OpenClient, cfg DeviceConfig) *client.Client {
 	cl, err := open(c.Context(), cfg)
 	c.need(err, "opening the device")
 	if cl == nil {
@@ -119,7 +119,7 @@ func deviceChecks(open OpenClient) []Check {
 		{
 			Name: "device/properties",
 			Rule: "The device's properties can drive the pools: a power-of-two alignment of at least 4 B, a max page size that is a multiple of it, a non-zero memory size",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				p := openClient(c, open, DeviceConfig{}).Properties()
 				if err := p.Validate(); err != nil {
 					c.Errorf("%+v: %v", p, err)
@@ -140,7 +140,7 @@ func deviceChecks(open OpenClient) []Check {
 		{
 			Name: "device/create-round-trip",
 			Rule: "A buffer created from bytes reads back those bytes, at every size",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				cl := openClient(c, open, DeviceConfig{})
 				ctx := c.Context()
 				for i, size := range []uint64{1, 3, 4, 15, 17, 255, 4097, 65539} {
@@ -163,7 +163,7 @@ func deviceChecks(open OpenClient) []Check {
 		{
 			Name: "device/transfer-odd-ranges",
 			Rule: "Writes and reads of a buffer at odd offsets and sizes move exactly the bytes asked and leave every other byte as it was",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				cl := openClient(c, open, DeviceConfig{})
 				ctx := c.Context()
 				const size = 4099
@@ -197,7 +197,7 @@ func deviceChecks(open OpenClient) []Check {
 		{
 			Name: "device/transfer-bounds",
 			Rule: "A write or read reaching past the end of a buffer is an error and changes nothing",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				cl := openClient(c, open, DeviceConfig{})
 				ctx := c.Context()
 				want := pattern(8, 1000)
@@ -224,7 +224,7 @@ func deviceChecks(open OpenClient) []Check {
 		{
 			Name: "device/free-twice-not-found",
 			Rule: "Freeing a buffer twice is runtime.ErrNotFound, and a freed buffer can be neither read nor written",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				cl := openClient(c, open, DeviceConfig{})
 				ctx := c.Context()
 				b, err := cl.Create(ctx, pattern(9, 64))
@@ -248,7 +248,7 @@ func deviceChecks(open OpenClient) []Check {
 		{
 			Name: "device/stream-ownership",
 			Rule: "A buffer belongs to its stream: another stream's write, read, free or launch of it is an error and changes nothing",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				cl := openClient(c, open, DeviceConfig{})
 				ctx := c.Context()
 				other, err := cl.NewStream()
@@ -283,7 +283,7 @@ func deviceChecks(open OpenClient) []Check {
 		{
 			Name: "device/churn-integrity",
 			Rule: "Through churn of buffers under every layout (persistent windows included), every live buffer keeps every byte written to it: 0 corrupt bytes",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				cl := openClient(c, open, DeviceConfig{})
 				for _, l := range churnLayouts(cl.Properties()) {
 					churnBuffers(c, cl, l)
@@ -293,7 +293,7 @@ func deviceChecks(open OpenClient) []Check {
 		{
 			Name: "device/oom-classified",
 			Rule: "Under a memory limit, a buffer the device cannot hold fails with an error matching runtime.ErrOutOfDeviceMemory, as a *client.AllocationError naming the size asked",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				cl := openClient(c, open, DeviceConfig{MemoryLimit: deviceLimit})
 				bufs, err := fillDevice(c, cl)
 				defer freeAll(c, bufs)
@@ -314,7 +314,7 @@ func deviceChecks(open OpenClient) []Check {
 		{
 			Name: "device/usable-after-oom",
 			Rule: "After out of memory the stream stays usable: live buffers keep their bytes, kernels run, and a buffer fits once memory is freed",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				cl := openClient(c, open, DeviceConfig{MemoryLimit: deviceLimit})
 				ctx := c.Context()
 				bufs, err := fillDevice(c, cl)
@@ -350,7 +350,7 @@ func deviceChecks(open OpenClient) []Check {
 		{
 			Name: "device/cleanup-returns-memory",
 			Rule: "Once every buffer is freed and the pools cleaned up, the device holds what it held when opened",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				cl := openClient(c, open, DeviceConfig{})
 				held := deviceStorage(cl).Held
 				start := held()
@@ -366,7 +366,7 @@ func deviceChecks(open OpenClient) []Check {
 		{
 			Name: "device/memory-budget",
 			Rule: "Where the device reports a memory budget, it is non-zero and no more than the heap, and the usage it reports grows when the device allocates",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				cl := openClient(c, open, DeviceConfig{})
 				b, ok := any(cl.Device()).(interface {
 					Budget() (budget, usage uint64, ok bool)
@@ -398,7 +398,7 @@ func deviceChecks(open OpenClient) []Check {
 		{
 			Name: "device/host-visible",
 			Rule: "Where the device's memory is host-visible, host writes are seen by kernels and kernel writes by the host straight after the launch",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				cl := openClient(c, open, DeviceConfig{})
 				hv, ok := any(cl.Device()).(interface{ HostVisible() bool })
 				if !ok || !hv.HostVisible() {
@@ -470,7 +470,7 @@ func deviceChecks(open OpenClient) []Check {
 		{
 			Name: "records/round-trip",
 			Rule: "A memory record written to an environment (SQLite in a directory of its own) reads back with the same label and the same report, after the environment is reopened",
-			run:  func(c *C) { checkRecordsRoundTrip(c, open) },
+			run:  func(c *checkState) { checkRecordsRoundTrip(c, open) },
 		},
 		{
 			Name: "device/concurrent-streams",
@@ -483,17 +483,17 @@ func deviceChecks(open OpenClient) []Check {
 }
 
 // withClient is a check run on a client of its own.
-func withClient(open OpenClient, check func(c *C, cl *client.Client)) func(c *C) {
-	return func(c *C) { check(c, openClient(c, open, DeviceConfig{})) }
+func withClient(open OpenClient, check func(c *checkState, cl *client.Client)) func(c *checkState) {
+	return func(c *checkState) { check(c, openClient(c, open, DeviceConfig{})) }
 }
 
-func freeBuffer(c *C, b *client.Buffer) {
+func freeBuffer(c *checkState, b *client.Buffer) {
 	if err := b.Free(); err != nil {
 		c.Errorf("freeing buffer %d (%d B): %v", b.ID(), b.Size(), err)
 	}
 }
 
-func freeAll(c *C, bufs []*client.Buffer) {
+func freeAll(c *checkState, bufs []*client.Buffer) {
 	for _, b := range bufs {
 		freeBuffer(c, b)
 	}
@@ -501,7 +501,7 @@ func freeAll(c *C, bufs []*client.Buffer) {
 
 // fillDevice makes buffers of a quarter of the limit until the device
 // refuses one (or eight fit), writing a byte into each so it is held.
-func fillDevice(c *C, cl *client.Client) ([]*client.Buffer, error) {
+func fillDevice(c *checkState, cl *client.Client) ([]*client.Buffer, error) {
 	var bufs []*client.Buffer
 	for range 8 {
 		b, err := cl.Empty(c.Context(), deviceLimit/4)
@@ -516,7 +516,7 @@ func fillDevice(c *C, cl *client.Client) ([]*client.Buffer, error) {
 	return bufs, nil
 }
 
-func checkZeroed(c *C, cl *client.Client) {
+func checkZeroed(c *checkState, cl *client.Client) {
 	ctx := c.Context()
 	sizes := []uint64{1, 3, 4, 17, 255, 4096, 4099, 65537}
 	// Dirty the memory the pools will hand out next: write a pattern into
@@ -589,7 +589,7 @@ func checkZeroed(c *C, cl *client.Client) {
 // churnBuffers is churn through the client: a stream with layout l
 // installed, buffers made, written, read back and freed at random, some
 // inside a persistent window.
-func churnBuffers(c *C, cl *client.Client, l memory.Layout) {
+func churnBuffers(c *checkState, cl *client.Client, l memory.Layout) {
 	s, err := cl.NewStream()
 	if err != nil {
 		c.Fatalf("NewStream: %v", err)
@@ -741,7 +741,7 @@ func comparableReport(r memory.Report) memory.Report {
 	return r
 }
 
-func checkDryRunFidelity(c *C, cl *client.Client) {
+func checkDryRunFidelity(c *checkState, cl *client.Client) {
 	run := func(dry bool) (peak, end memory.Report) {
 		s, err := cl.NewStream()
 		if err != nil {
@@ -773,7 +773,7 @@ func checkDryRunFidelity(c *C, cl *client.Client) {
 	}
 }
 
-func checkDryRunHoldsNothing(c *C, cl *client.Client) {
+func checkDryRunHoldsNothing(c *checkState, cl *client.Client) {
 	held := deviceStorage(cl).Held
 	s, err := cl.NewStream()
 	if err != nil {
@@ -814,7 +814,7 @@ func checkDryRunHoldsNothing(c *C, cl *client.Client) {
 	freeBuffer(c, out)
 }
 
-func checkMeasuredPlan(c *C, cl *client.Client) {
+func checkMeasuredPlan(c *checkState, cl *client.Client) {
 	s, err := cl.NewStream()
 	if err != nil {
 		c.Fatalf("NewStream: %v", err)
@@ -849,7 +849,7 @@ func checkMeasuredPlan(c *C, cl *client.Client) {
 	}
 }
 
-func checkInvalidLayouts(c *C, cl *client.Client) {
+func checkInvalidLayouts(c *checkState, cl *client.Client) {
 	ctx := c.Context()
 	before := cl.DefaultStream().Layout()
 	page := uint64(1 << 20)
@@ -885,7 +885,7 @@ func checkInvalidLayouts(c *C, cl *client.Client) {
 	}
 }
 
-func checkPoolsInUse(c *C, cl *client.Client) {
+func checkPoolsInUse(c *checkState, cl *client.Client) {
 	ctx := c.Context()
 	before := cl.DefaultStream().Layout()
 	want := pattern(1100, 5000)
@@ -922,7 +922,7 @@ func checkPoolsInUse(c *C, cl *client.Client) {
 	}
 }
 
-func checkInstallAppliesToNewStreams(c *C, cl *client.Client) {
+func checkInstallAppliesToNewStreams(c *checkState, cl *client.Client) {
 	ctx := c.Context()
 	page, slice := uint64(256<<10), uint64(64<<10)
 	l := memory.SlicedLayout(memory.SlicedPool{PageSize: page, MaxSlice: &slice}, memory.SlicedPool{PageSize: 4 << 20})
@@ -954,7 +954,7 @@ func checkInstallAppliesToNewStreams(c *C, cl *client.Client) {
 	freeBuffer(c, b)
 }
 
-func checkStreamLocalInstall(c *C, cl *client.Client) {
+func checkStreamLocalInstall(c *checkState, cl *client.Client) {
 	before := cl.Layout()
 	a, err := cl.NewStream()
 	if err != nil {
@@ -992,7 +992,7 @@ func checkStreamLocalInstall(c *C, cl *client.Client) {
 	}
 }
 
-func checkRecordsRoundTrip(c *C, open OpenClient) {
+func checkRecordsRoundTrip(c *checkState, open OpenClient) {
 	dir, err := os.MkdirTemp("", "vkrt-conformance-env-")
 	if err != nil {
 		c.Fatalf("a temporary directory: %v", err)
@@ -1036,7 +1036,7 @@ func checkRecordsRoundTrip(c *C, open OpenClient) {
 	}
 }
 
-func checkConcurrentStreams(c *C, cl *client.Client) {
+func checkConcurrentStreams(c *checkState, cl *client.Client) {
 	const workers, rounds = 4, 8
 	var wg sync.WaitGroup
 	for w := range workers {

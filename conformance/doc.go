@@ -10,8 +10,11 @@
 //   - [TestDevice] checks a whole device through the client: the storage
 //     checks on the device's own storage, zero-initialised buffers, transfers
 //     at odd offsets and sizes, every built-in kernel against a CPU reference,
-//     dry-run fidelity, measured plans, install errors, records and
-//     concurrent streams.
+//     dry-run fidelity, measured plans, the install errors (invalid layout,
+//     pools in use, stream unavailable), a lost device, records and
+//     concurrent streams. A client is opened per check by an [OpenClient]
+//     ([OnDevice] for a device.Opener, [DefaultDevice] for the backend
+//     linked in), so a check can ask for a memory limit or wrap the device.
 //
 // Both run under go test (one subtest per check, a failure naming the rule
 // and the evidence) and outside it ([RunStorage], [RunDevice]; the command

@@ -25,7 +25,7 @@ func floatsOf(b []byte) []float32 { return cpuref.Floats(b) }
 
 // closeFloats reports the elements of got further than tol (relative past
 // magnitude 1) from want: their count and the first.
-func closeFloats(c *C, want, got []float32, tol float64, what string) {
+func closeFloats(c *checkState, want, got []float32, tol float64, what string) {
 	if len(got) != len(want) {
 		c.Errorf("%s: %d values, want %d", what, len(got), len(want))
 		return
@@ -47,7 +47,7 @@ func closeFloats(c *C, want, got []float32, tol float64, what string) {
 
 // kernelCase runs one launch on fresh buffers holding inputs and an output
 // of outLen floats, and compares the output with want.
-func kernelCase(c *C, cl *client.Client, what string, l launch, inputs [][]float32, outLen int, want []float32, tol float64) {
+func kernelCase(c *checkState, cl *client.Client, what string, l launch, inputs [][]float32, outLen int, want []float32, tol float64) {
 	ctx := c.Context()
 	var bufs []*client.Buffer
 	defer func() { freeAll(c, bufs) }()
@@ -87,11 +87,11 @@ var elementSizes = []uint32{1, 3, 255, 257, 1000, 4099}
 type kernelCheck struct {
 	kernel string
 	rule   string
-	run    func(c *C, cl *client.Client)
+	run    func(c *checkState, cl *client.Client)
 }
 
-func unaryCase(l func(n uint32) launch, ref func([]float32) []float32, tol float64) func(c *C, cl *client.Client) {
-	return func(c *C, cl *client.Client) {
+func unaryCase(l func(n uint32) launch, ref func([]float32) []float32, tol float64) func(c *checkState, cl *client.Client) {
+	return func(c *checkState, cl *client.Client) {
 		for _, n := range elementSizes {
 			x := floats(n, uint64(n))
 			kernelCase(c, cl, fmt.Sprintf("n=%d", n), l(n), [][]float32{x}, int(n), ref(x), tol)
@@ -99,8 +99,8 @@ func unaryCase(l func(n uint32) launch, ref func([]float32) []float32, tol float
 	}
 }
 
-func binaryCase(l func(n uint32) launch, ref func(a, b float32) float32) func(c *C, cl *client.Client) {
-	return func(c *C, cl *client.Client) {
+func binaryCase(l func(n uint32) launch, ref func(a, b float32) float32) func(c *checkState, cl *client.Client) {
+	return func(c *checkState, cl *client.Client) {
 		for _, n := range elementSizes {
 			a, b := floats(n, uint64(n)), floats(n, uint64(n)+1)
 			want := make([]float32, n)
@@ -114,7 +114,7 @@ func binaryCase(l func(n uint32) launch, ref func(a, b float32) float32) func(c 
 
 func kernelCatalogueChecks() []kernelCheck {
 	return []kernelCheck{
-		{"fill", "fill sets exactly n 32-bit words to the value at every n", func(c *C, cl *client.Client) {
+		{"fill", "fill sets exactly n 32-bit words to the value at every n", func(c *checkState, cl *client.Client) {
 			for _, n := range elementSizes {
 				v := float32(-1.25) + float32(n)
 				want := make([]float32, n)
@@ -130,21 +130,21 @@ func kernelCatalogueChecks() []kernelCheck {
 		{"scale", "scale matches alpha * x on the CPU at every n", unaryCase(func(n uint32) launch { return scaleLaunch(n, -2.5) }, func(x []float32) []float32 { return cpuref.Scale(x, -2.5) }, 1e-6)},
 		{"relu", "relu matches max(x, 0) on the CPU at every n", unaryCase(reluLaunch, cpuref.ReLU, 0)},
 		{"gelu", "gelu matches the tanh approximation on the CPU within 1e-5 at every n", unaryCase(geluLaunch, cpuref.GELU, 1e-5)},
-		{"softmax", "softmax matches a float64 CPU softmax within 1e-5 per row at ragged shapes", func(c *C, cl *client.Client) {
+		{"softmax", "softmax matches a float64 CPU softmax within 1e-5 per row at ragged shapes", func(c *checkState, cl *client.Client) {
 			for _, s := range [][2]uint32{{1, 1}, {3, 257}, {17, 5}, {2, 1000}} {
 				x := floats(s[0]*s[1], uint64(s[1]))
 				kernelCase(c, cl, fmt.Sprintf("%dx%d", s[0], s[1]), softmaxLaunch(s[0], s[1]), [][]float32{x}, int(s[0]*s[1]),
 					cpuref.Softmax(x, int(s[0]), int(s[1])), 1e-5)
 			}
 		}},
-		{"layernorm", "layernorm matches a float64 CPU layer norm within 1e-4 at ragged shapes", func(c *C, cl *client.Client) {
+		{"layernorm", "layernorm matches a float64 CPU layer norm within 1e-4 at ragged shapes", func(c *checkState, cl *client.Client) {
 			for _, s := range [][2]uint32{{1, 3}, {5, 257}, {3, 1000}} {
 				x, g, b := floats(s[0]*s[1], 1), floats(s[1], 2), floats(s[1], 3)
 				kernelCase(c, cl, fmt.Sprintf("%dx%d", s[0], s[1]), layerNormLaunch(s[0], s[1], 1e-5), [][]float32{x, g, b}, int(s[0]*s[1]),
 					cpuref.LayerNorm(x, g, b, int(s[0]), int(s[1]), 1e-5), 1e-4)
 			}
 		}},
-		{"reduce_sum", "reduce_sum matches a float64 CPU sum within 1e-5 of the sum of magnitudes at every n", func(c *C, cl *client.Client) {
+		{"reduce_sum", "reduce_sum matches a float64 CPU sum within 1e-5 of the sum of magnitudes at every n", func(c *checkState, cl *client.Client) {
 			for _, n := range append(slices.Clone(elementSizes), 10007) {
 				x := floats(n, uint64(n)+9)
 				var sum, mag float64
@@ -155,7 +155,7 @@ func kernelCatalogueChecks() []kernelCheck {
 				kernelCase(c, cl, fmt.Sprintf("n=%d", n), reduceSumLaunch(n), [][]float32{x}, 1, []float32{float32(sum)}, 1e-5*max(mag, 1))
 			}
 		}},
-		{"matmul", "matmul matches a float64 CPU product within 1e-5 per term at shapes off the 128 tile", func(c *C, cl *client.Client) {
+		{"matmul", "matmul matches a float64 CPU product within 1e-5 per term at shapes off the 128 tile", func(c *checkState, cl *client.Client) {
 			for _, s := range [][3]uint32{{1, 1, 1}, {3, 129, 5}, {130, 7, 129}, {33, 257, 9}} {
 				m, n, k := s[0], s[1], s[2]
 				a, b := floats(m*k, 1), floats(k*n, 2)
@@ -163,7 +163,7 @@ func kernelCatalogueChecks() []kernelCheck {
 					cpuref.MatMul(a, b, int(m), int(n), int(k)), 1e-5*float64(k)*4)
 			}
 		}},
-		{"transpose", "transpose matches the CPU exactly at shapes off the 32 tile", func(c *C, cl *client.Client) {
+		{"transpose", "transpose matches the CPU exactly at shapes off the 32 tile", func(c *checkState, cl *client.Client) {
 			for _, s := range [][2]uint32{{1, 1}, {1, 100}, {33, 65}, {100, 3}} {
 				x := floats(s[0]*s[1], 4)
 				kernelCase(c, cl, fmt.Sprintf("%dx%d", s[0], s[1]), transposeLaunch(s[0], s[1]), [][]float32{x}, int(s[0]*s[1]),
@@ -178,7 +178,7 @@ func kernelChecks(open OpenClient) []Check {
 	checks := []Check{{
 		Name: "kernel/catalogue-covered",
 		Rule: "Every built-in kernel of the catalogue has a CPU reference in this suite",
-		run: func(c *C) {
+		run: func(c *checkState) {
 			covered := map[string]bool{}
 			for _, k := range cases {
 				covered[k.kernel] = true
@@ -194,7 +194,7 @@ func kernelChecks(open OpenClient) []Check {
 		checks = append(checks, Check{
 			Name: "kernel/" + k.kernel,
 			Rule: k.rule,
-			run:  func(c *C) { k.run(c, openClient(c, open, DeviceConfig{})) },
+			run:  func(c *checkState) { k.run(c, openClient(c, open, DeviceConfig{})) },
 		})
 	}
 	return checks

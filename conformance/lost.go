@@ -50,7 +50,7 @@ func (d *losable) Dispatch(ctx context.Context, ops []kernel.Op) error {
 }
 
 // openLosable opens a client whose device can be lost on demand.
-func openLosable(c *C, open OpenClient) (*client.Client, *losable) {
+func openLosable(c *checkState, open OpenClient) (*client.Client, *losable) {
 	var dev *losable
 	cl := openClient(c, open, DeviceConfig{Wrap: func(d device.Device) device.Device {
 		dev = &losable{Device: d}
@@ -67,7 +67,7 @@ func lostChecks(open OpenClient) []Check {
 		{
 			Name: "device/lost-stream-error-state",
 			Rule: "A device lost under a stream puts that stream in an error state: its operations fail with runtime.ErrDeviceLost from then on, and Err says why",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				cl, dev := openLosable(c, open)
 				ctx := c.Context()
 				b, err := cl.Create(ctx, pattern(1600, 1024))
@@ -92,7 +92,7 @@ func lostChecks(open OpenClient) []Check {
 		{
 			Name: "install/stream-unavailable",
 			Rule: "Installing on a stream in an error state is an *memory.InstallError of kind StreamUnavailable, and the layout still applies to streams created afterwards",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				cl, dev := openLosable(c, open)
 				ctx := c.Context()
 				b, err := cl.Create(ctx, pattern(1601, 1024))
@@ -129,7 +129,7 @@ func lostChecks(open OpenClient) []Check {
 		{
 			Name: "device/alignment-binds",
 			Rule: "The alignment the pools use is a multiple of the one kernel bindings need, so every buffer, whatever the sizes before it, binds to a kernel",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				cl := openClient(c, open, DeviceConfig{})
 				p, l := cl.Properties(), cl.Device().Limits()
 				if l.Alignment != 0 && p.Alignment%l.Alignment != 0 {

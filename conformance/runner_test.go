@@ -16,28 +16,28 @@ import (
 func TestRunnerClassifiesEveryEnding(t *testing.T) {
 	cleaned := 0
 	checks := []Check{
-		{Name: "x/passes", Rule: "passes", run: func(c *C) { c.Cleanup(func() { cleaned++ }) }},
-		{Name: "x/errors-twice", Rule: "reports two", run: func(c *C) {
+		{Name: "x/passes", Rule: "passes", run: func(c *checkState) { c.Cleanup(func() { cleaned++ }) }},
+		{Name: "x/errors-twice", Rule: "reports two", run: func(c *checkState) {
 			c.Errorf("first %d", 1)
 			c.Errorf("second %d", 2)
 		}},
-		{Name: "x/fatal-stops", Rule: "stops", run: func(c *C) {
+		{Name: "x/fatal-stops", Rule: "stops", run: func(c *checkState) {
 			c.Fatalf("stopped")
 			c.Errorf("never reached")
 		}},
-		{Name: "x/not-supported", Rule: "lacks", run: func(c *C) { c.NotSupportedf("no %s", "budget") }},
-		{Name: "x/failed-then-not-supported", Rule: "fails first", run: func(c *C) {
+		{Name: "x/not-supported", Rule: "lacks", run: func(c *checkState) { c.NotSupportedf("no %s", "budget") }},
+		{Name: "x/failed-then-not-supported", Rule: "fails first", run: func(c *checkState) {
 			c.Errorf("broke it")
 			c.NotSupportedf("then lacked")
 		}},
-		{Name: "x/panics", Rule: "panics", run: func(c *C) { panic("boom") }},
-		{Name: "x/hangs", Rule: "hangs", run: func(c *C) { <-c.Context().Done(); select {} }},
-		{Name: "x/floods", Rule: "floods", run: func(c *C) {
+		{Name: "x/panics", Rule: "panics", run: func(c *checkState) { panic("boom") }},
+		{Name: "x/hangs", Rule: "hangs", run: func(c *checkState) { <-c.Context().Done(); select {} }},
+		{Name: "x/floods", Rule: "floods", run: func(c *checkState) {
 			for i := range maxEvidence + 5 {
 				c.Errorf("misbehaviour %d", i)
 			}
 		}},
-		{Name: "x/cleanup-panics", Rule: "cleanup", run: func(c *C) { c.Cleanup(func() { panic("in cleanup") }) }},
+		{Name: "x/cleanup-panics", Rule: "cleanup", run: func(c *checkState) { c.Cleanup(func() { panic("in cleanup") }) }},
 	}
 	var started, finished []string
 	rep := runChecks(context.Background(), "test", checks, Options{
@@ -75,7 +75,7 @@ func TestRunnerClassifiesEveryEnding(t *testing.T) {
 
 func TestRunnerSelectsByName(t *testing.T) {
 	ran := map[string]bool{}
-	mk := func(name string) Check { return Check{Name: name, run: func(*C) { ran[name] = true }} }
+	mk := func(name string) Check { return Check{Name: name, run: func(*checkState) { ran[name] = true }} }
 	rep := runChecks(context.Background(), "test", []Check{mk("storage/a"), mk("device/b"), mk("storage/c")}, Options{Run: regexp.MustCompile(`^storage/`)})
 	require.Equal(t, map[string]bool{"storage/a": true, "storage/c": true}, ran)
 	require.Len(t, rep.Results, 2)

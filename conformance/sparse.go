@@ -15,7 +15,7 @@ func sparseOf(t StorageTarget) (vkruntime.SparseStorage, bool) {
 	return s, true
 }
 
-func needSparse(c *C, t StorageTarget) vkruntime.SparseStorage {
+func needSparse(c *checkState, t StorageTarget) vkruntime.SparseStorage {
 	s, ok := sparseOf(t)
 	if !ok {
 		c.NotSupportedf("the storage offers no sparse binding (not a vkruntime.SparseStorage, or a granule of 0)")
@@ -53,7 +53,7 @@ func (r sparseRecorder) Bind(virtual vkruntime.StorageID, binds []vkruntime.Spar
 	return r.sparse.Bind(virtual, binds)
 }
 
-func checkSparseBinding(c *C, t StorageTarget) {
+func checkSparseBinding(c *checkState, t StorageTarget) {
 	s := needSparse(c, t)
 	g := s.SparseGranule()
 	if g&(g-1) != 0 {

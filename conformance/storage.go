@@ -67,7 +67,7 @@ const storageLimit = 8 << 20
 // openStorage asks the factory for a storage and closes it when the check
 // ends. A factory refusing the configuration stops the check as not
 // supported.
-func openStorage(c *C, newStorage NewStorage, cfg StorageConfig) StorageTarget {
+func openStorage(c *checkState, newStorage NewStorage, cfg StorageConfig) StorageTarget {
 	t, err := newStorage(cfg)
 	what := "a fresh storage"
 	if cfg.MemoryLimit != 0 {
@@ -101,7 +101,7 @@ func (t StorageTarget) held() (func() uint64, bool) {
 	return nil, false
 }
 
-func needHeld(c *C, t StorageTarget) func() uint64 {
+func needHeld(c *checkState, t StorageTarget) func() uint64 {
 	held, ok := t.held()
 	if !ok {
 		c.NotSupportedf("the storage reports no holdings (no StorageTarget.Held, no Allocated() uint64)")
@@ -109,7 +109,7 @@ func needHeld(c *C, t StorageTarget) func() uint64 {
 	return held
 }
 
-func needMemory(c *C, t StorageTarget) Memory {
+func needMemory(c *checkState, t StorageTarget) Memory {
 	if t.Memory == nil {
 		c.NotSupportedf("the storage gives the host no access to its bytes (StorageTarget.Memory is nil)")
 	}
@@ -126,7 +126,7 @@ func storageChecks(newStorage NewStorage) []Check {
 		{
 			Name: "storage/alloc-fresh-handle",
 			Rule: "Alloc(size) is one new device allocation: Offset 0, Size the size asked, an id no live allocation has",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				t := openStorage(c, newStorage, StorageConfig{})
 				seen := map[vkruntime.StorageID]uint64{}
 				for _, size := range oddSizes(t.Properties.Alignment) {
@@ -149,7 +149,7 @@ func storageChecks(newStorage NewStorage) []Check {
 		{
 			Name: "storage/ids-distinct-through-reuse",
 			Rule: "Live allocations never share an id, however many were released before",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				t := openStorage(c, newStorage, StorageConfig{})
 				live := map[vkruntime.StorageID]int{}
 				var order []vkruntime.StorageID
@@ -185,7 +185,7 @@ func storageChecks(newStorage NewStorage) []Check {
 		{
 			Name: "storage/dealloc-unknown-changes-nothing",
 			Rule: "Dealloc of an id the storage never issued, or already released, changes nothing: live allocations keep their bytes and the holdings stay",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				t := openStorage(c, newStorage, StorageConfig{})
 				held, hasHeld := t.held()
 				keep := mustAlloc(c, t, 4096)
@@ -219,7 +219,7 @@ func storageChecks(newStorage NewStorage) []Check {
 		{
 			Name: "storage/flush-idempotent",
 			Rule: "Flush with nothing deferred, or twice in a row, changes nothing live",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				t := openStorage(c, newStorage, StorageConfig{})
 				t.Storage.Flush()
 				held, hasHeld := t.held()
@@ -248,7 +248,7 @@ func storageChecks(newStorage NewStorage) []Check {
 		{
 			Name: "storage/size-accounting",
 			Rule: "The bytes a storage holds grow by at least the size of each allocation and return to where they started once every allocation is released and flushed",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				t := openStorage(c, newStorage, StorageConfig{})
 				held := needHeld(c, t)
 				start := held()
@@ -278,7 +278,7 @@ func storageChecks(newStorage NewStorage) []Check {
 		{
 			Name: "storage/release-returns-memory",
 			Rule: "Memory released by Dealloc and Flush can be allocated again: under a memory limit, allocating and releasing half the limit over and over never runs out",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				t := openStorage(c, newStorage, StorageConfig{MemoryLimit: storageLimit})
 				for round := range 12 {
 					var ids []vkruntime.StorageID
@@ -299,7 +299,7 @@ func storageChecks(newStorage NewStorage) []Check {
 		{
 			Name: "storage/oom-classified",
 			Rule: "Past its memory limit Alloc fails with an error matching runtime.ErrOutOfDeviceMemory, both when the limit is filled and when one allocation alone exceeds it",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				t := openStorage(c, newStorage, StorageConfig{MemoryLimit: storageLimit})
 				if _, err := t.Storage.Alloc(2 * storageLimit); err == nil {
 					c.Errorf("Alloc(%d) under a limit of %d B succeeded", 2*storageLimit, storageLimit)
@@ -318,7 +318,7 @@ func storageChecks(newStorage NewStorage) []Check {
 		{
 			Name: "storage/oom-typed",
 			Rule: "An out-of-memory error is a *runtime.OutOfMemoryError whose Size is the size asked",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				t := openStorage(c, newStorage, StorageConfig{MemoryLimit: storageLimit})
 				ids, err := fillLimit(c, t)
 				defer release(t, ids)
@@ -337,7 +337,7 @@ func storageChecks(newStorage NewStorage) []Check {
 		{
 			Name: "storage/usable-after-oom",
 			Rule: "After an out-of-memory failure the storage holds what it held before, its live allocations keep their bytes, and it allocates again once memory is released",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				t := openStorage(c, newStorage, StorageConfig{MemoryLimit: storageLimit})
 				held, hasHeld := t.held()
 				ids, err := fillLimit(c, t)
@@ -381,7 +381,7 @@ func storageChecks(newStorage NewStorage) []Check {
 		{
 			Name: "storage/pages-disjoint",
 			Rule: "Live allocations never share a byte: a distinct pattern written to each reads back intact from all of them",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				t := openStorage(c, newStorage, StorageConfig{})
 				needMemory(c, t)
 				var hs []vkruntime.StorageHandle
@@ -402,12 +402,12 @@ func storageChecks(newStorage NewStorage) []Check {
 		{
 			Name: "storage/transfer-odd-ranges",
 			Rule: "Writes and reads at odd offsets and sizes move exactly the bytes asked and leave every other byte as it was",
-			run:  func(c *C) { checkOddTransfers(c, openStorage(c, newStorage, StorageConfig{})) },
+			run:  func(c *checkState) { checkOddTransfers(c, openStorage(c, newStorage, StorageConfig{})) },
 		},
 		{
 			Name: "storage/transfer-bounds",
 			Rule: "A transfer reaching past the end of an allocation is an error and changes nothing",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				t := openStorage(c, newStorage, StorageConfig{})
 				m := needMemory(c, t)
 				h := mustAlloc(c, t, 1000)
@@ -428,7 +428,7 @@ func storageChecks(newStorage NewStorage) []Check {
 		{
 			Name: "storage/released-not-found",
 			Rule: "A transfer to or from a released allocation fails with runtime.ErrNotFound and never reaches another allocation's memory",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				t := openStorage(c, newStorage, StorageConfig{})
 				m := needMemory(c, t)
 				gone := mustAlloc(c, t, 4096)
@@ -456,7 +456,7 @@ func storageChecks(newStorage NewStorage) []Check {
 		{
 			Name: "storage/alignment",
 			Rule: "Every allocation and every slice the pools carve from it, under every layout and pool kind, starts and ends on a multiple of the device alignment and lies inside its allocation",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				t := openStorage(c, newStorage, StorageConfig{})
 				align := t.Properties.Alignment
 				var ids []vkruntime.StorageID
@@ -476,7 +476,7 @@ func storageChecks(newStorage NewStorage) []Check {
 		{
 			Name: "storage/churn-integrity",
 			Rule: "Through churn across every pool kind and layout, every live slice keeps every byte written to it: 0 corrupt bytes",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				t := openStorage(c, newStorage, StorageConfig{})
 				needMemory(c, t)
 				for _, l := range churnLayouts(t.Properties) {
@@ -487,12 +487,12 @@ func storageChecks(newStorage NewStorage) []Check {
 		{
 			Name: "storage/sparse-binding",
 			Rule: "Where the storage offers sparse binding, a virtual range holds no memory, bound granules alias the allocation behind them, binding memory it does not hold or past its end is refused, and pools over a virtual range keep every slice aligned and every byte",
-			run:  func(c *C) { checkSparseBinding(c, openStorage(c, newStorage, StorageConfig{})) },
+			run:  func(c *checkState) { checkSparseBinding(c, openStorage(c, newStorage, StorageConfig{})) },
 		},
 		{
 			Name: "storage/pool-traffic-accounting",
 			Rule: "After churn through the pools, every reservation freed and the pools cleaned up, the storage holds what it held before",
-			run: func(c *C) {
+			run: func(c *checkState) {
 				t := openStorage(c, newStorage, StorageConfig{})
 				held := needHeld(c, t)
 				start := held()
@@ -507,7 +507,7 @@ func storageChecks(newStorage NewStorage) []Check {
 	}
 }
 
-func mustAlloc(c *C, t StorageTarget, size uint64) vkruntime.StorageHandle {
+func mustAlloc(c *checkState, t StorageTarget, size uint64) vkruntime.StorageHandle {
 	h, err := t.Storage.Alloc(size)
 	if err != nil {
 		c.Fatalf("Alloc(%d): %v", size, err)
@@ -524,7 +524,7 @@ func release(t StorageTarget, ids []vkruntime.StorageID) {
 
 // fillLimit allocates quarters of the limit until the storage refuses one
 // (or eight succeed) and returns what it holds and the refusal.
-func fillLimit(c *C, t StorageTarget) ([]vkruntime.StorageID, error) {
+func fillLimit(c *checkState, t StorageTarget) ([]vkruntime.StorageID, error) {
 	var ids []vkruntime.StorageID
 	for range 8 {
 		h, err := t.Storage.Alloc(storageLimit / 4)
@@ -538,7 +538,7 @@ func fillLimit(c *C, t StorageTarget) ([]vkruntime.StorageID, error) {
 
 // writePattern fills h with the pattern of seed where the target has
 // memory; it reports whether it wrote.
-func writePattern(c *C, t StorageTarget, h vkruntime.StorageHandle, seed uint64) bool {
+func writePattern(c *checkState, t StorageTarget, h vkruntime.StorageHandle, seed uint64) bool {
 	if t.Memory == nil {
 		return false
 	}
@@ -551,7 +551,7 @@ func writePattern(c *C, t StorageTarget, h vkruntime.StorageHandle, seed uint64)
 
 // checkPattern reads h back and reports every byte that is not the
 // pattern of seed.
-func checkPattern(c *C, t StorageTarget, h vkruntime.StorageHandle, seed uint64, what string) int {
+func checkPattern(c *checkState, t StorageTarget, h vkruntime.StorageHandle, seed uint64, what string) int {
 	got := make([]byte, h.Size)
 	if err := t.Memory.Download(h, got); err != nil {
 		c.Errorf("%s: reading %v: %v", what, h, err)
@@ -561,7 +561,7 @@ func checkPattern(c *C, t StorageTarget, h vkruntime.StorageHandle, seed uint64,
 }
 
 // compareBytes reports the corrupt bytes of got: their count and the first.
-func compareBytes(c *C, want, got []byte, what string) int {
+func compareBytes(c *checkState, want, got []byte, what string) int {
 	if bytes.Equal(want, got) {
 		return 0
 	}
@@ -600,7 +600,7 @@ func pattern(seed, n uint64) []byte {
 
 // checkOddTransfers writes and reads a mirror of an allocation through
 // ranges at odd offsets and sizes.
-func checkOddTransfers(c *C, t StorageTarget) {
+func checkOddTransfers(c *checkState, t StorageTarget) {
 	m := needMemory(c, t)
 	const size = 4099
 	h := mustAlloc(c, t, size)
