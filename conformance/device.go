@@ -1038,6 +1038,7 @@ func checkRecordsRoundTrip(c *checkState, open OpenClient) {
 
 func checkConcurrentStreams(c *checkState, cl *client.Client) {
 	const workers, rounds = 4, 8
+	layouts := []memory.Layout{memory.SubSlicesLayout(), memory.ExclusivePagesLayout(), memory.DirectLayout()}
 	var wg sync.WaitGroup
 	for w := range workers {
 		s, err := cl.NewStream()
@@ -1050,22 +1051,36 @@ func checkConcurrentStreams(c *checkState, cl *client.Client) {
 			if w == workers-1 {
 				ctx = dryrun.With(ctx)
 			}
+			dry := dryrun.Active(ctx)
 			for r := range rounds {
+				// Between rounds the stream holds nothing: its own install
+				// races the other streams' work.
+				if r%3 == 2 {
+					if err := s.InstallMemoryPools(layouts[(w+r)%len(layouts)]); err != nil {
+						c.Errorf("worker %d round %d: installing on its own idle stream: %v", w, r, err)
+					}
+				}
 				n := uint32(257 + 31*w + r)
 				a, b := floats(n, uint64(w*100+r)), floats(n, uint64(w*100+r+50))
-				ab, err := cl.Create(ctx, bytesOf(a))
-				if err != nil {
-					c.Errorf("worker %d round %d: Create: %v", w, r, err)
-					return
+				extra := pattern(uint64(w*1000+r), uint64(1+(w*7919+r*104729)%200000))
+				var bufs []*client.Buffer
+				create := func(data []byte) *client.Buffer {
+					x, err := cl.Create(ctx, data)
+					if err != nil {
+						c.Errorf("worker %d round %d: Create(%d B): %v", w, r, len(data), err)
+						return nil
+					}
+					bufs = append(bufs, x)
+					return x
 				}
-				bb, err := cl.Create(ctx, bytesOf(b))
-				if err != nil {
-					c.Errorf("worker %d round %d: Create: %v", w, r, err)
-					return
-				}
+				ab, bb, eb := create(bytesOf(a)), create(bytesOf(b)), create(extra)
 				out, err := cl.Empty(ctx, 4*uint64(n))
-				if err != nil {
-					c.Errorf("worker %d round %d: Empty: %v", w, r, err)
+				if err == nil {
+					bufs = append(bufs, out)
+				}
+				if ab == nil || bb == nil || eb == nil || err != nil {
+					c.Errorf("worker %d round %d: buffers: %v", w, r, err)
+					freeAll(c, bufs)
 					return
 				}
 				if err := cl.Run(ctx, addLaunch(n), ab, bb, out); err != nil {
@@ -1075,7 +1090,7 @@ func checkConcurrentStreams(c *checkState, cl *client.Client) {
 				switch {
 				case err != nil:
 					c.Errorf("worker %d round %d: Read: %v", w, r, err)
-				case dryrun.Active(ctx):
+				case dry:
 					compareBytes(c, make([]byte, len(got)), got, fmt.Sprintf("worker %d round %d: a dry run's read", w, r))
 				default:
 					want := make([]float32, n)
@@ -1084,11 +1099,12 @@ func checkConcurrentStreams(c *checkState, cl *client.Client) {
 					}
 					closeFloats(c, want, floatsOf(got), 1e-6, fmt.Sprintf("worker %d round %d: add", w, r))
 				}
-				for _, x := range []*client.Buffer{ab, bb, out} {
-					if err := x.Free(); err != nil {
-						c.Errorf("worker %d round %d: Free: %v", w, r, err)
-					}
+				if got, err := eb.Read(ctx); err != nil {
+					c.Errorf("worker %d round %d: Read: %v", w, r, err)
+				} else if !dry {
+					compareBytes(c, extra, got, fmt.Sprintf("worker %d round %d: a buffer of %d B", w, r, len(extra)))
 				}
+				freeAll(c, bufs)
 			}
 		})
 	}
