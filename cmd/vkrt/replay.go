@@ -27,6 +27,8 @@ type replayFlags struct {
 	json     bool
 	bench    bool
 	markdown bool
+	// secondRuns is a directory of second runs of the traces, by name.
+	secondRuns string
 }
 
 func init() {
@@ -52,6 +54,7 @@ is derived from it and the stream is replayed again under the plan.`,
 	cmd.Flags().BoolVar(&f.plan, "plan", false, "derive a plan from the replay and replay under it")
 	cmd.Flags().BoolVar(&f.json, "json", false, "one JSON object per trace and line")
 	cmd.Flags().BoolVar(&f.bench, "bench", false, "report the cost of one replayed event")
+	cmd.Flags().StringVar(&f.secondRuns, "second-runs", "", "with --plan: a directory of second runs of the traces (same names); each runs under the first run's plan and the other way round")
 	cmd.Flags().BoolVar(&f.markdown, "markdown", false, "the table in Markdown, deterministic figures only (the README's plan table)")
 	rootCmd.AddCommand(cmd)
 }
@@ -111,6 +114,9 @@ type replayPlanOut struct {
 const replayProgressEvents = 100_000
 
 func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
+	if f.secondRuns != "" && !f.plan {
+		return errors.New("--second-runs needs --plan: each run goes under the other's plan")
+	}
 	if f.markdown && (f.json || f.bench) {
 		return errors.New("--markdown is a table of deterministic figures: it takes neither --json nor --bench")
 	}
@@ -178,12 +184,19 @@ func replayTrace(path string, layout memory.Layout, f replayFlags, bar *replayPr
 	if row.plan, err = replay.Run(tr, planned, opts); err != nil {
 		return replayRow{}, fmt.Errorf("replaying %s under its plan: %w", tr.Name, err)
 	}
+	if f.secondRuns != "" {
+		bar.stage("second run of "+tr.Name, bar.total(long, 1))
+		if row.second, err = replaySecondRun(tr, planned, layout, f.secondRuns); err != nil {
+			return replayRow{}, err
+		}
+	}
 	return row, nil
 }
 
 type replayRow struct {
 	dry, plan *replay.Result
 	timing    replay.Timing // of the dry replay
+	second    *secondRun    // with --second-runs, when the trace has one
 }
 
 func writeReplayLine(w io.Writer, row replayRow, bench bool) error {
@@ -250,6 +263,9 @@ func writeReplayMarkdown(w io.Writer, rows []replayRow, f replayFlags) error {
 	if f.plan {
 		head = append(head, "plan", "planned", "spills")
 	}
+	if f.secondRuns != "" {
+		head = append(head, secondRunHead...)
+	}
 	b.WriteString("| " + strings.Join(head, " | ") + " |\n|" + strings.Repeat(" --- |", len(head)) + "\n")
 	for _, r := range rows {
 		d := r.dry
@@ -258,6 +274,9 @@ func writeReplayMarkdown(w io.Writer, rows []replayRow, f replayFlags) error {
 		if r.plan != nil {
 			p := r.plan
 			cells = append(cells, summarizeLayout(p.Layout), fmt.Sprintf("%.4f× (%d)", p.Ratio(), p.DriverAllocs), fmt.Sprint(p.Spills))
+		}
+		if f.secondRuns != "" {
+			cells = append(cells, r.second.cells()...)
 		}
 		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
 	}

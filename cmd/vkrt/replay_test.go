@@ -203,6 +203,9 @@ func TestREADMEPlanTableIsTheCommandsOutput(t *testing.T) {
 			expanded = append(expanded, matches...)
 			continue
 		}
+		if _, err := os.Stat(filepath.Join("..", "..", a)); err == nil && !strings.HasPrefix(a, "-") {
+			a = filepath.Join("..", "..", a) // a path from the repository root
+		}
 		expanded = append(expanded, a)
 	}
 	out, _, err := executeReplay(t, expanded...)

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/vkrt/vkrt/dryrun/plan"
+	"github.com/vkrt/vkrt/dryrun/replay"
+	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/memory"
+)
+
+// secondRun is a trace's second run: its dry replay, it under the first
+// run's plan, the first run under its plan, and what PyTorch with
+// expandable segments did on it as the directory's README records.
+type secondRun struct {
+	dry, underFirst, firstUnder *replay.Result
+	pytorch                     string
+}
+
+var secondRunHead = []string{"second run: peak live", "under the first run's plan", "PyTorch expandable", "first run under its plan"}
+
+// replaySecondRun finds first's second run in dir (nil when there is
+// none) and runs each under the other's plan.
+func replaySecondRun(first *trace.Trace, firstPlan, layout memory.Layout, dir string) (*secondRun, error) {
+	path := filepath.Join(dir, first.Name+".trace.gz")
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	tr, err := trace.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s := &secondRun{pytorch: recordedPyTorch(filepath.Join(dir, "README.md"), first.Name)}
+	if s.dry, err = replay.Run(tr, layout, replay.Options{}); err != nil {
+		return nil, err
+	}
+	secondPlan, err := plan.Derive(s.dry.Report, plan.Options{Strength: plan.Strong, Trace: tr})
+	if err != nil {
+		return nil, fmt.Errorf("planning the second run of %s: %w", first.Name, err)
+	}
+	if s.underFirst, err = replay.Run(tr, firstPlan, replay.Options{}); err != nil {
+		return nil, fmt.Errorf("the second run of %s under the first run's plan: %w", first.Name, err)
+	}
+	if s.firstUnder, err = replay.Run(first, secondPlan, replay.Options{}); err != nil {
+		return nil, fmt.Errorf("%s under its second run's plan: %w", first.Name, err)
+	}
+	return s, nil
+}
+
+func (s *secondRun) cells() []string {
+	if s == nil {
+		return []string{"—", "—", "—", "—"}
+	}
+	return []string{memory.FormatBytes(s.dry.PeakLiveBytes), fmt.Sprintf("%.4f× (%d)", s.underFirst.Ratio(), s.underFirst.DriverAllocs),
+		s.pytorch, fmt.Sprintf("%.4f× (%d)", s.firstUnder.Ratio(), s.firstUnder.DriverAllocs)}
+}
+
+// recordedPyTorch is the "PyTorch expandable segments" cell of name's row
+// in the Markdown table of readme, or "?" when it records none.
+func recordedPyTorch(readme, name string) string {
+	f, err := os.Open(readme)
+	if err != nil {
+		return "?"
+	}
+	defer f.Close()
+	column := -1
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		cells := strings.Split(strings.Trim(strings.TrimSpace(sc.Text()), "|"), "|")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		for i, c := range cells {
+			if c == "PyTorch expandable segments" {
+				column = i
+			}
+		}
+		if column >= 0 && column < len(cells) && cells[0] == name {
+			return cells[column]
+		}
+	}
+	return "?"
+}
