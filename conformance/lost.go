@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/vkrt/vkrt/client"
@@ -127,6 +128,11 @@ func lostChecks(open OpenClient) []Check {
 			},
 		},
 		{
+			Name: "device/storage-concurrent-use",
+			Rule: "A device's storage is safe for concurrent use: allocations and releases from many goroutines get distinct ids, and the holdings return to where they started",
+			run:  withClient(open, checkStorageConcurrentUse),
+		},
+		{
 			Name: "device/alignment-binds",
 			Rule: "The alignment the pools use is a multiple of the one kernel bindings need, so every buffer, whatever the sizes before it, binds to a kernel",
 			run: func(c *checkState) {
@@ -150,5 +156,55 @@ func lostChecks(open OpenClient) []Check {
 				}
 			},
 		},
+	}
+}
+
+func checkStorageConcurrentUse(c *checkState, cl *client.Client) {
+	s := cl.Device().Storage()
+	cl.MemoryCleanup(c.Context())
+	start := s.Allocated()
+	const workers, rounds = 4, 32
+	var mu sync.Mutex
+	live := map[vkruntime.StorageID]int{}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			var mine []vkruntime.StorageID
+			for r := range rounds {
+				h, err := s.Alloc(uint64(4096 * (1 + (w+r)%5)))
+				if err != nil {
+					c.Errorf("worker %d: Alloc: %v", w, err)
+					return
+				}
+				mu.Lock()
+				if other, dup := live[h.ID]; dup {
+					c.Errorf("worker %d got id %d, which worker %d holds", w, h.ID, other)
+				}
+				live[h.ID] = w
+				mu.Unlock()
+				mine = append(mine, h.ID)
+				if r%3 == 2 {
+					id := mine[0]
+					mine = mine[1:]
+					mu.Lock()
+					delete(live, id)
+					mu.Unlock()
+					s.Dealloc(id)
+					s.Flush()
+				}
+			}
+			for _, id := range mine {
+				mu.Lock()
+				delete(live, id)
+				mu.Unlock()
+				s.Dealloc(id)
+			}
+			s.Flush()
+		})
+	}
+	wg.Wait()
+	s.Flush()
+	if end := s.Allocated(); end != start {
+		c.Errorf("after %d goroutines allocated and released %d times each, the storage holds %d B, %d B before", workers, rounds, end, start)
 	}
 }
