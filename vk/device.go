@@ -32,6 +32,10 @@ type Device struct {
 
 	memoryType  uint32
 	heapIndex   int
+	// sparseGranule is the binding granularity of a sparse buffer, 0 where
+	// the device (or its storage's memory type) has no sparse residency;
+	// sparseSpace the largest virtual range.
+	sparseGranule, sparseSpace uint64
 	hostVisible bool // the storage's memory is host-visible and coherent: transfers map it
 
 	storage *Storage
@@ -137,16 +141,29 @@ func (d *Device) create(staged bool) error {
 	vulkan.GetPhysicalDeviceQueueFamilyProperties(d.physical, &count, nil)
 	families := make([]vulkan.QueueFamilyProperties, count)
 	vulkan.GetPhysicalDeviceQueueFamilyProperties(d.physical, &count, families)
-	family := -1
+	// The first compute family, or where the device has sparse residency
+	// the first that binds sparse memory too: one queue orders dispatches
+	// and binds.
+	family, sparseFamily := -1, -1
 	for i := range families {
 		families[i].Deref()
-		if vulkan.QueueFlagBits(families[i].QueueFlags)&vulkan.QueueComputeBit != 0 {
+		flags := vulkan.QueueFlagBits(families[i].QueueFlags)
+		if flags&vulkan.QueueComputeBit == 0 {
+			continue
+		}
+		if family < 0 {
 			family = i
-			break
+		}
+		if sparseFamily < 0 && flags&vulkan.QueueSparseBindingBit != 0 {
+			sparseFamily = i
 		}
 	}
 	if family < 0 {
 		return fmt.Errorf("vkrt: device %d (%s) has no compute queue among its %d queue families", d.info.Index, d.info.Name, count)
+	}
+	sparse := d.info.SparseResidency && sparseFamily >= 0
+	if sparse {
+		family = sparseFamily
 	}
 	d.family = uint32(family)
 
@@ -160,11 +177,16 @@ func (d *Device) create(staged bool) error {
 			PQueuePriorities: []float32{1},
 		}},
 	}
+	var features vulkan.PhysicalDeviceFeatures
 	if d.info.RobustBufferAccess {
 		// Out-of-bounds shader accesses read zeros and drop writes instead
 		// of touching a neighbour's memory.
-		info.PEnabledFeatures = []vulkan.PhysicalDeviceFeatures{{RobustBufferAccess: vulkan.True}}
+		features.RobustBufferAccess = vulkan.True
 	}
+	if sparse {
+		features.SparseBinding, features.SparseResidencyBuffer = vulkan.True, vulkan.True
+	}
+	info.PEnabledFeatures = []vulkan.PhysicalDeviceFeatures{features}
 	if d.info.MemoryBudget {
 		info.EnabledExtensionCount = 1
 		info.PpEnabledExtensionNames = []string{cstr("VK_EXT_memory_budget")}
@@ -189,6 +211,9 @@ func (d *Device) create(staged bool) error {
 	d.memoryType = uint32(mt.Index)
 	d.heapIndex = mt.Heap
 	d.hostVisible = mt.HostVisible && mt.HostCoherent && !staged
+	if sparse {
+		d.probeSparse()
+	}
 	empty, err := d.newHostBuffer(16)
 	if err != nil {
 		return err
@@ -214,8 +239,13 @@ func (d *Device) storageMemoryTypeBits() (uint32, error) {
 const storageUsage = vulkan.BufferUsageFlags(vulkan.BufferUsageStorageBufferBit | vulkan.BufferUsageTransferSrcBit | vulkan.BufferUsageTransferDstBit)
 
 func (d *Device) createBuffer(size uint64) (vulkan.Buffer, error) {
+	return d.createBufferWith(size, 0)
+}
+
+func (d *Device) createBufferWith(size uint64, flags vulkan.BufferCreateFlagBits) (vulkan.Buffer, error) {
 	info := &vulkan.BufferCreateInfo{
 		SType:       vulkan.StructureTypeBufferCreateInfo,
+		Flags:       vulkan.BufferCreateFlags(flags),
 		Size:        vulkan.DeviceSize(size),
 		Usage:       storageUsage,
 		SharingMode: vulkan.SharingModeExclusive,

@@ -80,6 +80,7 @@ func describe(inst *instance, pd vulkan.PhysicalDevice, index int) DeviceInfo {
 			MaxPerStageStorageBuffers:       l.MaxPerStageDescriptorStorageBuffers,
 			NonCoherentAtomSize:             uint64(l.NonCoherentAtomSize),
 			TimestampPeriodNs:               l.TimestampPeriod,
+			SparseAddressSpaceSize:          uint64(l.SparseAddressSpaceSize),
 		},
 	}
 	props.Free()
@@ -99,6 +100,7 @@ func describe(inst *instance, pd vulkan.PhysicalDevice, index int) DeviceInfo {
 	vulkan.GetPhysicalDeviceFeatures(pd, &features)
 	features.Deref()
 	info.RobustBufferAccess = features.RobustBufferAccess == vulkan.True
+	info.SparseResidency = features.SparseBinding == vulkan.True && features.SparseResidencyBuffer == vulkan.True
 	features.Free()
 
 	var mem vulkan.PhysicalDeviceMemoryProperties

@@ -24,7 +24,11 @@ type DeviceInfo struct {
 	// budget and a usage.
 	MemoryBudget       bool         `json:"memory_budget"`
 	RobustBufferAccess bool         `json:"robust_buffer_access"`
-	Limits             DeviceLimits `json:"limits"`
+	// SparseResidency: the device binds memory to buffers granule by
+	// granule (sparseBinding and sparseResidencyBuffer), which the Virtual
+	// layout's pool needs.
+	SparseResidency bool         `json:"sparse_residency"`
+	Limits          DeviceLimits `json:"limits"`
 }
 
 // HeapInfo is one memory heap. Budget and Usage are VK_EXT_memory_budget's
@@ -62,6 +66,7 @@ type DeviceLimits struct {
 	MaxPerStageStorageBuffers       uint32    `json:"max_per_stage_storage_buffers"`
 	NonCoherentAtomSize             uint64    `json:"non_coherent_atom_size"`
 	TimestampPeriodNs               float32   `json:"timestamp_period_ns"`
+	SparseAddressSpaceSize          uint64    `json:"sparse_address_space_size"`
 }
 
 // unavailableError is an error that says the backend cannot run here: it

@@ -43,6 +43,7 @@ type page struct {
 	mapped   unsafe.Pointer // non-nil where the memory is host-visible
 	pins     int            // transfers and dispatches using the page now
 	released bool           // Dealloc was called
+	virtual  bool           // a sparse buffer with no memory of its own (ReserveVirtual)
 }
 
 // Allocated is the number of bytes of device memory the storage holds,
@@ -261,8 +262,10 @@ func (s *Storage) Flush() {
 	}
 	s.mu.Lock()
 	for _, p := range free {
-		s.allocated -= p.held
-		s.allocations--
+		if !p.virtual {
+			s.allocated -= p.held
+			s.allocations--
+		}
 	}
 	s.mu.Unlock()
 }
@@ -274,7 +277,9 @@ func (s *Storage) destroyPage(p *page) {
 		p.mapped = nil
 	}
 	vulkan.DestroyBuffer(h, p.buffer, nil)
-	vulkan.FreeMemory(h, p.memory, nil)
+	if p.memory != nil {
+		vulkan.FreeMemory(h, p.memory, nil)
+	}
 }
 
 // releaseAll frees every page, live or deferred; the device is closing.

@@ -1,0 +1,177 @@
+//go:build cgo
+
+package vk
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	vulkan "github.com/vulkan-go/vulkan"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// The storage is a runtime.SparseStorage: on a device with sparse residency
+// a virtual range is one buffer made with SPARSE_BINDING and
+// SPARSE_RESIDENCY and no memory, whose granules Bind backs with the
+// memory of the storage's pages (vkQueueBindSparse on the dispatch queue).
+// Elsewhere (lavapipe) SparseGranule is 0 and the Virtual layout's pool
+// falls back to SubSlices.
+var _ vkruntime.SparseStorage = (*Storage)(nil)
+
+const sparseFlags = vulkan.BufferCreateSparseBindingBit | vulkan.BufferCreateSparseResidencyBit
+
+// probeSparse asks the driver for a sparse buffer's binding granularity;
+// the device keeps sparse residency off (granule 0) unless such a buffer
+// can take the storage's memory type.
+func (d *Device) probeSparse() {
+	const probe = 64 << 20
+	buf, err := d.createBufferWith(probe, sparseFlags)
+	if err != nil {
+		return
+	}
+	defer vulkan.DestroyBuffer(d.handle, buf, nil)
+	var req vulkan.MemoryRequirements
+	vulkan.GetBufferMemoryRequirements(d.handle, buf, &req)
+	req.Deref()
+	granule := uint64(req.Alignment)
+	if granule == 0 || granule&(granule-1) != 0 || req.MemoryTypeBits&(1<<d.memoryType) == 0 {
+		return
+	}
+	d.sparseGranule = granule
+	d.sparseSpace = d.info.Limits.SparseAddressSpaceSize &^ (granule - 1)
+}
+
+// SparseGranule is the binding granularity of a virtual range (64 KiB on
+// NVIDIA), 0 where the device has no sparse residency.
+func (s *Storage) SparseGranule() uint64 { return s.dev.sparseGranule }
+
+// MaxVirtualSize is the device's sparse address space, in whole granules.
+func (s *Storage) MaxVirtualSize() uint64 { return s.dev.sparseSpace }
+
+// ReserveVirtual makes a virtual range of size bytes with no memory bound.
+// It holds no device memory, so it counts against neither the heap nor the
+// limit; the pages bound into it do.
+func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
+	d := s.dev
+	if err := d.usable(); err != nil {
+		return vkruntime.StorageHandle{}, err
+	}
+	switch {
+	case d.sparseGranule == 0:
+		return vkruntime.StorageHandle{}, fmt.Errorf("vkrt: device %d (%s) has no sparse residency", d.info.Index, d.info.Name)
+	case size == 0 || size > d.sparseSpace:
+		return vkruntime.StorageHandle{}, fmt.Errorf("vkrt: virtual range of %d B: the device's sparse address space takes 1 to %d B", size, d.sparseSpace)
+	}
+	// Whole granules, so every granule of the range can be bound.
+	whole := (size + d.sparseGranule - 1) &^ (d.sparseGranule - 1)
+	buf, err := d.createBufferWith(whole, sparseFlags)
+	if err != nil {
+		return vkruntime.StorageHandle{}, err
+	}
+	p := &page{size: whole, buffer: buf, virtual: true}
+	s.mu.Lock()
+	s.next++
+	p.id = s.next
+	s.pages[p.id] = p
+	s.mu.Unlock()
+	return vkruntime.StorageHandle{ID: p.id, Size: size}, nil
+}
+
+// ReleaseVirtual releases a virtual range, which should have no memory
+// bound any more; like Dealloc, the buffer goes at the next Flush once no
+// transfer or dispatch uses it.
+func (s *Storage) ReleaseVirtual(id vkruntime.StorageID) {
+	s.mu.Lock()
+	p, ok := s.pages[id]
+	s.mu.Unlock()
+	if ok && p.virtual {
+		s.Dealloc(id)
+	}
+}
+
+// Bind backs granules of a virtual range with the memory of the storage's
+// pages (Memory 0 unbinds them), in one vkQueueBindSparse, and waits for it:
+// work submitted afterwards sees the new bindings. Every bind is checked
+// first; a refused call binds nothing.
+func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind) error {
+	d := s.dev
+	if err := d.usable(); err != nil {
+		return err
+	}
+	if len(binds) == 0 {
+		return nil
+	}
+	// Granules being rebound may be what an abandoned dispatch still reads.
+	if err := d.settle(context.Background()); err != nil {
+		return err
+	}
+	handles := []vkruntime.StorageHandle{{ID: virtual}}
+	for _, b := range binds {
+		if b.Memory != 0 {
+			handles = append(handles, vkruntime.StorageHandle{ID: b.Memory})
+		}
+	}
+	pins, err := s.pin(handles...)
+	if err != nil {
+		return fmt.Errorf("vkrt: sparse bind: %w", err)
+	}
+	release := func() { s.unpin(pins) }
+	vp := pins[0].page
+	if !vp.virtual {
+		release()
+		return fmt.Errorf("vkrt: sparse bind into storage %d, which is a page, not a virtual range", virtual)
+	}
+	g := d.sparseGranule
+	memBinds := make([]vulkan.SparseMemoryBind, len(binds))
+	next := 1
+	for i, b := range binds {
+		if b.Offset%g != 0 || b.Size%g != 0 || b.MemoryOffset%g != 0 || b.Size == 0 {
+			release()
+			return fmt.Errorf("vkrt: sparse bind %d (%+v): offsets and sizes must be non-zero multiples of the %d B granule", i, b, g)
+		}
+		if b.Offset > math.MaxUint64-b.Size || b.Offset+b.Size > vp.size {
+			release()
+			return fmt.Errorf("vkrt: sparse bind %d (%+v) lies outside the %d B virtual range", i, b, vp.size)
+		}
+		mb := vulkan.SparseMemoryBind{ResourceOffset: vulkan.DeviceSize(b.Offset), Size: vulkan.DeviceSize(b.Size)}
+		if b.Memory != 0 {
+			mp := pins[next].page
+			next++
+			if mp.virtual || b.MemoryOffset > mp.held || b.Size > mp.held-b.MemoryOffset {
+				release()
+				return fmt.Errorf("vkrt: sparse bind %d (%+v): storage %d holds %d B of memory", i, b, b.Memory, mp.held)
+			}
+			mb.Memory, mb.MemoryOffset = mp.memory, vulkan.DeviceSize(b.MemoryOffset)
+		}
+		memBinds[i] = mb
+	}
+	c, err := d.acquireContext()
+	if err != nil {
+		release()
+		return err
+	}
+	defer func() { d.releaseContext(c); release() }()
+	info := []vulkan.BindSparseInfo{{
+		SType:           vulkan.StructureTypeBindSparseInfo,
+		BufferBindCount: 1,
+		PBufferBinds: []vulkan.SparseBufferMemoryBindInfo{{
+			Buffer: vp.buffer, BindCount: uint32(len(memBinds)), PBinds: memBinds,
+		}},
+	}}
+	d.queueMu.Lock()
+	r := vulkan.QueueBindSparse(d.queue, 1, info, c.fence)
+	d.queueMu.Unlock()
+	if err := d.noteResult("vkQueueBindSparse", r); err != nil {
+		return err
+	}
+	fences := []vulkan.Fence{c.fence}
+	if err := d.noteResult("vkWaitForFences", vulkan.WaitForFences(d.handle, 1, fences, vulkan.True, math.MaxUint64)); err != nil {
+		return err
+	}
+	if err := d.noteResult("vkResetFences", vulkan.ResetFences(d.handle, 1, fences)); err != nil {
+		return err
+	}
+	return d.checkValidation()
+}

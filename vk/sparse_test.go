@@ -1,0 +1,115 @@
+//go:build cgo
+
+package vk
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/client"
+	"github.com/vkrt/vkrt/internal/cpuref"
+	"github.com/vkrt/vkrt/kernel"
+	"github.com/vkrt/vkrt/memory"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// openSparseDevice is a test device with sparse residency, or a skip that
+// says what the device lacks (lavapipe lacks all of it).
+func openSparseDevice(t *testing.T) *Device {
+	t.Helper()
+	d := openTestDevice(t)
+	if d.storage.SparseGranule() == 0 {
+		t.Skipf("device %s has no sparse residency for its storage (sparseBinding and sparseResidencyBuffer: %v, sparse address space %d B): the Virtual layout falls back to SubSlices here",
+			d.Name(), d.info.SparseResidency, d.info.Limits.SparseAddressSpaceSize)
+	}
+	return d
+}
+
+// Without sparse residency the storage says so: a granule of 0 and no
+// virtual range.
+func TestStorageWithoutSparseResidencyReservesNothing(t *testing.T) {
+	d := openTestDevice(t)
+	if d.storage.SparseGranule() != 0 {
+		t.Skipf("device %s has sparse residency", d.Name())
+	}
+	_, err := d.storage.ReserveVirtual(1 << 20)
+	require.ErrorContains(t, err, "has no sparse residency")
+	require.Zero(t, d.storage.MaxVirtualSize())
+}
+
+// Granules of a virtual range bound to a page's memory alias it: what is
+// written through the range is in the page, kernels run on the range, and
+// unbinding and releasing leave the storage as it was.
+func TestSparseBindingAliasesPageMemory(t *testing.T) {
+	d := openSparseDevice(t)
+	s, ctx := d.storage, t.Context()
+	g := s.SparseGranule()
+	held := s.Allocated()
+	v, err := s.ReserveVirtual(4 * g)
+	require.NoError(t, err)
+	require.Equal(t, held, s.Allocated(), "a virtual range holds no memory")
+	m := alloc(t, d, 2*g)
+	require.NoError(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 0, Size: g, Memory: m.ID}, {Offset: 2 * g, Size: g, Memory: m.ID, MemoryOffset: g}}))
+
+	words := int(g / 4)
+	x := pseudoRandom(words, 3, 2)
+	first, third := handle(v.ID, 0, g), handle(v.ID, 2*g, g)
+	require.NoError(t, d.Upload(ctx, first, cpuref.Bytes(x)))
+	require.NoError(t, d.Upload(ctx, third, cpuref.Bytes(x)))
+	require.NoError(t, run(t, d, kernel.ReLU(uint32(words)), third, third))
+	require.Equal(t, x, readFloats(t, d, first))
+	require.Equal(t, x, readFloats(t, d, handle(m.ID, 0, g)), "granule 0 of the range is the page's first granule")
+	require.Equal(t, cpuref.ReLU(x), readFloats(t, d, handle(m.ID, g, g)), "granule 2 is its second, where the kernel wrote")
+
+	err = s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 1, Size: g, Memory: m.ID}})
+	require.ErrorContains(t, err, "multiples of the")
+	err = s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 4 * g, Size: g, Memory: m.ID}})
+	require.ErrorContains(t, err, "outside the")
+	err = s.Bind(m.ID, []vkruntime.SparseBind{{Offset: 0, Size: g, Memory: m.ID}})
+	require.ErrorContains(t, err, "not a virtual range")
+
+	require.NoError(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 0, Size: g}, {Offset: 2 * g, Size: g}}))
+	s.ReleaseVirtual(v.ID)
+	s.Dealloc(m.ID)
+	s.Flush()
+	require.Equal(t, held, s.Allocated())
+}
+
+// The Virtual layout end to end on the device: the client's pool reserves a
+// virtual range, binds memory under live buffers only, and kernels and
+// transfers through it compute what the CPU does.
+func TestVirtualLayoutRunsOnTheDevice(t *testing.T) {
+	d := openSparseDevice(t)
+	ctx := context.Background()
+	c, err := client.Open(ctx, client.WithBackend(d), client.WithLayout(memory.VirtualLayout(memory.VirtualPlan{})))
+	require.NoError(t, err)
+	defer c.Close()
+	for round := range 3 {
+		var bufs []*client.Buffer
+		for i, n := range []int{1000, 300_000, 2_000_000} {
+			x, y := pseudoRandom(n, uint32(round*10+i), 3), pseudoRandom(n, uint32(round*10+i+5), 2)
+			a, err := c.Create(ctx, cpuref.Bytes(x))
+			require.NoError(t, err)
+			b, err := c.Create(ctx, cpuref.Bytes(y))
+			require.NoError(t, err)
+			out, err := c.Empty(ctx, uint64(4*n))
+			require.NoError(t, err)
+			require.NoError(t, c.Run(ctx, kernel.Add(uint32(n)), a, b, out))
+			got, err := out.Read(ctx)
+			require.NoError(t, err)
+			require.Equal(t, cpuref.Add(x, y), cpuref.Floats(got), fmt.Sprintf("round %d, %d floats", round, n))
+			bufs = append(bufs, a, b, out)
+		}
+		r := c.MemoryReport(ctx)
+		kind, ok := r.Dynamic[0].Kind.(memory.VirtualKind)
+		require.True(t, ok, "the first pool is virtual: %v", r.Dynamic[0].Kind)
+		require.Equal(t, d.storage.SparseGranule(), kind.GranuleSize)
+		for _, b := range bufs {
+			require.NoError(t, b.Free())
+		}
+	}
+	t.Logf("granule %d B; the pools: %+v", d.storage.SparseGranule(), c.MemoryReport(ctx).Dynamic[0])
+}
