@@ -30,13 +30,13 @@ type Device struct {
 	family   uint32
 	queueMu  sync.Mutex
 
-	memoryType  uint32
-	heapIndex   int
+	memoryType uint32
+	heapIndex  int
 	// sparseGranule is the binding granularity of a sparse buffer, 0 where
 	// the device (or its storage's memory type) has no sparse residency;
 	// sparseSpace the largest virtual range.
 	sparseGranule, sparseSpace uint64
-	hostVisible bool // the storage's memory is host-visible and coherent: transfers map it
+	hostVisible                bool // the storage's memory is host-visible and coherent: transfers map it
 
 	storage *Storage
 

@@ -22,8 +22,8 @@ type DeviceInfo struct {
 	MemoryTypes   []MemoryType `json:"memory_types"`
 	// MemoryBudget: the device has VK_EXT_memory_budget, so heaps carry a
 	// budget and a usage.
-	MemoryBudget       bool         `json:"memory_budget"`
-	RobustBufferAccess bool         `json:"robust_buffer_access"`
+	MemoryBudget       bool `json:"memory_budget"`
+	RobustBufferAccess bool `json:"robust_buffer_access"`
 	// SparseResidency: the device binds memory to buffers granule by
 	// granule (sparseBinding and sparseResidencyBuffer), which the Virtual
 	// layout's pool needs.
