@@ -162,7 +162,7 @@ func (p *exclusivePool) sweep(explicit bool) {
 }
 
 // releaseTooSmall returns the free pages too small for a request of size
-// that no free page fits, when together they hold at least size bytes: a
+// that no free page fits, when together they hold half of it or more: a
 // pool whose requests keep growing (a KV cache reallocated larger) would
 // otherwise hoard every earlier page for a whole dealloc period.
 func (p *exclusivePool) releaseTooSmall(size uint64) {
@@ -171,7 +171,7 @@ func (p *exclusivePool) releaseTooSmall(size uint64) {
 	for g := range below {
 		idle += uint64(len(p.groups[g].free)) * p.groups[g].size
 	}
-	if idle >= size {
+	if 2*idle >= size {
 		p.release(below, func(*exclusivePage) bool { return true })
 	}
 }
