@@ -11,6 +11,8 @@ import (
 
 	json "github.com/goccy/go-json"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/internal/strictjson"
 )
 
 // numbersOf lists every number in a JSON document, as written, or ok=false
@@ -99,7 +101,8 @@ func FuzzRecordJSON(f *testing.F) {
 	f.Add([]byte(specRecord))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		var r Record
-		if err := json.Unmarshal(doc, &r); err != nil {
+		// The way an environment record is read (Entry.Decode).
+		if err := strictjson.Unmarshal(doc, &r); err != nil {
 			return
 		}
 		requireNoNumberWrapped(t, doc)

@@ -2,19 +2,19 @@ package memory
 
 import (
 	"bytes"
-	stdjson "encoding/json"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
 
-	json "github.com/goccy/go-json"
-
 	"github.com/vkrt/vkrt/internal/strictjson"
 )
 
-// Arrays and variants are streamed with encoding/json's decoder, which
-// takes a large value in one pass where goccy/go-json's streaming decoder
-// was ten times slower on an 80 MB layout.
+// Everything here decodes with encoding/json: goccy/go-json (which the
+// module uses to encode) wraps integers past 2^64 on decoding, its
+// streaming decoder was ten times slower on an 80 MB layout, and it
+// panicked (index out of range in Stream.readBuf) on a 514-byte record
+// that FuzzRecordJSON found.
 //
 // The decoders here are strict on purpose: a record or layout that does not
 // have exactly the shape the contract shows is an error, never a silently
@@ -112,7 +112,7 @@ func decodeArray(raw []byte, what string, limit int) ([]json.RawMessage, error) 
 	if len(trimmed) == 0 || trimmed[0] != '[' {
 		return nil, fmt.Errorf("memory: %s: want a JSON array, got %s", what, abbreviate(trimmed))
 	}
-	dec := stdjson.NewDecoder(bytes.NewReader(trimmed))
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	if _, err := dec.Token(); err != nil {
 		return nil, fmt.Errorf("memory: %s: %w", what, err)
 	}
@@ -121,11 +121,11 @@ func decodeArray(raw []byte, what string, limit int) ([]json.RawMessage, error) 
 		if len(elems) == limit {
 			return nil, fmt.Errorf("memory: %s: more than %d elements", what, limit)
 		}
-		var elem stdjson.RawMessage
+		var elem json.RawMessage
 		if err := dec.Decode(&elem); err != nil {
 			return nil, fmt.Errorf("memory: %s: %w", what, err)
 		}
-		elems = append(elems, json.RawMessage(elem))
+		elems = append(elems, elem)
 	}
 	if _, err := dec.Token(); err != nil {
 		return nil, fmt.Errorf("memory: %s: %w", what, err)
@@ -149,13 +149,13 @@ func decodeVariant(data []byte, what string) (name string, body json.RawMessage,
 	}
 	// encoding/json checks syntax with a scanner; goccy's Valid decodes
 	// the whole document into maps and slices first.
-	if !stdjson.Valid(trimmed) {
-		var probe stdjson.RawMessage
-		return "", nil, fmt.Errorf("memory: %s: not valid JSON: %w", what, stdjson.Unmarshal(trimmed, &probe))
+	if !json.Valid(trimmed) {
+		var probe json.RawMessage
+		return "", nil, fmt.Errorf("memory: %s: not valid JSON: %w", what, json.Unmarshal(trimmed, &probe))
 	}
 	// Streamed, not decoded into a map: the one member's body is taken as
 	// it is, and a second member is refused before it is read.
-	dec := stdjson.NewDecoder(bytes.NewReader(trimmed))
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	if _, err := dec.Token(); err != nil {
 		return "", nil, fmt.Errorf("memory: %s: %w", what, err)
 	}
@@ -174,11 +174,11 @@ func decodeVariant(data []byte, what string) (name string, body json.RawMessage,
 				abbreviate([]byte(names[0])), abbreviate([]byte(n)))
 		}
 		names = append(names, n)
-		var raw stdjson.RawMessage
+		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
 			return "", nil, fmt.Errorf("memory: %s: %w", what, err)
 		}
-		body = json.RawMessage(raw)
+		body = raw
 	}
 	if _, err := dec.Token(); err != nil {
 		return "", nil, fmt.Errorf("memory: %s: %w", what, err)
