@@ -69,7 +69,8 @@ func (r Report) duration() time.Duration {
 	return d
 }
 
-// WriteJSON writes the report as one JSON object.
+// WriteJSON writes the report as one JSON object on one line, as every
+// --json output of vkrt is.
 func (r Report) WriteJSON(w io.Writer) error {
 	pass, fail, ns := r.Counts()
 	r.Results = slices.Clone(r.Results)
@@ -84,7 +85,6 @@ func (r Report) WriteJSON(w io.Writer) error {
 		Seconds      float64 `json:"seconds"`
 	}{r, pass, fail, ns, r.duration().Seconds()}
 	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
 	return enc.Encode(out)
 }
 
@@ -206,7 +206,11 @@ func (r Report) WriteTable(w io.Writer) error {
 		}
 	}
 	pass, fail, ns := r.Counts()
-	fmt.Fprintf(&b, "%d checks: %d passed, %d failed, %d not supported (%s)\n", len(r.Results), pass, fail, ns, formatDuration(r.duration()))
+	noun := "checks"
+	if len(r.Results) == 1 {
+		noun = "check"
+	}
+	fmt.Fprintf(&b, "%d %s: %d passed, %d failed, %d not supported (%s)\n", len(r.Results), noun, pass, fail, ns, formatDuration(r.duration()))
 	_, err := io.WriteString(w, b.String())
 	return err
 }

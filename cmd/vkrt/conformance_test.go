@@ -161,6 +161,26 @@ func TestConformanceRefusesBadFlags(t *testing.T) {
 	require.ErrorContains(t, err, "cannot both go to stdout")
 }
 
+// --json - puts the report on stdout as one JSON object on one line, and
+// the table on stderr.
+func TestConformanceJSONToStdout(t *testing.T) {
+	devicesOrSkip(t)
+	out, errOut, err := execute(t, "conformance", "--run", "^kernel/add$", "--json", "-")
+	require.NoError(t, err)
+	require.Equal(t, 1, strings.Count(out, "\n"), "one line: %q", out)
+	var rep struct {
+		Passed  int `json:"passed"`
+		Results []struct {
+			Check  string `json:"check"`
+			Result string `json:"result"`
+		} `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.Equal(t, 1, rep.Passed)
+	require.Equal(t, "kernel/add", rep.Results[0].Check)
+	require.Contains(t, errOut, "1 check: 1 passed")
+}
+
 // --list names the checks --run selects, with their rules, and runs none.
 func TestConformanceListsChecks(t *testing.T) {
 	out, _, err := execute(t, "conformance", "--list", "--run", "^kernel/")
