@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -214,7 +215,7 @@ func runCheck(ctx context.Context, ch Check, timeout time.Duration) Result {
 	r := Result{Check: ch.Name, Rule: ch.Rule, Duration: d, Seconds: d.Seconds()}
 	switch {
 	case len(c.evidence) > 0:
-		r.Status, r.Evidence = Fail, c.evidence
+		r.Status, r.Evidence = Fail, slices.Clone(c.evidence) // a check past its time may still be adding
 		if c.dropped > 0 {
 			r.Evidence = append(r.Evidence, fmt.Sprintf("… and %d more", c.dropped))
 		}
