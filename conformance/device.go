@@ -665,9 +665,9 @@ func churnBuffers(c *checkState, cl *client.Client, l memory.Layout) {
 	}
 }
 
-// workload is a small model-shaped piece of work: layers of matmul and
-// activation with temporaries freed as it goes. peak is called where it
-// holds the most.
+// workload is a small model-shaped piece of work: weights in a persistent
+// window, layers of matmul and activation with temporaries (some of odd
+// sizes) freed as it goes. peak is called where it holds the most.
 func workload(cl *client.Client, peak func(ctx context.Context)) client.Workload {
 	return func(ctx context.Context) error {
 		const rows, width = 8, 96
@@ -675,17 +675,32 @@ func workload(cl *client.Client, peak func(ctx context.Context)) client.Workload
 		if err != nil {
 			return err
 		}
+		// Weights live in a persistent window, as a model's do.
 		var weights []*client.Buffer
-		for layer := range 4 {
-			w, err := cl.Create(ctx, pattern(uint64(810+layer), 4*width*width))
+		err = cl.Persistent(ctx, func(ctx context.Context) error {
+			for layer := range 4 {
+				w, err := cl.Create(ctx, pattern(uint64(810+layer), 4*width*width))
+				if err != nil {
+					return err
+				}
+				weights = append(weights, w)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for layer, w := range weights {
+			// A scratch buffer of an odd size per layer, freed out of order.
+			scratch, err := cl.Empty(ctx, uint64(1000+777*layer))
 			if err != nil {
 				return err
 			}
-			weights = append(weights, w)
-		}
-		for layer, w := range weights {
 			h, err := cl.Empty(ctx, 4*rows*width)
 			if err != nil {
+				return err
+			}
+			if err := scratch.Free(); err != nil {
 				return err
 			}
 			if err := cl.Run(ctx, matMulLaunch(rows, width, width), x, w, h); err != nil {
