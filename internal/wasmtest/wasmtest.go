@@ -66,11 +66,20 @@ func moduleRoot() (string, error) {
 	}
 }
 
+// PrebuiltEnv names a directory of guests built beforehand, for a test
+// binary run where there is no Go toolchain: the guest of "examples/mlp" is
+// examples_mlp.wasm there.
+const PrebuiltEnv = "VKRT_PREBUILT_GUESTS"
+
 // Go builds the package pkg (a path from the module root, like
-// "examples/mlp") with GOOS=wasip1 GOARCH=wasm.
+// "examples/mlp") with GOOS=wasip1 GOARCH=wasm, or reads it from
+// $VKRT_PREBUILT_GUESTS.
 func Go(t testing.TB, pkg string) []byte {
 	t.Helper()
 	wasm, err := once("go:"+pkg, func(d string) ([]byte, error) {
+		if dir := os.Getenv(PrebuiltEnv); dir != "" {
+			return os.ReadFile(filepath.Join(dir, strings.ReplaceAll(pkg, "/", "_")+".wasm"))
+		}
 		root, err := moduleRoot()
 		if err != nil {
 			return nil, err
