@@ -57,6 +57,9 @@ type Device struct {
 	// resources went back; later work waits for them (settle), Close too.
 	abandonedMu sync.Mutex
 	abandoned   []chan struct{}
+	// abandonedN is len(abandoned), read without the lock so that a
+	// transfer with nothing abandoned before it takes no lock to know.
+	abandonedN atomic.Int32
 	inFlight    sync.WaitGroup
 
 	lost          atomic.Bool
@@ -631,6 +634,7 @@ func (d *Device) abandon(c *submitContext, done func()) {
 	finished := make(chan struct{})
 	d.abandonedMu.Lock()
 	d.abandoned = append(d.abandoned, finished)
+	d.abandonedN.Store(int32(len(d.abandoned)))
 	d.abandonedMu.Unlock()
 	d.inFlight.Add(1)
 	go func() {
@@ -648,6 +652,9 @@ func (d *Device) abandon(c *submitContext, done func()) {
 // settle waits until every abandoned submission has finished, so work
 // submitted or transfers made from now on come after it.
 func (d *Device) settle(ctx context.Context) error {
+	if d.abandonedN.Load() == 0 {
+		return nil
+	}
 	d.abandonedMu.Lock()
 	pending := slices.Clone(d.abandoned)
 	d.abandonedMu.Unlock()
@@ -668,6 +675,7 @@ func (d *Device) settle(ctx context.Context) error {
 				return false
 			}
 		})
+		d.abandonedN.Store(int32(len(d.abandoned)))
 		d.abandonedMu.Unlock()
 	}
 	return nil

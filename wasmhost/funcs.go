@@ -3,7 +3,6 @@ package wasmhost
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"math"
 	"reflect"
 	"unicode/utf8"
@@ -111,42 +110,21 @@ func faultf(g *instance, what string, ptr, n uint32, mem api.Memory) Errno {
 	if mem != nil {
 		size = uint64(mem.Size())
 	}
-	return g.failStatus(EFAULT, &rangeFault{what: what, ptr: ptr, n: n, size: size})
+	g.last = failure{kind: failRange, what: what, ptr: ptr, n: n, a: size}
+	g.failedCalls++
+	return EFAULT
 }
 
-// rangeFault is an EFAULT, formatted only if the guest asks last_error.
-type rangeFault struct {
-	what   string
-	ptr, n uint32
-	size   uint64
+func badHandle(g *instance, what string, handle uint32) Errno {
+	g.last = failure{kind: failHandle, what: what, handle: handle}
+	g.failedCalls++
+	return EBADF
 }
 
-func (e *rangeFault) Error() string {
-	return fmt.Sprintf("%s: guest range [%d, %d) is outside the guest's %d B of memory",
-		e.what, e.ptr, uint64(e.ptr)+uint64(e.n), e.size)
-}
-
-// badHandle is an EBADF.
-type badHandle struct {
-	what   string
-	handle uint32
-}
-
-func (e *badHandle) Error() string {
-	return fmt.Sprintf("%s: handle %#x names no live buffer of this guest", e.what, e.handle)
-}
-
-// outOfBuffer is an ERANGE of a buffer access.
-type outOfBuffer struct {
-	what        string
-	handle      uint32
-	offset, n   uint64
-	size, bufID uint64
-}
-
-func (e *outOfBuffer) Error() string {
-	return fmt.Sprintf("%s: handle %#x (buffer %d): %d B at offset %d is outside its %d B",
-		e.what, e.handle, e.bufID, e.n, e.offset, e.size)
+func outOfBuffer(g *instance, what string, handle uint32, offset, n, size uint64) Errno {
+	g.last = failure{kind: failOutOfBuffer, what: what, handle: handle, a: offset, b: n, c: size}
+	g.failedCalls++
+	return ERANGE
 }
 
 func putU32(mem api.Memory, ptr, v uint32) bool { return mem != nil && mem.WriteUint32Le(ptr, v) }
@@ -180,10 +158,10 @@ func bufferWrite(g *instance, mem api.Memory, stack []uint64) Errno {
 	}
 	b := g.lookup(handle)
 	if b == nil {
-		return g.failStatus(EBADF, &badHandle{"buffer_write", handle})
+		return badHandle(g, "buffer_write", handle)
 	}
 	if size := b.Size(); offset > size || uint64(n) > size-offset {
-		return g.failStatus(ERANGE, &outOfBuffer{"buffer_write", handle, offset, uint64(n), size, b.ID()})
+		return outOfBuffer(g, "buffer_write", handle, offset, uint64(n), size)
 	}
 	if err := g.stream.Write(g.ctx, b, offset, data); err != nil {
 		return g.fail(err)
@@ -199,10 +177,10 @@ func bufferRead(g *instance, mem api.Memory, stack []uint64) Errno {
 	}
 	b := g.lookup(handle)
 	if b == nil {
-		return g.failStatus(EBADF, &badHandle{"buffer_read", handle})
+		return badHandle(g, "buffer_read", handle)
 	}
 	if size := b.Size(); offset > size || uint64(n) > size-offset {
-		return g.failStatus(ERANGE, &outOfBuffer{"buffer_read", handle, offset, uint64(n), size, b.ID()})
+		return outOfBuffer(g, "buffer_read", handle, offset, uint64(n), size)
 	}
 	data, err := g.stream.ReadAt(g.ctx, b, offset, uint64(n))
 	if err != nil {
@@ -216,7 +194,7 @@ func bufferFree(g *instance, _ api.Memory, stack []uint64) Errno {
 	handle := uint32(stack[0])
 	b := g.remove(handle)
 	if b == nil {
-		return g.failStatus(EBADF, &badHandle{"buffer_free", handle})
+		return badHandle(g, "buffer_free", handle)
 	}
 	if err := g.stream.Free(b); err != nil {
 		return g.fail(err)
@@ -307,7 +285,7 @@ func memoryReport(g *instance, mem api.Memory, stack []uint64) Errno {
 }
 
 func lastError(g *instance, mem api.Memory, stack []uint64) Errno {
-	msg := []byte(g.lastMessage())
+	msg := []byte(g.last.message())
 	return writeOut(g, mem, "last_error", stack, msg, false)
 }
 

@@ -255,7 +255,7 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 	res.PeakDeviceBytes, res.PeakBytes, res.PeakHandles = inst.peakDev, inst.peakBytes, inst.peakLive
 	res.PeakReservedBytes = inst.peakReserved
 	res.Calls, res.FailedCalls = inst.calls, inst.failedCalls
-	res.LastError = inst.lastMessage()
+	res.LastError = inst.last.message()
 	relErr := inst.release()
 	if owned {
 		relErr = errors.Join(relErr, s.Close())

@@ -46,7 +46,7 @@ type instance struct {
 	baseDevice, peakDev uint64
 	peakReserved        uint64
 	persistent          int
-	lastErr             error
+	last                failure
 	calls, failedCalls  uint64
 }
 
@@ -111,28 +111,53 @@ func (g *instance) remove(handle uint32) *client.Buffer {
 	return b
 }
 
-// fail remembers err as the guest's last error and returns its status.
-func (g *instance) fail(err error) Errno { return g.failStatus(errnoOf(err), err) }
-
-// failStatus remembers err, whose status is known, as the last error. Its
-// message is formatted only if the guest asks for it.
-func (g *instance) failStatus(status Errno, err error) Errno {
-	g.lastErr = err
+// fail remembers err as the guest's last failure and returns its status.
+func (g *instance) fail(err error) Errno {
+	g.last = failure{kind: failError, err: err}
 	g.failedCalls++
-	return status
+	return errnoOf(err)
 }
 
-// lastMessage is what last_error tells the guest: the message of its last
-// failed call, without the status the guest already has.
-func (g *instance) lastMessage() string {
-	var se *StatusError
-	switch {
-	case g.lastErr == nil:
-		return ""
-	case errors.As(g.lastErr, &se):
-		return se.Err.Error()
+type failKind uint8
+
+const (
+	failNone        failKind = iota
+	failRange                // ptr, n outside a guest memory of a bytes
+	failHandle               // handle names no live buffer
+	failOutOfBuffer          // b bytes at offset a outside a buffer of c bytes
+	failError                // err
+)
+
+// failure is the guest's last failed call, kept by value so that a call
+// that fails allocates nothing; its message is made only when the guest
+// asks for it.
+type failure struct {
+	kind    failKind
+	what    string
+	handle  uint32
+	ptr, n  uint32
+	a, b, c uint64
+	err     error
+}
+
+// message is what last_error tells the guest: what failed and why, without
+// the status the guest already has.
+func (f *failure) message() string {
+	switch f.kind {
+	case failRange:
+		return fmt.Sprintf("%s: guest range [%d, %d) is outside the guest's %d B of memory", f.what, f.ptr, uint64(f.ptr)+uint64(f.n), f.a)
+	case failHandle:
+		return fmt.Sprintf("%s: handle %#x names no live buffer of this guest", f.what, f.handle)
+	case failOutOfBuffer:
+		return fmt.Sprintf("%s: handle %#x: %d B at offset %d is outside its %d B", f.what, f.handle, f.b, f.a, f.c)
+	case failError:
+		var se *StatusError
+		if errors.As(f.err, &se) {
+			return se.Err.Error()
+		}
+		return f.err.Error()
 	}
-	return g.lastErr.Error()
+	return ""
 }
 
 // sampleReserved notes the bytes the guest's pools reserve now, for the
