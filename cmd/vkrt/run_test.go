@@ -23,11 +23,17 @@ func watFile(t *testing.T, src string) string {
 	return path
 }
 
-// guestArgs are the flags every guest test passes: no compilation cache
-// outside the test, records in a temporary environment.
+// testCompileCache is the compilation cache of the guests the command
+// tests run, kept between runs as the default cache in the user's cache
+// directory would be (compiling a Go guest under the race detector takes
+// seconds).
+var testCompileCache = filepath.Join(os.TempDir(), "vkrt-test-compile-cache")
+
+// guestArgs are the flags every guest test passes: the tests' compilation
+// cache, records in a temporary environment.
 func guestArgs(t *testing.T, args ...string) []string {
 	t.Setenv(environment.DirEnvVar, t.TempDir())
-	return append([]string{"--compile-cache", "", "--env", "test"}, args...)
+	return append([]string{"--compile-cache", testCompileCache, "--env", "test"}, args...)
 }
 
 // exitCodeOf is the exit code vkrt would end with for err.
@@ -100,9 +106,19 @@ func TestRunExitCodes(t *testing.T) {
 	require.Equal(t, uint32(32), line.MemoryPages)
 }
 
+// heavyExample is the example guest the command tests run: the
+// transformer, or with -short the lighter MLP.
+func heavyExample(t *testing.T) (name, path string) {
+	name = "transformer"
+	if testing.Short() {
+		name = "mlp"
+	}
+	return name, wasmtest.GoFile(t, "examples/"+name, name+".wasm")
+}
+
 func TestRunJSON(t *testing.T) {
 	devicesOrSkip(t)
-	transformer := wasmtest.GoFile(t, "examples/transformer", "transformer.wasm")
+	name, transformer := heavyExample(t)
 	for _, dry := range []bool{false, true} {
 		args := []string{transformer, "--json"}
 		if dry {
@@ -111,7 +127,7 @@ func TestRunJSON(t *testing.T) {
 		out, errOut, err := execute(t, "run", guestArgs(t, args...)...)
 		require.NoError(t, err, errOut)
 		require.Equal(t, 1, strings.Count(out, "\n"), "one JSON object; the guest's output went to stderr")
-		require.Contains(t, errOut, "transformer: 10 steps")
+		require.Contains(t, errOut, name+": 10 steps")
 		var line runLine
 		require.NoError(t, json.Unmarshal([]byte(out), &line))
 		require.Equal(t, "ok", line.Status)
@@ -133,7 +149,7 @@ func TestRunJSON(t *testing.T) {
 
 func TestPlanGuestVerify(t *testing.T) {
 	devicesOrSkip(t)
-	transformer := wasmtest.GoFile(t, "examples/transformer", "transformer.wasm")
+	name, transformer := heavyExample(t)
 	planFile := filepath.Join(t.TempDir(), "plan.json")
 	out, errOut, err := execute(t, "plan", guestArgs(t, transformer, "--verify", "--json", "--out", planFile)...)
 	require.NoError(t, err, errOut)
@@ -149,7 +165,7 @@ func TestPlanGuestVerify(t *testing.T) {
 	require.Equal(t, line.DryRun.PeakLiveBytes, line.Verify.PeakLiveBytes)
 	require.Equal(t, line.Capacity+line.Verify.PersistentBytes, line.Verify.ReservedPeakBytes, "the real run reserved what the plan said")
 	require.Positive(t, line.Verify.WallS)
-	require.Equal(t, 2, strings.Count(errOut, "transformer: 10 steps"), "the guest ran twice: dry, then for real")
+	require.Equal(t, 2, strings.Count(errOut, name+": 10 steps"), "the guest ran twice: dry, then for real")
 
 	written, err := os.ReadFile(planFile)
 	require.NoError(t, err)
