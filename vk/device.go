@@ -60,7 +60,7 @@ type Device struct {
 	// abandonedN is len(abandoned), read without the lock so that a
 	// transfer with nothing abandoned before it takes no lock to know.
 	abandonedN atomic.Int32
-	inFlight    sync.WaitGroup
+	inFlight   sync.WaitGroup
 
 	lost          atomic.Bool
 	validationMu  sync.Mutex
