@@ -35,6 +35,7 @@ type tlsfBlock struct {
 	offset, size       uint64
 	prevPhys, nextPhys int32 // neighbours by address, none at the ends
 	prevFree, nextFree int32 // the bin's list while free
+	bin                int16 // the bin while free
 	free               bool
 }
 
@@ -60,7 +61,7 @@ func (r *tlsfRange) insertFree(b int32) {
 	blk := &r.blocks[b]
 	bin := tlsfBin(blk.size)
 	head := r.heads[bin]
-	blk.free, blk.prevFree, blk.nextFree = true, none, head
+	blk.free, blk.prevFree, blk.nextFree, blk.bin = true, none, head, int16(bin)
 	if head != none {
 		r.blocks[head].prevFree = b
 	}
@@ -79,7 +80,7 @@ func (r *tlsfRange) removeFree(b int32) {
 		r.blocks[blk.prevFree].nextFree = blk.nextFree
 		return
 	}
-	bin := tlsfBin(blk.size)
+	bin := int(blk.bin)
 	r.heads[bin] = blk.nextFree
 	if blk.nextFree == none {
 		fl := bin >> tlsfSLBits
