@@ -104,7 +104,7 @@ func UseEnvironment(env *environment.Env) Option {
 // concurrent use.
 type Client struct {
 	dev     device.Device
-	storage device.Storage // the device's, or a limit over it
+	storage *clientStorage // the device's, counted and held to the limit
 	props   vkruntime.DeviceProperties
 
 	// mu guards the fields below. It is never held while a stream's lock is
@@ -138,10 +138,11 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	storage := dev.Storage()
-	if c.backend != nil && c.device.MemoryLimit > 0 {
-		storage = newLimitedStorage(storage, c.device.MemoryLimit, dev.Properties().MemorySize)
+	var limit uint64 // the default device enforces its own
+	if c.backend != nil {
+		limit = c.device.MemoryLimit
 	}
+	storage := newClientStorage(dev.Storage(), limit, dev.Properties().MemorySize)
 	props := dev.Properties()
 	if limit := storage.Limit(); limit > 0 && limit < props.MemorySize {
 		// The pools can never hold more than the limit: size the presets'

@@ -137,3 +137,29 @@ func TestOpenRefusesADeviceWhoseSlicesAreNotWholeWords(t *testing.T) {
 	_, err = d.Storage().Alloc(16)
 	require.ErrorContains(t, err, "closed", "the refused device was closed")
 }
+
+// StorageStats are the device's own figures: the allocations the pools
+// made and released, and the memory the storage held now and at its peak.
+func TestStorageStatsCountWhatThePoolsAskOfTheDevice(t *testing.T) {
+	c := openClient(t, WithLayout(memory.DirectLayout()))
+	ctx := context.Background()
+	before := c.StorageStats()
+	a, err := c.Empty(ctx, 1<<20)
+	require.NoError(t, err)
+	b, err := c.Empty(ctx, 3<<20)
+	require.NoError(t, err)
+	mid := c.StorageStats()
+	require.Equal(t, before.Allocs+2, mid.Allocs, "the direct layout makes one device allocation per buffer")
+	require.Equal(t, before.Allocations+2, mid.Allocations)
+	require.GreaterOrEqual(t, mid.Bytes-before.Bytes, uint64(4<<20))
+	require.GreaterOrEqual(t, mid.BytesPeak, mid.Bytes)
+	require.NoError(t, a.Free())
+	require.NoError(t, b.Free())
+	c.MemoryCleanup(ctx)
+	after := c.StorageStats()
+	require.Equal(t, mid.Allocs, after.Allocs)
+	require.Equal(t, before.Deallocs+2, after.Deallocs)
+	require.Equal(t, before.Bytes, after.Bytes, "cleaned up, the storage holds what it did before")
+	require.Equal(t, mid.BytesPeak, after.BytesPeak, "the peak stays")
+	require.Equal(t, mid.AllocationsPeak, after.AllocationsPeak)
+}

@@ -1,0 +1,176 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/vkrt/vkrt/device"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// StorageStats are the device's own figures as the client's pools drive
+// its storage: what they asked of the driver, not what they hand out.
+type StorageStats struct {
+	// Allocs and Deallocs count the device allocations made and released.
+	Allocs, Deallocs uint64
+	// Allocations is the number of device allocations the storage holds
+	// now (released ones until they are flushed), AllocationsPeak the most
+	// it held at once.
+	Allocations, AllocationsPeak int
+	// Bytes is the device memory the storage holds now (its Allocated),
+	// BytesPeak the most it held at once.
+	Bytes, BytesPeak uint64
+	// BindCalls counts sparse-binding submissions (the Virtual layout's).
+	BindCalls uint64
+}
+
+// StorageStats reads the device storage's figures now.
+func (c *Client) StorageStats() StorageStats { return c.storage.statsNow() }
+
+// clientStorage is the device's storage as the client's pools use it: it
+// counts what they ask of the device (StorageStats), holds a device handed
+// with WithBackend to the client's memory limit, and passes the device's
+// sparse residency through (a granule of 0 where it has none, so the
+// Virtual layout falls back).
+type clientStorage struct {
+	device.Storage
+	sparse      vkruntime.SparseStorage // nil where the device has none
+	limit, heap uint64                  // limit 0: none beyond the device's own
+
+	mu       sync.Mutex
+	sizes    map[vkruntime.StorageID]uint64 // live allocations, for the limit
+	held     uint64                         // bytes asked of live and unflushed allocations
+	released uint64                         // part of held, deallocated but not yet flushed
+	stats    StorageStats
+}
+
+var _ vkruntime.SparseStorage = (*clientStorage)(nil)
+
+func newClientStorage(s device.Storage, limit, heap uint64) *clientStorage {
+	if inner := s.Limit(); limit != 0 && inner != 0 && inner < limit {
+		limit = inner
+	}
+	cs := &clientStorage{Storage: s, limit: limit, heap: heap, sizes: map[vkruntime.StorageID]uint64{}}
+	cs.sparse, _ = s.(vkruntime.SparseStorage)
+	return cs
+}
+
+// Alloc refuses an allocation past the client's limit (after a Flush)
+// with a *runtime.OutOfMemoryError, and otherwise asks the device.
+func (s *clientStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
+	if !s.room(size) {
+		s.Flush()
+		if !s.room(size) {
+			s.mu.Lock()
+			held := s.held
+			s.mu.Unlock()
+			return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{
+				Size: size, HeapSize: s.heap, Usage: held, Limit: s.limit,
+				Detail: fmt.Sprintf("the client's memory limit: %d B held, %d B free", held, s.limit-min(s.limit, held)),
+			}
+		}
+	}
+	h, err := s.Storage.Alloc(size)
+	bytes, allocations := s.Storage.Allocated(), s.Storage.Allocations()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.held -= size
+		return h, err
+	}
+	s.sizes[h.ID] = size
+	s.stats.Allocs++
+	s.stats.BytesPeak = max(s.stats.BytesPeak, bytes)
+	s.stats.AllocationsPeak = max(s.stats.AllocationsPeak, allocations)
+	return h, nil
+}
+
+// room reserves size bytes under the limit; without one, always.
+func (s *clientStorage) room(size uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	total := s.held + size
+	if s.limit != 0 && (total < size || total > s.limit) {
+		return false
+	}
+	s.held = total
+	return true
+}
+
+func (s *clientStorage) Dealloc(id vkruntime.StorageID) {
+	s.mu.Lock()
+	if size, ok := s.sizes[id]; ok {
+		delete(s.sizes, id)
+		s.released += size
+		s.stats.Deallocs++
+	}
+	s.mu.Unlock()
+	s.Storage.Dealloc(id)
+}
+
+func (s *clientStorage) Flush() {
+	s.Storage.Flush()
+	s.mu.Lock()
+	s.held -= s.released
+	s.released = 0
+	s.mu.Unlock()
+}
+
+// Limit is the smaller of the client's limit and the device's.
+func (s *clientStorage) Limit() uint64 {
+	if s.limit != 0 {
+		return s.limit
+	}
+	return s.Storage.Limit()
+}
+
+func (s *clientStorage) statsNow() StorageStats {
+	bytes, allocations := s.Storage.Allocated(), s.Storage.Allocations()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.Bytes, st.Allocations = bytes, allocations
+	st.BytesPeak, st.AllocationsPeak = max(st.BytesPeak, bytes), max(st.AllocationsPeak, allocations)
+	return st
+}
+
+var errNoSparse = errors.New("client: the device has no sparse residency")
+
+// SparseGranule is the device's, 0 where it has no sparse residency.
+func (s *clientStorage) SparseGranule() uint64 {
+	if s.sparse == nil {
+		return 0
+	}
+	return s.sparse.SparseGranule()
+}
+
+func (s *clientStorage) MaxVirtualSize() uint64 {
+	if s.sparse == nil {
+		return 0
+	}
+	return s.sparse.MaxVirtualSize()
+}
+
+func (s *clientStorage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
+	if s.sparse == nil {
+		return vkruntime.StorageHandle{}, errNoSparse
+	}
+	return s.sparse.ReserveVirtual(size)
+}
+
+func (s *clientStorage) ReleaseVirtual(id vkruntime.StorageID) {
+	if s.sparse != nil {
+		s.sparse.ReleaseVirtual(id)
+	}
+}
+
+func (s *clientStorage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind) error {
+	if s.sparse == nil {
+		return errNoSparse
+	}
+	s.mu.Lock()
+	s.stats.BindCalls++
+	s.mu.Unlock()
+	return s.sparse.Bind(virtual, binds)
+}
