@@ -98,6 +98,17 @@ func (b *arenaBuilder) candidates(id int32, limit int, out []candidatePlace) []c
 	return append(out, candidatePlace{uint32(len(b.byPage)), 0})
 }
 
+// lookaheadCandidates bounds the places a large allocation tries: both ends
+// of its four lowest holes. Each costs lookaheadHorizon placements, so a
+// large allocation costs at most 1 + 8·16 placements of the plain greedy.
+const lookaheadCandidates = 8
+
+// lookaheadShare: allocations of at least a hundredth of the peak look
+// ahead. Fewer than a hundred such can be live at once, so the lookahead's
+// cost stays bounded by the stream's large buffers, and smaller ones move
+// the pages' height by under 1 % each.
+const lookaheadShare = 100
+
 // assignLookahead places allocations in the order of ids; one of at least
 // minSize bytes tries each of its candidate places, lays the next horizon
 // allocations greedily after it, and keeps the place whose pages came out
@@ -112,7 +123,7 @@ func assignLookahead(lifetimes []lifetime, pageLimit uint64, ids []int32, horizo
 			b.place(id, false)
 			continue
 		}
-		cands = b.candidates(id, 8, cands)
+		cands = b.candidates(id, lookaheadCandidates, cands)
 		best, bestCost := cands[0], ^uint64(0)
 		if len(cands) > 1 {
 			for _, c := range cands {

@@ -255,3 +255,61 @@ func TestPlansArePerStream(t *testing.T) {
 		require.ErrorContains(t, err, "streams 0 and 1")
 	}
 }
+
+// boundSeeds is how many generated streams of each shape the bound is held
+// over: 200, or 20 under -short or the race detector.
+func boundSeeds() uint64 {
+	if tracetest.Quick() {
+		return 20
+	}
+	return 200
+}
+
+// strongRatioAtMost bounds a strong plan's reserved peak over the stream's
+// peak live bytes from above, cheaply where it can: the greedy placements
+// alone bound it, since the search only ever lowers a placement and Derive
+// only swaps in a basic plan that reserves less. A stream the greedy
+// placements leave above the bound is planned in full and replayed.
+func strongRatioAtMost(t *testing.T, tr *trace.Trace) float64 {
+	t.Helper()
+	device := replay.H200()
+	a, _, err := planArena(lifetimesOf(tr, device.Alignment), device.MaxPageSize, 0, nil)
+	require.NoError(t, err)
+	if greedy := float64(a.Reserved()) / float64(tr.PeakLiveBytes()); greedy <= plannedRatioBound {
+		return greedy
+	}
+	m, err := Measure(tr, memory.SubSlicesLayout(), Options{Strength: Strong})
+	require.NoError(t, err)
+	require.Zero(t, m.Planned.Spills, tr.Name)
+	return m.Planned.Ratio()
+}
+
+func TestGreedyPlacementsBoundTheStrongPlan(t *testing.T) {
+	for _, shape := range gen.Shapes() {
+		for seed := range uint64(2) {
+			tr := gen.Trace(seed, shape)
+			device := replay.H200()
+			a, _, err := planArena(lifetimesOf(tr, device.Alignment), device.MaxPageSize, 0, nil)
+			require.NoError(t, err)
+			m, err := Measure(tr, memory.SubSlicesLayout(), Options{Strength: Strong, SearchSteps: searchSteps()})
+			require.NoError(t, err)
+			require.LessOrEqual(t, m.Planned.ReservedPeakBytes, a.Reserved(), "%s: the full plan reserves no more than the greedy placements", tr.Name)
+		}
+	}
+}
+
+func TestStrongPlanStaysWithinTheBoundOnGeneratedStreams(t *testing.T) {
+	seeds := boundSeeds()
+	for _, shape := range gen.Shapes() {
+		worst, worstSeed := 0.0, uint64(0)
+		for seed := range seeds {
+			tr := gen.Trace(seed, shape)
+			ratio := strongRatioAtMost(t, tr)
+			require.LessOrEqual(t, ratio, plannedRatioBound, "%s", tr.Name)
+			if ratio > worst {
+				worst, worstSeed = ratio, seed
+			}
+		}
+		t.Logf("%s: at most %.4f× (seed %d) over %d seeds", shape, worst, worstSeed, seeds)
+	}
+}
