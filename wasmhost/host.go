@@ -188,6 +188,10 @@ type Result struct {
 	// launch; other work on the device at the same time counts too. A dry
 	// run holds none.
 	PeakDeviceBytes uint64
+	// Spills counts the guest's reservations a full capped pool sent on to
+	// the next since its stream's layout was installed: a plan that was
+	// short.
+	Spills uint64
 	// PeakReservedBytes is the most bytes the guest's pools reserved at
 	// once (lazy pages of a dry run included).
 	PeakReservedBytes uint64
@@ -250,7 +254,7 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 		err = fmt.Errorf("%w: %w", ErrRefused, err)
 	}
 
-	res.Usage, res.Report = s.Usage(), s.Report()
+	res.Usage, res.Report, res.Spills = s.Usage(), s.Report(), s.Spills()
 	inst.sampleDevice()
 	res.PeakDeviceBytes, res.PeakBytes, res.PeakHandles = inst.peakDev, inst.peakBytes, inst.peakLive
 	res.PeakReservedBytes = inst.peakReserved

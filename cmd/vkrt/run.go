@@ -120,6 +120,12 @@ type runLine struct {
 	Report          memory.Report `json:"report"`
 	DeviceBytesPeak uint64        `json:"device_bytes_peak"`
 	ReservedPeak    uint64        `json:"reserved_peak_bytes"`
+	Spills          uint64        `json:"spills"`
+	// PlanCapacity is what the capped pools of --layout may reserve (0 for
+	// an uncapped layout); GrowthBytes is how far the run reserved past it
+	// and its persistent pool.
+	PlanCapacity uint64 `json:"plan_capacity_bytes,omitempty"`
+	GrowthBytes  uint64 `json:"growth_bytes"`
 	LiveBytesPeak   uint64        `json:"peak_live_bytes"`
 	HandlesPeak     uint64        `json:"handles_peak"`
 	MemoryPages     uint32        `json:"memory_pages"`
@@ -196,6 +202,10 @@ func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry,
 			Usage: res.Usage, Report: res.Report, DeviceBytesPeak: res.PeakDeviceBytes, ReservedPeak: res.PeakReservedBytes,
 			LiveBytesPeak: res.PeakBytes, HandlesPeak: res.PeakHandles, MemoryPages: res.MemoryPages,
 			Calls: res.Calls, FailedCalls: res.FailedCalls, LastError: res.LastError,
+			Spills: res.Spills, PlanCapacity: planCapacity(s.client.Layout()),
+		}
+		if line.PlanCapacity > 0 {
+			line.GrowthBytes = growth(res.PeakReservedBytes, line.PlanCapacity, res.Report.Persistent.Usage.BytesReserved)
 		}
 		if runErr != nil {
 			line.Error = runErr.Error()
@@ -211,4 +221,13 @@ func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry,
 		return &exitCode{code: int(exit.Code), err: runErr}
 	}
 	return runErr
+}
+
+// growth is how far a run reserved past a plan's capacity and what its
+// persistent pool holds.
+func growth(reservedPeak, capacity, persistent uint64) uint64 {
+	if reservedPeak <= capacity+persistent {
+		return 0
+	}
+	return reservedPeak - capacity - persistent
 }

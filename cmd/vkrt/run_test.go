@@ -179,3 +179,32 @@ func TestPlanGuestVerify(t *testing.T) {
 	require.Contains(t, out, "0 B of device memory held")
 	require.NotContains(t, out, "verify:")
 }
+
+// A plan measured on a small run, written with --out, is what --layout of
+// vkrt run takes: the same run fits it, a bigger one spills and grows past
+// it, and says by how much.
+func TestPlanSmallThenRunBigger(t *testing.T) {
+	devicesOrSkip(t)
+	mlp := wasmtest.GoFile(t, "examples/mlp", "mlp.wasm")
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	_, errOut, err := execute(t, "plan", guestArgs(t, mlp, "--out", planFile, "--", "--steps", "4")...)
+	require.NoError(t, err, errOut)
+
+	run := func(args ...string) runLine {
+		out, errOut, err := execute(t, "run", guestArgs(t, append([]string{mlp, "--json", "--layout", planFile, "--"}, args...)...)...)
+		require.NoError(t, err, errOut)
+		var line runLine
+		require.NoError(t, json.Unmarshal([]byte(out), &line))
+		require.Equal(t, "ok", line.Status, "the guest checked its numbers either way")
+		require.Positive(t, line.PlanCapacity)
+		return line
+	}
+	same := run("--steps", "4")
+	require.Zero(t, same.Spills)
+	require.Zero(t, same.GrowthBytes)
+	bigger := run("--steps", "4", "--scale", "3")
+	require.Positive(t, bigger.Spills)
+	require.Positive(t, bigger.GrowthBytes)
+	require.Equal(t, bigger.PlanCapacity, same.PlanCapacity)
+	require.Greater(t, bigger.ReservedPeak, same.ReservedPeak)
+}

@@ -5,7 +5,7 @@
 // mismatch exits 1.
 //
 //	GOOS=wasip1 GOARCH=wasm go build -o mlp.wasm ./examples/mlp
-//	vkrt run mlp.wasm
+//	vkrt run mlp.wasm -- --steps 20 --scale 4   # 20 steps, batches 4x the base sizes
 package main
 
 import (
@@ -23,10 +23,11 @@ const (
 	classes = 10
 )
 
-// batches are the batch sizes of the steps, in order.
+// batches are the batch sizes of the steps, in order, before --scale.
 var batches = []int{1, 7, 32, 64, 13, 128, 5, 96, 200, 3}
 
 func main() {
+	sizes := workload.ParseSizes("mlp", len(batches))
 	rng := rand.New(rand.NewPCG(1, 2))
 	w1v := workload.Random(rng, inputs*hidden, 0.125)
 	w2v := workload.Random(rng, hidden*classes, 0.0625)
@@ -37,7 +38,8 @@ func main() {
 	workload.Check(guest.EndPersistent())
 
 	samples := 0
-	for step, b := range batches {
+	for step := range sizes.Steps {
+		b := sizes.Size(batches, step)
 		var bs workload.Buffers
 		xv := workload.Random(rng, b*inputs, 1)
 		x := bs.Floats(xv)
@@ -57,7 +59,7 @@ func main() {
 		samples += b
 	}
 	weights.Free()
-	fmt.Printf("mlp: %d steps, %d samples, %d -> %d -> %d", len(batches), samples, inputs, hidden, classes)
+	fmt.Printf("mlp: %d steps, %d samples, %d -> %d -> %d", sizes.Steps, samples, inputs, hidden, classes)
 	if guest.DryRun() {
 		fmt.Println(" (dry run: nothing computed)")
 	} else {

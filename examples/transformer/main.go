@@ -6,6 +6,7 @@
 //
 //	GOOS=wasip1 GOARCH=wasm go build -o transformer.wasm ./examples/transformer
 //	vkrt plan --verify transformer.wasm
+//	vkrt plan --out plan.json transformer.wasm && vkrt run --layout plan.json transformer.wasm -- --scale 2
 package main
 
 import (
@@ -24,7 +25,7 @@ const (
 	eps   = 1e-5
 )
 
-// lengths are the sequence lengths of the steps, in order.
+// lengths are the sequence lengths of the steps, in order, before --scale.
 var lengths = []int{8, 24, 16, 40, 5, 33, 64, 12, 96, 20}
 
 type weights struct {
@@ -33,6 +34,7 @@ type weights struct {
 }
 
 func main() {
+	sizes := workload.ParseSizes("transformer", len(lengths))
 	rng := rand.New(rand.NewPCG(3, 4))
 	scale := float32(1 / math.Sqrt(model))
 	w := weights{
@@ -50,7 +52,8 @@ func main() {
 	workload.Check(guest.EndPersistent())
 
 	tokens := 0
-	for step, n := range lengths {
+	for step := range sizes.Steps {
+		n := sizes.Size(lengths, step)
 		t := uint32(n)
 		var bs workload.Buffers
 		xv := workload.Random(rng, n*model, 1)
@@ -82,7 +85,7 @@ func main() {
 		tokens += n
 	}
 	params.Free()
-	fmt.Printf("transformer: %d steps, %d tokens, width %d, MLP %d", len(lengths), tokens, model, ffn)
+	fmt.Printf("transformer: %d steps, %d tokens, width %d, MLP %d", sizes.Steps, tokens, model, ffn)
 	if guest.DryRun() {
 		fmt.Println(" (dry run: nothing computed)")
 	} else {

@@ -5,7 +5,9 @@
 package workload
 
 import (
+	"flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 
@@ -90,4 +92,38 @@ func Expect(what string, b *guest.Buffer, reference func() []float32) {
 			what, at, want[at], got[at], e, Tolerance)
 		os.Exit(1)
 	}
+}
+
+// Sizes are the command-line arguments of an example: how many steps it
+// runs and how much it scales its base sizes (batch sizes, sequence
+// lengths), so that a plan measured on a small run can be tried on a bigger
+// one. The defaults are the example's own run.
+type Sizes struct {
+	Steps int
+	Scale float64
+}
+
+// ParseSizes reads --steps and --scale from the guest's arguments.
+func ParseSizes(name string, defaultSteps int) Sizes {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	sz := Sizes{}
+	fs.IntVar(&sz.Steps, "steps", defaultSteps, "steps to run, cycling through the base sizes")
+	fs.Float64Var(&sz.Scale, "scale", 1, "factor on the base sizes")
+	args := os.Args
+	if len(args) > 0 {
+		args = args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		os.Exit(2)
+	}
+	if sz.Steps < 1 || !(sz.Scale > 0) || sz.Scale > 1e4 {
+		fmt.Fprintf(os.Stderr, "%s: --steps must be at least 1 and --scale in (0, 10000], got %d and %g\n", name, sz.Steps, sz.Scale)
+		os.Exit(2)
+	}
+	return sz
+}
+
+// Size is step i's size: base sizes in turn, scaled, at least 1.
+func (sz Sizes) Size(base []int, i int) int {
+	return max(1, int(math.Round(float64(base[i%len(base)])*sz.Scale)))
 }
