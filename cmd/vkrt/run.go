@@ -124,14 +124,14 @@ type runLine struct {
 	// PlanCapacity is what the capped pools of --layout may reserve (0 for
 	// an uncapped layout); GrowthBytes is how far the run reserved past it
 	// and its persistent pool.
-	PlanCapacity uint64 `json:"plan_capacity_bytes,omitempty"`
-	GrowthBytes  uint64 `json:"growth_bytes"`
-	LiveBytesPeak   uint64        `json:"peak_live_bytes"`
-	HandlesPeak     uint64        `json:"handles_peak"`
-	MemoryPages     uint32        `json:"memory_pages"`
-	Calls           uint64        `json:"calls"`
-	FailedCalls     uint64        `json:"failed_calls"`
-	LastError       string        `json:"last_error,omitempty"`
+	PlanCapacity  uint64 `json:"plan_capacity_bytes,omitempty"`
+	GrowthBytes   uint64 `json:"growth_bytes"`
+	LiveBytesPeak uint64 `json:"peak_live_bytes"`
+	HandlesPeak   uint64 `json:"handles_peak"`
+	MemoryPages   uint32 `json:"memory_pages"`
+	Calls         uint64 `json:"calls"`
+	FailedCalls   uint64 `json:"failed_calls"`
+	LastError     string `json:"last_error,omitempty"`
 }
 
 // runStatus names how a guest ended.
