@@ -188,6 +188,10 @@ type Result struct {
 	// launch; other work on the device at the same time counts too. A dry
 	// run holds none.
 	PeakDeviceBytes uint64
+	// DeviceAllocs counts the device allocations the client's storage made
+	// while the guest ran (other work on the client at the same time
+	// included).
+	DeviceAllocs uint64
 	// Spills counts the guest's reservations a full capped pool sent on to
 	// the next since its stream's layout was installed: a plan that was
 	// short.
@@ -235,6 +239,7 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 		runCtx, cancel = context.WithTimeout(ctx, cfg.deadline)
 		defer cancel()
 	}
+	allocsBefore := h.c.StorageStats().Allocs
 	inst := newInstance(h, client.WithStream(runCtx, s), s, cfg)
 	inst.dry = dryrun.Active(ctx)
 	callCtx := context.WithValue(runCtx, instanceKey{}, inst)
@@ -255,6 +260,7 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 	}
 
 	res.Usage, res.Report, res.Spills = s.Usage(), s.Report(), s.Spills()
+	res.DeviceAllocs = h.c.StorageStats().Allocs - allocsBefore
 	inst.sampleDevice()
 	res.PeakDeviceBytes, res.PeakBytes, res.PeakHandles = inst.peakDev, inst.peakBytes, inst.peakLive
 	res.PeakReservedBytes = inst.peakReserved

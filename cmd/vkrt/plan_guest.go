@@ -37,22 +37,31 @@ type planWasmLine struct {
 }
 
 type planDryRun struct {
-	Report            memory.Report `json:"report"`
-	DeviceBytes       uint64        `json:"device_bytes"`
-	PeakLiveBytes     uint64        `json:"peak_live_bytes"`
-	ReservedPeakBytes uint64        `json:"reserved_peak_bytes"`
-	WallS             float64       `json:"wall_s"`
+	Report memory.Report `json:"report"`
+	// DeviceBytes is the most device memory held during the dry run,
+	// DeviceAllocs the device allocations it made: the device's own
+	// figures.
+	DeviceBytes       uint64  `json:"device_bytes"`
+	DeviceAllocs      uint64  `json:"device_allocs"`
+	PeakLiveBytes     uint64  `json:"peak_live_bytes"`
+	ReservedPeakBytes uint64  `json:"reserved_peak_bytes"`
+	WallS             float64 `json:"wall_s"`
 }
 
 type planVerification struct {
-	OK                bool    `json:"ok"`
-	Spills            uint64  `json:"spills"`
-	PeakLiveBytes     uint64  `json:"peak_live_bytes"`
-	ReservedPeakBytes uint64  `json:"reserved_peak_bytes"`
-	DeviceBytesPeak   uint64  `json:"device_bytes_peak"`
-	PersistentBytes   uint64  `json:"persistent_bytes"`
-	WallS             float64 `json:"wall_s"`
-	Error             string  `json:"error,omitempty"`
+	OK                bool   `json:"ok"`
+	Spills            uint64 `json:"spills"`
+	PeakLiveBytes     uint64 `json:"peak_live_bytes"`
+	ReservedPeakBytes uint64 `json:"reserved_peak_bytes"`
+	// DeviceBytesPeak is the most device memory held at once, which the
+	// dry run before held none of; DeviceAllocs the device allocations the
+	// real run made, DeviceAllocationsPeak the most held at once.
+	DeviceBytesPeak       uint64  `json:"device_bytes_peak"`
+	DeviceAllocs          uint64  `json:"device_allocs"`
+	DeviceAllocationsPeak int     `json:"device_allocations_peak"`
+	PersistentBytes       uint64  `json:"persistent_bytes"`
+	WallS                 float64 `json:"wall_s"`
+	Error                 string  `json:"error,omitempty"`
 }
 
 // planCapacity is the most the capped pools of a plan may reserve.
@@ -95,13 +104,14 @@ func planWasm(cmd *cobra.Command, path string, args []string, f planWasmFlags) e
 		return err
 	}
 	line := planWasmLine{Workload: path, Plan: measure.m.Plan, Capacity: planCapacity(measure.m.Plan), DryRun: planDryRun{
-		Report: measure.m.DryRun, DeviceBytes: measure.m.DeviceBytes, WallS: measure.m.DryWall.Seconds(),
+		Report: measure.m.DryRun, DeviceBytes: measure.dryStats.BytesPeak, DeviceAllocs: measure.dry.DeviceAllocs, WallS: measure.m.DryWall.Seconds(),
 		PeakLiveBytes: measure.dry.PeakBytes, ReservedPeakBytes: measure.dry.PeakReservedBytes,
 	}}
 	if measure.real != nil {
 		line.Verify = &planVerification{
 			OK: err == nil, Spills: measure.m.Spills, PeakLiveBytes: measure.real.PeakBytes,
-			ReservedPeakBytes: measure.real.PeakReservedBytes, DeviceBytesPeak: measure.real.PeakDeviceBytes,
+			ReservedPeakBytes: measure.real.PeakReservedBytes, DeviceBytesPeak: measure.realStats.BytesPeak,
+			DeviceAllocs: measure.real.DeviceAllocs, DeviceAllocationsPeak: measure.realStats.AllocationsPeak,
 			WallS: measure.m.RealWall.Seconds(), PersistentBytes: measure.real.Report.Persistent.Usage.BytesReserved,
 		}
 		if err != nil {
@@ -132,6 +142,9 @@ func planWasm(cmd *cobra.Command, path string, args []string, f planWasmFlags) e
 type guestMeasurement struct {
 	m         *client.Measurement
 	dry, real *wasmhost.Result
+	// dryStats and realStats are the device's figures after each run; the
+	// client is the guest's alone, and the dry run comes first.
+	dryStats, realStats client.StorageStats
 }
 
 // measureGuest runs the guest under client.MeasurePlan: dry on a probe
@@ -142,9 +155,9 @@ func measureGuest(ctx context.Context, s *guestSession, f planWasmFlags) (*guest
 	workload := func(ctx context.Context) error {
 		res, err := s.host.Run(ctx, s.module, append(s.run, wasmhost.OnStream(s.client.Stream(ctx)))...)
 		if res != nil && res.DryRun {
-			g.dry = res
+			g.dry, g.dryStats = res, s.client.StorageStats()
 		} else {
-			g.real = res
+			g.real, g.realStats = res, s.client.StorageStats()
 		}
 		return err
 	}

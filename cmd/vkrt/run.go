@@ -110,17 +110,23 @@ func (e *exitCode) Unwrap() error { return e.err }
 
 // runLine is `vkrt run --json`'s line.
 type runLine struct {
-	Workload        string        `json:"workload"`
-	Status          string        `json:"status"`
-	ExitCode        uint32        `json:"exit_code"`
-	Error           string        `json:"error,omitempty"`
-	WallS           float64       `json:"wall_s"`
-	DryRun          bool          `json:"dry_run"`
-	Usage           memory.Usage  `json:"usage"`
-	Report          memory.Report `json:"report"`
-	DeviceBytesPeak uint64        `json:"device_bytes_peak"`
-	ReservedPeak    uint64        `json:"reserved_peak_bytes"`
-	Spills          uint64        `json:"spills"`
+	Workload string        `json:"workload"`
+	Status   string        `json:"status"`
+	ExitCode uint32        `json:"exit_code"`
+	Error    string        `json:"error,omitempty"`
+	WallS    float64       `json:"wall_s"`
+	DryRun   bool          `json:"dry_run"`
+	Usage    memory.Usage  `json:"usage"`
+	Report   memory.Report `json:"report"`
+	// DeviceBytesPeak, DeviceAllocs and DeviceAllocationsPeak are the
+	// device's own figures (the client's storage, which only the guest
+	// used): the most device memory held at once, the device allocations
+	// made, and the most held at once.
+	DeviceBytesPeak       uint64 `json:"device_bytes_peak"`
+	DeviceAllocs          uint64 `json:"device_allocs"`
+	DeviceAllocationsPeak int    `json:"device_allocations_peak"`
+	ReservedPeak          uint64 `json:"reserved_peak_bytes"`
+	Spills                uint64 `json:"spills"`
 	// PlanCapacity is what the capped pools of --layout may reserve (0 for
 	// an uncapped layout); GrowthBytes is how far the run reserved past it
 	// and its persistent pool.
@@ -199,11 +205,13 @@ func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry,
 	if asJSON && res != nil {
 		line := runLine{
 			Workload: path, Status: runStatus(runErr), ExitCode: res.ExitCode, WallS: res.Wall.Seconds(), DryRun: res.DryRun,
-			Usage: res.Usage, Report: res.Report, DeviceBytesPeak: res.PeakDeviceBytes, ReservedPeak: res.PeakReservedBytes,
+			Usage: res.Usage, Report: res.Report, ReservedPeak: res.PeakReservedBytes,
 			LiveBytesPeak: res.PeakBytes, HandlesPeak: res.PeakHandles, MemoryPages: res.MemoryPages,
 			Calls: res.Calls, FailedCalls: res.FailedCalls, LastError: res.LastError,
 			Spills: res.Spills, PlanCapacity: planCapacity(s.client.Layout()),
 		}
+		stats := s.client.StorageStats()
+		line.DeviceBytesPeak, line.DeviceAllocs, line.DeviceAllocationsPeak = stats.BytesPeak, stats.Allocs, stats.AllocationsPeak
 		if line.PlanCapacity > 0 {
 			line.GrowthBytes = growth(res.PeakReservedBytes, line.PlanCapacity, res.Report.Persistent.Usage.BytesReserved)
 		}

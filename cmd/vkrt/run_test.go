@@ -141,8 +141,12 @@ func TestRunJSON(t *testing.T) {
 		require.NotEmpty(t, line.Report.Dynamic)
 		if dry {
 			require.Zero(t, line.DeviceBytesPeak, "a dry run holds no device memory")
+			require.Zero(t, line.DeviceAllocs)
 		} else {
 			require.Positive(t, line.DeviceBytesPeak)
+			require.GreaterOrEqual(t, line.DeviceBytesPeak, line.ReservedPeak, "the pools' pages are device memory")
+			require.Positive(t, line.DeviceAllocs)
+			require.Positive(t, line.DeviceAllocationsPeak)
 		}
 	}
 }
@@ -156,6 +160,7 @@ func TestPlanGuestVerify(t *testing.T) {
 	var line planWasmLine
 	require.NoError(t, json.Unmarshal([]byte(out), &line))
 	require.Zero(t, line.DryRun.DeviceBytes, "the dry run holds no device memory")
+	require.Zero(t, line.DryRun.DeviceAllocs, "the dry run makes no device allocation")
 	require.NotEmpty(t, line.DryRun.Report.Dynamic)
 	require.Positive(t, line.DryRun.WallS)
 	require.Positive(t, line.Capacity)
@@ -164,6 +169,8 @@ func TestPlanGuestVerify(t *testing.T) {
 	require.Zero(t, line.Verify.Spills)
 	require.Equal(t, line.DryRun.PeakLiveBytes, line.Verify.PeakLiveBytes)
 	require.Equal(t, line.Capacity+line.Verify.PersistentBytes, line.Verify.ReservedPeakBytes, "the real run reserved what the plan said")
+	require.Equal(t, line.Verify.ReservedPeakBytes, line.Verify.DeviceBytesPeak, "and the device held exactly that")
+	require.Positive(t, line.Verify.DeviceAllocs)
 	require.Positive(t, line.Verify.WallS)
 	require.Equal(t, 2, strings.Count(errOut, name+": 10 steps"), "the guest ran twice: dry, then for real")
 
