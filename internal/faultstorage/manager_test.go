@@ -31,7 +31,7 @@ func workload(t *testing.T) *trace.Trace {
 	full := tracetest.Read(t, "bert_dynamic")
 	n := 1500
 	if tracetest.Quick() {
-		n = 200
+		n = 120
 	}
 	return &trace.Trace{Name: full.Name + " prefix", Events: full.Events[:min(n, len(full.Events))]}
 }
