@@ -86,6 +86,11 @@ func writeDevicesText(w io.Writer, infos []vk.DeviceInfo) error {
 		fmt.Fprintf(&b, "  compute: work groups %v, work-group size %v (%d invocations), shared memory %s, push constants %d B, robust buffer access %v\n",
 			l.MaxComputeWorkGroupCount, l.MaxComputeWorkGroupSize, l.MaxComputeWorkGroupInvocations,
 			memory.FormatBytes(uint64(l.MaxComputeSharedMemorySize)), l.MaxPushConstantsSize, d.RobustBufferAccess)
+		if d.SparseResidency {
+			fmt.Fprintf(&b, "  sparse residency: yes, address space %s (the virtual layout binds memory granule by granule)\n", memory.FormatBytes(l.SparseAddressSpaceSize))
+		} else {
+			b.WriteString("  sparse residency: no (the virtual layout falls back to SubSlices)\n")
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

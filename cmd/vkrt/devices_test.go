@@ -36,7 +36,7 @@ func TestDevicesJSONOneObjectPerDevice(t *testing.T) {
 	for sc.Scan() {
 		var line map[string]any
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &line), "each line is one JSON object: %s", sc.Text())
-		for _, key := range []string{"name", "type", "heaps", "memory_types", "limits", "memory_budget"} {
+		for _, key := range []string{"name", "type", "heaps", "memory_types", "limits", "memory_budget", "sparse_residency"} {
 			require.Contains(t, line, key)
 		}
 		var info vk.DeviceInfo
@@ -63,5 +63,6 @@ func TestDevicesTextNamesHeapsAndLimits(t *testing.T) {
 	require.Contains(t, out, "heap 0:")
 	require.Contains(t, out, "alignment ")
 	require.Contains(t, out, "max storage buffer range")
+	require.Equal(t, len(want), strings.Count(out, "  sparse residency: "), "every device says whether it binds sparse memory")
 	require.Equal(t, len(want), strings.Count(out, "\ndevice ")+1, "one block per device")
 }
