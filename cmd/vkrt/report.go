@@ -100,7 +100,7 @@ func envRecords(ctx context.Context, name string) (*htmlreport.EnvRecords, error
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	env, err := environment.OpenContext(ctx, name, environment.WithoutCreate())
+	env, err := environment.OpenContext(ctx, name, environment.ReadOnly())
 	if err != nil {
 		return nil, err
 	}
