@@ -249,3 +249,84 @@ func TestOpenRefusesAFIFOWithoutBlocking(t *testing.T) {
 		}
 	}
 }
+
+// The other-user test re-executes a copy of the test binary as an
+// unprivileged user that can read the environment but not write its
+// directory.
+const otherUserDirVar = "VKRT_ENV_TEST_OTHER_USER_DIR"
+
+func runOtherUserReader(dir string) {
+	env, err := Open("shared", WithDir(dir), ReadOnly())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "open:", err)
+		os.Exit(2)
+	}
+	recs, err := env.Query(context.Background(), Query{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "query:", err)
+		os.Exit(3)
+	}
+	fmt.Printf("records %d\n", len(recs))
+	os.Exit(0)
+}
+
+// TestReaderOfAnotherUserNeverBreaksTheOwner is the shared-directory case
+// for real: the owner writes records in its directory, another user (who
+// cannot write there) reads them while the owner has the environment open
+// and while it has not, and the owner's next writes succeed with no file
+// in the directory belonging to the reader.
+func TestReaderOfAnotherUserNeverBreaksTheOwner(t *testing.T) {
+	if dir := os.Getenv(otherUserDirVar); dir != "" {
+		runOtherUserReader(dir)
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("running a reader as another user needs root; TestReadOnlyOpenWorksInADirectoryTheReaderCannotWrite covers this user")
+	}
+	const nobody = 65534
+	ctx := context.Background()
+	root, err := os.MkdirTemp("", "vkrt-shared-env-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(root) })
+	require.NoError(t, os.Chmod(root, 0o755))
+	dir := filepath.Join(root, "env")
+	bin := filepath.Join(root, "reader.test")
+	self, err := os.ReadFile(os.Args[0])
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bin, self, 0o755))
+
+	read := func() string {
+		cmd := exec.Command(bin, "-test.run=^TestReaderOfAnotherUserNeverBreaksTheOwner$")
+		cmd.Env = append(os.Environ(), otherUserDirVar+"="+dir)
+		cmd.Dir = root
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "the other user's reader: %s", out)
+		return string(out)
+	}
+	owner, err := Open("shared", WithDir(dir))
+	require.NoError(t, err)
+	_, err = owner.Put(ctx, "first", sampleRecord{Seq: 1})
+	require.NoError(t, err)
+	require.Contains(t, read(), "records 1", "read while the owner has it open")
+	_, err = owner.Put(ctx, "second", sampleRecord{Seq: 2})
+	require.NoError(t, err, "the owner writes after the other user read")
+	require.NoError(t, owner.Close())
+
+	require.Contains(t, read(), "records 2", "read with no writer")
+	owner, err = Open("shared", WithDir(dir))
+	require.NoError(t, err)
+	_, err = owner.Put(ctx, "third", sampleRecord{Seq: 3})
+	require.NoError(t, err, "the owner writes after the other user read")
+	require.NoError(t, owner.Close())
+
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		info, err := e.Info()
+		require.NoError(t, err)
+		st, ok := info.Sys().(*syscall.Stat_t)
+		require.True(t, ok)
+		require.NotEqual(t, uint32(nobody), st.Uid, "%s belongs to the reader", e.Name())
+	}
+}
