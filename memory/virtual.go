@@ -16,21 +16,25 @@ const (
 	// virtualSpacePerHeap: the range is this many times the heap, so the
 	// placement's fragmentation costs address space, not memory.
 	virtualSpacePerHeap = 4
-	// virtualChunkFloor is the least device allocation a virtual pool makes
-	// when it grows without a plan; virtualChunkDivisor makes later ones at
-	// least the held bytes over it. Measured on the shipped streams against
-	// PyTorch's count of device allocations (see README "Plans").
+	// Without a plan (or past it) a virtual pool grows by at least the held
+	// bytes over virtualChunkDivisor, and below virtualChunkFloor by an
+	// eighth (virtualSmallGrowth) of what it holds: small pools stay close
+	// to what they need, large ones make few device allocations. Measured
+	// on the shipped streams against PyTorch's count of device allocations
+	// (see README "Plans").
 	virtualChunkFloor   = 32 << 20
 	virtualChunkDivisor = 64
+	virtualSmallGrowth  = 8
 	// virtualPlanSteps: below its planned bytes a pool grows by up to a
 	// this-th of what the plan still has to give, so a run reaches a plan
 	// in a few allocations.
 	virtualPlanSteps = 4
 	// virtualPlanGrowth and virtualPlanFloor bound each of those steps by
 	// the held bytes over virtualPlanGrowth, or the plan over
-	// virtualPlanFloor if more. Measured on generated run pairs of every
-	// family (dryrun/plan BenchmarkGeneratedPairs): without the bound a run
-	// a tenth the size of its plan held 3.4× its peak.
+	// virtualPlanFloor (at most virtualChunkFloor) if more. Measured on
+	// generated run pairs of every family (dryrun/plan
+	// BenchmarkGeneratedPairs): without the bound a run a tenth the size of
+	// its plan held 3.4× its peak.
 	virtualPlanGrowth = 8
 	virtualPlanFloor  = 32
 )
@@ -282,9 +286,9 @@ func (p *virtualPool) chunkBytes(short uint64) uint64 {
 		// held (or a small part of the plan): a run smaller than its plan
 		// holds little more than it needs.
 		want = (p.plannedB - held + virtualPlanSteps - 1) / virtualPlanSteps
-		want = max(short, min(want, max(held/virtualPlanGrowth, p.plannedB/virtualPlanFloor)))
+		want = max(short, min(want, max(held/virtualPlanGrowth, min(p.plannedB/virtualPlanFloor, virtualChunkFloor))))
 	} else {
-		want = max(short, virtualChunkFloor, held/virtualChunkDivisor)
+		want = max(short, min(virtualChunkFloor, max(held/virtualSmallGrowth, p.granule)), held/virtualChunkDivisor)
 	}
 	if p.plannedB != 0 && held+short > p.plannedB && p.outgrown != nil {
 		p.outgrown(p.plannedB, held+short)
