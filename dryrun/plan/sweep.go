@@ -116,28 +116,48 @@ func (p *pageHoles) take(size uint64) uint64 {
 	}
 	lo := k.a
 	hi := p.endOf[lo]
-	p.removeHole(lo, hi)
-	if lo+size < hi {
-		p.addHole(lo+size, hi)
+	if lo+size == hi {
+		p.removeHole(lo, hi)
+		return lo
 	}
+	p.moveHole(lo, hi, lo+size, hi)
 	return lo
+}
+
+// moveHole turns hole [lo, hi) into [nlo, nhi), which no other hole
+// separates from it: in place when the index keeps holes by offset.
+func (p *pageHoles) moveHole(lo, hi, nlo, nhi uint64) {
+	if p.bestFit {
+		p.removeHole(lo, hi)
+		p.addHole(nlo, nhi)
+		return
+	}
+	p.index.rekey(p.key(lo, hi), p.key(nlo, nhi), nhi-nlo)
+	delete(p.endOf, lo)
+	delete(p.startOf, hi)
+	p.endOf[nlo], p.startOf[nhi] = nhi, nlo
 }
 
 // release frees [lo, hi), joining the holes on either side.
 func (p *pageHoles) release(lo, hi uint64) {
-	if below, ok := p.startOf[lo]; ok {
+	below, hasBelow := p.startOf[lo]
+	above, hasAbove := p.endOf[hi]
+	switch {
+	case hi == p.top && hasBelow:
 		p.removeHole(below, lo)
-		lo = below
-	}
-	if hi == p.top {
+		p.top = below
+	case hi == p.top:
 		p.top = lo
-		return
-	}
-	if above, ok := p.endOf[hi]; ok {
+	case hasBelow && hasAbove:
 		p.removeHole(hi, above)
-		hi = above
+		p.moveHole(below, lo, below, above)
+	case hasBelow:
+		p.moveHole(below, lo, below, hi)
+	case hasAbove:
+		p.moveHole(hi, above, lo, above)
+	default:
+		p.addHole(lo, hi)
 	}
-	p.addHole(lo, hi)
 }
 
 // roomTree finds the first page with room for an allocation: a max tree

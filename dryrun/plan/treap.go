@@ -190,3 +190,37 @@ func (t *treap) last() (treapKey, bool) {
 	}
 	return t.nodes[n].key, true
 }
+
+// rekey replaces key k by nk with a new weight in place; nk must fall
+// between the same neighbours as k. It is cheaper than remove and insert:
+// one walk down and the largest weights mended on the way back.
+func (t *treap) rekey(k, nk treapKey, weight uint64) {
+	var path [64]int32
+	depth := 0
+	n := t.root
+	for n != nilNode && t.nodes[n].key != k {
+		if depth < len(path) {
+			path[depth] = n
+		}
+		depth++
+		if k.less(t.nodes[n].key) {
+			n = t.nodes[n].left
+		} else {
+			n = t.nodes[n].right
+		}
+	}
+	if n == nilNode {
+		panic("plan: rekey of a key not in the treap")
+	}
+	if depth > len(path) {
+		// Deeper than any balanced treap gets: fall back.
+		t.remove(k)
+		t.insert(nk, weight)
+		return
+	}
+	t.nodes[n].key, t.nodes[n].weight = nk, weight
+	t.update(n)
+	for i := depth - 1; i >= 0; i-- {
+		t.update(path[i])
+	}
+}

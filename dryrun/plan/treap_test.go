@@ -71,3 +71,32 @@ func TestTreapAgreesWithASortedSlice(t *testing.T) {
 		}
 	}
 }
+
+func TestTreapRekeyKeepsOrderAndWeights(t *testing.T) {
+	tr := newTreap()
+	for i := range uint64(1000) {
+		tr.insert(treapKey{10 * i, 0}, i)
+	}
+	// Move every third key up by 5 with a weight of 5000 + i: still between
+	// its neighbours.
+	for i := uint64(0); i < 1000; i += 3 {
+		tr.rekey(treapKey{10 * i, 0}, treapKey{10*i + 5, 0}, 5000+i)
+	}
+	for i := range uint64(1000) {
+		want, weight := treapKey{10 * i, 0}, i
+		if i%3 == 0 {
+			want, weight = treapKey{10*i + 5, 0}, 5000+i
+		}
+		got, w, ok := tr.ceiling(treapKey{10 * i, 0})
+		require.True(t, ok)
+		require.Equal(t, want, got)
+		require.Equal(t, weight, w)
+	}
+	require.Equal(t, uint64(5000+999), tr.maxWeight())
+	k, _, ok := tr.firstWeighing(5000)
+	require.True(t, ok)
+	require.Equal(t, treapKey{5, 0}, k, "the first heavy key, by the mended subtree weights")
+	k, _, ok = tr.firstWeighing(5998)
+	require.True(t, ok)
+	require.Equal(t, treapKey{9995, 0}, k)
+}
