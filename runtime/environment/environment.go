@@ -182,7 +182,8 @@ type Env struct {
 	immutable bool
 	openedAs  fs.FileInfo
 	busy      time.Duration
-	mu        sync.Mutex // guards db, immutable and openedAs of a read-only Env
+	retired   []*sql.DB  // pools a read-only Env replaced, closed by Close
+	mu        sync.Mutex // guards db, immutable, openedAs and retired of a read-only Env
 	now       func() time.Time
 	closed    atomic.Bool
 }
@@ -347,8 +348,11 @@ func (e *Env) Close() error {
 		return nil
 	}
 	e.mu.Lock()
-	db := e.db
+	db, retired := e.db, e.retired
 	e.mu.Unlock()
+	for _, r := range retired {
+		r.Close()
+	}
 	if db == nil {
 		return nil
 	}
@@ -423,11 +427,12 @@ func (e *Env) reopenReadOnly() error {
 		return err
 	}
 	e.mu.Lock()
-	old := e.db
+	// The old pool may be in use by a concurrent read: it is closed with
+	// the environment, not now.
+	if e.db != nil {
+		e.retired = append(e.retired, e.db)
+	}
 	e.db, e.immutable, e.openedAs = fresh.db, fresh.immutable, fresh.openedAs
 	e.mu.Unlock()
-	if old != nil {
-		old.Close()
-	}
 	return nil
 }

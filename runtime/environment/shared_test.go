@@ -330,3 +330,54 @@ func TestReaderOfAnotherUserNeverBreaksTheOwner(t *testing.T) {
 		require.NotEqual(t, uint32(nobody), st.Uid, "%s belongs to the reader", e.Name())
 	}
 }
+
+func TestReadOnlyEnvironmentIsSafeForConcurrentReadsWhileTheOwnerWrites(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	owner, err := Open("busy", WithDir(dir))
+	require.NoError(t, err)
+	_, err = owner.Put(ctx, "seed", sampleRecord{Seq: 0})
+	require.NoError(t, err)
+	require.NoError(t, owner.Close())
+
+	reader, err := Open("busy", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	defer reader.Close()
+	owner, err = Open("busy", WithDir(dir))
+	require.NoError(t, err)
+	defer owner.Close()
+	const writes = 40
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*writes)
+	wg.Go(func() {
+		for i := 1; i <= writes; i++ {
+			if _, err := owner.Put(ctx, "w", sampleRecord{Seq: i}); err != nil {
+				errs <- err
+			}
+		}
+	})
+	for range 3 {
+		wg.Go(func() {
+			last := 0
+			for range writes {
+				recs, err := reader.Query(ctx, Query{})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(recs) < last {
+					errs <- fmt.Errorf("a later read saw %d records, an earlier one %d", len(recs), last)
+				}
+				last = len(recs)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	recs, err := reader.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, recs, writes+1)
+}
