@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/internal/strictjson"
 	"github.com/vkrt/vkrt/memory"
 )
 
@@ -19,4 +23,32 @@ func TestLayoutSummaryNeverCallsAnUncappedPoolCapped(t *testing.T) {
 	}
 	huge := memory.SlicedLayout(memory.SlicedPool{PageSize: 1 << 62, Pages: pages(65535)})
 	require.Equal(t, "sliced: 1 pool capped at "+memory.FormatBytes(1<<64-1), summarizeLayout(huge), "a product past 2^64 saturates")
+}
+
+func TestReplayLayoutRefusesNumbersPastUint64(t *testing.T) {
+	dir := t.TempDir()
+	tr := smallTrace(t, dir)
+	for _, doc := range []string{
+		`{"Sliced":[{"page_size":99999999999999999999}]}`,
+		`{"Sliced":[{"page_size":4096,"pages":36893488147419103233}]}`,
+		`{"Sliced":[{"page_size":-1}]}`,
+		`{"Sliced":[{"page_size":1e6}]}`,
+	} {
+		_, _, err := execute(t, "replay", "--layout", doc, tr)
+		require.ErrorIs(t, err, strictjson.ErrNumberDoesNotFit, "literal %s", doc)
+		file := filepath.Join(dir, "layout.json")
+		require.NoError(t, os.WriteFile(file, []byte(doc), 0o644))
+		_, _, err = execute(t, "replay", "--layout", file, tr)
+		require.ErrorIs(t, err, strictjson.ErrNumberDoesNotFit, "file holding %s", doc)
+	}
+}
+
+func TestReplayLayoutFileOfNonJSONGivesOneShortLine(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "big.bin")
+	require.NoError(t, os.WriteFile(file, bytes.Repeat([]byte("not json at all "), 4<<20/16), 0o644))
+	_, _, err := execute(t, "replay", "--layout", file, smallTrace(t, dir))
+	require.ErrorContains(t, err, "holds no layout")
+	require.Less(t, len(errorLine(err)), 300)
+	require.NotContains(t, errorLine(err), "\n")
 }
