@@ -86,21 +86,21 @@ func Open(index int, opts ...Option) (*Device, error) {
 	if o.fractionSet && !(o.memoryFraction > 0 && o.memoryFraction <= 1) {
 		return nil, fmt.Errorf("vkrt: memory fraction %v is outside (0, 1]", o.memoryFraction)
 	}
-	inst, err := newInstance(o.validation)
+	inst, err := acquireInstance(o.validation)
 	if err != nil {
 		return nil, err
 	}
 	physical, err := inst.physicalDevices()
 	if err != nil {
-		inst.destroy()
+		releaseInstance(inst)
 		return nil, err
 	}
 	if len(physical) == 0 {
-		inst.destroy()
-		return nil, fmt.Errorf("%w: the loader found no Vulkan device", ErrNoVulkan)
+		releaseInstance(inst)
+		return nil, fmt.Errorf("%w: the loader found no Vulkan device (Debian: mesa-vulkan-drivers runs one on the CPU)", ErrNoVulkan)
 	}
 	if index < 0 || index >= len(physical) {
-		inst.destroy()
+		releaseInstance(inst)
 		return nil, fmt.Errorf("vkrt: no Vulkan device %d: there are %d (0..%d)", index, len(physical), len(physical)-1)
 	}
 	d := &Device{inst: inst, physical: physical[index], pipelines: map[string]*pipeline{}}
@@ -434,7 +434,7 @@ func (d *Device) destroy() {
 	}
 	if d.inst != nil {
 		_ = d.checkValidation() // leak reports arrive at vkDestroyDevice
-		d.inst.destroy()
+		releaseInstance(d.inst)
 	}
 }
 

@@ -11,17 +11,17 @@ import (
 // Devices lists every physical device the Vulkan loader finds. No loader or
 // no driver is an error matching ErrNoVulkan.
 func Devices() ([]DeviceInfo, error) {
-	inst, err := newInstance(false)
+	inst, err := acquireInstance(false)
 	if err != nil {
 		return nil, err
 	}
-	defer inst.destroy()
+	defer releaseInstance(inst)
 	physical, err := inst.physicalDevices()
 	if err != nil {
 		return nil, err
 	}
 	if len(physical) == 0 {
-		return nil, fmt.Errorf("%w: the loader found no Vulkan device", ErrNoVulkan)
+		return nil, fmt.Errorf("%w: the loader found no Vulkan device (Debian: mesa-vulkan-drivers runs one on the CPU)", ErrNoVulkan)
 	}
 	infos := make([]DeviceInfo, len(physical))
 	for i, pd := range physical {

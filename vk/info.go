@@ -80,7 +80,7 @@ func (e *unavailableError) Is(target error) bool { return target == device.ErrUn
 
 // ErrNoVulkan: the machine has no Vulkan loader or no Vulkan driver. It
 // matches device.ErrUnavailable.
-var ErrNoVulkan error = &unavailableError{"vkrt: Vulkan is not available (install the Debian packages libvulkan1 mesa-vulkan-drivers)"}
+var ErrNoVulkan error = &unavailableError{"vkrt: Vulkan is not available"}
 
 // ErrNoCgo: the program was built without cgo, which the Vulkan backend
 // needs. It matches device.ErrUnavailable.

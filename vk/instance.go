@@ -5,7 +5,11 @@ package vk
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 
 	vulkan "github.com/vulkan-go/vulkan"
 
@@ -61,7 +65,8 @@ func newInstance(validation bool) (*instance, error) {
 	if r := vulkan.CreateInstance(info, nil, &handle); r != vulkan.Success {
 		inst.messages.free()
 		if r == vulkan.ErrorIncompatibleDriver || r == vulkan.ErrorInitializationFailed {
-			return nil, fmt.Errorf("%w: vkCreateInstance: %w", ErrNoVulkan, vkError(r))
+			return nil, fmt.Errorf("%w: vkCreateInstance: %w: the loader started no driver: none is installed (Debian: mesa-vulkan-drivers), or the one installed failed to start (this process holds %d Vulkan instances%s)",
+				ErrNoVulkan, vkError(r), liveInstances.Load(), openFiles())
 		}
 		return nil, fmt.Errorf("vkrt: vkCreateInstance: %w", vkError(r))
 	}
@@ -71,6 +76,7 @@ func newInstance(validation bool) (*instance, error) {
 		return nil, fmt.Errorf("vkrt: loading instance functions: %w", err)
 	}
 	inst.handle = handle
+	liveInstances.Add(1)
 	if validation {
 		m, err := createMessenger(handle, inst.messages)
 		if err != nil {
@@ -103,7 +109,13 @@ func (in *instance) destroy() {
 	vulkan.DestroyInstance(in.handle, nil)
 	in.handle = nil
 	in.messages.free()
+	liveInstances.Add(-1)
 }
+
+// liveInstances counts the Vulkan instances made and not yet destroyed:
+// each open device holds one, and Devices one while it runs. Drivers hold
+// files and mappings per instance, so a leak ends in failed opens.
+var liveInstances atomic.Int64
 
 func hasInstanceLayer(name string) bool {
 	var count uint32
@@ -193,4 +205,59 @@ func cString(b []byte) string {
 		return string(b[:i])
 	}
 	return string(b)
+}
+
+// The instance without validation is made once and shared by every device
+// and listing of the process, for its life: a driver may hold files and
+// mappings per instance (NVIDIA's do) and release them late, so making
+// one per open runs out after a few dozen. An instance with validation is
+// a device's own, so each device's validation errors stay its own.
+var shared struct {
+	mu   sync.Mutex
+	inst *instance
+}
+
+// acquireInstance is the shared instance, or with validation a new one.
+func acquireInstance(validation bool) (*instance, error) {
+	if validation {
+		return newInstance(true)
+	}
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.inst == nil {
+		inst, err := newInstance(false)
+		if err != nil {
+			return nil, err
+		}
+		shared.inst = inst
+	}
+	return shared.inst, nil
+}
+
+// releaseInstance destroys a device's own instance; the shared one stays.
+func releaseInstance(inst *instance) {
+	if inst != nil && inst != sharedInstance() {
+		inst.destroy()
+	}
+}
+
+func sharedInstance() *instance {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	return shared.inst
+}
+
+// openFiles describes the process's open files against its limit, for the
+// error of an instance the driver would not make ("" where /proc is not
+// there to ask).
+func openFiles() string {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return ""
+	}
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) != nil {
+		return fmt.Sprintf(" and %d open files", len(entries))
+	}
+	return fmt.Sprintf(" and %d open files of a limit of %d", len(entries), lim.Cur)
 }

@@ -28,7 +28,7 @@ var (
 func loadVulkan() error {
 	loadOnce.Do(func() {
 		if msg := C.vkrt_load(); msg != nil {
-			loadErr = fmt.Errorf("%w: %s", ErrNoVulkan, C.GoString(msg))
+			loadErr = fmt.Errorf("%w: %s (Debian: libvulkan1, and a driver: mesa-vulkan-drivers)", ErrNoVulkan, C.GoString(msg))
 			return
 		}
 		vulkan.SetGetInstanceProcAddr(C.vkrt_get_instance_proc_addr())
