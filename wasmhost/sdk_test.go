@@ -1,0 +1,70 @@
+package wasmhost
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/kernel"
+	"github.com/vkrt/vkrt/wasmhost/guest"
+)
+
+// TestGoGuestThroughTheSDK runs a Go guest that goes through the SDK,
+// misuse included, and checks every answer itself.
+func TestGoGuestThroughTheSDK(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	m := compile(t, h, buildGuest(t, "wasmhost/testdata/guests/sdk"))
+	var out bytes.Buffer
+	res, err := h.Run(context.Background(), m, WithStdout(&out), WithStderr(&out))
+	require.NoError(t, err, out.String())
+	require.Contains(t, out.String(), "sdk: every check passed")
+	require.Positive(t, res.FailedCalls, "the guest's misuse was answered, not fatal")
+	require.Zero(t, liveBuffers(c), "the persistent buffer it left was freed")
+}
+
+// TestGoGuestsEndingBadly: a Go guest that exhausts its memory limit, or
+// recurses without end, exits through the Go runtime's fatal error (exit
+// code 2) and leaves nothing behind.
+func TestGoGuestsEndingBadly(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c, WithMaxMemoryPages(1024))
+	m := compile(t, h, buildGuest(t, "wasmhost/testdata/guests/bomb"))
+	for _, mode := range []string{"memory", "recurse"} {
+		var out bytes.Buffer
+		res, err := h.Run(context.Background(), m, WithArgs("bomb", mode), WithStderr(&out))
+		var exit *ExitError
+		require.ErrorAs(t, err, &exit, mode)
+		require.Equal(t, uint32(2), exit.Code, out.String())
+		require.Equal(t, uint64(1), res.PeakHandles)
+		require.LessOrEqual(t, res.MemoryPages, uint32(1024))
+		require.Zero(t, liveBuffers(c))
+	}
+}
+
+// Every kernel of the catalogue has a typed launch in the SDK.
+func TestTypedLaunchesCoverTheCatalogue(t *testing.T) {
+	b := guest.BufferOf(1, 4)
+	var names []string
+	for _, l := range []guest.Launch{
+		guest.Fill(1, 0, b), guest.Copy(1, b, b), guest.Add(1, b, b, b), guest.Mul(1, b, b, b),
+		guest.Scale(1, 2, b, b), guest.ReLU(1, b, b), guest.GELU(1, b, b), guest.Softmax(1, 1, b, b),
+		guest.LayerNorm(1, 1, 1e-5, b, b, b, b), guest.ReduceSum(1, b, b), guest.MatMul(1, 1, 1, b, b, b),
+		guest.Transpose(1, 1, b, b),
+	} {
+		k, err := kernel.ByName(l.Kernel)
+		require.NoError(t, err)
+		require.Len(t, l.Buffers, len(k.Bindings), k.Name)
+		require.Len(t, l.Push, int(k.PushSize()), k.Name)
+		names = append(names, l.Kernel)
+	}
+	var want []string
+	for _, k := range kernel.All() {
+		want = append(want, k.Name)
+	}
+	slices.Sort(names)
+	require.Equal(t, want, names)
+}
