@@ -112,6 +112,16 @@ func abiCases(t testing.TB) []abiCase {
 		{name: "empty write at the end of the buffer", body: create16 + `(drop (call $write (call $h0) (i64.const 16) (i32.const 0) (i32.const 0)))`,
 			log: create16Log + "\n==> vkrt_v1.buffer_write(handle=1048577,offset=16,src=0,len=0)\n<== status=0"},
 
+		{name: "a zero-size buffer", body: `(drop (call $create (i64.const 0) (i32.const 0)))
+			(drop (call $write (call $h0) (i64.const 0) (i32.const 0) (i32.const 0)))
+			(drop (call $read (call $h0) (i64.const 0) (i32.const 0) (i32.const 1)))`,
+			log: `==> vkrt_v1.buffer_create(size=0,out_handle=0)
+<== status=0
+==> vkrt_v1.buffer_write(handle=1048577,offset=0,src=0,len=0)
+<== status=0
+==> vkrt_v1.buffer_read(handle=1048577,offset=0,dst=0,len=1)
+<== status=68`},
+
 		// Handles: EBADF.
 		{name: "handle zero", body: `(drop (call $write (i32.const 0) (i64.const 0) (i32.const 0) (i32.const 4)))`,
 			log: "==> vkrt_v1.buffer_write(handle=0,offset=0,src=0,len=4)\n<== status=8", lastError: "handle 0x0 names no live buffer"},

@@ -1,0 +1,34 @@
+package wasmhost
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/client"
+)
+
+// A slot's handles never repeat: each free bumps its generation, and a slot
+// whose generation would wrap is retired, so even a guest that frees and
+// makes buffers forever never sees a stale handle come back to life.
+func TestHandlesNeverRepeat(t *testing.T) {
+	g := &instance{}
+	seen := map[uint32]bool{}
+	for range 3 * maxGen {
+		b := &client.Buffer{}
+		h := g.add(b)
+		require.NotZero(t, h)
+		require.False(t, seen[h], "handle %#x handed out twice", h)
+		seen[h] = true
+		require.Same(t, b, g.lookup(h))
+		require.Same(t, b, g.remove(h))
+		require.Nil(t, g.lookup(h), "a freed handle names nothing")
+		require.Nil(t, g.remove(h))
+	}
+	require.Len(t, g.slots, 3, "one slot per 4095 generations, each retired in turn")
+	require.Zero(t, g.live)
+
+	for _, forged := range []uint32{0, 1, indexMask, 1 << indexBits, 0xFFFFFFFF, maxGen<<indexBits | 4} {
+		require.Nil(t, g.lookup(forged), "%#x", forged)
+	}
+}
