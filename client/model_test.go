@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/device/cpu"
 	"github.com/vkrt/vkrt/dryrun"
 	"github.com/vkrt/vkrt/dryrun/plan"
 	"github.com/vkrt/vkrt/internal/cpuref"
@@ -352,4 +353,39 @@ func TestModelsUnderValidation(t *testing.T) {
 		devtest.RequireClose(t, mod.reference(), got, 2e-4, "forward pass")
 	}
 	require.NoError(t, c.Close())
+}
+
+// A measured plan under the Virtual layout on a device with sparse
+// residency: the dry run binds nothing, the plan is virtual, and the real
+// run binds memory under its buffers, fits the plan and computes what the
+// CPU reference does.
+func TestMeasuredVirtualPlanOnASparseDevice(t *testing.T) {
+	const granule = 64 << 10
+	d, err := cpu.New(cpu.WithSparseGranule(granule))
+	require.NoError(t, err)
+	ctx := context.Background()
+	virtual := memory.VirtualLayout(memory.VirtualPlan{})
+	c, err := Open(ctx, WithBackend(d), WithLayout(virtual))
+	require.NoError(t, err)
+	defer c.Close()
+	mod := newBlock(11)
+	var got []float32
+	workload := func(ctx context.Context) error {
+		out, err := mod.forward(ctx, c)
+		if !dryrun.Active(ctx) {
+			got = out
+		}
+		return err
+	}
+	m, err := c.MeasurePlan(ctx, workload, MeasureOptions{Layout: virtual, Verify: true})
+	require.NoError(t, err)
+	require.Zero(t, m.DeviceBytes, "the dry run held no device memory")
+	_, isVirtual := m.Plan.Virtual()
+	require.True(t, isVirtual, "a virtual dry run plans a virtual layout: %v", m.Plan)
+	require.Zero(t, m.Spills)
+	kind, ok := m.Real.Dynamic[0].Kind.(memory.VirtualKind)
+	require.True(t, ok, "the real run's first pool is virtual: %v", m.Real.Dynamic[0].Kind)
+	require.Equal(t, uint64(granule), kind.GranuleSize)
+	require.Positive(t, c.StorageStats().BindCalls, "the real run bound memory under its buffers")
+	devtest.RequireClose(t, mod.reference(), got, 2e-4, "transformer block under a virtual plan")
 }

@@ -32,6 +32,7 @@ type config struct {
 	maxPageSize uint64
 	memorySize  uint64
 	memoryLimit uint64
+	granule     uint64
 }
 
 // The defaults are a common desktop GPU's: binding offsets aligned to 256
@@ -69,6 +70,16 @@ func WithMemoryLimit(bytes uint64) Option {
 	return func(c config) config { c.memoryLimit = bytes; return c }
 }
 
+// WithSparseGranule gives the device sparse residency with granules of
+// the given size, a power of two and a multiple of the alignment: its
+// storage is then a runtime.SparseStorage, and the Virtual layout binds
+// memory granule by granule on it as on a GPU with sparse binding. 0, the
+// default, is none (the Virtual layout falls back to SubSlices), as on
+// lavapipe.
+func WithSparseGranule(bytes uint64) Option {
+	return func(c config) config { c.granule = bytes; return c }
+}
+
 // Device is the pure-Go device. It is safe for concurrent use.
 type Device struct {
 	name    string
@@ -98,6 +109,9 @@ func New(opts ...Option) (*Device, error) {
 	if c.maxPageSize%c.alignment != 0 || c.maxPageSize > maxBindingRange {
 		return nil, fmt.Errorf("cpu: max page size %d is not a multiple of the %d B alignment below 4 GiB", c.maxPageSize, c.alignment)
 	}
+	if c.granule != 0 && (c.granule&(c.granule-1) != 0 || c.granule%c.alignment != 0) {
+		return nil, fmt.Errorf("cpu: sparse granule %d is not a power of two that is a multiple of the %d B alignment", c.granule, c.alignment)
+	}
 	d := &Device{
 		name:  c.name,
 		props: vkruntime.DeviceProperties{Alignment: c.alignment, MaxPageSize: c.maxPageSize, MemorySize: c.memorySize},
@@ -108,7 +122,7 @@ func New(opts ...Option) (*Device, error) {
 			MaxComputeWorkGroupCount: [3]uint32{65535, 65535, 65535},
 		},
 	}
-	d.storage = &Storage{dev: d, pages: map[vkruntime.StorageID]*page{}, heap: c.memorySize, limit: c.memoryLimit}
+	d.storage = &Storage{dev: d, pages: map[vkruntime.StorageID]*page{}, heap: c.memorySize, limit: c.memoryLimit, granule: c.granule}
 	return d, nil
 }
 
@@ -169,11 +183,12 @@ func (d *Device) Upload(ctx context.Context, dst vkruntime.StorageHandle, src []
 	if uint64(len(src)) > dst.Size {
 		return fmt.Errorf("cpu: upload of %d B into %v of %d B", len(src), dst, dst.Size)
 	}
-	mem, err := d.storage.resolve(dst)
+	v, err := d.storage.view(dst)
 	if err != nil {
 		return err
 	}
-	copy(mem, src)
+	copy(v.mem, src)
+	v.writeBack()
 	return nil
 }
 
@@ -185,11 +200,11 @@ func (d *Device) Download(ctx context.Context, src vkruntime.StorageHandle, dst 
 	if uint64(len(dst)) > src.Size {
 		return fmt.Errorf("cpu: download of %d B from %v of %d B", len(dst), src, src.Size)
 	}
-	mem, err := d.storage.resolve(src)
+	v, err := d.storage.view(src)
 	if err != nil {
 		return err
 	}
-	copy(dst, mem)
+	copy(dst, v.mem)
 	return nil
 }
 
@@ -200,11 +215,10 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 	if err := d.usable(ctx); err != nil {
 		return err
 	}
-	bound := make([][][]byte, len(ops))
 	for i, op := range ops {
 		err := kernel.Validate(op.Kernel, op.Grid, op.Bindings, op.Push, d.limits)
 		if err == nil {
-			bound[i], err = d.storage.resolveAll(op.Bindings)
+			err = d.storage.check(op.Bindings)
 		}
 		if err != nil {
 			if len(ops) > 1 {
@@ -213,11 +227,28 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 			return err
 		}
 	}
-	for i, op := range ops {
+	for _, op := range ops {
 		if op.Grid[0] == 0 || op.Grid[1] == 0 || op.Grid[2] == 0 {
 			continue // no work group runs
 		}
-		if err := run(ctx, op, bound[i]); err != nil {
+		// Viewed only now: an earlier op of the batch may have written a
+		// virtual range this one reads.
+		views := make([]view, len(op.Bindings))
+		mem := make([][]byte, len(op.Bindings))
+		for j, h := range op.Bindings {
+			v, err := d.storage.view(h)
+			if err != nil {
+				return err
+			}
+			views[j], mem[j] = v, v.mem
+		}
+		err := run(ctx, op, mem)
+		for j, b := range op.Kernel.Bindings {
+			if b.Access == "write" {
+				views[j].writeBack()
+			}
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -235,11 +266,21 @@ type Storage struct {
 	deferred    []*page
 	allocated   uint64
 	heap, limit uint64
+	granule     uint64 // 0: no sparse residency
 }
 
 type page struct {
 	mem  []byte // the usable size asked for
 	held uint64 // bytes counted: the size rounded up to the alignment
+	// virtual, for a range of ReserveVirtual, holds its bound granules by
+	// index: the page and offset of the memory behind each.
+	virtual map[uint64]granuleMemory
+	size    uint64 // a virtual range's size
+}
+
+type granuleMemory struct {
+	page   *page
+	offset uint64
 }
 
 var _ device.Storage = (*Storage)(nil)
@@ -333,7 +374,13 @@ func (s *Storage) Allocated() uint64 {
 func (s *Storage) Allocations() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.pages) + len(s.deferred)
+	n := 0
+	for _, p := range s.pages {
+		if p.virtual == nil {
+			n++
+		}
+	}
+	return n + len(s.deferred)
 }
 
 // Limit is the memory limit, 0 for none beyond the heap.
@@ -348,14 +395,65 @@ func (s *Storage) releaseAll() {
 	s.pages, s.deferred, s.allocated = map[vkruntime.StorageID]*page{}, nil, 0
 }
 
-// resolve is the memory of h, which must lie in a live page.
-func (s *Storage) resolve(h vkruntime.StorageHandle) ([]byte, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.resolveLocked(h)
+// view is the bytes of a handle: a slice of its page's memory, or for a
+// virtual range a copy gathered from the granules bound under it (unbound
+// ones read as zeros), which writeBack scatters back (writes to unbound
+// granules are dropped, as on a GPU).
+type view struct {
+	mem     []byte
+	virtual *page
+	offset  uint64
+	granule uint64
+	s       *Storage
 }
 
-func (s *Storage) resolveLocked(h vkruntime.StorageHandle) ([]byte, error) {
+func (v view) writeBack() {
+	if v.virtual == nil {
+		return
+	}
+	v.s.mu.Lock()
+	defer v.s.mu.Unlock()
+	v.s.copyVirtual(v.virtual, v.offset, v.mem, true)
+}
+
+// copyVirtual moves bytes between buf and the range of p from offset on:
+// into p's granules when toRange, out of them otherwise. Caller holds s.mu.
+func (s *Storage) copyVirtual(p *page, offset uint64, buf []byte, toRange bool) {
+	g := s.granule
+	for done := uint64(0); done < uint64(len(buf)); {
+		at := offset + done
+		n := min(g-at%g, uint64(len(buf))-done)
+		if m, ok := p.virtual[at/g]; ok {
+			mem := m.page.mem[m.offset+at%g : m.offset+at%g+n]
+			if toRange {
+				copy(mem, buf[done:done+n])
+			} else {
+				copy(buf[done:done+n], mem)
+			}
+		}
+		done += n
+	}
+}
+
+// view resolves h, which must lie in a live page or virtual range.
+func (s *Storage) view(h vkruntime.StorageHandle) (view, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := s.lookup(h)
+	if err != nil || p == nil {
+		return view{}, err
+	}
+	if p.virtual == nil {
+		return view{mem: p.mem[h.Offset : h.Offset+h.Size : h.Offset+h.Size]}, nil
+	}
+	v := view{mem: make([]byte, h.Size), virtual: p, offset: h.Offset, granule: s.granule, s: s}
+	s.copyVirtual(p, h.Offset, v.mem, false)
+	return v, nil
+}
+
+// lookup finds h's page and checks h lies inside it; an empty handle has
+// none. Caller holds s.mu.
+func (s *Storage) lookup(h vkruntime.StorageHandle) (*page, error) {
 	if h.Size == 0 {
 		return nil, nil
 	}
@@ -364,22 +462,23 @@ func (s *Storage) resolveLocked(h vkruntime.StorageHandle) ([]byte, error) {
 		return nil, fmt.Errorf("cpu: %v: %w (the device's storage holds %d pages)", h, vkruntime.ErrNotFound, len(s.pages))
 	}
 	size := uint64(len(p.mem))
+	if p.virtual != nil {
+		size = p.size
+	}
 	if h.Offset > size || h.Size > size-h.Offset {
 		return nil, fmt.Errorf("cpu: %v lies outside its page of %d B", h, size)
 	}
-	return p.mem[h.Offset : h.Offset+h.Size : h.Offset+h.Size], nil
+	return p, nil
 }
 
-func (s *Storage) resolveAll(hs []vkruntime.StorageHandle) ([][]byte, error) {
+// check looks every handle up without touching memory.
+func (s *Storage) check(hs []vkruntime.StorageHandle) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([][]byte, len(hs))
-	for i, h := range hs {
-		mem, err := s.resolveLocked(h)
-		if err != nil {
-			return nil, err
+	for _, h := range hs {
+		if _, err := s.lookup(h); err != nil {
+			return err
 		}
-		out[i] = mem
 	}
-	return out, nil
+	return nil
 }

@@ -210,3 +210,52 @@ func TestNewRefusesUnusableConfigurations(t *testing.T) {
 	require.Equal(t, uint64(1<<20), d.Storage().MaxAllocationSize())
 	require.NoError(t, d.Properties().Validate())
 }
+
+// With sparse residency, granules of a virtual range alias the page memory
+// bound under them: transfers and kernels through the range reach it,
+// unbound granules read zeros and drop writes, and a refused bind changes
+// nothing.
+func TestSparseGranulesAliasPageMemory(t *testing.T) {
+	const g = 4096
+	d := newDevice(t, cpu.WithSparseGranule(g))
+	s := d.Storage().(vkruntime.SparseStorage)
+	require.Equal(t, uint64(g), s.SparseGranule())
+	v, err := s.ReserveVirtual(4 * g)
+	require.NoError(t, err)
+	require.Zero(t, d.Storage().Allocated(), "a virtual range holds no memory")
+	m, err := d.Storage().Alloc(2 * g)
+	require.NoError(t, err)
+	require.NoError(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 0, Size: g, Memory: m.ID}, {Offset: 2 * g, Size: g, Memory: m.ID, MemoryOffset: g}}))
+
+	n := g / 4
+	x := ramp(n, 3)
+	first, third := vkruntime.StorageHandle{ID: v.ID, Size: g}, vkruntime.StorageHandle{ID: v.ID, Offset: 2 * g, Size: g}
+	require.NoError(t, d.Upload(t.Context(), first, cpuref.Bytes(x)))
+	require.NoError(t, d.Upload(t.Context(), third, cpuref.Bytes(x)))
+	run(t, d, kernel.ReLU(uint32(n)), third, third)
+	require.Equal(t, x, read(t, d, vkruntime.StorageHandle{ID: m.ID, Size: g}), "granule 0 is the page's first")
+	require.Equal(t, cpuref.ReLU(x), read(t, d, vkruntime.StorageHandle{ID: m.ID, Offset: g, Size: g}), "granule 2 its second, where the kernel wrote")
+
+	// A transfer across bound and unbound granules: the unbound ones read
+	// zeros and drop what is written to them.
+	across := vkruntime.StorageHandle{ID: v.ID, Offset: g / 2, Size: 2 * g}
+	require.NoError(t, d.Upload(t.Context(), across, cpuref.Bytes(ramp(int(across.Size/4), 1))))
+	got := read(t, d, across)
+	require.Equal(t, ramp(int(across.Size/4), 1)[:n/2], got[:n/2], "the bound half of granule 0")
+	require.Equal(t, make([]float32, n), got[n/2:n/2+n], "granule 1 is unbound")
+
+	require.ErrorContains(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 1, Size: g, Memory: m.ID}}), "multiples of the")
+	require.ErrorContains(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 3 * g, Size: g, Memory: m.ID, MemoryOffset: 2 * g}}), "holds")
+	require.ErrorIs(t, s.Bind(m.ID, []vkruntime.SparseBind{{Size: g, Memory: m.ID}}), vkruntime.ErrNotFound)
+	require.NoError(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 0, Size: g}, {Offset: 2 * g, Size: g}}))
+	require.Equal(t, make([]float32, n), read(t, d, first), "unbound again")
+	s.ReleaseVirtual(v.ID)
+	require.ErrorIs(t, d.Upload(t.Context(), first, []byte{1}), vkruntime.ErrNotFound)
+	require.Equal(t, 1, d.Storage().Allocations(), "only the page is an allocation")
+
+	none := newDevice(t)
+	_, err = none.Storage().(vkruntime.SparseStorage).ReserveVirtual(g)
+	require.ErrorContains(t, err, "no sparse residency")
+	_, err = cpu.New(cpu.WithSparseGranule(3000))
+	require.ErrorContains(t, err, "sparse granule 3000")
+}

@@ -1,0 +1,107 @@
+package cpu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// With WithSparseGranule the storage has sparse residency: a virtual range
+// is address space with no memory, whose granules Bind backs with the
+// memory of the storage's pages.
+var _ vkruntime.SparseStorage = (*Storage)(nil)
+
+// maxVirtualSpace is the address space of one virtual range, 1 TiB as on
+// an H200.
+const maxVirtualSpace = 1 << 40
+
+var errNoSparse = errors.New("cpu: the device has no sparse residency (cpu.WithSparseGranule gives it some)")
+
+// SparseGranule is the granule WithSparseGranule set, 0 for none.
+func (s *Storage) SparseGranule() uint64 { return s.granule }
+
+// MaxVirtualSize is 1 TiB with sparse residency, else 0.
+func (s *Storage) MaxVirtualSize() uint64 {
+	if s.granule == 0 {
+		return 0
+	}
+	return maxVirtualSpace
+}
+
+// ReserveVirtual makes a virtual range of size bytes with nothing bound;
+// it holds no memory and counts against neither the heap nor the limit.
+func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
+	if s.dev.closed.Load() {
+		return vkruntime.StorageHandle{}, fmt.Errorf("cpu: device %s is closed", s.dev.name)
+	}
+	if s.granule == 0 {
+		return vkruntime.StorageHandle{}, errNoSparse
+	}
+	if size == 0 || size > maxVirtualSpace {
+		return vkruntime.StorageHandle{}, fmt.Errorf("cpu: virtual range of %d B: the address space takes 1 to %d B", size, uint64(maxVirtualSpace))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next++
+	s.pages[s.next] = &page{virtual: map[uint64]granuleMemory{}, size: size}
+	return vkruntime.StorageHandle{ID: s.next, Size: size}, nil
+}
+
+// ReleaseVirtual forgets a virtual range and what is bound in it.
+func (s *Storage) ReleaseVirtual(id vkruntime.StorageID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.pages[id]; ok && p.virtual != nil {
+		delete(s.pages, id)
+	}
+}
+
+// Bind backs granules of a virtual range with pages' memory (Memory 0
+// unbinds them). Every bind is checked first; a refused call binds nothing.
+func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind) error {
+	if s.dev.closed.Load() {
+		return fmt.Errorf("cpu: device %s is closed", s.dev.name)
+	}
+	if s.granule == 0 {
+		return errNoSparse
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	vp, ok := s.pages[virtual]
+	if !ok || vp.virtual == nil {
+		return fmt.Errorf("cpu: sparse bind into storage %d, which is no virtual range: %w", virtual, vkruntime.ErrNotFound)
+	}
+	g := s.granule
+	mems := make([]*page, len(binds))
+	for i, b := range binds {
+		if b.Offset%g != 0 || b.Size%g != 0 || b.MemoryOffset%g != 0 || b.Size == 0 {
+			return fmt.Errorf("cpu: sparse bind %d (%+v): offsets and sizes must be non-zero multiples of the %d B granule", i, b, g)
+		}
+		if b.Offset > math.MaxUint64-b.Size || b.Offset+b.Size > (vp.size+g-1)&^(g-1) {
+			return fmt.Errorf("cpu: sparse bind %d (%+v) lies outside the %d B virtual range", i, b, vp.size)
+		}
+		if b.Memory == 0 {
+			continue
+		}
+		mp, ok := s.pages[b.Memory]
+		if !ok || mp.virtual != nil {
+			return fmt.Errorf("cpu: sparse bind %d (%+v): no page %d: %w", i, b, b.Memory, vkruntime.ErrNotFound)
+		}
+		if b.MemoryOffset > uint64(len(mp.mem)) || b.Size > uint64(len(mp.mem))-b.MemoryOffset {
+			return fmt.Errorf("cpu: sparse bind %d (%+v): page %d holds %d B", i, b, b.Memory, len(mp.mem))
+		}
+		mems[i] = mp
+	}
+	for i, b := range binds {
+		for o := uint64(0); o < b.Size; o += g {
+			if mems[i] == nil {
+				delete(vp.virtual, (b.Offset+o)/g)
+			} else {
+				vp.virtual[(b.Offset+o)/g] = granuleMemory{page: mems[i], offset: b.MemoryOffset + o}
+			}
+		}
+	}
+	return nil
+}
