@@ -200,6 +200,8 @@ func abiCases(t testing.TB) []abiCase {
 			log: create16Log + "\n==> vkrt_v1.launch(desc=1024,desc_len=43)\n<== status=28"},
 		{name: "launch: a byte after the last launch", extra: dataAt(append(append([]byte(nil), fill...), 0)), body: create16 + `(drop (call $launch (i32.const 1024) (i32.const 45)))`,
 			log: create16Log + "\n==> vkrt_v1.launch(desc=1024,desc_len=45)\n<== status=28"},
+		{name: "launch: a malformed descriptor is EINVAL even with a bad handle in it", extra: dataAt(append(descriptor(t, guest.Fill(4, 7, guest.BufferOf(7, 16))), 0)),
+			body: `(drop (call $launch (i32.const 1024) (i32.const 45)))`, log: "==> vkrt_v1.launch(desc=1024,desc_len=45)\n<== status=28"},
 		{name: "launch: unknown kernel", extra: dataAt(patched(fill, 28, 'z')), body: create16 + `(drop (call $launch (i32.const 1024) (i32.const 44)))`,
 			log: create16Log + "\n==> vkrt_v1.launch(desc=1024,desc_len=44)\n<== status=28", lastError: `no kernel "zill"`},
 		{name: "launch: kernel name of 65535 B", extra: dataAt(patched(fill, 8, u16(0xFFFF)...)), body: create16 + `(drop (call $launch (i32.const 1024) (i32.const 44)))`,

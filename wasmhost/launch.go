@@ -37,8 +37,8 @@ func malformed(format string, args ...any) error {
 }
 
 // parse reads a descriptor into launches on g's buffers. It checks the
-// whole descriptor before it returns anything: a malformed one is EINVAL, a
-// handle g does not hold EBADF.
+// whole descriptor before it returns anything: a malformed one is EINVAL,
+// then a handle g does not hold EBADF.
 func (t kernelTable) parse(d []byte, g *instance) ([]client.LaunchOp, error) {
 	if len(d) < headerSize {
 		return nil, malformed("%d B, the header alone is %d B", len(d), headerSize)
@@ -51,6 +51,7 @@ func (t kernelTable) parse(d []byte, g *instance) ([]client.LaunchOp, error) {
 		return nil, malformed("%d launches, a batch holds 1 to %d", count, maxBatch)
 	}
 	ops := make([]client.LaunchOp, count)
+	handles := make([][]byte, count) // each launch's binding handles, raw
 	rest := d[headerSize:]
 	at := headerSize
 	for n := range ops {
@@ -85,19 +86,23 @@ func (t kernelTable) parse(d []byte, g *instance) ([]client.LaunchOp, error) {
 		if !ok {
 			return nil, fail(EINVAL, "launch %d: no kernel %q in the catalogue", n, abbreviate(name))
 		}
-		op := client.LaunchOp{Kernel: k, Grid: grid, Push: append([]byte(nil), rest[nameLen:nameLen+pushLen]...)}
-		op.Buffers = make([]*client.Buffer, bindings)
-		for i := range op.Buffers {
-			h := binary.LittleEndian.Uint32(rest[nameLen+pushLen+4*i:])
-			if op.Buffers[i] = g.lookup(h); op.Buffers[i] == nil {
-				return nil, fail(EBADF, "launch %d (%s), binding %d: handle %#x names no live buffer of this guest", n, k.Name, i, h)
-			}
-		}
-		ops[n] = op
+		ops[n] = client.LaunchOp{Kernel: k, Grid: grid, Push: append([]byte(nil), rest[nameLen:nameLen+pushLen]...)}
+		handles[n] = rest[nameLen+pushLen : body]
 		rest, at = rest[body:], at+body
 	}
 	if len(rest) > 0 {
 		return nil, malformed("%d B after the last of %d launches", len(rest), count)
+	}
+	// Only a well-formed descriptor has its handles looked up.
+	for n := range ops {
+		op := &ops[n]
+		op.Buffers = make([]*client.Buffer, len(handles[n])/4)
+		for i := range op.Buffers {
+			h := binary.LittleEndian.Uint32(handles[n][4*i:])
+			if op.Buffers[i] = g.lookup(h); op.Buffers[i] == nil {
+				return nil, fail(EBADF, "launch %d (%s), binding %d: handle %#x names no live buffer of this guest", n, op.Kernel.Name, i, h)
+			}
+		}
 	}
 	return ops, nil
 }
