@@ -45,6 +45,9 @@ func runUnder(t testing.TB, b *trace.Trace, l memory.Layout) *replay.Result {
 // on the same run, with fewer device allocations than PyTorch made; each
 // run under its own plan within 0.3 %.
 func TestAPlanFromOneRunServesTheOther(t *testing.T) {
+	if tracetest.Quick() {
+		t.Skip("plans and replays four whole runs of 5,000-10,000 allocations; the plain run covers it")
+	}
 	for _, name := range tracetest.Variants {
 		first, second := tracetest.Read(t, name), tracetest.ReadVariant(t, name)
 		runs := map[string]*trace.Trace{name: first, "variants/" + name: second}
@@ -71,13 +74,15 @@ func TestAPlanFromOneRunServesTheOther(t *testing.T) {
 // every recorded stream.
 func TestTheDefaultLayoutBeatsPyTorchWithoutAPlan(t *testing.T) {
 	streams := map[string]*trace.Trace{}
-	for _, path := range tracetest.Shipped(t) {
+	for _, path := range tracetest.Planned(t) {
 		tr, err := trace.ReadFile(path)
 		require.NoError(t, err)
 		streams[tr.Name] = tr
 	}
-	for _, name := range tracetest.Variants {
-		streams["variants/"+name] = tracetest.ReadVariant(t, name)
+	if !tracetest.Quick() {
+		for _, name := range tracetest.Variants {
+			streams["variants/"+name] = tracetest.ReadVariant(t, name)
+		}
 	}
 	for name, tr := range streams {
 		r := runUnder(t, tr, memory.VirtualLayout(memory.VirtualPlan{}))
