@@ -68,15 +68,24 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.Open(ctx, client.WithDevice(f.device), client.WithLayout(layout), client.WithEnvironment(f.env))
+	clientOpts := []client.Option{client.WithDevice(f.device), client.WithLayout(layout)}
+	if f.env != environment.DefaultName {
+		// The default environment is opened at the guest's first record, if
+		// it makes one.
+		clientOpts = append(clientOpts, client.WithEnvironment(f.env))
+	}
+	c, err := client.Open(ctx, clientOpts...)
 	if err != nil {
 		return nil, err
 	}
 	hostOpts := []wasmhost.Option{wasmhost.WithMaxMemoryPages(f.maxMemoryPages)}
-	if f.cacheDir != "" {
-		hostOpts = append(hostOpts, wasmhost.WithCompilationCacheDir(f.cacheDir))
+	h, err := wasmhost.New(ctx, c, append(hostOpts, wasmhost.WithCompilationCacheDir(f.cacheDir))...)
+	if err != nil && f.cacheDir == defaultCompileCache() && f.cacheDir != "" {
+		// The user's cache directory is a convenience: without it the guest
+		// is compiled, slower, and runs the same.
+		fmt.Fprintf(stderr, "vkrt: no compilation cache (%v); compiling the guest\n", err)
+		h, err = wasmhost.New(ctx, c, hostOpts...)
 	}
-	h, err := wasmhost.New(ctx, c, hostOpts...)
 	if err != nil {
 		c.Close()
 		return nil, err
