@@ -51,7 +51,7 @@ func WithMaxMemoryPages(pages uint32) Option {
 
 // WithCompilationCacheDir keeps compiled guests in dir, so a host started
 // again (another process included) loads a guest it has seen without
-// compiling it.
+// compiling it. An empty dir keeps none.
 func WithCompilationCacheDir(dir string) Option {
 	return func(c hostConfig) hostConfig { c.cacheDir = dir; return c }
 }
