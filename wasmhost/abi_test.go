@@ -332,3 +332,15 @@ func TestGuestWithoutMemory(t *testing.T) {
 ==> vkrt_v1.sync()
 <== status=0`, hostCalls(log.String()))
 }
+
+// TestHostWithoutRecords: a host that keeps no records answers
+// memory_record with ENOSYS, the function it does not provide.
+func TestHostWithoutRecords(t *testing.T) {
+	c := openClient(t)
+	h, log := newLoggedHost(t, c, WithoutRecords())
+	m := compile(t, h, guestWAT(t, `(data (i32.const 1024) "label")`, `(drop (call $record (i32.const 1024) (i32.const 5)))`))
+	res, err := h.Run(context.Background(), m)
+	require.NoError(t, err)
+	require.Equal(t, "==> vkrt_v1.memory_record(label=1024,label_len=5)\n<== status=52", hostCalls(log.String()))
+	require.Equal(t, "memory_record: this host keeps no records", res.LastError)
+}
