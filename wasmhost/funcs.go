@@ -137,6 +137,9 @@ func bufferCreate(g *instance, mem api.Memory, stack []uint64) Errno {
 	if g.live >= g.maxHandles {
 		return g.fail(fail(EDQUOT, "buffer_create: the guest holds %d handles, its quota", g.live))
 	}
+	if g.full() {
+		return g.fail(fail(EDQUOT, "buffer_create: the guest has used every handle a guest can have (%d slots, each for %d buffers)", maxTableHandles, maxGen))
+	}
 	if g.maxBytes > 0 && size > g.maxBytes-g.bytes {
 		return g.fail(fail(EDQUOT, "buffer_create: %d B more would take the guest past its quota of %d B (it holds %d B)", size, g.maxBytes, g.bytes))
 	}

@@ -61,7 +61,12 @@ func newInstance(h *Host, ctx context.Context, s *client.Stream, cfg runConfig) 
 	return inst
 }
 
-// add puts b in the table and returns its new handle.
+// full reports whether the table has no slot left for another handle:
+// every index a handle can carry is live or retired.
+func (g *instance) full() bool { return len(g.free) == 0 && len(g.slots) >= maxTableHandles }
+
+// add puts b in the table and returns its new handle; the table is not
+// full.
 func (g *instance) add(b *client.Buffer) uint32 {
 	var i uint32
 	if n := len(g.free); n > 0 {

@@ -32,3 +32,18 @@ func TestHandlesNeverRepeat(t *testing.T) {
 		require.Nil(t, g.lookup(forged), "%#x", forged)
 	}
 }
+
+// A table whose every slot is live or retired is full: it never hands out
+// a handle whose index would spill into the generation bits.
+func TestHandleTableFills(t *testing.T) {
+	g := &instance{slots: make([]slot, maxTableHandles-1)}
+	for i := range g.slots {
+		g.slots[i].gen = maxGen // retired: its generation would wrap
+	}
+	require.False(t, g.full())
+	h := g.add(&client.Buffer{})
+	require.Equal(t, uint32(1<<indexBits|maxTableHandles), h, "the last index, generation 1")
+	require.True(t, g.full())
+	require.NotNil(t, g.remove(h))
+	require.False(t, g.full(), "its slot is free again")
+}
