@@ -344,3 +344,20 @@ func TestHostWithoutRecords(t *testing.T) {
 	require.Equal(t, "==> vkrt_v1.memory_record(label=1024,label_len=5)\n<== status=52", hostCalls(log.String()))
 	require.Equal(t, "memory_record: this host keeps no records", res.LastError)
 }
+
+// TestRecordQuota: a guest cannot fill the host's disk with records.
+func TestRecordQuota(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	m := compile(t, h, guestWAT(t, `(data (i32.const 1024) "again")`, `(local $i i32) (local $failed i32)
+		(loop $l
+			(if (call $record (i32.const 1024) (i32.const 5)) (then (local.set $failed (i32.add (local.get $failed) (i32.const 1)))))
+			(local.set $i (i32.add (local.get $i) (i32.const 1)))
+			(br_if $l (i32.lt_u (local.get $i) (i32.const 1100))))
+		(call $exit (local.get $failed))`))
+	res, err := h.Run(context.Background(), m)
+	var exit *ExitError
+	require.ErrorAs(t, err, &exit)
+	require.Equal(t, uint32(1100-maxRecords), exit.Code, "every record past the quota was refused")
+	require.Contains(t, res.LastError, "at most 1024 records")
+}

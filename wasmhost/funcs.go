@@ -292,10 +292,11 @@ func lastError(g *instance, mem api.Memory, stack []uint64) Errno {
 	return writeOut(g, mem, "last_error", stack, msg, false)
 }
 
-// maxLabel and maxLayoutJSON bound what a guest can make the host parse
-// or store.
+// maxLabel, maxRecords and maxLayoutJSON bound what a guest can make the
+// host parse or store.
 const (
 	maxLabel      = 256
+	maxRecords    = 1024
 	maxLayoutJSON = 64 << 10
 )
 
@@ -311,9 +312,13 @@ func memoryRecord(g *instance, mem api.Memory, stack []uint64) Errno {
 	if n == 0 || n > maxLabel || !utf8.Valid(label) {
 		return g.fail(fail(EINVAL, "memory_record: a label is 1 to %d B of UTF-8, got %d B", maxLabel, n))
 	}
+	if g.records >= maxRecords {
+		return g.fail(fail(EDQUOT, "memory_record: a guest writes at most %d records a run", maxRecords))
+	}
 	if _, err := g.host.c.RecordMemory(g.ctx, string(label)); err != nil {
 		return g.fail(fail(EIO, "memory_record: %w", err))
 	}
+	g.records++
 	return ESUCCESS
 }
 

@@ -46,6 +46,7 @@ type instance struct {
 	baseDevice, peakDev uint64
 	peakReserved        uint64
 	persistent          int
+	records             int // memory records written
 	last                failure
 	calls, failedCalls  uint64
 }
