@@ -289,28 +289,45 @@ func (s *Stream) Read(ctx context.Context, b *Buffer) ([]byte, error) {
 
 // ReadAt returns n bytes of b from offset. Under a dry run they are zeros.
 func (s *Stream) ReadAt(ctx context.Context, b *Buffer, offset, n uint64) ([]byte, error) {
-	if err := ctx.Err(); err != nil {
+	var out []byte
+	err := s.read(ctx, b, offset, n, func() []byte { out = make([]byte, n); return out })
+	if err != nil {
 		return nil, err
 	}
+	return out, nil
+}
+
+// ReadInto fills dst with b's bytes from offset; under a dry run with
+// zeros. It allocates nothing: the read of a caller that has the memory
+// already (a guest's, for one).
+func (s *Stream) ReadInto(ctx context.Context, b *Buffer, offset uint64, dst []byte) error {
+	return s.read(ctx, b, offset, uint64(len(dst)), func() []byte { return dst })
+}
+
+// read reads n bytes of b from offset into the memory dst gives once the
+// read is known to be valid.
+func (s *Stream) read(ctx context.Context, b *Buffer, offset, n uint64, dst func() []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	dry := dryrun.Active(ctx)
-	out := []byte(nil)
-	err := s.withMemory(bufferSize(b), func() error {
+	return s.withMemory(bufferSize(b), func() error {
 		if err := s.owns(b); err != nil {
 			return err
 		}
 		if err := checkRange(b, offset, n); err != nil {
 			return err
 		}
-		buf := make([]byte, n)
+		buf := dst()
 		if dry || n == 0 {
-			out = buf
+			clear(buf)
 			return nil
 		}
 		if err := s.back(b); err != nil {
 			return err
 		}
 		if b.zeroPending {
-			out = buf // zeros, which the device need not be asked for
+			clear(buf) // zeros, which the device need not be asked for
 			return nil
 		}
 		src := vkruntime.StorageHandle{ID: b.storage.ID, Offset: b.storage.Offset + offset, Size: n}
@@ -318,10 +335,8 @@ func (s *Stream) ReadAt(ctx context.Context, b *Buffer, offset, n uint64) ([]byt
 			s.noteDeviceError(err)
 			return fmt.Errorf("client: reading %d B of buffer %d at %d: %w", n, b.id, offset, err)
 		}
-		out = buf
 		return nil
 	})
-	return out, err
 }
 
 // Free returns b to the stream's pools. Freeing twice is ErrNotFound.

@@ -185,11 +185,9 @@ func bufferRead(g *instance, mem api.Memory, stack []uint64) Errno {
 	if size := b.Size(); offset > size || uint64(n) > size-offset {
 		return outOfBuffer(g, "buffer_read", handle, offset, uint64(n), size)
 	}
-	data, err := g.stream.ReadAt(g.ctx, b, offset, uint64(n))
-	if err != nil {
+	if err := g.stream.ReadInto(g.ctx, b, offset, out); err != nil {
 		return g.fail(err)
 	}
-	copy(out, data)
 	return ESUCCESS
 }
 
