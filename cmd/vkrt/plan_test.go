@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/dryrun/plan"
+	"github.com/vkrt/vkrt/internal/strictjson"
 )
 
 // A growing stream, and a longer run of it: the second outgrows the first.
@@ -77,6 +78,9 @@ func TestPlanFilesForAnotherDeviceOrCorruptAreClearErrors(t *testing.T) {
 	require.ErrorAs(t, err, &mismatch)
 	require.ErrorContains(t, err, "memory_size 80000000000, this one has 150000000000")
 
+	wrapped := write("wrapped.plan", bytes.Replace(data, []byte(`"alignment":16`), []byte(`"alignment":18446744073709551632`), 1))
+	_, _, err = executeReplay(t, "--layout", wrapped, first)
+	require.ErrorIs(t, err, strictjson.ErrNumberDoesNotFit, "a number past 2^64 is refused, not wrapped")
 	for name, b := range map[string][]byte{
 		"cut.plan":     data[:len(data)/2],
 		"version.plan": bytes.Replace(data, []byte(`"vkrt_plan":1`), []byte(`"vkrt_plan":2`), 1),

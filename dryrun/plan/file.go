@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/vkrt/vkrt/dryrun/replay"
 	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/internal/strictjson"
 	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -100,6 +102,11 @@ func DecodeFile(data []byte) (File, error) {
 	dec.DisallowUnknownFields()
 	var raw fileJSON
 	if err := dec.Decode(&raw); err != nil {
+		var typeErr *stdjson.UnmarshalTypeError
+		if errors.As(err, &typeErr) && strings.HasPrefix(typeErr.Value, "number") {
+			num := strings.TrimSpace(strings.TrimPrefix(typeErr.Value, "number"))
+			return File{}, fmt.Errorf("%w: %w", ErrPlanFile, &strictjson.NumberError{Number: num, Type: typeErr.Type.String(), Field: typeErr.Field})
+		}
 		return File{}, fmt.Errorf("%w: %v", ErrPlanFile, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {

@@ -1,0 +1,57 @@
+package plan
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/dryrun/replay"
+	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/internal/tracetest"
+)
+
+func TestPlanFileRoundTripsAndChecksItsDevice(t *testing.T) {
+	tr := tracetest.Inline(t, "a 1 3000000 0\na 2 5000000 0\nf 1\nf 2\n")
+	pf, err := Runs([]*trace.Trace{tr}, Options{Strength: Strong})
+	require.NoError(t, err)
+	data, err := pf.MarshalJSON()
+	require.NoError(t, err)
+	require.True(t, IsFile(data))
+	back, err := DecodeFile(data)
+	require.NoError(t, err)
+	require.True(t, back.Layout.Equal(pf.Layout))
+	require.Equal(t, pf.Traces, back.Traces)
+	l, err := back.For(replay.H200(), replay.H200Granule)
+	require.NoError(t, err)
+	_, ok := l.Virtual()
+	require.True(t, ok)
+	_, err = back.For(replay.H200(), 64<<10)
+	var mismatch *DeviceMismatchError
+	require.ErrorAs(t, err, &mismatch)
+	require.Equal(t, "sparse_granule", mismatch.Field)
+	require.ErrorIs(t, err, ErrPlanFile)
+}
+
+// FuzzDecodeFile: any input is a plan file that writes back to one
+// decoding the same, or an error matching ErrPlanFile.
+func FuzzDecodeFile(f *testing.F) {
+	f.Add([]byte(`{"vkrt_plan":1,"device":{"alignment":16,"max_page_size":4294967280,"memory_size":150000000000,"sparse_granule":2097152},"traces":["a"],"layout":{"Virtual":{"planned_bytes":4194304,"slots":[3000000,0,5000000,3000000]}}}`))
+	f.Add([]byte(`{"vkrt_plan":1,"device":{"alignment":16,"max_page_size":1,"memory_size":1,"sparse_granule":0},"traces":null,"layout":"SubSlices"}`))
+	f.Add([]byte(`{"vkrt_plan":2}`))
+	f.Add([]byte(`{"vkrt_plan":1,"device":{"alignment":-1}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		pf, err := DecodeFile(data)
+		if err != nil {
+			require.ErrorIs(t, err, ErrPlanFile)
+			return
+		}
+		out, err := pf.MarshalJSON()
+		require.NoError(t, err)
+		again, err := DecodeFile(out)
+		require.NoError(t, err, "%s", out)
+		require.True(t, again.Layout.Equal(pf.Layout))
+		require.Equal(t, pf.Device, again.Device)
+		require.Equal(t, pf.Granule, again.Granule)
+		require.Equal(t, len(pf.Traces), len(again.Traces))
+	})
+}
