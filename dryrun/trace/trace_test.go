@@ -97,7 +97,7 @@ func TestTraceWriteToRoundTrips(t *testing.T) {
 	require.Equal(t, "a 0 10 2\na 1 20 0\nf 0\n", buf.String())
 }
 
-func FuzzRead(f *testing.F) {
+func FuzzReadTrace(f *testing.F) {
 	f.Add([]byte("a 1 100 0\nf 1\n"))
 	f.Add([]byte("a 1 100 0\na 2 5 3\nf 2\nf 1\n# end\n"))
 	f.Add([]byte("f 1\n"))
