@@ -26,15 +26,17 @@ func (m *granuleMap) len() int { return len(m.ends) }
 
 // grow makes room for granules below n.
 func (m *granuleMap) grow(n int) {
-	for len(m.ends) < n {
-		m.ends = append(m.ends, 0)
-		m.backing = append(m.backing, none)
-		m.backAt = append(m.backAt, 0)
+	n = max(n, 2*len(m.ends), 1024) // amortised: the range is used from its low end up
+	old := len(m.ends)
+	m.ends = append(m.ends, make([]uint32, n-old)...)
+	m.backAt = append(m.backAt, make([]uint32, n-old)...)
+	m.backing = append(m.backing, make([]int32, n-old)...)
+	for g := old; g < n; g++ {
+		m.backing[g] = none
 	}
-	for len(m.used)*64 < n {
-		m.used = append(m.used, 0)
-		m.bound = append(m.bound, 0)
-	}
+	words := (n + 63) / 64
+	m.used = append(m.used, make([]uint64, words-len(m.used))...)
+	m.bound = append(m.bound, make([]uint64, words-len(m.bound))...)
 }
 
 // wordMask is the bits of word w within granules g0..g1.
