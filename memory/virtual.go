@@ -3,6 +3,7 @@ package memory
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 
 	"github.com/google/btree"
 
@@ -83,6 +84,20 @@ type virtualPool struct {
 
 	neededPeak uint64                 // the most granules live reservations touched at once
 	binds      []vkruntime.SparseBind // the pending submission
+	// journal is what the pending submission changed in the granule map,
+	// undone when the device refuses the submission: the map must say
+	// what the device has bound, or a reservation lands on a granule the
+	// pool thinks bound and the device never backed.
+	journal []granuleChange
+}
+
+// granuleChange is one granule bound to (or unbound from) granule at of
+// chunk.
+type granuleChange struct {
+	g     int
+	chunk int32
+	at    uint32
+	bind  bool
 }
 
 type virtualChunk struct {
@@ -204,11 +219,11 @@ func (p *virtualPool) unplace(ref int32) {
 // chunk granules bound to nothing, then from idle granules unbound for it,
 // then from a new chunk.
 func (p *virtualPool) bindRange(g0, g1 int, n uint64) error {
-	p.binds = p.binds[:0]
+	p.binds, p.journal = p.binds[:0], p.journal[:0]
 	p.unbindIdle(n)
 	if p.spareGr < n {
 		if err := p.addChunks((n - p.spareGr) << p.shift); err != nil {
-			// The unbinds above stand: their granules were idle.
+			// The unbinds above may stand: their granules were idle.
 			_ = p.submit()
 			return err
 		}
@@ -220,6 +235,7 @@ func (p *virtualPool) bindRange(g0, g1 int, n uint64) error {
 		c.free = c.free[:len(c.free)-1]
 		p.spareGr--
 		p.gm.bind(g, int32(ci), at)
+		p.journal = append(p.journal, granuleChange{g: g, chunk: int32(ci), at: at, bind: true})
 		p.appendBind(vkruntime.SparseBind{Offset: uint64(g) << p.shift, Size: p.granule, Memory: c.handle.ID, MemoryOffset: uint64(at) << p.shift})
 	}
 	return p.submit()
@@ -236,6 +252,7 @@ func (p *virtualPool) unbindIdle(n uint64) {
 		c.free = append(c.free, at)
 		p.spareHint = min(p.spareHint, int(ci))
 		p.spareGr++
+		p.journal = append(p.journal, granuleChange{g: g, chunk: ci, at: at})
 		p.appendBind(vkruntime.SparseBind{Offset: uint64(g) << p.shift, Size: p.granule})
 	}
 }
@@ -254,13 +271,39 @@ func (p *virtualPool) appendBind(b vkruntime.SparseBind) {
 	p.binds = append(p.binds, b)
 }
 
+// submit hands the pending binds to the device as one submission. A
+// refused submission bound and unbound nothing, so the changes it carried
+// are undone in the granule map, newest first.
 func (p *virtualPool) submit() error {
 	if len(p.binds) == 0 {
+		p.journal = p.journal[:0]
 		return nil
 	}
 	err := p.sparse.Bind(p.vrange.ID, p.binds)
 	p.binds = p.binds[:0]
+	if err != nil {
+		for i := len(p.journal) - 1; i >= 0; i-- {
+			p.undo(p.journal[i])
+		}
+	}
+	p.journal = p.journal[:0]
 	return err
+}
+
+// undo reverses one change of a refused submission.
+func (p *virtualPool) undo(ch granuleChange) {
+	c := &p.chunks[ch.chunk]
+	if ch.bind {
+		p.gm.unbind(ch.g)
+		c.free = append(c.free, ch.at)
+		p.spareGr++
+		p.spareHint = min(p.spareHint, int(ch.chunk))
+		return
+	}
+	i := slices.Index(c.free, ch.at)
+	c.free = slices.Delete(c.free, i, i+1)
+	p.spareGr--
+	p.gm.bind(ch.g, ch.chunk, ch.at)
 }
 
 // chunkWithSpare is the lowest chunk with a granule bound to nothing,
@@ -379,9 +422,11 @@ func (p *virtualPool) cleanup(explicit bool) {
 	if !explicit {
 		return
 	}
-	p.binds = p.binds[:0]
+	p.binds, p.journal = p.binds[:0], p.journal[:0]
 	p.unbindIdle(^uint64(0))
-	_ = p.submit() // unbinding memory nothing uses cannot lose data
+	// A refused unbind leaves those granules bound (submit undoes it in the
+	// map), so their chunks are kept, not released under them.
+	_ = p.submit()
 	for i := range p.chunks {
 		c := &p.chunks[i]
 		if !c.held || uint64(len(c.free)) != c.size>>p.shift {

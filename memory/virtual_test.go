@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -24,6 +25,10 @@ type sparseStorage struct {
 	calls    int
 	binds    int
 	heapSize uint64 // when non-zero, Alloc refuses past it
+	// refuseCall, when non-zero, is the Bind call (1-based, refused ones
+	// counted) refused whole, binding nothing, as a device refuses a
+	// submission.
+	refuseCall, refused int
 }
 
 func newSparseStorage(granule uint64) *sparseStorage {
@@ -68,6 +73,9 @@ func (s *sparseStorage) ReleaseVirtual(id vkruntime.StorageID) {
 func (s *sparseStorage) Bind(id vkruntime.StorageID, binds []vkruntime.SparseBind) error {
 	if _, ok := s.ranges[id]; !ok {
 		return fmt.Errorf("bind into unknown range %d", id)
+	}
+	if s.refused++; s.refused == s.refuseCall {
+		return fmt.Errorf("sparse storage refuses submission %d: %w", s.refused, vkruntime.ErrDeviceLost)
 	}
 	s.calls++
 	for _, b := range binds {
@@ -307,4 +315,52 @@ func TestVirtualLayoutAndKindJSON(t *testing.T) {
 	back, err := UnmarshalPoolKind(b)
 	require.NoError(t, err)
 	require.Equal(t, k, back)
+}
+
+// TestVirtualPoolRefusedBindLeavesTheMapAsTheDeviceHasIt: a submission the
+// device refuses binds and unbinds nothing, so the pool must not believe
+// otherwise — every reservation made afterwards is backed where it lies,
+// and a refused unbind at cleanup keeps the chunk instead of releasing
+// memory still bound.
+func TestVirtualPoolRefusedBindLeavesTheMapAsTheDeviceHasIt(t *testing.T) {
+	const granule = 64 << 10
+	props := vkruntime.DeviceProperties{Alignment: 256, MaxPageSize: 1 << 20, MemorySize: 1 << 30}
+	for refuse := 1; refuse <= 12; refuse++ {
+		s := newSparseStorage(granule)
+		s.refuseCall = refuse
+		m, err := NewManager(s, props, VirtualLayout(VirtualPlan{}))
+		require.NoError(t, err)
+		m.SetLogger(slog.New(slog.DiscardHandler))
+		var live []Handle
+		r := rand.New(rand.NewPCG(uint64(refuse), 7))
+		for step := range 60 {
+			if len(live) > 0 && r.IntN(3) == 0 {
+				k := r.IntN(len(live))
+				require.NoError(t, m.Free(live[k]))
+				live = slices.Delete(live, k, k+1)
+				continue
+			}
+			if step%17 == 16 {
+				m.Cleanup(true)
+				continue
+			}
+			h, err := m.Reserve(uint64(r.IntN(3*granule)+1), Eager)
+			if err != nil {
+				require.ErrorIs(t, err, vkruntime.ErrDeviceLost, "refused call %d", refuse)
+				continue
+			}
+			live = append(live, h)
+			for _, lh := range live {
+				sh, err := m.Resolve(lh)
+				require.NoError(t, err)
+				require.NoError(t, s.backed(sh), "refused call %d, step %d: a live reservation lies on memory the device never bound", refuse, step)
+			}
+		}
+		for _, h := range live {
+			require.NoError(t, m.Free(h))
+		}
+		m.Cleanup(true)
+		m.Cleanup(true)
+		require.Empty(t, s.live, "refused call %d: every chunk returned", refuse)
+	}
 }

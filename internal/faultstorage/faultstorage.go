@@ -322,6 +322,26 @@ func (s *Storage) FreedWhileBound() int {
 	return s.freedBound
 }
 
+// Unbacked counts the granules under h, a range of a virtual range, that
+// have no memory bound: a reservation there would lose what is written to
+// it. A handle of an ordinary allocation is always backed.
+func (s *Storage) Unbacked(h vkruntime.StorageHandle) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.ranges[h.ID]; !ok || h.Size == 0 {
+		return 0
+	}
+	sp, _ := s.sparse()
+	granule := max(sp.SparseGranule(), 1)
+	n := 0
+	for g := h.Offset &^ (granule - 1); g < h.End(); g += granule {
+		if _, ok := s.bound[[2]uint64{uint64(h.ID), g}]; !ok {
+			n++
+		}
+	}
+	return n
+}
+
 // HeldIDs lists the allocations held, sorted, for a leak report.
 func (s *Storage) HeldIDs() []vkruntime.StorageID {
 	s.mu.Lock()
