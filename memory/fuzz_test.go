@@ -95,13 +95,22 @@ func fuzzRun(t *testing.T, data []byte) []string {
 			}
 			mapping := Mapping(op / 8 % 2)
 			expect := expectedSlicedPlacement(m, size, window > 0)
+			refusedBefore := storage.refused
 			h, err := m.Reserve(size, mapping)
 			if err != nil {
+				note("reserve %d: %v", size, errKind(err))
+				if errors.Is(err, vkruntime.ErrDeviceLost) {
+					// The device refused the bind armed below: no reservation
+					// is made, though the memory taken for it may be kept.
+					require.Equal(t, storage.refuseCall, storage.refused, "reserve %d: device lost with no refusal armed", size)
+					require.Greater(t, storage.refused, refusedBefore)
+					require.Equal(t, before.Usage().NumberAllocs, m.Usage().NumberAllocs)
+					break
+				}
 				require.Equal(t, before, m.Report(), "a failed reserve changed the pools")
 				isKnown := errors.Is(err, vkruntime.ErrBufferTooBig) || errors.Is(err, vkruntime.ErrPoolCapacityExceeded)
 				require.True(t, isKnown, "reserve %d: %v", size, err)
 				require.Nil(t, expect, "reserve %d failed (%v) where first fit had room", size, err)
-				note("reserve %d: %v", size, err)
 				break
 			}
 			at := locate(t, m, h)
@@ -130,6 +139,12 @@ func fuzzRun(t *testing.T, data []byte) []string {
 			}
 			e := &entries[int(next())%len(entries)]
 			sh, err := m.Resolve(e.handle)
+			if e.live && errors.Is(err, vkruntime.ErrDeviceLost) {
+				// A lazily mapped reservation binds when resolved, and the
+				// device refused that bind; resolving again binds it.
+				require.Equal(t, storage.refuseCall, storage.refused)
+				sh, err = m.Resolve(e.handle)
+			}
 			if e.live {
 				require.NoError(t, err)
 				require.Equal(t, e.at.offset, sh.Offset)
@@ -167,13 +182,17 @@ func fuzzRun(t *testing.T, data []byte) []string {
 			}
 			note("install %s: %v", l, err)
 		default:
-			switch sub := next() % 4; sub {
+			switch sub := next() % 5; sub {
 			case 0:
 				m.BeginPersistent()
 				window++
 			case 1:
 				m.EndPersistent()
 				window = max(window-1, 0)
+			case 4:
+				// The device refuses the next sparse submission whole.
+				storage.refuseCall = storage.refused + 1
+				note("refuse bind %d", storage.refuseCall)
 			default:
 				m.Cleanup(sub == 3)
 			}

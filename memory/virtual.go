@@ -425,8 +425,19 @@ func (p *virtualPool) cleanup(explicit bool) {
 	p.binds, p.journal = p.binds[:0], p.journal[:0]
 	p.unbindIdle(^uint64(0))
 	// A refused unbind leaves those granules bound (submit undoes it in the
-	// map), so their chunks are kept, not released under them.
-	_ = p.submit()
+	// map), so their chunks are kept, not released under them — unless
+	// nothing lives in the range: then the range goes first, and with it
+	// every binding, so the chunks can follow.
+	if err := p.submit(); err != nil && p.ranged && p.usage.NumberAllocs == 0 {
+		p.sparse.ReleaseVirtual(p.vrange.ID)
+		p.ranged, p.vrange = false, vkruntime.StorageHandle{}
+		for g := p.gm.nextIdle(); g >= 0; g = p.gm.nextIdle() {
+			ci, at := p.gm.unbind(g)
+			p.chunks[ci].free = append(p.chunks[ci].free, at)
+			p.spareGr++
+		}
+		p.gm = granuleMap{}
+	}
 	for i := range p.chunks {
 		c := &p.chunks[i]
 		if !c.held || uint64(len(c.free)) != c.size>>p.shift {
