@@ -104,8 +104,12 @@ func Open(index int, opts ...Option) (*Device, error) {
 		return nil, fmt.Errorf("vkrt: no Vulkan device %d: there are %d (0..%d)", index, len(physical), len(physical)-1)
 	}
 	d := &Device{inst: inst, physical: physical[index], pipelines: map[string]*pipeline{}}
-	d.info = describe(inst, d.physical, index)
-	if err := d.create(o.staged); err != nil {
+	var err2 error
+	withoutGC(func() {
+		d.info = describe(inst, d.physical, index)
+		err2 = d.create(o.staged)
+	})
+	if err := err2; err != nil {
 		d.destroy()
 		return nil, err
 	}
@@ -529,7 +533,17 @@ func (d *Device) ensureDescriptors(c *submitContext, sets uint32) error {
 	}
 	capacity := max(sets, 64)
 	var pool vulkan.DescriptorPool
-	r := vulkan.CreateDescriptorPool(d.handle, &vulkan.DescriptorPoolCreateInfo{
+	var r vulkan.Result
+	withoutGC(func() { r = d.createDescriptorPool(capacity, &pool) })
+	if err := d.noteResult("vkCreateDescriptorPool", r); err != nil {
+		return err
+	}
+	c.descPool, c.descSets = pool, capacity
+	return nil
+}
+
+func (d *Device) createDescriptorPool(capacity uint32, pool *vulkan.DescriptorPool) vulkan.Result {
+	return vulkan.CreateDescriptorPool(d.handle, &vulkan.DescriptorPoolCreateInfo{
 		SType:         vulkan.StructureTypeDescriptorPoolCreateInfo,
 		MaxSets:       capacity,
 		PoolSizeCount: 1,
@@ -537,12 +551,7 @@ func (d *Device) ensureDescriptors(c *submitContext, sets uint32) error {
 			Type:            vulkan.DescriptorTypeStorageBuffer,
 			DescriptorCount: capacity * maxBindings,
 		}},
-	}, nil, &pool)
-	if err := d.noteResult("vkCreateDescriptorPool", r); err != nil {
-		return err
-	}
-	c.descPool, c.descSets = pool, capacity
-	return nil
+	}, nil, pool)
 }
 
 // fenceWaitSlice is how long one fence wait lasts before the context is
@@ -578,27 +587,12 @@ func (d *Device) submit(ctx context.Context, descriptorSets uint32, record func(
 	if err := d.ensureDescriptors(c, descriptorSets); err != nil {
 		return fail(err)
 	}
-	r := vulkan.BeginCommandBuffer(c.cmd, &vulkan.CommandBufferBeginInfo{
-		SType: vulkan.StructureTypeCommandBufferBeginInfo,
-		Flags: vulkan.CommandBufferUsageFlags(vulkan.CommandBufferUsageOneTimeSubmitBit),
-	})
-	if err := d.noteResult("vkBeginCommandBuffer", r); err != nil {
-		return fail(err)
+	var r vulkan.Result
+	var recordErr error
+	withoutGC(func() { r, recordErr = d.recordAndSubmit(c, record) })
+	if recordErr != nil {
+		return fail(recordErr)
 	}
-	if err := record(c); err != nil {
-		vulkan.EndCommandBuffer(c.cmd)
-		return fail(err)
-	}
-	if err := d.noteResult("vkEndCommandBuffer", vulkan.EndCommandBuffer(c.cmd)); err != nil {
-		return fail(err)
-	}
-	d.queueMu.Lock()
-	r = vulkan.QueueSubmit(d.queue, 1, []vulkan.SubmitInfo{{
-		SType:              vulkan.StructureTypeSubmitInfo,
-		CommandBufferCount: 1,
-		PCommandBuffers:    []vulkan.CommandBuffer{c.cmd},
-	}}, c.fence)
-	d.queueMu.Unlock()
 	if err := d.noteResult("vkQueueSubmit", r); err != nil {
 		return fail(err)
 	}
@@ -690,4 +684,33 @@ func barrier(cmd vulkan.CommandBuffer) {
 		SrcAccessMask: vulkan.AccessFlags(vulkan.AccessShaderWriteBit | vulkan.AccessTransferWriteBit),
 		DstAccessMask: vulkan.AccessFlags(vulkan.AccessShaderReadBit | vulkan.AccessShaderWriteBit | vulkan.AccessTransferReadBit | vulkan.AccessTransferWriteBit),
 	}}, 0, nil, 0, nil)
+}
+
+// recordAndSubmit records c's command buffer with record and submits it,
+// with the collector off (withoutGC): the recording hands vulkan-go slices
+// of descriptor writes, barriers and copies. A recording error comes back
+// as err; a driver result as r.
+func (d *Device) recordAndSubmit(c *submitContext, record func(c *submitContext) error) (r vulkan.Result, err error) {
+	r = vulkan.BeginCommandBuffer(c.cmd, &vulkan.CommandBufferBeginInfo{
+		SType: vulkan.StructureTypeCommandBufferBeginInfo,
+		Flags: vulkan.CommandBufferUsageFlags(vulkan.CommandBufferUsageOneTimeSubmitBit),
+	})
+	if err := d.noteResult("vkBeginCommandBuffer", r); err != nil {
+		return r, err
+	}
+	if err := record(c); err != nil {
+		vulkan.EndCommandBuffer(c.cmd)
+		return r, err
+	}
+	if err := d.noteResult("vkEndCommandBuffer", vulkan.EndCommandBuffer(c.cmd)); err != nil {
+		return r, err
+	}
+	d.queueMu.Lock()
+	r = vulkan.QueueSubmit(d.queue, 1, []vulkan.SubmitInfo{{
+		SType:              vulkan.StructureTypeSubmitInfo,
+		CommandBufferCount: 1,
+		PCommandBuffers:    []vulkan.CommandBuffer{c.cmd},
+	}}, c.fence)
+	d.queueMu.Unlock()
+	return r, nil
 }

@@ -25,7 +25,7 @@ func Devices() ([]DeviceInfo, error) {
 	}
 	infos := make([]DeviceInfo, len(physical))
 	for i, pd := range physical {
-		infos[i] = describe(inst, pd, i)
+		withoutGC(func() { infos[i] = describe(inst, pd, i) })
 	}
 	return infos, nil
 }

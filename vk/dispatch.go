@@ -43,6 +43,19 @@ func (d *Device) pipelineFor(k kernel.Kernel) (*pipeline, error) {
 	if p, ok := d.pipelines[k.Name]; ok {
 		return p, nil
 	}
+	var p *pipeline
+	var err error
+	withoutGC(func() { p, err = d.buildPipeline(k) })
+	if err != nil {
+		return nil, err
+	}
+	d.pipelines[k.Name] = p
+	return p, nil
+}
+
+// buildPipeline makes the kernel's shader module, layouts and pipeline;
+// caller holds pipeMu and the collector off.
+func (d *Device) buildPipeline(k kernel.Kernel) (*pipeline, error) {
 	code, err := k.SPIRV()
 	if err != nil {
 		return nil, err
@@ -120,7 +133,6 @@ func (d *Device) pipelineFor(k kernel.Kernel) (*pipeline, error) {
 		return fail("vkCreateComputePipelines", r)
 	}
 	p.handle = handles[0]
-	d.pipelines[k.Name] = p
 	return p, nil
 }
 

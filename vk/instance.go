@@ -220,18 +220,25 @@ var shared struct {
 // acquireInstance is the shared instance, or with validation a new one.
 func acquireInstance(validation bool) (*instance, error) {
 	if validation {
-		return newInstance(true)
+		return newInstanceWithoutGC(true)
 	}
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if shared.inst == nil {
-		inst, err := newInstance(false)
+		inst, err := newInstanceWithoutGC(false)
 		if err != nil {
 			return nil, err
 		}
 		shared.inst = inst
 	}
 	return shared.inst, nil
+}
+
+// newInstanceWithoutGC is newInstance with the collector off: the create
+// info's layer and extension names are slices vulkan-go copies (withoutGC).
+func newInstanceWithoutGC(validation bool) (inst *instance, err error) {
+	withoutGC(func() { inst, err = newInstance(validation) })
+	return inst, err
 }
 
 // releaseInstance destroys a device's own instance; the shared one stays.

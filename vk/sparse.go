@@ -160,9 +160,12 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 			Buffer: vp.buffer, BindCount: uint32(len(memBinds)), PBinds: memBinds,
 		}},
 	}}
-	d.queueMu.Lock()
-	r := vulkan.QueueBindSparse(d.queue, 1, info, c.fence)
-	d.queueMu.Unlock()
+	var r vulkan.Result
+	withoutGC(func() {
+		d.queueMu.Lock()
+		r = vulkan.QueueBindSparse(d.queue, 1, info, c.fence)
+		d.queueMu.Unlock()
+	})
 	if err := d.noteResult("vkQueueBindSparse", r); err != nil {
 		return err
 	}
