@@ -11,6 +11,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
 
 demo: vkrt examples ## the main job: dry-run a transformer guest, plan its pools, run it for real under the plan
+	bash ci/install.sh runtime
 	./$(BIN)/vkrt plan --verify examples/transformer.wasm
 
 test: ## install what is missing, then run every check and test (what CI runs)

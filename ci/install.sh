@@ -4,9 +4,15 @@
 # SPIR-V tools, wabt (wat2wasm assembles the WebAssembly guests of the
 # wasmhost tests), and headless Chromium with a font for the HTML report's
 # browser test. Only what is missing is installed.
+#
+# `ci/install.sh runtime` installs only what running vkrt needs (the Vulkan
+# loader and lavapipe): `make demo` calls it so a fresh machine runs the
+# main job without the test tools.
 set -euo pipefail
+packages=(libvulkan1 mesa-vulkan-drivers glslang-tools spirv-tools vulkan-validationlayers wabt chromium fonts-dejavu-core)
+[ "${1:-}" = runtime ] && packages=(libvulkan1 mesa-vulkan-drivers)
 need=()
-for pkg in libvulkan1 mesa-vulkan-drivers glslang-tools spirv-tools vulkan-validationlayers wabt chromium fonts-dejavu-core; do
+for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
