@@ -14,12 +14,17 @@ import (
 // hundreds of granules is set and cleared a word at a time.
 type granuleMap struct {
 	used, bound []uint64 // one bit a granule
-	ends        []uint32 // per granule: reservations it is the first or last granule of
-	backing     []int32  // per bound granule: its chunk
-	backAt      []uint32 // per bound granule: its granule index in that chunk
-	needed      uint64   // used granules
-	idle        uint64   // bound granules not used
-	hand        int      // the word where the search for an idle granule resumes
+	// real: bound granules whose binding the device has. A lazy
+	// reservation binds granules in the pool's account only, so that a dry
+	// run counts what a real run would hold; they reach the device when
+	// resolved.
+	real    []uint64
+	ends    []uint32 // per granule: reservations it is the first or last granule of
+	backing []int32  // per bound granule: its chunk
+	backAt  []uint32 // per bound granule: its granule index in that chunk
+	needed  uint64   // used granules
+	idle    uint64   // bound granules not used
+	hand    int      // the word where the search for an idle granule resumes
 }
 
 func (m *granuleMap) len() int { return len(m.ends) }
@@ -37,6 +42,7 @@ func (m *granuleMap) grow(n int) {
 	words := (n + 63) / 64
 	m.used = append(m.used, make([]uint64, words-len(m.used))...)
 	m.bound = append(m.bound, make([]uint64, words-len(m.bound))...)
+	m.real = append(m.real, make([]uint64, words-len(m.real))...)
 }
 
 // wordMask is the bits of word w within granules g0..g1.
@@ -113,14 +119,41 @@ func (m *granuleMap) bind(g int, chunk int32, at uint32) {
 	}
 }
 
-func (m *granuleMap) unbind(g int) (chunk int32, at uint32) {
-	m.bound[g>>6] &^= 1 << uint(g&63)
-	if m.used[g>>6]&(1<<uint(g&63)) == 0 {
+// unbind drops g's binding; real says whether the device had it.
+func (m *granuleMap) unbind(g int) (chunk int32, at uint32, real bool) {
+	bit := uint64(1) << uint(g&63)
+	m.bound[g>>6] &^= bit
+	real = m.real[g>>6]&bit != 0
+	m.real[g>>6] &^= bit
+	if m.used[g>>6]&bit == 0 {
 		m.idle--
 	}
 	chunk, at = m.backing[g], m.backAt[g]
 	m.backing[g] = none
-	return chunk, at
+	return chunk, at, real
+}
+
+// setReal records that the device has g's binding.
+func (m *granuleMap) setReal(g int) { m.real[g>>6] |= 1 << uint(g&63) }
+
+// unrealIn counts the granules of g0..g1 whose binding the device lacks:
+// unbound ones and those bound in the pool's account only.
+func (m *granuleMap) unrealIn(g0, g1 int) (n uint64) {
+	for w := g0 >> 6; w <= g1>>6; w++ {
+		n += uint64(bits.OnesCount64(wordMask(w, g0, g1) &^ m.real[w]))
+	}
+	return n
+}
+
+// nextUnreal is the first bound granule of g..g1 whose binding the device
+// lacks, or -1.
+func (m *granuleMap) nextUnreal(g, g1 int) int {
+	for w := g >> 6; w <= g1>>6; w++ {
+		if pending := wordMask(w, g, g1) & m.bound[w] &^ m.real[w]; pending != 0 {
+			return w*64 + bits.TrailingZeros64(pending)
+		}
+	}
+	return -1
 }
 
 // nextIdle is a bound granule no reservation uses, found by a hand that
@@ -159,6 +192,9 @@ func (m *granuleMap) check(ranges [][2]int) error {
 	for w := range used {
 		if used[w] != m.used[w] {
 			return fmt.Errorf("granules %d..%d: used %#x, recorded %#x", w*64, w*64+63, used[w], m.used[w])
+		}
+		if stray := m.real[w] &^ m.bound[w]; stray != 0 {
+			return fmt.Errorf("granule %d: the device's binding recorded, but the granule is not bound", w*64+bits.TrailingZeros64(stray))
 		}
 		needed += uint64(bits.OnesCount64(used[w]))
 		idle += uint64(bits.OnesCount64(m.bound[w] &^ used[w]))

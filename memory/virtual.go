@@ -2,6 +2,7 @@ package memory
 
 import (
 	"fmt"
+	"maps"
 	"math/bits"
 	"slices"
 
@@ -42,7 +43,10 @@ const (
 
 // virtualPool places every reservation in one large range of address space
 // by TLSF and backs with device memory only the granules that live
-// reservations touch. Device memory comes from the driver in chunks (device
+// reservations touch. A lazy reservation (a dry run's) binds its granules
+// and takes its chunks in the pool's account only, so it counts exactly
+// what the real run holds (unmapped chunks are pages_unmapped) while the
+// device sees nothing until it is resolved. Device memory comes from the driver in chunks (device
 // allocations, counted as pages) and is bound granule by granule; a granule
 // whose reservations are all freed stays bound (idle) until memory is
 // needed elsewhere, when the least recently idled granules are unbound and
@@ -89,6 +93,15 @@ type virtualPool struct {
 	// what the device has bound, or a reservation lands on a granule the
 	// pool thinks bound and the device never backed.
 	journal []granuleChange
+	// stale: granules the device still binds (into the chunk given) that
+	// the pool's account has unbound, their memory taken by a lazy
+	// reservation, which reaches no driver. The next submission unbinds
+	// them, or binds them anew.
+	stale map[int]int32
+	// realising and flushing are what the pending submission binds from
+	// the pool's account and unbinds of stale, applied once the device
+	// accepts it.
+	realising, flushing []int
 }
 
 // granuleChange is one granule bound to (or unbound from) granule at of
@@ -98,6 +111,7 @@ type granuleChange struct {
 	chunk int32
 	at    uint32
 	bind  bool
+	real  bool // an unbound granule whose binding the device had
 }
 
 type virtualChunk struct {
@@ -130,13 +144,6 @@ func (p *virtualPool) report() PoolReport { return p.reportWith(p.kind()) }
 func (p *virtualPool) capacity() (uint64, uint64, bool) { return 0, 0, false }
 
 func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) {
-	if !p.ranged {
-		h, err := p.sparse.ReserveVirtual(p.space)
-		if err != nil {
-			return 0, err
-		}
-		p.vrange, p.ranged = h, true
-	}
 	ref, off, err := p.placeNext(size)
 	if err != nil {
 		return 0, err
@@ -147,8 +154,12 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 	}
 	unbound := p.gm.touch(g0, g1)
 	p.neededPeak = max(p.neededPeak, p.gm.needed)
-	if unbound > 0 && !lazy {
-		if err := p.bindRange(g0, g1, unbound); err != nil {
+	if lazy {
+		if unbound > 0 {
+			p.bindInAccount(g0, g1, unbound)
+		}
+	} else if p.gm.unrealIn(g0, g1) > 0 {
+		if err := p.bindRange(g0, g1); err != nil {
 			p.gm.untouch(g0, g1)
 			p.unplace(ref)
 			if ref < 0 {
@@ -215,19 +226,62 @@ func (p *virtualPool) unplace(ref int32) {
 	p.plannedSpare = append(p.plannedSpare, ^ref)
 }
 
-// bindRange binds the unbound touched granules of g0..g1 (n of them): from
-// chunk granules bound to nothing, then from idle granules unbound for it,
-// then from a new chunk.
-func (p *virtualPool) bindRange(g0, g1 int, n uint64) error {
+// bindRange gives the touched granules of g0..g1 device memory: the
+// unbound ones are bound (from chunk granules bound to nothing, then from
+// idle granules unbound for it, then from a new chunk), and with those
+// bound in the pool's account only (by lazy reservations) their chunks are
+// allocated and their bindings submitted.
+func (p *virtualPool) bindRange(g0, g1 int) error {
+	if err := p.ensureRange(); err != nil {
+		return err
+	}
 	p.binds, p.journal = p.binds[:0], p.journal[:0]
+	p.realising, p.flushing = p.realising[:0], p.flushing[:0]
+	n := p.gm.unboundIn(g0, g1)
 	p.unbindIdle(n)
+	p.flushStale(g0, g1)
 	if p.spareGr < n {
-		if err := p.addChunks((n - p.spareGr) << p.shift); err != nil {
+		if err := p.addChunks((n-p.spareGr)<<p.shift, false); err != nil {
 			// The unbinds above may stand: their granules were idle.
 			_ = p.submit()
 			return err
 		}
 	}
+	mark, unbinds := len(p.journal), len(p.binds)
+	p.bindUnbound(g0, g1)
+	for g := p.gm.nextUnreal(g0, g1); g >= 0; g = p.gm.nextUnreal(g+1, g1) {
+		c := &p.chunks[p.gm.backing[g]]
+		if err := p.mapPage(&c.devicePage); err != nil {
+			for i := len(p.journal) - 1; i >= mark; i-- {
+				p.undo(p.journal[i])
+			}
+			p.journal, p.binds, p.realising = p.journal[:mark], p.binds[:unbinds], p.realising[:0]
+			_ = p.submit()
+			return err
+		}
+		p.realising = append(p.realising, g)
+		p.appendBind(vkruntime.SparseBind{Offset: uint64(g) << p.shift, Size: p.granule, Memory: c.handle.ID, MemoryOffset: uint64(p.gm.backAt[g]) << p.shift})
+	}
+	return p.submit()
+}
+
+// bindInAccount binds the unbound touched granules of g0..g1 (n of them)
+// for a lazy reservation, as bindRange would, in the pool's account only:
+// new chunks are unmapped, idle granules the device binds are left to the
+// next submission to unbind, and nothing reaches the driver.
+func (p *virtualPool) bindInAccount(g0, g1 int, n uint64) {
+	p.journal = p.journal[:0]
+	p.unbindIdle(n)
+	if p.spareGr < n {
+		_ = p.addChunks((n-p.spareGr)<<p.shift, true) // unmapped: it cannot fail
+	}
+	p.bindUnbound(g0, g1)
+	p.journal = p.journal[:0]
+}
+
+// bindUnbound binds the used, unbound granules of g0..g1 to spare chunk
+// granules in the pool's account.
+func (p *virtualPool) bindUnbound(g0, g1 int) {
 	for g := p.gm.nextUnbound(g0, g1); g >= 0; g = p.gm.nextUnbound(g+1, g1) {
 		ci := p.chunkWithSpare()
 		c := &p.chunks[ci]
@@ -236,24 +290,56 @@ func (p *virtualPool) bindRange(g0, g1 int, n uint64) error {
 		p.spareGr--
 		p.gm.bind(g, int32(ci), at)
 		p.journal = append(p.journal, granuleChange{g: g, chunk: int32(ci), at: at, bind: true})
-		p.appendBind(vkruntime.SparseBind{Offset: uint64(g) << p.shift, Size: p.granule, Memory: c.handle.ID, MemoryOffset: uint64(at) << p.shift})
 	}
-	return p.submit()
+}
+
+// ensureRange reserves the address range when the device first needs it:
+// a dry run never does.
+func (p *virtualPool) ensureRange() error {
+	if p.ranged {
+		return nil
+	}
+	h, err := p.sparse.ReserveVirtual(p.space)
+	if err != nil {
+		return err
+	}
+	p.vrange, p.ranged = h, true
+	return nil
+}
+
+// flushStale unbinds, in the pending submission, the stale granules
+// outside g0..g1; those inside are bound there anew, and a range is bound
+// at most once in a submission.
+func (p *virtualPool) flushStale(g0, g1 int) {
+	if len(p.stale) == 0 {
+		return
+	}
+	for _, g := range slices.Sorted(maps.Keys(p.stale)) {
+		if g < g0 || g > g1 {
+			p.flushing = append(p.flushing, g)
+			p.appendBind(vkruntime.SparseBind{Offset: uint64(g) << p.shift, Size: p.granule})
+		}
+	}
 }
 
 // unbindIdle unbinds idle granules, those idle longest first as the map's
 // hand sweeps round, until the chunks have spare granules for n, or none
-// is idle.
+// is idle. Those the device binds become stale: flushStale unbinds them.
 func (p *virtualPool) unbindIdle(n uint64) {
 	for p.spareGr < n && p.gm.idle > 0 {
 		g := p.gm.nextIdle()
-		ci, at := p.gm.unbind(g)
+		ci, at, real := p.gm.unbind(g)
 		c := &p.chunks[ci]
 		c.free = append(c.free, at)
 		p.spareHint = min(p.spareHint, int(ci))
 		p.spareGr++
-		p.journal = append(p.journal, granuleChange{g: g, chunk: ci, at: at})
-		p.appendBind(vkruntime.SparseBind{Offset: uint64(g) << p.shift, Size: p.granule})
+		p.journal = append(p.journal, granuleChange{g: g, chunk: ci, at: at, real: real})
+		if real {
+			if p.stale == nil {
+				p.stale = map[int]int32{}
+			}
+			p.stale[g] = ci
+		}
 	}
 }
 
@@ -275,18 +361,25 @@ func (p *virtualPool) appendBind(b vkruntime.SparseBind) {
 // refused submission bound and unbound nothing, so the changes it carried
 // are undone in the granule map, newest first.
 func (p *virtualPool) submit() error {
-	if len(p.binds) == 0 {
-		p.journal = p.journal[:0]
-		return nil
+	var err error
+	if len(p.binds) > 0 {
+		err = p.sparse.Bind(p.vrange.ID, p.binds)
+		p.binds = p.binds[:0]
 	}
-	err := p.sparse.Bind(p.vrange.ID, p.binds)
-	p.binds = p.binds[:0]
 	if err != nil {
 		for i := len(p.journal) - 1; i >= 0; i-- {
 			p.undo(p.journal[i])
 		}
+	} else {
+		for _, g := range p.realising {
+			p.gm.setReal(g)
+			delete(p.stale, g)
+		}
+		for _, g := range p.flushing {
+			delete(p.stale, g)
+		}
 	}
-	p.journal = p.journal[:0]
+	p.journal, p.realising, p.flushing = p.journal[:0], p.realising[:0], p.flushing[:0]
 	return err
 }
 
@@ -304,6 +397,10 @@ func (p *virtualPool) undo(ch granuleChange) {
 	c.free = slices.Delete(c.free, i, i+1)
 	p.spareGr--
 	p.gm.bind(ch.g, ch.chunk, ch.at)
+	if ch.real {
+		p.gm.setReal(ch.g)
+		delete(p.stale, ch.g)
+	}
 }
 
 // chunkWithSpare is the lowest chunk with a granule bound to nothing,
@@ -351,14 +448,14 @@ func (p *virtualPool) heapRoom() uint64 {
 
 // addChunks takes at least short bytes more from the driver, in as few
 // device allocations as the backend's largest allows.
-func (p *virtualPool) addChunks(short uint64) error {
+func (p *virtualPool) addChunks(short uint64, lazy bool) error {
 	for short > 0 {
 		size := min(p.chunkBytes(short), p.maxChunk)
-		dp, err := p.openPage(size, false)
+		dp, err := p.openPage(size, lazy)
 		if err != nil && size > short {
 			// A smaller allocation may still fit where the larger did not.
 			size = (short + p.granule - 1) &^ (p.granule - 1)
-			dp, err = p.openPage(size, false)
+			dp, err = p.openPage(size, lazy)
 		}
 		if err != nil {
 			return err
@@ -401,8 +498,8 @@ func (p *virtualPool) free(ref int32, requested uint64) {
 func (p *virtualPool) resolve(ref int32) (vkruntime.StorageHandle, error) {
 	off, size := p.where(ref)
 	g0, g1 := int(off>>p.shift), int((off+size-1)>>p.shift)
-	if unbound := p.gm.unboundIn(g0, g1); unbound > 0 {
-		if err := p.bindRange(g0, g1, unbound); err != nil {
+	if p.gm.unrealIn(g0, g1) > 0 {
+		if err := p.bindRange(g0, g1); err != nil {
 			return vkruntime.StorageHandle{}, err
 		}
 	}
@@ -423,7 +520,9 @@ func (p *virtualPool) cleanup(explicit bool) {
 		return
 	}
 	p.binds, p.journal = p.binds[:0], p.journal[:0]
+	p.realising, p.flushing = p.realising[:0], p.flushing[:0]
 	p.unbindIdle(^uint64(0))
+	p.flushStale(-1, -1)
 	// A refused unbind leaves those granules bound (submit undoes it in the
 	// map), so their chunks are kept, not released under them — unless
 	// nothing lives in the range: then the range goes first, and with it
@@ -432,15 +531,16 @@ func (p *virtualPool) cleanup(explicit bool) {
 		p.sparse.ReleaseVirtual(p.vrange.ID)
 		p.ranged, p.vrange = false, vkruntime.StorageHandle{}
 		for g := p.gm.nextIdle(); g >= 0; g = p.gm.nextIdle() {
-			ci, at := p.gm.unbind(g)
+			ci, at, _ := p.gm.unbind(g)
 			p.chunks[ci].free = append(p.chunks[ci].free, at)
 			p.spareGr++
 		}
 		p.gm = granuleMap{}
+		clear(p.stale)
 	}
 	for i := range p.chunks {
 		c := &p.chunks[i]
-		if !c.held || uint64(len(c.free)) != c.size>>p.shift {
+		if !c.held || uint64(len(c.free)) != c.size>>p.shift || p.staleInto(int32(i)) {
 			continue
 		}
 		p.spareGr -= uint64(len(c.free))
@@ -450,11 +550,25 @@ func (p *virtualPool) cleanup(explicit bool) {
 	for len(p.chunks) > 0 && !p.chunks[len(p.chunks)-1].held {
 		p.chunks = p.chunks[:len(p.chunks)-1]
 	}
-	if p.ranged && p.usage.NumberAllocs == 0 && len(p.chunks) == 0 {
-		p.sparse.ReleaseVirtual(p.vrange.ID)
-		p.ranged, p.vrange = false, vkruntime.StorageHandle{}
+	if p.usage.NumberAllocs == 0 && len(p.chunks) == 0 {
+		if p.ranged {
+			p.sparse.ReleaseVirtual(p.vrange.ID)
+			p.ranged, p.vrange = false, vkruntime.StorageHandle{}
+		}
 		p.gm = granuleMap{}
+		clear(p.stale)
 	}
+}
+
+// staleInto reports whether the device still binds a stale granule into
+// chunk ci, whose memory must then be kept.
+func (p *virtualPool) staleInto(ci int32) bool {
+	for _, c := range p.stale {
+		if c == ci {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *virtualPool) checkInvariants() error {
@@ -484,7 +598,7 @@ func (p *virtualPool) checkInvariants() error {
 	for _, w := range p.gm.bound {
 		bound += uint64(bits.OnesCount64(w))
 	}
-	var held, reserved, spare uint64
+	var held, unmapped, reserved, spare uint64
 	for i := range p.chunks {
 		c := &p.chunks[i]
 		if !c.held {
@@ -493,9 +607,25 @@ func (p *virtualPool) checkInvariants() error {
 		held++
 		reserved += c.size
 		spare += uint64(len(c.free))
+		if !c.mapped {
+			unmapped++
+		}
+	}
+	for w, word := range p.gm.real {
+		for ; word != 0; word &= word - 1 {
+			g := w*64 + bits.TrailingZeros64(word)
+			if c := &p.chunks[p.gm.backing[g]]; !c.held || !c.mapped {
+				return fmt.Errorf("virtual pool: granule %d is bound on the device to chunk %d, which has no device memory", g, p.gm.backing[g])
+			}
+		}
+	}
+	for g, ci := range p.stale {
+		if int(ci) >= len(p.chunks) || !p.chunks[ci].held || !p.chunks[ci].mapped || !p.ranged {
+			return fmt.Errorf("virtual pool: stale granule %d is bound on the device to chunk %d, which has no device memory", g, ci)
+		}
 	}
 	if spare != p.spareGr || bound+spare != reserved>>p.shift {
 		return fmt.Errorf("virtual pool: %d granules bound and %d spare in %d B of chunks, recorded %d spare", bound, spare, reserved, p.spareGr)
 	}
-	return p.checkCounts("virtual pool", held, 0, reserved, live)
+	return p.checkCounts("virtual pool", held, unmapped, reserved, live)
 }

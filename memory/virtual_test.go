@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -14,8 +15,10 @@ import (
 )
 
 // sparseStorage is a fakeStorage with sparse residency: it keeps what is
-// bound where, and refuses a bind of memory it does not hold, of a granule
-// of memory bound twice, or over a granule already bound.
+// bound where, and refuses a bind of memory it does not hold, a submission
+// that names a granule twice (Vulkan's rule for a batch), or one that
+// leaves memory bound under two granules. Binding a bound granule replaces
+// its binding, as on the devices.
 type sparseStorage struct {
 	*fakeStorage
 	granule  uint64
@@ -81,33 +84,44 @@ func (s *sparseStorage) Bind(id vkruntime.StorageID, binds []vkruntime.SparseBin
 	if s.refused++; s.refused == s.refuseCall {
 		return fmt.Errorf("sparse storage refuses submission %d: %w", s.refused, vkruntime.ErrDeviceLost)
 	}
-	s.calls++
+	bound := maps.Clone(s.bound)
+	named := map[uint64]bool{}
+	memBinds := 0
 	for _, b := range binds {
 		if b.Offset%s.granule != 0 || b.Size%s.granule != 0 || b.MemoryOffset%s.granule != 0 {
 			return fmt.Errorf("bind %+v not on granules", b)
 		}
 		for o := uint64(0); o < b.Size; o += s.granule {
 			key := [2]uint64{uint64(id), b.Offset + o}
+			if named[key[1]] {
+				return fmt.Errorf("granule %d named twice in one submission", key[1])
+			}
+			named[key[1]] = true
 			if b.Memory == 0 {
-				at, ok := s.bound[key]
-				if !ok {
+				if _, ok := bound[key]; !ok {
 					return fmt.Errorf("unbind of an unbound granule at %d", key[1])
 				}
-				delete(s.used, at)
-				delete(s.bound, key)
+				delete(bound, key)
 				continue
 			}
 			mem := [2]uint64{uint64(b.Memory), b.MemoryOffset + o}
 			if size, ok := s.live[b.Memory]; !ok || mem[1] >= size {
 				return fmt.Errorf("bind of memory %d at %d, which is not held", b.Memory, mem[1])
 			}
-			if _, ok := s.bound[key]; ok || s.used[mem] {
-				return fmt.Errorf("granule %d or memory %v bound twice", key[1], mem)
-			}
-			s.bound[key], s.used[mem] = mem, true
-			s.binds++
+			bound[key] = mem
+			memBinds++
 		}
 	}
+	used := map[[2]uint64]bool{}
+	for key, mem := range bound {
+		if used[mem] {
+			return fmt.Errorf("memory %v bound under two granules, one at %d", mem, key[1])
+		}
+		used[mem] = true
+	}
+	s.calls++
+	s.binds += memBinds
+	s.bound, s.used = bound, used
 	return nil
 }
 
@@ -367,4 +381,124 @@ func TestVirtualPoolRefusedBindLeavesTheMapAsTheDeviceHasIt(t *testing.T) {
 		m.Cleanup(true)
 		require.Empty(t, s.live, "refused call %d: every chunk returned", refuse)
 	}
+}
+
+// virtualReplay drives one random stream (reservations of up to three
+// granules, frees, cleanups) through a fresh virtual pool with the mapping
+// given, and returns the report after every step.
+func virtualReplay(t *testing.T, plan VirtualPlan, mapping Mapping, seed uint64) ([]Report, *sparseStorage) {
+	t.Helper()
+	m, s := newVirtualManager(t, plan)
+	m.SetLogger(slog.New(slog.DiscardHandler))
+	r := rand.New(rand.NewPCG(seed, 11))
+	var live []Handle
+	var reports []Report
+	for range 600 {
+		switch k := r.IntN(10); {
+		case k < 5 || len(live) == 0:
+			live = append(live, mustReserve(t, m, uint64(r.IntN(3*testGranule)+1), mapping))
+		case k < 9:
+			i := r.IntN(len(live))
+			require.NoError(t, m.Free(live[i]))
+			live = slices.Delete(live, i, i+1)
+		default:
+			m.Cleanup(r.IntN(2) == 0)
+		}
+		require.NoError(t, m.checkInvariants())
+		reports = append(reports, m.Report())
+	}
+	for _, h := range live {
+		require.NoError(t, m.Free(h))
+	}
+	m.Cleanup(true)
+	require.NoError(t, m.checkInvariants())
+	return append(reports, m.Report()), s
+}
+
+// A dry run of a stream (Lazy reservations) reports what its real run
+// (Eager) holds: the same usage, pages, peaks, reserved bytes and largest
+// allocation after every step, its chunks all unmapped — and it reaches
+// the driver not once.
+func TestVirtualLazyReplayReportsWhatTheEagerReplayHolds(t *testing.T) {
+	for _, plan := range []VirtualPlan{{}, {PlannedBytes: 40 * testGranule}} {
+		for seed := range uint64(4) {
+			lazy, ls := virtualReplay(t, plan, Lazy, seed)
+			eager, es := virtualReplay(t, plan, Eager, seed)
+			require.Positive(t, es.allocs)
+			require.Positive(t, es.calls)
+			var peak uint64
+			for i := range lazy {
+				l, e := lazy[i].Dynamic[0], eager[i].Dynamic[0]
+				require.Equal(t, e.Pages, l.PagesUnmapped, "plan %v seed %d step %d: every chunk of a dry run is unmapped", plan, seed, i)
+				require.Zero(t, e.PagesUnmapped)
+				l.PagesUnmapped = 0
+				require.Equal(t, e, l, "plan %v seed %d step %d", plan, seed, i)
+				peak = max(peak, e.Usage.BytesReserved)
+			}
+			require.Positive(t, peak)
+			require.Zero(t, ls.allocs, "a dry run allocates no device memory")
+			require.Zero(t, ls.calls, "a dry run binds nothing")
+			require.Zero(t, ls.next, "a dry run reserves no address range")
+			require.Zero(t, lazy[len(lazy)-1].Dynamic[0].Pages, "an explicit cleanup with nothing live returns every chunk")
+		}
+	}
+}
+
+// Resolving a lazy reservation gives it exactly its granules: their
+// chunk is allocated and bound under them, nothing else. Memory a lazy
+// reservation took from idle granules the device bound is unbound there
+// when it is resolved, and freeing and cleaning up what was never resolved
+// reaches no driver.
+func TestVirtualLazyReservationMaterialisesOnlyWhatIsResolved(t *testing.T) {
+	m, s := newVirtualManager(t, VirtualPlan{})
+	a := mustReserve(t, m, 2*testGranule, Lazy)
+	b := mustReserve(t, m, 3*testGranule, Lazy)
+	require.Zero(t, s.allocs+s.calls)
+	before := m.Report().Dynamic[0]
+	require.Equal(t, before.Pages, before.PagesUnmapped)
+
+	sh, err := m.Resolve(b)
+	require.NoError(t, err)
+	require.NoError(t, s.backed(sh))
+	require.Equal(t, 1, s.allocs, "the chunk under b")
+	require.Equal(t, 3, s.binds, "b's three granules, not a's")
+	require.Error(t, s.backed(vkruntime.StorageHandle{ID: sh.ID, Offset: 0, Size: 2 * testGranule}), "a stays unbound")
+	after := m.Report().Dynamic[0]
+	require.Equal(t, before.Usage, after.Usage)
+	require.Equal(t, before.Pages, after.Pages)
+	require.Equal(t, before.PagesUnmapped-1, after.PagesUnmapped)
+	require.NoError(t, m.checkInvariants())
+
+	// b's granules go idle; a lazy reservation that does not fit where b
+	// was takes their memory in the pool's account only: the device keeps
+	// them bound until c is resolved.
+	x := mustReserve(t, m, testGranule, Lazy)
+	require.NoError(t, m.Free(b))
+	calls, allocs := s.calls, s.allocs
+	c := mustReserve(t, m, 4*testGranule, Lazy)
+	require.Equal(t, [2]int{calls, allocs}, [2]int{s.calls, s.allocs})
+	require.Len(t, m.pools[0].(*virtualPool).stale, 3)
+	require.NoError(t, m.checkInvariants())
+	sh, err = m.Resolve(c)
+	require.NoError(t, err)
+	require.NoError(t, s.backed(sh))
+	require.Equal(t, calls+1, s.calls, "one submission unbinds the stale granules and binds c's")
+	require.Equal(t, allocs+1, s.allocs, "the chunk under c's fourth granule")
+	require.Empty(t, m.pools[0].(*virtualPool).stale)
+	require.Len(t, s.bound, 4, "c's granules alone are bound")
+	require.NoError(t, m.checkInvariants())
+	require.NoError(t, m.Free(x))
+
+	// a was never resolved: freeing it and cleaning up reach no driver
+	// for it.
+	calls, allocs, deallocs := s.calls, s.allocs, s.deallocs
+	require.NoError(t, m.Free(a))
+	require.Equal(t, [3]int{calls, allocs, deallocs}, [3]int{s.calls, s.allocs, s.deallocs})
+	require.NoError(t, m.Free(c))
+	m.Cleanup(true)
+	require.NoError(t, m.checkInvariants())
+	require.Empty(t, s.live, "every chunk returned")
+	require.Empty(t, s.ranges, "the range returned")
+	require.Equal(t, s.allocs, s.deallocs)
+	require.Equal(t, allocs, s.allocs)
 }
