@@ -6,10 +6,21 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/device/cpu"
 	"github.com/vkrt/vkrt/dryrun"
 	"github.com/vkrt/vkrt/internal/cpuref"
 	"github.com/vkrt/vkrt/kernel"
+	"github.com/vkrt/vkrt/memory"
 )
+
+// reluInput is n floats, negative and positive, for a ReLU.
+func reluInput(n int) []float32 {
+	in := make([]float32, n)
+	for i := range in {
+		in[i] = float32(i) - 100
+	}
+	return in
+}
 
 func TestDryRunHoldsNoDeviceMemory(t *testing.T) {
 	c := openClient(t)
@@ -18,10 +29,7 @@ func TestDryRunHoldsNoDeviceMemory(t *testing.T) {
 	dry := dryrun.With(context.Background())
 
 	const n = 4096
-	in := make([]float32, n)
-	for i := range in {
-		in[i] = float32(i) - 100
-	}
+	in := reluInput(n)
 	x, err := c.Create(dry, cpuref.Bytes(in))
 	require.NoError(t, err)
 	y, err := c.Empty(dry, 4*n)
@@ -71,4 +79,60 @@ func TestDryRunHoldsNoDeviceMemory(t *testing.T) {
 	}
 	c.MemoryCleanup(dry)
 	require.Zero(t, storage.Allocated(), "cleanup returns every page")
+}
+
+// Under the Virtual layout on a device with sparse residency, a dry run
+// counts the chunks its real run would hold while holding none, and a
+// real-run scope allocates and binds only the chunks under the buffers it
+// uses: a buffer it never touches stays unmapped, and freeing it reaches
+// no driver.
+func TestVirtualDryRunMaterialisesOnlyWhatARealRunScopeUses(t *testing.T) {
+	const granule = 64 << 10
+	d, err := cpu.New(cpu.WithSparseGranule(granule))
+	require.NoError(t, err)
+	c, err := Open(context.Background(), WithBackend(d), WithLayout(memory.VirtualLayout(memory.VirtualPlan{})))
+	require.NoError(t, err)
+	defer c.Close()
+	dry := dryrun.With(context.Background())
+
+	const n = granule / 4 // one granule of floats
+	in := reluInput(n)
+	x, err := c.Create(dry, cpuref.Bytes(in))
+	require.NoError(t, err)
+	y, err := c.Empty(dry, 4*n)
+	require.NoError(t, err)
+	unused, err := c.Empty(dry, 3*granule)
+	require.NoError(t, err)
+	pool := func() memory.PoolReport { return c.MemoryReport(dry).Dynamic[0] }
+	_, virtual := pool().Kind.(memory.VirtualKind)
+	require.True(t, virtual)
+	require.Equal(t, uint64(5*granule), pool().Usage.BytesReserved, "the dry run counts the granules its real run binds")
+	require.Equal(t, uint64(3), pool().Pages)
+	require.Equal(t, pool().Pages, pool().PagesUnmapped)
+	require.Equal(t, StorageStats{}, c.StorageStats(), "the dry run reached no driver")
+
+	realCtx := dryrun.RealRun(dry)
+	require.NoError(t, x.Write(realCtx, 0, cpuref.Bytes(in)))
+	require.NoError(t, c.Run(realCtx, kernel.ReLU(n), x, y))
+	got, err := y.Read(realCtx)
+	require.NoError(t, err)
+	for i, v := range cpuref.Floats(got) {
+		require.Equal(t, max(in[i], 0), v, "element %d", i)
+	}
+	stats := c.StorageStats()
+	require.Equal(t, uint64(2), stats.Allocs, "the chunks under x and y, not the one under the unused buffer")
+	require.Equal(t, uint64(2*granule), stats.Bytes)
+	require.Equal(t, uint64(1), pool().PagesUnmapped)
+	require.Equal(t, uint64(5*granule), pool().Usage.BytesReserved, "materialising changes no count")
+
+	require.NoError(t, unused.Free())
+	c.MemoryCleanup(dry)
+	require.Equal(t, stats.Allocs, c.StorageStats().Allocs)
+	require.Equal(t, stats.BindCalls, c.StorageStats().BindCalls, "the unused buffer's free and cleanup reach no driver")
+	require.Zero(t, c.StorageStats().Deallocs)
+	require.NoError(t, x.Free())
+	require.NoError(t, y.Free())
+	c.MemoryCleanup(dry)
+	require.Equal(t, stats.Allocs, c.StorageStats().Deallocs, "cleanup returns every chunk")
+	require.Zero(t, pool().Pages)
 }
