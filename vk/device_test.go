@@ -186,7 +186,17 @@ func TestOpeningAndClosingLeavesNothingBehind(t *testing.T) {
 		cycle()
 	}
 	require.Equal(t, instances, liveInstances.Load(), "instances after 100 opens and closes")
-	require.Equal(t, files, openFiles(), "open files after 100 opens and closes")
+	// A driver may open a few files lazily on its own (NVIDIA's 580 driver
+	// held 2 more after the first 100 cycles than after the first one), so
+	// the rule is that files do not grow with the number of opens: a leak
+	// per open shows as 100 files over 100 cycles.
+	const lazyDriverFiles = 4
+	afterFirst := openFiles()
+	require.LessOrEqual(t, afterFirst, files+lazyDriverFiles, "open files after 100 opens and closes")
+	for range 100 {
+		cycle()
+	}
+	require.LessOrEqual(t, openFiles(), afterFirst+lazyDriverFiles, "open files after 100 more opens and closes")
 	if validationWanted() {
 		for range 10 {
 			cycle(WithValidation(true))
