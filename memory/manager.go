@@ -81,6 +81,9 @@ type Manager struct {
 	backendLimit uint64
 	layout       Layout
 	logger       *slog.Logger
+	// uncheckedOps counts operations since the last full invariant check
+	// (build tag invariants); see mustHoldInvariants.
+	uncheckedOps uint64
 
 	arena       *arenaPool
 	pools       []pool // the dynamic pools in routing order
@@ -638,7 +641,23 @@ func (m *Manager) checkInvariants() error {
 	return nil
 }
 
+// invariantCheckSpread is how many live reservations one operation's share
+// of a full check may walk: with more live than that, the full check runs
+// every live/invariantCheckSpread operations instead of after each one.
+// The check walks every reservation, so checking after every operation made
+// a guest freeing 100,000 buffers quadratic (hours under the race
+// detector); spread out, it costs O(invariantCheckSpread) an operation and
+// a broken structure is still caught, a bounded number of operations later.
+// Managers with fewer live reservations, which is every unit test and fuzz
+// input, are checked after every operation.
+const invariantCheckSpread = 64
+
 func (m *Manager) mustHoldInvariants(op string) {
+	m.uncheckedOps++
+	if m.uncheckedOps < m.total.NumberAllocs/invariantCheckSpread {
+		return
+	}
+	m.uncheckedOps = 0
 	if err := m.checkInvariants(); err != nil {
 		panic(fmt.Sprintf("memory: invariant broken after %s: %v", op, err))
 	}
