@@ -22,6 +22,11 @@ type brokenDevice struct {
 	device.Device
 	flaw    deviceFlaw
 	storage *brokenStorage
+	// memoryAccess serialises the wrapped device's transfers and launches:
+	// a device handing out overlapping memory lets concurrent streams touch
+	// the same bytes, which the suite must report as corruption, not trip
+	// the race detector inside the test double.
+	memoryAccess sync.Mutex
 }
 
 type deviceFlaw int
@@ -124,6 +129,8 @@ func (d *brokenDevice) Upload(ctx context.Context, dst vkruntime.StorageHandle, 
 	if err != nil {
 		return err
 	}
+	d.memoryAccess.Lock()
+	defer d.memoryAccess.Unlock()
 	return d.Device.Upload(ctx, h, src)
 }
 
@@ -132,7 +139,10 @@ func (d *brokenDevice) Download(ctx context.Context, src vkruntime.StorageHandle
 	if err != nil {
 		return err
 	}
-	if err := d.Device.Download(ctx, h, dst); err != nil {
+	d.memoryAccess.Lock()
+	err = d.Device.Download(ctx, h, dst)
+	d.memoryAccess.Unlock()
+	if err != nil {
 		return err
 	}
 	d.storage.mu.Lock()
@@ -162,6 +172,8 @@ func (d *brokenDevice) Dispatch(ctx context.Context, ops []kernel.Op) error {
 		op.Bindings = bindings
 		kept = append(kept, op)
 	}
+	d.memoryAccess.Lock()
+	defer d.memoryAccess.Unlock()
 	return d.Device.Dispatch(ctx, kept)
 }
 
