@@ -5,27 +5,7 @@ import (
 
 	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/device"
-	"github.com/vkrt/vkrt/kernel"
 	vkruntime "github.com/vkrt/vkrt/runtime"
-)
-
-// The kernel catalogue and the launches the checks make.
-type launch = kernel.Launch
-
-var (
-	allKernels      = kernel.All
-	fillWords       = kernel.FillWords
-	copyWords       = kernel.CopyWords
-	addLaunch       = kernel.Add
-	mulLaunch       = kernel.Mul
-	scaleLaunch     = kernel.Scale
-	reluLaunch      = kernel.ReLU
-	geluLaunch      = kernel.GELU
-	softmaxLaunch   = kernel.Softmax
-	layerNormLaunch = kernel.LayerNorm
-	reduceSumLaunch = kernel.ReduceSum
-	matMulLaunch    = kernel.MatMul
-	transposeLaunch = kernel.Transpose
 )
 
 // deviceStorage is the storage target of a client's device: the storage

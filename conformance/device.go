@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vkrt/vkrt/kernel"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -270,7 +271,7 @@ func deviceChecks(open OpenClient) []Check {
 				if err := other.Free(b); err == nil {
 					c.Errorf("stream %d freed stream %d's buffer", other.ID(), b.Stream().ID())
 				}
-				if err := other.Run(ctx, fillWords(64, 0), b); err == nil {
+				if err := other.Run(ctx, kernel.FillWords(64, 0), b); err == nil {
 					c.Errorf("stream %d launched a kernel on stream %d's buffer", other.ID(), b.Stream().ID())
 				}
 				got, err := b.Read(ctx)
@@ -329,7 +330,7 @@ func deviceChecks(open OpenClient) []Check {
 				if err := cl.DefaultStream().Err(); err != nil {
 					c.Errorf("the stream is in an error state after out of memory: %v", err)
 				}
-				if err := cl.Run(ctx, copyWords(1024), bufs[0], bufs[1]); err != nil {
+				if err := cl.Run(ctx, kernel.CopyWords(1024), bufs[0], bufs[1]); err != nil {
 					c.Errorf("a kernel after out of memory: %v", err)
 				} else if got, err := bufs[1].Stream().ReadAt(ctx, bufs[1], 0, 4096); err != nil {
 					c.Errorf("reading after out of memory: %v", err)
@@ -421,7 +422,7 @@ func deviceChecks(open OpenClient) []Check {
 					if err := src.Write(ctx, 0, want); err != nil {
 						c.Fatalf("Write: %v", err)
 					}
-					if err := cl.Run(ctx, copyWords(1024), src, dst); err != nil {
+					if err := cl.Run(ctx, kernel.CopyWords(1024), src, dst); err != nil {
 						c.Fatalf("copy: %v", err)
 					}
 					got, err := dst.Read(ctx)
@@ -555,7 +556,7 @@ func checkZeroed(c *checkState, cl *client.Client) {
 					}
 					b = src
 				}
-				if err = cl.Run(ctx, copyWords(uint32(words)), src, dst); err == nil {
+				if err = cl.Run(ctx, kernel.CopyWords(uint32(words)), src, dst); err == nil {
 					got, err = dst.Read(ctx)
 				}
 				freeBuffer(c, dst)
@@ -703,14 +704,14 @@ func workload(cl *client.Client, peak func(ctx context.Context)) client.Workload
 			if err := scratch.Free(); err != nil {
 				return err
 			}
-			if err := cl.Run(ctx, matMulLaunch(rows, width, width), x, w, h); err != nil {
+			if err := cl.Run(ctx, kernel.MatMul(rows, width, width), x, w, h); err != nil {
 				return err
 			}
 			act, err := cl.Empty(ctx, 4*rows*width)
 			if err != nil {
 				return err
 			}
-			if err := cl.Run(ctx, geluLaunch(rows*width), h, act); err != nil {
+			if err := cl.Run(ctx, kernel.GELU(rows*width), h, act); err != nil {
 				return err
 			}
 			if layer == len(weights)-1 && peak != nil {
@@ -808,7 +809,7 @@ func checkDryRunHoldsNothing(c *checkState, cl *client.Client) {
 	if err != nil {
 		c.Fatalf("Empty under a dry run: %v", err)
 	}
-	if err := cl.Run(ctx, fillWords(1024, 0xFFFFFFFF), out); err != nil {
+	if err := cl.Run(ctx, kernel.FillWords(1024, 0xFFFFFFFF), out); err != nil {
 		c.Errorf("a launch under a dry run: %v", err)
 	}
 	for _, x := range []*client.Buffer{b, out} {
@@ -822,7 +823,7 @@ func checkDryRunHoldsNothing(c *checkState, cl *client.Client) {
 	if after := held(); after != before {
 		c.Errorf("the device held %d B before the dry run's buffers and %d B with them", before, after)
 	}
-	if err := cl.Run(ctx, fillWords(2048, 0), out); err == nil {
+	if err := cl.Run(ctx, kernel.FillWords(2048, 0), out); err == nil {
 		c.Errorf("a launch past the end of a buffer was accepted under a dry run (launches are validated)")
 	}
 	freeBuffer(c, b)
@@ -1098,7 +1099,7 @@ func checkConcurrentStreams(c *checkState, cl *client.Client) {
 					freeAll(c, bufs)
 					return
 				}
-				if err := cl.Run(ctx, addLaunch(n), ab, bb, out); err != nil {
+				if err := cl.Run(ctx, kernel.Add(n), ab, bb, out); err != nil {
 					c.Errorf("worker %d round %d: add: %v", w, r, err)
 				}
 				got, err := out.Read(ctx)

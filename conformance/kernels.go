@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"fmt"
+	"github.com/vkrt/vkrt/kernel"
 	"math"
 	"slices"
 
@@ -47,7 +48,7 @@ func closeFloats(c *checkState, want, got []float32, tol float64, what string) {
 
 // kernelCase runs one launch on fresh buffers holding inputs and an output
 // of outLen floats, and compares the output with want.
-func kernelCase(c *checkState, cl *client.Client, what string, l launch, inputs [][]float32, outLen int, want []float32, tol float64) {
+func kernelCase(c *checkState, cl *client.Client, what string, l kernel.Launch, inputs [][]float32, outLen int, want []float32, tol float64) {
 	ctx := c.Context()
 	var bufs []*client.Buffer
 	defer func() { freeAll(c, bufs) }()
@@ -90,7 +91,7 @@ type kernelCheck struct {
 	run    func(c *checkState, cl *client.Client)
 }
 
-func unaryCase(l func(n uint32) launch, ref func([]float32) []float32, tol float64) func(c *checkState, cl *client.Client) {
+func unaryCase(l func(n uint32) kernel.Launch, ref func([]float32) []float32, tol float64) func(c *checkState, cl *client.Client) {
 	return func(c *checkState, cl *client.Client) {
 		for _, n := range elementSizes {
 			x := floats(n, uint64(n))
@@ -99,7 +100,7 @@ func unaryCase(l func(n uint32) launch, ref func([]float32) []float32, tol float
 	}
 }
 
-func binaryCase(l func(n uint32) launch, ref func(a, b float32) float32) func(c *checkState, cl *client.Client) {
+func binaryCase(l func(n uint32) kernel.Launch, ref func(a, b float32) float32) func(c *checkState, cl *client.Client) {
 	return func(c *checkState, cl *client.Client) {
 		for _, n := range elementSizes {
 			a, b := floats(n, uint64(n)), floats(n, uint64(n)+1)
@@ -121,26 +122,26 @@ func kernelCatalogueChecks() []kernelCheck {
 				for i := range want {
 					want[i] = v
 				}
-				kernelCase(c, cl, fmt.Sprintf("n=%d", n), fillWords(n, math.Float32bits(v)), nil, int(n), want, 0)
+				kernelCase(c, cl, fmt.Sprintf("n=%d", n), kernel.FillWords(n, math.Float32bits(v)), nil, int(n), want, 0)
 			}
 		}},
-		{"copy", "copy moves exactly n 32-bit words at every n", unaryCase(copyWords, slices.Clone[[]float32], 0)},
-		{"add", "add matches a + b on the CPU at every n", binaryCase(addLaunch, func(a, b float32) float32 { return a + b })},
-		{"mul", "mul matches a * b on the CPU at every n", binaryCase(mulLaunch, func(a, b float32) float32 { return a * b })},
-		{"scale", "scale matches alpha * x on the CPU at every n", unaryCase(func(n uint32) launch { return scaleLaunch(n, -2.5) }, func(x []float32) []float32 { return cpuref.Scale(x, -2.5) }, 1e-6)},
-		{"relu", "relu matches max(x, 0) on the CPU at every n", unaryCase(reluLaunch, cpuref.ReLU, 0)},
-		{"gelu", "gelu matches the tanh approximation on the CPU within 1e-5 at every n", unaryCase(geluLaunch, cpuref.GELU, 1e-5)},
+		{"copy", "copy moves exactly n 32-bit words at every n", unaryCase(kernel.CopyWords, slices.Clone[[]float32], 0)},
+		{"add", "add matches a + b on the CPU at every n", binaryCase(kernel.Add, func(a, b float32) float32 { return a + b })},
+		{"mul", "mul matches a * b on the CPU at every n", binaryCase(kernel.Mul, func(a, b float32) float32 { return a * b })},
+		{"scale", "scale matches alpha * x on the CPU at every n", unaryCase(func(n uint32) kernel.Launch { return kernel.Scale(n, -2.5) }, func(x []float32) []float32 { return cpuref.Scale(x, -2.5) }, 1e-6)},
+		{"relu", "relu matches max(x, 0) on the CPU at every n", unaryCase(kernel.ReLU, cpuref.ReLU, 0)},
+		{"gelu", "gelu matches the tanh approximation on the CPU within 1e-5 at every n", unaryCase(kernel.GELU, cpuref.GELU, 1e-5)},
 		{"softmax", "softmax matches a float64 CPU softmax within 1e-5 per row at ragged shapes", func(c *checkState, cl *client.Client) {
 			for _, s := range [][2]uint32{{1, 1}, {3, 257}, {17, 5}, {2, 1000}} {
 				x := floats(s[0]*s[1], uint64(s[1]))
-				kernelCase(c, cl, fmt.Sprintf("%dx%d", s[0], s[1]), softmaxLaunch(s[0], s[1]), [][]float32{x}, int(s[0]*s[1]),
+				kernelCase(c, cl, fmt.Sprintf("%dx%d", s[0], s[1]), kernel.Softmax(s[0], s[1]), [][]float32{x}, int(s[0]*s[1]),
 					cpuref.Softmax(x, int(s[0]), int(s[1])), 1e-5)
 			}
 		}},
 		{"layernorm", "layernorm matches a float64 CPU layer norm within 1e-4 at ragged shapes", func(c *checkState, cl *client.Client) {
 			for _, s := range [][2]uint32{{1, 3}, {5, 257}, {3, 1000}} {
 				x, g, b := floats(s[0]*s[1], 1), floats(s[1], 2), floats(s[1], 3)
-				kernelCase(c, cl, fmt.Sprintf("%dx%d", s[0], s[1]), layerNormLaunch(s[0], s[1], 1e-5), [][]float32{x, g, b}, int(s[0]*s[1]),
+				kernelCase(c, cl, fmt.Sprintf("%dx%d", s[0], s[1]), kernel.LayerNorm(s[0], s[1], 1e-5), [][]float32{x, g, b}, int(s[0]*s[1]),
 					cpuref.LayerNorm(x, g, b, int(s[0]), int(s[1]), 1e-5), 1e-4)
 			}
 		}},
@@ -152,21 +153,21 @@ func kernelCatalogueChecks() []kernelCheck {
 					sum += float64(v)
 					mag += math.Abs(float64(v))
 				}
-				kernelCase(c, cl, fmt.Sprintf("n=%d", n), reduceSumLaunch(n), [][]float32{x}, 1, []float32{float32(sum)}, 1e-5*max(mag, 1))
+				kernelCase(c, cl, fmt.Sprintf("n=%d", n), kernel.ReduceSum(n), [][]float32{x}, 1, []float32{float32(sum)}, 1e-5*max(mag, 1))
 			}
 		}},
 		{"matmul", "matmul matches a float64 CPU product within 1e-5 per term at shapes off the 128 tile", func(c *checkState, cl *client.Client) {
 			for _, s := range [][3]uint32{{1, 1, 1}, {3, 129, 5}, {130, 7, 129}, {33, 257, 9}} {
 				m, n, k := s[0], s[1], s[2]
 				a, b := floats(m*k, 1), floats(k*n, 2)
-				kernelCase(c, cl, fmt.Sprintf("%dx%dx%d", m, n, k), matMulLaunch(m, n, k), [][]float32{a, b}, int(m*n),
+				kernelCase(c, cl, fmt.Sprintf("%dx%dx%d", m, n, k), kernel.MatMul(m, n, k), [][]float32{a, b}, int(m*n),
 					cpuref.MatMul(a, b, int(m), int(n), int(k)), 1e-5*float64(k)*4)
 			}
 		}},
 		{"transpose", "transpose matches the CPU exactly at shapes off the 32 tile", func(c *checkState, cl *client.Client) {
 			for _, s := range [][2]uint32{{1, 1}, {1, 100}, {33, 65}, {100, 3}} {
 				x := floats(s[0]*s[1], 4)
-				kernelCase(c, cl, fmt.Sprintf("%dx%d", s[0], s[1]), transposeLaunch(s[0], s[1]), [][]float32{x}, int(s[0]*s[1]),
+				kernelCase(c, cl, fmt.Sprintf("%dx%d", s[0], s[1]), kernel.Transpose(s[0], s[1]), [][]float32{x}, int(s[0]*s[1]),
 					cpuref.Transpose(x, int(s[0]), int(s[1])), 0)
 			}
 		}},
@@ -183,7 +184,7 @@ func kernelChecks(open OpenClient) []Check {
 			for _, k := range cases {
 				covered[k.kernel] = true
 			}
-			for _, k := range allKernels() {
+			for _, k := range kernel.All() {
 				if !covered[k.Name] {
 					c.Errorf("kernel %q has no reference check", k.Name)
 				}

@@ -76,7 +76,7 @@ func lostChecks(open OpenClient) []Check {
 					c.Fatalf("Create before the loss: %v", err)
 				}
 				dev.lost.Store(true)
-				if err := cl.Run(ctx, fillWords(256, 7), b); !errors.Is(err, vkruntime.ErrDeviceLost) {
+				if err := cl.Run(ctx, kernel.FillWords(256, 7), b); !errors.Is(err, vkruntime.ErrDeviceLost) {
 					c.Errorf("a launch on a lost device: %v, want ErrDeviceLost", err)
 				}
 				if err := cl.DefaultStream().Err(); !errors.Is(err, vkruntime.ErrDeviceLost) {
@@ -101,7 +101,7 @@ func lostChecks(open OpenClient) []Check {
 					c.Fatalf("Create before the loss: %v", err)
 				}
 				dev.lost.Store(true)
-				_ = cl.Run(ctx, fillWords(256, 7), b)
+				_ = cl.Run(ctx, kernel.FillWords(256, 7), b)
 				if cl.DefaultStream().Err() == nil {
 					c.Fatalf("the stream is not in an error state after a launch on a lost device")
 				}
@@ -150,7 +150,7 @@ func lostChecks(open OpenClient) []Check {
 						c.Fatalf("Empty(%d): %v", size, err)
 					}
 					bufs = append(bufs, b)
-					if err := cl.Run(ctx, fillWords(uint32(size/4), uint32(i+1)), b); err != nil {
+					if err := cl.Run(ctx, kernel.FillWords(uint32(size/4), uint32(i+1)), b); err != nil {
 						c.Errorf("buffer %d (%d B) does not bind: %v", i, size, err)
 					}
 				}
