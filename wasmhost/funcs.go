@@ -10,6 +10,7 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/memory"
 )
 
@@ -154,17 +155,9 @@ func bufferCreate(g *instance, mem api.Memory, stack []uint64) Errno {
 }
 
 func bufferWrite(g *instance, mem api.Memory, stack []uint64) Errno {
-	handle, offset, src, n := uint32(stack[0]), stack[1], uint32(stack[2]), uint32(stack[3])
-	data, ok := guestRange(mem, src, n)
-	if !ok {
-		return faultf(g, "buffer_write src", src, n, mem)
-	}
-	b := g.lookup(handle)
-	if b == nil {
-		return badHandle(g, "buffer_write", handle)
-	}
-	if size := b.Size(); offset > size || uint64(n) > size-offset {
-		return outOfBuffer(g, "buffer_write", handle, offset, uint64(n), size)
+	b, offset, data, errno := bufferTransfer(g, mem, stack, "buffer_write", "buffer_write src")
+	if errno != ESUCCESS {
+		return errno
 	}
 	if err := g.stream.Write(g.ctx, b, offset, data); err != nil {
 		return g.fail(err)
@@ -173,22 +166,33 @@ func bufferWrite(g *instance, mem api.Memory, stack []uint64) Errno {
 }
 
 func bufferRead(g *instance, mem api.Memory, stack []uint64) Errno {
-	handle, offset, dst, n := uint32(stack[0]), stack[1], uint32(stack[2]), uint32(stack[3])
-	out, ok := guestRange(mem, dst, n)
-	if !ok {
-		return faultf(g, "buffer_read dst", dst, n, mem)
-	}
-	b := g.lookup(handle)
-	if b == nil {
-		return badHandle(g, "buffer_read", handle)
-	}
-	if size := b.Size(); offset > size || uint64(n) > size-offset {
-		return outOfBuffer(g, "buffer_read", handle, offset, uint64(n), size)
+	b, offset, out, errno := bufferTransfer(g, mem, stack, "buffer_read", "buffer_read dst")
+	if errno != ESUCCESS {
+		return errno
 	}
 	if err := g.stream.ReadInto(g.ctx, b, offset, out); err != nil {
 		return g.fail(err)
 	}
 	return ESUCCESS
+}
+
+// bufferTransfer checks the (handle, offset, ptr, len) arguments buffer_write
+// and buffer_read share, in the ABI's order: the guest range (EFAULT), the
+// handle (EBADF), then the range inside the buffer (ERANGE).
+func bufferTransfer(g *instance, mem api.Memory, stack []uint64, fn, rangeName string) (*client.Buffer, uint64, []byte, Errno) {
+	handle, offset, ptr, n := uint32(stack[0]), stack[1], uint32(stack[2]), uint32(stack[3])
+	data, ok := guestRange(mem, ptr, n)
+	if !ok {
+		return nil, 0, nil, faultf(g, rangeName, ptr, n, mem)
+	}
+	b := g.lookup(handle)
+	if b == nil {
+		return nil, 0, nil, badHandle(g, fn, handle)
+	}
+	if size := b.Size(); offset > size || uint64(n) > size-offset {
+		return nil, 0, nil, outOfBuffer(g, fn, handle, offset, uint64(n), size)
+	}
+	return b, offset, data, ESUCCESS
 }
 
 func bufferFree(g *instance, _ api.Memory, stack []uint64) Errno {
