@@ -85,14 +85,13 @@ type Manager struct {
 	// (build tag invariants); see mustHoldInvariants.
 	uncheckedOps uint64
 
-	arena       *arenaPool
-	pools       []pool // the dynamic pools in routing order
-	persistent  *directPool
-	all         []pool // persistent, arena, then pools: indexed by reservation.pool
-	warned      []bool // per dynamic pool; the arena's flag is last
-	routes      []route
-	onlyVirtual *virtualPool // the layout's one dynamic pool, when it is virtual
-	routeStart  [65]uint32   // by bit length of a size: the first route that can hold it
+	arena      *arenaPool
+	pools      []pool // the dynamic pools in routing order
+	persistent *directPool
+	all        []pool // persistent, arena, then pools: indexed by reservation.pool
+	warned     []bool // per dynamic pool; the arena's flag is last
+	routes     []route
+	routeStart [65]uint32 // by bit length of a size: the first route that can hold it
 
 	reservations []reservation
 	unusedSlot   int32 // head of the chain of unused reservation slots, linked by ref
@@ -178,10 +177,6 @@ func (m *Manager) build(l Layout, r resolvedLayout) {
 	m.warned = make([]bool, len(m.pools)+2) // the arena's flag, then the virtual plan's growth
 	m.ordinal, m.spills = 0, 0
 	m.routes = buildRoutes(m.pools)
-	m.onlyVirtual = nil
-	if len(m.pools) == 1 {
-		m.onlyVirtual, _ = m.pools[0].(*virtualPool)
-	}
 	for bitLen := range m.routeStart {
 		var least uint64
 		if bitLen > 0 {
@@ -272,19 +267,6 @@ func (m *Manager) Reserve(size uint64, mapping Mapping) (Handle, error) {
 	// has room. Everything else, errors included, takes reserveSlow.
 	aligned, ok := alignUp(max(size, 1), m.props.Alignment)
 	if ok && uint(mapping) <= uint(Lazy) && m.window == 0 && m.arena == nil {
-		if v := m.onlyVirtual; v != nil && aligned <= v.maxAlloc {
-			// One virtual pool takes everything it accepts: no route.
-			if ref, err := v.reserve(aligned, size, mapping == Lazy); err == nil {
-				m.ordinal++
-				h := m.record(firstDynamic, ref, size)
-				if invariantsEnabled {
-					m.mustHoldInvariants("Reserve")
-				}
-				return h, nil
-			} else {
-				return Handle{}, reserveFailed(size, err)
-			}
-		}
 		r := m.routeOf(aligned)
 		var (
 			ref int32
