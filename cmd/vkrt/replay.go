@@ -42,7 +42,7 @@ storage that counts device allocations and holds no memory.
 
 --layout is a preset (virtual, the default; sub-slices, exclusive-pages,
 direct), a layout JSON literal, or a file holding one. The device model has
-sparse residency with 2 MiB granules, as an H200 does: the virtual layout
+sparse residency in 64 KiB granules, as the H200's Vulkan driver reports: the virtual layout
 binds device memory under live bytes only, and the replay counts the binds. With --plan the replay is the dry run: a plan
 is derived from it and the stream is replayed again under the plan.`,
 		Args: cobra.MinimumNArgs(1),

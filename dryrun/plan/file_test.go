@@ -25,7 +25,7 @@ func TestPlanFileRoundTripsAndChecksItsDevice(t *testing.T) {
 	require.NoError(t, err)
 	_, ok := l.Virtual()
 	require.True(t, ok)
-	_, err = back.For(replay.H200(), 64<<10)
+	_, err = back.For(replay.H200(), 2<<20)
 	var mismatch *DeviceMismatchError
 	require.ErrorAs(t, err, &mismatch)
 	require.Equal(t, "sparse_granule", mismatch.Field)

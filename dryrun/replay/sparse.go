@@ -11,9 +11,11 @@ type sparseCounts struct {
 	ranges, calls, binds, unbinds uint64
 }
 
-// H200Granule is the sparse binding granularity replays assume: the 2 MiB
-// of the H200's sparse buffers (and PyTorch's expandable segments).
-const H200Granule = 2 << 20
+// H200Granule is the sparse binding granularity replays assume: the
+// memory alignment the H200's Vulkan driver (580) reports for a buffer
+// with sparse residency, measured on the device. PyTorch's expandable
+// segments map 2 MiB granules on the same GPU, CUDA's granularity.
+const H200Granule = 64 << 10
 
 // maxVirtualSize is the address space a CountingStorage offers for sparse
 // ranges: the H200's sparseAddressSpaceSize.
