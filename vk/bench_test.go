@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/vkrt/vkrt/kernel"
+	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
 // Driver allocation through the storage: what a pool's page costs.
@@ -57,4 +58,60 @@ func BenchmarkMatMul128(b *testing.B) {
 		}
 	}
 	b.ReportMetric(2*n*n*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// A sparse bind submission (vkQueueBindSparse, waited on), as a virtual
+// pool makes one per reservation that needs memory bound: one granule, a
+// run of 256 granules in one bind, and 64 granules apart in one submission.
+// Each op binds, the next unbinds, so the figure is per submission.
+func BenchmarkSparseBind(b *testing.B) {
+	d := openTestDevice(b)
+	s := d.storage
+	g := s.SparseGranule()
+	if g == 0 {
+		b.Skipf("device %s has no sparse residency", d.Name())
+	}
+	v, err := s.ReserveVirtual(1024 * g)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.ReleaseVirtual(v.ID)
+	m := alloc(b, d, 256*g)
+	for _, c := range []struct {
+		name  string
+		binds []vkruntime.SparseBind
+	}{
+		{"granule", []vkruntime.SparseBind{{Size: g, Memory: m.ID}}},
+		{"run-of-256", []vkruntime.SparseBind{{Size: 256 * g, Memory: m.ID}}},
+		{"64-apart", func() []vkruntime.SparseBind {
+			out := make([]vkruntime.SparseBind, 64)
+			for i := range out {
+				out[i] = vkruntime.SparseBind{Offset: uint64(2*i) * g, Size: g, Memory: m.ID, MemoryOffset: uint64(i) * g}
+			}
+			return out
+		}()},
+	} {
+		unbinds := make([]vkruntime.SparseBind, len(c.binds))
+		for i, bd := range c.binds {
+			unbinds[i] = vkruntime.SparseBind{Offset: bd.Offset, Size: bd.Size}
+		}
+		b.Run(c.name, func(b *testing.B) {
+			bound := false
+			for b.Loop() {
+				next := c.binds
+				if bound {
+					next = unbinds
+				}
+				if err := s.Bind(v.ID, next); err != nil {
+					b.Fatal(err)
+				}
+				bound = !bound
+			}
+			if bound {
+				if err := s.Bind(v.ID, unbinds); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
