@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/dryrun/trace"
-	"github.com/vkrt/vkrt/internal/tracetest"
 )
 
 const (
@@ -264,7 +263,7 @@ func TestReplayNamesTheEventADeviceTooSmallStopsAt(t *testing.T) {
 func TestRandomStreamsKeepTheStructureWhole(t *testing.T) {
 	sizes := []uint64{1, 700, 4 * kib, 300 * kib, mib, mib + 1, 3 * mib, 9 * mib, 10 * mib, 17*mib + 3, 45 * mib}
 	seeds := uint64(20)
-	if tracetest.Quick() {
+	if testing.Short() {
 		seeds = 4
 	}
 	for _, mode := range []Mode{Default, Expandable} {

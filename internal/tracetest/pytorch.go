@@ -4,7 +4,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/internal/torchalloc"
 )
 
 // PyTorchRun is what PyTorch 2.11's caching allocator did on a shipped
@@ -35,4 +38,18 @@ var Variants = []string{"gpt2_train", "bert_dynamic"}
 func ReadVariant(tb testing.TB, name string) *trace.Trace {
 	tb.Helper()
 	return Read(tb, filepath.Join("variants", name))
+}
+
+// ModelledPyTorch is what internal/torchalloc's model of PyTorch's caching
+// allocator does on t, in the form of the recorded figures: the reference
+// for streams nobody ran under PyTorch, such as generated ones. On the
+// recorded streams it gives their figures (see torchalloc's calibration).
+func ModelledPyTorch(tb testing.TB, t *trace.Trace) PyTorchRun {
+	tb.Helper()
+	d, err := torchalloc.Replay(t, torchalloc.Default)
+	require.NoError(tb, err)
+	e, err := torchalloc.Replay(t, torchalloc.Expandable)
+	require.NoError(tb, err)
+	return PyTorchRun{DefaultRatio: d.Ratio(), ExpandableRatio: e.Ratio(),
+		DefaultAllocs: d.DeviceAllocs, ExpandableAllocs: e.DeviceAllocs}
 }
