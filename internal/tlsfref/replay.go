@@ -1,0 +1,74 @@
+package tlsfref
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/vkrt/vkrt/dryrun/replay"
+	"github.com/vkrt/vkrt/dryrun/trace"
+)
+
+const (
+	// VMABlockSize and VMAAlignment are the virtual block VMA replayed the
+	// shipped streams in (testdata/traces/README.md): one block of 32 GiB
+	// that its figures treat as growable (the extent is what it reached),
+	// every allocation aligned to 32 B.
+	VMABlockSize = 32 << 30
+	VMAAlignment = 32
+)
+
+// Result is what one replay of a stream through a Block measured. Apart
+// from its Timing it is deterministic.
+type Result struct {
+	Trace         string
+	Events        int
+	Allocations   int
+	PeakLiveBytes uint64
+	// ExtentBytes is the highest end any allocation reached: the size the
+	// growable block needed.
+	ExtentBytes uint64
+}
+
+// Ratio is ExtentBytes over PeakLiveBytes.
+func (r *Result) Ratio() float64 {
+	if r.PeakLiveBytes == 0 {
+		return 0
+	}
+	return float64(r.ExtentBytes) / float64(r.PeakLiveBytes)
+}
+
+// Measure replays every event of t, on whatever stream, through one fresh
+// Block of VMABlockSize with VMAAlignment, timed from the first event to the
+// last as replay.Measure times vkrt's pools: the same per-event bookkeeping
+// (a handle and size per allocation, live and peak bytes), none of the
+// setup.
+func Measure(t *trace.Trace) (*Result, replay.Timing, error) {
+	b, err := New(VMABlockSize, VMAAlignment)
+	if err != nil {
+		return nil, replay.Timing{}, err
+	}
+	res := &Result{Trace: t.Name, Events: len(t.Events), Allocations: t.Allocations}
+	handles := make([]Handle, t.Allocations)
+	sizes := make([]uint64, t.Allocations)
+	var live uint64
+	start := time.Now()
+	for _, e := range t.Events {
+		if e.Op == trace.OpAlloc {
+			a, err := b.Allocate(e.Size)
+			if err != nil {
+				return nil, replay.Timing{}, fmt.Errorf("tlsfref: %s line %d: %d B with %d B live: %w", t.Name, e.Line, e.Size, live, err)
+			}
+			handles[e.Index], sizes[e.Index] = a.Handle, e.Size
+			live += e.Size
+			res.PeakLiveBytes = max(res.PeakLiveBytes, live)
+		} else {
+			if err := b.Free(handles[e.Index]); err != nil {
+				return nil, replay.Timing{}, fmt.Errorf("tlsfref: %s line %d: free: %w", t.Name, e.Line, err)
+			}
+			live -= sizes[e.Index]
+		}
+	}
+	timing := replay.Timing{Events: len(t.Events), Elapsed: time.Since(start)}
+	res.ExtentBytes = b.HighWater()
+	return res, timing, nil
+}
