@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/bits"
 	"os"
+	goruntime "runtime"
 	"strings"
 	"text/tabwriter"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/vkrt/vkrt/dryrun/plan"
 	"github.com/vkrt/vkrt/dryrun/replay"
 	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/internal/tlsfref"
 	"github.com/vkrt/vkrt/memory"
 )
 
@@ -26,6 +28,7 @@ type replayFlags struct {
 	plan     bool
 	json     bool
 	bench    bool
+	passes   int
 	markdown bool
 	// secondRuns is a directory of second runs of the traces, by name.
 	secondRuns string
@@ -44,7 +47,19 @@ storage that counts device allocations and holds no memory.
 direct), a layout JSON literal, or a file holding one. The device model has
 sparse residency in 64 KiB granules, as the H200's Vulkan driver reports: the virtual layout
 binds device memory under live bytes only, and the replay counts the binds. With --plan the replay is the dry run: a plan
-is derived from it and the stream is replayed again under the plan.`,
+is derived from it and the stream is replayed again under the plan.
+
+--bench times the layout beside a reference, in this process and on the
+same stream: AMD's Vulkan Memory Allocator's TLSF placement in a virtual
+block (written again in Go, internal/tlsfref; one 32 GiB block, alignment
+32), the peer testdata/traces/README.md records. Each side's ns/event is the
+wall-clock time from the stream's first event to its last over its events,
+the setup (reading, making the pools) not counted. The two sides run one
+after the other, --passes times each, alternating, each pass after a
+garbage collection, and the best pass of each side is kept: on a busy
+machine a pass only ever gets slower. "ns ratio" is the layout's over the
+reference's, "ref extent" the highest end the reference's block reached
+over peak live bytes.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runReplay(cmd, args, f)
@@ -53,7 +68,8 @@ is derived from it and the stream is replayed again under the plan.`,
 	cmd.Flags().StringVar(&f.layout, "layout", "virtual", "pool layout: a preset, a layout JSON literal, or a file holding one")
 	cmd.Flags().BoolVar(&f.plan, "plan", false, "derive a plan from the replay and replay under it")
 	cmd.Flags().BoolVar(&f.json, "json", false, "one JSON object per trace and line")
-	cmd.Flags().BoolVar(&f.bench, "bench", false, "report the cost of one replayed event")
+	cmd.Flags().BoolVar(&f.bench, "bench", false, "report the cost of one replayed event, beside VMA's TLSF placement on the same stream")
+	cmd.Flags().IntVar(&f.passes, "passes", 5, "with --bench: timed passes of each side, alternating; the best of each is kept")
 	cmd.Flags().StringVar(&f.secondRuns, "second-runs", "", "with --plan: a directory of second runs of the traces (same names); each runs under the first run's plan and the other way round")
 	cmd.Flags().BoolVar(&f.markdown, "markdown", false, "the table in Markdown, deterministic figures only (the README's plan table)")
 	rootCmd.AddCommand(cmd)
@@ -97,7 +113,13 @@ type replayLine struct {
 	Spills            uint64         `json:"spills"`
 	Report            memory.Report  `json:"report"`
 	Plan              *replayPlanOut `json:"plan,omitempty"`
-	NsPerEvent        *float64       `json:"ns_per_event,omitempty"`
+	// With --bench: the layout's and the reference's best ns/event, the
+	// ratio of the two, the reference's extent and the passes timed.
+	NsPerEvent           *float64 `json:"ns_per_event,omitempty"`
+	ReferenceNsPerEvent  *float64 `json:"reference_ns_per_event,omitempty"`
+	NsRatio              *float64 `json:"ns_ratio,omitempty"`
+	ReferenceExtentBytes *uint64  `json:"reference_extent_bytes,omitempty"`
+	BenchPasses          int      `json:"bench_passes,omitempty"`
 }
 
 type replayPlanOut struct {
@@ -119,6 +141,9 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 	}
 	if f.markdown && (f.json || f.bench) {
 		return errors.New("--markdown is a table of deterministic figures: it takes neither --json nor --bench")
+	}
+	if f.passes < 1 {
+		return fmt.Errorf("--passes %d: at least one pass is timed", f.passes)
 	}
 	layout, err := replayLayout(f.layout)
 	if err != nil {
@@ -167,11 +192,20 @@ func replayTrace(path string, layout memory.Layout, f replayFlags, bar *replayPr
 	long := len(tr.Events) >= replayProgressEvents || f.plan
 	bar.stage("replaying "+tr.Name, bar.total(long, len(tr.Events)))
 	opts := replay.Options{Progress: bar.set}
+	if f.bench {
+		goruntime.GC() // as before every later timed pass
+	}
 	dry, timing, err := replay.Measure(tr, layout, opts)
 	if err != nil {
 		return replayRow{}, err
 	}
 	row := replayRow{dry: dry, timing: timing}
+	if f.bench {
+		bar.stage("timing "+tr.Name+" beside the reference", bar.total(long, 2*f.passes))
+		if err := row.benchSideBySide(tr, layout, f.passes, bar.set); err != nil {
+			return replayRow{}, err
+		}
+	}
 	if !f.plan {
 		return row, nil
 	}
@@ -195,8 +229,60 @@ func replayTrace(path string, layout memory.Layout, f replayFlags, bar *replayPr
 
 type replayRow struct {
 	dry, plan *replay.Result
-	timing    replay.Timing // of the dry replay
-	second    *secondRun    // with --second-runs, when the trace has one
+	// timing is the dry replay's; with --bench the best pass of the layout,
+	// and reference and refTiming the reference's result and best pass.
+	timing    replay.Timing
+	reference *tlsfref.Result
+	refTiming replay.Timing
+	passes    int
+	second    *secondRun // with --second-runs, when the trace has one
+}
+
+// benchSideBySide times the layout and the reference on one stream,
+// alternating, passes each (the dry replay that made the row is the
+// layout's first), each after a garbage collection so that one side's
+// garbage is not collected on the other's time, and keeps the best of each.
+func (r *replayRow) benchSideBySide(tr *trace.Trace, layout memory.Layout, passes int, progress func(done, total int)) error {
+	for p := range passes {
+		if p > 0 {
+			goruntime.GC()
+			_, t, err := replay.Measure(tr, layout, replay.Options{})
+			if err != nil {
+				return err
+			}
+			r.timing = faster(r.timing, t)
+		}
+		progress(2*p+1, 2*passes)
+		goruntime.GC()
+		ref, t, err := tlsfref.Measure(tr)
+		if err != nil {
+			return err
+		}
+		if p == 0 {
+			r.reference, r.refTiming = ref, t
+		}
+		r.refTiming = faster(r.refTiming, t)
+		progress(2*p+2, 2*passes)
+	}
+	r.passes = passes
+	return nil
+}
+
+// faster is the quicker of two timings of one stream.
+func faster(a, b replay.Timing) replay.Timing {
+	if b.Elapsed < a.Elapsed {
+		return b
+	}
+	return a
+}
+
+// nsRatio is the layout's ns/event over the reference's.
+func (r *replayRow) nsRatio() float64 {
+	ref := r.refTiming.NsPerEvent()
+	if ref == 0 {
+		return 0
+	}
+	return r.timing.NsPerEvent() / ref
 }
 
 func writeReplayLine(w io.Writer, row replayRow, bench bool) error {
@@ -209,8 +295,9 @@ func writeReplayLine(w io.Writer, row replayRow, bench bool) error {
 			DriverAllocs: row.plan.DriverAllocs, BindCalls: row.plan.BindCalls, Binds: row.plan.Binds, Spills: row.plan.Spills}
 	}
 	if bench {
-		ns := row.timing.NsPerEvent()
-		line.NsPerEvent = &ns
+		ns, ref, ratio, extent := row.timing.NsPerEvent(), row.refTiming.NsPerEvent(), row.nsRatio(), row.reference.ExtentBytes
+		line.NsPerEvent, line.ReferenceNsPerEvent, line.NsRatio, line.ReferenceExtentBytes = &ns, &ref, &ratio, &extent
+		line.BenchPasses = row.passes
 	}
 	b, err := json.Marshal(line)
 	if err != nil {
@@ -224,7 +311,7 @@ func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"trace", "events", "peak live", "reserved peak", "ratio", "driver allocs"}
 	if f.bench {
-		head = append(head, "ns/event")
+		head = append(head, "ns/event", "ref ns/event", "ns ratio", "ref extent")
 	}
 	if f.plan {
 		head = append(head, "plan", "planned peak", "ratio", "driver allocs", "spills")
@@ -235,7 +322,8 @@ func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
 		cells := []string{d.Trace, fmt.Sprint(d.Events), memory.FormatBytes(d.PeakLiveBytes), memory.FormatBytes(d.ReservedPeakBytes),
 			fmt.Sprintf("%.3f×", d.Ratio()), fmt.Sprint(d.DriverAllocs)}
 		if f.bench {
-			cells = append(cells, fmt.Sprintf("%.1f", r.timing.NsPerEvent()))
+			cells = append(cells, fmt.Sprintf("%.1f", r.timing.NsPerEvent()), fmt.Sprintf("%.1f", r.refTiming.NsPerEvent()),
+				fmt.Sprintf("%.2f×", r.nsRatio()), fmt.Sprintf("%.3f×", r.reference.Ratio()))
 		}
 		if r.plan != nil {
 			p := r.plan
@@ -249,6 +337,10 @@ func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
 	}
 	if len(rows) > 0 {
 		fmt.Fprintf(w, "\nlayout: %s\n", summarizeLayout(rows[0].dry.Layout))
+		if f.bench {
+			fmt.Fprintf(w, "ref: VMA's TLSF virtual block (one 32 GiB block, alignment 32); ns/event: the best of %d passes each, alternating\n",
+				f.passes)
+		}
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/internal/tlsfref"
 	"github.com/vkrt/vkrt/memory"
 )
 
@@ -50,7 +51,11 @@ type replayJSONLine struct {
 		DriverAllocs      uint64          `json:"driver_allocs"`
 		Spills            uint64          `json:"spills"`
 	} `json:"plan"`
-	NsPerEvent *float64 `json:"ns_per_event"`
+	NsPerEvent           *float64 `json:"ns_per_event"`
+	ReferenceNsPerEvent  *float64 `json:"reference_ns_per_event"`
+	NsRatio              *float64 `json:"ns_ratio"`
+	ReferenceExtentBytes *uint64  `json:"reference_extent_bytes"`
+	BenchPasses          int      `json:"bench_passes"`
 }
 
 func parseReplayLines(t *testing.T, out string) []replayJSONLine {
@@ -91,6 +96,15 @@ func TestReplayJSONWithPlanAndBench(t *testing.T) {
 	require.Positive(t, l.DriverAllocs)
 	require.NotNil(t, l.NsPerEvent)
 	require.Positive(t, *l.NsPerEvent)
+	require.NotNil(t, l.ReferenceNsPerEvent, "the reference is timed beside the layout")
+	require.Positive(t, *l.ReferenceNsPerEvent)
+	require.NotNil(t, l.NsRatio)
+	require.InDelta(t, *l.NsPerEvent / *l.ReferenceNsPerEvent, *l.NsRatio, 1e-9)
+	require.Equal(t, 5, l.BenchPasses, "the default passes")
+	ref, _, err := tlsfref.Measure(resnet)
+	require.NoError(t, err)
+	require.NotNil(t, l.ReferenceExtentBytes)
+	require.Equal(t, ref.ExtentBytes, *l.ReferenceExtentBytes, "the reference replays the same stream")
 
 	require.NotNil(t, l.Plan)
 	require.Zero(t, l.Plan.Spills)
@@ -103,6 +117,28 @@ func TestReplayJSONWithPlanAndBench(t *testing.T) {
 	require.Len(t, virtual.Slots, resnet.Allocations)
 	require.Positive(t, virtual.PlannedBytes)
 	require.Positive(t, l.Plan.DriverAllocs)
+}
+
+func TestReplayWithoutBenchTimesNothing(t *testing.T) {
+	out, _, err := executeReplay(t, "--json", resnetTrace)
+	require.NoError(t, err)
+	l := parseReplayLines(t, out)[0]
+	require.Nil(t, l.NsPerEvent)
+	require.Nil(t, l.ReferenceNsPerEvent)
+	require.Nil(t, l.NsRatio)
+}
+
+func TestReplayBenchTableShowsTheReferenceBeside(t *testing.T) {
+	out, _, err := executeReplay(t, "--bench", "--passes", "2", "--layout", "sub-slices", resnetTrace)
+	require.NoError(t, err)
+	for _, head := range []string{"ns/event", "ref ns/event", "ns ratio", "ref extent"} {
+		require.Contains(t, out, head)
+	}
+	require.Regexp(t, `resnet50_train .* 1\.019×\n`, out, "the last column: the reference's extent on resnet50_train, as VMA's own")
+	require.Contains(t, out, "the best of 2 passes each, alternating")
+
+	_, _, err = executeReplay(t, "--bench", "--passes", "0", resnetTrace)
+	require.ErrorContains(t, err, "--passes 0")
 }
 
 func TestReplayTableSummarisesThePlan(t *testing.T) {
