@@ -11,20 +11,56 @@ import (
 // reservation, not at either end, is that reservation's alone, so only the
 // first and last granule of each reservation keep a count of the
 // reservations touching them; the rest is bitmaps, and a reservation of
-// hundreds of granules is set and cleared a word at a time.
+// hundreds of granules is set and cleared a word at a time. The memory
+// under bound granules is kept as extents: runs of granules bound to
+// consecutive granules of one chunk, recorded at their first granule, so
+// binding or unbinding a run costs the same however many granules it
+// spans.
 type granuleMap struct {
 	used, bound []uint64 // one bit a granule
 	// real: bound granules whose binding the device has. A lazy
 	// reservation binds granules in the pool's account only, so that a dry
 	// run counts what a real run would hold; they reach the device when
 	// resolved.
-	real    []uint64
-	ends    []uint32 // per granule: reservations it is the first or last granule of
-	backing []int32  // per bound granule: its chunk
-	backAt  []uint32 // per bound granule: its granule index in that chunk
-	needed  uint64   // used granules
-	idle    uint64   // bound granules not used
-	hand    int      // the word where the search for an idle granule resumes
+	real []uint64
+	// first: the first granule of each extent.
+	first []uint64
+	ends  []uint32 // per granule: reservations it is the first or last granule of
+	// At an extent's first granule: its length in granules, its chunk, and
+	// the chunk granule it starts at.
+	extLen   []uint32
+	extChunk []int32
+	extAt    []uint32
+	needed   uint64 // used granules
+	idle     uint64 // bound granules not used
+	hand     int    // the word where the search for an idle granule resumes
+}
+
+// maxExtent bounds an extent's granules, so finding the extent of a
+// granule reads at most maxExtent/64 words of the first bitmap.
+const maxExtent = 1 << 12
+
+// granuleSet names a set of granules, as a bitmap expression.
+type granuleSet int
+
+const (
+	unboundUsed granuleSet = iota // used, no memory bound
+	boundUnreal                   // bound in the pool's account only
+	idleBound                     // bound, not used
+	realBound                     // bound on the device
+)
+
+func (m *granuleMap) word(s granuleSet, w int) uint64 {
+	switch s {
+	case unboundUsed:
+		return m.used[w] &^ m.bound[w]
+	case boundUnreal:
+		return m.bound[w] &^ m.real[w]
+	case idleBound:
+		return m.bound[w] &^ m.used[w]
+	default:
+		return m.real[w]
+	}
 }
 
 func (m *granuleMap) len() int { return len(m.ends) }
@@ -34,15 +70,14 @@ func (m *granuleMap) grow(n int) {
 	n = max(n, 2*len(m.ends), 1024) // amortised: the range is used from its low end up
 	old := len(m.ends)
 	m.ends = append(m.ends, make([]uint32, n-old)...)
-	m.backAt = append(m.backAt, make([]uint32, n-old)...)
-	m.backing = append(m.backing, make([]int32, n-old)...)
-	for g := old; g < n; g++ {
-		m.backing[g] = none
-	}
+	m.extLen = append(m.extLen, make([]uint32, n-old)...)
+	m.extChunk = append(m.extChunk, make([]int32, n-old)...)
+	m.extAt = append(m.extAt, make([]uint32, n-old)...)
 	words := (n + 63) / 64
 	m.used = append(m.used, make([]uint64, words-len(m.used))...)
 	m.bound = append(m.bound, make([]uint64, words-len(m.bound))...)
 	m.real = append(m.real, make([]uint64, words-len(m.real))...)
+	m.first = append(m.first, make([]uint64, words-len(m.first))...)
 }
 
 // wordMask is the bits of word w within granules g0..g1.
@@ -92,91 +127,187 @@ func (m *granuleMap) untouch(g0, g1 int) {
 	}
 }
 
-// unboundIn counts the granules of g0..g1 with no memory bound.
-func (m *granuleMap) unboundIn(g0, g1 int) (n uint64) {
+// count is how many granules of g0..g1 are in s.
+func (m *granuleMap) count(s granuleSet, g0, g1 int) (n uint64) {
 	for w := g0 >> 6; w <= g1>>6; w++ {
-		n += uint64(bits.OnesCount64(wordMask(w, g0, g1) &^ m.bound[w]))
+		n += uint64(bits.OnesCount64(m.word(s, w) & wordMask(w, g0, g1)))
 	}
 	return n
 }
 
-// nextUnbound is the first used granule of g..g1 with no memory bound, or
-// -1.
-func (m *granuleMap) nextUnbound(g, g1 int) int {
+// run is the first run of granules of s within g..g1, [a, b), or a = -1.
+func (m *granuleMap) run(s granuleSet, g, g1 int) (a, b int) {
+	a = -1
 	for w := g >> 6; w <= g1>>6; w++ {
-		if free := wordMask(w, g, g1) & m.used[w] &^ m.bound[w]; free != 0 {
-			return w*64 + bits.TrailingZeros64(free)
+		if x := m.word(s, w) & wordMask(w, g, g1); x != 0 {
+			a = w*64 + bits.TrailingZeros64(x)
+			break
 		}
 	}
-	return -1
+	if a < 0 {
+		return -1, -1
+	}
+	return a, m.runEnd(s, a, g1)
 }
 
-func (m *granuleMap) bind(g int, chunk int32, at uint32) {
-	m.bound[g>>6] |= 1 << uint(g&63)
-	m.backing[g], m.backAt[g] = chunk, at
-	if m.used[g>>6]&(1<<uint(g&63)) == 0 {
-		m.idle++
+// runEnd is where the run of granules of s from a (one of them) ends, at
+// most at g1+1.
+func (m *granuleMap) runEnd(s granuleSet, a, g1 int) int {
+	b := a
+	for b <= g1 {
+		w := b >> 6
+		n := bits.TrailingZeros64(^((m.word(s, w) & wordMask(w, b, g1)) >> uint(b&63)))
+		b += n
+		if b&63 != 0 || n == 0 {
+			break
+		}
+	}
+	return b
+}
+
+// setBits sets (or clears) the bits of granules a..b-1 in bm.
+func setBits(bm []uint64, a, b int, on bool) {
+	for w := a >> 6; w <= (b-1)>>6; w++ {
+		if mask := wordMask(w, a, b-1); on {
+			bm[w] |= mask
+		} else {
+			bm[w] &^= mask
+		}
 	}
 }
 
-// unbind drops g's binding; real says whether the device had it.
-func (m *granuleMap) unbind(g int) (chunk int32, at uint32, real bool) {
-	bit := uint64(1) << uint(g&63)
-	m.bound[g>>6] &^= bit
-	real = m.real[g>>6]&bit != 0
-	m.real[g>>6] &^= bit
-	if m.used[g>>6]&bit == 0 {
-		m.idle--
-	}
-	chunk, at = m.backing[g], m.backAt[g]
-	m.backing[g] = none
-	return chunk, at, real
+func (m *granuleMap) has(bm []uint64, g int) bool { return bm[g>>6]&(1<<uint(g&63)) != 0 }
+
+// bindRun records granules a..b-1 bound to chunk from granule at on.
+func (m *granuleMap) bindRun(a, b int, chunk int32, at uint32) {
+	m.idle += uint64(b-a) - m.countUsed(a, b-1)
+	setBits(m.bound, a, b, true)
+	m.addExtent(a, b, chunk, at)
 }
 
-// setReal records that the device has g's binding.
-func (m *granuleMap) setReal(g int) { m.real[g>>6] |= 1 << uint(g&63) }
-
-// unrealIn counts the granules of g0..g1 whose binding the device lacks:
-// unbound ones and those bound in the pool's account only.
-func (m *granuleMap) unrealIn(g0, g1 int) (n uint64) {
+func (m *granuleMap) countUsed(g0, g1 int) (n uint64) {
 	for w := g0 >> 6; w <= g1>>6; w++ {
-		n += uint64(bits.OnesCount64(wordMask(w, g0, g1) &^ m.real[w]))
+		n += uint64(bits.OnesCount64(m.used[w] & wordMask(w, g0, g1)))
 	}
 	return n
 }
 
-// nextUnreal is the first bound granule of g..g1 whose binding the device
-// lacks, or -1.
-func (m *granuleMap) nextUnreal(g, g1 int) int {
-	for w := g >> 6; w <= g1>>6; w++ {
-		if pending := wordMask(w, g, g1) & m.bound[w] &^ m.real[w]; pending != 0 {
-			return w*64 + bits.TrailingZeros64(pending)
-		}
+// unbindRun drops the bindings of granules a..b-1, every one of them bound,
+// calling give with each extent's part in turn: where it starts, its chunk
+// and chunk granule, and how many granules, and whether the device has
+// those bindings (a part is all real or all not).
+func (m *granuleMap) unbindRun(a, b int, give func(g int, chunk int32, at, n uint32, real bool)) {
+	m.split(a)
+	if b < m.len() {
+		m.split(b)
 	}
-	return -1
+	for s := a; s < b; {
+		n, chunk, at := int(m.extLen[s]), m.extChunk[s], m.extAt[s]
+		m.first[s>>6] &^= 1 << uint(s&63)
+		for g := s; g < s+n; {
+			real := m.has(m.real, g)
+			set := boundUnreal
+			if real {
+				set = realBound
+			}
+			e := m.runEnd(set, g, s+n-1)
+			give(g, chunk, at+uint32(g-s), uint32(e-g), real)
+			g = e
+		}
+		s += n
+	}
+	m.idle -= uint64(b-a) - m.countUsed(a, b-1)
+	setBits(m.bound, a, b, false)
+	setBits(m.real, a, b, false)
 }
 
-// nextIdle is a bound granule no reservation uses, found by a hand that
-// sweeps the range round, so the granules idle longest tend to go first.
-// It is -1 when there is none.
-func (m *granuleMap) nextIdle() int {
+// extentOf is the first granule of the extent holding bound granule g.
+func (m *granuleMap) extentOf(g int) int {
+	w := g >> 6
+	x := m.first[w] & (^uint64(0) >> uint(63-g&63))
+	for x == 0 {
+		w--
+		x = m.first[w]
+	}
+	return w*64 + 63 - bits.LeadingZeros64(x)
+}
+
+// split makes bound granule g the first of an extent; an unbound g is left
+// alone.
+func (m *granuleMap) split(g int) {
+	if !m.has(m.bound, g) || m.has(m.first, g) {
+		return
+	}
+	s := m.extentOf(g)
+	k := uint32(g - s)
+	m.setExtent(g, m.extLen[s]-k, m.extChunk[s], m.extAt[s]+k)
+	m.extLen[s] = k
+}
+
+func (m *granuleMap) setExtent(g int, n uint32, chunk int32, at uint32) {
+	m.first[g>>6] |= 1 << uint(g&63)
+	m.extLen[g], m.extChunk[g], m.extAt[g] = n, chunk, at
+}
+
+// addExtent records a..b-1, just bound, as extents, merged with the
+// extent before or after where the chunk's granules continue each other.
+func (m *granuleMap) addExtent(a, b int, chunk int32, at uint32) {
+	if a > 0 && m.has(m.bound, a-1) {
+		// The extent before ends at a: a was not bound.
+		if s := m.extentOf(a - 1); m.extChunk[s] == chunk && m.extAt[s]+m.extLen[s] == at && m.extLen[s] < maxExtent {
+			k := min(uint32(b-a), maxExtent-m.extLen[s])
+			m.extLen[s] += k
+			a, at = a+int(k), at+k
+		}
+	}
+	for a < b {
+		k := min(uint32(b-a), maxExtent)
+		m.setExtent(a, k, chunk, at)
+		a, at = a+int(k), at+k
+	}
+	if b < m.len() && m.has(m.first, b) && m.extChunk[b] == chunk && m.extAt[b] == at {
+		if s := m.extentOf(b - 1); m.extLen[s]+m.extLen[b] <= maxExtent {
+			m.extLen[s] += m.extLen[b]
+			m.first[b>>6] &^= 1 << uint(b&63)
+		}
+	}
+}
+
+// extent is the extent holding bound granule g, from g on: its chunk, the
+// chunk granule under g, and how many granules from g it runs.
+func (m *granuleMap) extent(g int) (chunk int32, at uint32, n int) {
+	s := m.extentOf(g)
+	k := g - s
+	return m.extChunk[s], m.extAt[s] + uint32(k), int(m.extLen[s]) - k
+}
+
+// setReal records that the device has the bindings of a..b-1.
+func (m *granuleMap) setReal(a, b int) { setBits(m.real, a, b, true) }
+
+// nextIdleRun is a run of at most limit bound granules no reservation
+// uses, found by a hand that sweeps the range round, so the granules idle
+// longest tend to go first. a is -1 when there is none.
+func (m *granuleMap) nextIdleRun(limit uint64) (a, b int) {
 	if m.idle == 0 {
-		return -1
+		return -1, -1
 	}
 	for range len(m.used) + 1 {
 		if m.hand >= len(m.used) {
 			m.hand = 0
 		}
 		if idle := m.bound[m.hand] &^ m.used[m.hand]; idle != 0 {
-			return m.hand*64 + bits.TrailingZeros64(idle)
+			a = m.hand*64 + bits.TrailingZeros64(idle)
+			return a, m.runEnd(idleBound, a, a+int(min(limit, uint64(m.len()-a)))-1)
 		}
 		m.hand++
 	}
 	panic("memory: virtual pool counted idle granules it does not have")
 }
 
-// check recounts the map against the live reservations' granule ranges.
-func (m *granuleMap) check(ranges [][2]int) error {
+// check recounts the map against the live reservations' granule ranges
+// and walks its extents, calling each with its granules, chunk and chunk
+// granule.
+func (m *granuleMap) check(ranges [][2]int, each func(g, n int, chunk int32, at uint32) error) error {
 	ends := make([]uint32, len(m.ends))
 	used := make([]uint64, len(m.used))
 	for _, r := range ranges {
@@ -196,17 +327,40 @@ func (m *granuleMap) check(ranges [][2]int) error {
 		if stray := m.real[w] &^ m.bound[w]; stray != 0 {
 			return fmt.Errorf("granule %d: the device's binding recorded, but the granule is not bound", w*64+bits.TrailingZeros64(stray))
 		}
+		if stray := m.first[w] &^ m.bound[w]; stray != 0 {
+			return fmt.Errorf("granule %d starts an extent, but it is not bound", w*64+bits.TrailingZeros64(stray))
+		}
 		needed += uint64(bits.OnesCount64(used[w]))
 		idle += uint64(bits.OnesCount64(m.bound[w] &^ used[w]))
 	}
 	for g := range ends {
-		bound := m.bound[g>>6]&(1<<uint(g&63)) != 0
-		switch {
-		case ends[g] != m.ends[g]:
+		if ends[g] != m.ends[g] {
 			return fmt.Errorf("granule %d ends %d reservations, recorded %d", g, ends[g], m.ends[g])
-		case bound != (m.backing[g] != none):
-			return fmt.Errorf("granule %d: bound %v, backing chunk %d", g, bound, m.backing[g])
 		}
+	}
+	// Every bound granule is in exactly one extent, and extents start where
+	// the first bitmap says.
+	for g := 0; g < m.len(); {
+		if !m.has(m.bound, g) {
+			g++
+			continue
+		}
+		if !m.has(m.first, g) {
+			return fmt.Errorf("bound granule %d is in no extent", g)
+		}
+		n := int(m.extLen[g])
+		if n == 0 || n > maxExtent || g+n > m.len() {
+			return fmt.Errorf("extent at granule %d runs %d granules", g, n)
+		}
+		for k := g + 1; k < g+n; k++ {
+			if !m.has(m.bound, k) || m.has(m.first, k) {
+				return fmt.Errorf("extent at granule %d (%d granules) breaks at %d", g, n, k)
+			}
+		}
+		if err := each(g, n, m.extChunk[g], m.extAt[g]); err != nil {
+			return err
+		}
+		g += n
 	}
 	if needed != m.needed || idle != m.idle {
 		return fmt.Errorf("%d granules used and %d idle, recorded %d and %d", needed, idle, m.needed, m.idle)

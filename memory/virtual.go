@@ -2,7 +2,6 @@ package memory
 
 import (
 	"fmt"
-	"maps"
 	"math/bits"
 	"slices"
 
@@ -47,10 +46,11 @@ const (
 // and takes its chunks in the pool's account only, so it counts exactly
 // what the real run holds (unmapped chunks are pages_unmapped) while the
 // device sees nothing until it is resolved. Device memory comes from the driver in chunks (device
-// allocations, counted as pages) and is bound granule by granule; a granule
-// whose reservations are all freed stays bound (idle) until memory is
-// needed elsewhere, when the least recently idled granules are unbound and
-// their memory rebound where it is needed. The driver is asked for a new
+// allocations, counted as pages) and is bound in runs of granules
+// (extents), so what a reservation costs does not grow with the granules
+// it spans; a granule whose reservations are all freed stays bound (idle)
+// until memory is needed elsewhere, when the least recently idled granules
+// are unbound and their memory rebound where it is needed. The driver is asked for a new
 // chunk only when no idle granule is left, so the pool holds the most
 // granules ever needed at once, rounded up by its last chunk: fragmentation
 // of the placement costs address space, not memory.
@@ -96,28 +96,121 @@ type virtualPool struct {
 	// stale: granules the device still binds (into the chunk given) that
 	// the pool's account has unbound, their memory taken by a lazy
 	// reservation, which reaches no driver. The next submission unbinds
-	// them, or binds them anew.
-	stale map[int]int32
-	// realising and flushing are what the pending submission binds from
-	// the pool's account and unbinds of stale, applied once the device
-	// accepts it.
-	realising, flushing []int
+	// them, or binds them anew: after it none is left.
+	stale []staleRun
+	// staleAfter: the stale granules the pending submission binds anew
+	// rather than unbinds, still stale if it binds nothing from the
+	// pool's account after all.
+	staleAfter []staleRun
+	// realising is what the pending submission binds from the pool's
+	// account, applied once the device accepts it.
+	realising []granuleRun
+	unbinding unbindMode
+	unbound   func(g int, chunk int32, at, n uint32, real bool) // p.release, made once
 }
 
-// granuleChange is one granule bound to (or unbound from) granule at of
-// chunk.
+// granuleChange is n granules from g bound to (or unbound from) chunk
+// granules from at on.
 type granuleChange struct {
 	g     int
+	n     uint32
 	chunk int32
 	at    uint32
 	bind  bool
-	real  bool // an unbound granule whose binding the device had
+	real  bool // unbound granules whose bindings the device had
 }
+
+// granuleRun is granules a..b-1 of the range.
+type granuleRun struct{ a, b int }
+
+// staleRun is n granules from g the device binds into chunk.
+type staleRun struct {
+	g, n  int
+	chunk int32
+}
+
+// unbindMode is what unbinding granules whose bindings the device has
+// does on the device.
+type unbindMode uint8
+
+const (
+	unbindOnDevice  unbindMode = iota // the pending submission unbinds them
+	unbindStale                       // they go stale, for the next submission
+	unbindInAccount                   // nothing: the device dropped the range
+)
 
 type virtualChunk struct {
 	devicePage
-	held bool
-	free []uint32 // granule indices of the chunk bound to nothing, the lowest last
+	held  bool
+	spare uint32        // granules of the chunk bound to nothing
+	free  []granuleSpan // those granules, coalesced spans, the lowest last
+}
+
+// granuleSpan is n granules of a chunk from granule at.
+type granuleSpan struct{ at, n uint32 }
+
+// below is the first index of c.free whose span lies below granule at.
+func (c *virtualChunk) below(at uint32) int {
+	lo, hi := 0, len(c.free)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if c.free[mid].at < at {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
+// give makes n granules from at spare, merged with the spans either side.
+func (c *virtualChunk) give(at, n uint32) {
+	c.spare += n
+	i := c.below(at)
+	f := c.free
+	lower := i < len(f) && f[i].at+f[i].n == at
+	upper := i > 0 && at+n == f[i-1].at
+	switch {
+	case lower && upper:
+		f[i].n += n + f[i-1].n
+		c.free = slices.Delete(f, i-1, i)
+	case lower:
+		f[i].n += n
+	case upper:
+		f[i-1].at, f[i-1].n = at, f[i-1].n+n
+	default:
+		c.free = slices.Insert(f, i, granuleSpan{at, n})
+	}
+}
+
+// take takes up to limit spare granules from the lowest.
+func (c *virtualChunk) take(limit uint32) (at, n uint32) {
+	s := &c.free[len(c.free)-1]
+	at, n = s.at, min(s.n, limit)
+	s.at, s.n = s.at+n, s.n-n
+	if s.n == 0 {
+		c.free = c.free[:len(c.free)-1]
+	}
+	c.spare -= n
+	return at, n
+}
+
+// takeAt takes the n spare granules from at.
+func (c *virtualChunk) takeAt(at, n uint32) {
+	i := c.below(at + 1) // the span holding at
+	s := c.free[i]
+	c.spare -= n
+	switch lo, hi := at > s.at, at+n < s.at+s.n; {
+	case lo && hi:
+		c.free[i] = granuleSpan{at + n, s.at + s.n - at - n}
+		c.free = slices.Insert(c.free, i+1, granuleSpan{s.at, at - s.at})
+	case lo:
+		c.free[i].n = at - s.at
+	case hi:
+		c.free[i] = granuleSpan{at + n, s.at + s.n - at - n}
+	default:
+		c.free = slices.Delete(c.free, i, i+1)
+	}
 }
 
 func newVirtualPool(c poolConfig, s vkruntime.SparseStorage, total *Usage) *virtualPool {
@@ -129,6 +222,7 @@ func newVirtualPool(c poolConfig, s vkruntime.SparseStorage, total *Usage) *virt
 		p.probeFound = r.end > p.probeFrom
 		return false
 	}
+	p.unbound = p.release
 	p.place = newTLSFRange(c.space - c.slotsEnd)
 	return p
 }
@@ -158,8 +252,8 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 		if unbound > 0 {
 			p.bindInAccount(g0, g1, unbound)
 		}
-	} else if p.gm.unrealIn(g0, g1) > 0 {
-		if err := p.bindRange(g0, g1); err != nil {
+	} else if unbound > 0 || p.gm.count(boundUnreal, g0, g1) > 0 {
+		if err := p.bindRange(g0, g1, unbound); err != nil {
 			p.gm.untouch(g0, g1)
 			p.unplace(ref)
 			if ref < 0 {
@@ -227,17 +321,17 @@ func (p *virtualPool) unplace(ref int32) {
 }
 
 // bindRange gives the touched granules of g0..g1 device memory: the
-// unbound ones are bound (from chunk granules bound to nothing, then from
-// idle granules unbound for it, then from a new chunk), and with those
-// bound in the pool's account only (by lazy reservations) their chunks are
-// allocated and their bindings submitted.
-func (p *virtualPool) bindRange(g0, g1 int) error {
+// unbound ones (n of them) are bound (from chunk granules bound to
+// nothing, then from idle granules unbound for it, then from a new chunk),
+// and with those bound in the pool's account only (by lazy reservations)
+// their chunks are allocated and their bindings submitted, a bind for
+// each extent.
+func (p *virtualPool) bindRange(g0, g1 int, n uint64) error {
 	if err := p.ensureRange(); err != nil {
 		return err
 	}
-	p.binds, p.journal = p.binds[:0], p.journal[:0]
-	p.realising, p.flushing = p.realising[:0], p.flushing[:0]
-	n := p.gm.unboundIn(g0, g1)
+	p.binds, p.journal, p.realising = p.binds[:0], p.journal[:0], p.realising[:0]
+	p.unbinding = unbindOnDevice
 	p.unbindIdle(n)
 	p.flushStale(g0, g1)
 	if p.spareGr < n {
@@ -249,18 +343,24 @@ func (p *virtualPool) bindRange(g0, g1 int) error {
 	}
 	mark, unbinds := len(p.journal), len(p.binds)
 	p.bindUnbound(g0, g1)
-	for g := p.gm.nextUnreal(g0, g1); g >= 0; g = p.gm.nextUnreal(g+1, g1) {
-		c := &p.chunks[p.gm.backing[g]]
-		if err := p.mapPage(&c.devicePage); err != nil {
-			for i := len(p.journal) - 1; i >= mark; i-- {
-				p.undo(p.journal[i])
+	for a, b := p.gm.run(boundUnreal, g0, g1); a >= 0; a, b = p.gm.run(boundUnreal, b, g1) {
+		for g := a; g < b; {
+			ci, at, k := p.gm.extent(g)
+			k = min(k, b-g)
+			c := &p.chunks[ci]
+			if err := p.mapPage(&c.devicePage); err != nil {
+				for i := len(p.journal) - 1; i >= mark; i-- {
+					p.undo(p.journal[i])
+				}
+				p.journal, p.binds, p.realising = p.journal[:mark], p.binds[:unbinds], p.realising[:0]
+				_ = p.submit()
+				return err
 			}
-			p.journal, p.binds, p.realising = p.journal[:mark], p.binds[:unbinds], p.realising[:0]
-			_ = p.submit()
-			return err
+			p.appendBind(vkruntime.SparseBind{Offset: uint64(g) << p.shift, Size: uint64(k) << p.shift,
+				Memory: c.handle.ID, MemoryOffset: uint64(at) << p.shift})
+			g += k
 		}
-		p.realising = append(p.realising, g)
-		p.appendBind(vkruntime.SparseBind{Offset: uint64(g) << p.shift, Size: p.granule, Memory: c.handle.ID, MemoryOffset: uint64(p.gm.backAt[g]) << p.shift})
+		p.realising = append(p.realising, granuleRun{a, b})
 	}
 	return p.submit()
 }
@@ -271,6 +371,7 @@ func (p *virtualPool) bindRange(g0, g1 int) error {
 // next submission to unbind, and nothing reaches the driver.
 func (p *virtualPool) bindInAccount(g0, g1 int, n uint64) {
 	p.journal = p.journal[:0]
+	p.unbinding = unbindStale
 	p.unbindIdle(n)
 	if p.spareGr < n {
 		_ = p.addChunks((n-p.spareGr)<<p.shift, true) // unmapped: it cannot fail
@@ -280,16 +381,17 @@ func (p *virtualPool) bindInAccount(g0, g1 int, n uint64) {
 }
 
 // bindUnbound binds the used, unbound granules of g0..g1 to spare chunk
-// granules in the pool's account.
+// granules in the pool's account, a run of spare granules at a time.
 func (p *virtualPool) bindUnbound(g0, g1 int) {
-	for g := p.gm.nextUnbound(g0, g1); g >= 0; g = p.gm.nextUnbound(g+1, g1) {
-		ci := p.chunkWithSpare()
-		c := &p.chunks[ci]
-		at := c.free[len(c.free)-1]
-		c.free = c.free[:len(c.free)-1]
-		p.spareGr--
-		p.gm.bind(g, int32(ci), at)
-		p.journal = append(p.journal, granuleChange{g: g, chunk: int32(ci), at: at, bind: true})
+	for a, b := p.gm.run(unboundUsed, g0, g1); a >= 0; a, b = p.gm.run(unboundUsed, b, g1) {
+		for g := a; g < b; {
+			ci := p.chunkWithSpare()
+			at, k := p.chunks[ci].take(uint32(b - g))
+			p.spareGr -= uint64(k)
+			p.gm.bindRun(g, g+int(k), int32(ci), at)
+			p.journal = append(p.journal, granuleChange{g: g, n: k, chunk: int32(ci), at: at, bind: true})
+			g += int(k)
+		}
 	}
 }
 
@@ -311,34 +413,52 @@ func (p *virtualPool) ensureRange() error {
 // outside g0..g1; those inside are bound there anew, and a range is bound
 // at most once in a submission.
 func (p *virtualPool) flushStale(g0, g1 int) {
-	if len(p.stale) == 0 {
-		return
-	}
-	for _, g := range slices.Sorted(maps.Keys(p.stale)) {
-		if g < g0 || g > g1 {
-			p.flushing = append(p.flushing, g)
-			p.appendBind(vkruntime.SparseBind{Offset: uint64(g) << p.shift, Size: p.granule})
+	p.staleAfter = p.staleAfter[:0]
+	for _, r := range p.stale {
+		a, b := r.g, r.g+r.n
+		lo, hi := max(a, g0), min(b, g1+1)
+		if lo >= hi {
+			p.appendBind(vkruntime.SparseBind{Offset: uint64(a) << p.shift, Size: uint64(b-a) << p.shift})
+			continue
 		}
+		if a < lo {
+			p.appendBind(vkruntime.SparseBind{Offset: uint64(a) << p.shift, Size: uint64(lo-a) << p.shift})
+		}
+		if hi < b {
+			p.appendBind(vkruntime.SparseBind{Offset: uint64(hi) << p.shift, Size: uint64(b-hi) << p.shift})
+		}
+		p.staleAfter = append(p.staleAfter, staleRun{g: lo, n: hi - lo, chunk: r.chunk})
 	}
 }
 
 // unbindIdle unbinds idle granules, those idle longest first as the map's
 // hand sweeps round, until the chunks have spare granules for n, or none
-// is idle. Those the device binds become stale: flushStale unbinds them.
+// is idle. What the device does with those it binds is p.unbinding's.
 func (p *virtualPool) unbindIdle(n uint64) {
 	for p.spareGr < n && p.gm.idle > 0 {
-		g := p.gm.nextIdle()
-		ci, at, real := p.gm.unbind(g)
-		c := &p.chunks[ci]
-		c.free = append(c.free, at)
-		p.spareHint = min(p.spareHint, int(ci))
-		p.spareGr++
-		p.journal = append(p.journal, granuleChange{g: g, chunk: ci, at: at, real: real})
-		if real {
-			if p.stale == nil {
-				p.stale = map[int]int32{}
-			}
-			p.stale[g] = ci
+		a, b := p.gm.nextIdleRun(n - p.spareGr)
+		p.gm.unbindRun(a, b, p.unbound)
+	}
+}
+
+// release makes n chunk granules from at, unbound from granules from g,
+// spare, and journals it.
+func (p *virtualPool) release(g int, ci int32, at, n uint32, real bool) {
+	p.chunks[ci].give(at, n)
+	p.spareHint = min(p.spareHint, int(ci))
+	p.spareGr += uint64(n)
+	p.journal = append(p.journal, granuleChange{g: g, n: n, chunk: ci, at: at, real: real})
+	if !real {
+		return
+	}
+	switch p.unbinding {
+	case unbindOnDevice:
+		p.appendBind(vkruntime.SparseBind{Offset: uint64(g) << p.shift, Size: uint64(n) << p.shift})
+	case unbindStale:
+		if k := len(p.stale) - 1; k >= 0 && p.stale[k].g+p.stale[k].n == g && p.stale[k].chunk == ci {
+			p.stale[k].n += int(n)
+		} else {
+			p.stale = append(p.stale, staleRun{g: g, n: int(n), chunk: ci})
 		}
 	}
 }
@@ -371,15 +491,17 @@ func (p *virtualPool) submit() error {
 			p.undo(p.journal[i])
 		}
 	} else {
-		for _, g := range p.realising {
-			p.gm.setReal(g)
-			delete(p.stale, g)
+		for _, r := range p.realising {
+			p.gm.setReal(r.a, r.b)
 		}
-		for _, g := range p.flushing {
-			delete(p.stale, g)
+		// The stale granules outside the bound range were unbound; those
+		// inside were bound anew, unless nothing was.
+		p.stale = p.stale[:0]
+		if len(p.realising) == 0 {
+			p.stale, p.staleAfter = p.staleAfter, p.stale
 		}
 	}
-	p.journal, p.realising, p.flushing = p.journal[:0], p.realising[:0], p.flushing[:0]
+	p.journal, p.realising, p.staleAfter = p.journal[:0], p.realising[:0], p.staleAfter[:0]
 	return err
 }
 
@@ -387,27 +509,27 @@ func (p *virtualPool) submit() error {
 func (p *virtualPool) undo(ch granuleChange) {
 	c := &p.chunks[ch.chunk]
 	if ch.bind {
-		p.gm.unbind(ch.g)
-		c.free = append(c.free, ch.at)
-		p.spareGr++
+		p.gm.unbindRun(ch.g, ch.g+int(ch.n), ignoreUnbound)
+		c.give(ch.at, ch.n)
+		p.spareGr += uint64(ch.n)
 		p.spareHint = min(p.spareHint, int(ch.chunk))
 		return
 	}
-	i := slices.Index(c.free, ch.at)
-	c.free = slices.Delete(c.free, i, i+1)
-	p.spareGr--
-	p.gm.bind(ch.g, ch.chunk, ch.at)
+	c.takeAt(ch.at, ch.n)
+	p.spareGr -= uint64(ch.n)
+	p.gm.bindRun(ch.g, ch.g+int(ch.n), ch.chunk, ch.at)
 	if ch.real {
-		p.gm.setReal(ch.g)
-		delete(p.stale, ch.g)
+		p.gm.setReal(ch.g, ch.g+int(ch.n))
 	}
 }
+
+func ignoreUnbound(int, int32, uint32, uint32, bool) {}
 
 // chunkWithSpare is the lowest chunk with a granule bound to nothing,
 // searched from a hint below which every chunk is full.
 func (p *virtualPool) chunkWithSpare() int {
 	for i := p.spareHint; i < len(p.chunks); i++ {
-		if len(p.chunks[i].free) > 0 {
+		if p.chunks[i].spare > 0 {
 			p.spareHint = i
 			return i
 		}
@@ -468,10 +590,7 @@ func (p *virtualPool) addChunks(short uint64, lazy bool) error {
 
 func (p *virtualPool) addChunk(dp devicePage) {
 	n := uint32(dp.size >> p.shift)
-	c := virtualChunk{devicePage: dp, held: true, free: make([]uint32, n)}
-	for i := range n {
-		c.free[i] = n - 1 - i
-	}
+	c := virtualChunk{devicePage: dp, held: true, spare: n, free: []granuleSpan{{0, n}}}
 	ci := len(p.chunks)
 	for i := range p.chunks {
 		if !p.chunks[i].held {
@@ -498,8 +617,8 @@ func (p *virtualPool) free(ref int32, requested uint64) {
 func (p *virtualPool) resolve(ref int32) (vkruntime.StorageHandle, error) {
 	off, size := p.where(ref)
 	g0, g1 := int(off>>p.shift), int((off+size-1)>>p.shift)
-	if p.gm.unrealIn(g0, g1) > 0 {
-		if err := p.bindRange(g0, g1); err != nil {
+	if p.gm.count(boundUnreal, g0, g1) > 0 || p.gm.count(unboundUsed, g0, g1) > 0 {
+		if err := p.bindRange(g0, g1, p.gm.count(unboundUsed, g0, g1)); err != nil {
 			return vkruntime.StorageHandle{}, err
 		}
 	}
@@ -519,8 +638,8 @@ func (p *virtualPool) cleanup(explicit bool) {
 	if !explicit {
 		return
 	}
-	p.binds, p.journal = p.binds[:0], p.journal[:0]
-	p.realising, p.flushing = p.realising[:0], p.flushing[:0]
+	p.binds, p.journal, p.realising = p.binds[:0], p.journal[:0], p.realising[:0]
+	p.unbinding = unbindOnDevice
 	p.unbindIdle(^uint64(0))
 	p.flushStale(-1, -1)
 	// A refused unbind leaves those granules bound (submit undoes it in the
@@ -530,20 +649,18 @@ func (p *virtualPool) cleanup(explicit bool) {
 	if err := p.submit(); err != nil && p.ranged && p.usage.NumberAllocs == 0 {
 		p.sparse.ReleaseVirtual(p.vrange.ID)
 		p.ranged, p.vrange = false, vkruntime.StorageHandle{}
-		for g := p.gm.nextIdle(); g >= 0; g = p.gm.nextIdle() {
-			ci, at, _ := p.gm.unbind(g)
-			p.chunks[ci].free = append(p.chunks[ci].free, at)
-			p.spareGr++
-		}
+		p.unbinding = unbindInAccount
+		p.unbindIdle(^uint64(0))
+		p.journal = p.journal[:0]
 		p.gm = granuleMap{}
-		clear(p.stale)
+		p.stale = p.stale[:0]
 	}
 	for i := range p.chunks {
 		c := &p.chunks[i]
-		if !c.held || uint64(len(c.free)) != c.size>>p.shift || p.staleInto(int32(i)) {
+		if !c.held || uint64(c.spare) != c.size>>p.shift || p.staleInto(int32(i)) {
 			continue
 		}
-		p.spareGr -= uint64(len(c.free))
+		p.spareGr -= uint64(c.spare)
 		p.closePage(&c.devicePage)
 		*c = virtualChunk{}
 	}
@@ -556,15 +673,15 @@ func (p *virtualPool) cleanup(explicit bool) {
 			p.ranged, p.vrange = false, vkruntime.StorageHandle{}
 		}
 		p.gm = granuleMap{}
-		clear(p.stale)
+		p.stale = p.stale[:0]
 	}
 }
 
 // staleInto reports whether the device still binds a stale granule into
 // chunk ci, whose memory must then be kept.
 func (p *virtualPool) staleInto(ci int32) bool {
-	for _, c := range p.stale {
-		if c == ci {
+	for _, r := range p.stale {
+		if r.chunk == ci {
 			return true
 		}
 	}
@@ -591,37 +708,68 @@ func (p *virtualPool) checkInvariants() error {
 		ranges = append(ranges, granules(r.offset, r.end))
 		return true
 	})
-	if err := p.gm.check(ranges); err != nil {
-		return fmt.Errorf("virtual pool: %w", err)
-	}
+	// The extents and the spare spans of each chunk tile it.
+	tiles := make([][]granuleSpan, len(p.chunks))
 	var bound uint64
-	for _, w := range p.gm.bound {
-		bound += uint64(bits.OnesCount64(w))
+	err = p.gm.check(ranges, func(g, n int, ci int32, at uint32) error {
+		if ci < 0 || int(ci) >= len(p.chunks) || !p.chunks[ci].held {
+			return fmt.Errorf("granules %d..%d are bound to chunk %d, which is not held", g, g+n-1, ci)
+		}
+		if c := &p.chunks[ci]; !c.mapped && p.gm.count(realBound, g, g+n-1) > 0 {
+			return fmt.Errorf("granules %d..%d are bound on the device to chunk %d, which has no device memory", g, g+n-1, ci)
+		}
+		tiles[ci] = append(tiles[ci], granuleSpan{at, uint32(n)})
+		bound += uint64(n)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("virtual pool: %w", err)
 	}
 	var held, unmapped, reserved, spare uint64
 	for i := range p.chunks {
 		c := &p.chunks[i]
 		if !c.held {
+			if len(tiles[i]) > 0 || c.spare != 0 || len(c.free) > 0 {
+				return fmt.Errorf("virtual pool: chunk %d is not held but has granules", i)
+			}
 			continue
 		}
 		held++
 		reserved += c.size
-		spare += uint64(len(c.free))
+		spare += uint64(c.spare)
 		if !c.mapped {
 			unmapped++
 		}
-	}
-	for w, word := range p.gm.real {
-		for ; word != 0; word &= word - 1 {
-			g := w*64 + bits.TrailingZeros64(word)
-			if c := &p.chunks[p.gm.backing[g]]; !c.held || !c.mapped {
-				return fmt.Errorf("virtual pool: granule %d is bound on the device to chunk %d, which has no device memory", g, p.gm.backing[g])
+		var inSpans uint32
+		for k, s := range c.free {
+			if s.n == 0 || (k > 0 && s.at+s.n >= c.free[k-1].at) {
+				return fmt.Errorf("virtual pool: chunk %d: spare spans %v not in order or not coalesced", i, c.free)
 			}
+			inSpans += s.n
+		}
+		if inSpans != c.spare {
+			return fmt.Errorf("virtual pool: chunk %d: %d spare granules in spans, recorded %d", i, inSpans, c.spare)
+		}
+		t := append(tiles[i], c.free...)
+		slices.SortFunc(t, func(a, b granuleSpan) int { return int(a.at) - int(b.at) })
+		end := uint32(0)
+		for _, s := range t {
+			if s.at != end {
+				return fmt.Errorf("virtual pool: chunk %d: granules from %d bound or spare twice, or neither (next from %d)", i, end, s.at)
+			}
+			end += s.n
+		}
+		if uint64(end) != c.size>>p.shift {
+			return fmt.Errorf("virtual pool: chunk %d: %d of its %d granules bound or spare", i, end, c.size>>p.shift)
 		}
 	}
-	for g, ci := range p.stale {
+	for _, r := range p.stale {
+		ci := r.chunk
 		if int(ci) >= len(p.chunks) || !p.chunks[ci].held || !p.chunks[ci].mapped || !p.ranged {
-			return fmt.Errorf("virtual pool: stale granule %d is bound on the device to chunk %d, which has no device memory", g, ci)
+			return fmt.Errorf("virtual pool: stale granules %d..%d are bound on the device to chunk %d, which has no device memory", r.g, r.g+r.n-1, ci)
+		}
+		if r.n <= 0 || (r.g < p.gm.len() && p.gm.count(realBound, r.g, min(r.g+r.n, p.gm.len())-1) > 0) {
+			return fmt.Errorf("virtual pool: stale granules %d..%d: none, or some the device has bound as the pool does", r.g, r.g+r.n-1)
 		}
 	}
 	if spare != p.spareGr || bound+spare != reserved>>p.shift {
