@@ -57,7 +57,11 @@ func WithDevice(index int) Option {
 }
 
 // WithLayout is the pool layout of the default stream and of streams created
-// before another is installed. The default is memory.SubSlicesLayout.
+// before another is installed. The default is
+// memory.VirtualLayout(memory.VirtualPlan{}), which needs no plan: on a
+// device with sparse residency one virtual range whose granules are bound
+// to device memory under live buffers only, on one without (lavapipe, the
+// cpu device unless made with a sparse granule) the SubSlices pools.
 func WithLayout(l memory.Layout) Option {
 	return func(c config) config { c.layout = l; return c }
 }
@@ -130,7 +134,7 @@ type Client struct {
 // the first Vulkan device unless WithDevice says otherwise, lavapipe where
 // there is no GPU. Without a backend it fails with device.ErrNoBackend.
 func Open(ctx context.Context, opts ...Option) (*Client, error) {
-	c := config{layout: memory.SubSlicesLayout()}
+	c := config{layout: memory.VirtualLayout(memory.VirtualPlan{})}
 	for _, o := range opts {
 		c = o(c)
 	}

@@ -9,8 +9,12 @@
 // A client starts with a default stream and makes more with NewStream. A
 // stream's operations run in order, one at a time; different streams run
 // concurrently. Every stream has its own pools (a memory.Manager over the
-// device's storage). Methods of Client act on the calling stream: the one
-// WithStream put on the context, else the default stream.
+// device's storage), by default the Virtual layout with no plan: where the
+// device has sparse residency a stream's buffers lie in one virtual range
+// bound to device memory under live bytes only, elsewhere they get the
+// SubSlices pools (see WithLayout, InstallMemoryPools). Methods of Client
+// act on the calling stream: the one WithStream put on the context, else
+// the default stream.
 //
 // # Buffers and launches
 //

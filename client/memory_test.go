@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/device/cpu"
 	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 	"github.com/vkrt/vkrt/runtime/environment"
@@ -19,6 +20,7 @@ func TestInstallMemoryPools(t *testing.T) {
 	c := openClient(t)
 	ctx := context.Background()
 	capped := memory.SlicedLayout(memory.SlicedPool{PageSize: 1 << 20, Pages: u64(2)})
+	byDefault := memory.VirtualLayout(memory.VirtualPlan{})
 
 	// InvalidLayout: nothing changes.
 	err := c.InstallMemoryPools(ctx, memory.SlicedLayout())
@@ -26,7 +28,7 @@ func TestInstallMemoryPools(t *testing.T) {
 	require.ErrorAs(t, err, &ie)
 	require.Equal(t, memory.InvalidLayout, ie.Kind)
 	require.False(t, ie.Transient())
-	require.True(t, c.Layout().Equal(memory.SubSlicesLayout()))
+	require.True(t, c.Layout().Equal(byDefault))
 
 	// PoolsInUse while a dynamic buffer lives: transient, old layout kept.
 	b, err := c.Empty(ctx, 1000)
@@ -37,8 +39,8 @@ func TestInstallMemoryPools(t *testing.T) {
 	require.True(t, ie.Transient())
 	require.Equal(t, uint64(1000), ie.BytesInUse)
 	require.Equal(t, "1000 B still live in the pools", err.Error())
-	require.True(t, c.DefaultStream().Layout().Equal(memory.SubSlicesLayout()))
-	require.True(t, c.Layout().Equal(memory.SubSlicesLayout()))
+	require.True(t, c.DefaultStream().Layout().Equal(byDefault))
+	require.True(t, c.Layout().Equal(byDefault))
 	got, err := b.Read(ctx)
 	require.NoError(t, err, "the live buffer is undisturbed")
 	require.Len(t, got, 1000)
@@ -74,6 +76,75 @@ func TestInstallMemoryPools(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, fresh.Layout().Equal(direct))
 	require.Equal(t, memory.DirectKind{}, fresh.Report().Dynamic[0].Kind)
+}
+
+// Without a plan or a layout a client gets what vkrt replay measures by
+// default: the Virtual layout, one virtual range bound under live buffers
+// where the device has sparse residency, the SubSlices pools where not.
+func TestDefaultLayoutIsVirtualAndNeedsNoPlan(t *testing.T) {
+	ctx := context.Background()
+	byDefault := memory.VirtualLayout(memory.VirtualPlan{})
+	// use makes and frees buffers of a few sizes and reads the largest back.
+	use := func(t *testing.T, c *Client) memory.Report {
+		data := make([]byte, 300<<10)
+		for i := range data {
+			data[i] = byte(i * 7)
+		}
+		small, err := c.Empty(ctx, 1000)
+		require.NoError(t, err)
+		big, err := c.Create(ctx, data)
+		require.NoError(t, err)
+		require.NoError(t, small.Free())
+		got, err := big.Read(ctx)
+		require.NoError(t, err)
+		require.Equal(t, data, got)
+		rep := c.MemoryReport(ctx)
+		require.NoError(t, big.Free())
+		return rep
+	}
+	t.Run("sparse residency", func(t *testing.T) {
+		const granule = 64 << 10
+		d, err := cpu.New(cpu.WithSparseGranule(granule))
+		require.NoError(t, err)
+		c, err := Open(ctx, WithBackend(d))
+		require.NoError(t, err)
+		defer c.Close()
+		require.True(t, c.Layout().Equal(byDefault))
+		rep := use(t, c)
+		require.Len(t, rep.Dynamic, 1, "one virtual range takes every size")
+		kind, ok := rep.Dynamic[0].Kind.(memory.VirtualKind)
+		require.True(t, ok, "the pool is virtual: %v", rep.Dynamic[0].Kind)
+		require.Equal(t, uint64(granule), kind.GranuleSize)
+		require.Zero(t, kind.PlannedBytes, "no plan was needed")
+		stats := c.StorageStats()
+		require.Positive(t, stats.BindCalls, "device memory was bound under the buffers")
+		// 1000 B and 300 KiB live at once: the granules under them, one
+		// more where they straddle a boundary.
+		live := uint64(1000 + 300<<10)
+		require.LessOrEqual(t, stats.BytesPeak, (live+granule-1)/granule*granule+granule,
+			"device memory only under live bytes")
+	})
+	t.Run("no sparse residency", func(t *testing.T) {
+		reports := make([]memory.Report, 2)
+		for i, opts := range [][]Option{nil, {WithLayout(memory.SubSlicesLayout())}} {
+			d, err := cpu.New()
+			require.NoError(t, err)
+			c, err := Open(ctx, append(opts, WithBackend(d))...)
+			require.NoError(t, err)
+			reports[i] = use(t, c)
+			if i == 0 {
+				require.True(t, c.Layout().Equal(byDefault), "the layout asked stays the default")
+				require.Zero(t, c.StorageStats().BindCalls)
+			}
+			require.NoError(t, c.Close())
+		}
+		require.NotEmpty(t, reports[0].Dynamic)
+		for _, p := range reports[0].Dynamic {
+			_, virtual := p.Kind.(memory.VirtualKind)
+			require.False(t, virtual, "a storage without sparse residency has no virtual range: %v", p.Kind)
+		}
+		require.Equal(t, reports[1], reports[0], "the very pools of the SubSlices layout")
+	})
 }
 
 func TestPersistentWindow(t *testing.T) {
