@@ -7,15 +7,15 @@ import (
 
 // granuleMap is what a virtual pool knows of each granule of its address
 // range: whether a live reservation touches it (used), whether device
-// memory is bound under it (bound), and which. A granule inside a
-// reservation, not at either end, is that reservation's alone, so only the
-// first and last granule of each reservation keep a count of the
-// reservations touching them; the rest is bitmaps, and a reservation of
-// hundreds of granules is set and cleared a word at a time. The memory
-// under bound granules is kept as extents: runs of granules bound to
-// consecutive granules of one chunk, recorded at their first granule, so
-// binding or unbinding a run costs the same however many granules it
-// spans.
+// memory is bound under it (bound), and which. Those are bitmaps, so a
+// reservation of hundreds of granules is set and cleared a word at a time;
+// whether a reservation's first or last granule is another's too the pool
+// tells from its placement. The memory under bound granules is kept as
+// extents: runs of granules bound to consecutive granules of one chunk,
+// found by their first granule, so binding or unbinding a run costs the
+// same however many granules it spans, and the map holds a few bits a
+// granule: a range of tens of gigabytes in 64 KiB granules is cheap to
+// start.
 type granuleMap struct {
 	used, bound []uint64 // one bit a granule
 	// real: bound granules whose binding the device has. A lazy
@@ -24,16 +24,19 @@ type granuleMap struct {
 	// resolved.
 	real []uint64
 	// first: the first granule of each extent.
-	first []uint64
-	ends  []uint32 // per granule: reservations it is the first or last granule of
-	// At an extent's first granule: its length in granules, its chunk, and
-	// the chunk granule it starts at.
-	extLen   []uint32
-	extChunk []int32
-	extAt    []uint32
-	needed   uint64 // used granules
-	idle     uint64 // bound granules not used
-	hand     int    // the word where the search for an idle granule resumes
+	first  []uint64
+	ext    map[int]extent // the extents, by first granule
+	n      int            // granules the bitmaps cover
+	needed uint64         // used granules
+	idle   uint64         // bound granules not used
+	hand   int            // the word where the search for an idle granule resumes
+}
+
+// extent is n granules bound to chunk granules from at on.
+type extent struct {
+	n     uint32
+	chunk int32
+	at    uint32
 }
 
 // maxExtent bounds an extent's granules, so finding the extent of a
@@ -63,16 +66,15 @@ func (m *granuleMap) word(s granuleSet, w int) uint64 {
 	}
 }
 
-func (m *granuleMap) len() int { return len(m.ends) }
+func (m *granuleMap) len() int { return m.n }
 
 // grow makes room for granules below n.
 func (m *granuleMap) grow(n int) {
-	n = max(n, 2*len(m.ends), 1024) // amortised: the range is used from its low end up
-	old := len(m.ends)
-	m.ends = append(m.ends, make([]uint32, n-old)...)
-	m.extLen = append(m.extLen, make([]uint32, n-old)...)
-	m.extChunk = append(m.extChunk, make([]int32, n-old)...)
-	m.extAt = append(m.extAt, make([]uint32, n-old)...)
+	n = max(n, 2*m.n, 1<<12) // amortised: the range is used from its low end up
+	if m.ext == nil {
+		m.ext = map[int]extent{}
+	}
+	m.n = n
 	words := (n + 63) / 64
 	m.used = append(m.used, make([]uint64, words-len(m.used))...)
 	m.bound = append(m.bound, make([]uint64, words-len(m.bound))...)
@@ -89,10 +91,6 @@ func wordMask(w, g0, g1 int) uint64 {
 // touch adds a reservation over granules g0..g1 and returns how many of
 // them have no memory bound.
 func (m *granuleMap) touch(g0, g1 int) (unbound uint64) {
-	m.ends[g0]++
-	if g1 != g0 {
-		m.ends[g1]++
-	}
 	for w := g0 >> 6; w <= g1>>6; w++ {
 		mask := wordMask(w, g0, g1)
 		fresh := mask &^ m.used[w]
@@ -105,19 +103,15 @@ func (m *granuleMap) touch(g0, g1 int) (unbound uint64) {
 }
 
 // untouch drops a reservation over granules g0..g1: its inner granules and
-// the ends no other reservation touches are no longer used; bound ones
-// become idle.
-func (m *granuleMap) untouch(g0, g1 int) {
-	m.ends[g0]--
-	if g1 != g0 {
-		m.ends[g1]--
-	}
+// the ends no other reservation touches (keep0, keep1 say whether one
+// does) are no longer used; bound ones become idle.
+func (m *granuleMap) untouch(g0, g1 int, keep0, keep1 bool) {
 	for w := g0 >> 6; w <= g1>>6; w++ {
 		mask := wordMask(w, g0, g1)
-		if w == g0>>6 && m.ends[g0] != 0 {
+		if w == g0>>6 && keep0 {
 			mask &^= 1 << uint(g0&63)
 		}
-		if w == g1>>6 && m.ends[g1] != 0 {
+		if w == g1>>6 && keep1 {
 			mask &^= 1 << uint(g1&63)
 		}
 		gone := mask & m.used[w]
@@ -202,8 +196,10 @@ func (m *granuleMap) unbindRun(a, b int, give func(g int, chunk int32, at, n uin
 		m.split(b)
 	}
 	for s := a; s < b; {
-		n, chunk, at := int(m.extLen[s]), m.extChunk[s], m.extAt[s]
+		e := m.ext[s]
+		n, chunk, at := int(e.n), e.chunk, e.at
 		m.first[s>>6] &^= 1 << uint(s&63)
+		delete(m.ext, s)
 		for g := s; g < s+n; {
 			real := m.has(m.real, g)
 			set := boundUnreal
@@ -239,14 +235,16 @@ func (m *granuleMap) split(g int) {
 		return
 	}
 	s := m.extentOf(g)
+	e := m.ext[s]
 	k := uint32(g - s)
-	m.setExtent(g, m.extLen[s]-k, m.extChunk[s], m.extAt[s]+k)
-	m.extLen[s] = k
+	m.setExtent(g, extent{e.n - k, e.chunk, e.at + k})
+	e.n = k
+	m.ext[s] = e
 }
 
-func (m *granuleMap) setExtent(g int, n uint32, chunk int32, at uint32) {
+func (m *granuleMap) setExtent(g int, e extent) {
 	m.first[g>>6] |= 1 << uint(g&63)
-	m.extLen[g], m.extChunk[g], m.extAt[g] = n, chunk, at
+	m.ext[g] = e
 }
 
 // addExtent records a..b-1, just bound, as extents, merged with the
@@ -254,21 +252,28 @@ func (m *granuleMap) setExtent(g int, n uint32, chunk int32, at uint32) {
 func (m *granuleMap) addExtent(a, b int, chunk int32, at uint32) {
 	if a > 0 && m.has(m.bound, a-1) {
 		// The extent before ends at a: a was not bound.
-		if s := m.extentOf(a - 1); m.extChunk[s] == chunk && m.extAt[s]+m.extLen[s] == at && m.extLen[s] < maxExtent {
-			k := min(uint32(b-a), maxExtent-m.extLen[s])
-			m.extLen[s] += k
+		s := m.extentOf(a - 1)
+		if e := m.ext[s]; e.chunk == chunk && e.at+e.n == at && e.n < maxExtent {
+			k := min(uint32(b-a), maxExtent-e.n)
+			e.n += k
+			m.ext[s] = e
 			a, at = a+int(k), at+k
 		}
 	}
 	for a < b {
 		k := min(uint32(b-a), maxExtent)
-		m.setExtent(a, k, chunk, at)
+		m.setExtent(a, extent{k, chunk, at})
 		a, at = a+int(k), at+k
 	}
-	if b < m.len() && m.has(m.first, b) && m.extChunk[b] == chunk && m.extAt[b] == at {
-		if s := m.extentOf(b - 1); m.extLen[s]+m.extLen[b] <= maxExtent {
-			m.extLen[s] += m.extLen[b]
-			m.first[b>>6] &^= 1 << uint(b&63)
+	if b < m.len() && m.has(m.first, b) {
+		if next := m.ext[b]; next.chunk == chunk && next.at == at {
+			s := m.extentOf(b - 1)
+			if e := m.ext[s]; e.n+next.n <= maxExtent {
+				e.n += next.n
+				m.ext[s] = e
+				m.first[b>>6] &^= 1 << uint(b&63)
+				delete(m.ext, b)
+			}
 		}
 	}
 }
@@ -277,8 +282,9 @@ func (m *granuleMap) addExtent(a, b int, chunk int32, at uint32) {
 // chunk granule under g, and how many granules from g it runs.
 func (m *granuleMap) extent(g int) (chunk int32, at uint32, n int) {
 	s := m.extentOf(g)
+	e := m.ext[s]
 	k := g - s
-	return m.extChunk[s], m.extAt[s] + uint32(k), int(m.extLen[s]) - k
+	return e.chunk, e.at + uint32(k), int(e.n) - k
 }
 
 // setReal records that the device has the bindings of a..b-1.
@@ -308,13 +314,8 @@ func (m *granuleMap) nextIdleRun(limit uint64) (a, b int) {
 // and walks its extents, calling each with its granules, chunk and chunk
 // granule.
 func (m *granuleMap) check(ranges [][2]int, each func(g, n int, chunk int32, at uint32) error) error {
-	ends := make([]uint32, len(m.ends))
 	used := make([]uint64, len(m.used))
 	for _, r := range ranges {
-		ends[r[0]]++
-		if r[1] != r[0] {
-			ends[r[1]]++
-		}
 		for g := r[0]; g <= r[1]; g++ {
 			used[g>>6] |= 1 << uint(g&63)
 		}
@@ -333,13 +334,9 @@ func (m *granuleMap) check(ranges [][2]int, each func(g, n int, chunk int32, at 
 		needed += uint64(bits.OnesCount64(used[w]))
 		idle += uint64(bits.OnesCount64(m.bound[w] &^ used[w]))
 	}
-	for g := range ends {
-		if ends[g] != m.ends[g] {
-			return fmt.Errorf("granule %d ends %d reservations, recorded %d", g, ends[g], m.ends[g])
-		}
-	}
 	// Every bound granule is in exactly one extent, and extents start where
 	// the first bitmap says.
+	extents := 0
 	for g := 0; g < m.len(); {
 		if !m.has(m.bound, g) {
 			g++
@@ -348,7 +345,8 @@ func (m *granuleMap) check(ranges [][2]int, each func(g, n int, chunk int32, at 
 		if !m.has(m.first, g) {
 			return fmt.Errorf("bound granule %d is in no extent", g)
 		}
-		n := int(m.extLen[g])
+		e := m.ext[g]
+		n := int(e.n)
 		if n == 0 || n > maxExtent || g+n > m.len() {
 			return fmt.Errorf("extent at granule %d runs %d granules", g, n)
 		}
@@ -357,10 +355,14 @@ func (m *granuleMap) check(ranges [][2]int, each func(g, n int, chunk int32, at 
 				return fmt.Errorf("extent at granule %d (%d granules) breaks at %d", g, n, k)
 			}
 		}
-		if err := each(g, n, m.extChunk[g], m.extAt[g]); err != nil {
+		if err := each(g, n, e.chunk, e.at); err != nil {
 			return err
 		}
+		extents++
 		g += n
+	}
+	if extents != len(m.ext) {
+		return fmt.Errorf("%d extents in the bitmap, %d recorded", extents, len(m.ext))
 	}
 	if needed != m.needed || idle != m.idle {
 		return fmt.Errorf("%d granules used and %d idle, recorded %d and %d", needed, idle, m.needed, m.idle)

@@ -80,6 +80,11 @@ type virtualPool struct {
 	probe        func(arenaRange) bool
 	probeFrom    uint64
 	probeFound   bool
+	// nearBelow and nearAbove: the end of the planned place below a
+	// planned reservation and the start of the one above, as the btree
+	// walks below and above find them.
+	nearBelow, nearAbove uint64
+	below, above         func(arenaRange) bool
 
 	gm        granuleMap
 	chunks    []virtualChunk
@@ -222,6 +227,14 @@ func newVirtualPool(c poolConfig, s vkruntime.SparseStorage, total *Usage) *virt
 		p.probeFound = r.end > p.probeFrom
 		return false
 	}
+	p.below = func(r arenaRange) bool {
+		p.nearBelow = r.end
+		return false
+	}
+	p.above = func(r arenaRange) bool {
+		p.nearAbove = r.offset
+		return false
+	}
 	p.unbound = p.release
 	p.place = newTLSFRange(c.space - c.slotsEnd)
 	return p
@@ -254,7 +267,7 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 		}
 	} else if unbound > 0 || p.gm.count(boundUnreal, g0, g1) > 0 {
 		if err := p.bindRange(g0, g1, unbound); err != nil {
-			p.gm.untouch(g0, g1)
+			p.untouch(ref, g0, g1)
 			p.unplace(ref)
 			if ref < 0 {
 				p.ordinal-- // the slot is still this reservation's when it is tried again
@@ -291,6 +304,46 @@ func (p *virtualPool) placeNext(size uint64) (int32, uint64, error) {
 		return 0, 0, fmt.Errorf("%w: no free range of %d B in a virtual range of %d B", vkruntime.ErrOutOfDeviceMemory, size, p.space)
 	}
 	return b, p.slotsEnd + p.place.blocks[b].offset, nil
+}
+
+// untouch drops live reservation ref from the granule map, over its
+// granules g0..g1: its first and last granule stay used where the
+// reservations placed next to it reach into them.
+func (p *virtualPool) untouch(ref int32, g0, g1 int) {
+	below, above := p.neighbours(ref)
+	lo0, lo1 := uint64(g0)<<p.shift, uint64(g1)<<p.shift
+	p.gm.untouch(g0, g1, below > lo0 || above < lo0+p.granule, below > lo1 || above < lo1+p.granule)
+}
+
+// neighbours are where the live reservations placed nearest ref end below
+// it and start above it, 0 and ^0 where there is none. Planned places and
+// TLSF's range above them share no granule.
+func (p *virtualPool) neighbours(ref int32) (below, above uint64) {
+	if ref < 0 {
+		s := p.planned[^ref]
+		p.nearBelow, p.nearAbove = 0, ^uint64(0)
+		if s.Offset > 0 {
+			p.plannedLive.DescendLessOrEqual(arenaRange{offset: s.Offset - 1}, p.below)
+		}
+		p.plannedLive.AscendGreaterOrEqual(arenaRange{offset: s.Offset + 1}, p.above)
+		return p.nearBelow, p.nearAbove
+	}
+	// Free blocks never touch, so past a free neighbour lies a live block
+	// or the end of the range.
+	bl := p.place.blocks
+	b := &bl[ref]
+	above = ^uint64(0)
+	if pv := b.prevPhys; pv != none && !bl[pv].free {
+		below = p.slotsEnd + b.offset
+	} else if pv != none && bl[pv].prevPhys != none {
+		below = p.slotsEnd + bl[pv].offset
+	}
+	if nx := b.nextPhys; nx != none && !bl[nx].free {
+		above = p.slotsEnd + b.offset + b.size
+	} else if nx != none && bl[nx].nextPhys != none {
+		above = p.slotsEnd + bl[nx].offset + bl[nx].size
+	}
+	return below, above
 }
 
 // slotFree reports whether no planned place live now overlaps [off, end).
@@ -610,7 +663,7 @@ func (p *virtualPool) addChunk(dp devicePage) {
 func (p *virtualPool) free(ref int32, requested uint64) {
 	off, size := p.where(ref)
 	p.uncountAlloc(requested, size)
-	p.gm.untouch(int(off>>p.shift), int((off+size-1)>>p.shift))
+	p.untouch(ref, int(off>>p.shift), int((off+size-1)>>p.shift))
 	p.unplace(ref)
 }
 
