@@ -17,19 +17,9 @@ const (
 	// virtualSpacePerHeap: the range is this many times the heap, so the
 	// placement's fragmentation costs address space, not memory.
 	virtualSpacePerHeap = 4
-	// A virtual pool short of memory takes what it lacks from the driver
-	// rounded up to virtualChunkUnit, the 20 MiB page PyTorch's expandable
-	// segments map for large blocks, or a virtualGrowthDivisor-th of what
-	// it holds if that is more: one device allocation per shortfall as
-	// PyTorch makes one mapping call, and a last step of at most 2.5 % of
-	// the peak on large pools. Chosen by measuring the candidates against
-	// PyTorch modelled on the same streams (internal/torchalloc): on 24
-	// generated runs and the 6 shipped ones with no plan, 27 of 30 reserve
-	// no more than PyTorch with expandable segments in no more device
-	// allocations; a fixed 32 MiB floor with eighths below it managed 19, a
-	// unit scaled down with the pool (2 MiB floor) at most 17, as small
-	// units multiply the allocations.
-	virtualChunkUnit     = 20 << 20
+	// virtualGrowthDivisor: a pool short of memory takes at least what it
+	// holds over this, so a last step costs at most 2.5 % of the peak on
+	// large pools and they make few device allocations.
 	virtualGrowthDivisor = 40
 	// With a plan the unit is at most the plan over virtualPlanUnitDivisor,
 	// so a workload of a few megabytes is not given 20 MiB.
@@ -43,6 +33,21 @@ const (
 	// plan.
 	virtualFollowStep = 4
 )
+
+// VirtualChunkUnit is how a Virtual pool with no plan grows: a pool short
+// of memory takes what it lacks from the driver rounded up to 20 MiB, the
+// page PyTorch's expandable segments map for large blocks, or a fortieth of
+// what it holds if that is more: one device allocation per shortfall, as
+// PyTorch makes one mapping call. So a pool holds at least 20 MiB once it
+// holds anything; under a plan the unit is at most a sixteenth of the plan.
+// Chosen by measuring the candidates against PyTorch modelled on the same
+// streams (internal/torchalloc): of 24 generated runs and the 6 shipped
+// ones with no plan, 27 reserve no more than PyTorch with expandable
+// segments in no more device allocations. A 32 MiB floor with eighths of
+// what is held below it managed 19; units that start small (doubling from
+// 64 KiB or 2 MiB up to 20 MiB) 21; PyTorch's own split, 2 MiB for
+// shortfalls of 1 MiB or less, 19: small units multiply the allocations.
+const VirtualChunkUnit = 20 << 20
 
 // virtualPool places every reservation in one large range of address space
 // by TLSF and backs with device memory only the granules that live
@@ -242,7 +247,7 @@ func newVirtualPool(c poolConfig, s vkruntime.SparseStorage, total *Usage) *virt
 	}
 	p.unbound = p.release
 	p.place = newTLSFRange(c.space - c.slotsEnd)
-	p.unit = virtualChunkUnit
+	p.unit = VirtualChunkUnit
 	if c.planned != 0 {
 		p.unit = min(p.unit, max(c.planned/virtualPlanUnitDivisor, c.granule))
 	}

@@ -186,7 +186,7 @@ func TestVirtualPoolBacksEveryLiveReservationAndReusesMemory(t *testing.T) {
 	allocs := s.allocs
 	vp := m.pools[0].(*virtualPool)
 	held := m.Usage().BytesReserved
-	require.LessOrEqual(t, held, vp.neededPeak*testGranule+max(virtualChunkUnit, held/virtualGrowthDivisor),
+	require.LessOrEqual(t, held, vp.neededPeak*testGranule+max(VirtualChunkUnit, held/virtualGrowthDivisor),
 		"the pool holds the granules needed at the peak and at most the rest of its last chunk")
 	rng = rand.New(rand.NewPCG(7, 8))
 	run(600)
@@ -268,7 +268,7 @@ func TestVirtualPlanOutgrownGrowsWarnsOnceAndFailsOnlyWhenTheDeviceIsFull(t *tes
 
 // Under a plan the pool takes device memory in a few allocations as the run
 // needs it, never past what the run needs by more than a unit: the plan
-// over virtualPlanUnitDivisor, at most virtualChunkUnit.
+// over virtualPlanUnitDivisor, at most VirtualChunkUnit.
 func TestVirtualPlanTakesMemoryInFewAllocationsAsNeeded(t *testing.T) {
 	m, s := newVirtualManager(t, VirtualPlan{PlannedBytes: 256 << 20})
 	var hs []Handle
@@ -277,7 +277,7 @@ func TestVirtualPlanTakesMemoryInFewAllocationsAsNeeded(t *testing.T) {
 	}
 	const need, planned = 128 << 20, 256 << 20
 	require.LessOrEqual(t, s.allocs, 16)
-	require.LessOrEqual(t, m.Usage().BytesReserved, uint64(need+min(virtualChunkUnit, planned/virtualPlanUnitDivisor)),
+	require.LessOrEqual(t, m.Usage().BytesReserved, uint64(need+min(VirtualChunkUnit, planned/virtualPlanUnitDivisor)),
 		"at most a unit past what the run needs, though the plan expects more")
 	require.Zero(t, m.Spills())
 	for _, h := range hs {

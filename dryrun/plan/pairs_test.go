@@ -109,68 +109,134 @@ func generatedPairs(seeds int) [][2]*trace.Trace {
 }
 
 // ownPlanMinPeak: streams peaking below it are left out of the exact-run
-// bound, as a granule of 2 MiB is more than 0.3 % of them.
+// bound: a few granules of 64 KiB at the ends of the plan's pages are more
+// than 0.3 % of them.
 const ownPlanMinPeak = 1 << 30
 
-// A plan from either run of a generated pair never fails the other (the
-// pool grows past it), and a stream of 1 GB or more under its own plan
-// stays within 0.3 % of its peak live bytes. How close the other run comes
-// to its peak is BenchmarkGeneratedPairs' figure, not a bound here: runs
-// of one workload differ up to tenfold in size.
-func TestGeneratedPairsNeverFailAndOwnPlansFit(t *testing.T) {
+// pairOutcome is one generated run under the other run's plan and with no
+// plan, against PyTorch modelled on the same run.
+type pairOutcome struct {
+	on             *trace.Trace
+	planned, plain *replay.Result
+	peer           tracetest.PyTorchRun
+}
+
+// servedByPlan: goal 1, within 3 % and PyTorch with expandable segments,
+// in no more device allocations than PyTorch.
+func (o pairOutcome) servedByPlan() bool {
+	return o.planned.Ratio() <= min(crossRunRatio, o.peer.ExpandableRatio) && o.planned.DriverAllocs <= o.peerAllocs()
+}
+
+// beatsPyTorchWithoutPlan: goal 3, no plan reserving no more than PyTorch
+// with expandable segments, in no more device allocations.
+func (o pairOutcome) beatsPyTorchWithoutPlan() bool {
+	return o.plain.Ratio() <= o.peer.ExpandableRatio && o.plain.DriverAllocs <= o.peerAllocs()
+}
+
+func (o pairOutcome) peerAllocs() uint64 { return min(o.peer.DefaultAllocs, o.peer.ExpandableAllocs) }
+
+func (o pairOutcome) String() string {
+	return fmt.Sprintf("%-30s under the other run's plan %.4f× (%d), no plan %.4f× (%d); PyTorch expandable %.4f× (%d)",
+		o.on.Name, o.planned.Ratio(), o.planned.DriverAllocs, o.plain.Ratio(), o.plain.DriverAllocs, o.peer.ExpandableRatio, o.peerAllocs())
+}
+
+// crossRuns replays each run of every pair under the other run's plan and
+// with no plan.
+func crossRuns(t testing.TB, pairs [][2]*trace.Trace) []pairOutcome {
+	var out []pairOutcome
+	for _, p := range pairs {
+		plans := [2]memory.Layout{planFrom(t, p[0]), planFrom(t, p[1])}
+		for i, on := range p {
+			out = append(out, pairOutcome{on: on, planned: runUnder(t, on, plans[1-i]),
+				plain: runUnder(t, on, memory.VirtualLayout(memory.VirtualPlan{})), peer: tracetest.ModelledPyTorch(t, on)})
+		}
+	}
+	return out
+}
+
+// Generated pairs, each run under the other's plan and with no plan,
+// against PyTorch modelled on the same run: a plan never fails a run, and
+// the share of runs meeting each goal stays where it was measured. Runs of
+// one generated workload differ up to tenfold in size, and on streams of
+// 45–600 MB PyTorch makes a dozen device allocations: no growth policy
+// meets both 3 % and PyTorch's count there without knowing the run's peak
+// in advance, so the misses are reported by name, not hidden.
+func TestGeneratedPairsAgainstPyTorch(t *testing.T) {
+	seeds, wantServed, wantBeaten := 3, 17, 21
+	if tracetest.Quick() {
+		seeds, wantServed, wantBeaten = 1, 7, 6
+	}
+	outcomes := crossRuns(t, generatedPairs(seeds))
+	served, beaten := 0, 0
+	for _, o := range outcomes {
+		t.Log(o)
+		if o.servedByPlan() {
+			served++
+		} else {
+			t.Logf("  %s: the other run's plan misses goal 1", o.on.Name)
+		}
+		if o.beatsPyTorchWithoutPlan() {
+			beaten++
+		} else {
+			t.Logf("  %s: no plan misses goal 3", o.on.Name)
+		}
+	}
+	t.Logf("%d of %d runs served by the other run's plan, %d beat PyTorch with no plan", served, len(outcomes), beaten)
+	require.GreaterOrEqual(t, served, wantServed, "runs served within min(1.03×, PyTorch) in PyTorch's allocations by the other run's plan")
+	require.GreaterOrEqual(t, beaten, wantBeaten, "runs beating PyTorch expandable with no plan")
+}
+
+// A stream of 1 GB or more under its own plan stays within 0.3 % of its
+// peak live bytes.
+func TestGeneratedOwnPlansFit(t *testing.T) {
 	seeds := 2
 	if tracetest.Quick() {
 		seeds = 1
 	}
 	for _, p := range generatedPairs(seeds) {
-		pa, pb := planFrom(t, p[0]), planFrom(t, p[1])
-		for _, c := range []struct {
-			plan memory.Layout
-			on   *trace.Trace
-			own  bool
-		}{{pa, p[1], false}, {pb, p[0], false}, {pa, p[0], true}, {pb, p[1], true}} {
-			r := runUnder(t, c.on, c.plan)
-			what := fmt.Sprintf("%s (own plan %v): %.4f× (%d device allocations)", c.on.Name, c.own, r.Ratio(), r.DriverAllocs)
+		for _, on := range p {
+			if on.Allocations == 0 {
+				continue
+			}
+			r := runUnder(t, on, planFrom(t, on))
+			what := fmt.Sprintf("%s under its own plan: %.4f× (%d device allocations)", on.Name, r.Ratio(), r.DriverAllocs)
 			t.Log(what)
-			if c.own && r.PeakLiveBytes >= ownPlanMinPeak {
+			if r.PeakLiveBytes >= ownPlanMinPeak {
 				require.LessOrEqual(t, r.Ratio(), exactRunRatio, what)
 			}
+			require.Zero(t, r.Spills, what)
 		}
 	}
 }
 
 // BenchmarkGeneratedPairs replays each run of three generated pairs per
-// family under the other run's plan and reports the worst and mean reserved
-// peak over peak live bytes, how many of the runs stay within 3 %, and the
-// most device allocations one made; with no plan for comparison.
+// family under the other run's plan and with no plan, and reports against
+// PyTorch modelled on the same runs: the share served by the other run's
+// plan (goal 1), the share beating PyTorch with no plan (goal 3), the worst
+// and mean reserved peak over peak live bytes.
 func BenchmarkGeneratedPairs(b *testing.B) {
 	pairs := generatedPairs(3)
 	for range b.N {
-		var worst, sum, worstDefault, sumDefault float64
-		var within, allocs, allocsDefault uint64
-		for _, p := range pairs {
-			pa, pb := planFrom(b, p[0]), planFrom(b, p[1])
-			for _, c := range [][2]any{{pa, p[1]}, {pb, p[0]}} {
-				on := c[1].(*trace.Trace)
-				r := runUnder(b, on, c[0].(memory.Layout))
-				d := runUnder(b, on, memory.VirtualLayout(memory.VirtualPlan{}))
-				b.Logf("%-32s under the other run's plan %.4f× (%d), no plan %.4f× (%d)", on.Name, r.Ratio(), r.DriverAllocs, d.Ratio(), d.DriverAllocs)
-				worst, sum = max(worst, r.Ratio()), sum+r.Ratio()
-				worstDefault, sumDefault = max(worstDefault, d.Ratio()), sumDefault+d.Ratio()
-				allocs, allocsDefault = max(allocs, r.DriverAllocs), max(allocsDefault, d.DriverAllocs)
-				if r.Ratio() <= crossRunRatio {
-					within++
-				}
+		outcomes := crossRuns(b, pairs)
+		var worst, sum, worstPlain, sumPlain, served, beaten float64
+		for _, o := range outcomes {
+			b.Log(o)
+			worst, sum = max(worst, o.planned.Ratio()), sum+o.planned.Ratio()
+			worstPlain, sumPlain = max(worstPlain, o.plain.Ratio()), sumPlain+o.plain.Ratio()
+			if o.servedByPlan() {
+				served++
+			}
+			if o.beatsPyTorchWithoutPlan() {
+				beaten++
 			}
 		}
-		n := float64(2 * len(pairs))
+		n := float64(len(outcomes))
+		b.ReportMetric(served/n, "share-served-by-plan")
+		b.ReportMetric(beaten/n, "share-beating-pytorch")
 		b.ReportMetric(worst, "worst-ratio")
 		b.ReportMetric(sum/n, "mean-ratio")
-		b.ReportMetric(float64(within)/n, "share-within-1.03")
-		b.ReportMetric(float64(allocs), "most-allocs")
-		b.ReportMetric(worstDefault, "no-plan-worst-ratio")
-		b.ReportMetric(sumDefault/n, "no-plan-mean-ratio")
-		b.ReportMetric(float64(allocsDefault), "no-plan-most-allocs")
+		b.ReportMetric(worstPlain, "no-plan-worst-ratio")
+		b.ReportMetric(sumPlain/n, "no-plan-mean-ratio")
 	}
 }
 
