@@ -17,8 +17,9 @@ import (
 type LayoutKind uint8
 
 const (
-	// LayoutSubSlices is the default: a ladder of sliced pools under one
-	// exclusive pool, derived from the device's MaxPageSize.
+	// LayoutSubSlices, the zero Layout: a ladder of sliced pools under one
+	// exclusive pool, derived from the device's MaxPageSize. It is what a
+	// Virtual layout builds on a storage without sparse residency.
 	LayoutSubSlices LayoutKind = iota
 	// LayoutExclusivePages: exclusive pools in exponentially spaced buckets.
 	LayoutExclusivePages
@@ -97,7 +98,9 @@ type ArenaPlan struct {
 	Fallback []SlicedPool `json:"fallback"`
 }
 
-// SubSlicesLayout is the default layout. Derived from DeviceProperties:
+// SubSlicesLayout is the zero Layout, and what VirtualLayout (the client's
+// and the replay's default) builds on a storage without sparse residency.
+// Derived from DeviceProperties:
 // sliced pools with pages of 2 MiB, 8 MiB, 32 MiB, … (×4, up to MaxPageSize
 // or 256 MiB, whichever is less; the last page is exactly that bound), each
 // serving slices up to a quarter of its page (and, uncapped, single
