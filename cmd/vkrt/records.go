@@ -74,15 +74,7 @@ type recordLine struct {
 }
 
 func listRecords(ctx context.Context, out io.Writer, envName string, q environment.Query, asJSON bool) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	env, err := environment.OpenContext(ctx, envName, environment.ReadOnly())
-	if err != nil {
-		return err
-	}
-	defer env.Close()
-	entries, err := env.Query(ctx, q)
+	entries, err := queryEnvironment(ctx, envName, q)
 	if err != nil {
 		return err
 	}
@@ -96,21 +88,16 @@ func listRecords(ctx context.Context, out io.Writer, envName string, q environme
 		}
 		return nil
 	}
+	records, undecodable := memoryRecords(entries, "listed with '-'")
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTIME\tKIND\tLABEL\tPOOLS\tRESERVED\tIN USE\tPEAK PAGES")
-	var undecodable []error
-	for _, e := range entries {
+	for i, e := range entries {
 		pools, reserved, inUse, peak := "-", "-", "-", "-"
-		if e.Kind == memory.RecordKind {
-			var rec memory.Record
-			if err := e.Decode(&rec); err != nil {
-				undecodable = append(undecodable, err)
-			} else {
-				u := rec.Report.Usage()
-				pools = strconv.Itoa(len(rec.Report.Dynamic) + 1) // the dynamic pools and the persistent one
-				reserved, inUse = memory.FormatBytes(u.BytesReserved), memory.FormatBytes(u.BytesInUse)
-				peak = strconv.FormatUint(peakPages(rec.Report), 10)
-			}
+		if rec := records[i]; rec != nil {
+			u := rec.Report.Usage()
+			pools = strconv.Itoa(len(rec.Report.Dynamic) + 1) // the dynamic pools and the persistent one
+			reserved, inUse = memory.FormatBytes(u.BytesReserved), memory.FormatBytes(u.BytesInUse)
+			peak = strconv.FormatUint(peakPages(rec.Report), 10)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Time.Format("2006-01-02 15:04:05"), e.Kind, tableCell(e.Label),
 			pools, reserved, inUse, peak)
@@ -118,12 +105,67 @@ func listRecords(ctx context.Context, out io.Writer, envName string, q environme
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(undecodable) > 0 {
-		return fmt.Errorf("%d of %d records could not be decoded (listed with '-'): %w",
-			len(undecodable), len(entries), errors.Join(undecodable...))
+	if undecodable != nil {
+		return undecodable
 	}
 	return nil
 }
+
+// queryEnvironment opens an environment read-only, so that reading never
+// creates it or gets in the way of a process writing records, and returns
+// the records q selects, oldest first.
+func queryEnvironment(ctx context.Context, name string, q environment.Query) ([]environment.Entry, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	env, err := environment.OpenContext(ctx, name, environment.ReadOnly())
+	if err != nil {
+		return nil, err
+	}
+	defer env.Close()
+	return env.Query(ctx, q)
+}
+
+// memoryRecords decodes the memory records among entries: records[i] is
+// entry i's, nil for a record of another kind or one that cannot be
+// decoded. A reader shows the rest and then fails with undecodable, which
+// names each record that could not be decoded; shown says what became of
+// them. undecodable is nil when every memory record decodes.
+func memoryRecords(entries []environment.Entry, shown string) (records []*memory.Record, undecodable *undecodableError) {
+	records = make([]*memory.Record, len(entries))
+	for i, e := range entries {
+		if e.Kind != memory.RecordKind {
+			continue
+		}
+		var rec memory.Record
+		if err := e.Decode(&rec); err != nil {
+			if undecodable == nil {
+				undecodable = &undecodableError{Total: len(entries), Shown: shown}
+			}
+			undecodable.Entries = append(undecodable.Entries, e)
+			undecodable.Errs = append(undecodable.Errs, err)
+			continue
+		}
+		records[i] = &rec
+	}
+	return records, undecodable
+}
+
+// undecodableError names the memory records of an environment that could
+// not be decoded; it matches each decoding error (errors.Is,
+// strictjson.ErrNumberDoesNotFit for a number out of range).
+type undecodableError struct {
+	Entries []environment.Entry // the records, with Errs[i] for Entries[i]
+	Errs    []error
+	Total   int    // the records read, those of every kind included
+	Shown   string // what became of the undecodable ones
+}
+
+func (e *undecodableError) Error() string {
+	return fmt.Sprintf("%d of %d records could not be decoded (%s): %v", len(e.Entries), e.Total, e.Shown, errors.Join(e.Errs...))
+}
+
+func (e *undecodableError) Unwrap() []error { return e.Errs }
 
 // tableCell shows a label as it is unless it holds a character that would
 // break the table (a control character such as a newline or a tab, or a

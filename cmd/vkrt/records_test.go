@@ -66,6 +66,25 @@ func seedEnvironment(t *testing.T, name string) {
 	require.NoError(t, err)
 }
 
+// addUndecodableRecord adds to a seeded environment a memory record whose
+// reserved bytes do not fit in 64 bits, labelled "wrapped" (a decoder that
+// wraps numbers would read 1 B), then a good one, "after the bad one".
+func addUndecodableRecord(t *testing.T, name string) {
+	t.Helper()
+	env, err := environment.Open(name)
+	require.NoError(t, err)
+	defer env.Close()
+	good, err := json.Marshal(sampleMemoryRecord("wrapped", 1))
+	require.NoError(t, err)
+	bad := strings.Replace(string(good), `"bytes_reserved":1048576`, `"bytes_reserved":18446744073709551617`, 1)
+	require.NotEqual(t, string(good), bad)
+	_, err = env.PutJSON(context.Background(), environment.KindMemory, "wrapped", []byte(bad))
+	require.NoError(t, err)
+	_, err = env.PutJSON(context.Background(), environment.KindMemory, "after the bad one", good)
+	require.NoError(t, err)
+	require.NoError(t, env.Close())
+}
+
 func TestRecordsTable(t *testing.T) {
 	t.Setenv(environment.DirEnvVar, t.TempDir())
 	seedEnvironment(t, "bench")
@@ -179,17 +198,7 @@ func TestRecordsFromClient(t *testing.T) {
 func TestRecordsListsTheRestWhenOneRecordCannotBeDecoded(t *testing.T) {
 	t.Setenv(environment.DirEnvVar, t.TempDir())
 	seedEnvironment(t, "bench")
-	env, err := environment.Open("bench")
-	require.NoError(t, err)
-	good, err := json.Marshal(sampleMemoryRecord("wrapped", 1))
-	require.NoError(t, err)
-	bad := strings.Replace(string(good), `"bytes_reserved":1048576`, `"bytes_reserved":18446744073709551617`, 1)
-	require.NotEqual(t, string(good), bad)
-	_, err = env.PutJSON(context.Background(), environment.KindMemory, "wrapped", []byte(bad))
-	require.NoError(t, err)
-	_, err = env.PutJSON(context.Background(), environment.KindMemory, "after the bad one", good)
-	require.NoError(t, err)
-	require.NoError(t, env.Close())
+	addUndecodableRecord(t, "bench")
 
 	out, err := executeRecords(t, "--env", "bench")
 	require.ErrorIs(t, err, strictjson.ErrNumberDoesNotFit, "the bad record is reported, not listed as 1 B")

@@ -12,7 +12,6 @@ import (
 
 	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/internal/htmlreport"
-	"github.com/vkrt/vkrt/memory"
 	"github.com/vkrt/vkrt/runtime/environment"
 )
 
@@ -37,7 +36,9 @@ script) that charts, for each trace, the live and reserved bytes of every pool
 over the stream under a layout without a plan (--layout, as for vkrt replay)
 and under a plan, with the peak-live floor, the figures to compare and a
 one-line verdict; with --env, also the memory records of an environment in
-the order they were written.
+the order they were written. A memory record that cannot be decoded is left
+out of that chart and named under it and on stderr, and the command exits
+non-zero once the page is written.
 
 The plan is derived from each trace's own dry run, as 'vkrt replay --plan'
 does, unless --plan names one (a preset, a layout JSON literal, or a file
@@ -73,7 +74,10 @@ func runReport(cmd *cobra.Command, paths []string, f reportFlags) error {
 		}
 		layouts.Plan = &htmlreport.PlanFrom{Layout: l, Source: "given by --plan " + filepath.Base(f.plan)}
 	}
-	var page htmlreport.Page
+	var (
+		page        htmlreport.Page
+		undecodable error
+	)
 	for _, path := range paths {
 		t, err := trace.ReadFile(path)
 		if err != nil {
@@ -86,38 +90,43 @@ func runReport(cmd *cobra.Command, paths []string, f reportFlags) error {
 		page.Traces = append(page.Traces, tr)
 	}
 	if f.env != "" {
-		recs, err := envRecords(cmd.Context(), f.env)
+		recs, bad, err := envRecords(cmd.Context(), f.env)
 		if err != nil {
 			return err
 		}
 		page.Env = recs
+		undecodable = bad
 	}
-	return writeReport(f.html, page)
+	if err := writeReport(f.html, page); err != nil {
+		return err
+	}
+	// The page is written with every record that decodes; the command still
+	// fails so that a script notices the ones left out.
+	return undecodable
 }
 
-// envRecords reads an environment's memory records, oldest first.
-func envRecords(ctx context.Context, name string) (*htmlreport.EnvRecords, error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	env, err := environment.OpenContext(ctx, name, environment.ReadOnly())
+// envRecords reads an environment's memory records, oldest first. Those
+// that cannot be decoded are named on the page and in undecodable, and the
+// rest are drawn, as vkrt records lists them.
+func envRecords(ctx context.Context, name string) (_ *htmlreport.EnvRecords, undecodable error, _ error) {
+	entries, err := queryEnvironment(ctx, name, environment.Query{Kind: environment.KindMemory})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer env.Close()
-	entries, err := env.Query(ctx, environment.Query{Kind: environment.KindMemory})
-	if err != nil {
-		return nil, err
-	}
+	records, bad := memoryRecords(entries, "left out of the records chart")
 	out := &htmlreport.EnvRecords{Name: name}
-	for _, e := range entries {
-		var rec memory.Record
-		if err := e.Decode(&rec); err != nil {
-			return nil, err
+	for i, e := range entries {
+		if rec := records[i]; rec != nil {
+			out.Records = append(out.Records, htmlreport.EnvRecord{ID: e.ID, Label: e.Label, Time: e.Time, Report: rec.Report})
 		}
-		out.Records = append(out.Records, htmlreport.EnvRecord{ID: e.ID, Label: e.Label, Time: e.Time, Report: rec.Report})
 	}
-	return out, nil
+	if bad == nil {
+		return out, nil, nil
+	}
+	for i, e := range bad.Entries {
+		out.Undecodable = append(out.Undecodable, htmlreport.UndecodableRecord{ID: e.ID, Label: e.Label, Time: e.Time, Reason: bad.Errs[i].Error()})
+	}
+	return out, bad, nil
 }
 
 // writeReport renders into a temporary file beside path and renames it, so a

@@ -11,6 +11,7 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/internal/strictjson"
 	"github.com/vkrt/vkrt/memory"
 	"github.com/vkrt/vkrt/runtime/environment"
 )
@@ -66,6 +67,27 @@ func TestReportWritesTracesAndEnvironment(t *testing.T) {
 	require.NotContains(t, html, "after the note")
 	require.Contains(t, html, `data-reserved="`+"2097664"+`"`, "the second record reserves 2 MiB + 512 B")
 	require.NotRegexp(t, regexp.MustCompile(`(?i)(src|href)=|https?://|@import|url\(`), html, "nothing is fetched")
+}
+
+func TestReportDrawsTheRestWhenOneRecordCannotBeDecoded(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	seedEnvironment(t, "bench")
+	addUndecodableRecord(t, "bench")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "report.html")
+	_, _, err := execute(t, "report", "--html", out, "--env", "bench", smallTrace(t, dir))
+	require.ErrorIs(t, err, strictjson.ErrNumberDoesNotFit, "the bad record is reported, not drawn as 1 B")
+	require.ErrorContains(t, err, "1 of 5 records could not be decoded (left out of the records chart)")
+	require.ErrorContains(t, err, "decoding record 5 ", "the error names the record")
+
+	page, readErr := os.ReadFile(out)
+	require.NoError(t, readErr, "the page is written all the same")
+	html := string(page)
+	require.Contains(t, html, `data-trace="small"`)
+	require.Equal(t, 4, strings.Count(html, `<g class="record"`), "every record that decodes is drawn")
+	require.NotContains(t, html, `<g class="record" data-id="5"`)
+	require.Contains(t, html, `<g class="record" data-id="6" data-live="1500" data-reserved="1049088"`)
+	require.Regexp(t, `<div class="undecodable"><p>1 record could not be decoded and is not drawn:</p>\s*<ul><li>#5 wrapped, [^<]*decoding record 5 [^<]*</li></ul></div>`, html)
 }
 
 func TestReportUnderAGivenPlan(t *testing.T) {

@@ -20,6 +20,17 @@ type EnvRecord struct {
 type EnvRecords struct {
 	Name    string
 	Records []EnvRecord
+	// Undecodable are the memory records that could not be decoded: they
+	// are named under the chart, not drawn.
+	Undecodable []UndecodableRecord
+}
+
+// UndecodableRecord is a memory record that could not be decoded, and why.
+type UndecodableRecord struct {
+	ID     int64
+	Label  string
+	Time   time.Time
+	Reason string
 }
 
 // The environment chart: one bar per record, labels slanted beneath.
@@ -40,6 +51,9 @@ type envView struct {
 	PlotBottom    int
 	YTicks        []tick
 	Bars          []envBar
+	// Undecodable says which records are not drawn because they could not
+	// be decoded, one line each.
+	Undecodable []string
 }
 
 type envBar struct {
@@ -60,6 +74,9 @@ type envRect struct {
 func envViewOf(e *EnvRecords) (*envView, error) {
 	v := &envView{Name: e.Name, Width: chartWidth, Height: envHeight, PlotX: marginLeft, PlotY: marginTop,
 		PlotRight: marginLeft + plotWidth, PlotBottom: marginTop + envPlotHeight}
+	for _, r := range e.Undecodable {
+		v.Undecodable = append(v.Undecodable, fmt.Sprintf("#%d %s, %s: %s", r.ID, r.Label, r.Time.UTC().Format("2006-01-02 15:04:05 UTC"), r.Reason))
+	}
 	n := len(e.Records)
 	if n == 0 {
 		v.Summary = "no memory records"
