@@ -25,11 +25,11 @@ type granuleMap struct {
 	real []uint64
 	// first: the first granule of each extent.
 	first  []uint64
-	ext    map[int]extent // the extents, by first granule
-	n      int            // granules the bitmaps cover
-	needed uint64         // used granules
-	idle   uint64         // bound granules not used
-	hand   int            // the word where the search for an idle granule resumes
+	ext    extentTable // the extents, by first granule
+	n      int         // granules the bitmaps cover
+	needed uint64      // used granules
+	idle   uint64      // bound granules not used
+	hand   int         // the word where the search for an idle granule resumes
 }
 
 // extent is n granules bound to chunk granules from at on.
@@ -71,9 +71,6 @@ func (m *granuleMap) len() int { return m.n }
 // grow makes room for granules below n.
 func (m *granuleMap) grow(n int) {
 	n = max(n, 2*m.n, 1<<12) // amortised: the range is used from its low end up
-	if m.ext == nil {
-		m.ext = map[int]extent{}
-	}
 	m.n = n
 	words := (n + 63) / 64
 	m.used = append(m.used, make([]uint64, words-len(m.used))...)
@@ -89,36 +86,56 @@ func wordMask(w, g0, g1 int) uint64 {
 }
 
 // touch adds a reservation over granules g0..g1 and returns how many of
-// them have no memory bound.
-func (m *granuleMap) touch(g0, g1 int) (unbound uint64) {
-	for w := g0 >> 6; w <= g1>>6; w++ {
-		mask := wordMask(w, g0, g1)
-		fresh := mask &^ m.used[w]
+// them have no memory bound, and how many lack the device's binding (those
+// and the ones bound in the pool's account only).
+func (m *granuleMap) touch(g0, g1 int) (unbound, unreal uint64) {
+	var fresh, idle, free, pending uint64
+	for w, last := g0>>6, g1>>6; w <= last; w++ {
+		mask := ^uint64(0)
+		if w == g0>>6 {
+			mask <<= uint(g0 & 63)
+		}
+		if w == last {
+			mask &= ^uint64(0) >> uint(63-g1&63)
+		}
+		f := mask &^ m.used[w]
 		m.used[w] |= mask
-		m.needed += uint64(bits.OnesCount64(fresh))
-		m.idle -= uint64(bits.OnesCount64(fresh & m.bound[w]))
-		unbound += uint64(bits.OnesCount64(mask &^ m.bound[w]))
+		fresh += uint64(bits.OnesCount64(f))
+		idle += uint64(bits.OnesCount64(f & m.bound[w]))
+		free += uint64(bits.OnesCount64(mask &^ m.bound[w]))
+		pending += uint64(bits.OnesCount64(mask &^ m.real[w]))
 	}
-	return unbound
+	m.needed += fresh
+	m.idle -= idle
+	return free, pending
 }
 
 // untouch drops a reservation over granules g0..g1: its inner granules and
 // the ends no other reservation touches (keep0, keep1 say whether one
 // does) are no longer used; bound ones become idle.
 func (m *granuleMap) untouch(g0, g1 int, keep0, keep1 bool) {
-	for w := g0 >> 6; w <= g1>>6; w++ {
-		mask := wordMask(w, g0, g1)
-		if w == g0>>6 && keep0 {
-			mask &^= 1 << uint(g0&63)
+	var gone, idle uint64
+	for w, last := g0>>6, g1>>6; w <= last; w++ {
+		mask := ^uint64(0)
+		if w == g0>>6 {
+			mask <<= uint(g0 & 63)
+			if keep0 {
+				mask &^= 1 << uint(g0&63)
+			}
 		}
-		if w == g1>>6 && keep1 {
-			mask &^= 1 << uint(g1&63)
+		if w == last {
+			mask &= ^uint64(0) >> uint(63-g1&63)
+			if keep1 {
+				mask &^= 1 << uint(g1&63)
+			}
 		}
-		gone := mask & m.used[w]
+		g := mask & m.used[w]
 		m.used[w] &^= mask
-		m.needed -= uint64(bits.OnesCount64(gone))
-		m.idle += uint64(bits.OnesCount64(gone & m.bound[w]))
+		gone += uint64(bits.OnesCount64(g))
+		idle += uint64(bits.OnesCount64(g & m.bound[w]))
 	}
+	m.needed -= gone
+	m.idle += idle
 }
 
 // count is how many granules of g0..g1 are in s.
@@ -196,10 +213,10 @@ func (m *granuleMap) unbindRun(a, b int, give func(g int, chunk int32, at, n uin
 		m.split(b)
 	}
 	for s := a; s < b; {
-		e := m.ext[s]
+		e := *m.ext.get(s)
 		n, chunk, at := int(e.n), e.chunk, e.at
 		m.first[s>>6] &^= 1 << uint(s&63)
-		delete(m.ext, s)
+		m.ext.del(s)
 		for g := s; g < s+n; {
 			real := m.has(m.real, g)
 			set := boundUnreal
@@ -235,16 +252,16 @@ func (m *granuleMap) split(g int) {
 		return
 	}
 	s := m.extentOf(g)
-	e := m.ext[s]
+	e := m.ext.get(s)
 	k := uint32(g - s)
-	m.setExtent(g, extent{e.n - k, e.chunk, e.at + k})
+	rest := extent{e.n - k, e.chunk, e.at + k}
 	e.n = k
-	m.ext[s] = e
+	m.setExtent(g, rest)
 }
 
 func (m *granuleMap) setExtent(g int, e extent) {
 	m.first[g>>6] |= 1 << uint(g&63)
-	m.ext[g] = e
+	m.ext.put(g, e)
 }
 
 // addExtent records a..b-1, just bound, as extents, merged with the
@@ -253,10 +270,9 @@ func (m *granuleMap) addExtent(a, b int, chunk int32, at uint32) {
 	if a > 0 && m.has(m.bound, a-1) {
 		// The extent before ends at a: a was not bound.
 		s := m.extentOf(a - 1)
-		if e := m.ext[s]; e.chunk == chunk && e.at+e.n == at && e.n < maxExtent {
+		if e := m.ext.get(s); e.chunk == chunk && e.at+e.n == at && e.n < maxExtent {
 			k := min(uint32(b-a), maxExtent-e.n)
 			e.n += k
-			m.ext[s] = e
 			a, at = a+int(k), at+k
 		}
 	}
@@ -266,13 +282,12 @@ func (m *granuleMap) addExtent(a, b int, chunk int32, at uint32) {
 		a, at = a+int(k), at+k
 	}
 	if b < m.len() && m.has(m.first, b) {
-		if next := m.ext[b]; next.chunk == chunk && next.at == at {
+		if next := *m.ext.get(b); next.chunk == chunk && next.at == at {
 			s := m.extentOf(b - 1)
-			if e := m.ext[s]; e.n+next.n <= maxExtent {
+			if e := m.ext.get(s); e.n+next.n <= maxExtent {
 				e.n += next.n
-				m.ext[s] = e
 				m.first[b>>6] &^= 1 << uint(b&63)
-				delete(m.ext, b)
+				m.ext.del(b)
 			}
 		}
 	}
@@ -282,7 +297,7 @@ func (m *granuleMap) addExtent(a, b int, chunk int32, at uint32) {
 // chunk granule under g, and how many granules from g it runs.
 func (m *granuleMap) extent(g int) (chunk int32, at uint32, n int) {
 	s := m.extentOf(g)
-	e := m.ext[s]
+	e := m.ext.get(s)
 	k := g - s
 	return e.chunk, e.at + uint32(k), int(e.n) - k
 }
@@ -345,7 +360,10 @@ func (m *granuleMap) check(ranges [][2]int, each func(g, n int, chunk int32, at 
 		if !m.has(m.first, g) {
 			return fmt.Errorf("bound granule %d is in no extent", g)
 		}
-		e := m.ext[g]
+		e := m.ext.get(g)
+		if e == nil {
+			return fmt.Errorf("extent at granule %d not recorded", g)
+		}
 		n := int(e.n)
 		if n == 0 || n > maxExtent || g+n > m.len() {
 			return fmt.Errorf("extent at granule %d runs %d granules", g, n)
@@ -361,8 +379,8 @@ func (m *granuleMap) check(ranges [][2]int, each func(g, n int, chunk int32, at 
 		extents++
 		g += n
 	}
-	if extents != len(m.ext) {
-		return fmt.Errorf("%d extents in the bitmap, %d recorded", extents, len(m.ext))
+	if extents != m.ext.n {
+		return fmt.Errorf("%d extents in the bitmap, %d recorded", extents, m.ext.n)
 	}
 	if needed != m.needed || idle != m.idle {
 		return fmt.Errorf("%d granules used and %d idle, recorded %d and %d", needed, idle, m.needed, m.idle)

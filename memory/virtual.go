@@ -273,14 +273,14 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 	if g1 >= p.gm.len() {
 		p.gm.grow(g1 + 1)
 	}
-	unbound := p.gm.touch(g0, g1)
+	unbound, unreal := p.gm.touch(g0, g1)
 	p.neededPeak = max(p.neededPeak, p.gm.needed)
 	if lazy {
 		if unbound > 0 {
 			p.bindInAccount(g0, g1, unbound)
 		}
-	} else if unbound > 0 || p.gm.count(boundUnreal, g0, g1) > 0 {
-		if err := p.bindRange(g0, g1, unbound); err != nil {
+	} else if unreal > 0 {
+		if err := p.bindRange(g0, g1, unbound, unreal > unbound); err != nil {
 			p.untouch(ref, g0, g1)
 			p.unplace(ref)
 			if ref < 0 {
@@ -390,10 +390,10 @@ func (p *virtualPool) unplace(ref int32) {
 // bindRange gives the touched granules of g0..g1 device memory: the
 // unbound ones (n of them) are bound (from chunk granules bound to
 // nothing, then from idle granules unbound for it, then from a new chunk),
-// and with those bound in the pool's account only (by lazy reservations)
-// their chunks are allocated and their bindings submitted, a bind for
-// each extent.
-func (p *virtualPool) bindRange(g0, g1 int, n uint64) error {
+// and with those bound in the pool's account only (by lazy reservations;
+// accountOnly says whether there are any besides the n) their chunks are
+// allocated and their bindings submitted, a bind for each extent.
+func (p *virtualPool) bindRange(g0, g1 int, n uint64, accountOnly bool) error {
 	if err := p.ensureRange(); err != nil {
 		return err
 	}
@@ -410,26 +410,49 @@ func (p *virtualPool) bindRange(g0, g1 int, n uint64) error {
 	}
 	mark, unbinds := len(p.journal), len(p.binds)
 	p.bindUnbound(g0, g1)
+	fail := func(err error) error {
+		for i := len(p.journal) - 1; i >= mark; i-- {
+			p.undo(p.journal[i])
+		}
+		p.journal, p.binds, p.realising = p.journal[:mark], p.binds[:unbinds], p.realising[:0]
+		_ = p.submit()
+		return err
+	}
+	if !accountOnly {
+		// What lacks the device's binding is what bindUnbound just bound.
+		for _, ch := range p.journal[mark:] {
+			if err := p.bindOnDevice(ch.g, int(ch.n), ch.chunk, ch.at); err != nil {
+				return fail(err)
+			}
+			p.realising = append(p.realising, granuleRun{ch.g, ch.g + int(ch.n)})
+		}
+		return p.submit()
+	}
 	for a, b := p.gm.run(boundUnreal, g0, g1); a >= 0; a, b = p.gm.run(boundUnreal, b, g1) {
 		for g := a; g < b; {
 			ci, at, k := p.gm.extent(g)
 			k = min(k, b-g)
-			c := &p.chunks[ci]
-			if err := p.mapPage(&c.devicePage); err != nil {
-				for i := len(p.journal) - 1; i >= mark; i-- {
-					p.undo(p.journal[i])
-				}
-				p.journal, p.binds, p.realising = p.journal[:mark], p.binds[:unbinds], p.realising[:0]
-				_ = p.submit()
-				return err
+			if err := p.bindOnDevice(g, k, ci, at); err != nil {
+				return fail(err)
 			}
-			p.appendBind(vkruntime.SparseBind{Offset: uint64(g) << p.shift, Size: uint64(k) << p.shift,
-				Memory: c.handle.ID, MemoryOffset: uint64(at) << p.shift})
 			g += k
 		}
 		p.realising = append(p.realising, granuleRun{a, b})
 	}
 	return p.submit()
+}
+
+// bindOnDevice adds to the pending submission the binding of n granules
+// from g to chunk ci's granules from at, allocating the chunk if it has no
+// device memory yet.
+func (p *virtualPool) bindOnDevice(g, n int, ci int32, at uint32) error {
+	c := &p.chunks[ci]
+	if err := p.mapPage(&c.devicePage); err != nil {
+		return err
+	}
+	p.appendBind(vkruntime.SparseBind{Offset: uint64(g) << p.shift, Size: uint64(n) << p.shift,
+		Memory: c.handle.ID, MemoryOffset: uint64(at) << p.shift})
+	return nil
 }
 
 // bindInAccount binds the unbound touched granules of g0..g1 (n of them)
@@ -684,7 +707,7 @@ func (p *virtualPool) resolve(ref int32) (vkruntime.StorageHandle, error) {
 	off, size := p.where(ref)
 	g0, g1 := int(off>>p.shift), int((off+size-1)>>p.shift)
 	if p.gm.count(boundUnreal, g0, g1) > 0 || p.gm.count(unboundUsed, g0, g1) > 0 {
-		if err := p.bindRange(g0, g1, p.gm.count(unboundUsed, g0, g1)); err != nil {
+		if err := p.bindRange(g0, g1, p.gm.count(unboundUsed, g0, g1), true); err != nil {
 			return vkruntime.StorageHandle{}, err
 		}
 	}
