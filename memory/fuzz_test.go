@@ -319,8 +319,19 @@ func checkAgainstModel(t *testing.T, m *Manager, entries []modelEntry) {
 	if got != want {
 		t.Fatalf("usage %+v, the model says %+v", got, want)
 	}
-	if r := m.Report().Usage(); r != got {
+	rep := m.Report()
+	if r := rep.Usage(); r != got {
 		t.Fatalf("usage %+v, the report sums to %+v", got, r)
+	}
+	pools := append(slices.Clone(rep.Dynamic), rep.Persistent)
+	usages := m.PoolUsages(nil)
+	if len(usages) != len(pools) {
+		t.Fatalf("PoolUsages has %d pools, the report %d", len(usages), len(pools))
+	}
+	for i, u := range usages {
+		if u != pools[i].Usage {
+			t.Fatalf("PoolUsages[%d] is %+v, the report's pool %+v", i, u, pools[i].Usage)
+		}
 	}
 }
 

@@ -510,6 +510,20 @@ func (m *Manager) Report() Report {
 	return r
 }
 
+// PoolUsages appends every pool's usage to dst in the order of Report (the
+// arena first when there is one, the dynamic pools in routing order, the
+// persistent pool last) and returns it: what a per-event observer needs of
+// a report, without building one.
+func (m *Manager) PoolUsages(dst []Usage) []Usage {
+	if m.arena != nil {
+		dst = append(dst, m.arena.usage)
+	}
+	for _, p := range m.pools {
+		dst = append(dst, p.base().usage)
+	}
+	return append(dst, m.persistent.usage)
+}
+
 // Spills counts the reservations since the last Install that did not land in
 // the first pool accepting their size: a full capped pool spilled to the
 // next one, or the arena plan missed.
