@@ -64,9 +64,13 @@ type planVerification struct {
 	Error                 string  `json:"error,omitempty"`
 }
 
-// planCapacity is the most the capped pools of a plan may reserve.
+// planCapacity is what a plan expects to reserve: the pages of its capped
+// pools and arena, or a virtual plan's planned bytes.
 func planCapacity(l memory.Layout) uint64 {
 	var n uint64
+	if v, ok := l.Virtual(); ok {
+		return v.PlannedBytes
+	}
 	if pools, ok := l.Sliced(); ok {
 		for _, p := range pools {
 			if p.Pages != nil {

@@ -49,6 +49,10 @@ func TestPlanTracesWritesAPlanReplayTakesBack(t *testing.T) {
 	require.Equal(t, uint64(45_000_000), lines[0].PeakLiveBytes)
 	require.Contains(t, string(lines[0].Layout), `"Virtual"`)
 	require.Positive(t, lines[0].Spills, "the run left its plan and outgrew it")
+	planned, ok := pf.Layout.Virtual()
+	require.True(t, ok)
+	require.Equal(t, planned.PlannedBytes, lines[0].PlanCapacity)
+	require.Equal(t, lines[0].ReservedPeakBytes-lines[0].PlanCapacity, lines[0].GrowthBytes, "how far the run grew past its plan")
 
 	stdout, _, err = execute(t, "plan", first, second, "--out", out)
 	require.NoError(t, err)

@@ -101,18 +101,23 @@ func quoteArg(arg string) string {
 
 // replayLine is one trace's line of --json output.
 type replayLine struct {
-	Trace             string         `json:"trace"`
-	Events            int            `json:"events"`
-	Allocations       int            `json:"allocations"`
-	PeakLiveBytes     uint64         `json:"peak_live_bytes"`
-	Layout            memory.Layout  `json:"layout"`
-	ReservedPeakBytes uint64         `json:"reserved_peak_bytes"`
-	DriverAllocs      uint64         `json:"driver_allocs"`
-	BindCalls         uint64         `json:"bind_calls"`
-	Binds             uint64         `json:"binds"`
-	Spills            uint64         `json:"spills"`
-	Report            memory.Report  `json:"report"`
-	Plan              *replayPlanOut `json:"plan,omitempty"`
+	Trace             string        `json:"trace"`
+	Events            int           `json:"events"`
+	Allocations       int           `json:"allocations"`
+	PeakLiveBytes     uint64        `json:"peak_live_bytes"`
+	Layout            memory.Layout `json:"layout"`
+	ReservedPeakBytes uint64        `json:"reserved_peak_bytes"`
+	DriverAllocs      uint64        `json:"driver_allocs"`
+	BindCalls         uint64        `json:"bind_calls"`
+	Binds             uint64        `json:"binds"`
+	Spills            uint64        `json:"spills"`
+	// PlanCapacity is what --layout plans to reserve (a virtual plan's
+	// planned bytes, capped pools' pages; absent for an unplanned layout),
+	// GrowthBytes how far the run reserved past it.
+	PlanCapacity uint64         `json:"plan_capacity_bytes,omitempty"`
+	GrowthBytes  uint64         `json:"growth_bytes"`
+	Report       memory.Report  `json:"report"`
+	Plan         *replayPlanOut `json:"plan,omitempty"`
 	// With --bench: the layout's and the reference's best ns/event, the
 	// ratio of the two, the reference's extent and the passes timed.
 	NsPerEvent           *float64 `json:"ns_per_event,omitempty"`
@@ -129,6 +134,7 @@ type replayPlanOut struct {
 	BindCalls         uint64        `json:"bind_calls"`
 	Binds             uint64        `json:"binds"`
 	Spills            uint64        `json:"spills"`
+	GrowthBytes       uint64        `json:"growth_bytes"`
 }
 
 // replayProgressEvents is the stream length past which a terminal gets a
@@ -289,10 +295,12 @@ func writeReplayLine(w io.Writer, row replayRow, bench bool) error {
 	d := row.dry
 	line := replayLine{Trace: d.Trace, Events: d.Events, Allocations: d.Allocations, PeakLiveBytes: d.PeakLiveBytes,
 		Layout: d.Layout, ReservedPeakBytes: d.ReservedPeakBytes, DriverAllocs: d.DriverAllocs,
-		BindCalls: d.BindCalls, Binds: d.Binds, Spills: d.Spills, Report: d.Report}
+		BindCalls: d.BindCalls, Binds: d.Binds, Spills: d.Spills, Report: d.Report, PlanCapacity: planCapacity(d.Layout)}
+	line.GrowthBytes = replayGrowth(d)
 	if row.plan != nil {
 		line.Plan = &replayPlanOut{Layout: row.plan.Layout, ReservedPeakBytes: row.plan.ReservedPeakBytes,
-			DriverAllocs: row.plan.DriverAllocs, BindCalls: row.plan.BindCalls, Binds: row.plan.Binds, Spills: row.plan.Spills}
+			DriverAllocs: row.plan.DriverAllocs, BindCalls: row.plan.BindCalls, Binds: row.plan.Binds, Spills: row.plan.Spills,
+			GrowthBytes: replayGrowth(row.plan)}
 	}
 	if bench {
 		ns, ref, ratio, extent := row.timing.NsPerEvent(), row.refTiming.NsPerEvent(), row.nsRatio(), row.reference.ExtentBytes
@@ -305,6 +313,16 @@ func writeReplayLine(w io.Writer, row replayRow, bench bool) error {
 	}
 	_, err = w.Write(append(b, '\n'))
 	return err
+}
+
+// replayGrowth is how far a replay reserved past what its layout planned:
+// 0 for an unplanned layout.
+func replayGrowth(r *replay.Result) uint64 {
+	capacity := planCapacity(r.Layout)
+	if capacity == 0 {
+		return 0
+	}
+	return growth(r.ReservedPeakBytes, capacity, r.Report.Persistent.Usage.BytesReserved)
 }
 
 func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {

@@ -44,6 +44,8 @@ type replayJSONLine struct {
 	ReservedPeakBytes uint64          `json:"reserved_peak_bytes"`
 	DriverAllocs      uint64          `json:"driver_allocs"`
 	Spills            uint64          `json:"spills"`
+	PlanCapacity      uint64          `json:"plan_capacity_bytes"`
+	GrowthBytes       uint64          `json:"growth_bytes"`
 	Report            memory.Report   `json:"report"`
 	Plan              *struct {
 		Layout            json.RawMessage `json:"layout"`
