@@ -90,6 +90,35 @@ func TestReportDrawsTheRestWhenOneRecordCannotBeDecoded(t *testing.T) {
 	require.Regexp(t, `<div class="undecodable"><p>1 record could not be decoded and is not drawn:</p>\s*<ul><li>#5 wrapped, [^<]*decoding record 5 [^<]*</li></ul></div>`, html)
 }
 
+func TestReportChartsEveryStreamsPools(t *testing.T) {
+	// Each stream has pools of its own; the second one's tensors are live
+	// while the first one's are, so the reserved peak spans both.
+	dir := t.TempDir()
+	two := filepath.Join(dir, "two.trace")
+	require.NoError(t, os.WriteFile(two, []byte("a 1 3000000 0\na 2 1000000 1\nf 1\na 3 500000 1\nf 3\nf 2\n"), 0o644))
+	out, _, err := execute(t, "replay", "--json", two)
+	require.NoError(t, err)
+	var replayed struct {
+		PeakLiveBytes     uint64 `json:"peak_live_bytes"`
+		ReservedPeakBytes uint64 `json:"reserved_peak_bytes"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &replayed))
+	require.Equal(t, uint64(4_000_000), replayed.PeakLiveBytes)
+
+	page := filepath.Join(dir, "report.html")
+	// A plan is per stream, so this trace is drawn under a given one.
+	_, _, err = execute(t, "report", "--html", page, "--plan", "sub-slices", two)
+	require.NoError(t, err)
+	body, err := os.ReadFile(page)
+	require.NoError(t, err)
+	html := string(body)
+	for _, stream := range []string{"0", "1"} {
+		require.Contains(t, html, `data-pool="stream `+stream+`: virtual range, 64 KiB granules"`, "each stream's pools are drawn and named")
+	}
+	require.Contains(t, html, `dy="14">`+memory.FormatBytes(replayed.ReservedPeakBytes)+`</tspan>`, "the reserved peak across both streams")
+	require.Contains(t, html, "peak live 4.00 MB (4,000,000 B)")
+}
+
 func TestReportUnderAGivenPlan(t *testing.T) {
 	html := executeReport(t, "--plan", "exclusive-pages")
 	require.Contains(t, html, "given by --plan exclusive-pages")

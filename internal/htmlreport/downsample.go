@@ -24,11 +24,21 @@ func sum(v []uint64) uint64 {
 	return n
 }
 
-// criterion picks the sample of a bucket that a chart must not lose.
-type criterion struct {
-	value func(live, reserved []uint64) uint64
-	least bool // keep the smallest value rather than the largest
-}
+// The criteria a bucket keeps a sample for, as indexes into the values
+// Add computes for a state: the total live and total reserved bytes, each at
+// its largest and at its smallest, then for each pool p the stacked edges
+// at pool p's live bytes and at its reservation.
+const (
+	mostLive = iota
+	leastLive
+	mostReserved
+	leastReserved
+	poolCriteria
+)
+
+// least reports whether criterion k keeps the smallest value of a bucket
+// rather than the largest.
+func least(k int) bool { return k == leastLive || k == leastReserved }
 
 // candidate is the best sample of a bucket under one criterion so far.
 type candidate struct {
@@ -48,7 +58,7 @@ type candidate struct {
 // longer than the bucket count keeps every event.
 type Downsampler struct {
 	events, buckets int
-	criteria        []criterion
+	values          []uint64 // per criterion, for the state being added
 	cands           []candidate
 	bucket          int
 	last            candidate
@@ -59,18 +69,8 @@ type Downsampler struct {
 // to buckets buckets (at least 1).
 func NewDownsampler(events, buckets, pools int) *Downsampler {
 	buckets = max(buckets, 1)
-	crit := []criterion{
-		{value: func(l, _ []uint64) uint64 { return sum(l) }},
-		{value: func(l, _ []uint64) uint64 { return sum(l) }, least: true},
-		{value: func(_, r []uint64) uint64 { return sum(r) }},
-		{value: func(_, r []uint64) uint64 { return sum(r) }, least: true},
-	}
-	for p := range pools {
-		crit = append(crit,
-			criterion{value: func(l, r []uint64) uint64 { return sum(r[:p]) + l[p] }},
-			criterion{value: func(_, r []uint64) uint64 { return sum(r[:p+1]) }})
-	}
-	d := &Downsampler{events: events, buckets: buckets, criteria: crit, cands: make([]candidate, len(crit)), bucket: -1}
+	n := poolCriteria + 2*pools
+	d := &Downsampler{events: events, buckets: buckets, values: make([]uint64, n), cands: make([]candidate, n), bucket: -1}
 	for i := range d.cands {
 		d.cands[i].live, d.cands[i].res = make([]uint64, pools), make([]uint64, pools)
 	}
@@ -87,19 +87,28 @@ func (d *Downsampler) bucketOf(i int) int {
 }
 
 // Add takes the state after event i; events come in increasing order. The
-// slices are copied.
+// slices are copied. It is called after every event of a stream, so it
+// computes every criterion's value in one pass over the pools.
 func (d *Downsampler) Add(i int, live, reserved []uint64) {
 	if b := d.bucketOf(i); b != d.bucket {
 		d.flush()
 		d.bucket = b
 	}
-	for k, c := range d.criteria {
-		v := c.value(live, reserved)
+	v := d.values
+	var totalLive, below uint64
+	for p, l := range live {
+		totalLive += l
+		v[poolCriteria+2*p] = below + l
+		below += reserved[p]
+		v[poolCriteria+2*p+1] = below
+	}
+	v[mostLive], v[leastLive], v[mostReserved], v[leastReserved] = totalLive, totalLive, below, below
+	for k, x := range v {
 		cand := &d.cands[k]
-		if cand.set && (c.least && v >= cand.value || !c.least && v <= cand.value) {
+		if cand.set && (least(k) && x >= cand.value || !least(k) && x <= cand.value) {
 			continue
 		}
-		cand.set, cand.value, cand.event = true, v, i
+		cand.set, cand.value, cand.event = true, x, i
 		copy(cand.live, live)
 		copy(cand.res, reserved)
 	}

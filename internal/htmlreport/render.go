@@ -301,7 +301,7 @@ func chartOf(run *Run, name, title string, top uint64, events int, cs *colours) 
 	pools := active(run)
 	labels, colors := make([]string, len(pools)), make([]string, len(pools))
 	for i, p := range pools {
-		labels[i] = poolLabel(run.Pools[p])
+		labels[i] = run.poolLabel(p)
 		colors[i] = cs.of(labels[i])
 	}
 	// Paint from the top pool down: each pool's pale band reaches the top

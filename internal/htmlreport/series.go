@@ -2,6 +2,7 @@ package htmlreport
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/vkrt/vkrt/dryrun/plan"
 	"github.com/vkrt/vkrt/dryrun/replay"
@@ -12,9 +13,12 @@ import (
 // Run is one replay of a stream under one layout, charted.
 type Run struct {
 	Result *replay.Result
-	// Pools are the manager's pools in report order: the dynamic ones, then
-	// the persistent one.
-	Pools []memory.PoolReport
+	// Pools are the pools of every stream of the trace, in the order the
+	// trace first allocates on the streams, each stream's in report order:
+	// its dynamic pools, then its persistent one. PoolStreams names the
+	// stream of each.
+	Pools       []memory.PoolReport
+	PoolStreams []uint32
 	// Samples are the downsampled states, every peak kept.
 	Samples []Sample
 	// PeakLiveEvent and PeakReservedEvent are the first events at which
@@ -27,30 +31,114 @@ type Run struct {
 	LastGrowth int
 }
 
+// poolLabel names pool p of the run, with its stream when the trace
+// allocates on more than one.
+func (r *Run) poolLabel(p int) string {
+	if len(r.Result.Streams) > 1 {
+		return fmt.Sprintf("stream %d: %s", r.PoolStreams[p], poolLabel(r.Pools[p]))
+	}
+	return poolLabel(r.Pools[p])
+}
+
+// streamPools is what a chart last read of one stream's pools.
+type streamPools struct {
+	m *memory.Manager
+	// usage is the manager's total when its pools were last read: while it
+	// stays the same, so do they.
+	usage memory.Usage
+	first int // the index of its first pool among the run's pools
+}
+
+// poolsReader reads every pool's live and reserved bytes after each event
+// of a replay: each stream's from its own manager, read again only when
+// that manager's total changed. Reading every manager's total, not only
+// the one of the event, keeps up with a cleanup that gives back what every
+// stream's pools hold unused.
+type poolsReader struct {
+	perStream      int // pools per manager: one layout builds the same pools
+	streams        []streamPools
+	live, reserved []uint64
+	usages         []memory.Usage // scratch for one manager's pools
+	err            error
+}
+
+// read brings the pools up to date after an event on manager m, which
+// holds the pools of the idx-th stream the trace allocates on, and returns
+// the totals across the streams.
+func (r *poolsReader) read(m *memory.Manager, idx int) (total memory.Usage) {
+	for len(r.streams) <= idx {
+		r.streams = append(r.streams, streamPools{first: len(r.streams) * r.perStream})
+	}
+	if r.streams[idx].m == nil {
+		r.streams[idx].m = m
+	}
+	for k := range r.streams {
+		s := &r.streams[k]
+		if s.m == nil {
+			continue
+		}
+		u := s.m.Usage()
+		if u != s.usage {
+			s.usage = u
+			r.readPools(s)
+		}
+		total.BytesInUse += u.BytesInUse
+		total.BytesReserved += u.BytesReserved
+	}
+	return total
+}
+
+// readPools reads one manager's pools in report order.
+func (r *poolsReader) readPools(s *streamPools) {
+	r.usages = s.m.PoolUsages(r.usages[:0])
+	if len(r.usages) != r.perStream {
+		if r.err == nil {
+			r.err = fmt.Errorf("a stream's manager has %d pools, the first one's %d", len(r.usages), r.perStream)
+		}
+		return
+	}
+	for p, u := range r.usages {
+		r.live[s.first+p], r.reserved[s.first+p] = u.BytesInUse, u.BytesReserved
+	}
+}
+
 // Replay replays t under l and charts the pools in buckets buckets of
 // events (one per pixel column of the chart).
 func Replay(t *trace.Trace, l memory.Layout, buckets int) (*Run, error) {
 	run := &Run{}
+	// The streams in the order the trace first allocates on them: the
+	// order in which the replay builds their managers.
+	streamIndex := map[uint32]int{}
+	eventStream := make([]int32, len(t.Events))
+	owner := make([]int32, t.Allocations)
+	for i, e := range t.Events {
+		if e.Op != trace.OpAlloc {
+			eventStream[i] = owner[e.Index]
+			continue
+		}
+		k, ok := streamIndex[e.Stream]
+		if !ok {
+			k = len(streamIndex)
+			streamIndex[e.Stream] = k
+		}
+		eventStream[i], owner[e.Index] = int32(k), int32(k)
+	}
 	var (
-		ds             *Downsampler
-		live, reserved []uint64
-		peakLive       uint64
-		peakReserved   uint64
+		ds           *Downsampler
+		pools        *poolsReader
+		peakLive     uint64
+		peakReserved uint64
+		lastReserved uint64
 	)
-	var lastReserved uint64
 	observe := func(i int, m *memory.Manager) {
-		r := m.Report()
-		if ds == nil {
-			n := len(r.Dynamic) + 1
+		if pools == nil {
+			per := len(m.PoolUsages(nil))
+			n := per * len(streamIndex)
+			pools = &poolsReader{perStream: per, live: make([]uint64, n), reserved: make([]uint64, n)}
 			ds = NewDownsampler(len(t.Events), buckets, n)
-			live, reserved = make([]uint64, n), make([]uint64, n)
 		}
-		for p, pr := range r.Dynamic {
-			live[p], reserved[p] = pr.Usage.BytesInUse, pr.Usage.BytesReserved
-		}
-		live[len(live)-1], reserved[len(reserved)-1] = r.Persistent.Usage.BytesInUse, r.Persistent.Usage.BytesReserved
-		ds.Add(i, live, reserved)
-		u := m.Usage()
+		u := pools.read(m, int(eventStream[i]))
+		ds.Add(i, pools.live, pools.reserved)
 		if u.BytesInUse > peakLive {
 			peakLive, run.PeakLiveEvent = u.BytesInUse, i
 		}
@@ -67,8 +155,15 @@ func Replay(t *trace.Trace, l memory.Layout, buckets int) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	if pools != nil && pools.err != nil {
+		return nil, fmt.Errorf("htmlreport: %s: %w", t.Name, pools.err)
+	}
 	run.Result = res
-	run.Pools = append(append(run.Pools, res.Report.Dynamic...), res.Report.Persistent)
+	for _, s := range res.Streams {
+		for _, p := range append(slices.Clip(s.Report.Dynamic), s.Report.Persistent) {
+			run.Pools, run.PoolStreams = append(run.Pools, p), append(run.PoolStreams, s.Stream)
+		}
+	}
 	if ds != nil {
 		run.Samples = ds.Samples()
 	}
