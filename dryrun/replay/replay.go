@@ -133,10 +133,16 @@ type streamPools struct {
 	streams  []uint32
 	reserved []uint64 // per manager, as last read
 	total    uint64
+	last     int // the manager of the last stream asked for
 }
 
 func (p *streamPools) manager(stream uint32) (*memory.Manager, int, error) {
+	// Most traces allocate on one stream: no map lookup for it.
+	if len(p.managers) > 0 && p.streams[p.last] == stream {
+		return p.managers[p.last], p.last, nil
+	}
 	if i, ok := p.byStream[stream]; ok {
+		p.last = i
 		return p.managers[i], i, nil
 	}
 	m, err := memory.NewManager(p.storage, p.device, p.layout)
@@ -145,9 +151,9 @@ func (p *streamPools) manager(stream uint32) (*memory.Manager, int, error) {
 	}
 	// A plan that spills shows in Spills; the pools need not warn as well.
 	m.SetLogger(slog.New(slog.DiscardHandler))
-	p.byStream[stream] = len(p.managers)
+	p.byStream[stream], p.last = len(p.managers), len(p.managers)
 	p.managers, p.streams, p.reserved = append(p.managers, m), append(p.streams, stream), append(p.reserved, 0)
-	return m, len(p.managers) - 1, nil
+	return m, p.last, nil
 }
 
 // reread updates the total after manager i changed.
