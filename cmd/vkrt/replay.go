@@ -20,6 +20,7 @@ import (
 	"github.com/vkrt/vkrt/dryrun/replay"
 	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/internal/tlsfref"
+	"github.com/vkrt/vkrt/internal/torchalloc"
 	"github.com/vkrt/vkrt/memory"
 )
 
@@ -30,6 +31,7 @@ type replayFlags struct {
 	bench    bool
 	passes   int
 	markdown bool
+	pytorch  bool
 	// secondRuns is a directory of second runs of the traces, by name.
 	secondRuns string
 }
@@ -59,7 +61,13 @@ after the other, --passes times each, alternating, each pass after a
 garbage collection, and the best pass of each side is kept: on a busy
 machine a pass only ever gets slower. "ns ratio" is the layout's over the
 reference's, "ref extent" the highest end the reference's block reached
-over peak live bytes.`,
+over peak live bytes.
+
+--pytorch replays each stream through a model of PyTorch's CUDA caching
+allocator as well (internal/torchalloc: PyTorch 2.11's rules, which give the
+figures recorded in testdata/traces/README.md on the shipped streams), with
+its default segments and with expandable segments: reserved peak over peak
+live bytes, and device allocations (cudaMalloc calls, or mapping calls).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runReplay(cmd, args, f)
@@ -71,6 +79,7 @@ over peak live bytes.`,
 	cmd.Flags().BoolVar(&f.bench, "bench", false, "report the cost of one replayed event, beside VMA's TLSF placement on the same stream")
 	cmd.Flags().IntVar(&f.passes, "passes", 5, "with --bench: timed passes of each side, alternating; the best of each is kept")
 	cmd.Flags().StringVar(&f.secondRuns, "second-runs", "", "with --plan: a directory of second runs of the traces (same names); each runs under the first run's plan and the other way round")
+	cmd.Flags().BoolVar(&f.pytorch, "pytorch", false, "also replay each stream through a model of PyTorch's caching allocator (default and expandable segments)")
 	cmd.Flags().BoolVar(&f.markdown, "markdown", false, "the table in Markdown, deterministic figures only (the README's plan table)")
 	rootCmd.AddCommand(cmd)
 }
@@ -118,6 +127,8 @@ type replayLine struct {
 	GrowthBytes  uint64         `json:"growth_bytes"`
 	Report       memory.Report  `json:"report"`
 	Plan         *replayPlanOut `json:"plan,omitempty"`
+	// With --pytorch: the modelled PyTorch allocator on the same stream.
+	PyTorch *replayPyTorch `json:"pytorch,omitempty"`
 	// With --bench: the layout's and the reference's best ns/event, the
 	// ratio of the two, the reference's extent and the passes timed.
 	NsPerEvent           *float64 `json:"ns_per_event,omitempty"`
@@ -125,6 +136,21 @@ type replayLine struct {
 	NsRatio              *float64 `json:"ns_ratio,omitempty"`
 	ReferenceExtentBytes *uint64  `json:"reference_extent_bytes,omitempty"`
 	BenchPasses          int      `json:"bench_passes,omitempty"`
+}
+
+type replayPyTorch struct {
+	Default    torchFigures `json:"default"`
+	Expandable torchFigures `json:"expandable"`
+}
+
+type torchFigures struct {
+	ReservedPeakBytes uint64  `json:"reserved_peak_bytes"`
+	Ratio             float64 `json:"ratio"`
+	DeviceAllocs      uint64  `json:"device_allocs"`
+}
+
+func newTorchFigures(r torchalloc.Result) torchFigures {
+	return torchFigures{ReservedPeakBytes: r.ReservedPeakBytes, Ratio: r.Ratio(), DeviceAllocs: r.DeviceAllocs}
 }
 
 type replayPlanOut struct {
@@ -206,6 +232,16 @@ func replayTrace(path string, layout memory.Layout, f replayFlags, bar *replayPr
 		return replayRow{}, err
 	}
 	row := replayRow{dry: dry, timing: timing}
+	if f.pytorch {
+		bar.stage("replaying "+tr.Name+" through PyTorch's allocator", bar.total(long, 2))
+		for i, mode := range []torchalloc.Mode{torchalloc.Default, torchalloc.Expandable} {
+			if row.torch[i], err = torchalloc.Replay(tr, mode); err != nil {
+				return replayRow{}, fmt.Errorf("%s through PyTorch's allocator: %w", tr.Name, err)
+			}
+			bar.set(i+1, 2)
+		}
+		row.torched = true
+	}
 	if f.bench {
 		bar.stage("timing "+tr.Name+" beside the reference", bar.total(long, 2*f.passes))
 		if err := row.benchSideBySide(tr, layout, f.passes, bar.set); err != nil {
@@ -242,6 +278,10 @@ type replayRow struct {
 	refTiming replay.Timing
 	passes    int
 	second    *secondRun // with --second-runs, when the trace has one
+	// torch: with --pytorch, the modelled PyTorch allocator's default and
+	// expandable segments.
+	torch   [2]torchalloc.Result
+	torched bool
 }
 
 // benchSideBySide times the layout and the reference on one stream,
@@ -302,6 +342,9 @@ func writeReplayLine(w io.Writer, row replayRow, bench bool) error {
 			DriverAllocs: row.plan.DriverAllocs, BindCalls: row.plan.BindCalls, Binds: row.plan.Binds, Spills: row.plan.Spills,
 			GrowthBytes: replayGrowth(row.plan)}
 	}
+	if row.torched {
+		line.PyTorch = &replayPyTorch{Default: newTorchFigures(row.torch[0]), Expandable: newTorchFigures(row.torch[1])}
+	}
 	if bench {
 		ns, ref, ratio, extent := row.timing.NsPerEvent(), row.refTiming.NsPerEvent(), row.nsRatio(), row.reference.ExtentBytes
 		line.NsPerEvent, line.ReferenceNsPerEvent, line.NsRatio, line.ReferenceExtentBytes = &ns, &ref, &ratio, &extent
@@ -334,6 +377,9 @@ func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
 	if f.plan {
 		head = append(head, "plan", "planned peak", "ratio", "driver allocs", "spills")
 	}
+	if f.pytorch {
+		head = append(head, "PyTorch default", "PyTorch expandable")
+	}
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	for _, r := range rows {
 		d := r.dry
@@ -347,6 +393,9 @@ func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
 			p := r.plan
 			cells = append(cells, summarizeLayout(p.Layout), memory.FormatBytes(p.ReservedPeakBytes),
 				fmt.Sprintf("%.3f×", p.Ratio()), fmt.Sprint(p.DriverAllocs), fmt.Sprint(p.Spills))
+		}
+		if r.torched {
+			cells = append(cells, r.torch[0].String(), r.torch[1].String())
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}

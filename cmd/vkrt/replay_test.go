@@ -15,6 +15,7 @@ import (
 
 	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/internal/tlsfref"
+	"github.com/vkrt/vkrt/internal/tracetest"
 	"github.com/vkrt/vkrt/memory"
 )
 
@@ -301,4 +302,40 @@ func TestReplayShowsProgressWithinATrace(t *testing.T) {
 		require.Contains(t, buf.String(), stage)
 	}
 	require.Regexp(t, `planning resnet50_train[^\n\r]*\d+/\d+`, buf.String(), "the plan's own work is counted")
+}
+
+// --pytorch replays the stream through the modelled PyTorch allocator as
+// well: on a shipped stream it gives the figures recorded for PyTorch.
+func TestReplayBesidePyTorch(t *testing.T) {
+	out, stderr, err := executeReplay(t, "--json", "--pytorch", resnetTrace)
+	require.NoError(t, err)
+	require.Empty(t, stderr)
+	var line struct {
+		PeakLiveBytes uint64 `json:"peak_live_bytes"`
+		PyTorch       *struct {
+			Default, Expandable struct {
+				ReservedPeakBytes uint64  `json:"reserved_peak_bytes"`
+				Ratio             float64 `json:"ratio"`
+				DeviceAllocs      uint64  `json:"device_allocs"`
+			}
+		} `json:"pytorch"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &line), out)
+	require.NotNil(t, line.PyTorch)
+	recorded := tracetest.PyTorch["resnet50_train"]
+	for _, c := range []struct {
+		ratio, want float64
+		allocs      uint64
+		wantAllocs  uint64
+	}{{line.PyTorch.Default.Ratio, recorded.DefaultRatio, line.PyTorch.Default.DeviceAllocs, recorded.DefaultAllocs},
+		{line.PyTorch.Expandable.Ratio, recorded.ExpandableRatio, line.PyTorch.Expandable.DeviceAllocs, recorded.ExpandableAllocs}} {
+		require.InDelta(t, c.want, c.ratio, 0.001)
+		require.Equal(t, c.wantAllocs, c.allocs)
+	}
+	require.InDelta(t, line.PyTorch.Expandable.Ratio, float64(line.PyTorch.Expandable.ReservedPeakBytes)/float64(line.PeakLiveBytes), 1e-9)
+
+	out, _, err = executeReplay(t, "--pytorch", resnetTrace)
+	require.NoError(t, err)
+	require.Contains(t, out, "PyTorch expandable")
+	require.Contains(t, out, fmt.Sprintf("%.3f× (%d)", line.PyTorch.Expandable.Ratio, line.PyTorch.Expandable.DeviceAllocs))
 }
