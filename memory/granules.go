@@ -28,6 +28,7 @@ type granuleMap struct {
 	ext    extentTable // the extents, by first granule
 	n      int         // granules the bitmaps cover
 	needed uint64      // used granules
+	unreal uint64      // bound granules whose binding the device lacks
 	idle   uint64      // bound granules not used
 	hand   int         // the word where the search for an idle granule resumes
 }
@@ -51,6 +52,7 @@ const (
 	boundUnreal                   // bound in the pool's account only
 	idleBound                     // bound, not used
 	realBound                     // bound on the device
+	notReal                       // not bound on the device
 )
 
 func (m *granuleMap) word(s granuleSet, w int) uint64 {
@@ -61,8 +63,10 @@ func (m *granuleMap) word(s granuleSet, w int) uint64 {
 		return m.bound[w] &^ m.real[w]
 	case idleBound:
 		return m.bound[w] &^ m.used[w]
-	default:
+	case realBound:
 		return m.real[w]
+	default:
+		return ^m.real[w]
 	}
 }
 
@@ -87,27 +91,42 @@ func wordMask(w, g0, g1 int) uint64 {
 
 // touch adds a reservation over granules g0..g1 and returns how many of
 // them have no memory bound, and how many lack the device's binding (those
-// and the ones bound in the pool's account only).
+// and the ones bound in the pool's account only). Only its first and last
+// granule can be used already: the rest lies inside the reservation.
 func (m *granuleMap) touch(g0, g1 int) (unbound, unreal uint64) {
-	var fresh, idle, free, pending uint64
-	for w, last := g0>>6, g1>>6; w <= last; w++ {
-		mask := ^uint64(0)
-		if w == g0>>6 {
-			mask <<= uint(g0 & 63)
-		}
-		if w == last {
-			mask &= ^uint64(0) >> uint(63-g1&63)
-		}
-		f := mask &^ m.used[w]
-		m.used[w] |= mask
-		fresh += uint64(bits.OnesCount64(f))
-		idle += uint64(bits.OnesCount64(f & m.bound[w]))
-		free += uint64(bits.OnesCount64(mask &^ m.bound[w]))
-		pending += uint64(bits.OnesCount64(mask &^ m.real[w]))
+	w0, w1 := g0>>6, g1>>6
+	used, bound := m.used[w0:w1+1], m.bound[w0:w1+1]
+	fresh := uint64(g1 - g0 + 1)
+	if used[0]&(1<<uint(g0&63)) != 0 {
+		fresh--
 	}
+	if g1 != g0 && used[len(used)-1]&(1<<uint(g1&63)) != 0 {
+		fresh--
+	}
+	lo, hi := ^uint64(0)<<uint(g0&63), ^uint64(0)>>uint(63-g1&63)
+	if w0 == w1 {
+		mask := lo & hi
+		used[0] |= mask
+		unbound = uint64(bits.OnesCount64(mask &^ bound[0]))
+	} else {
+		used[0] |= lo
+		unbound = uint64(bits.OnesCount64(lo &^ bound[0]))
+		inner := bound[1 : len(bound)-1]
+		for i, b := range inner {
+			used[i+1] = ^uint64(0)
+			unbound += uint64(bits.OnesCount64(^b))
+		}
+		used[len(used)-1] |= hi
+		unbound += uint64(bits.OnesCount64(hi &^ bound[len(bound)-1]))
+	}
+	// Used granules are bound, so the unbound ones were not used, and the
+	// rest of those newly used were idle.
 	m.needed += fresh
-	m.idle -= idle
-	return free, pending
+	m.idle -= fresh - unbound
+	if m.unreal == 0 {
+		return unbound, unbound
+	}
+	return unbound, m.count(notReal, g0, g1)
 }
 
 // untouch drops a reservation over granules g0..g1: its inner granules and
@@ -116,18 +135,12 @@ func (m *granuleMap) touch(g0, g1 int) (unbound, unreal uint64) {
 func (m *granuleMap) untouch(g0, g1 int, keep0, keep1 bool) {
 	var gone, idle uint64
 	for w, last := g0>>6, g1>>6; w <= last; w++ {
-		mask := ^uint64(0)
-		if w == g0>>6 {
-			mask <<= uint(g0 & 63)
-			if keep0 {
-				mask &^= 1 << uint(g0&63)
-			}
+		mask := wordMask(w, g0, g1)
+		if w == g0>>6 && keep0 {
+			mask &^= 1 << uint(g0&63)
 		}
-		if w == last {
-			mask &= ^uint64(0) >> uint(63-g1&63)
-			if keep1 {
-				mask &^= 1 << uint(g1&63)
-			}
+		if w == last && keep1 {
+			mask &^= 1 << uint(g1&63)
 		}
 		g := mask & m.used[w]
 		m.used[w] &^= mask
@@ -136,6 +149,35 @@ func (m *granuleMap) untouch(g0, g1 int, keep0, keep1 bool) {
 	}
 	m.needed -= gone
 	m.idle += idle
+}
+
+// untouchBound is untouch for a reservation all of whose granules are
+// bound, as every live one's are: they all become idle but the ends kept.
+func (m *granuleMap) untouchBound(g0, g1 int, keep0, keep1 bool) {
+	w0, w1 := g0>>6, g1>>6
+	lo, hi := ^uint64(0)<<uint(g0&63), ^uint64(0)>>uint(63-g1&63)
+	gone := uint64(g1 - g0 + 1)
+	if keep0 {
+		gone--
+		lo &^= 1 << uint(g0&63)
+	}
+	if keep1 {
+		if g1 != g0 || !keep0 {
+			gone--
+		}
+		hi &^= 1 << uint(g1&63)
+	}
+	used := m.used[w0 : w1+1]
+	if w0 == w1 {
+		// lo and hi are masks of one word: each keeps its own end.
+		used[0] &^= lo & hi
+	} else {
+		used[0] &^= lo
+		clear(used[1 : len(used)-1])
+		used[len(used)-1] &^= hi
+	}
+	m.needed -= gone
+	m.idle += gone
 }
 
 // count is how many granules of g0..g1 are in s.
@@ -189,10 +231,23 @@ func setBits(bm []uint64, a, b int, on bool) {
 
 func (m *granuleMap) has(bm []uint64, g int) bool { return bm[g>>6]&(1<<uint(g&63)) != 0 }
 
-// bindRun records granules a..b-1 bound to chunk from granule at on.
-func (m *granuleMap) bindRun(a, b int, chunk int32, at uint32) {
-	m.idle += uint64(b-a) - m.countUsed(a, b-1)
-	setBits(m.bound, a, b, true)
+// bindRun records granules a..b-1 bound to chunk from granule at on;
+// used says that every one of them is used, real that the device has the
+// bindings.
+func (m *granuleMap) bindRun(a, b int, chunk int32, at uint32, used, real bool) {
+	if !used {
+		m.idle += uint64(b-a) - m.countUsed(a, b-1)
+	}
+	if !real {
+		m.unreal += uint64(b - a)
+	}
+	for w := a >> 6; w <= (b-1)>>6; w++ {
+		mask := wordMask(w, a, b-1)
+		m.bound[w] |= mask
+		if real {
+			m.real[w] |= mask
+		}
+	}
 	m.addExtent(a, b, chunk, at)
 }
 
@@ -206,17 +261,33 @@ func (m *granuleMap) countUsed(g0, g1 int) (n uint64) {
 // unbindRun drops the bindings of granules a..b-1, every one of them bound,
 // calling give with each extent's part in turn: where it starts, its chunk
 // and chunk granule, and how many granules, and whether the device has
-// those bindings (a part is all real or all not).
-func (m *granuleMap) unbindRun(a, b int, give func(g int, chunk int32, at, n uint32, real bool)) {
+// those bindings (a part is all real or all not). idle says that no
+// reservation uses any of them.
+func (m *granuleMap) unbindRun(a, b int, idle bool, give func(g int, chunk int32, at, n uint32, real bool)) {
 	m.split(a)
 	if b < m.len() {
 		m.split(b)
 	}
+	if idle {
+		m.idle -= uint64(b - a)
+	} else {
+		m.idle -= uint64(b-a) - m.countUsed(a, b-1)
+	}
+	var unreal uint64
+	for w := a >> 6; w <= (b-1)>>6; w++ {
+		unreal += uint64(bits.OnesCount64(wordMask(w, a, b-1) &^ m.real[w]))
+	}
+	m.unreal -= unreal
 	for s := a; s < b; {
 		e := *m.ext.get(s)
 		n, chunk, at := int(e.n), e.chunk, e.at
 		m.first[s>>6] &^= 1 << uint(s&63)
 		m.ext.del(s)
+		if unreal == 0 {
+			give(s, chunk, at, uint32(n), true)
+			s += n
+			continue
+		}
 		for g := s; g < s+n; {
 			real := m.has(m.real, g)
 			set := boundUnreal
@@ -229,9 +300,11 @@ func (m *granuleMap) unbindRun(a, b int, give func(g int, chunk int32, at, n uin
 		}
 		s += n
 	}
-	m.idle -= uint64(b-a) - m.countUsed(a, b-1)
-	setBits(m.bound, a, b, false)
-	setBits(m.real, a, b, false)
+	for w := a >> 6; w <= (b-1)>>6; w++ {
+		mask := wordMask(w, a, b-1)
+		m.bound[w] &^= mask
+		m.real[w] &^= mask
+	}
 }
 
 // extentOf is the first granule of the extent holding bound granule g.
@@ -303,7 +376,10 @@ func (m *granuleMap) extent(g int) (chunk int32, at uint32, n int) {
 }
 
 // setReal records that the device has the bindings of a..b-1.
-func (m *granuleMap) setReal(a, b int) { setBits(m.real, a, b, true) }
+func (m *granuleMap) setReal(a, b int) {
+	m.unreal -= m.count(boundUnreal, a, b-1)
+	setBits(m.real, a, b, true)
+}
 
 // nextIdleRun is a run of at most limit bound granules no reservation
 // uses, found by a hand that sweeps the range round, so the granules idle
@@ -335,7 +411,7 @@ func (m *granuleMap) check(ranges [][2]int, each func(g, n int, chunk int32, at 
 			used[g>>6] |= 1 << uint(g&63)
 		}
 	}
-	var needed, idle uint64
+	var needed, idle, unreal uint64
 	for w := range used {
 		if used[w] != m.used[w] {
 			return fmt.Errorf("granules %d..%d: used %#x, recorded %#x", w*64, w*64+63, used[w], m.used[w])
@@ -343,10 +419,14 @@ func (m *granuleMap) check(ranges [][2]int, each func(g, n int, chunk int32, at 
 		if stray := m.real[w] &^ m.bound[w]; stray != 0 {
 			return fmt.Errorf("granule %d: the device's binding recorded, but the granule is not bound", w*64+bits.TrailingZeros64(stray))
 		}
+		if stray := used[w] &^ m.bound[w]; stray != 0 {
+			return fmt.Errorf("granule %d is used, but no memory is bound under it", w*64+bits.TrailingZeros64(stray))
+		}
 		if stray := m.first[w] &^ m.bound[w]; stray != 0 {
 			return fmt.Errorf("granule %d starts an extent, but it is not bound", w*64+bits.TrailingZeros64(stray))
 		}
 		needed += uint64(bits.OnesCount64(used[w]))
+		unreal += uint64(bits.OnesCount64(m.bound[w] &^ m.real[w]))
 		idle += uint64(bits.OnesCount64(m.bound[w] &^ used[w]))
 	}
 	// Every bound granule is in exactly one extent, and extents start where
@@ -381,6 +461,9 @@ func (m *granuleMap) check(ranges [][2]int, each func(g, n int, chunk int32, at 
 	}
 	if extents != m.ext.n {
 		return fmt.Errorf("%d extents in the bitmap, %d recorded", extents, m.ext.n)
+	}
+	if unreal != m.unreal {
+		return fmt.Errorf("%d bound granules lack the device's binding, recorded %d", unreal, m.unreal)
 	}
 	if needed != m.needed || idle != m.idle {
 		return fmt.Errorf("%d granules used and %d idle, recorded %d and %d", needed, idle, m.needed, m.idle)

@@ -120,6 +120,9 @@ type virtualPool struct {
 	// realising is what the pending submission binds from the pool's
 	// account, applied once the device accepts it.
 	realising []granuleRun
+	// realised: the pending submission binds every granule of its range
+	// that lacked the device's binding.
+	realised  bool
 	unbinding unbindMode
 	unbound   func(g int, chunk int32, at, n uint32, real bool) // p.release, made once
 }
@@ -281,7 +284,7 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 		}
 	} else if unreal > 0 {
 		if err := p.bindRange(g0, g1, unbound, unreal > unbound); err != nil {
-			p.untouch(ref, g0, g1)
+			p.untouch(ref, g0, g1, false)
 			p.unplace(ref)
 			if ref < 0 {
 				p.ordinal-- // the slot is still this reservation's when it is tried again
@@ -322,11 +325,18 @@ func (p *virtualPool) placeNext(size uint64) (int32, uint64, error) {
 
 // untouch drops live reservation ref from the granule map, over its
 // granules g0..g1: its first and last granule stay used where the
-// reservations placed next to it reach into them.
-func (p *virtualPool) untouch(ref int32, g0, g1 int) {
+// reservations placed next to it reach into them. bound says that memory
+// is bound under all its granules, as under every reservation but one
+// whose binding failed.
+func (p *virtualPool) untouch(ref int32, g0, g1 int, bound bool) {
 	below, above := p.neighbours(ref)
 	lo0, lo1 := uint64(g0)<<p.shift, uint64(g1)<<p.shift
-	p.gm.untouch(g0, g1, below > lo0 || above < lo0+p.granule, below > lo1 || above < lo1+p.granule)
+	keep0, keep1 := below > lo0 || above < lo0+p.granule, below > lo1 || above < lo1+p.granule
+	if bound {
+		p.gm.untouchBound(g0, g1, keep0, keep1)
+	} else {
+		p.gm.untouch(g0, g1, keep0, keep1)
+	}
 }
 
 // neighbours are where the live reservations placed nearest ref end below
@@ -409,23 +419,26 @@ func (p *virtualPool) bindRange(g0, g1 int, n uint64, accountOnly bool) error {
 		}
 	}
 	mark, unbinds := len(p.journal), len(p.binds)
-	p.bindUnbound(g0, g1)
+	// Without granules bound in the pool's account only, what lacks the
+	// device's binding is what bindUnbound binds now: recorded as the
+	// device's at once (undone if the device refuses it), bound from the
+	// journal.
+	p.bindUnbound(g0, g1, !accountOnly)
 	fail := func(err error) error {
 		for i := len(p.journal) - 1; i >= mark; i-- {
 			p.undo(p.journal[i])
 		}
-		p.journal, p.binds, p.realising = p.journal[:mark], p.binds[:unbinds], p.realising[:0]
+		p.journal, p.binds, p.realising, p.realised = p.journal[:mark], p.binds[:unbinds], p.realising[:0], false
 		_ = p.submit()
 		return err
 	}
 	if !accountOnly {
-		// What lacks the device's binding is what bindUnbound just bound.
 		for _, ch := range p.journal[mark:] {
 			if err := p.bindOnDevice(ch.g, int(ch.n), ch.chunk, ch.at); err != nil {
 				return fail(err)
 			}
-			p.realising = append(p.realising, granuleRun{ch.g, ch.g + int(ch.n)})
 		}
+		p.realised = true
 		return p.submit()
 	}
 	for a, b := p.gm.run(boundUnreal, g0, g1); a >= 0; a, b = p.gm.run(boundUnreal, b, g1) {
@@ -439,6 +452,7 @@ func (p *virtualPool) bindRange(g0, g1 int, n uint64, accountOnly bool) error {
 		}
 		p.realising = append(p.realising, granuleRun{a, b})
 	}
+	p.realised = true
 	return p.submit()
 }
 
@@ -466,19 +480,20 @@ func (p *virtualPool) bindInAccount(g0, g1 int, n uint64) {
 	if p.spareGr < n {
 		_ = p.addChunks((n-p.spareGr)<<p.shift, true) // unmapped: it cannot fail
 	}
-	p.bindUnbound(g0, g1)
+	p.bindUnbound(g0, g1, false)
 	p.journal = p.journal[:0]
 }
 
 // bindUnbound binds the used, unbound granules of g0..g1 to spare chunk
-// granules in the pool's account, a run of spare granules at a time.
-func (p *virtualPool) bindUnbound(g0, g1 int) {
+// granules in the pool's account, a run of spare granules at a time; real
+// records the bindings as the device's.
+func (p *virtualPool) bindUnbound(g0, g1 int, real bool) {
 	for a, b := p.gm.run(unboundUsed, g0, g1); a >= 0; a, b = p.gm.run(unboundUsed, b, g1) {
 		for g := a; g < b; {
 			ci := p.chunkWithSpare()
 			at, k := p.chunks[ci].take(uint32(b - g))
 			p.spareGr -= uint64(k)
-			p.gm.bindRun(g, g+int(k), int32(ci), at)
+			p.gm.bindRun(g, g+int(k), int32(ci), at, true, real)
 			p.journal = append(p.journal, granuleChange{g: g, n: k, chunk: int32(ci), at: at, bind: true})
 			g += int(k)
 		}
@@ -527,7 +542,7 @@ func (p *virtualPool) flushStale(g0, g1 int) {
 func (p *virtualPool) unbindIdle(n uint64) {
 	for p.spareGr < n && p.gm.idle > 0 {
 		a, b := p.gm.nextIdleRun(n - p.spareGr)
-		p.gm.unbindRun(a, b, p.unbound)
+		p.gm.unbindRun(a, b, true, p.unbound)
 	}
 }
 
@@ -587,11 +602,11 @@ func (p *virtualPool) submit() error {
 		// The stale granules outside the bound range were unbound; those
 		// inside were bound anew, unless nothing was.
 		p.stale = p.stale[:0]
-		if len(p.realising) == 0 {
+		if !p.realised {
 			p.stale, p.staleAfter = p.staleAfter, p.stale
 		}
 	}
-	p.journal, p.realising, p.staleAfter = p.journal[:0], p.realising[:0], p.staleAfter[:0]
+	p.journal, p.realising, p.staleAfter, p.realised = p.journal[:0], p.realising[:0], p.staleAfter[:0], false
 	return err
 }
 
@@ -599,7 +614,7 @@ func (p *virtualPool) submit() error {
 func (p *virtualPool) undo(ch granuleChange) {
 	c := &p.chunks[ch.chunk]
 	if ch.bind {
-		p.gm.unbindRun(ch.g, ch.g+int(ch.n), ignoreUnbound)
+		p.gm.unbindRun(ch.g, ch.g+int(ch.n), false, ignoreUnbound)
 		c.give(ch.at, ch.n)
 		p.spareGr += uint64(ch.n)
 		p.spareHint = min(p.spareHint, int(ch.chunk))
@@ -607,10 +622,7 @@ func (p *virtualPool) undo(ch granuleChange) {
 	}
 	c.takeAt(ch.at, ch.n)
 	p.spareGr -= uint64(ch.n)
-	p.gm.bindRun(ch.g, ch.g+int(ch.n), ch.chunk, ch.at)
-	if ch.real {
-		p.gm.setReal(ch.g, ch.g+int(ch.n))
-	}
+	p.gm.bindRun(ch.g, ch.g+int(ch.n), ch.chunk, ch.at, false, ch.real)
 }
 
 func ignoreUnbound(int, int32, uint32, uint32, bool) {}
@@ -699,7 +711,7 @@ func (p *virtualPool) addChunk(dp devicePage) {
 func (p *virtualPool) free(ref int32, requested uint64) {
 	off, size := p.where(ref)
 	p.uncountAlloc(requested, size)
-	p.untouch(ref, int(off>>p.shift), int((off+size-1)>>p.shift))
+	p.untouch(ref, int(off>>p.shift), int((off+size-1)>>p.shift), true)
 	p.unplace(ref)
 }
 
