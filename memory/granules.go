@@ -110,14 +110,16 @@ func (m *granuleMap) touch(g0, g1 int) (unbound, unreal uint64) {
 		unbound = uint64(bits.OnesCount64(mask &^ bound[0]))
 	} else {
 		used[0] |= lo
-		unbound = uint64(bits.OnesCount64(lo &^ bound[0]))
+		missing := lo&^bound[0] | hi&^bound[len(bound)-1] // the unbound granules' bits, or'ed
 		inner := bound[1 : len(bound)-1]
 		for i, b := range inner {
 			used[i+1] = ^uint64(0)
-			unbound += uint64(bits.OnesCount64(^b))
+			missing |= ^b
 		}
 		used[len(used)-1] |= hi
-		unbound += uint64(bits.OnesCount64(hi &^ bound[len(bound)-1]))
+		if missing != 0 {
+			unbound = m.count(unboundUsed, g0, g1)
+		}
 	}
 	// Used granules are bound, so the unbound ones were not used, and the
 	// rest of those newly used were idle.
@@ -206,16 +208,19 @@ func (m *granuleMap) run(s granuleSet, g, g1 int) (a, b int) {
 // runEnd is where the run of granules of s from a (one of them) ends, at
 // most at g1+1.
 func (m *granuleMap) runEnd(s granuleSet, a, g1 int) int {
-	b := a
-	for b <= g1 {
-		w := b >> 6
-		n := bits.TrailingZeros64(^((m.word(s, w) & wordMask(w, b, g1)) >> uint(b&63)))
-		b += n
-		if b&63 != 0 || n == 0 {
-			break
-		}
+	w, last := a>>6, g1>>6
+	b := a + bits.TrailingZeros64(^((m.word(s, w) & wordMask(w, a, g1)) >> uint(a&63)))
+	if b&63 != 0 || b > g1 {
+		return b
 	}
-	return b
+	// Whole words of the run, then the word it ends in.
+	for w++; w < last && m.word(s, w) == ^uint64(0); w++ {
+		b += 64
+	}
+	if w > last {
+		return b
+	}
+	return b + bits.TrailingZeros64(^(m.word(s, w) & wordMask(w, b, g1)))
 }
 
 // setBits sets (or clears) the bits of granules a..b-1 in bm.
