@@ -74,7 +74,7 @@ func (m *granuleMap) len() int { return m.n }
 
 // grow makes room for granules below n.
 func (m *granuleMap) grow(n int) {
-	n = max(n, 2*m.n, 1<<12) // amortised: the range is used from its low end up
+	n = max(n, 2*m.n, 1024) // amortised: the range is used from its low end up
 	m.n = n
 	words := (n + 63) / 64
 	m.used = append(m.used, make([]uint64, words-len(m.used))...)
@@ -399,7 +399,11 @@ func (m *granuleMap) nextIdleRun(limit uint64) (a, b int) {
 		}
 		if idle := m.bound[m.hand] &^ m.used[m.hand]; idle != 0 {
 			a = m.hand*64 + bits.TrailingZeros64(idle)
-			return a, m.runEnd(idleBound, a, a+int(min(limit, uint64(m.len()-a)))-1)
+			b = m.runEnd(idleBound, a, a+int(min(limit, uint64(m.len()-a)))-1)
+			// The hand rests where the run ends, as it would taking its
+			// granules one by one.
+			m.hand = (b - 1) >> 6
+			return a, b
 		}
 		m.hand++
 	}
