@@ -272,7 +272,7 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 	if err != nil {
 		return 0, err
 	}
-	g0, g1 := int(off>>p.shift), int((off+size-1)>>p.shift)
+	g0, g1 := p.granuleOf(off), p.granuleOf(off+size-1)
 	if g1 >= p.gm.len() {
 		p.gm.grow(g1 + 1)
 	}
@@ -330,7 +330,7 @@ func (p *virtualPool) placeNext(size uint64) (int32, uint64, error) {
 // whose binding failed.
 func (p *virtualPool) untouch(ref int32, g0, g1 int, bound bool) {
 	below, above := p.neighbours(ref)
-	lo0, lo1 := uint64(g0)<<p.shift, uint64(g1)<<p.shift
+	lo0, lo1 := p.offsetOf(g0), p.offsetOf(g1)
 	keep0, keep1 := below > lo0 || above < lo0+p.granule, below > lo1 || above < lo1+p.granule
 	if bound {
 		p.gm.untouchBound(g0, g1, keep0, keep1)
@@ -376,6 +376,13 @@ func (p *virtualPool) slotFree(off, end uint64) bool {
 	p.plannedLive.DescendLessOrEqual(arenaRange{offset: end - 1}, p.probe)
 	return !p.probeFound
 }
+
+// granuleOf is the granule holding byte off of the range; offsetOf is
+// where granule g starts. (The masked shift spares a check the compiler
+// makes for shifts past 63.)
+func (p *virtualPool) granuleOf(off uint64) int { return int(off >> (p.shift & 63)) }
+
+func (p *virtualPool) offsetOf(g int) uint64 { return uint64(g) << (p.shift & 63) }
 
 // where is a live ref's offset and size.
 func (p *virtualPool) where(ref int32) (uint64, uint64) {
@@ -464,8 +471,8 @@ func (p *virtualPool) bindOnDevice(g, n int, ci int32, at uint32) error {
 	if err := p.mapPage(&c.devicePage); err != nil {
 		return err
 	}
-	p.appendBind(vkruntime.SparseBind{Offset: uint64(g) << p.shift, Size: uint64(n) << p.shift,
-		Memory: c.handle.ID, MemoryOffset: uint64(at) << p.shift})
+	p.appendBind(vkruntime.SparseBind{Offset: p.offsetOf(g), Size: p.offsetOf(n),
+		Memory: c.handle.ID, MemoryOffset: p.offsetOf(int(at))})
 	return nil
 }
 
@@ -558,7 +565,7 @@ func (p *virtualPool) release(g int, ci int32, at, n uint32, real bool) {
 	}
 	switch p.unbinding {
 	case unbindOnDevice:
-		p.appendBind(vkruntime.SparseBind{Offset: uint64(g) << p.shift, Size: uint64(n) << p.shift})
+		p.appendBind(vkruntime.SparseBind{Offset: p.offsetOf(g), Size: p.offsetOf(int(n))})
 	case unbindStale:
 		if k := len(p.stale) - 1; k >= 0 && p.stale[k].g+p.stale[k].n == g && p.stale[k].chunk == ci {
 			p.stale[k].n += int(n)
@@ -711,13 +718,13 @@ func (p *virtualPool) addChunk(dp devicePage) {
 func (p *virtualPool) free(ref int32, requested uint64) {
 	off, size := p.where(ref)
 	p.uncountAlloc(requested, size)
-	p.untouch(ref, int(off>>p.shift), int((off+size-1)>>p.shift), true)
+	p.untouch(ref, p.granuleOf(off), p.granuleOf(off+size-1), true)
 	p.unplace(ref)
 }
 
 func (p *virtualPool) resolve(ref int32) (vkruntime.StorageHandle, error) {
 	off, size := p.where(ref)
-	g0, g1 := int(off>>p.shift), int((off+size-1)>>p.shift)
+	g0, g1 := p.granuleOf(off), p.granuleOf(off+size-1)
 	if p.gm.count(boundUnreal, g0, g1) > 0 || p.gm.count(unboundUsed, g0, g1) > 0 {
 		if err := p.bindRange(g0, g1, p.gm.count(unboundUsed, g0, g1), true); err != nil {
 			return vkruntime.StorageHandle{}, err
