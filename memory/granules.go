@@ -95,28 +95,36 @@ func wordMask(w, g0, g1 int) uint64 {
 // granule can be used already: the rest lies inside the reservation.
 func (m *granuleMap) touch(g0, g1 int) (unbound, unreal uint64) {
 	w0, w1 := g0>>6, g1>>6
-	used, bound := m.used[w0:w1+1], m.bound[w0:w1+1]
-	fresh := uint64(g1 - g0 + 1)
-	if used[0]&(1<<uint(g0&63)) != 0 {
-		fresh--
-	}
-	if g1 != g0 && used[len(used)-1]&(1<<uint(g1&63)) != 0 {
-		fresh--
-	}
 	lo, hi := ^uint64(0)<<uint(g0&63), ^uint64(0)>>uint(63-g1&63)
+	end0, end1 := uint64(1)<<uint(g0&63), uint64(1)<<uint(g1&63)
+	fresh := uint64(g1 - g0 + 1)
 	if w0 == w1 {
-		mask := lo & hi
-		used[0] |= mask
-		unbound = uint64(bits.OnesCount64(mask &^ bound[0]))
-	} else {
-		used[0] |= lo
-		missing := lo&^bound[0] | hi&^bound[len(bound)-1] // the unbound granules' bits, or'ed
-		inner := bound[1 : len(bound)-1]
-		for i, b := range inner {
-			used[i+1] = ^uint64(0)
-			missing |= ^b
+		u, mask := m.used[w0], lo&hi
+		if u&end0 != 0 {
+			fresh--
 		}
-		used[len(used)-1] |= hi
+		if g1 != g0 && u&end1 != 0 {
+			fresh--
+		}
+		m.used[w0] = u | mask
+		unbound = uint64(bits.OnesCount64(mask &^ m.bound[w0]))
+	} else {
+		u1, u0 := m.used[w1], m.used[w0]
+		if u0&end0 != 0 {
+			fresh--
+		}
+		if u1&end1 != 0 {
+			fresh--
+		}
+		m.used[w0], m.used[w1] = u0|lo, u1|hi
+		missing := lo&^m.bound[w0] | hi&^m.bound[w1] // the unbound granules' bits, or'ed
+		if w1 > w0+1 {
+			used, bound := m.used[w0+1:w1], m.bound[w0+1:w1]
+			for i, b := range bound {
+				used[i] = ^uint64(0)
+				missing |= ^b
+			}
+		}
 		if missing != 0 {
 			unbound = m.count(unboundUsed, g0, g1)
 		}
@@ -169,14 +177,15 @@ func (m *granuleMap) untouchBound(g0, g1 int, keep0, keep1 bool) {
 		}
 		hi &^= 1 << uint(g1&63)
 	}
-	used := m.used[w0 : w1+1]
 	if w0 == w1 {
 		// lo and hi are masks of one word: each keeps its own end.
-		used[0] &^= lo & hi
+		m.used[w0] &^= lo & hi
 	} else {
-		used[0] &^= lo
-		clear(used[1 : len(used)-1])
-		used[len(used)-1] &^= hi
+		m.used[w1] &^= hi
+		m.used[w0] &^= lo
+		if w1 > w0+1 {
+			clear(m.used[w0+1 : w1])
+		}
 	}
 	m.needed -= gone
 	m.idle += gone
