@@ -117,16 +117,17 @@ func (m *granuleMap) touch(g0, g1 int) (unbound, unreal uint64) {
 			fresh--
 		}
 		m.used[w0], m.used[w1] = u0|lo, u1|hi
-		missing := lo&^m.bound[w0] | hi&^m.bound[w1] // the unbound granules' bits, or'ed
+		// Inner words are mostly bound through: count only the ones that
+		// are not, in the pass that marks them used.
+		unbound = uint64(bits.OnesCount64(lo&^m.bound[w0]) + bits.OnesCount64(hi&^m.bound[w1]))
 		if w1 > w0+1 {
 			used, bound := m.used[w0+1:w1], m.bound[w0+1:w1]
 			for i, b := range bound {
 				used[i] = ^uint64(0)
-				missing |= ^b
+				if b != ^uint64(0) {
+					unbound += uint64(bits.OnesCount64(^b))
+				}
 			}
-		}
-		if missing != 0 {
-			unbound = m.count(unboundUsed, g0, g1)
 		}
 	}
 	// Used granules are bound, so the unbound ones were not used, and the
