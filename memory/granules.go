@@ -403,19 +403,24 @@ func (m *granuleMap) nextIdleRun(limit uint64) (a, b int) {
 	if m.idle == 0 {
 		return -1, -1
 	}
-	for range len(m.used) + 1 {
-		if m.hand >= len(m.used) {
-			m.hand = 0
+	used, bound := m.used, m.bound[:len(m.used)]
+	if m.hand >= len(used) {
+		m.hand = 0
+	}
+	// From the hand to the end, then from the start through the hand.
+	w, end := m.hand, len(used)
+	for range 2 {
+		for ; w < end; w++ {
+			if idle := bound[w] &^ used[w]; idle != 0 {
+				a = w*64 + bits.TrailingZeros64(idle)
+				b = m.runEnd(idleBound, a, a+int(min(limit, uint64(m.len()-a)))-1)
+				// The hand rests where the run ends, as it would taking its
+				// granules one by one.
+				m.hand = (b - 1) >> 6
+				return a, b
+			}
 		}
-		if idle := m.bound[m.hand] &^ m.used[m.hand]; idle != 0 {
-			a = m.hand*64 + bits.TrailingZeros64(idle)
-			b = m.runEnd(idleBound, a, a+int(min(limit, uint64(m.len()-a)))-1)
-			// The hand rests where the run ends, as it would taking its
-			// granules one by one.
-			m.hand = (b - 1) >> 6
-			return a, b
-		}
-		m.hand++
+		w, end = 0, min(m.hand+1, len(used))
 	}
 	panic("memory: virtual pool counted idle granules it does not have")
 }

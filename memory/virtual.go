@@ -197,7 +197,12 @@ func (c *virtualChunk) give(at, n uint32) {
 	case upper:
 		f[i-1].at, f[i-1].n = at, f[i-1].n+n
 	default:
-		c.free = slices.Insert(f, i, granuleSpan{at, n})
+		// Spans are taken from the low end, so i is mostly near it: the
+		// copy is short.
+		f = append(f, granuleSpan{})
+		copy(f[i+1:], f[i:])
+		f[i] = granuleSpan{at, n}
+		c.free = f
 	}
 }
 
