@@ -335,13 +335,20 @@ func (p *virtualPool) placeNext(size uint64) (int32, uint64, error) {
 // whose binding failed.
 func (p *virtualPool) untouch(ref int32, g0, g1 int, bound bool) {
 	below, above := p.neighbours(ref)
-	lo0, lo1 := p.offsetOf(g0), p.offsetOf(g1)
-	keep0, keep1 := below > lo0 || above < lo0+p.granule, below > lo1 || above < lo1+p.granule
+	keep0, keep1 := p.sharedEnds(g0, g1, below, above)
 	if bound {
 		p.gm.untouchBound(g0, g1, keep0, keep1)
 	} else {
 		p.gm.untouch(g0, g1, keep0, keep1)
 	}
+}
+
+// sharedEnds says whether the first and the last granule of a reservation
+// over g0..g1 are touched by the live reservations nearest it, which end
+// at below and start at above.
+func (p *virtualPool) sharedEnds(g0, g1 int, below, above uint64) (keep0, keep1 bool) {
+	lo0, lo1 := p.offsetOf(g0), p.offsetOf(g1)
+	return below > lo0 || above < lo0+p.granule, below > lo1 || above < lo1+p.granule
 }
 
 // neighbours are where the live reservations placed nearest ref end below
@@ -357,10 +364,14 @@ func (p *virtualPool) neighbours(ref int32) (below, above uint64) {
 		p.plannedLive.AscendGreaterOrEqual(arenaRange{offset: s.Offset + 1}, p.above)
 		return p.nearBelow, p.nearAbove
 	}
+	return p.placedNeighbours(&p.place.blocks[ref])
+}
+
+// placedNeighbours is neighbours for live block b of the TLSF range.
+func (p *virtualPool) placedNeighbours(b *tlsfBlock) (below, above uint64) {
 	// Free blocks never touch, so past a free neighbour lies a live block
 	// or the end of the range.
 	bl := p.place.blocks
-	b := &bl[ref]
 	above = ^uint64(0)
 	if pv := b.prevPhys; pv != none && !bl[pv].free {
 		below = p.slotsEnd + b.offset
@@ -721,10 +732,23 @@ func (p *virtualPool) addChunk(dp devicePage) {
 }
 
 func (p *virtualPool) free(ref int32, requested uint64) {
-	off, size := p.where(ref)
-	p.uncountAlloc(requested, size)
-	p.untouch(ref, p.granuleOf(off), p.granuleOf(off+size-1), true)
-	p.unplace(ref)
+	if ref < 0 {
+		off, size := p.where(ref)
+		p.uncountAlloc(requested, size)
+		p.untouch(ref, p.granuleOf(off), p.granuleOf(off+size-1), true)
+		p.unplace(ref)
+		return
+	}
+	// The common case, a block TLSF placed, without the planned places'
+	// branches.
+	b := &p.place.blocks[ref]
+	p.uncountAlloc(requested, b.size)
+	off := p.slotsEnd + b.offset
+	g0, g1 := p.granuleOf(off), p.granuleOf(off+b.size-1)
+	below, above := p.placedNeighbours(b)
+	keep0, keep1 := p.sharedEnds(g0, g1, below, above)
+	p.gm.untouchBound(g0, g1, keep0, keep1)
+	p.place.release(ref)
 }
 
 func (p *virtualPool) resolve(ref int32) (vkruntime.StorageHandle, error) {
