@@ -233,14 +233,25 @@ func (m *granuleMap) runEnd(s granuleSet, a, g1 int) int {
 	return b + bits.TrailingZeros64(^(m.word(s, w) & wordMask(w, b, g1)))
 }
 
-// setBits sets (or clears) the bits of granules a..b-1 in bm.
+// setBits sets (or clears) the bits of granules a..b-1 in bm: the end
+// words masked, the words between whole.
 func setBits(bm []uint64, a, b int, on bool) {
-	for w := a >> 6; w <= (b-1)>>6; w++ {
-		if mask := wordMask(w, a, b-1); on {
-			bm[w] |= mask
-		} else {
-			bm[w] &^= mask
-		}
+	w0, w1 := a>>6, (b-1)>>6
+	lo, hi := ^uint64(0)<<uint(a&63), ^uint64(0)>>uint(63-(b-1)&63)
+	if w0 == w1 {
+		lo &= hi
+	}
+	fill := uint64(0)
+	if on {
+		fill = ^uint64(0)
+	}
+	bm[w0] = bm[w0]&^lo | fill&lo
+	if w0 == w1 {
+		return
+	}
+	bm[w1] = bm[w1]&^hi | fill&hi
+	for w := w0 + 1; w < w1; w++ {
+		bm[w] = fill
 	}
 }
 
@@ -256,12 +267,9 @@ func (m *granuleMap) bindRun(a, b int, chunk int32, at uint32, used, real bool) 
 	if !real {
 		m.unreal += uint64(b - a)
 	}
-	for w := a >> 6; w <= (b-1)>>6; w++ {
-		mask := wordMask(w, a, b-1)
-		m.bound[w] |= mask
-		if real {
-			m.real[w] |= mask
-		}
+	setBits(m.bound, a, b, true)
+	if real {
+		setBits(m.real, a, b, true)
 	}
 	m.addExtent(a, b, chunk, at)
 }
@@ -289,10 +297,10 @@ func (m *granuleMap) unbindRun(a, b int, idle bool, give func(g int, chunk int32
 		m.idle -= uint64(b-a) - m.countUsed(a, b-1)
 	}
 	var unreal uint64
-	for w := a >> 6; w <= (b-1)>>6; w++ {
-		unreal += uint64(bits.OnesCount64(wordMask(w, a, b-1) &^ m.real[w]))
+	if m.unreal > 0 {
+		unreal = m.count(boundUnreal, a, b-1)
+		m.unreal -= unreal
 	}
-	m.unreal -= unreal
 	for s := a; s < b; {
 		e := *m.ext.get(s)
 		n, chunk, at := int(e.n), e.chunk, e.at
@@ -315,11 +323,8 @@ func (m *granuleMap) unbindRun(a, b int, idle bool, give func(g int, chunk int32
 		}
 		s += n
 	}
-	for w := a >> 6; w <= (b-1)>>6; w++ {
-		mask := wordMask(w, a, b-1)
-		m.bound[w] &^= mask
-		m.real[w] &^= mask
-	}
+	setBits(m.bound, a, b, false)
+	setBits(m.real, a, b, false)
 }
 
 // extentOf is the first granule of the extent holding bound granule g.
