@@ -107,7 +107,10 @@ func (m *granuleMap) touch(g0, g1 int) (unbound, unreal uint64) {
 			fresh--
 		}
 		m.used[w0] = u | mask
-		unbound = uint64(bits.OnesCount64(mask &^ m.bound[w0]))
+		// Mostly every granule is bound: then there is nothing to count.
+		if x := mask &^ m.bound[w0]; x != 0 {
+			unbound = uint64(bits.OnesCount64(x))
+		}
 	} else {
 		u1, u0 := m.used[w1], m.used[w0]
 		if u0&end0 != 0 {
@@ -119,7 +122,9 @@ func (m *granuleMap) touch(g0, g1 int) (unbound, unreal uint64) {
 		m.used[w0], m.used[w1] = u0|lo, u1|hi
 		// Inner words are mostly bound through: count only the ones that
 		// are not, in the pass that marks them used.
-		unbound = uint64(bits.OnesCount64(lo&^m.bound[w0]) + bits.OnesCount64(hi&^m.bound[w1]))
+		if x, y := lo&^m.bound[w0], hi&^m.bound[w1]; x|y != 0 {
+			unbound = uint64(bits.OnesCount64(x) + bits.OnesCount64(y))
+		}
 		if w1 > w0+1 {
 			used, bound := m.used[w0+1:w1], m.bound[w0+1:w1]
 			for i, b := range bound {
