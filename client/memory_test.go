@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -313,4 +314,32 @@ func TestMemoryLimitSizesPresets(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, b.Free())
 	require.LessOrEqual(t, c.Device().Storage().Allocated(), uint64(8<<20))
+}
+
+// Every stream's virtual pool has a range of the device's sparse address
+// space, which they share (1 TiB on an H200, whose 150 GB heap would give
+// each stream 600 GB): later streams take smaller ranges rather than fail,
+// and all of them serve buffers at once.
+func TestStreamsShareTheSparseAddressSpace(t *testing.T) {
+	ctx := context.Background()
+	d, err := cpu.New(cpu.WithSparseGranule(64<<10), cpu.WithMemorySize(150e9))
+	require.NoError(t, err)
+	c, err := Open(ctx, WithBackend(d))
+	require.NoError(t, err)
+	defer c.Close()
+	var buffers []*Buffer
+	for i := range 6 {
+		s, err := c.NewStream()
+		require.NoError(t, err)
+		data := bytes.Repeat([]byte{byte(i + 1)}, 5000)
+		b, err := s.Create(ctx, data)
+		require.NoError(t, err, "stream %d", i)
+		buffers = append(buffers, b)
+	}
+	for i, b := range buffers {
+		got, err := b.Read(ctx)
+		require.NoError(t, err)
+		require.Equal(t, bytes.Repeat([]byte{byte(i + 1)}, 5000), got, "stream %d keeps its own bytes", i)
+		require.NoError(t, b.Free())
+	}
 }

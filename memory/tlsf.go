@@ -223,3 +223,45 @@ func (r *tlsfRange) check(size uint64) (used int, err error) {
 	}
 	return used, nil
 }
+
+// end is where the last block in use ends: 0 with nothing placed.
+func (r *tlsfRange) end() uint64 {
+	last := r.last()
+	if blk := &r.blocks[last]; blk.free {
+		return blk.offset
+	}
+	blk := &r.blocks[last]
+	return blk.offset + blk.size
+}
+
+// last is the block at the highest address.
+func (r *tlsfRange) last() int32 {
+	b := int32(0)
+	for r.blocks[b].prevPhys != none {
+		b = r.blocks[b].prevPhys
+	}
+	for r.blocks[b].nextPhys != none {
+		b = r.blocks[b].nextPhys
+	}
+	return b
+}
+
+// shrink makes the range size bytes long, size at least end(): the free
+// block at its top gives up what lies past size.
+func (r *tlsfRange) shrink(size uint64) {
+	b := r.last()
+	blk := &r.blocks[b]
+	if !blk.free || size < blk.offset {
+		panic(fmt.Sprintf("memory: a TLSF range shrinks to %d B below its last reservation", size))
+	}
+	r.removeFree(b)
+	if size == blk.offset {
+		if prev := blk.prevPhys; prev != none {
+			r.blocks[prev].nextPhys = none
+			r.dropBlock(b)
+			return
+		}
+	}
+	blk.size = size - blk.offset
+	r.insertFree(b)
+}

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -524,17 +525,31 @@ func (p *virtualPool) bindUnbound(g0, g1 int, real bool) {
 }
 
 // ensureRange reserves the address range when the device first needs it:
-// a dry run never does.
+// a dry run never does. The device's sparse address space is shared by
+// every range (each stream's pool has one): where what is left cannot hold
+// the whole range, the pool takes halves of it down to what its live
+// reservations reach, and places in the smaller range from then on.
 func (p *virtualPool) ensureRange() error {
 	if p.ranged {
 		return nil
 	}
-	h, err := p.sparse.ReserveVirtual(p.space)
-	if err != nil {
-		return err
+	size := p.space
+	for {
+		h, err := p.sparse.ReserveVirtual(size)
+		if err == nil {
+			if size < p.space {
+				p.place.shrink(size - p.slotsEnd)
+				p.space, p.maxAlloc = size, min(p.maxAlloc, size)
+			}
+			p.vrange, p.ranged = h, true
+			return nil
+		}
+		smaller := (size / 2) &^ (p.granule - 1)
+		if !errors.Is(err, vkruntime.ErrOutOfDeviceMemory) || smaller < p.slotsEnd+p.place.end() || smaller <= p.slotsEnd {
+			return err
+		}
+		size = smaller
 	}
-	p.vrange, p.ranged = h, true
-	return nil
 }
 
 // flushStale unbinds, in the pending submission, the stale granules

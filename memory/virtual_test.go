@@ -58,7 +58,16 @@ func (s *sparseStorage) Dealloc(id vkruntime.StorageID) {
 func (s *sparseStorage) SparseGranule() uint64  { return s.granule }
 func (s *sparseStorage) MaxVirtualSize() uint64 { return 1 << 40 }
 
+// ReserveVirtual refuses past the address space the live ranges leave of
+// MaxVirtualSize, as the devices do.
 func (s *sparseStorage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
+	var taken uint64
+	for _, r := range s.ranges {
+		taken += r
+	}
+	if left := s.MaxVirtualSize() - taken; size > left {
+		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Limit: s.MaxVirtualSize(), Detail: "sparse address space"}
+	}
 	s.next++
 	s.ranges[s.next] = size
 	return vkruntime.StorageHandle{ID: s.next, Size: size}, nil
@@ -512,4 +521,57 @@ func staleGranules(p *virtualPool) (n int) {
 		n += r.n
 	}
 	return n
+}
+
+// The device's sparse address space is shared by every stream's range: a
+// pool that finds too little of it left takes a smaller range (halves of
+// its own, down to what its reservations reach) rather than failing, and
+// places inside it; one that cannot fit even that is out of device memory
+// and changes nothing.
+func TestVirtualPoolsShareTheSparseAddressSpace(t *testing.T) {
+	s := newSparseStorage(testGranule)
+	props := testProps
+	props.MemorySize = 150e9 // a range of four times the heap: 600 GB of 1 TiB
+	var managers []*Manager
+	var sizes []uint64
+	for i := range 4 {
+		m, err := NewManager(s, props, VirtualLayout(VirtualPlan{}))
+		require.NoError(t, err)
+		h := mustReserve(t, m, 3*testGranule, Eager)
+		sh, err := m.Resolve(h)
+		require.NoError(t, err, "stream %d", i)
+		require.NoError(t, s.backed(sh))
+		require.NoError(t, m.checkInvariants())
+		vp := m.pools[0].(*virtualPool)
+		require.Equal(t, vp.space, s.ranges[vp.vrange.ID], "the pool places within the range it got")
+		managers, sizes = append(managers, m), append(sizes, vp.space)
+	}
+	var total uint64
+	for i, size := range sizes {
+		total += size
+		if i > 0 {
+			require.Less(t, size, sizes[0], "later streams take smaller ranges")
+		}
+	}
+	require.LessOrEqual(t, total, s.MaxVirtualSize())
+	// A reservation too large for a smaller range fails as out of device
+	// memory and leaves the pool as it was.
+	last := managers[len(managers)-1]
+	before := last.Report()
+	_, err := last.Reserve(sizes[len(sizes)-1]+testGranule, Eager)
+	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
+	require.Equal(t, before, last.Report())
+
+	// With the address space all taken, a new stream's first reservation
+	// is out of device memory, and nothing is left held.
+	s.ranges[1<<30] = s.MaxVirtualSize() - total
+	m, err := NewManager(s, props, VirtualLayout(VirtualPlan{}))
+	require.NoError(t, err)
+	live := len(s.live)
+	_, err = m.Reserve(testGranule, Eager)
+	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
+	require.NoError(t, m.checkInvariants())
+	require.Zero(t, m.Usage().NumberAllocs)
+	m.Cleanup(true)
+	require.Len(t, s.live, live, "no chunk is left behind")
 }

@@ -12,11 +12,14 @@ type SparseStorage interface {
 	// SparseGranule is the binding granularity in bytes, a power of two;
 	// 0 means the device offers no sparse residency.
 	SparseGranule() uint64
-	// MaxVirtualSize is the largest range ReserveVirtual makes.
+	// MaxVirtualSize is the device's sparse address space: the largest
+	// range ReserveVirtual makes, and what all its live ranges share.
 	MaxVirtualSize() uint64
 	// ReserveVirtual makes size bytes of address space with no memory
 	// bound: one buffer a slice (ID, Offset, Size) of which binds to a
-	// kernel like a slice of a page.
+	// kernel like a slice of a page. Past the address space the live
+	// ranges leave, it fails with an error matching ErrOutOfDeviceMemory
+	// and changes nothing.
 	ReserveVirtual(size uint64) (StorageHandle, error)
 	// ReleaseVirtual releases a range made by ReserveVirtual.
 	ReleaseVirtual(id StorageID)

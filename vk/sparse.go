@@ -66,8 +66,21 @@ func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
 	}
 	// Whole granules, so every granule of the range can be bound.
 	whole := (size + d.sparseGranule - 1) &^ (d.sparseGranule - 1)
+	// The ranges share the device's sparse address space: what is left is
+	// checked here, so the refusal is the same on every driver.
+	s.mu.Lock()
+	if left := d.sparseSpace - s.virtualBytes; whole > left {
+		s.mu.Unlock()
+		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: whole, Limit: d.sparseSpace,
+			Detail: fmt.Sprintf("the device's sparse address space has %d B left of %d B", left, d.sparseSpace)}
+	}
+	s.virtualBytes += whole
+	s.mu.Unlock()
 	buf, err := d.createBufferWith(whole, sparseFlags)
 	if err != nil {
+		s.mu.Lock()
+		s.virtualBytes -= whole
+		s.mu.Unlock()
 		return vkruntime.StorageHandle{}, err
 	}
 	p := &page{size: whole, buffer: buf, virtual: true}
@@ -85,6 +98,9 @@ func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
 func (s *Storage) ReleaseVirtual(id vkruntime.StorageID) {
 	s.mu.Lock()
 	p, ok := s.pages[id]
+	if ok && p.virtual {
+		s.virtualBytes -= p.size
+	}
 	s.mu.Unlock()
 	if ok && p.virtual {
 		s.Dealloc(id)

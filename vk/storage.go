@@ -28,6 +28,9 @@ type Storage struct {
 	allocated   uint64 // bytes of device memory held, deferred pages included
 	allocations int
 	limit       uint64 // 0: none
+	// virtualBytes is the sparse address space the live virtual ranges
+	// take, of the device's sparseSpace.
+	virtualBytes uint64
 }
 
 var (

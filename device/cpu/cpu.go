@@ -267,6 +267,9 @@ type Storage struct {
 	allocated   uint64
 	heap, limit uint64
 	granule     uint64 // 0: no sparse residency
+	// virtualBytes is the address space the live virtual ranges take of
+	// maxVirtualSpace, which they share as a device's ranges do.
+	virtualBytes uint64
 }
 
 type page struct {

@@ -13,8 +13,8 @@ import (
 // memory of the storage's pages.
 var _ vkruntime.SparseStorage = (*Storage)(nil)
 
-// maxVirtualSpace is the address space of one virtual range, 1 TiB as on
-// an H200.
+// maxVirtualSpace is the sparse address space every virtual range shares,
+// 1 TiB as on an H200.
 const maxVirtualSpace = 1 << 40
 
 var errNoSparse = errors.New("cpu: the device has no sparse residency (cpu.WithSparseGranule gives it some)")
@@ -22,7 +22,8 @@ var errNoSparse = errors.New("cpu: the device has no sparse residency (cpu.WithS
 // SparseGranule is the granule WithSparseGranule set, 0 for none.
 func (s *Storage) SparseGranule() uint64 { return s.granule }
 
-// MaxVirtualSize is 1 TiB with sparse residency, else 0.
+// MaxVirtualSize is 1 TiB with sparse residency, else 0: the address
+// space all ranges share.
 func (s *Storage) MaxVirtualSize() uint64 {
 	if s.granule == 0 {
 		return 0
@@ -44,6 +45,11 @@ func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if left := maxVirtualSpace - s.virtualBytes; size > left {
+		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Limit: maxVirtualSpace,
+			Detail: fmt.Sprintf("the sparse address space has %d B left of %d B", left, uint64(maxVirtualSpace))}
+	}
+	s.virtualBytes += size
 	s.next++
 	s.pages[s.next] = &page{virtual: map[uint64]granuleMemory{}, size: size}
 	return vkruntime.StorageHandle{ID: s.next, Size: size}, nil
@@ -54,6 +60,7 @@ func (s *Storage) ReleaseVirtual(id vkruntime.StorageID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p, ok := s.pages[id]; ok && p.virtual != nil {
+		s.virtualBytes -= p.size
 		delete(s.pages, id)
 	}
 }

@@ -36,17 +36,28 @@ func (s *CountingStorage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, 
 	if s.Granule == 0 {
 		return vkruntime.StorageHandle{}, fmt.Errorf("replay: this storage models a device without sparse residency")
 	}
-	if size > maxVirtualSize {
+	// The ranges share the address space, as a device's do.
+	if left := maxVirtualSize - s.virtualBytes; size > left {
 		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Limit: maxVirtualSize,
-			Detail: "more address space than the device's sparse address space"}
+			Detail: fmt.Sprintf("the device's sparse address space has %d B left of %d B", left, uint64(maxVirtualSize))}
 	}
 	s.next++
 	s.sparse.ranges++
+	if s.virtual == nil {
+		s.virtual = map[vkruntime.StorageID]uint64{}
+	}
+	s.virtual[s.next] = size
+	s.virtualBytes += size
 	return vkruntime.StorageHandle{ID: s.next, Size: size}, nil
 }
 
-// ReleaseVirtual has nothing to release.
-func (s *CountingStorage) ReleaseVirtual(vkruntime.StorageID) {}
+// ReleaseVirtual gives the range's address space back.
+func (s *CountingStorage) ReleaseVirtual(id vkruntime.StorageID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.virtualBytes -= s.virtual[id]
+	delete(s.virtual, id)
+}
 
 // Bind counts one submission and its binds and unbinds. A bind that names
 // memory the storage does not hold is an error, as it would be a device's.

@@ -29,6 +29,9 @@ type CountingStorage struct {
 	deallocs  uint64
 	bytesHeld uint64
 	peakHeld  uint64
+	// virtual: the live ranges' sizes, which share maxVirtualSize.
+	virtual      map[vkruntime.StorageID]uint64
+	virtualBytes uint64
 }
 
 // NewCountingStorage is a CountingStorage refusing to hold more than limit
