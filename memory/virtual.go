@@ -75,11 +75,14 @@ type virtualPool struct {
 	maxChunk uint64 // the largest device allocation the backend makes
 	plannedB uint64 // bytes of device memory the plan expects; 0: none
 	unit     uint64 // a shortfall is rounded up to it
-	outgrown func(planned, need uint64)
-	vrange   vkruntime.StorageHandle
-	ranged   bool
-	place    tlsfRange // over [slotsEnd, space)
-	slotsEnd uint64    // where the planned slots end, a granule multiple
+	// fullSpace and fullMaxAlloc are the range's size and the largest
+	// reservation before ensureRange took a smaller range.
+	fullSpace, fullMaxAlloc uint64
+	outgrown                func(planned, need uint64)
+	vrange                  vkruntime.StorageHandle
+	ranged                  bool
+	place                   tlsfRange // over [slotsEnd, space)
+	slotsEnd                uint64    // where the planned slots end, a granule multiple
 
 	slots        []VirtualSlot // the plan's places, by reservation
 	following    bool          // every reservation so far took its slot
@@ -256,6 +259,7 @@ func newVirtualPool(c poolConfig, s vkruntime.SparseStorage, total *Usage) *virt
 	}
 	p.unbound = p.release
 	p.place = newTLSFRange(c.space - c.slotsEnd)
+	p.fullSpace, p.fullMaxAlloc = c.space, c.maxAlloc
 	p.unit = VirtualChunkUnit
 	if c.planned != 0 {
 		p.unit = min(p.unit, max(c.planned/virtualPlanUnitDivisor, c.granule))
@@ -799,8 +803,7 @@ func (p *virtualPool) cleanup(explicit bool) {
 	// nothing lives in the range: then the range goes first, and with it
 	// every binding, so the chunks can follow.
 	if err := p.submit(); err != nil && p.ranged && p.usage.NumberAllocs == 0 {
-		p.sparse.ReleaseVirtual(p.vrange.ID)
-		p.ranged, p.vrange = false, vkruntime.StorageHandle{}
+		p.releaseRange()
 		p.unbinding = unbindInAccount
 		p.unbindIdle(^uint64(0))
 		p.journal = p.journal[:0]
@@ -821,11 +824,22 @@ func (p *virtualPool) cleanup(explicit bool) {
 	}
 	if p.usage.NumberAllocs == 0 && len(p.chunks) == 0 {
 		if p.ranged {
-			p.sparse.ReleaseVirtual(p.vrange.ID)
-			p.ranged, p.vrange = false, vkruntime.StorageHandle{}
+			p.releaseRange()
 		}
 		p.gm = granuleMap{}
 		p.stale = p.stale[:0]
+	}
+}
+
+// releaseRange gives the address range back with nothing live in it. A
+// range ensureRange shrank is whole again for the next reservation, as the
+// address space left may have grown since.
+func (p *virtualPool) releaseRange() {
+	p.sparse.ReleaseVirtual(p.vrange.ID)
+	p.ranged, p.vrange = false, vkruntime.StorageHandle{}
+	if p.space != p.fullSpace {
+		p.space, p.maxAlloc = p.fullSpace, p.fullMaxAlloc
+		p.place = newTLSFRange(p.space - p.slotsEnd)
 	}
 }
 

@@ -534,10 +534,12 @@ func TestVirtualPoolsShareTheSparseAddressSpace(t *testing.T) {
 	props.MemorySize = 150e9 // a range of four times the heap: 600 GB of 1 TiB
 	var managers []*Manager
 	var sizes []uint64
+	var held []Handle
 	for i := range 4 {
 		m, err := NewManager(s, props, VirtualLayout(VirtualPlan{}))
 		require.NoError(t, err)
 		h := mustReserve(t, m, 3*testGranule, Eager)
+		held = append(held, h)
 		sh, err := m.Resolve(h)
 		require.NoError(t, err, "stream %d", i)
 		require.NoError(t, s.backed(sh))
@@ -561,6 +563,24 @@ func TestVirtualPoolsShareTheSparseAddressSpace(t *testing.T) {
 	_, err := last.Reserve(sizes[len(sizes)-1]+testGranule, Eager)
 	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
 	require.Equal(t, before, last.Report())
+	// Once the first stream gives its range back, the last one, emptied
+	// and cleaned up, takes a whole range again.
+	for _, i := range []int{0, len(managers) - 1} {
+		require.NoError(t, managers[i].Free(held[i]))
+		managers[i].Cleanup(true)
+	}
+	big := mustReserve(t, last, sizes[len(sizes)-1]+testGranule, Eager)
+	_, err = last.Resolve(big)
+	require.NoError(t, err)
+	require.Equal(t, sizes[0], last.pools[0].(*virtualPool).space, "a whole range again")
+	require.NoError(t, last.checkInvariants())
+	require.NoError(t, last.Free(big))
+	last.Cleanup(true)
+	managers, sizes = managers[1:len(managers)-1], sizes[1:len(sizes)-1]
+	total = 0
+	for _, size := range sizes {
+		total += size
+	}
 
 	// With the address space all taken, a new stream's first reservation
 	// is out of device memory, and nothing is left held.

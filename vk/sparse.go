@@ -98,12 +98,9 @@ func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
 func (s *Storage) ReleaseVirtual(id vkruntime.StorageID) {
 	s.mu.Lock()
 	p, ok := s.pages[id]
-	if ok && p.virtual {
-		s.virtualBytes -= p.size
-	}
 	s.mu.Unlock()
 	if ok && p.virtual {
-		s.Dealloc(id)
+		s.Dealloc(id) // gives its address space back
 	}
 }
 

@@ -237,6 +237,9 @@ func (s *Storage) Dealloc(id vkruntime.StorageID) {
 		return
 	}
 	delete(s.pages, id)
+	if p.virtual {
+		s.virtualBytes -= p.size
+	}
 	p.released = true
 	s.deferred = append(s.deferred, p)
 }
