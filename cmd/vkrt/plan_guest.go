@@ -213,6 +213,10 @@ func describePlan(l memory.Layout, capacity uint64) string {
 	if pools, ok := l.Sliced(); ok {
 		return fmt.Sprintf("%d sliced pools capped at %s in all: %v", len(pools), memory.FormatBytes(capacity), l)
 	}
+	if v, ok := l.Virtual(); ok {
+		return fmt.Sprintf("a virtual range expecting %s of device memory, with a place for each of the %d buffers the dry run made outside persistent windows; the pool grows past it if the run needs more",
+			memory.FormatBytes(v.PlannedBytes), len(v.Slots))
+	}
 	return l.String()
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vkrt/vkrt/dryrun/plan"
 	"github.com/vkrt/vkrt/internal/strictjson"
+	"github.com/vkrt/vkrt/memory"
 )
 
 // A growing stream, and a longer run of it: the second outgrows the first.
@@ -98,4 +99,15 @@ func TestPlanFilesForAnotherDeviceOrCorruptAreClearErrors(t *testing.T) {
 
 	_, _, err = execute(t, "plan", first)
 	require.ErrorContains(t, err, "--out FILE")
+}
+
+// A virtual plan is told in a line, not as its JSON: slots run to
+// thousands of numbers.
+func TestDescribePlanSaysWhatAVirtualPlanExpects(t *testing.T) {
+	l := memory.VirtualLayout(memory.VirtualPlan{PlannedBytes: 655360, Slots: []memory.VirtualSlot{{Size: 2048, Offset: 0}, {Size: 4096, Offset: 65536}}})
+	got := describePlan(l, planCapacity(l))
+	require.Contains(t, got, memory.FormatBytes(655360))
+	require.Contains(t, got, "each of the 2 buffers")
+	require.NotContains(t, got, "slots")
+	require.NotContains(t, got, "65536")
 }
