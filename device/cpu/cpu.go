@@ -348,8 +348,17 @@ func (s *Storage) Dealloc(id vkruntime.StorageID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p, ok := s.pages[id]; ok {
-		delete(s.pages, id)
+		s.forget(id, p)
 		s.deferred = append(s.deferred, p)
+	}
+}
+
+// forget drops a page or a virtual range from the live ones; a range's
+// address space goes back however it is released. s.mu is held.
+func (s *Storage) forget(id vkruntime.StorageID, p *page) {
+	delete(s.pages, id)
+	if p.virtual != nil {
+		s.virtualBytes -= p.size
 	}
 }
 

@@ -60,8 +60,7 @@ func (s *Storage) ReleaseVirtual(id vkruntime.StorageID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p, ok := s.pages[id]; ok && p.virtual != nil {
-		s.virtualBytes -= p.size
-		delete(s.pages, id)
+		s.forget(id, p)
 	}
 }
 
