@@ -773,8 +773,8 @@ func (p *virtualPool) free(ref int32, requested uint64) {
 func (p *virtualPool) resolve(ref int32) (vkruntime.StorageHandle, error) {
 	off, size := p.where(ref)
 	g0, g1 := p.granuleOf(off), p.granuleOf(off+size-1)
-	if p.gm.count(boundUnreal, g0, g1) > 0 || p.gm.count(unboundUsed, g0, g1) > 0 {
-		if err := p.bindRange(g0, g1, p.gm.count(unboundUsed, g0, g1), true); err != nil {
+	if unbound := p.gm.count(unboundUsed, g0, g1); unbound > 0 || p.gm.count(boundUnreal, g0, g1) > 0 {
+		if err := p.bindRange(g0, g1, unbound, true); err != nil {
 			return vkruntime.StorageHandle{}, err
 		}
 	}
