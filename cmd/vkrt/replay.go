@@ -110,23 +110,13 @@ func quoteArg(arg string) string {
 
 // replayLine is one trace's line of --json output.
 type replayLine struct {
-	Trace             string        `json:"trace"`
-	Events            int           `json:"events"`
-	Allocations       int           `json:"allocations"`
-	PeakLiveBytes     uint64        `json:"peak_live_bytes"`
-	Layout            memory.Layout `json:"layout"`
-	ReservedPeakBytes uint64        `json:"reserved_peak_bytes"`
-	DriverAllocs      uint64        `json:"driver_allocs"`
-	BindCalls         uint64        `json:"bind_calls"`
-	Binds             uint64        `json:"binds"`
-	Spills            uint64        `json:"spills"`
-	// PlanCapacity is what --layout plans to reserve (a virtual plan's
-	// planned bytes, capped pools' pages; absent for an unplanned layout),
-	// GrowthBytes how far the run reserved past it.
-	PlanCapacity uint64         `json:"plan_capacity_bytes,omitempty"`
-	GrowthBytes  uint64         `json:"growth_bytes"`
-	Report       memory.Report  `json:"report"`
-	Plan         *replayPlanOut `json:"plan,omitempty"`
+	Trace         string `json:"trace"`
+	Events        int    `json:"events"`
+	Allocations   int    `json:"allocations"`
+	PeakLiveBytes uint64 `json:"peak_live_bytes"`
+	replayFigures
+	Report memory.Report  `json:"report"`
+	Plan   *replayFigures `json:"plan,omitempty"`
 	// With --pytorch: the modelled PyTorch allocator on the same stream.
 	PyTorch *replayPyTorch `json:"pytorch,omitempty"`
 	// With --bench: the layout's and the reference's best ns/event, the
@@ -153,14 +143,29 @@ func newTorchFigures(r torchalloc.Result) torchFigures {
 	return torchFigures{ReservedPeakBytes: r.ReservedPeakBytes, Ratio: r.Ratio(), DeviceAllocs: r.DeviceAllocs}
 }
 
-type replayPlanOut struct {
+// replayFigures are what a replay under one layout reserved: the top of a
+// --json line for the layout replayed, its "plan" for the trace's plan.
+type replayFigures struct {
 	Layout            memory.Layout `json:"layout"`
 	ReservedPeakBytes uint64        `json:"reserved_peak_bytes"`
 	DriverAllocs      uint64        `json:"driver_allocs"`
 	BindCalls         uint64        `json:"bind_calls"`
 	Binds             uint64        `json:"binds"`
 	Spills            uint64        `json:"spills"`
-	GrowthBytes       uint64        `json:"growth_bytes"`
+	// PlanCapacity is what the layout plans to reserve (a virtual plan's
+	// planned bytes, capped pools' pages; absent for an unplanned layout),
+	// GrowthBytes how far the replay reserved past it.
+	PlanCapacity uint64 `json:"plan_capacity_bytes,omitempty"`
+	GrowthBytes  uint64 `json:"growth_bytes"`
+}
+
+func figuresOf(r *replay.Result) replayFigures {
+	f := replayFigures{Layout: r.Layout, ReservedPeakBytes: r.ReservedPeakBytes, DriverAllocs: r.DriverAllocs,
+		BindCalls: r.BindCalls, Binds: r.Binds, Spills: r.Spills, PlanCapacity: planCapacity(r.Layout)}
+	if f.PlanCapacity > 0 {
+		f.GrowthBytes = growth(r.ReservedPeakBytes, f.PlanCapacity, r.Report.Persistent.Usage.BytesReserved)
+	}
+	return f
 }
 
 // replayProgressEvents is the stream length past which a terminal gets a
@@ -334,13 +339,10 @@ func (r *replayRow) nsRatio() float64 {
 func writeReplayLine(w io.Writer, row replayRow, bench bool) error {
 	d := row.dry
 	line := replayLine{Trace: d.Trace, Events: d.Events, Allocations: d.Allocations, PeakLiveBytes: d.PeakLiveBytes,
-		Layout: d.Layout, ReservedPeakBytes: d.ReservedPeakBytes, DriverAllocs: d.DriverAllocs,
-		BindCalls: d.BindCalls, Binds: d.Binds, Spills: d.Spills, Report: d.Report, PlanCapacity: planCapacity(d.Layout)}
-	line.GrowthBytes = replayGrowth(d)
+		replayFigures: figuresOf(d), Report: d.Report}
 	if row.plan != nil {
-		line.Plan = &replayPlanOut{Layout: row.plan.Layout, ReservedPeakBytes: row.plan.ReservedPeakBytes,
-			DriverAllocs: row.plan.DriverAllocs, BindCalls: row.plan.BindCalls, Binds: row.plan.Binds, Spills: row.plan.Spills,
-			GrowthBytes: replayGrowth(row.plan)}
+		plan := figuresOf(row.plan)
+		line.Plan = &plan
 	}
 	if row.torched {
 		line.PyTorch = &replayPyTorch{Default: newTorchFigures(row.torch[0]), Expandable: newTorchFigures(row.torch[1])}
@@ -356,16 +358,6 @@ func writeReplayLine(w io.Writer, row replayRow, bench bool) error {
 	}
 	_, err = w.Write(append(b, '\n'))
 	return err
-}
-
-// replayGrowth is how far a replay reserved past what its layout planned:
-// 0 for an unplanned layout.
-func replayGrowth(r *replay.Result) uint64 {
-	capacity := planCapacity(r.Layout)
-	if capacity == 0 {
-		return 0
-	}
-	return growth(r.ReservedPeakBytes, capacity, r.Report.Persistent.Usage.BytesReserved)
 }
 
 func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
