@@ -239,13 +239,13 @@ func replayTrace(path string, layout memory.Layout, f replayFlags, bar *replayPr
 	row := replayRow{dry: dry, timing: timing}
 	if f.pytorch {
 		bar.stage("replaying "+tr.Name+" through PyTorch's allocator", bar.total(long, 2))
+		row.torch = new([2]torchalloc.Result)
 		for i, mode := range []torchalloc.Mode{torchalloc.Default, torchalloc.Expandable} {
 			if row.torch[i], err = torchalloc.Replay(tr, mode); err != nil {
 				return replayRow{}, fmt.Errorf("%s through PyTorch's allocator: %w", tr.Name, err)
 			}
 			bar.set(i+1, 2)
 		}
-		row.torched = true
 	}
 	if f.bench {
 		bar.stage("timing "+tr.Name+" beside the reference", bar.total(long, 2*f.passes))
@@ -285,8 +285,7 @@ type replayRow struct {
 	second    *secondRun // with --second-runs, when the trace has one
 	// torch: with --pytorch, the modelled PyTorch allocator's default and
 	// expandable segments.
-	torch   [2]torchalloc.Result
-	torched bool
+	torch *[2]torchalloc.Result
 }
 
 // benchSideBySide times the layout and the reference on one stream,
@@ -344,7 +343,7 @@ func writeReplayLine(w io.Writer, row replayRow, bench bool) error {
 		plan := figuresOf(row.plan)
 		line.Plan = &plan
 	}
-	if row.torched {
+	if row.torch != nil {
 		line.PyTorch = &replayPyTorch{Default: newTorchFigures(row.torch[0]), Expandable: newTorchFigures(row.torch[1])}
 	}
 	if bench {
@@ -386,7 +385,7 @@ func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
 			cells = append(cells, summarizeLayout(p.Layout), memory.FormatBytes(p.ReservedPeakBytes),
 				fmt.Sprintf("%.3f×", p.Ratio()), fmt.Sprint(p.DriverAllocs), fmt.Sprint(p.Spills))
 		}
-		if r.torched {
+		if r.torch != nil {
 			cells = append(cells, r.torch[0].String(), r.torch[1].String())
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
