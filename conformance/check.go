@@ -93,13 +93,6 @@ func (c *checkState) Cleanup(f func()) {
 	c.mu.Unlock()
 }
 
-// failed reports whether a misbehaviour was recorded so far.
-func (c *checkState) failed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.evidence) > 0
-}
-
 // need stops the check as not supported when err says the factory cannot
 // provide what was asked, and fails it on any other error.
 func (c *checkState) need(err error, what string) {

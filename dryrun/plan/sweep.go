@@ -53,10 +53,9 @@ type pageHoles struct {
 	// Lowest fit asks for the lowest hole at least so wide: holes keyed
 	// by offset, weighing their width. Best fit asks for the narrowest:
 	// holes keyed by width, then offset.
-	index    *treap
-	endOf    map[uint64]uint64 // hole start -> hole end
-	startOf  map[uint64]uint64 // hole end -> hole start
-	maxWidth uint64            // best fit: kept from the index's last key
+	index   *treap
+	endOf   map[uint64]uint64 // hole start -> hole end
+	startOf map[uint64]uint64 // hole end -> hole start
 }
 
 func newPageHoles(capacity uint64, bestFit bool) *pageHoles {
