@@ -130,11 +130,11 @@ func TestBasicPlanFromAReportAlone(t *testing.T) {
 
 func TestStrongPlanFallsBackToALeanerBasicPlan(t *testing.T) {
 	tr := gen.Trace(7, gen.TransformerTraining)
-	basic, err := planBasic(memory.Report{}, Options{})
+	_, err := planBasic(memory.Report{}, Options{})
 	require.Error(t, err, "an empty report has nothing to cap")
 	dry, err := replay.Run(tr, memory.SubSlicesLayout(), replay.Options{})
 	require.NoError(t, err)
-	basic, err = Derive(dry.Report, Options{Strength: Basic, Trace: tr})
+	basic, err := Derive(dry.Report, Options{Strength: Basic, Trace: tr})
 	require.NoError(t, err)
 
 	// An arena that never reuses a byte, on a page of 100 GB.
