@@ -9,6 +9,7 @@ import (
 
 	"github.com/vkrt/vkrt/dryrun/plan"
 	"github.com/vkrt/vkrt/dryrun/replay"
+	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/internal/gen"
 	"github.com/vkrt/vkrt/internal/tracetest"
 	"github.com/vkrt/vkrt/memory"
@@ -154,6 +155,41 @@ func TestReplayGivesEachStreamItsOwnPools(t *testing.T) {
 		require.Equal(t, reserved, r.ReservedPeakBytes, "the peak is the sum over the streams' pools")
 		if _, sliced := l.Sliced(); sliced {
 			require.Equal(t, uint64(1), shared.DriverAllocs, "one stream shares one page")
+		}
+	}
+}
+
+// The replay reads its reserved peak from the storage, once, rather than
+// from the pools after every event: that holds only while the bytes every
+// stream's pools reserve are the bytes the storage holds, after every
+// event, under every layout and plan.
+func TestReservedPeakIsThePoolsPeak(t *testing.T) {
+	two := tracetest.Inline(t, "a 1 3000000 0\na 2 5000000 1\nf 1\na 3 7000000 1\na 4 100 0\nf 2\nf 3\nf 4\n")
+	for _, tr := range []*trace.Trace{tracetest.Read(t, "resnet50_train"), tracetest.Read(t, "bert_dynamic"), gen.Trace(3, gen.Generation), two} {
+		layouts := []memory.Layout{memory.SubSlicesLayout(), memory.ExclusivePagesLayout(), memory.DirectLayout(), memory.VirtualLayout(memory.VirtualPlan{})}
+		if !slices.ContainsFunc(tr.Events, func(e trace.Event) bool { return e.Stream != 0 }) {
+			// Plans are of one stream.
+			for _, measured := range []memory.Layout{memory.SubSlicesLayout(), memory.VirtualLayout(memory.VirtualPlan{})} {
+				r, err := replay.Run(tr, measured, replay.Options{})
+				require.NoError(t, err)
+				for _, s := range []plan.Strength{plan.Basic, plan.Strong} {
+					l, err := plan.Derive(r.Report, plan.Options{Strength: s, Trace: tr, SearchSteps: plan.DefaultSearchSteps / 16})
+					require.NoError(t, err)
+					layouts = append(layouts, l)
+				}
+			}
+		}
+		for _, l := range layouts {
+			reserved := map[*memory.Manager]uint64{}
+			var total, peak uint64
+			r, err := replay.Run(tr, l, replay.Options{Observe: func(_ int, m *memory.Manager) {
+				now := m.Usage().BytesReserved
+				total += now - reserved[m]
+				reserved[m] = now
+				peak = max(peak, total)
+			}})
+			require.NoError(t, err)
+			require.Equal(t, peak, r.ReservedPeakBytes, "%s under %s", tr.Name, l.Kind())
 		}
 	}
 }
