@@ -105,11 +105,7 @@ func TestDefaultLayoutIsVirtualAndNeedsNoPlan(t *testing.T) {
 	}
 	t.Run("sparse residency", func(t *testing.T) {
 		const granule = 64 << 10
-		d, err := cpu.New(cpu.WithSparseGranule(granule))
-		require.NoError(t, err)
-		c, err := Open(ctx, WithBackend(d))
-		require.NoError(t, err)
-		defer c.Close()
+		c := openOnCPU(t, []cpu.Option{cpu.WithSparseGranule(granule)})
 		require.True(t, c.Layout().Equal(byDefault))
 		rep := use(t, c)
 		require.Len(t, rep.Dynamic, 1, "one virtual range takes every size")
@@ -322,11 +318,7 @@ func TestMemoryLimitSizesPresets(t *testing.T) {
 // and all of them serve buffers at once.
 func TestStreamsShareTheSparseAddressSpace(t *testing.T) {
 	ctx := context.Background()
-	d, err := cpu.New(cpu.WithSparseGranule(64<<10), cpu.WithMemorySize(150e9))
-	require.NoError(t, err)
-	c, err := Open(ctx, WithBackend(d))
-	require.NoError(t, err)
-	defer c.Close()
+	c := openOnCPU(t, []cpu.Option{cpu.WithSparseGranule(64 << 10), cpu.WithMemorySize(150e9)})
 	var buffers []*Buffer
 	for i := range 6 {
 		s, err := c.NewStream()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/device/cpu"
 	"github.com/vkrt/vkrt/internal/devtest"
 )
 
@@ -19,6 +20,18 @@ func openClient(t testing.TB, opts ...Option) *Client {
 	t.Helper()
 	c, err := Open(context.Background(), opts...)
 	devtest.SkipUnavailable(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	return c
+}
+
+// openOnCPU opens a client on a pure-Go device of its own made with
+// deviceOpts (cpu.WithSparseGranule gives it sparse residency).
+func openOnCPU(t testing.TB, deviceOpts []cpu.Option, opts ...Option) *Client {
+	t.Helper()
+	d, err := cpu.New(deviceOpts...)
+	require.NoError(t, err)
+	c, err := Open(context.Background(), append(opts, WithBackend(d))...)
+	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, c.Close()) })
 	return c
 }
