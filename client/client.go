@@ -61,7 +61,8 @@ func WithDevice(index int) Option {
 // memory.VirtualLayout(memory.VirtualPlan{}), which needs no plan: on a
 // device with sparse residency one virtual range whose granules are bound
 // to device memory under live buffers only, on one without (lavapipe, the
-// cpu device unless made with a sparse granule) the SubSlices pools.
+// cpu device unless made with a sparse granule) the SubSlices pools. It
+// stays the layout MeasurePlan measures under unless told another.
 func WithLayout(l memory.Layout) Option {
 	return func(c config) config { c.layout = l; return c }
 }
@@ -110,6 +111,9 @@ type Client struct {
 	dev     device.Device
 	storage *clientStorage // the device's, counted and held to the limit
 	props   vkruntime.DeviceProperties
+	// opened is the layout Open was given (WithLayout), which MeasurePlan
+	// measures under by default; plans installed since do not change it.
+	opened memory.Layout
 
 	// mu guards the fields below. It is never held while a stream's lock is
 	// taken, so streams can take it under theirs.
@@ -163,7 +167,7 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("client: initial layout %v: %w", c.layout, err)
 	}
 	cl := &Client{
-		dev: dev, storage: storage, props: props, streams: map[vkruntime.StreamID]*Stream{}, layout: c.layout,
+		dev: dev, storage: storage, props: props, streams: map[vkruntime.StreamID]*Stream{}, layout: c.layout, opened: c.layout,
 		env: c.env, envName: c.envName, envOpts: c.envOpts, logger: c.logger,
 	}
 	if c.envName != "" {

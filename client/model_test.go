@@ -377,7 +377,7 @@ func TestMeasuredVirtualPlanOnASparseDevice(t *testing.T) {
 		}
 		return err
 	}
-	m, err := c.MeasurePlan(ctx, workload, MeasureOptions{Layout: virtual, Verify: true})
+	m, err := c.MeasurePlan(ctx, workload, MeasureOptions{Layout: &virtual, Verify: true})
 	require.NoError(t, err)
 	require.Zero(t, m.DeviceBytes, "the dry run held no device memory")
 	_, isVirtual := m.Plan.Virtual()

@@ -23,9 +23,13 @@ type Workload func(ctx context.Context) error
 
 // MeasureOptions configure MeasurePlan.
 type MeasureOptions struct {
-	// Layout is the growable layout the dry run is measured under; the zero
-	// Layout is the SubSlices preset.
-	Layout memory.Layout
+	// Layout is the growable layout the dry run is measured under. Nil is
+	// the layout the client was opened with (WithLayout; by default
+	// memory.VirtualLayout(memory.VirtualPlan{}), whose pools are the
+	// SubSlices ones on a device without sparse residency), not a plan
+	// installed since: a plan's capped pools would measure the plan, not
+	// the workload.
+	Layout *memory.Layout
 	// Plan configures the planner. Device is always the client's device and
 	// Trace the dry run's exact allocation stream.
 	Plan plan.Options
@@ -57,13 +61,17 @@ type Measurement struct {
 	DryWall, RealWall time.Duration
 }
 
-// MeasurePlan measures workload with a dry run on a fresh stream under a
-// growable layout, plans a layout from the report, installs it on the
-// calling stream (which must hold no live dynamic buffers) and, with
-// opts.Verify, runs the workload for real there and checks it fit.
+// MeasurePlan measures workload with a dry run on a fresh stream under
+// opts.Layout (by default the layout the client was opened with), plans a
+// layout from the report, installs it on the calling stream (which must
+// hold no live dynamic buffers) and, with opts.Verify, runs the workload
+// for real there and checks it fit.
 func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts MeasureOptions) (*Measurement, error) {
 	target := c.Stream(ctx)
-	layout := opts.Layout
+	layout := c.opened
+	if opts.Layout != nil {
+		layout = *opts.Layout
+	}
 	probe, err := c.newStream(&layout)
 	if err != nil {
 		return nil, err

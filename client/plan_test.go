@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/device/cpu"
 	"github.com/vkrt/vkrt/dryrun"
 	"github.com/vkrt/vkrt/memory"
 )
@@ -52,13 +53,13 @@ func TestMeasurePlanSpill(t *testing.T) {
 	sizes := []uint64{60 << 10, 60 << 10, 60 << 10, 60 << 10, 60 << 10, 60 << 10, 60 << 10, 60 << 10, 60 << 10, 60 << 10, 2 << 20}
 
 	// The same stream dry and real fits its plan.
-	m, err := c.MeasurePlan(ctx, allocations(c, 0, sizes...), MeasureOptions{Layout: growable, Verify: true})
+	m, err := c.MeasurePlan(ctx, allocations(c, 0, sizes...), MeasureOptions{Layout: &growable, Verify: true})
 	require.NoError(t, err)
 	require.Zero(t, m.Spills)
 	require.Equal(t, m.Trace.Allocations, len(sizes))
 
 	// A real run that reserves more than the dry one spills past the caps.
-	m, err = c.MeasurePlan(ctx, allocations(c, 12, sizes...), MeasureOptions{Layout: growable, Verify: true})
+	m, err = c.MeasurePlan(ctx, allocations(c, 12, sizes...), MeasureOptions{Layout: &growable, Verify: true})
 	require.ErrorIs(t, err, ErrPlanSpilled)
 	require.True(t, m.Verified)
 	require.Positive(t, m.Spills)
@@ -85,4 +86,62 @@ func TestMeasurePlanNeedsDrainedStream(t *testing.T) {
 	workErr := errors.New("workload failed")
 	_, err = c.MeasurePlan(ctx, func(context.Context) error { return workErr }, MeasureOptions{})
 	require.ErrorIs(t, err, workErr)
+}
+
+// MeasurePlan without a layout measures under the one the client was
+// opened with (the Virtual default: one virtual range on a device with
+// sparse residency, the SubSlices pools on one without), not under the plan
+// an earlier measurement installed; an explicit SubSlices layout is still
+// measured as such.
+func TestMeasurePlanDefaultsToTheClientsLayout(t *testing.T) {
+	ctx := context.Background()
+	sizes := []uint64{1000, 60 << 10, 300 << 10, 2 << 20}
+	subSlices := memory.SubSlicesLayout()
+	virtualPools := func(r memory.Report) (kinds []memory.VirtualKind) {
+		for _, p := range r.Dynamic {
+			if k, ok := p.Kind.(memory.VirtualKind); ok {
+				kinds = append(kinds, k)
+			}
+		}
+		return kinds
+	}
+	t.Run("sparse residency", func(t *testing.T) {
+		const granule = 64 << 10
+		c := openOnCPU(t, []cpu.Option{cpu.WithSparseGranule(granule)})
+		m, err := c.MeasurePlan(ctx, allocations(c, 0, sizes...), MeasureOptions{Verify: true})
+		require.NoError(t, err)
+		require.Len(t, m.DryRun.Dynamic, 1, "one range measured every size: %v", m.DryRun.Dynamic)
+		pools := virtualPools(m.DryRun)
+		require.Len(t, pools, 1, "the dry run's pool is virtual: %v", m.DryRun.Dynamic)
+		require.Equal(t, uint64(granule), pools[0].GranuleSize)
+		require.Zero(t, pools[0].PlannedBytes, "the dry run was measured unplanned")
+		planned, isVirtual := m.Plan.Virtual()
+		require.True(t, isVirtual, "a virtual dry run plans a virtual layout: %v", m.Plan)
+		require.Positive(t, planned.PlannedBytes)
+		require.Zero(t, m.Spills)
+		require.True(t, c.Layout().Equal(m.Plan), "the plan is the layout of new streams now")
+
+		// Measuring again starts from the client's layout, not the plan.
+		again, err := c.MeasurePlan(ctx, allocations(c, 0, sizes...), MeasureOptions{})
+		require.NoError(t, err)
+		require.Equal(t, m.DryRun, again.DryRun)
+
+		explicit, err := c.MeasurePlan(ctx, allocations(c, 0, sizes...), MeasureOptions{Layout: &subSlices})
+		require.NoError(t, err)
+		require.NotEmpty(t, explicit.DryRun.Dynamic)
+		require.Empty(t, virtualPools(explicit.DryRun), "SubSlices asked, SubSlices measured: %v", explicit.DryRun.Dynamic)
+		_, isVirtual = explicit.Plan.Virtual()
+		require.False(t, isVirtual, "a SubSlices dry run plans sliced pools: %v", explicit.Plan)
+	})
+	t.Run("no sparse residency", func(t *testing.T) {
+		c := openOnCPU(t, nil)
+		byDefault, err := c.MeasurePlan(ctx, allocations(c, 0, sizes...), MeasureOptions{})
+		require.NoError(t, err)
+		explicit, err := c.MeasurePlan(ctx, allocations(c, 0, sizes...), MeasureOptions{Layout: &subSlices})
+		require.NoError(t, err)
+		require.NotEmpty(t, byDefault.DryRun.Dynamic)
+		require.Empty(t, virtualPools(byDefault.DryRun))
+		require.Equal(t, explicit.DryRun, byDefault.DryRun, "the very pools of the SubSlices layout")
+		require.True(t, explicit.Plan.Equal(byDefault.Plan))
+	})
 }

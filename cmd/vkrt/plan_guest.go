@@ -165,12 +165,9 @@ func measureGuest(ctx context.Context, s *guestSession, f planWasmFlags) (*guest
 		}
 		return err
 	}
-	layout, err := replayLayout(f.guest.layout)
-	if err != nil {
-		return nil, err
-	}
+	// The dry run is measured under the client's layout, --layout's.
 	m, err := s.client.MeasurePlan(ctx, workload, client.MeasureOptions{
-		Layout: layout, Verify: f.verify, Plan: plan.Options{Strength: plan.Strong},
+		Verify: f.verify, Plan: plan.Options{Strength: plan.Strong},
 	})
 	if m == nil || g.dry == nil {
 		return nil, err
