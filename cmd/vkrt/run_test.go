@@ -187,6 +187,20 @@ func TestPlanGuestVerify(t *testing.T) {
 	require.NotContains(t, out, "verify:")
 }
 
+// --layout is the layout the dry run is measured under.
+func TestPlanGuestMeasuresUnderItsLayout(t *testing.T) {
+	devicesOrSkip(t)
+	mlp := wasmtest.GoFile(t, "examples/mlp", "mlp.wasm")
+	out, errOut, err := execute(t, "plan", guestArgs(t, mlp, "--layout", "exclusive-pages", "--json", "--", "--steps", "2")...)
+	require.NoError(t, err, errOut)
+	var line planWasmLine
+	require.NoError(t, json.Unmarshal([]byte(out), &line))
+	require.NotEmpty(t, line.DryRun.Report.Dynamic)
+	for _, p := range line.DryRun.Report.Dynamic {
+		require.IsType(t, memory.ExclusiveKind{}, p.Kind, "measured under exclusive pages: %v", p)
+	}
+}
+
 // A plan measured on a small run, written with --out, is what --layout of
 // vkrt run takes: the same run fits it, a bigger one spills and grows past
 // it, and says by how much.
