@@ -226,20 +226,17 @@ func (r *tlsfRange) check(size uint64) (used int, err error) {
 
 // end is where the last block in use ends: 0 with nothing placed.
 func (r *tlsfRange) end() uint64 {
-	last := r.last()
-	if blk := &r.blocks[last]; blk.free {
+	blk := &r.blocks[r.last()]
+	if blk.free {
 		return blk.offset
 	}
-	blk := &r.blocks[last]
 	return blk.offset + blk.size
 }
 
-// last is the block at the highest address.
+// last is the block at the highest address. Block 0 is always the lowest:
+// it starts at offset 0, so it never merges into a block below it.
 func (r *tlsfRange) last() int32 {
 	b := int32(0)
-	for r.blocks[b].prevPhys != none {
-		b = r.blocks[b].prevPhys
-	}
 	for r.blocks[b].nextPhys != none {
 		b = r.blocks[b].nextPhys
 	}
