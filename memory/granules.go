@@ -53,6 +53,7 @@ const (
 	idleBound                     // bound, not used
 	realBound                     // bound on the device
 	notReal                       // not bound on the device
+	usedAny                       // used, bound or not
 )
 
 func (m *granuleMap) word(s granuleSet, w int) uint64 {
@@ -65,6 +66,8 @@ func (m *granuleMap) word(s granuleSet, w int) uint64 {
 		return m.bound[w] &^ m.used[w]
 	case realBound:
 		return m.real[w]
+	case usedAny:
+		return m.used[w]
 	default:
 		return ^m.real[w]
 	}
@@ -267,7 +270,7 @@ func (m *granuleMap) has(bm []uint64, g int) bool { return bm[g>>6]&(1<<uint(g&6
 // bindings.
 func (m *granuleMap) bindRun(a, b int, chunk int32, at uint32, used, real bool) {
 	if !used {
-		m.idle += uint64(b-a) - m.countUsed(a, b-1)
+		m.idle += uint64(b-a) - m.count(usedAny, a, b-1)
 	}
 	if !real {
 		m.unreal += uint64(b - a)
@@ -277,13 +280,6 @@ func (m *granuleMap) bindRun(a, b int, chunk int32, at uint32, used, real bool) 
 		setBits(m.real, a, b, true)
 	}
 	m.addExtent(a, b, chunk, at)
-}
-
-func (m *granuleMap) countUsed(g0, g1 int) (n uint64) {
-	for w := g0 >> 6; w <= g1>>6; w++ {
-		n += uint64(bits.OnesCount64(m.used[w] & wordMask(w, g0, g1)))
-	}
-	return n
 }
 
 // unbindRun drops the bindings of granules a..b-1, every one of them bound,
@@ -299,7 +295,7 @@ func (m *granuleMap) unbindRun(a, b int, idle bool, give func(g int, chunk int32
 	if idle {
 		m.idle -= uint64(b - a)
 	} else {
-		m.idle -= uint64(b-a) - m.countUsed(a, b-1)
+		m.idle -= uint64(b-a) - m.count(usedAny, a, b-1)
 	}
 	var unreal uint64
 	if m.unreal > 0 {
