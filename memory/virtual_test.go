@@ -576,11 +576,16 @@ func TestVirtualPoolsShareTheSparseAddressSpace(t *testing.T) {
 	require.NoError(t, last.checkInvariants())
 	require.NoError(t, last.Free(big))
 	last.Cleanup(true)
-	// The ranges of the streams between hold on.
+	// The ranges of the streams between hold on, and only they.
 	total = 0
 	for _, size := range sizes[1 : len(sizes)-1] {
 		total += size
 	}
+	var ranged uint64
+	for _, size := range s.ranges {
+		ranged += size
+	}
+	require.Equal(t, total, ranged)
 
 	// With the address space all taken, a new stream's first reservation
 	// is out of device memory, and nothing is left held.
