@@ -198,7 +198,7 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 			continue
 		}
 		if f.json {
-			if err := writeReplayLine(out, row, f.bench); err != nil {
+			if err := writeReplayLine(out, row, f); err != nil {
 				bar.clear()
 				return err
 			}
@@ -281,7 +281,6 @@ type replayRow struct {
 	timing    replay.Timing
 	reference *tlsfref.Result
 	refTiming replay.Timing
-	passes    int
 	second    *secondRun // with --second-runs, when the trace has one
 	// torch: with --pytorch, the modelled PyTorch allocator's default and
 	// expandable segments.
@@ -314,7 +313,6 @@ func (r *replayRow) benchSideBySide(tr *trace.Trace, layout memory.Layout, passe
 		r.refTiming = faster(r.refTiming, t)
 		progress(2*p+2, 2*passes)
 	}
-	r.passes = passes
 	return nil
 }
 
@@ -335,7 +333,7 @@ func (r *replayRow) nsRatio() float64 {
 	return r.timing.NsPerEvent() / ref
 }
 
-func writeReplayLine(w io.Writer, row replayRow, bench bool) error {
+func writeReplayLine(w io.Writer, row replayRow, f replayFlags) error {
 	d := row.dry
 	line := replayLine{Trace: d.Trace, Events: d.Events, Allocations: d.Allocations, PeakLiveBytes: d.PeakLiveBytes,
 		replayFigures: figuresOf(d), Report: d.Report}
@@ -346,10 +344,10 @@ func writeReplayLine(w io.Writer, row replayRow, bench bool) error {
 	if row.torch != nil {
 		line.PyTorch = &replayPyTorch{Default: newTorchFigures(row.torch[0]), Expandable: newTorchFigures(row.torch[1])}
 	}
-	if bench {
+	if f.bench {
 		ns, ref, ratio, extent := row.timing.NsPerEvent(), row.refTiming.NsPerEvent(), row.nsRatio(), row.reference.ExtentBytes
 		line.NsPerEvent, line.ReferenceNsPerEvent, line.NsRatio, line.ReferenceExtentBytes = &ns, &ref, &ratio, &extent
-		line.BenchPasses = row.passes
+		line.BenchPasses = f.passes
 	}
 	b, err := json.Marshal(line)
 	if err != nil {
