@@ -160,12 +160,10 @@ type replayFigures struct {
 }
 
 func figuresOf(r *replay.Result) replayFigures {
-	f := replayFigures{Layout: r.Layout, ReservedPeakBytes: r.ReservedPeakBytes, DriverAllocs: r.DriverAllocs,
-		BindCalls: r.BindCalls, Binds: r.Binds, Spills: r.Spills, PlanCapacity: planCapacity(r.Layout)}
-	if f.PlanCapacity > 0 {
-		f.GrowthBytes = growth(r.ReservedPeakBytes, f.PlanCapacity, r.Report.Persistent.Usage.BytesReserved)
-	}
-	return f
+	capacity := planCapacity(r.Layout)
+	return replayFigures{Layout: r.Layout, ReservedPeakBytes: r.ReservedPeakBytes, DriverAllocs: r.DriverAllocs,
+		BindCalls: r.BindCalls, Binds: r.Binds, Spills: r.Spills, PlanCapacity: capacity,
+		GrowthBytes: growth(r.ReservedPeakBytes, capacity, r.Report.Persistent.Usage.BytesReserved)}
 }
 
 // replayProgressEvents is the stream length past which a terminal gets a

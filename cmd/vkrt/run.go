@@ -221,9 +221,7 @@ func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry,
 		}
 		stats := s.client.StorageStats()
 		line.DeviceBytesPeak, line.DeviceAllocs, line.DeviceAllocationsPeak = stats.BytesPeak, stats.Allocs, stats.AllocationsPeak
-		if line.PlanCapacity > 0 {
-			line.GrowthBytes = growth(res.PeakReservedBytes, line.PlanCapacity, res.Report.Persistent.Usage.BytesReserved)
-		}
+		line.GrowthBytes = growth(res.PeakReservedBytes, line.PlanCapacity, res.Report.Persistent.Usage.BytesReserved)
 		if runErr != nil {
 			line.Error = runErr.Error()
 		}
@@ -241,9 +239,9 @@ func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry,
 }
 
 // growth is how far a run reserved past a plan's capacity and what its
-// persistent pool holds.
+// persistent pool holds; 0 without a plan (capacity 0): nothing to grow past.
 func growth(reservedPeak, capacity, persistent uint64) uint64 {
-	if reservedPeak <= capacity+persistent {
+	if capacity == 0 || reservedPeak <= capacity+persistent {
 		return 0
 	}
 	return reservedPeak - capacity - persistent
