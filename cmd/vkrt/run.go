@@ -136,9 +136,10 @@ type runLine struct {
 	DeviceAllocationsPeak int    `json:"device_allocations_peak"`
 	ReservedPeak          uint64 `json:"reserved_peak_bytes"`
 	Spills                uint64 `json:"spills"`
-	// PlanCapacity is what the capped pools of --layout may reserve (0 for
-	// an uncapped layout); GrowthBytes is how far the run reserved past it
-	// and its persistent pool.
+	// PlanCapacity is what --layout plans to reserve (its capped pools' and
+	// arena's pages, or a virtual plan's planned bytes; 0 for a layout
+	// without a plan); GrowthBytes is how far the run reserved past it and
+	// its persistent pool.
 	PlanCapacity  uint64 `json:"plan_capacity_bytes,omitempty"`
 	GrowthBytes   uint64 `json:"growth_bytes"`
 	LiveBytesPeak uint64 `json:"peak_live_bytes"`
