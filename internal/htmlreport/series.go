@@ -46,7 +46,6 @@ type streamPools struct {
 	// usage is the manager's total when its pools were last read: while it
 	// stays the same, so do they.
 	usage memory.Usage
-	first int // the index of its first pool among the run's pools
 }
 
 // poolsReader reads every pool's live and reserved bytes after each event
@@ -55,8 +54,8 @@ type streamPools struct {
 // the one of the event, keeps up with a cleanup that gives back what every
 // stream's pools hold unused.
 type poolsReader struct {
-	perStream      int // pools per manager: one layout builds the same pools
-	streams        []streamPools
+	perStream      int           // pools per manager: one layout builds the same pools
+	streams        []streamPools // stream k's pools are the run's from k*perStream
 	live, reserved []uint64
 	usages         []memory.Usage // scratch for one manager's pools
 	err            error
@@ -66,12 +65,7 @@ type poolsReader struct {
 // holds the pools of the idx-th stream the trace allocates on, and returns
 // the totals across the streams.
 func (r *poolsReader) read(m *memory.Manager, idx int) (total memory.Usage) {
-	for len(r.streams) <= idx {
-		r.streams = append(r.streams, streamPools{first: len(r.streams) * r.perStream})
-	}
-	if r.streams[idx].m == nil {
-		r.streams[idx].m = m
-	}
+	r.streams[idx].m = m
 	for k := range r.streams {
 		s := &r.streams[k]
 		if s.m == nil {
@@ -80,7 +74,7 @@ func (r *poolsReader) read(m *memory.Manager, idx int) (total memory.Usage) {
 		u := s.m.Usage()
 		if u != s.usage {
 			s.usage = u
-			r.readPools(s)
+			r.readPools(s.m, k*r.perStream)
 		}
 		total.BytesInUse += u.BytesInUse
 		total.BytesReserved += u.BytesReserved
@@ -88,9 +82,10 @@ func (r *poolsReader) read(m *memory.Manager, idx int) (total memory.Usage) {
 	return total
 }
 
-// readPools reads one manager's pools in report order.
-func (r *poolsReader) readPools(s *streamPools) {
-	r.usages = s.m.PoolUsages(r.usages[:0])
+// readPools reads one manager's pools in report order into the run's
+// pools from first.
+func (r *poolsReader) readPools(m *memory.Manager, first int) {
+	r.usages = m.PoolUsages(r.usages[:0])
 	if len(r.usages) != r.perStream {
 		if r.err == nil {
 			r.err = fmt.Errorf("a stream's manager has %d pools, the first one's %d", len(r.usages), r.perStream)
@@ -98,7 +93,7 @@ func (r *poolsReader) readPools(s *streamPools) {
 		return
 	}
 	for p, u := range r.usages {
-		r.live[s.first+p], r.reserved[s.first+p] = u.BytesInUse, u.BytesReserved
+		r.live[first+p], r.reserved[first+p] = u.BytesInUse, u.BytesReserved
 	}
 }
 
@@ -134,7 +129,7 @@ func Replay(t *trace.Trace, l memory.Layout, buckets int) (*Run, error) {
 		if pools == nil {
 			per := len(m.PoolUsages(nil))
 			n := per * len(streamIndex)
-			pools = &poolsReader{perStream: per, live: make([]uint64, n), reserved: make([]uint64, n)}
+			pools = &poolsReader{perStream: per, streams: make([]streamPools, len(streamIndex)), live: make([]uint64, n), reserved: make([]uint64, n)}
 			ds = NewDownsampler(len(t.Events), buckets, n)
 		}
 		u := pools.read(m, int(eventStream[i]))
