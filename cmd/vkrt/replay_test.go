@@ -97,6 +97,8 @@ func TestReplayJSONWithPlanAndBench(t *testing.T) {
 	require.GreaterOrEqual(t, l.ReservedPeakBytes, l.PeakLiveBytes)
 	require.NotEmpty(t, l.Report.Dynamic)
 	require.Positive(t, l.DriverAllocs)
+	require.Zero(t, l.PlanCapacity, "the layout has no plan")
+	require.Zero(t, l.GrowthBytes, "nothing to grow past without a plan")
 	require.NotNil(t, l.NsPerEvent)
 	require.Positive(t, *l.NsPerEvent)
 	require.NotNil(t, l.ReferenceNsPerEvent, "the reference is timed beside the layout")
