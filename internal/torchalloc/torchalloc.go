@@ -173,7 +173,6 @@ type block struct {
 
 // pool is the free blocks of one stream and size class.
 type pool struct {
-	stream   uint32
 	small    bool
 	free     blockSet // mapped free blocks by (size, address)
 	unmapped blockSet // unmapped blocks by address
@@ -181,7 +180,7 @@ type pool struct {
 
 // segment is the virtual range of an expandable segment.
 type segment struct {
-	base, size, page uint64
+	base, page uint64
 }
 
 type poolKey struct {
@@ -241,7 +240,7 @@ func (a *Allocator) pool(stream uint32, small bool) *pool {
 	k := poolKey{stream, small}
 	p := a.pools[k]
 	if p == nil {
-		p = &pool{stream: stream, small: small, free: newBlockSet(), unmapped: newBlockSet()}
+		p = &pool{small: small, free: newBlockSet(), unmapped: newBlockSet()}
 		a.pools[k] = p
 		a.order = append(a.order, p)
 	}
@@ -421,7 +420,7 @@ func (a *Allocator) roomFor(p *pool, size uint64) int32 {
 	// PyTorch reserves address space for 9/8 of the device per segment.
 	span := a.deviceBytes + a.deviceBytes/8
 	span = (span + page - 1) / page * page
-	s := segment{base: (a.nextAddr + page - 1) / page * page, size: span, page: page}
+	s := segment{base: (a.nextAddr + page - 1) / page * page, page: page}
 	a.nextAddr = s.base + span
 	a.segments = append(a.segments, s)
 	u := a.newBlock(block{addr: s.base, size: span, prev: -1, next: -1, pool: p, expandable: true,
