@@ -167,9 +167,10 @@ type block struct {
 	pool       *pool
 	allocated  bool
 	mapped     bool
-	expandable bool
 	segment    int32 // the expandable segment; -1 for cudaMalloc'd ones
 }
+
+func (b *block) expandable() bool { return b.segment >= 0 }
 
 // pool is the free blocks of one stream and size class.
 type pool struct {
@@ -308,7 +309,7 @@ func (a *Allocator) freeBlock(p *pool, size uint64) (int32, bool) {
 	if !ok {
 		return -1, false
 	}
-	if a.blocks[b].expandable {
+	if a.blocks[b].expandable() {
 		// A block before the unmapped tail can grow as far as the segment
 		// goes, so best fit ranks it by that size: larger blocks that
 		// cannot grow come first.
@@ -423,8 +424,7 @@ func (a *Allocator) roomFor(p *pool, size uint64) int32 {
 	s := segment{base: (a.nextAddr + page - 1) / page * page, page: page}
 	a.nextAddr = s.base + span
 	a.segments = append(a.segments, s)
-	u := a.newBlock(block{addr: s.base, size: span, prev: -1, next: -1, pool: p, expandable: true,
-		segment: int32(len(a.segments) - 1)})
+	u := a.newBlock(block{addr: s.base, size: span, prev: -1, next: -1, pool: p, segment: int32(len(a.segments) - 1)})
 	p.unmapped.insert(unmappedKey(&a.blocks[u]), u)
 	return u
 }
@@ -512,7 +512,7 @@ func (a *Allocator) emptyCache() {
 		p.free.each(func(_ key, b int32) bool {
 			bb := &a.blocks[b]
 			switch {
-			case bb.expandable:
+			case bb.expandable():
 				expandable = append(expandable, b)
 			case bb.prev < 0 && bb.next < 0:
 				whole = append(whole, b)
@@ -568,7 +568,7 @@ func (a *Allocator) unmapBlock(b int32) {
 func (a *Allocator) splitOff(b int32, size uint64, mapped bool) int32 {
 	bb := a.blocks[b]
 	rest := a.newBlock(block{addr: bb.addr + size, size: bb.size - size, prev: b, next: bb.next, pool: bb.pool,
-		mapped: mapped, expandable: bb.expandable, segment: bb.segment})
+		mapped: mapped, segment: bb.segment})
 	if bb.next >= 0 {
 		a.blocks[bb.next].prev = rest
 	}

@@ -60,7 +60,7 @@ func (a *Allocator) check(t *testing.T) {
 			require.Equal(t, b.mapped, inFree[i], "free block %d", i)
 			require.Equal(t, !b.mapped, inUnmapped[i], "unmapped block %d", i)
 		}
-		require.True(t, b.mapped || b.expandable)
+		require.True(t, b.mapped || b.expandable())
 		if b.next >= 0 {
 			n := &a.blocks[b.next]
 			require.Equal(t, i, n.prev)
