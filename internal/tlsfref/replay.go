@@ -21,8 +21,6 @@ const (
 // from its Timing it is deterministic.
 type Result struct {
 	Trace         string
-	Events        int
-	Allocations   int
 	PeakLiveBytes uint64
 	// ExtentBytes is the highest end any allocation reached: the size the
 	// growable block needed.
@@ -47,7 +45,7 @@ func Measure(t *trace.Trace) (*Result, replay.Timing, error) {
 	if err != nil {
 		return nil, replay.Timing{}, err
 	}
-	res := &Result{Trace: t.Name, Events: len(t.Events), Allocations: t.Allocations}
+	res := &Result{Trace: t.Name}
 	handles := make([]Handle, t.Allocations)
 	sizes := make([]uint64, t.Allocations)
 	var live uint64
