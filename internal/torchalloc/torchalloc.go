@@ -34,8 +34,9 @@
 // they are made, and best fit breaks ties between equal free blocks by
 // address, so a stream where such a tie decides can differ from a real run.
 // Of the recorded streams only llama_generate does (default mode: 1.127×
-// with 110 segments modelled, 1.129× with 111 recorded; shuffled segment
-// addresses give 1.122× to 1.129×, every other stream is unchanged by them).
+// with 110 segments modelled, 1.129× with 111 recorded, as
+// TestModelReproducesPyTorchsRecordedFigures prints; other orders of the
+// segments move it, and leave every other stream as it is).
 package torchalloc
 
 import (
