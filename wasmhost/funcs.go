@@ -155,44 +155,35 @@ func bufferCreate(g *instance, mem api.Memory, stack []uint64) Errno {
 }
 
 func bufferWrite(g *instance, mem api.Memory, stack []uint64) Errno {
-	b, offset, data, errno := bufferTransfer(g, mem, stack, "buffer_write", "buffer_write src")
-	if errno != ESUCCESS {
-		return errno
-	}
-	if err := g.stream.Write(g.ctx, b, offset, data); err != nil {
-		return g.fail(err)
-	}
-	return ESUCCESS
+	return bufferTransfer(g, mem, stack, "buffer_write", "buffer_write src", (*client.Stream).Write)
 }
 
 func bufferRead(g *instance, mem api.Memory, stack []uint64) Errno {
-	b, offset, out, errno := bufferTransfer(g, mem, stack, "buffer_read", "buffer_read dst")
-	if errno != ESUCCESS {
-		return errno
-	}
-	if err := g.stream.ReadInto(g.ctx, b, offset, out); err != nil {
-		return g.fail(err)
-	}
-	return ESUCCESS
+	return bufferTransfer(g, mem, stack, "buffer_read", "buffer_read dst", (*client.Stream).ReadInto)
 }
 
 // bufferTransfer checks the (handle, offset, ptr, len) arguments buffer_write
 // and buffer_read share, in the ABI's order: the guest range (EFAULT), the
-// handle (EBADF), then the range inside the buffer (ERANGE).
-func bufferTransfer(g *instance, mem api.Memory, stack []uint64, fn, rangeName string) (*client.Buffer, uint64, []byte, Errno) {
+// handle (EBADF), then the range inside the buffer (ERANGE); then it moves
+// the bytes between the guest range and the buffer with transfer.
+func bufferTransfer(g *instance, mem api.Memory, stack []uint64, fn, rangeName string,
+	transfer func(s *client.Stream, ctx context.Context, b *client.Buffer, offset uint64, data []byte) error) Errno {
 	handle, offset, ptr, n := uint32(stack[0]), stack[1], uint32(stack[2]), uint32(stack[3])
 	data, ok := guestRange(mem, ptr, n)
 	if !ok {
-		return nil, 0, nil, faultf(g, rangeName, ptr, n, mem)
+		return faultf(g, rangeName, ptr, n, mem)
 	}
 	b := g.lookup(handle)
 	if b == nil {
-		return nil, 0, nil, badHandle(g, fn, handle)
+		return badHandle(g, fn, handle)
 	}
 	if size := b.Size(); offset > size || uint64(n) > size-offset {
-		return nil, 0, nil, outOfBuffer(g, fn, handle, offset, uint64(n), size)
+		return outOfBuffer(g, fn, handle, offset, uint64(n), size)
 	}
-	return b, offset, data, ESUCCESS
+	if err := transfer(g.stream, g.ctx, b, offset, data); err != nil {
+		return g.fail(err)
+	}
+	return ESUCCESS
 }
 
 func bufferFree(g *instance, _ api.Memory, stack []uint64) Errno {
