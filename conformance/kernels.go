@@ -2,12 +2,12 @@ package conformance
 
 import (
 	"fmt"
-	"github.com/vkrt/vkrt/kernel"
 	"math"
 	"slices"
 
 	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/internal/cpuref"
+	"github.com/vkrt/vkrt/kernel"
 )
 
 // floats is n deterministic values in [-2, 2).
