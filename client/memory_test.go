@@ -123,16 +123,12 @@ func TestDefaultLayoutIsVirtualAndNeedsNoPlan(t *testing.T) {
 	t.Run("no sparse residency", func(t *testing.T) {
 		reports := make([]memory.Report, 2)
 		for i, opts := range [][]Option{nil, {WithLayout(memory.SubSlicesLayout())}} {
-			d, err := cpu.New()
-			require.NoError(t, err)
-			c, err := Open(ctx, append(opts, WithBackend(d))...)
-			require.NoError(t, err)
+			c := openOnCPU(t, nil, opts...)
 			reports[i] = use(t, c)
 			if i == 0 {
 				require.True(t, c.Layout().Equal(byDefault), "the layout asked stays the default")
 				require.Zero(t, c.StorageStats().BindCalls)
 			}
-			require.NoError(t, c.Close())
 		}
 		require.NotEmpty(t, reports[0].Dynamic)
 		for _, p := range reports[0].Dynamic {
