@@ -123,7 +123,7 @@ func Run(t *trace.Trace, l memory.Layout, opts Options) (*Result, error) {
 }
 
 // streamPools are the managers of a replay, one per stream in the order the
-// trace first allocates on them, and the bytes they reserve together.
+// trace first allocates on them.
 type streamPools struct {
 	storage  *CountingStorage
 	device   vkruntime.DeviceProperties
@@ -131,16 +131,10 @@ type streamPools struct {
 	byStream map[uint32]int
 	managers []*memory.Manager
 	streams  []uint32
-	last     int // the manager of the last stream asked for
 }
 
 func (p *streamPools) manager(stream uint32) (*memory.Manager, int, error) {
-	// Most traces allocate on one stream: no map lookup for it.
-	if len(p.managers) > 0 && p.streams[p.last] == stream {
-		return p.managers[p.last], p.last, nil
-	}
 	if i, ok := p.byStream[stream]; ok {
-		p.last = i
 		return p.managers[i], i, nil
 	}
 	m, err := memory.NewManager(p.storage, p.device, p.layout)
@@ -149,9 +143,9 @@ func (p *streamPools) manager(stream uint32) (*memory.Manager, int, error) {
 	}
 	// A plan that spills shows in Spills; the pools need not warn as well.
 	m.SetLogger(slog.New(slog.DiscardHandler))
-	p.byStream[stream], p.last = len(p.managers), len(p.managers)
+	p.byStream[stream] = len(p.managers)
 	p.managers, p.streams = append(p.managers, m), append(p.streams, stream)
-	return m, p.last, nil
+	return m, len(p.managers) - 1, nil
 }
 
 // cleanup gives back what every stream's pools hold unused.
@@ -178,7 +172,8 @@ func Measure(t *trace.Trace, l memory.Layout, opts Options) (*Result, Timing, er
 			break
 		}
 	}
-	if _, _, err := pools.manager(first); err != nil {
+	m, k, err := pools.manager(first)
+	if err != nil {
 		return nil, Timing{}, fmt.Errorf("replay: %s: %w", t.Name, err)
 	}
 	res := &Result{Trace: t.Name, Events: len(t.Events), Allocations: t.Allocations, Layout: l}
@@ -193,8 +188,7 @@ func Measure(t *trace.Trace, l memory.Layout, opts Options) (*Result, Timing, er
 	// at the end (the bytes every stream's pools hold are the bytes the
 	// storage holds; TestReservedPeakIsThePoolsPeak checks it).
 	progress, observe := opts.Progress, opts.Observe
-	m, k := pools.managers[pools.last], pools.last
-	stream := pools.streams[pools.last]
+	stream := first
 	start := time.Now()
 	for i := range t.Events {
 		e := &t.Events[i]
@@ -203,7 +197,6 @@ func Measure(t *trace.Trace, l memory.Layout, opts Options) (*Result, Timing, er
 		}
 		if e.Op == trace.OpAlloc {
 			if e.Stream != stream {
-				var err error
 				if m, k, err = pools.manager(e.Stream); err != nil {
 					return nil, Timing{}, fmt.Errorf("replay: %s line %d: stream %d: %w", t.Name, e.Line, e.Stream, err)
 				}
