@@ -34,7 +34,7 @@ type Device struct {
 	heapIndex  int
 	// sparseGranule is the binding granularity of a sparse buffer, 0 where
 	// the device (or its storage's memory type) has no sparse residency;
-	// sparseSpace the largest virtual range.
+	// sparseSpace the sparse address space all its virtual ranges share.
 	sparseGranule, sparseSpace uint64
 	hostVisible                bool // the storage's memory is host-visible and coherent: transfers map it
 
