@@ -118,6 +118,27 @@ func TestCountingStorage(t *testing.T) {
 	require.NoError(t, err, "no limit")
 }
 
+// A CountingStorage's virtual ranges share the sparse address space as a
+// device's do: past what the live ones leave, ReserveVirtual is out of
+// device memory, and ReleaseVirtual gives a range's space back.
+func TestCountingStorageRangesShareTheAddressSpace(t *testing.T) {
+	s := replay.NewCountingStorage(0)
+	s.Granule = replay.H200Granule
+	half := s.MaxVirtualSize()/2 + 1
+	v, err := s.ReserveVirtual(half)
+	require.NoError(t, err)
+	_, err = s.ReserveVirtual(half)
+	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
+	var oom *vkruntime.OutOfMemoryError
+	require.ErrorAs(t, err, &oom)
+	require.Equal(t, half, oom.Size)
+	require.Equal(t, uint64(1), s.Counts().VirtualRanges, "a refused range is not counted")
+	s.ReleaseVirtual(v.ID)
+	w, err := s.ReserveVirtual(s.MaxVirtualSize())
+	require.NoError(t, err, "the range released, the whole space is free")
+	s.ReleaseVirtual(w.ID)
+}
+
 func TestReplayObserveSeesEveryEventAfterItApplies(t *testing.T) {
 	tr := tracetest.Inline(t, "a 1 100 0\na 2 300 0\nf 1\na 3 50 0\nf 2\n")
 	var events []int
