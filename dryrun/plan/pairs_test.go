@@ -136,8 +136,8 @@ func (o pairOutcome) beatsPyTorchWithoutPlan() bool {
 func (o pairOutcome) peerAllocs() uint64 { return min(o.peer.DefaultAllocs, o.peer.ExpandableAllocs) }
 
 func (o pairOutcome) String() string {
-	return fmt.Sprintf("%-30s under the other run's plan %.4f× (%d), no plan %.4f× (%d); PyTorch expandable %.4f× (%d)",
-		o.on.Name, o.planned.Ratio(), o.planned.DriverAllocs, o.plain.Ratio(), o.plain.DriverAllocs, o.peer.ExpandableRatio, o.peerAllocs())
+	return fmt.Sprintf("%-30s %7.1f MB peak live, under the other run's plan %.4f× (%d), no plan %.4f× (%d); PyTorch expandable %.4f× (%d)",
+		o.on.Name, float64(o.plain.PeakLiveBytes)/1e6, o.planned.Ratio(), o.planned.DriverAllocs, o.plain.Ratio(), o.plain.DriverAllocs, o.peer.ExpandableRatio, o.peerAllocs())
 }
 
 // crossRuns replays each run of every pair under the other run's plan and
