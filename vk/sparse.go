@@ -100,7 +100,7 @@ func (s *Storage) ReleaseVirtual(id vkruntime.StorageID) {
 	p, ok := s.pages[id]
 	s.mu.Unlock()
 	if ok && p.virtual {
-		s.Dealloc(id) // gives its address space back
+		s.Dealloc(id) // its address space comes back at that Flush
 	}
 }
 

@@ -113,3 +113,34 @@ func TestVirtualLayoutRunsOnTheDevice(t *testing.T) {
 	}
 	t.Logf("granule %d B; the pools: %+v", d.storage.SparseGranule(), c.MemoryReport(ctx).Dynamic[0])
 }
+
+// A released range holds its share of the sparse address space until Flush
+// destroys its buffer, as the driver counts it: two ranges taking what is
+// left leave no room for a third, releasing one makes none before Flush,
+// and after it the third fits. The device's space is taken as 8 GiB here:
+// the H200's driver refuses a second range of half its reported 1 TiB
+// itself, before the storage's own account is full.
+func TestReleasedRangeHoldsItsAddressSpaceUntilFlush(t *testing.T) {
+	d := openSparseDevice(t)
+	s := d.storage
+	s.mu.Lock()
+	require.Zero(t, s.virtualBytes)
+	s.mu.Unlock()
+	d.sparseSpace = 8 << 30
+	half := d.sparseSpace / 2
+	a, err := s.ReserveVirtual(half)
+	require.NoError(t, err)
+	b, err := s.ReserveVirtual(half)
+	require.NoError(t, err)
+	_, err = s.ReserveVirtual(half)
+	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
+	s.ReleaseVirtual(a.ID)
+	_, err = s.ReserveVirtual(half)
+	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory, "before Flush the released range's buffer still exists")
+	s.Flush()
+	c, err := s.ReserveVirtual(half)
+	require.NoError(t, err, "after Flush its address space is free again")
+	s.ReleaseVirtual(b.ID)
+	s.ReleaseVirtual(c.ID)
+	s.Flush()
+}

@@ -28,8 +28,9 @@ type Storage struct {
 	allocated   uint64 // bytes of device memory held, deferred pages included
 	allocations int
 	limit       uint64 // 0: none
-	// virtualBytes is the sparse address space the live virtual ranges
-	// take, of the device's sparseSpace.
+	// virtualBytes is the sparse address space the virtual ranges take,
+	// of the device's sparseSpace: until Flush destroys a released range's
+	// buffer, the driver still counts it, and so does this.
 	virtualBytes uint64
 }
 
@@ -227,8 +228,9 @@ func (d *Device) allocateMemory(size uint64, memoryType uint32) (vulkan.DeviceMe
 	return memory, r
 }
 
-// Dealloc releases a page; the memory goes back to the driver at the next
-// Flush once nothing uses it. Unknown or already released ids are ignored.
+// Dealloc releases a page; the memory (a virtual range's address space)
+// goes back to the driver at the next Flush once nothing uses it. Unknown
+// or already released ids are ignored.
 func (s *Storage) Dealloc(id vkruntime.StorageID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -237,9 +239,6 @@ func (s *Storage) Dealloc(id vkruntime.StorageID) {
 		return
 	}
 	delete(s.pages, id)
-	if p.virtual {
-		s.virtualBytes -= p.size
-	}
 	p.released = true
 	s.deferred = append(s.deferred, p)
 }
@@ -268,7 +267,9 @@ func (s *Storage) Flush() {
 	}
 	s.mu.Lock()
 	for _, p := range free {
-		if !p.virtual {
+		if p.virtual {
+			s.virtualBytes -= p.size
+		} else {
 			s.allocated -= p.held
 			s.allocations--
 		}
