@@ -7,6 +7,7 @@
 package replay
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,8 +34,10 @@ type Options struct {
 	Progress func(done, total int)
 	// NoSparse models a device without sparse residency (lavapipe): the
 	// Virtual layout then builds the SubSlices pools. Otherwise the storage
-	// offers H200Granule.
+	// offers sparse residency in granules of Granule bytes, a power of two
+	// (0: H200Granule).
 	NoSparse bool
+	Granule  uint64
 	// Observe, when set, is called after each event with its index in the
 	// stream and the manager holding its result, for callers that chart the
 	// pools over the stream. It must only read the manager.
@@ -160,7 +163,7 @@ func Measure(t *trace.Trace, l memory.Layout, opts Options) (*Result, Timing, er
 	device := opts.device()
 	storage := NewCountingStorage(device.MemorySize)
 	if !opts.NoSparse {
-		storage.Granule = H200Granule
+		storage.Granule = cmp.Or(opts.Granule, H200Granule)
 	}
 	pools := &streamPools{storage: storage, device: device, layout: l, byStream: make(map[uint32]int)}
 	// The layout is checked before the stream starts, on the first stream

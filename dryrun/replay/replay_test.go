@@ -214,3 +214,22 @@ func TestReservedPeakIsThePoolsPeak(t *testing.T) {
 		}
 	}
 }
+
+// The storage offers the granule asked for, H200Granule by default, and
+// none with NoSparse.
+func TestReplayModelsTheSparseGranuleAskedFor(t *testing.T) {
+	tr := tracetest.Inline(t, "a 1 3000000 0\na 2 100 0\nf 1\nf 2\n")
+	virtual := memory.VirtualLayout(memory.VirtualPlan{})
+	for _, c := range []struct {
+		opts    replay.Options
+		granule uint64
+	}{{replay.Options{}, replay.H200Granule}, {replay.Options{Granule: 2 << 20}, 2 << 20}, {replay.Options{NoSparse: true, Granule: 2 << 20}, 0}} {
+		r, err := replay.Run(tr, virtual, c.opts)
+		require.NoError(t, err)
+		k, ok := r.Report.Dynamic[0].Kind.(memory.VirtualKind)
+		require.Equal(t, c.granule != 0, ok, "%+v: %v", c.opts, r.Report.Dynamic[0].Kind)
+		if ok {
+			require.Equal(t, c.granule, k.GranuleSize)
+		}
+	}
+}
