@@ -29,6 +29,7 @@ type Device struct {
 	queue    vulkan.Queue
 	family   uint32
 	queueMu  sync.Mutex
+	calls    deviceCalls // the entry points of calls that take structures
 
 	memoryType uint32
 	heapIndex  int
@@ -144,17 +145,13 @@ func storageLimit(o config, heap uint64) (uint64, error) {
 }
 
 func (d *Device) create(staged bool) error {
-	var count uint32
-	vulkan.GetPhysicalDeviceQueueFamilyProperties(d.physical, &count, nil)
-	families := make([]vulkan.QueueFamilyProperties, count)
-	vulkan.GetPhysicalDeviceQueueFamilyProperties(d.physical, &count, families)
+	families := queueFamilyFlags(d.inst.handle, d.physical)
 	// The first compute family, or where the device has sparse residency
 	// the first that binds sparse memory too: one queue orders dispatches
 	// and binds.
 	family, sparseFamily := -1, -1
 	for i := range families {
-		families[i].Deref()
-		flags := vulkan.QueueFlagBits(families[i].QueueFlags)
+		flags := vulkan.QueueFlagBits(families[i])
 		if flags&vulkan.QueueComputeBit == 0 {
 			continue
 		}
@@ -166,7 +163,7 @@ func (d *Device) create(staged bool) error {
 		}
 	}
 	if family < 0 {
-		return fmt.Errorf("vkrt: device %d (%s) has no compute queue among its %d queue families", d.info.Index, d.info.Name, count)
+		return fmt.Errorf("vkrt: device %d (%s) has no compute queue among its %d queue families", d.info.Index, d.info.Name, len(families))
 	}
 	sparse := d.info.SparseResidency && sparseFamily >= 0
 	if sparse {
@@ -199,10 +196,17 @@ func (d *Device) create(staged bool) error {
 		info.PpEnabledExtensionNames = []string{cstr("VK_EXT_memory_budget")}
 	}
 	var handle vulkan.Device
-	if r := vulkan.CreateDevice(d.physical, info, nil, &handle); r != vulkan.Success {
+	r := vulkan.CreateDevice(d.physical, info, nil, &handle)
+	info.Free() // vulkan-go's copy of info, which it would not free
+	if r != vulkan.Success {
 		return fmt.Errorf("vkrt: vkCreateDevice on device %d (%s): %w", d.info.Index, d.info.Name, vkError(r))
 	}
 	d.handle = handle
+	calls, err := newDeviceCalls(d.inst.handle, handle)
+	if err != nil {
+		return fmt.Errorf("vkrt: device %d (%s): %w", d.info.Index, d.info.Name, err)
+	}
+	d.calls = calls
 	var queue vulkan.Queue
 	vulkan.GetDeviceQueue(d.handle, d.family, 0, &queue)
 	d.queue = queue
@@ -237,10 +241,7 @@ func (d *Device) storageMemoryTypeBits() (uint32, error) {
 		return 0, err
 	}
 	defer vulkan.DestroyBuffer(d.handle, buf, nil)
-	var req vulkan.MemoryRequirements
-	vulkan.GetBufferMemoryRequirements(d.handle, buf, &req)
-	req.Deref()
-	return req.MemoryTypeBits, nil
+	return d.calls.bufferRequirements(buf).memoryTypeBits, nil
 }
 
 const storageUsage = vulkan.BufferUsageFlags(vulkan.BufferUsageStorageBufferBit | vulkan.BufferUsageTransferSrcBit | vulkan.BufferUsageTransferDstBit)
@@ -250,15 +251,8 @@ func (d *Device) createBuffer(size uint64) (vulkan.Buffer, error) {
 }
 
 func (d *Device) createBufferWith(size uint64, flags vulkan.BufferCreateFlagBits) (vulkan.Buffer, error) {
-	info := &vulkan.BufferCreateInfo{
-		SType:       vulkan.StructureTypeBufferCreateInfo,
-		Flags:       vulkan.BufferCreateFlags(flags),
-		Size:        vulkan.DeviceSize(size),
-		Usage:       storageUsage,
-		SharingMode: vulkan.SharingModeExclusive,
-	}
-	var buf vulkan.Buffer
-	if r := vulkan.CreateBuffer(d.handle, info, nil, &buf); r != vulkan.Success {
+	buf, r := d.calls.createBuffer(size, uint32(storageUsage), uint32(flags))
+	if r != vulkan.Success {
 		return nil, fmt.Errorf("vkrt: vkCreateBuffer of %d B: %w", size, vkError(r))
 	}
 	return buf, nil
@@ -435,6 +429,7 @@ func (d *Device) destroy() {
 		}
 		vulkan.DestroyDevice(d.handle, nil)
 		d.handle = nil
+		d.calls.free()
 	}
 	if d.inst != nil {
 		_ = d.checkValidation() // leak reports arrive at vkDestroyDevice
@@ -466,29 +461,18 @@ func (d *Device) acquireContext() (*submitContext, error) {
 	d.ctxMu.Unlock()
 
 	c := &submitContext{}
-	var pool vulkan.CommandPool
-	r := vulkan.CreateCommandPool(d.handle, &vulkan.CommandPoolCreateInfo{
-		SType:            vulkan.StructureTypeCommandPoolCreateInfo,
-		QueueFamilyIndex: d.family,
-	}, nil, &pool)
+	pool, r := d.calls.createCommandPool(d.family)
 	if err := d.noteResult("vkCreateCommandPool", r); err != nil {
 		return nil, err
 	}
 	c.pool = pool
-	cmds := make([]vulkan.CommandBuffer, 1)
-	r = vulkan.AllocateCommandBuffers(d.handle, &vulkan.CommandBufferAllocateInfo{
-		SType:              vulkan.StructureTypeCommandBufferAllocateInfo,
-		CommandPool:        pool,
-		Level:              vulkan.CommandBufferLevelPrimary,
-		CommandBufferCount: 1,
-	}, cmds)
+	cmd, r := d.calls.allocateCommandBuffer(pool)
 	if err := d.noteResult("vkAllocateCommandBuffers", r); err != nil {
 		c.destroy(d.handle)
 		return nil, err
 	}
-	c.cmd = cmds[0]
-	var fence vulkan.Fence
-	r = vulkan.CreateFence(d.handle, &vulkan.FenceCreateInfo{SType: vulkan.StructureTypeFenceCreateInfo}, nil, &fence)
+	c.cmd = cmd
+	fence, r := d.calls.createFence()
 	if err := d.noteResult("vkCreateFence", r); err != nil {
 		c.destroy(d.handle)
 		return nil, err
@@ -532,26 +516,12 @@ func (d *Device) ensureDescriptors(c *submitContext, sets uint32) error {
 		c.descPool = nil
 	}
 	capacity := max(sets, 64)
-	var pool vulkan.DescriptorPool
-	var r vulkan.Result
-	withoutGC(func() { r = d.createDescriptorPool(capacity, &pool) })
+	pool, r := d.calls.createDescriptorPool(capacity, capacity*maxBindings)
 	if err := d.noteResult("vkCreateDescriptorPool", r); err != nil {
 		return err
 	}
 	c.descPool, c.descSets = pool, capacity
 	return nil
-}
-
-func (d *Device) createDescriptorPool(capacity uint32, pool *vulkan.DescriptorPool) vulkan.Result {
-	return vulkan.CreateDescriptorPool(d.handle, &vulkan.DescriptorPoolCreateInfo{
-		SType:         vulkan.StructureTypeDescriptorPoolCreateInfo,
-		MaxSets:       capacity,
-		PoolSizeCount: 1,
-		PPoolSizes: []vulkan.DescriptorPoolSize{{
-			Type:            vulkan.DescriptorTypeStorageBuffer,
-			DescriptorCount: capacity * maxBindings,
-		}},
-	}, nil, pool)
 }
 
 // fenceWaitSlice is how long one fence wait lasts before the context is
@@ -587,9 +557,7 @@ func (d *Device) submit(ctx context.Context, descriptorSets uint32, record func(
 	if err := d.ensureDescriptors(c, descriptorSets); err != nil {
 		return fail(err)
 	}
-	var r vulkan.Result
-	var recordErr error
-	withoutGC(func() { r, recordErr = d.recordAndSubmit(c, record) })
+	r, recordErr := d.recordAndSubmit(c, record)
 	if recordErr != nil {
 		return fail(recordErr)
 	}
@@ -675,26 +643,10 @@ func (d *Device) settle(ctx context.Context) error {
 	return nil
 }
 
-// barrier orders everything recorded before it (compute and transfers)
-// before everything recorded after it.
-func barrier(cmd vulkan.CommandBuffer) {
-	stages := vulkan.PipelineStageFlags(vulkan.PipelineStageComputeShaderBit | vulkan.PipelineStageTransferBit)
-	vulkan.CmdPipelineBarrier(cmd, stages, stages, 0, 1, []vulkan.MemoryBarrier{{
-		SType:         vulkan.StructureTypeMemoryBarrier,
-		SrcAccessMask: vulkan.AccessFlags(vulkan.AccessShaderWriteBit | vulkan.AccessTransferWriteBit),
-		DstAccessMask: vulkan.AccessFlags(vulkan.AccessShaderReadBit | vulkan.AccessShaderWriteBit | vulkan.AccessTransferReadBit | vulkan.AccessTransferWriteBit),
-	}}, 0, nil, 0, nil)
-}
-
-// recordAndSubmit records c's command buffer with record and submits it,
-// with the collector off (withoutGC): the recording hands vulkan-go slices
-// of descriptor writes, barriers and copies. A recording error comes back
-// as err; a driver result as r.
+// recordAndSubmit records c's command buffer with record and submits it.
+// A recording error comes back as err; a driver result as r.
 func (d *Device) recordAndSubmit(c *submitContext, record func(c *submitContext) error) (r vulkan.Result, err error) {
-	r = vulkan.BeginCommandBuffer(c.cmd, &vulkan.CommandBufferBeginInfo{
-		SType: vulkan.StructureTypeCommandBufferBeginInfo,
-		Flags: vulkan.CommandBufferUsageFlags(vulkan.CommandBufferUsageOneTimeSubmitBit),
-	})
+	r = d.calls.begin(c.cmd)
 	if err := d.noteResult("vkBeginCommandBuffer", r); err != nil {
 		return r, err
 	}
@@ -706,11 +658,7 @@ func (d *Device) recordAndSubmit(c *submitContext, record func(c *submitContext)
 		return r, err
 	}
 	d.queueMu.Lock()
-	r = vulkan.QueueSubmit(d.queue, 1, []vulkan.SubmitInfo{{
-		SType:              vulkan.StructureTypeSubmitInfo,
-		CommandBufferCount: 1,
-		PCommandBuffers:    []vulkan.CommandBuffer{c.cmd},
-	}}, c.fence)
+	r = d.calls.submit(d.queue, c.cmd, c.fence)
 	d.queueMu.Unlock()
 	return r, nil
 }

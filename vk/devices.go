@@ -130,7 +130,7 @@ func describe(inst *instance, pd vulkan.PhysicalDevice, index int) DeviceInfo {
 	}
 	mem.Free()
 
-	if inst.version >= vulkan.MakeVersion(1, 1, 0) && hasDeviceExtension(pd, "VK_EXT_memory_budget") {
+	if inst.version >= vulkan.MakeVersion(1, 1, 0) && hasDeviceExtension(inst.handle, pd, "VK_EXT_memory_budget") {
 		if b, ok := queryBudget(inst, pd); ok {
 			info.MemoryBudget = true
 			for i := range info.Heaps {
@@ -141,22 +141,4 @@ func describe(inst *instance, pd vulkan.PhysicalDevice, index int) DeviceInfo {
 		}
 	}
 	return info
-}
-
-func hasDeviceExtension(pd vulkan.PhysicalDevice, name string) bool {
-	var count uint32
-	if vulkan.EnumerateDeviceExtensionProperties(pd, "", &count, nil) != vulkan.Success || count == 0 {
-		return false
-	}
-	exts := make([]vulkan.ExtensionProperties, count)
-	if vulkan.EnumerateDeviceExtensionProperties(pd, "", &count, exts) != vulkan.Success {
-		return false
-	}
-	for i := range exts[:count] {
-		exts[i].Deref()
-		if cString(exts[i].ExtensionName[:]) == name {
-			return true
-		}
-	}
-	return false
 }

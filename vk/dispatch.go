@@ -43,9 +43,7 @@ func (d *Device) pipelineFor(k kernel.Kernel) (*pipeline, error) {
 	if p, ok := d.pipelines[k.Name]; ok {
 		return p, nil
 	}
-	var p *pipeline
-	var err error
-	withoutGC(func() { p, err = d.buildPipeline(k) })
+	p, err := d.buildPipeline(k)
 	if err != nil {
 		return nil, err
 	}
@@ -69,70 +67,26 @@ func (d *Device) buildPipeline(k kernel.Kernel) (*pipeline, error) {
 		p.destroy(d.handle)
 		return nil, fmt.Errorf("kernel %q: %w", k.Name, d.noteResult(call, r))
 	}
-	var module vulkan.ShaderModule
-	r := vulkan.CreateShaderModule(d.handle, &vulkan.ShaderModuleCreateInfo{
-		SType:    vulkan.StructureTypeShaderModuleCreateInfo,
-		CodeSize: uint(len(code)),
-		PCode:    words,
-	}, nil, &module)
+	module, r := d.calls.createShaderModule(words)
 	if r != vulkan.Success {
 		return fail("vkCreateShaderModule", r)
 	}
 	p.module = module
-
-	bindings := make([]vulkan.DescriptorSetLayoutBinding, len(k.Bindings))
-	for i := range bindings {
-		bindings[i] = vulkan.DescriptorSetLayoutBinding{
-			Binding:         uint32(i),
-			DescriptorType:  vulkan.DescriptorTypeStorageBuffer,
-			DescriptorCount: 1,
-			StageFlags:      vulkan.ShaderStageFlags(vulkan.ShaderStageComputeBit),
-		}
-	}
-	var setLayout vulkan.DescriptorSetLayout
-	r = vulkan.CreateDescriptorSetLayout(d.handle, &vulkan.DescriptorSetLayoutCreateInfo{
-		SType:        vulkan.StructureTypeDescriptorSetLayoutCreateInfo,
-		BindingCount: uint32(len(bindings)),
-		PBindings:    bindings,
-	}, nil, &setLayout)
+	setLayout, r := d.calls.createStorageSetLayout(len(k.Bindings))
 	if r != vulkan.Success {
 		return fail("vkCreateDescriptorSetLayout", r)
 	}
 	p.setLayout = setLayout
-
-	layoutInfo := &vulkan.PipelineLayoutCreateInfo{
-		SType:          vulkan.StructureTypePipelineLayoutCreateInfo,
-		SetLayoutCount: 1,
-		PSetLayouts:    []vulkan.DescriptorSetLayout{setLayout},
-	}
-	if k.PushSize() > 0 {
-		layoutInfo.PushConstantRangeCount = 1
-		layoutInfo.PPushConstantRanges = []vulkan.PushConstantRange{{
-			StageFlags: vulkan.ShaderStageFlags(vulkan.ShaderStageComputeBit),
-			Size:       k.PushSize(),
-		}}
-	}
-	var layout vulkan.PipelineLayout
-	if r = vulkan.CreatePipelineLayout(d.handle, layoutInfo, nil, &layout); r != vulkan.Success {
+	layout, r := d.calls.createPipelineLayout(setLayout, k.PushSize())
+	if r != vulkan.Success {
 		return fail("vkCreatePipelineLayout", r)
 	}
 	p.layout = layout
-
-	handles := make([]vulkan.Pipeline, 1)
-	r = vulkan.CreateComputePipelines(d.handle, nil, 1, []vulkan.ComputePipelineCreateInfo{{
-		SType: vulkan.StructureTypeComputePipelineCreateInfo,
-		Stage: vulkan.PipelineShaderStageCreateInfo{
-			SType:  vulkan.StructureTypePipelineShaderStageCreateInfo,
-			Stage:  vulkan.ShaderStageComputeBit,
-			Module: module,
-			PName:  cstr("main"),
-		},
-		Layout: layout,
-	}}, nil, handles)
+	handle, r := d.calls.createComputePipeline(module, layout)
 	if r != vulkan.Success {
 		return fail("vkCreateComputePipelines", r)
 	}
-	p.handle = handles[0]
+	p.handle = handle
 	return p, nil
 }
 
@@ -187,38 +141,27 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 	}
 	return d.submit(ctx, uint32(len(live)), func(c *submitContext) error {
 		next := 0
+		var ranges []bufferRange
 		for i, op := range live {
 			p := pipes[i]
-			var set vulkan.DescriptorSet
-			r := vulkan.AllocateDescriptorSets(d.handle, &vulkan.DescriptorSetAllocateInfo{
-				SType:              vulkan.StructureTypeDescriptorSetAllocateInfo,
-				DescriptorPool:     c.descPool,
-				DescriptorSetCount: 1,
-				PSetLayouts:        []vulkan.DescriptorSetLayout{p.setLayout},
-			}, &set)
+			set, r := d.calls.allocateSet(c.descPool, p.setLayout)
 			if err := d.noteResult("vkAllocateDescriptorSets", r); err != nil {
 				return err
 			}
-			writes := make([]vulkan.WriteDescriptorSet, len(op.Bindings))
-			for j, h := range op.Bindings {
-				info := vulkan.DescriptorBufferInfo{Buffer: d.empty.buffer, Offset: 0, Range: vulkan.DeviceSize(d.empty.size)}
-				if h.Size > 0 {
-					pg := pins[next].page
-					next++
-					info = vulkan.DescriptorBufferInfo{Buffer: pg.buffer, Offset: vulkan.DeviceSize(h.Offset), Range: vulkan.DeviceSize(h.Size)}
+			ranges = ranges[:0]
+			for _, h := range op.Bindings {
+				if h.Size == 0 {
+					ranges = append(ranges, newBufferRange(d.empty.buffer, 0, d.empty.size))
+					continue
 				}
-				writes[j] = vulkan.WriteDescriptorSet{
-					SType:           vulkan.StructureTypeWriteDescriptorSet,
-					DstSet:          set,
-					DstBinding:      uint32(j),
-					DescriptorCount: 1,
-					DescriptorType:  vulkan.DescriptorTypeStorageBuffer,
-					PBufferInfo:     []vulkan.DescriptorBufferInfo{info},
-				}
+				ranges = append(ranges, newBufferRange(pins[next].page.buffer, h.Offset, h.Size))
+				next++
 			}
-			vulkan.UpdateDescriptorSets(d.handle, uint32(len(writes)), writes, 0, nil)
+			if err := d.calls.writeStorageBuffers(set, ranges); err != nil {
+				return err
+			}
 			if i > 0 {
-				barrier(c.cmd)
+				d.calls.barrier(c.cmd)
 			}
 			vulkan.CmdBindPipeline(c.cmd, vulkan.PipelineBindPointCompute, p.handle)
 			vulkan.CmdBindDescriptorSets(c.cmd, vulkan.PipelineBindPointCompute, p.layout, 0, 1, []vulkan.DescriptorSet{set}, 0, nil)

@@ -18,4 +18,11 @@
 // with [ErrNoCgo]. Nothing here needs the Vulkan development headers or
 // libvulkan.so: only the loader package (Debian: libvulkan1) and a driver
 // (Mesa's lavapipe in mesa-vulkan-drivers runs everything on the CPU).
+//
+// vulkan-go loads the entry points and makes the calls that take handles
+// and numbers; every call that hands the driver structures (submissions,
+// binds, descriptor writes, pipelines, buffers, memory) is built by the
+// package's own C (vkrt_calls.c) on the C stack, where no Go finalizer can
+// free it mid-call (calls.go says why). Its structures mirror Khronos'
+// (vkrt_vk.h), checked field by field against vulkan_core.h by a test.
 package vk

@@ -7,14 +7,15 @@ import (
 	"sync"
 )
 
-// gcHold keeps the garbage collector off while calls that hand vulkan-go
-// slices of structs run. vulkan-go copies such slices into C memory that a
-// finalizer frees, and it sets the finalizer on a variable that is
-// unreachable as soon as its helper returns: a collection during the C call
-// frees the copy under the driver (a SIGSEGV in vkCreateComputePipelines,
-// about 1 run in 15 of a concurrent workload at GOGC=1). Holding the
-// collector off from before the copy is made until the call returns closes
-// that window; the calls are short (no fence waits run under it).
+// gcHold keeps the garbage collector off while the few vulkan-go calls
+// that still copy structures run: instance and device creation and the
+// device description, once per Open. Their nested copies are freed by
+// finalizers until the enclosing copy takes them over, a few instructions
+// later; holding the collector off narrows that window further. It cannot
+// close a window that lasts a whole call: debug.SetGCPercent(-1) does not
+// stop a cycle that passed its trigger check just before, which is why
+// every call that hands the driver an array of structures, or runs often,
+// goes through calls.go instead.
 var gcHold struct {
 	mu      sync.Mutex
 	holders int

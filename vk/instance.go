@@ -62,7 +62,10 @@ func newInstance(validation bool) (*instance, error) {
 		info.PpEnabledExtensionNames = []string{cstr("VK_EXT_debug_utils")}
 	}
 	var handle vulkan.Instance
-	if r := vulkan.CreateInstance(info, nil, &handle); r != vulkan.Success {
+	r := vulkan.CreateInstance(info, nil, &handle)
+	info.Free() // vulkan-go's copies of info and app, which it would not free
+	app.Free()
+	if r != vulkan.Success {
 		inst.messages.free()
 		if r == vulkan.ErrorIncompatibleDriver || r == vulkan.ErrorInitializationFailed {
 			return nil, fmt.Errorf("%w: vkCreateInstance: %w: the loader started no driver: none is installed (Debian: mesa-vulkan-drivers), or the one installed failed to start (this process holds %d Vulkan instances%s)",
@@ -116,24 +119,6 @@ func (in *instance) destroy() {
 // each open device holds one, and Devices one while it runs. Drivers hold
 // files and mappings per instance, so a leak ends in failed opens.
 var liveInstances atomic.Int64
-
-func hasInstanceLayer(name string) bool {
-	var count uint32
-	if vulkan.EnumerateInstanceLayerProperties(&count, nil) != vulkan.Success || count == 0 {
-		return false
-	}
-	layers := make([]vulkan.LayerProperties, count)
-	if vulkan.EnumerateInstanceLayerProperties(&count, layers) != vulkan.Success {
-		return false
-	}
-	for i := range layers[:count] {
-		layers[i].Deref()
-		if vulkan.ToString(layers[i].LayerName[:]) == name {
-			return true
-		}
-	}
-	return false
-}
 
 func (in *instance) physicalDevices() ([]vulkan.PhysicalDevice, error) {
 	var count uint32
@@ -234,8 +219,9 @@ func acquireInstance(validation bool) (*instance, error) {
 	return shared.inst, nil
 }
 
-// newInstanceWithoutGC is newInstance with the collector off: the create
-// info's layer and extension names are slices vulkan-go copies (withoutGC).
+// newInstanceWithoutGC is newInstance with the collector held off: the
+// create info's layer and extension names are slices vulkan-go copies
+// (see gcHold).
 func newInstanceWithoutGC(validation bool) (inst *instance, err error) {
 	withoutGC(func() { inst, err = newInstance(validation) })
 	return inst, err

@@ -32,11 +32,9 @@ func (d *Device) probeSparse() {
 		return
 	}
 	defer vulkan.DestroyBuffer(d.handle, buf, nil)
-	var req vulkan.MemoryRequirements
-	vulkan.GetBufferMemoryRequirements(d.handle, buf, &req)
-	req.Deref()
-	granule := uint64(req.Alignment)
-	if granule == 0 || granule&(granule-1) != 0 || req.MemoryTypeBits&(1<<d.memoryType) == 0 {
+	req := d.calls.bufferRequirements(buf)
+	granule := req.alignment
+	if granule == 0 || granule&(granule-1) != 0 || req.memoryTypeBits&(1<<d.memoryType) == 0 {
 		return
 	}
 	d.sparseGranule = granule
@@ -137,7 +135,7 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 		return fmt.Errorf("vkrt: sparse bind into storage %d, which is a page, not a virtual range", virtual)
 	}
 	g := d.sparseGranule
-	memBinds := make([]vulkan.SparseMemoryBind, len(binds))
+	memBinds := make([]sparseBind, len(binds))
 	next := 1
 	for i, b := range binds {
 		if b.Offset%g != 0 || b.Size%g != 0 || b.MemoryOffset%g != 0 || b.Size == 0 {
@@ -148,7 +146,7 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 			release()
 			return fmt.Errorf("vkrt: sparse bind %d (%+v) lies outside the %d B virtual range", i, b, vp.size)
 		}
-		mb := vulkan.SparseMemoryBind{ResourceOffset: vulkan.DeviceSize(b.Offset), Size: vulkan.DeviceSize(b.Size)}
+		memBinds[i] = newSparseBind(b.Offset, b.Size, nil, 0)
 		if b.Memory != 0 {
 			mp := pins[next].page
 			next++
@@ -156,9 +154,8 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 				release()
 				return fmt.Errorf("vkrt: sparse bind %d (%+v): storage %d holds %d B of memory", i, b, b.Memory, mp.held)
 			}
-			mb.Memory, mb.MemoryOffset = mp.memory, vulkan.DeviceSize(b.MemoryOffset)
+			memBinds[i] = newSparseBind(b.Offset, b.Size, mp.memory, b.MemoryOffset)
 		}
-		memBinds[i] = mb
 	}
 	c, err := d.acquireContext()
 	if err != nil {
@@ -166,19 +163,9 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 		return err
 	}
 	defer func() { d.releaseContext(c); release() }()
-	info := []vulkan.BindSparseInfo{{
-		SType:           vulkan.StructureTypeBindSparseInfo,
-		BufferBindCount: 1,
-		PBufferBinds: []vulkan.SparseBufferMemoryBindInfo{{
-			Buffer: vp.buffer, BindCount: uint32(len(memBinds)), PBinds: memBinds,
-		}},
-	}}
-	var r vulkan.Result
-	withoutGC(func() {
-		d.queueMu.Lock()
-		r = vulkan.QueueBindSparse(d.queue, 1, info, c.fence)
-		d.queueMu.Unlock()
-	})
+	d.queueMu.Lock()
+	r := d.calls.bindSparse(d.queue, vp.buffer, memBinds, c.fence)
+	d.queueMu.Unlock()
 	if err := d.noteResult("vkQueueBindSparse", r); err != nil {
 		return err
 	}

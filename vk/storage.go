@@ -101,23 +101,21 @@ func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 		}
 		return vkruntime.StorageHandle{}, err
 	}
-	var req vulkan.MemoryRequirements
-	vulkan.GetBufferMemoryRequirements(d.handle, buffer, &req)
-	req.Deref()
-	held := uint64(req.Size)
-	if req.MemoryTypeBits&(1<<d.memoryType) == 0 {
+	req := d.calls.bufferRequirements(buffer)
+	held := req.size
+	if req.memoryTypeBits&(1<<d.memoryType) == 0 {
 		vulkan.DestroyBuffer(d.handle, buffer, nil)
-		return vkruntime.StorageHandle{}, fmt.Errorf("vkrt: storage allocation of %d B: the buffer cannot live in memory type %d (allowed types %#x)", size, d.memoryType, req.MemoryTypeBits)
+		return vkruntime.StorageHandle{}, fmt.Errorf("vkrt: storage allocation of %d B: the buffer cannot live in memory type %d (allowed types %#x)", size, d.memoryType, req.memoryTypeBits)
 	}
 	if err := s.reserve(size, held); err != nil {
 		vulkan.DestroyBuffer(d.handle, buffer, nil)
 		return vkruntime.StorageHandle{}, err
 	}
-	memory, r := d.allocateMemory(held, d.memoryType)
+	memory, r := d.calls.allocateMemory(held, d.memoryType)
 	if r == vulkan.ErrorOutOfDeviceMemory || r == vulkan.ErrorOutOfHostMemory || r == vulkan.ErrorTooManyObjects {
 		// Deferred pages may be what stands in the way: release them, retry once.
 		s.Flush()
-		memory, r = d.allocateMemory(held, d.memoryType)
+		memory, r = d.calls.allocateMemory(held, d.memoryType)
 	}
 	if r != vulkan.Success {
 		s.unreserve(held)
@@ -216,16 +214,6 @@ func isOutOfMemory(err error) bool {
 	}
 	r := vulkan.Result(re.Result)
 	return r == vulkan.ErrorOutOfDeviceMemory || r == vulkan.ErrorOutOfHostMemory
-}
-
-func (d *Device) allocateMemory(size uint64, memoryType uint32) (vulkan.DeviceMemory, vulkan.Result) {
-	var memory vulkan.DeviceMemory
-	r := vulkan.AllocateMemory(d.handle, &vulkan.MemoryAllocateInfo{
-		SType:           vulkan.StructureTypeMemoryAllocateInfo,
-		AllocationSize:  vulkan.DeviceSize(size),
-		MemoryTypeIndex: memoryType,
-	}, nil, &memory)
-	return memory, r
 }
 
 // Dealloc releases a page; the memory (a virtual range's address space)

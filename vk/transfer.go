@@ -29,12 +29,10 @@ func (d *Device) newHostBuffer(size uint64) (*hostBuffer, error) {
 	if err != nil {
 		return nil, err
 	}
-	var req vulkan.MemoryRequirements
-	vulkan.GetBufferMemoryRequirements(d.handle, buf, &req)
-	req.Deref()
+	req := d.calls.bufferRequirements(buf)
 	chosen := -1
 	for _, t := range d.info.MemoryTypes {
-		if req.MemoryTypeBits&(1<<uint(t.Index)) == 0 || !t.HostVisible || !t.HostCoherent {
+		if req.memoryTypeBits&(1<<uint(t.Index)) == 0 || !t.HostVisible || !t.HostCoherent {
 			continue
 		}
 		if chosen < 0 || (t.HostCached && !d.info.MemoryTypes[chosen].HostCached) {
@@ -45,10 +43,10 @@ func (d *Device) newHostBuffer(size uint64) (*hostBuffer, error) {
 		vulkan.DestroyBuffer(d.handle, buf, nil)
 		return nil, fmt.Errorf("vkrt: device %d (%s) has no host-visible coherent memory for a %d B staging buffer", d.info.Index, d.info.Name, size)
 	}
-	memory, r := d.allocateMemory(uint64(req.Size), uint32(chosen))
+	memory, r := d.calls.allocateMemory(req.size, uint32(chosen))
 	if r != vulkan.Success {
 		vulkan.DestroyBuffer(d.handle, buf, nil)
-		return nil, d.noteResult(fmt.Sprintf("vkAllocateMemory (staging, %d B)", req.Size), r)
+		return nil, d.noteResult(fmt.Sprintf("vkAllocateMemory (staging, %d B)", req.size), r)
 	}
 	hb := &hostBuffer{buffer: buf, memory: memory, size: size}
 	if r := vulkan.BindBufferMemory(d.handle, buf, memory, 0); r != vulkan.Success {
@@ -249,13 +247,9 @@ func (d *Device) CopyBatch(ctx context.Context, pairs []CopyPair) error {
 	return d.submit(ctx, 0, func(c *submitContext) error {
 		for i := 0; i < len(ps); i += 2 {
 			if i > 0 {
-				barrier(c.cmd)
+				d.calls.barrier(c.cmd)
 			}
-			vulkan.CmdCopyBuffer(c.cmd, ps[i].page.buffer, ps[i+1].page.buffer, 1, []vulkan.BufferCopy{{
-				SrcOffset: vulkan.DeviceSize(ps[i].offset),
-				DstOffset: vulkan.DeviceSize(ps[i+1].offset),
-				Size:      vulkan.DeviceSize(ps[i].size),
-			}})
+			d.calls.copyBuffer(c.cmd, ps[i].page.buffer, ps[i+1].page.buffer, ps[i].offset, ps[i+1].offset, ps[i].size)
 		}
 		return nil
 	}, func() { d.storage.unpin(ps) })
@@ -291,11 +285,7 @@ func (d *Device) transfer(ctx context.Context, h vkruntime.StorageHandle, n uint
 // the context between chunks instead.
 func (d *Device) copyBuffer(src vulkan.Buffer, srcOffset uint64, dst vulkan.Buffer, dstOffset, size uint64) error {
 	return d.submit(context.Background(), 0, func(c *submitContext) error {
-		vulkan.CmdCopyBuffer(c.cmd, src, dst, 1, []vulkan.BufferCopy{{
-			SrcOffset: vulkan.DeviceSize(srcOffset),
-			DstOffset: vulkan.DeviceSize(dstOffset),
-			Size:      vulkan.DeviceSize(size),
-		}})
+		d.calls.copyBuffer(c.cmd, src, dst, srcOffset, dstOffset, size)
 		return nil
 	}, nil)
 }
