@@ -27,6 +27,25 @@ func slowOp(h vkruntime.StorageHandle, rows uint32) kernel.Op {
 	return kernel.Op{Kernel: l.Kernel, Grid: [3]uint32{65535, rows, 1}, Bindings: []vkruntime.StorageHandle{h, h}, Push: l.Push}
 }
 
+// slowBatch is a batch of slowOps that runs for about want on d: a batch of
+// 16 rows is timed first. lavapipe needs a few rows, a GPU many batches'
+// worth (an H200 runs 65535 x 16 empty groups in well under 100 ms).
+func slowBatch(t *testing.T, d *Device, h vkruntime.StorageHandle, want time.Duration) []kernel.Op {
+	t.Helper()
+	const probeRows = 16
+	start := time.Now()
+	require.NoError(t, d.Dispatch(t.Context(), []kernel.Op{slowOp(h, probeRows)}))
+	perRow := max(time.Since(start)/probeRows, time.Nanosecond)
+	rows := max(int64(want/perRow), 1)
+	var ops []kernel.Op
+	for rows > 0 {
+		r := min(rows, 65535)
+		ops = append(ops, slowOp(h, uint32(r)))
+		rows -= r
+	}
+	return ops
+}
+
 // When the context ends, Dispatch stops waiting at once; the batch goes on
 // on the GPU, so the pages it binds stay allocated until it ends (a Flush
 // meanwhile keeps them) and later work on the device comes after it.
@@ -37,10 +56,12 @@ func TestCanceledDispatchKeepsItsMemoryAndOrdersLaterWork(t *testing.T) {
 	out := alloc(t, d, 4*n)
 	require.NoError(t, d.Zero(t.Context(), out))
 
+	// The batch runs about 600 ms; the caller stops waiting after 100 ms.
+	ops := append(slowBatch(t, d, scratch, 600*time.Millisecond), kernel.FillWords(n, math.Float32bits(7)).With(out))
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err := d.Dispatch(ctx, []kernel.Op{slowOp(scratch, 16), kernel.FillWords(n, math.Float32bits(7)).With(out)})
+	err := d.Dispatch(ctx, ops)
 	waited := time.Since(start)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Less(t, waited, time.Second, "the wait stopped with the context")
