@@ -41,20 +41,26 @@ func runFigures(r *replay.Result) planTraceRun {
 
 // planTraces plans from allocation streams: runs of one workload, the
 // first of which the plan places. It writes the plan file to out and
-// reports each stream with no plan and under the plan.
+// reports each stream with no plan and under the plan. A terminal sees
+// the planning's progress (it takes tens of seconds on a million events)
+// and that of long replays.
 func planTraces(cmd *cobra.Command, paths []string, out string, asJSON bool) error {
 	if out == "" {
 		return errors.New("plan: --out FILE is needed to plan from traces")
 	}
+	bar := newReplayProgress(cmd.ErrOrStderr())
+	defer bar.clear()
 	streams := make([]*trace.Trace, len(paths))
 	for i, p := range paths {
+		bar.stage("reading "+p, 0)
 		t, err := trace.ReadFile(p)
 		if err != nil {
 			return err
 		}
 		streams[i] = t
 	}
-	pf, err := plan.Runs(streams, plan.Options{Strength: plan.Strong})
+	bar.stage("planning "+streams[0].Name, bar.total(true, 1))
+	pf, err := plan.Runs(streams, plan.Options{Strength: plan.Strong, Progress: bar.setTotal})
 	if err != nil {
 		return err
 	}
@@ -67,17 +73,22 @@ func planTraces(cmd *cobra.Command, paths []string, out string, asJSON bool) err
 	}
 	lines := make([]planTraceLine, len(streams))
 	for i, t := range streams {
-		dry, err := replay.Run(t, memory.VirtualLayout(memory.VirtualPlan{}), replay.Options{Device: pf.Device})
+		long := len(t.Events) >= replayProgressEvents
+		opts := replay.Options{Device: pf.Device, Progress: bar.set}
+		bar.stage("replaying "+t.Name, bar.total(long, len(t.Events)))
+		dry, err := replay.Run(t, memory.VirtualLayout(memory.VirtualPlan{}), opts)
 		if err != nil {
 			return err
 		}
-		under, err := replay.Run(t, pf.Layout, replay.Options{Device: pf.Device})
+		bar.stage("replaying "+t.Name+" under the plan", bar.total(long, len(t.Events)))
+		under, err := replay.Run(t, pf.Layout, opts)
 		if err != nil {
 			return fmt.Errorf("replaying %s under the plan: %w", t.Name, err)
 		}
 		lines[i] = planTraceLine{Trace: t.Name, PeakLiveBytes: dry.PeakLiveBytes, DryRun: runFigures(dry),
 			Plan: runFigures(under), Out: out, FileBytes: len(data) + 1}
 	}
+	bar.clear()
 	return writePlanTraces(cmd.OutOrStdout(), lines, asJSON)
 }
 
