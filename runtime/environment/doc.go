@@ -16,8 +16,11 @@
 // a new environment at once check and create its schema in one write
 // transaction, so none fails and no record is lost. The directory is passed
 // to SQLite as an escaped URI, so '%', '?' and '#' in it name the directory
-// they spell. A reader that opens with ReadOnly writes nothing (no -wal or
-// -shm of its own, no schema into an empty file) and never blocks a writer.
+// they spell. A reader that opens with ReadOnly writes nothing next to the
+// file (no -wal or -shm of its own, no schema into an empty file, no
+// checkpoint) and never blocks a writer; a log found without its -shm index
+// is read, every committed record of it, from a private copy in the
+// temporary directory.
 // A file that is not a regular one (a FIFO, a device) is refused before it
 // is opened.
 package environment

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -65,7 +66,12 @@ func WithoutCreate() Option {
 // a directory the reader cannot write, never leaves a log or shared-memory
 // file owned by the reader (which would make the owner's next write fail),
 // and never blocks a writer. An empty file reads as an environment with no
-// records and stays empty. Put fails with ErrReadOnly.
+// records and stays empty. A write-ahead log left without its shared-memory
+// index (a writer stopped without checkpointing and the index was lost, or
+// only the file and its log were copied) is read, with every record
+// committed in it, from a private copy in the temporary directory that
+// Close removes; Open fails with ErrLogNotCopied when that copy cannot be
+// made. Put fails with ErrReadOnly.
 func ReadOnly() Option {
 	return func(c config) config { c.readOnly, c.create = true, false; return c }
 }
@@ -177,15 +183,17 @@ type Env struct {
 	// never migrated: it holds no records.
 	db       *sql.DB
 	readOnly bool
-	// immutable: read-only, opened when no writer had the file open, so
-	// the main file is read without locks; openedAs is its state then.
-	immutable bool
-	openedAs  fs.FileInfo
-	busy      time.Duration
-	retired   []*sql.DB  // pools a read-only Env replaced, closed by Close
-	mu        sync.Mutex // guards db, immutable, openedAs and retired of a read-only Env
-	now       func() time.Time
-	closed    atomic.Bool
+	// snapshot: read-only, and db reads a fixed picture of the files (the
+	// main file opened as immutable, or a private copy of the file and its
+	// log), taken when they were in state openedAs.
+	snapshot bool
+	openedAs filesState
+	busy     time.Duration
+	retired  []*sql.DB  // pools a read-only Env replaced, closed by Close
+	copies   []string   // private directories its pools read, removed by Close
+	mu       sync.Mutex // guards db, snapshot, openedAs, retired and copies of a read-only Env
+	now      func() time.Time
+	closed   atomic.Bool
 }
 
 // Open opens the environment name, creating it (and its directory) unless
@@ -229,7 +237,7 @@ func OpenContext(ctx context.Context, name string, opts ...Option) (*Env, error)
 		return nil, err
 	}
 	if c.readOnly {
-		return openReadOnly(ctx, name, path, c, info)
+		return openReadOnly(ctx, name, path, c)
 	}
 	db, err := sql.Open("sqlite", dsn(path, c.busyTimeout, ""))
 	if err != nil {
@@ -245,38 +253,161 @@ func OpenContext(ctx context.Context, name string, opts ...Option) (*Env, error)
 // openReadOnly opens an existing file without writing anything next to it.
 // In WAL mode a reader needs the log's shared-memory index: while a writer
 // has the environment open both files exist and the reader maps them as
-// they are; when neither exists every committed record is in the main file,
-// which is then read as immutable, with no lock and no index to create.
-func openReadOnly(ctx context.Context, name, path string, c config, info fs.FileInfo) (*Env, error) {
-	env := &Env{name: name, path: path, readOnly: true, openedAs: info, busy: c.busyTimeout, now: c.now}
-	if info.Size() == 0 {
+// they are; when there is no log every committed record is in the main
+// file, which is then read as immutable, with no lock and no index to
+// create. A log without its index (a writer stopped without checkpointing
+// and the index was lost, or only the file and its log were copied) may
+// hold committed records the main file lacks, and SQLite reads a log only
+// through an index it builds next to it: the file and its log are copied
+// into a private directory, where it may, and that copy is read.
+func openReadOnly(ctx context.Context, name, path string, c config) (*Env, error) {
+	env := &Env{name: name, path: path, readOnly: true, busy: c.busyTimeout, now: c.now}
+	env.openedAs = stateOf(path)
+	if env.openedAs.file.size == 0 {
 		return env, nil
 	}
-	extra := "mode=ro"
-	if !exists(path+"-wal") || !exists(path+"-shm") {
-		extra += "&immutable=1"
-		env.immutable = true
+	file, extra := path, "mode=ro"
+	if needsCopy(env.openedAs) {
+		dir, state, err := copyWithLog(name, path)
+		if err != nil {
+			return nil, err
+		}
+		env.openedAs = state
+		if dir != "" {
+			env.copies = []string{dir}
+			file = filepath.Join(dir, filepath.Base(path))
+			env.snapshot = true
+		}
 	}
-	db, err := sql.Open("sqlite", dsn(path, c.busyTimeout, extra))
+	if !env.snapshot && (!env.openedAs.log.exists || !env.openedAs.index.exists) {
+		extra += "&immutable=1"
+		env.snapshot = true
+	}
+	db, err := sql.Open("sqlite", dsn(file, c.busyTimeout, extra))
 	if err != nil {
+		env.removeCopies()
 		return nil, fmt.Errorf("environment %q: %w", name, err)
 	}
 	version, fresh, err := classifyConsistently(ctx, db, path)
 	if err != nil {
 		db.Close()
+		env.removeCopies()
 		return nil, err
 	}
 	if fresh || version == 0 {
 		db.Close() // marked but never migrated: no records table yet
+		env.removeCopies()
 		return env, nil
 	}
 	env.db = db
 	return env, nil
 }
 
-func exists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
+// fileStamp is what a reader sees of one file without reading it.
+type fileStamp struct {
+	exists bool
+	mode   fs.FileMode
+	size   int64
+	modNs  int64
+}
+
+// filesState stamps the files a writer changes: the environment's file,
+// its log and the log's shared-memory index.
+type filesState struct{ file, log, index fileStamp }
+
+func stampOf(path string) fileStamp {
+	info, err := os.Lstat(path)
+	if err != nil {
+		return fileStamp{}
+	}
+	return fileStamp{exists: true, mode: info.Mode(), size: info.Size(), modNs: info.ModTime().UnixNano()}
+}
+
+func stateOf(path string) filesState {
+	return filesState{file: stampOf(path), log: stampOf(path + "-wal"), index: stampOf(path + "-shm")}
+}
+
+// copyAttempts bounds how often copyWithLog starts again because a writer
+// changed the files while they were copied.
+const copyAttempts = 3
+
+// needsCopy: a log without its index, which a reader that writes nothing
+// next to the file can read only from a copy. An empty log holds nothing:
+// the main file alone is read.
+func needsCopy(s filesState) bool { return s.log.exists && s.log.size > 0 && !s.index.exists }
+
+// copyWithLog copies path and its log into a new private directory and
+// returns it with the state the files were copied in, or no directory and
+// the state they are now in when they no longer need a copy. The two are
+// copied one after the other, so a copy during which either changed (a
+// writer committed or checkpointed) may pair a file with a log it does not
+// belong to: it is made again.
+func copyWithLog(name, path string) (dir string, state filesState, err error) {
+	log := path + "-wal"
+	for range copyAttempts {
+		state = stateOf(path)
+		if !needsCopy(state) {
+			return "", state, nil // a writer checkpointed or opened the files meanwhile
+		}
+		if !state.log.mode.IsRegular() {
+			return "", state, fmt.Errorf("%w: %s is a %s, not a regular file", ErrNotEnvironment, log, fileType(state.log.mode))
+		}
+		dir, err = os.MkdirTemp("", "vkrt-env-read-")
+		if err == nil {
+			err = copyFile(path, filepath.Join(dir, filepath.Base(path)))
+		}
+		if err == nil {
+			err = copyFile(log, filepath.Join(dir, filepath.Base(log)))
+		}
+		if err != nil {
+			if dir != "" {
+				os.RemoveAll(dir)
+			}
+			return "", state, fmt.Errorf("%w: %s has a write-ahead log %s but no shared-memory index %s, so a read-only "+
+				"reader reads the two from a private copy, and copying them failed: %v; make room in %s (or set TMPDIR "+
+				"to a writable directory), or open the environment once for writing, which moves the log into the file",
+				ErrLogNotCopied, path, log, path+"-shm", err, os.TempDir())
+		}
+		if stateOf(path) == state {
+			return dir, state, nil
+		}
+		os.RemoveAll(dir)
+	}
+	return "", state, fmt.Errorf("environment %q: %s and %s kept changing while a read-only reader copied them", name, path, log)
+}
+
+func copyFile(from, to string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	return dst.Close()
+}
+
+// removeCopies removes the private copies the environment's pools read.
+func (e *Env) removeCopies() error {
+	err := removeAll(e.copies)
+	e.copies = nil
+	return err
+}
+
+func removeAll(dirs []string) error {
+	var errs []error
+	for _, dir := range dirs {
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func fileType(m fs.FileMode) string {
@@ -347,16 +478,21 @@ func (e *Env) Close() error {
 	if e.closed.Swap(true) {
 		return nil
 	}
+	// A reopen that finishes after this sees the Env closed and releases
+	// its own pool and copy.
 	e.mu.Lock()
-	db, retired := e.db, e.retired
+	db, retired, copies := e.db, e.retired, e.copies
+	e.copies = nil
 	e.mu.Unlock()
 	for _, r := range retired {
 		r.Close()
 	}
-	if db == nil {
-		return nil
+	var closeErr error
+	if db != nil {
+		closeErr = db.Close()
 	}
-	if err := db.Close(); err != nil {
+	// The copies go after every pool reading them is closed.
+	if err := errors.Join(closeErr, removeAll(copies)); err != nil {
 		return fmt.Errorf("environment %q: closing: %w", e.name, err)
 	}
 	return nil
@@ -383,14 +519,14 @@ func (e *Env) writable() error {
 var errNoTable = errors.New("environment: no records yet")
 
 // read runs one read against the environment. A read-only environment
-// opened as immutable (no writer had it open) checks afterwards that no
-// writer appeared meanwhile; if one did, the read may have raced its
-// checkpoint, so the file is opened again as a WAL reader and the read
-// repeated.
+// reading a snapshot (no writer had the file open, or its log was copied)
+// checks afterwards that no writer changed the files meanwhile; if one
+// did, the read may have raced its checkpoint or missed its commits, so
+// the environment is opened again and the read repeated.
 func (e *Env) read(fn func(db *sql.DB) error) error {
 	for attempt := 0; ; attempt++ {
 		e.mu.Lock()
-		db, immutable, opened := e.db, e.immutable, e.openedAs
+		db, snapshot, opened := e.db, e.snapshot, e.openedAs
 		e.mu.Unlock()
 		if db == nil {
 			if !e.readOnly || !e.changedSince(opened) {
@@ -398,7 +534,7 @@ func (e *Env) read(fn func(db *sql.DB) error) error {
 			}
 		} else {
 			err := fn(db)
-			if !immutable || !e.changedSince(opened) {
+			if !snapshot || !e.changedSince(opened) {
 				return err
 			}
 		}
@@ -411,14 +547,11 @@ func (e *Env) read(fn func(db *sql.DB) error) error {
 	}
 }
 
-// changedSince reports whether a writer has touched the file since it was
-// opened: a log next to it, or another size or modification time.
-func (e *Env) changedSince(opened fs.FileInfo) bool {
-	if exists(e.path + "-wal") {
-		return true
-	}
-	now, err := os.Stat(e.path)
-	return err != nil || opened == nil || now.Size() != opened.Size() || !now.ModTime().Equal(opened.ModTime())
+// changedSince reports whether a writer has touched the files since they
+// were in state opened: the file, its log or its index appeared, went, or
+// has another size or modification time.
+func (e *Env) changedSince(opened filesState) bool {
+	return stateOf(e.path) != opened
 }
 
 func (e *Env) reopenReadOnly() error {
@@ -427,12 +560,17 @@ func (e *Env) reopenReadOnly() error {
 		return err
 	}
 	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed.Load() {
+		fresh.Close() // Close has run and will not see it
+		return fmt.Errorf("environment %q: %w", e.name, ErrClosed)
+	}
 	// The old pool may be in use by a concurrent read: it is closed with
 	// the environment, not now.
 	if e.db != nil {
 		e.retired = append(e.retired, e.db)
 	}
-	e.db, e.immutable, e.openedAs = fresh.db, fresh.immutable, fresh.openedAs
-	e.mu.Unlock()
+	e.db, e.snapshot, e.openedAs = fresh.db, fresh.snapshot, fresh.openedAs
+	e.copies = append(e.copies, fresh.copies...)
 	return nil
 }

@@ -42,3 +42,8 @@ func (e *SchemaError) Is(target error) bool { return target == ErrNewerSchema }
 
 // ErrNoRecord: no record has the id asked for.
 var ErrNoRecord = errors.New("environment: no such record")
+
+// ErrLogNotCopied: a read-only environment whose write-ahead log has no
+// shared-memory index next to it, and whose file and log could not be
+// copied into a private directory to be read there.
+var ErrLogNotCopied = errors.New("environment: write-ahead log without its index could not be copied to be read")

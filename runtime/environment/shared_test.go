@@ -2,6 +2,7 @@ package environment
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io/fs"
 	"os"
@@ -380,4 +381,172 @@ func TestReadOnlyEnvironmentIsSafeForConcurrentReadsWhileTheOwnerWrites(t *testi
 	recs, err := reader.Query(ctx, Query{})
 	require.NoError(t, err)
 	require.Len(t, recs, writes+1)
+}
+
+// dirContents maps each file in dir to its bytes.
+func dirContents(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	out := make(map[string][]byte, len(entries))
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		out[e.Name()] = data
+	}
+	return out
+}
+
+// logWithoutIndex leaves in a new directory an environment "copied" whose
+// records (n of them) are committed only in its write-ahead log, with no
+// shared-memory index next to it: what copying the file and its log while
+// a writer has them open gives. It returns the directory.
+func logWithoutIndex(t *testing.T, n int) string {
+	t.Helper()
+	ctx := context.Background()
+	src, dst := t.TempDir(), t.TempDir()
+	writer, err := Open("copied", WithDir(src))
+	require.NoError(t, err)
+	for i := range n {
+		_, err := writer.Put(ctx, fmt.Sprintf("seq %d", i), sampleRecord{Seq: i})
+		require.NoError(t, err)
+	}
+	from, to := filepath.Join(src, "copied.sqlite"), filepath.Join(dst, "copied.sqlite")
+	require.NoError(t, copyFile(from, to))
+	require.NoError(t, copyFile(from+"-wal", to+"-wal"))
+	require.NoError(t, writer.Close())
+	require.Equal(t, []string{"-wal"}, sideFiles(t, to))
+
+	// The main file alone holds the schema and none of the records.
+	db, err := sql.Open("sqlite", "file:"+to+"?mode=ro&immutable=1")
+	require.NoError(t, err)
+	var inMain int
+	require.NoError(t, db.QueryRow("SELECT count(*) FROM records").Scan(&inMain))
+	require.NoError(t, db.Close())
+	require.Zero(t, inMain, "the records must be in the log only")
+	return dst
+}
+
+func TestReadOnlyReaderReadsRecordsCommittedOnlyInALogWithoutItsIndex(t *testing.T) {
+	ctx := context.Background()
+	const n = 5
+	dir := logWithoutIndex(t, n)
+	before := dirContents(t, dir)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+
+	reader, err := Open("copied", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	recs, err := QueryAs[sampleRecord](ctx, reader, Query{})
+	require.NoError(t, err)
+	require.Len(t, recs, n, "every record committed in the log is read")
+	for i, r := range recs {
+		require.Equal(t, i, r.Value.Seq)
+	}
+	got, err := reader.Get(ctx, recs[n-1].ID)
+	require.NoError(t, err)
+	require.Equal(t, "seq 4", got.Label)
+	require.Equal(t, before, dirContents(t, dir), "reading creates, changes and checkpoints nothing in the directory")
+	copies, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	require.Len(t, copies, 1, "the log is read from a private copy")
+	require.NoError(t, reader.Close())
+	require.Equal(t, before, dirContents(t, dir), "closing leaves the directory as it was")
+	copies, err = os.ReadDir(tmp)
+	require.NoError(t, err)
+	require.Empty(t, copies, "closing removes the private copy")
+}
+
+func TestReadOnlyReaderOfALogWithoutItsIndexNeverSaysTheFileKeptChanging(t *testing.T) {
+	ctx := context.Background()
+	const n = 3
+	emptyLog := t.TempDir()
+	writer, err := Open("copied", WithDir(emptyLog))
+	require.NoError(t, err)
+	for i := range n {
+		_, err := writer.Put(ctx, "checkpointed", sampleRecord{Seq: i})
+		require.NoError(t, err)
+	}
+	require.NoError(t, writer.Close())
+	// An empty log with no index: what a copy made just after a writer
+	// reset its log leaves. Every record is in the file.
+	require.NoError(t, os.WriteFile(filepath.Join(emptyLog, "copied.sqlite-wal"), nil, 0o644))
+
+	for _, dir := range []string{logWithoutIndex(t, n), emptyLog} {
+		reader, err := Open("copied", WithDir(dir), ReadOnly())
+		require.NoError(t, err, dir)
+		for range 3 {
+			recs, err := reader.Query(ctx, Query{})
+			require.NoError(t, err, dir)
+			require.Len(t, recs, n, dir)
+		}
+		_, err = reader.Get(ctx, 99)
+		require.ErrorIs(t, err, ErrNoRecord, dir)
+		require.NotContains(t, err.Error(), "kept changing")
+		require.NoError(t, reader.Close())
+		require.Equal(t, []string{"-wal"}, sideFiles(t, filepath.Join(dir, "copied.sqlite")), dir)
+	}
+}
+
+func TestReadOnlyReaderOfALogWithoutItsIndexSeesAWriterThatAppearsLater(t *testing.T) {
+	ctx := context.Background()
+	const n = 4
+	dir := logWithoutIndex(t, n)
+	reader, err := Open("copied", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	defer reader.Close()
+	recs, err := reader.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, recs, n)
+
+	writer, err := Open("copied", WithDir(dir))
+	require.NoError(t, err)
+	_, err = writer.Put(ctx, "later", sampleRecord{Seq: n})
+	require.NoError(t, err)
+	recs, err = reader.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, recs, n+1, "the reader sees what the writer committed since")
+	require.NoError(t, writer.Close())
+	recs, err = reader.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, recs, n+1)
+}
+
+func TestReadOnlyReaderFollowsAWriterWhoseIndexWasRemoved(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "live.sqlite")
+	writer, err := Open("live", WithDir(dir))
+	require.NoError(t, err)
+	defer writer.Close()
+	_, err = writer.Put(ctx, "first", sampleRecord{Seq: 1})
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(path+"-shm"))
+
+	reader, err := Open("live", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	defer reader.Close()
+	recs, err := reader.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	_, err = writer.Put(ctx, "second", sampleRecord{Seq: 2})
+	require.NoError(t, err)
+	recs, err = reader.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, recs, 2, "the reader sees a commit made after it opened")
+	require.Equal(t, []string{"-wal"}, sideFiles(t, path), "the reader put no index back")
+}
+
+func TestReadOnlyOpenOfALogWithoutItsIndexThatCannotBeCopiedFailsClearly(t *testing.T) {
+	dir := logWithoutIndex(t, 2)
+	before := dirContents(t, dir)
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
+	_, err := Open("copied", WithDir(dir), ReadOnly())
+	require.ErrorIs(t, err, ErrLogNotCopied)
+	path := filepath.Join(dir, "copied.sqlite")
+	require.ErrorContains(t, err, path+"-wal")
+	require.ErrorContains(t, err, path+"-shm")
+	require.ErrorContains(t, err, "TMPDIR")
+	require.NotErrorIs(t, err, fs.ErrNotExist, "the environment exists; only the copy could not be made")
+	require.Equal(t, before, dirContents(t, dir), "a failed open changes nothing")
 }
