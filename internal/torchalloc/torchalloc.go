@@ -78,8 +78,12 @@ const (
 )
 
 // H200Bytes is the memory of the device the shipped streams were recorded
-// on, as the model's default device size.
-const H200Bytes = 140_000_000_000
+// on, as the model's default device size: what an H200 leaves free to
+// allocate, 143,156 MiB (150.11 GB) of its 143,771 MiB as CUDA reports it
+// (nvidia-smi -q -d MEMORY, driver 580.159.04), rounded down to the
+// 150 GB the replays assume for it (replay.H200), whose Vulkan heap holds
+// the same 150,754,820,096 B with a budget of 150.09 GB.
+const H200Bytes = 150_000_000_000
 
 // ErrOutOfMemory: the device refused a segment or page even after the cache
 // was emptied. The typed form is *OutOfMemoryError.
