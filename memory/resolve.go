@@ -53,6 +53,7 @@ type poolConfig struct {
 	space    uint64        // virtual: the address range
 	maxChunk uint64        // virtual: the largest device allocation
 	slots    []VirtualSlot // virtual: planned places, sizes aligned
+	slotIdx  *slotIndex    // virtual: the slots by offset
 	slotsEnd uint64        // virtual: the end of the slots, set with the granule
 }
 

@@ -6,8 +6,6 @@ import (
 	"math/bits"
 	"slices"
 
-	"github.com/google/btree"
-
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
@@ -88,17 +86,9 @@ type virtualPool struct {
 	following    bool          // every reservation so far took its slot
 	ordinal      uint64        // reservations so far
 	leftPlan     func(ordinal, size uint64)
-	planned      []VirtualSlot // live planned places, by ^ref
+	planned      []plannedPlace // live planned places, by ^ref
 	plannedSpare []int32
-	plannedLive  *btree.BTreeG[arenaRange]
-	probe        func(arenaRange) bool
-	probeFrom    uint64
-	probeFound   bool
-	// nearBelow and nearAbove: the end of the planned place below a
-	// planned reservation and the start of the one above, as the btree
-	// walks below and above find them.
-	nearBelow, nearAbove uint64
-	below, above         func(arenaRange) bool
+	live         liveSlots // the live planned places by offset
 
 	gm        granuleMap
 	chunks    []virtualChunk
@@ -243,19 +233,9 @@ func (c *virtualChunk) takeAt(at, n uint32) {
 func newVirtualPool(c poolConfig, s vkruntime.SparseStorage, total *Usage) *virtualPool {
 	p := &virtualPool{poolBase: poolBase{storage: s, total: total}, sparse: s, granule: c.granule,
 		shift: uint(bits.TrailingZeros64(c.granule)), space: c.space, maxAlloc: c.maxAlloc, heap: c.heap, maxChunk: c.maxChunk,
-		plannedB: c.planned, slots: c.slots, slotsEnd: c.slotsEnd, following: len(c.slots) > 0,
-		plannedLive: btree.NewG(arenaTreeDegree, arenaRangeLess)}
-	p.probe = func(r arenaRange) bool {
-		p.probeFound = r.end > p.probeFrom
-		return false
-	}
-	p.below = func(r arenaRange) bool {
-		p.nearBelow = r.end
-		return false
-	}
-	p.above = func(r arenaRange) bool {
-		p.nearAbove = r.offset
-		return false
+		plannedB: c.planned, slots: c.slots, slotsEnd: c.slotsEnd, following: len(c.slots) > 0}
+	if c.slotIdx != nil {
+		p.live = newLiveSlots(c.slotIdx)
 	}
 	p.unbound = p.release
 	p.place = newTLSFRange(c.space - c.slotsEnd)
@@ -314,10 +294,10 @@ func (p *virtualPool) placeNext(size uint64) (int32, uint64, error) {
 		k := p.ordinal
 		p.ordinal++
 		if k < uint64(len(p.slots)) {
-			if s := p.slots[k]; s.Size == size && p.slotFree(s.Offset, s.Offset+size) {
+			if s := p.slots[k]; s.Size == size && p.live.free(int(k)) {
 				i := takeSlot(&p.planned, &p.plannedSpare)
-				p.planned[i] = VirtualSlot{Size: size, Offset: s.Offset}
-				p.plannedLive.ReplaceOrInsert(arenaRange{offset: s.Offset, end: s.Offset + size})
+				p.planned[i] = plannedPlace{VirtualSlot: s, slot: int32(k)}
+				p.live.add(int(k), size)
 				return ^i, s.Offset, nil
 			}
 		}
@@ -361,13 +341,7 @@ func (p *virtualPool) sharedEnds(g0, g1 int, below, above uint64) (keep0, keep1 
 // TLSF's range above them share no granule.
 func (p *virtualPool) neighbours(ref int32) (below, above uint64) {
 	if ref < 0 {
-		s := p.planned[^ref]
-		p.nearBelow, p.nearAbove = 0, ^uint64(0)
-		if s.Offset > 0 {
-			p.plannedLive.DescendLessOrEqual(arenaRange{offset: s.Offset - 1}, p.below)
-		}
-		p.plannedLive.AscendGreaterOrEqual(arenaRange{offset: s.Offset + 1}, p.above)
-		return p.nearBelow, p.nearAbove
+		return p.live.neighbours(int(p.planned[^ref].slot))
 	}
 	return p.placedNeighbours(&p.place.blocks[ref])
 }
@@ -389,13 +363,6 @@ func (p *virtualPool) placedNeighbours(b *tlsfBlock) (below, above uint64) {
 		above = p.slotsEnd + bl[nx].offset + bl[nx].size
 	}
 	return below, above
-}
-
-// slotFree reports whether no planned place live now overlaps [off, end).
-func (p *virtualPool) slotFree(off, end uint64) bool {
-	p.probeFrom, p.probeFound = off, false
-	p.plannedLive.DescendLessOrEqual(arenaRange{offset: end - 1}, p.probe)
-	return !p.probeFound
 }
 
 // granuleOf is the granule holding byte off of the range; offsetOf is
@@ -420,8 +387,7 @@ func (p *virtualPool) unplace(ref int32) {
 		p.place.release(ref)
 		return
 	}
-	s := p.planned[^ref]
-	p.plannedLive.Delete(arenaRange{offset: s.Offset})
+	p.live.remove(int(p.planned[^ref].slot))
 	p.plannedSpare = append(p.plannedSpare, ^ref)
 }
 
@@ -859,7 +825,7 @@ func (p *virtualPool) checkInvariants() error {
 	if err != nil {
 		return fmt.Errorf("virtual pool: %w", err)
 	}
-	live := uint64(placed + p.plannedLive.Len())
+	live := uint64(placed + p.live.n)
 	if live != p.usage.NumberAllocs {
 		return fmt.Errorf("virtual pool: %d placed reservations, usage says %d live", live, p.usage.NumberAllocs)
 	}
@@ -870,10 +836,7 @@ func (p *virtualPool) checkInvariants() error {
 			ranges = append(ranges, granules(p.slotsEnd+blk.offset, p.slotsEnd+blk.offset+blk.size))
 		}
 	}
-	p.plannedLive.Ascend(func(r arenaRange) bool {
-		ranges = append(ranges, granules(r.offset, r.end))
-		return true
-	})
+	p.live.each(func(off, end uint64) { ranges = append(ranges, granules(off, end)) })
 	// The extents and the spare spans of each chunk tile it.
 	tiles := make([][]granuleSpan, len(p.chunks))
 	var bound uint64

@@ -223,6 +223,9 @@ func resolveVirtual(plan VirtualPlan, p vkruntime.DeviceProperties, backendLimit
 		c.slots[k] = VirtualSlot{Size: size, Offset: s.Offset}
 		c.slotsEnd = max(c.slotsEnd, s.Offset+size)
 	}
+	if len(c.slots) > 0 {
+		c.slotIdx = newSlotIndex(c.slots)
+	}
 	return resolvedLayout{pools: []poolConfig{c}}, nil
 }
 

@@ -1,0 +1,97 @@
+package memory
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// liveSlots answers as a scan of every live place does: whether a slot is
+// free, and its nearest live neighbours, through random plans (many slots
+// sharing offsets, as a plan's steps reuse them) and random churn;
+// reproducible from the seed.
+func TestLiveSlotsAgreeWithAScanOfEveryLivePlace(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		n := 1 + rng.IntN(5000)
+		spread := 1 + rng.IntN(20000) // distinct offsets in 16 B units: past 4096 the summary takes several words
+		slots := make([]VirtualSlot, n)
+		for k := range slots {
+			slots[k] = VirtualSlot{Offset: 16 * uint64(rng.IntN(spread)), Size: 16 * uint64(1+rng.IntN(64))}
+		}
+		l := newLiveSlots(newSlotIndex(slots))
+		live := map[int]bool{} // slot -> live
+		overlaps := func(k int) bool {
+			for j := range live {
+				a, b := slots[j], slots[k]
+				if a.Offset < b.Offset+b.Size && b.Offset < a.Offset+a.Size {
+					return true
+				}
+			}
+			return false
+		}
+		for step := range 4 * n {
+			k := rng.IntN(n)
+			if live[k] {
+				l.remove(k)
+				delete(live, k)
+				continue
+			}
+			want := !overlaps(k)
+			require.Equal(t, want, l.free(k), "seed %d step %d: slot %d %+v free", seed, step, k, slots[k])
+			if !want {
+				continue
+			}
+			l.add(k, slots[k].Size)
+			live[k] = true
+			below, above := uint64(0), ^uint64(0)
+			for j := range live {
+				if s := slots[j]; s.Offset < slots[k].Offset {
+					below = max(below, s.Offset+s.Size)
+				} else if s.Offset > slots[k].Offset {
+					above = min(above, s.Offset)
+				}
+			}
+			gotBelow, gotAbove := l.neighbours(k)
+			require.Equal(t, below, gotBelow, "seed %d step %d: below slot %d", seed, step, k)
+			require.Equal(t, above, gotAbove, "seed %d step %d: above slot %d", seed, step, k)
+			require.Equal(t, len(live), l.n)
+		}
+		var got, want [][2]uint64
+		l.each(func(off, end uint64) { got = append(got, [2]uint64{off, end}) })
+		for k := range live {
+			want = append(want, [2]uint64{slots[k].Offset, slots[k].Offset + slots[k].Size})
+		}
+		require.ElementsMatch(t, want, got, "seed %d: every live place, once", seed)
+		for i := 1; i < len(got); i++ {
+			require.Less(t, got[i-1][0], got[i][0], "seed %d: lowest first", seed)
+		}
+	}
+}
+
+// The nearest live place is found however far away it starts: past
+// empty words and empty summary words, both ways.
+func TestLiveSlotsFindNeighboursFarAway(t *testing.T) {
+	const n = 3 * 64 * 64 // three summary words
+	slots := make([]VirtualSlot, n+1)
+	for k := range n {
+		slots[k] = VirtualSlot{Offset: 16 * uint64(k), Size: 16}
+	}
+	slots[n] = VirtualSlot{Offset: 16 * 7000, Size: 16 * 3000} // spans slots 7000..9999
+	l := newLiveSlots(newSlotIndex(slots))
+	l.add(5, 16)
+	l.add(n-3, 16)
+	below, above := l.neighbours(5)
+	require.Equal(t, uint64(0), below)
+	require.Equal(t, 16*uint64(n-3), above, "from slot 5 across two empty summary words")
+	below, above = l.neighbours(n - 3)
+	require.Equal(t, 16*uint64(6), below, "from the last slot back to slot 5")
+	require.Equal(t, ^uint64(0), above)
+	require.True(t, l.free(n), "nothing live in 7000..9999")
+	l.add(9999, 16)
+	require.False(t, l.free(n), "slot 9999 lies under the wide slot's end")
+	l.remove(9999)
+	l.add(6999, 16)
+	require.True(t, l.free(n), "slot 6999 ends where the wide slot starts")
+}
