@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/goccy/go-json v0.10.5
-	github.com/google/btree v1.1.3
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9

@@ -3,56 +3,40 @@ package memory
 import (
 	"errors"
 	"fmt"
-
-	"github.com/google/btree"
+	"sort"
 
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
 // arenaPool places reservations where an offline plan says. Slots may share
-// addresses (their planned lifetimes are disjoint), so each page keeps its
-// live ranges in a B-tree by offset and a slot is taken only when its range
-// is free right now: the live range starting last before the slot's end is
-// the only one that can overlap it.
+// addresses (their planned lifetimes are disjoint), so a slot is taken only
+// when its range is free right now: the live places, by where they lie
+// with the pages laid end to end, are asked (liveSlots).
 type arenaPool struct {
 	poolBase
 	cfg   *arenaConfig
 	pages []arenaPage
 	refs  []arenaRef
 	spare []int32
-	// probe is the B-tree visitor of the overlap check, bound once so the
-	// hot path allocates nothing.
-	probe      func(arenaRange) bool
-	probeFrom  uint64
-	probeFound bool
+	live  liveSlots
 }
 
 type arenaPage struct {
 	devicePage
-	held   bool
-	ranges *btree.BTreeG[arenaRange] // live ranges by offset
-	live   int
+	held bool
+	live int // live ranges in the page
 }
-
-const arenaTreeDegree = 16
-
-func arenaRangeLess(a, b arenaRange) bool { return a.offset < b.offset }
-
-type arenaRange struct{ offset, end uint64 }
 
 type arenaRef struct {
 	page   uint32
+	slot   int32
 	offset uint64
 	size   uint64
 }
 
 func newArenaPool(cfg *arenaConfig, storage vkruntime.Storage, total *Usage) *arenaPool {
-	p := &arenaPool{poolBase: poolBase{storage: storage, total: total}, cfg: cfg, pages: make([]arenaPage, len(cfg.pages))}
-	p.probe = func(r arenaRange) bool {
-		p.probeFound = r.end > p.probeFrom
-		return false
-	}
-	return p
+	return &arenaPool{poolBase: poolBase{storage: storage, total: total}, cfg: cfg, pages: make([]arenaPage, len(cfg.pages)),
+		live: newLiveSlots(cfg.index)}
 }
 
 // The arena is never routed to by size: the manager asks it by ordinal
@@ -85,16 +69,8 @@ func (p *arenaPool) place(k uint64, size, requested uint64, lazy bool) (ref int3
 		return 0, false, nil
 	}
 	pg := &p.pages[slot.Page]
-	end := slot.Offset + size
-	if pg.live > 0 {
-		p.probeFrom, p.probeFound = slot.Offset, false
-		pg.ranges.DescendLessOrEqual(arenaRange{offset: end - 1}, p.probe)
-		if p.probeFound {
-			return 0, false, nil
-		}
-	}
-	if pg.ranges == nil {
-		pg.ranges = btree.NewG(arenaTreeDegree, arenaRangeLess)
+	if pg.live > 0 && !p.live.free(int(k)) {
+		return 0, false, nil
 	}
 	if !pg.held {
 		dp, err := p.openPage(p.cfg.pages[slot.Page], lazy)
@@ -107,10 +83,10 @@ func (p *arenaPool) place(k uint64, size, requested uint64, lazy bool) (ref int3
 			return 0, false, err
 		}
 	}
-	pg.ranges.ReplaceOrInsert(arenaRange{offset: slot.Offset, end: end})
+	p.live.add(int(k), size)
 	pg.live++
 	ref = takeSlot(&p.refs, &p.spare)
-	p.refs[ref] = arenaRef{page: slot.Page, offset: slot.Offset, size: size}
+	p.refs[ref] = arenaRef{page: slot.Page, slot: int32(k), offset: slot.Offset, size: size}
 	p.countAlloc(requested, size)
 	return ref, true, nil
 }
@@ -118,7 +94,7 @@ func (p *arenaPool) place(k uint64, size, requested uint64, lazy bool) (ref int3
 func (p *arenaPool) free(ref int32, requested uint64) {
 	r := p.refs[ref]
 	pg := &p.pages[r.page]
-	pg.ranges.Delete(arenaRange{offset: r.offset})
+	p.live.remove(int(r.slot))
 	pg.live--
 	p.uncountAlloc(requested, r.size)
 	p.spare = append(p.spare, ref)
@@ -153,6 +129,21 @@ func (p *arenaPool) cleanup(explicit bool) {
 }
 
 func (p *arenaPool) checkInvariants() error {
+	// The live places, page by page: inside their page, never overlapping.
+	inPage := make([]int, len(p.pages))
+	var err error
+	prevEnd := uint64(0)
+	p.live.each(func(off, end uint64) {
+		i := sort.Search(len(p.cfg.pageStart), func(i int) bool { return p.cfg.pageStart[i] > off }) - 1
+		if err == nil && (off < prevEnd || end > p.cfg.pageStart[i]+p.cfg.pages[i]) {
+			err = fmt.Errorf("arena: page %d ranges overlap or pass the page at %d", i, off-p.cfg.pageStart[i])
+		}
+		prevEnd = end
+		inPage[i]++
+	})
+	if err != nil {
+		return err
+	}
 	var held, unmapped, live, reserved uint64
 	for i := range p.pages {
 		pg := &p.pages[i]
@@ -167,21 +158,7 @@ func (p *arenaPool) checkInvariants() error {
 		if !pg.mapped {
 			unmapped++
 		}
-		n, prevEnd, err := 0, uint64(0), error(nil)
-		if pg.ranges != nil {
-			pg.ranges.Ascend(func(r arenaRange) bool {
-				if r.end > pg.size || r.offset < prevEnd {
-					err = fmt.Errorf("arena: page %d ranges overlap or pass the page at %d", i, r.offset)
-					return false
-				}
-				prevEnd = r.end
-				n++
-				return true
-			})
-		}
-		if err != nil {
-			return err
-		}
+		n := inPage[i]
 		if n != pg.live {
 			return fmt.Errorf("arena: page %d has %d live ranges, recorded %d", i, n, pg.live)
 		}

@@ -61,6 +61,10 @@ type poolConfig struct {
 type arenaConfig struct {
 	pages []uint64
 	slots []ArenaSlot
+	// index places the slots by where they lie with the pages laid end to
+	// end (pageStart), where slots of different pages never overlap.
+	index     *slotIndex
+	pageStart []uint64
 }
 
 type resolvedLayout struct {
@@ -206,6 +210,15 @@ func resolveArena(plan ArenaPlan, p vkruntime.DeviceProperties, backendLimit uin
 		}
 		cfg.slots[k] = ArenaSlot{Size: size, Page: s.Page, Offset: s.Offset}
 	}
+	cfg.pageStart = make([]uint64, len(cfg.pages))
+	for i := 1; i < len(cfg.pages); i++ {
+		cfg.pageStart[i] = cfg.pageStart[i-1] + cfg.pages[i-1]
+	}
+	laidOut := make([]VirtualSlot, len(cfg.slots))
+	for k, s := range cfg.slots {
+		laidOut[k] = VirtualSlot{Size: s.Size, Offset: cfg.pageStart[s.Page] + s.Offset}
+	}
+	cfg.index = newSlotIndex(laidOut)
 	var pools []poolConfig
 	var notes []string
 	if len(plan.Fallback) == 0 {
