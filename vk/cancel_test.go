@@ -28,11 +28,15 @@ func slowOp(h vkruntime.StorageHandle, rows uint32) kernel.Op {
 }
 
 // slowBatch is a batch of slowOps that runs for about want on d: a batch of
-// 16 rows is timed first. lavapipe needs a few rows, a GPU many batches'
-// worth (an H200 runs 65535 x 16 empty groups in well under 100 ms).
+// 16 rows is timed first, once the kernel's pipeline is built (its first
+// build, which a driver without its shader cache makes slowly, would make
+// the rows look slow and the batch short). lavapipe needs a few rows, a GPU
+// many batches' worth (an H200 runs 65535 x 16 empty groups in well under
+// 100 ms).
 func slowBatch(t *testing.T, d *Device, h vkruntime.StorageHandle, want time.Duration) []kernel.Op {
 	t.Helper()
 	const probeRows = 16
+	require.NoError(t, d.Dispatch(t.Context(), []kernel.Op{slowOp(h, 1)}))
 	start := time.Now()
 	require.NoError(t, d.Dispatch(t.Context(), []kernel.Op{slowOp(h, probeRows)}))
 	perRow := max(time.Since(start)/probeRows, time.Nanosecond)
