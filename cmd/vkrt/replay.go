@@ -61,7 +61,9 @@ after the other, --passes times each, alternating, each pass after a
 garbage collection, and the best pass of each side is kept: on a busy
 machine a pass only ever gets slower. "ns ratio" is the layout's over the
 reference's, "ref extent" the highest end the reference's block reached
-over peak live bytes.
+over peak live bytes. With --plan the stream is timed under its plan too,
+alternating with as many more passes of the reference ("plan ns/event",
+"plan ns ratio"; plan_ns_per_event and plan_ns_ratio in --json).
 
 --pytorch replays each stream through a model of PyTorch's CUDA caching
 allocator as well (internal/torchalloc: PyTorch 2.11's rules, which give the
@@ -126,6 +128,10 @@ type replayLine struct {
 	NsRatio              *float64 `json:"ns_ratio,omitempty"`
 	ReferenceExtentBytes *uint64  `json:"reference_extent_bytes,omitempty"`
 	BenchPasses          int      `json:"bench_passes,omitempty"`
+	// With --plan too: the best ns/event under the plan, and over the
+	// reference's.
+	PlanNsPerEvent *float64 `json:"plan_ns_per_event,omitempty"`
+	PlanNsRatio    *float64 `json:"plan_ns_ratio,omitempty"`
 }
 
 type replayPyTorch struct {
@@ -263,6 +269,12 @@ func replayTrace(path string, layout memory.Layout, f replayFlags, bar *replayPr
 	if row.plan, err = replay.Run(tr, planned, opts); err != nil {
 		return replayRow{}, fmt.Errorf("replaying %s under its plan: %w", tr.Name, err)
 	}
+	if f.bench {
+		bar.stage("timing "+tr.Name+" under its plan beside the reference", bar.total(long, 2*f.passes))
+		if err := row.benchPlanSideBySide(tr, planned, f.passes, bar.set); err != nil {
+			return replayRow{}, err
+		}
+	}
 	if f.secondRuns != "" {
 		bar.stage("second run of "+tr.Name, bar.total(long, 1))
 		if row.second, err = replaySecondRun(tr, planned, layout, f.secondRuns); err != nil {
@@ -279,7 +291,10 @@ type replayRow struct {
 	timing    replay.Timing
 	reference *tlsfref.Result
 	refTiming replay.Timing
-	second    *secondRun // with --second-runs, when the trace has one
+	// planTiming: with --plan and --bench, the best pass under the plan,
+	// timed alternately with more passes of the reference.
+	planTiming replay.Timing
+	second     *secondRun // with --second-runs, when the trace has one
 	// torch: with --pytorch, the modelled PyTorch allocator's default and
 	// expandable segments.
 	torch *[2]torchalloc.Result
@@ -314,6 +329,32 @@ func (r *replayRow) benchSideBySide(tr *trace.Trace, layout memory.Layout, passe
 	return nil
 }
 
+// benchPlanSideBySide times the stream under its plan, passes times,
+// alternating with as many more passes of the reference, whose best pass
+// stays the row's.
+func (r *replayRow) benchPlanSideBySide(tr *trace.Trace, planned memory.Layout, passes int, progress func(done, total int)) error {
+	for p := range passes {
+		goruntime.GC()
+		_, t, err := replay.Measure(tr, planned, replay.Options{})
+		if err != nil {
+			return fmt.Errorf("timing %s under its plan: %w", tr.Name, err)
+		}
+		if p == 0 {
+			r.planTiming = t
+		}
+		r.planTiming = faster(r.planTiming, t)
+		progress(2*p+1, 2*passes)
+		goruntime.GC()
+		_, t, err = tlsfref.Measure(tr)
+		if err != nil {
+			return err
+		}
+		r.refTiming = faster(r.refTiming, t)
+		progress(2*p+2, 2*passes)
+	}
+	return nil
+}
+
 // faster is the quicker of two timings of one stream.
 func faster(a, b replay.Timing) replay.Timing {
 	if b.Elapsed < a.Elapsed {
@@ -323,12 +364,17 @@ func faster(a, b replay.Timing) replay.Timing {
 }
 
 // nsRatio is the layout's ns/event over the reference's.
-func (r *replayRow) nsRatio() float64 {
+func (r *replayRow) nsRatio() float64 { return r.overReference(r.timing) }
+
+// planNsRatio is the plan's ns/event over the reference's.
+func (r *replayRow) planNsRatio() float64 { return r.overReference(r.planTiming) }
+
+func (r *replayRow) overReference(t replay.Timing) float64 {
 	ref := r.refTiming.NsPerEvent()
 	if ref == 0 {
 		return 0
 	}
-	return r.timing.NsPerEvent() / ref
+	return t.NsPerEvent() / ref
 }
 
 func writeReplayLine(w io.Writer, row replayRow, f replayFlags) error {
@@ -346,6 +392,10 @@ func writeReplayLine(w io.Writer, row replayRow, f replayFlags) error {
 		ns, ref, ratio, extent := row.timing.NsPerEvent(), row.refTiming.NsPerEvent(), row.nsRatio(), row.reference.ExtentBytes
 		line.NsPerEvent, line.ReferenceNsPerEvent, line.NsRatio, line.ReferenceExtentBytes = &ns, &ref, &ratio, &extent
 		line.BenchPasses = f.passes
+		if row.plan != nil {
+			planNs, planRatio := row.planTiming.NsPerEvent(), row.planNsRatio()
+			line.PlanNsPerEvent, line.PlanNsRatio = &planNs, &planRatio
+		}
 	}
 	b, err := json.Marshal(line)
 	if err != nil {
@@ -363,6 +413,9 @@ func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
 	}
 	if f.plan {
 		head = append(head, "plan", "planned peak", "ratio", "driver allocs", "spills")
+		if f.bench {
+			head = append(head, "plan ns/event", "plan ns ratio")
+		}
 	}
 	if f.pytorch {
 		head = append(head, "PyTorch default", "PyTorch expandable")
@@ -380,6 +433,9 @@ func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
 			p := r.plan
 			cells = append(cells, summarizeLayout(p.Layout), memory.FormatBytes(p.ReservedPeakBytes),
 				fmt.Sprintf("%.3f×", p.Ratio()), fmt.Sprint(p.DriverAllocs), fmt.Sprint(p.Spills))
+			if f.bench {
+				cells = append(cells, fmt.Sprintf("%.1f", r.planTiming.NsPerEvent()), fmt.Sprintf("%.2f×", r.planNsRatio()))
+			}
 		}
 		if r.torch != nil {
 			cells = append(cells, r.torch[0].String(), r.torch[1].String())

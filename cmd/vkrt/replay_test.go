@@ -59,6 +59,8 @@ type replayJSONLine struct {
 	NsRatio              *float64 `json:"ns_ratio"`
 	ReferenceExtentBytes *uint64  `json:"reference_extent_bytes"`
 	BenchPasses          int      `json:"bench_passes"`
+	PlanNsPerEvent       *float64 `json:"plan_ns_per_event"`
+	PlanNsRatio          *float64 `json:"plan_ns_ratio"`
 }
 
 func parseReplayLines(t *testing.T, out string) []replayJSONLine {
@@ -122,6 +124,10 @@ func TestReplayJSONWithPlanAndBench(t *testing.T) {
 	require.Len(t, virtual.Slots, resnet.Allocations)
 	require.Positive(t, virtual.PlannedBytes)
 	require.Positive(t, l.Plan.DriverAllocs)
+	require.NotNil(t, l.PlanNsPerEvent, "the plan is timed beside the reference too")
+	require.Positive(t, *l.PlanNsPerEvent)
+	require.NotNil(t, l.PlanNsRatio)
+	require.InDelta(t, *l.PlanNsPerEvent / *l.ReferenceNsPerEvent, *l.PlanNsRatio, 1e-9, "over the same reference figure")
 }
 
 func TestReplayWithoutBenchTimesNothing(t *testing.T) {
@@ -131,6 +137,20 @@ func TestReplayWithoutBenchTimesNothing(t *testing.T) {
 	require.Nil(t, l.NsPerEvent)
 	require.Nil(t, l.ReferenceNsPerEvent)
 	require.Nil(t, l.NsRatio)
+	require.Nil(t, l.PlanNsPerEvent)
+}
+
+func TestReplayBenchTableTimesThePlanToo(t *testing.T) {
+	out, _, err := executeReplay(t, "--bench", "--passes", "1", "--plan", resnetTrace)
+	require.NoError(t, err)
+	for _, head := range []string{"ns ratio", "plan ns/event", "plan ns ratio"} {
+		require.Contains(t, out, head)
+	}
+	for _, row := range strings.Split(out, "\n") {
+		if strings.Contains(row, "resnet50_train") {
+			require.Regexp(t, `[0-9.]+×\s*$`, row, "the plan's ns ratio ends the row")
+		}
+	}
 }
 
 func TestReplayBenchTableShowsTheReferenceBeside(t *testing.T) {
