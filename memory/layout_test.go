@@ -205,3 +205,16 @@ func TestRoutesAgreeWithThePools(t *testing.T) {
 		}
 	}
 }
+
+// Arena pages that add up past 64 bits are refused: laid end to end for the
+// placement's bookkeeping, they would wrap onto each other.
+func TestArenaPagesThatAddUpPast64BitsAreRefused(t *testing.T) {
+	huge := vkruntime.DeviceProperties{Alignment: 16, MaxPageSize: 1 << 63}
+	l := ArenaLayout(ArenaPlan{Pages: []uint64{1 << 63, 1 << 63}, Slots: []ArenaSlot{{Size: 16}, {Size: 16, Page: 1}}})
+	var ie *InstallError
+	require.ErrorAs(t, l.Validate(huge), &ie)
+	require.Equal(t, InvalidLayout, ie.Kind)
+	require.ErrorContains(t, ie, "the arena's pages add up to more than 18446744073709551615 B")
+	fits := ArenaLayout(ArenaPlan{Pages: []uint64{1 << 62, 1 << 62}, Slots: []ArenaSlot{{Size: 16}, {Size: 16, Page: 1}}})
+	require.NoError(t, fits.Validate(huge))
+}

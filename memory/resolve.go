@@ -3,6 +3,7 @@ package memory
 import (
 	"fmt"
 	"math"
+	"math/bits"
 
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -210,9 +211,15 @@ func resolveArena(plan ArenaPlan, p vkruntime.DeviceProperties, backendLimit uin
 		}
 		cfg.slots[k] = ArenaSlot{Size: size, Page: s.Page, Offset: s.Offset}
 	}
+	// The pages laid end to end must fit in 64 bits, or slots of different
+	// pages would wrap onto each other.
 	cfg.pageStart = make([]uint64, len(cfg.pages))
 	for i := 1; i < len(cfg.pages); i++ {
-		cfg.pageStart[i] = cfg.pageStart[i-1] + cfg.pages[i-1]
+		start, carry := bits.Add64(cfg.pageStart[i-1], cfg.pages[i-1], 0)
+		if _, last := bits.Add64(start, cfg.pages[i], 0); carry != 0 || last != 0 {
+			return resolvedLayout{}, invalidLayout("the arena's pages add up to more than %d B", uint64(math.MaxUint64))
+		}
+		cfg.pageStart[i] = start
 	}
 	laidOut := make([]VirtualSlot, len(cfg.slots))
 	for k, s := range cfg.slots {
