@@ -146,10 +146,3 @@ func (l *liveSlots) each(f func(off, end uint64)) {
 		f(l.x.starts[i], l.ends[i])
 	}
 }
-
-// plannedPlace is a live planned reservation: its slot's place and which
-// slot it is.
-type plannedPlace struct {
-	VirtualSlot
-	slot int32
-}

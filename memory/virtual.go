@@ -82,13 +82,11 @@ type virtualPool struct {
 	place                   tlsfRange // over [slotsEnd, space)
 	slotsEnd                uint64    // where the planned slots end, a granule multiple
 
-	slots        []VirtualSlot // the plan's places, by reservation
-	following    bool          // every reservation so far took its slot
-	ordinal      uint64        // reservations so far
-	leftPlan     func(ordinal, size uint64)
-	planned      []plannedPlace // live planned places, by ^ref
-	plannedSpare []int32
-	live         liveSlots // the live planned places by offset
+	slots     []VirtualSlot // the plan's places, by reservation
+	following bool          // every reservation so far took its slot
+	ordinal   uint64        // reservations so far
+	leftPlan  func(ordinal, size uint64)
+	live      liveSlots // the live planned places by offset
 
 	gm        granuleMap
 	chunks    []virtualChunk
@@ -288,17 +286,16 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 
 // placeNext places the next reservation: at its planned slot while the run
 // follows the plan, otherwise by TLSF above the slots. Refs of planned
-// places are negative (^index into planned).
+// places are negative, ^ the slot's index: a slot is taken at most once
+// at a time.
 func (p *virtualPool) placeNext(size uint64) (int32, uint64, error) {
 	if p.following {
 		k := p.ordinal
 		p.ordinal++
 		if k < uint64(len(p.slots)) {
 			if s := p.slots[k]; s.Size == size && p.live.free(int(k)) {
-				i := takeSlot(&p.planned, &p.plannedSpare)
-				p.planned[i] = plannedPlace{VirtualSlot: s, slot: int32(k)}
 				p.live.add(int(k), size)
-				return ^i, s.Offset, nil
+				return ^int32(k), s.Offset, nil
 			}
 		}
 		p.following = false
@@ -341,7 +338,7 @@ func (p *virtualPool) sharedEnds(g0, g1 int, below, above uint64) (keep0, keep1 
 // TLSF's range above them share no granule.
 func (p *virtualPool) neighbours(ref int32) (below, above uint64) {
 	if ref < 0 {
-		return p.live.neighbours(int(p.planned[^ref].slot))
+		return p.live.neighbours(int(^ref))
 	}
 	return p.placedNeighbours(&p.place.blocks[ref])
 }
@@ -375,7 +372,7 @@ func (p *virtualPool) offsetOf(g int) uint64 { return uint64(g) << (p.shift & 63
 // where is a live ref's offset and size.
 func (p *virtualPool) where(ref int32) (uint64, uint64) {
 	if ref < 0 {
-		s := p.planned[^ref]
+		s := p.slots[^ref]
 		return s.Offset, s.Size
 	}
 	blk := &p.place.blocks[ref]
@@ -387,8 +384,7 @@ func (p *virtualPool) unplace(ref int32) {
 		p.place.release(ref)
 		return
 	}
-	p.live.remove(int(p.planned[^ref].slot))
-	p.plannedSpare = append(p.plannedSpare, ^ref)
+	p.live.remove(int(^ref))
 }
 
 // bindRange gives the touched granules of g0..g1 device memory: the
