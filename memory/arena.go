@@ -11,13 +11,13 @@ import (
 // arenaPool places reservations where an offline plan says. Slots may share
 // addresses (their planned lifetimes are disjoint), so a slot is taken only
 // when its range is free right now: the live places, by where they lie
-// with the pages laid end to end, are asked (liveSlots).
+// with the pages laid end to end, are asked (liveSlots). A reservation's
+// ref is its slot's index: the k-th reservation since the pool was made
+// is the only one to take slot k.
 type arenaPool struct {
 	poolBase
 	cfg   *arenaConfig
 	pages []arenaPage
-	refs  []arenaRef
-	spare []int32
 	live  liveSlots
 }
 
@@ -25,13 +25,6 @@ type arenaPage struct {
 	devicePage
 	held bool
 	live int // live ranges in the page
-}
-
-type arenaRef struct {
-	page   uint32
-	slot   int32
-	offset uint64
-	size   uint64
 }
 
 func newArenaPool(cfg *arenaConfig, storage vkruntime.Storage, total *Usage) *arenaPool {
@@ -85,33 +78,29 @@ func (p *arenaPool) place(k uint64, size, requested uint64, lazy bool) (ref int3
 	}
 	p.live.add(int(k), size)
 	pg.live++
-	ref = takeSlot(&p.refs, &p.spare)
-	p.refs[ref] = arenaRef{page: slot.Page, slot: int32(k), offset: slot.Offset, size: size}
 	p.countAlloc(requested, size)
-	return ref, true, nil
+	return int32(k), true, nil
 }
 
 func (p *arenaPool) free(ref int32, requested uint64) {
-	r := p.refs[ref]
-	pg := &p.pages[r.page]
-	p.live.remove(int(r.slot))
-	pg.live--
-	p.uncountAlloc(requested, r.size)
-	p.spare = append(p.spare, ref)
+	s := p.cfg.slots[ref]
+	p.live.remove(int(ref))
+	p.pages[s.Page].live--
+	p.uncountAlloc(requested, s.Size)
 }
 
 func (p *arenaPool) resolve(ref int32) (vkruntime.StorageHandle, error) {
-	r := p.refs[ref]
-	pg := &p.pages[r.page]
+	s := p.cfg.slots[ref]
+	pg := &p.pages[s.Page]
 	if err := p.mapPage(&pg.devicePage); err != nil {
 		return vkruntime.StorageHandle{}, err
 	}
-	return vkruntime.StorageHandle{ID: pg.handle.ID, Offset: r.offset, Size: r.size}, nil
+	return vkruntime.StorageHandle{ID: pg.handle.ID, Offset: s.Offset, Size: s.Size}, nil
 }
 
 func (p *arenaPool) locate(ref int32) (int, uint64, uint64) {
-	r := p.refs[ref]
-	return int(r.page), r.offset, r.size
+	s := p.cfg.slots[ref]
+	return int(s.Page), s.Offset, s.Size
 }
 
 // cleanup returns empty arena pages on an explicit cleanup only.
