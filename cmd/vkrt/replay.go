@@ -253,7 +253,7 @@ func replayTrace(path string, layout memory.Layout, f replayFlags, bar *replayPr
 	}
 	if f.bench {
 		bar.stage("timing "+tr.Name+" beside the reference", bar.total(long, 2*f.passes))
-		if err := row.benchSideBySide(tr, layout, f.passes, bar.set); err != nil {
+		if err := row.benchBeside(tr, layout, &row.timing, f.passes, bar.set); err != nil {
 			return replayRow{}, err
 		}
 	}
@@ -271,8 +271,8 @@ func replayTrace(path string, layout memory.Layout, f replayFlags, bar *replayPr
 	}
 	if f.bench {
 		bar.stage("timing "+tr.Name+" under its plan beside the reference", bar.total(long, 2*f.passes))
-		if err := row.benchPlanSideBySide(tr, planned, f.passes, bar.set); err != nil {
-			return replayRow{}, err
+		if err := row.benchBeside(tr, planned, &row.planTiming, f.passes, bar.set); err != nil {
+			return replayRow{}, fmt.Errorf("timing %s under its plan: %w", tr.Name, err)
 		}
 	}
 	if f.secondRuns != "" {
@@ -300,19 +300,23 @@ type replayRow struct {
 	torch *[2]torchalloc.Result
 }
 
-// benchSideBySide times the layout and the reference on one stream,
-// alternating, passes each (the dry replay that made the row is the
-// layout's first), each after a garbage collection so that one side's
-// garbage is not collected on the other's time, and keeps the best of each.
-func (r *replayRow) benchSideBySide(tr *trace.Trace, layout memory.Layout, passes int, progress func(done, total int)) error {
+// benchBeside times the stream under layout into best and the reference's
+// into the row, alternating, passes each, each pass after a garbage
+// collection so that one side's garbage is not collected on the other's
+// time, and keeps the best of each. A best already timed (the dry replay
+// that made the row) counts as the layout's first pass.
+func (r *replayRow) benchBeside(tr *trace.Trace, layout memory.Layout, best *replay.Timing, passes int, progress func(done, total int)) error {
 	for p := range passes {
-		if p > 0 {
+		if p > 0 || best.Events == 0 {
 			goruntime.GC()
 			_, t, err := replay.Measure(tr, layout, replay.Options{})
 			if err != nil {
 				return err
 			}
-			r.timing = faster(r.timing, t)
+			if best.Events == 0 {
+				*best = t
+			}
+			*best = faster(*best, t)
 		}
 		progress(2*p+1, 2*passes)
 		goruntime.GC()
@@ -320,34 +324,8 @@ func (r *replayRow) benchSideBySide(tr *trace.Trace, layout memory.Layout, passe
 		if err != nil {
 			return err
 		}
-		if p == 0 {
+		if r.reference == nil {
 			r.reference, r.refTiming = ref, t
-		}
-		r.refTiming = faster(r.refTiming, t)
-		progress(2*p+2, 2*passes)
-	}
-	return nil
-}
-
-// benchPlanSideBySide times the stream under its plan, passes times,
-// alternating with as many more passes of the reference, whose best pass
-// stays the row's.
-func (r *replayRow) benchPlanSideBySide(tr *trace.Trace, planned memory.Layout, passes int, progress func(done, total int)) error {
-	for p := range passes {
-		goruntime.GC()
-		_, t, err := replay.Measure(tr, planned, replay.Options{})
-		if err != nil {
-			return fmt.Errorf("timing %s under its plan: %w", tr.Name, err)
-		}
-		if p == 0 {
-			r.planTiming = t
-		}
-		r.planTiming = faster(r.planTiming, t)
-		progress(2*p+1, 2*passes)
-		goruntime.GC()
-		_, t, err = tlsfref.Measure(tr)
-		if err != nil {
-			return err
 		}
 		r.refTiming = faster(r.refTiming, t)
 		progress(2*p+2, 2*passes)
