@@ -60,7 +60,7 @@ func TestMirroredStructsMatchTheVulkanHeader(t *testing.T) {
 	headers := strings.TrimSpace(string(out))
 	require.FileExists(t, filepath.Join(headers, "vulkan", "vulkan_core.h"))
 	checks, n := mirrorChecks(t)
-	require.GreaterOrEqual(t, n, 28, "every mirror vkrt_calls.c builds is read")
+	require.GreaterOrEqual(t, n, 30, "every mirror in vkrt_vk.h is read")
 	src := filepath.Join(t.TempDir(), "mirror_check.c")
 	require.NoError(t, os.WriteFile(src, []byte(checks), 0o644))
 	here, err := os.Getwd()

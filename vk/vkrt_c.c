@@ -1,6 +1,7 @@
 //go:build cgo
 
 #include "vkrt_c.h"
+#include "vkrt_vk.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -100,19 +101,9 @@ static uint32_t vkrt_on_message(uint32_t severity, uint32_t types, const vkrt_ca
 	return 0; // VK_FALSE: never abort the call
 }
 
-typedef struct {
-	int32_t sType;
-	const void* pNext;
-	uint32_t flags;
-	uint32_t messageSeverity;
-	uint32_t messageType;
-	void* pfnUserCallback;
-	void* pUserData;
-} vkrt_messenger_info; // VkDebugUtilsMessengerCreateInfoEXT
-
 #define VKRT_STYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO 1000128004
 
-static void vkrt_fill_messenger_info(vkrt_messenger_info* ci, vkrt_messages* m) {
+static void vkrt_fill_messenger_info(vkrt_vk_debug_utils_messenger_create_info* ci, vkrt_messages* m) {
 	memset(ci, 0, sizeof(*ci));
 	ci->sType = VKRT_STYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO;
 	ci->messageSeverity = VKRT_SEVERITY_WARNING | VKRT_SEVERITY_ERROR;
@@ -122,16 +113,16 @@ static void vkrt_fill_messenger_info(vkrt_messenger_info* ci, vkrt_messages* m) 
 }
 
 void* vkrt_messenger_create_info(vkrt_messages* m) {
-	vkrt_messenger_info* ci = malloc(sizeof(*ci));
+	vkrt_vk_debug_utils_messenger_create_info* ci = malloc(sizeof(*ci));
 	vkrt_fill_messenger_info(ci, m);
 	return ci;
 }
 
 int32_t vkrt_create_messenger(void* instance, vkrt_messages* m, uint64_t* messenger) {
-	typedef int32_t (*fn)(void*, const vkrt_messenger_info*, const void*, uint64_t*);
+	typedef int32_t (*fn)(void*, const vkrt_vk_debug_utils_messenger_create_info*, const void*, uint64_t*);
 	fn f = (fn)gipa(instance, "vkCreateDebugUtilsMessengerEXT");
 	if (f == NULL) return -7; // VK_ERROR_EXTENSION_NOT_PRESENT
-	vkrt_messenger_info ci;
+	vkrt_vk_debug_utils_messenger_create_info ci;
 	vkrt_fill_messenger_info(&ci, m);
 	return f(instance, &ci, NULL, messenger);
 }
@@ -143,6 +134,8 @@ void vkrt_destroy_messenger(void* instance, uint64_t messenger) {
 }
 
 // ---- properties2 queries ----
+// The structures below stay out of vkrt_vk.h's checked mirrors: partial or
+// padded, or (the budget) newer than the vulkan_core.h the check reads.
 
 typedef struct {
 	int32_t sType;
@@ -199,15 +192,6 @@ void vkrt_query_budget(void* instance, void* physical, vkrt_budget* out) {
 typedef struct {
 	int32_t sType;
 	void* pNext;
-	uint32_t driverID;
-	char driverName[256];
-	char driverInfo[256];
-	uint8_t conformanceVersion[4];
-} vkrt_driver_props; // VkPhysicalDeviceDriverProperties
-
-typedef struct {
-	int32_t sType;
-	void* pNext;
 	uint64_t properties[256]; // room for VkPhysicalDeviceProperties (824 bytes)
 } vkrt_props2; // VkPhysicalDeviceProperties2
 
@@ -216,7 +200,7 @@ void vkrt_query_driver(void* instance, void* physical, vkrt_driver* out) {
 	vkrt_props2_fn f = vkrt_find(instance, "vkGetPhysicalDeviceProperties2",
 	                             "vkGetPhysicalDeviceProperties2KHR");
 	if (f == NULL) return;
-	vkrt_driver_props driver;
+	vkrt_vk_driver_properties driver;
 	memset(&driver, 0, sizeof(driver));
 	driver.sType = VKRT_STYPE_DRIVER_PROPERTIES;
 	vkrt_props2 props;

@@ -1,8 +1,9 @@
-// Mirrors of the Vulkan 1.0 structures vkrt's own calls build (calls.c),
-// declared by hand so the package builds without the Vulkan development
-// headers. Non-dispatchable handles are 64-bit on every platform vkrt
-// builds for. TestMirroredStructsMatchTheVulkanHeader compiles these
-// against Khronos' vulkan_core.h and asserts every size and offset.
+// Mirrors of the Vulkan structures vkrt builds itself (vkrt_calls.c, and
+// vkrt_c.c's messenger and driver query), declared by hand so the package
+// builds without the Vulkan development headers. Non-dispatchable handles
+// are 64-bit on every platform vkrt builds for.
+// TestMirroredStructsMatchTheVulkanHeader compiles these against Khronos'
+// vulkan_core.h and asserts every size, alignment and offset.
 #ifndef VKRT_VK_H
 #define VKRT_VK_H
 
@@ -236,5 +237,24 @@ typedef struct {
 	uint32_t implementationVersion;
 	char description[256];
 } vkrt_vk_layer_properties; // VkLayerProperties
+
+typedef struct {
+	int32_t sType;
+	const void* pNext;
+	uint32_t flags;
+	uint32_t messageSeverity;
+	uint32_t messageType;
+	void* pfnUserCallback;
+	void* pUserData;
+} vkrt_vk_debug_utils_messenger_create_info; // VkDebugUtilsMessengerCreateInfoEXT
+
+typedef struct {
+	int32_t sType;
+	void* pNext;
+	uint32_t driverID;
+	char driverName[256];
+	char driverInfo[256];
+	uint8_t conformanceVersion[4];
+} vkrt_vk_driver_properties; // VkPhysicalDeviceDriverPropertiesKHR
 
 #endif
