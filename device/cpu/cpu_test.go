@@ -266,19 +266,7 @@ func TestSparseGranulesAliasPageMemory(t *testing.T) {
 func TestVirtualRangesShareTheAddressSpace(t *testing.T) {
 	d := newDevice(t, cpu.WithSparseGranule(64<<10))
 	s := d.Storage().(vkruntime.SparseStorage)
-	half := s.MaxVirtualSize()/2 + 1
 	for _, release := range []func(vkruntime.StorageID){s.ReleaseVirtual, s.Dealloc} {
-		v, err := s.ReserveVirtual(half)
-		require.NoError(t, err)
-		_, err = s.ReserveVirtual(half)
-		require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
-		var oom *vkruntime.OutOfMemoryError
-		require.ErrorAs(t, err, &oom)
-		require.Equal(t, half, oom.Size)
-		release(v.ID)
-		s.Flush()
+		devtest.RangesShareTheAddressSpace(t, s, release, s.Flush)
 	}
-	v, err := s.ReserveVirtual(s.MaxVirtualSize())
-	require.NoError(t, err, "every range released, the whole space is free")
-	s.ReleaseVirtual(v.ID)
 }

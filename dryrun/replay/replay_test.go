@@ -10,6 +10,7 @@ import (
 	"github.com/vkrt/vkrt/dryrun/plan"
 	"github.com/vkrt/vkrt/dryrun/replay"
 	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/internal/devtest"
 	"github.com/vkrt/vkrt/internal/gen"
 	"github.com/vkrt/vkrt/internal/tracetest"
 	"github.com/vkrt/vkrt/memory"
@@ -124,19 +125,8 @@ func TestCountingStorage(t *testing.T) {
 func TestCountingStorageRangesShareTheAddressSpace(t *testing.T) {
 	s := replay.NewCountingStorage(0)
 	s.Granule = replay.H200Granule
-	half := s.MaxVirtualSize()/2 + 1
-	v, err := s.ReserveVirtual(half)
-	require.NoError(t, err)
-	_, err = s.ReserveVirtual(half)
-	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
-	var oom *vkruntime.OutOfMemoryError
-	require.ErrorAs(t, err, &oom)
-	require.Equal(t, half, oom.Size)
-	require.Equal(t, uint64(1), s.Counts().VirtualRanges, "a refused range is not counted")
-	s.ReleaseVirtual(v.ID)
-	w, err := s.ReserveVirtual(s.MaxVirtualSize())
-	require.NoError(t, err, "the range released, the whole space is free")
-	s.ReleaseVirtual(w.ID)
+	devtest.RangesShareTheAddressSpace(t, s, s.ReleaseVirtual, func() {})
+	require.Equal(t, uint64(2), s.Counts().VirtualRanges, "the refused range is not counted")
 }
 
 func TestReplayObserveSeesEveryEventAfterItApplies(t *testing.T) {
