@@ -32,7 +32,6 @@
 #define COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT 0x1
 #define SHARING_MODE_EXCLUSIVE 0
 #define VK_ERROR_INITIALIZATION_FAILED (-3)
-#define VK_ERROR_OUT_OF_HOST_MEMORY (-1)
 
 typedef void (*pfn)(void);
 typedef pfn (*gdpa_fn)(void* device, const char* name);
