@@ -64,21 +64,18 @@ func (s *CountingStorage) ReleaseVirtual(id vkruntime.StorageID) {
 func (s *CountingStorage) Bind(_ vkruntime.StorageID, binds []vkruntime.SparseBind) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var bound uint64
 	for _, b := range binds {
 		if b.Memory == 0 {
 			continue
 		}
-		if size, ok := s.held[b.Memory]; !ok || b.MemoryOffset > size || b.Size > size-b.MemoryOffset {
+		bound++
+		if a, ok := s.allocation(b.Memory); !ok || b.MemoryOffset > a.size || b.Size > a.size-b.MemoryOffset {
 			return fmt.Errorf("replay: bind of %d B at %d of allocation %d, which is not held or too small", b.Size, b.MemoryOffset, b.Memory)
 		}
 	}
 	s.sparse.calls++
-	for _, b := range binds {
-		if b.Memory == 0 {
-			s.sparse.unbinds++
-		} else {
-			s.sparse.binds++
-		}
-	}
+	s.sparse.binds += bound
+	s.sparse.unbinds += uint64(len(binds)) - bound
 	return nil
 }

@@ -24,7 +24,8 @@ type CountingStorage struct {
 	mu        sync.Mutex
 	sparse    sparseCounts
 	next      vkruntime.StorageID
-	held      map[vkruntime.StorageID]uint64
+	held      []heldAlloc // by id, which counts up from 1
+	live      int         // allocations held
 	allocs    uint64
 	deallocs  uint64
 	bytesHeld uint64
@@ -32,6 +33,12 @@ type CountingStorage struct {
 	// virtual: the live ranges' sizes, which share maxVirtualSize.
 	virtual      map[vkruntime.StorageID]uint64
 	virtualBytes uint64
+}
+
+// heldAlloc is an allocation's size and whether it is held.
+type heldAlloc struct {
+	size uint64
+	held bool
 }
 
 // NewCountingStorage is a CountingStorage refusing to hold more than limit
@@ -48,11 +55,8 @@ func (s *CountingStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Limit: s.Limit, Usage: s.bytesHeld,
 			Detail: fmt.Sprintf("a dry-run storage of %d B already holds %d B", s.Limit, s.bytesHeld)}
 	}
-	if s.held == nil {
-		s.held = make(map[vkruntime.StorageID]uint64)
-	}
 	s.next++
-	s.held[s.next] = size
+	s.hold(s.next, size)
 	s.allocs++
 	s.bytesHeld += size
 	s.peakHeld = max(s.peakHeld, s.bytesHeld)
@@ -64,13 +68,32 @@ func (s *CountingStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 func (s *CountingStorage) Dealloc(id vkruntime.StorageID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	size, ok := s.held[id]
+	a, ok := s.allocation(id)
 	if !ok {
 		return
 	}
-	delete(s.held, id)
+	s.held[id] = heldAlloc{}
+	s.live--
 	s.deallocs++
-	s.bytesHeld -= size
+	s.bytesHeld -= a.size
+}
+
+// hold records allocation id, the newest, of size bytes. s.mu is held.
+func (s *CountingStorage) hold(id vkruntime.StorageID, size uint64) {
+	for uint64(len(s.held)) <= uint64(id) {
+		s.held = append(s.held, heldAlloc{})
+	}
+	s.held[id] = heldAlloc{size: size, held: true}
+	s.live++
+}
+
+// allocation is held allocation id; ok is false for any other id. s.mu is
+// held.
+func (s *CountingStorage) allocation(id vkruntime.StorageID) (heldAlloc, bool) {
+	if uint64(id) >= uint64(len(s.held)) || !s.held[id].held {
+		return heldAlloc{}, false
+	}
+	return s.held[id], true
 }
 
 // Flush has nothing deferred to hand over.
@@ -94,7 +117,7 @@ type StorageCounts struct {
 func (s *CountingStorage) Counts() StorageCounts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return StorageCounts{Allocs: s.allocs, Deallocs: s.deallocs, Live: uint64(len(s.held)),
+	return StorageCounts{Allocs: s.allocs, Deallocs: s.deallocs, Live: uint64(s.live),
 		BytesHeld: s.bytesHeld, PeakBytesHeld: s.peakHeld, VirtualRanges: s.sparse.ranges,
 		BindCalls: s.sparse.calls, Binds: s.sparse.binds, Unbinds: s.sparse.unbinds}
 }
