@@ -402,10 +402,10 @@ func (m *granuleMap) setReal(a, b int) {
 	setBits(m.real, a, b, true)
 }
 
-// nextIdleRun is a run of at most limit bound granules no reservation
-// uses, found by a hand that sweeps the range round, so the granules idle
-// longest tend to go first. a is -1 when there is none.
-func (m *granuleMap) nextIdleRun(limit uint64) (a, b int) {
+// nextIdleRun is a whole run of bound granules no reservation uses, found
+// by a hand that sweeps the range round, so the granules idle longest tend
+// to go first. a is -1 when there is none.
+func (m *granuleMap) nextIdleRun() (a, b int) {
 	if m.idle == 0 {
 		return -1, -1
 	}
@@ -419,9 +419,8 @@ func (m *granuleMap) nextIdleRun(limit uint64) (a, b int) {
 		for ; w < end; w++ {
 			if idle := bound[w] &^ used[w]; idle != 0 {
 				a = w*64 + bits.TrailingZeros64(idle)
-				b = m.runEnd(idleBound, a, a+int(min(limit, uint64(m.len()-a)))-1)
-				// The hand rests where the run ends, as it would taking its
-				// granules one by one.
+				b = m.runEnd(idleBound, a, m.len()-1)
+				// The hand rests where the run ends.
 				m.hand = (b - 1) >> 6
 				return a, b
 			}
