@@ -54,6 +54,7 @@ const (
 	realBound                     // bound on the device
 	notReal                       // not bound on the device
 	usedAny                       // used, bound or not
+	unboundAny                    // no memory bound, used or not
 )
 
 func (m *granuleMap) word(s granuleSet, w int) uint64 {
@@ -68,6 +69,8 @@ func (m *granuleMap) word(s granuleSet, w int) uint64 {
 		return m.real[w]
 	case usedAny:
 		return m.used[w]
+	case unboundAny:
+		return ^m.bound[w]
 	default:
 		return ^m.real[w]
 	}
@@ -200,6 +203,24 @@ func (m *granuleMap) untouchBound(g0, g1 int, keep0, keep1 bool) {
 	m.idle += gone
 }
 
+// allBound says whether memory is bound under every granule of g0..g1.
+func (m *granuleMap) allBound(g0, g1 int) bool {
+	w0, w1 := g0>>6, g1>>6
+	lo, hi := ^uint64(0)<<uint(g0&63), ^uint64(0)>>uint(63-g1&63)
+	if w0 == w1 {
+		return m.bound[w0]&(lo&hi) == lo&hi
+	}
+	if m.bound[w0]&lo != lo || m.bound[w1]&hi != hi {
+		return false
+	}
+	for _, b := range m.bound[w0+1 : w1] {
+		if b != ^uint64(0) {
+			return false
+		}
+	}
+	return true
+}
+
 // count is how many granules of g0..g1 are in s.
 func (m *granuleMap) count(s granuleSet, g0, g1 int) (n uint64) {
 	for w := g0 >> 6; w <= g1>>6; w++ {
@@ -279,6 +300,15 @@ func (m *granuleMap) bindRun(a, b int, chunk int32, at uint32, used, real bool) 
 	if real {
 		setBits(m.real, a, b, true)
 	}
+	m.addExtent(a, b, chunk, at)
+}
+
+// bindIdleRun is bindRun for granules a..b-1 no reservation uses, bound
+// on the device.
+func (m *granuleMap) bindIdleRun(a, b int, chunk int32, at uint32) {
+	m.idle += uint64(b - a)
+	setBits(m.bound, a, b, true)
+	setBits(m.real, a, b, true)
 	m.addExtent(a, b, chunk, at)
 }
 

@@ -85,6 +85,7 @@ type virtualPool struct {
 	slots     []VirtualSlot // the plan's places, by reservation
 	following bool          // every reservation so far took its slot
 	ordinal   uint64        // reservations so far
+	aheadTo   uint64        // the plan's places below it had memory bound ahead
 	leftPlan  func(ordinal, size uint64)
 	live      liveSlots // the live planned places by offset
 
@@ -235,6 +236,7 @@ func newVirtualPool(c poolConfig, s vkruntime.SparseStorage, total *Usage) *virt
 	if c.slotIdx != nil {
 		p.live = newLiveSlots(c.slotIdx)
 	}
+
 	p.unbound = p.release
 	p.place = newTLSFRange(c.space - c.slotsEnd)
 	p.fullSpace, p.fullMaxAlloc = c.space, c.maxAlloc
@@ -423,6 +425,7 @@ func (p *virtualPool) bindRange(g0, g1 int, n uint64, accountOnly bool) error {
 		return err
 	}
 	if !accountOnly {
+		p.bindAhead()
 		for _, ch := range p.journal[mark:] {
 			if err := p.bindOnDevice(ch.g, int(ch.n), ch.chunk, ch.at); err != nil {
 				return fail(err)
@@ -444,6 +447,42 @@ func (p *virtualPool) bindRange(g0, g1 int, n uint64, accountOnly bool) error {
 	}
 	p.realised = true
 	return p.submit()
+}
+
+// bindAhead, while a run follows its plan, binds the chunks' spare
+// granules under the places the plan's next reservations take, in their
+// order, as far as the spare granules go: the run will touch them next,
+// and the memory is held anyway. Each would otherwise be bound when
+// touched, in a submission of its own (gpt2_train under its own plan: 530
+// submissions; with this, 45).
+func (p *virtualPool) bindAhead() {
+	if !p.following || p.spareGr == 0 {
+		return
+	}
+	k := max(p.aheadTo, p.ordinal)
+	for ; k < uint64(len(p.slots)) && p.spareGr > 0; k++ {
+		s := p.slots[k]
+		g0, g1 := p.granuleOf(s.Offset), p.granuleOf(s.Offset+s.Size-1)
+		if g1 >= p.gm.len() {
+			p.gm.grow(g1 + 1)
+		} else if p.gm.allBound(g0, g1) {
+			continue
+		}
+		for a, b := p.gm.run(unboundAny, g0, g1); a >= 0 && p.spareGr > 0; a, b = p.gm.run(unboundAny, b, g1) {
+			for g := a; g < b && p.spareGr > 0; {
+				ci := p.chunkWithSpare()
+				at, n := p.chunks[ci].take(uint32(b - g))
+				p.spareGr -= uint64(n)
+				p.gm.bindIdleRun(g, g+int(n), int32(ci), at)
+				p.journal = append(p.journal, granuleChange{g: g, n: n, chunk: int32(ci), at: at, bind: true})
+				g += int(n)
+			}
+			if b > g1 {
+				break
+			}
+		}
+	}
+	p.aheadTo = k
 }
 
 // bindOnDevice adds to the pending submission the binding of n granules

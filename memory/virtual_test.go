@@ -294,6 +294,33 @@ func TestVirtualPlanTakesMemoryInFewAllocationsAsNeeded(t *testing.T) {
 	}
 }
 
+// A run that follows its plan finds memory bound ahead under the places
+// the plan gives it next: binding each place when first touched would be
+// a submission per reservation, here 64. The pool binds only what it
+// holds, so a plan larger than the run costs no memory.
+func TestAPlannedRunFindsItsNextPlacesBound(t *testing.T) {
+	const n, size = 64, 3 * testGranule / 2 // places sharing no granule
+	var slots []VirtualSlot
+	for k := range uint64(n) {
+		slots = append(slots, VirtualSlot{Size: size, Offset: k * 2 * testGranule})
+	}
+	m, s := newVirtualManager(t, VirtualPlan{PlannedBytes: 2 * n * testGranule, Slots: slots})
+	var hs []Handle
+	for range n {
+		hs = append(hs, mustReserve(t, m, size, Eager))
+	}
+	require.Zero(t, m.Spills())
+	require.Equal(t, s.allocs, s.calls, "one submission for each device allocation, none for a reservation between them")
+	require.LessOrEqual(t, s.allocs, 16)
+	for _, h := range hs {
+		sh, err := m.Resolve(h)
+		require.NoError(t, err)
+		require.NoError(t, s.backed(sh))
+		require.NoError(t, m.Free(h))
+	}
+	require.Equal(t, uint64(2*n*testGranule), m.Usage().BytesReserved, "the plan's bytes, no more")
+}
+
 // A storage without sparse residency gets the SubSlices pools.
 func TestVirtualLayoutFallsBackToSubSlicesWithoutSparseResidency(t *testing.T) {
 	for _, granule := range []uint64{0, 3 << 20} {
