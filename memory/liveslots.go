@@ -75,20 +75,6 @@ func (l *liveSlots) free(k int) bool {
 	return p < 0 || l.ends[p] <= l.x.starts[l.x.at[k]]
 }
 
-// neighbours are where the live places nearest slot k end below it and
-// start above it, 0 and ^0 where there is none.
-func (l *liveSlots) neighbours(k int) (below, above uint64) {
-	i := int(l.x.at[k])
-	below, above = 0, ^uint64(0)
-	if p := l.last(i); p >= 0 {
-		below = l.ends[p]
-	}
-	if q := l.first(i + 1); q >= 0 {
-		above = l.x.starts[q]
-	}
-	return below, above
-}
-
 // last is the highest live index below before, -1 where there is none.
 func (l *liveSlots) last(before int) int {
 	if before <= 0 {

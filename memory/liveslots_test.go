@@ -53,7 +53,7 @@ func TestLiveSlotsAgreeWithAScanOfEveryLivePlace(t *testing.T) {
 					above = min(above, s.Offset)
 				}
 			}
-			gotBelow, gotAbove := l.neighbours(k)
+			gotBelow, gotAbove := liveNeighbours(&l, k)
 			require.Equal(t, below, gotBelow, "seed %d step %d: below slot %d", seed, step, k)
 			require.Equal(t, above, gotAbove, "seed %d step %d: above slot %d", seed, step, k)
 			require.Equal(t, len(live), l.n)
@@ -82,10 +82,10 @@ func TestLiveSlotsFindNeighboursFarAway(t *testing.T) {
 	l := newLiveSlots(newSlotIndex(slots))
 	l.add(5, 16)
 	l.add(n-3, 16)
-	below, above := l.neighbours(5)
+	below, above := liveNeighbours(&l, 5)
 	require.Equal(t, uint64(0), below)
 	require.Equal(t, 16*uint64(n-3), above, "from slot 5 across two empty summary words")
-	below, above = l.neighbours(n - 3)
+	below, above = liveNeighbours(&l, n-3)
 	require.Equal(t, 16*uint64(6), below, "from the last slot back to slot 5")
 	require.Equal(t, ^uint64(0), above)
 	require.True(t, l.free(n), "nothing live in 7000..9999")
@@ -94,4 +94,19 @@ func TestLiveSlotsFindNeighboursFarAway(t *testing.T) {
 	l.remove(9999)
 	l.add(6999, 16)
 	require.True(t, l.free(n), "slot 6999 ends where the wide slot starts")
+}
+
+// liveNeighbours are where the live places nearest slot k end below it and
+// start above it, 0 and ^0 where there is none, found by the searches
+// free and each make.
+func liveNeighbours(l *liveSlots, k int) (below, above uint64) {
+	i := int(l.x.at[k])
+	below, above = 0, ^uint64(0)
+	if p := l.last(i); p >= 0 {
+		below = l.ends[p]
+	}
+	if q := l.first(i + 1); q >= 0 {
+		above = l.x.starts[q]
+	}
+	return below, above
 }

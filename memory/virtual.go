@@ -88,6 +88,12 @@ type virtualPool struct {
 	aheadTo   uint64        // the plan's places below it had memory bound ahead
 	leftPlan  func(ordinal, size uint64)
 	live      liveSlots // the live planned places by offset
+	// planEnds counts, for each granule under the plan's places, the live
+	// planned reservations that begin or end in it. A reservation's inner
+	// granules are its own, so another touches one of its end granules
+	// only by ending there too: when it goes, that granule stays used
+	// while the count says so.
+	planEnds []uint32
 
 	gm        granuleMap
 	chunks    []virtualChunk
@@ -235,6 +241,7 @@ func newVirtualPool(c poolConfig, s vkruntime.SparseStorage, total *Usage) *virt
 		plannedB: c.planned, slots: c.slots, slotsEnd: c.slotsEnd, following: len(c.slots) > 0}
 	if c.slotIdx != nil {
 		p.live = newLiveSlots(c.slotIdx)
+		p.planEnds = make([]uint32, c.slotsEnd>>p.shift)
 	}
 
 	p.unbound = p.release
@@ -267,6 +274,12 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 		p.gm.grow(g1 + 1)
 	}
 	unbound, unreal := p.gm.touch(g0, g1)
+	if ref < 0 {
+		p.planEnds[g0]++
+		if g1 != g0 {
+			p.planEnds[g1]++
+		}
+	}
 	p.neededPeak = max(p.neededPeak, p.gm.needed)
 	if lazy {
 		if unbound > 0 {
@@ -313,18 +326,35 @@ func (p *virtualPool) placeNext(size uint64) (int32, uint64, error) {
 }
 
 // untouch drops live reservation ref from the granule map, over its
-// granules g0..g1: its first and last granule stay used where the
-// reservations placed next to it reach into them. bound says that memory
-// is bound under all its granules, as under every reservation but one
-// whose binding failed.
+// granules g0..g1: its first and last granule stay used where other live
+// reservations reach into them. bound says that memory is bound under all
+// its granules, as under every reservation but one whose binding failed.
 func (p *virtualPool) untouch(ref int32, g0, g1 int, bound bool) {
-	below, above := p.neighbours(ref)
-	keep0, keep1 := p.sharedEnds(g0, g1, below, above)
+	var keep0, keep1 bool
+	if ref < 0 {
+		keep0, keep1 = p.dropPlanEnds(g0, g1)
+	} else {
+		below, above := p.placedNeighbours(&p.place.blocks[ref])
+		keep0, keep1 = p.sharedEnds(g0, g1, below, above)
+	}
 	if bound {
 		p.gm.untouchBound(g0, g1, keep0, keep1)
 	} else {
 		p.gm.untouch(g0, g1, keep0, keep1)
 	}
+}
+
+// dropPlanEnds takes a planned reservation over g0..g1 out of the end
+// counts and says whether another still touches its first and last
+// granule.
+func (p *virtualPool) dropPlanEnds(g0, g1 int) (keep0, keep1 bool) {
+	p.planEnds[g0]--
+	keep0 = p.planEnds[g0] > 0
+	if g1 == g0 {
+		return keep0, keep0
+	}
+	p.planEnds[g1]--
+	return keep0, p.planEnds[g1] > 0
 }
 
 // sharedEnds says whether the first and the last granule of a reservation
@@ -335,17 +365,9 @@ func (p *virtualPool) sharedEnds(g0, g1 int, below, above uint64) (keep0, keep1 
 	return below > lo0 || above < lo0+p.granule, below > lo1 || above < lo1+p.granule
 }
 
-// neighbours are where the live reservations placed nearest ref end below
-// it and start above it, 0 and ^0 where there is none. Planned places and
-// TLSF's range above them share no granule.
-func (p *virtualPool) neighbours(ref int32) (below, above uint64) {
-	if ref < 0 {
-		return p.live.neighbours(int(^ref))
-	}
-	return p.placedNeighbours(&p.place.blocks[ref])
-}
-
-// placedNeighbours is neighbours for live block b of the TLSF range.
+// placedNeighbours are where the live reservations TLSF placed nearest
+// live block b end below it and start above it, 0 and ^0 where there is
+// none. Planned places and TLSF's range above them share no granule.
 func (p *virtualPool) placedNeighbours(b *tlsfBlock) (below, above uint64) {
 	// Free blocks never touch, so past a free neighbour lies a live block
 	// or the end of the range.
@@ -758,10 +780,13 @@ func (p *virtualPool) addChunk(dp devicePage) {
 
 func (p *virtualPool) free(ref int32, requested uint64) {
 	if ref < 0 {
-		off, size := p.where(ref)
-		p.uncountAlloc(requested, size)
-		p.untouch(ref, p.granuleOf(off), p.granuleOf(off+size-1), true)
-		p.unplace(ref)
+		k := int(^ref)
+		s := p.slots[k]
+		p.uncountAlloc(requested, s.Size)
+		g0, g1 := p.granuleOf(s.Offset), p.granuleOf(s.Offset+s.Size-1)
+		keep0, keep1 := p.dropPlanEnds(g0, g1)
+		p.gm.untouchBound(g0, g1, keep0, keep1)
+		p.live.remove(k)
 		return
 	}
 	// The common case, a block TLSF placed, without the planned places'
@@ -876,7 +901,20 @@ func (p *virtualPool) checkInvariants() error {
 			ranges = append(ranges, granules(p.slotsEnd+blk.offset, p.slotsEnd+blk.offset+blk.size))
 		}
 	}
-	p.live.each(func(off, end uint64) { ranges = append(ranges, granules(off, end)) })
+	ends := make([]uint32, len(p.planEnds))
+	p.live.each(func(off, end uint64) {
+		r := granules(off, end)
+		ranges = append(ranges, r)
+		ends[r[0]]++
+		if r[1] != r[0] {
+			ends[r[1]]++
+		}
+	})
+	for g := range ends {
+		if ends[g] != p.planEnds[g] {
+			return fmt.Errorf("virtual pool: granule %d: %d live planned reservations begin or end in it, recorded %d", g, ends[g], p.planEnds[g])
+		}
+	}
 	// The extents and the spare spans of each chunk tile it.
 	tiles := make([][]granuleSpan, len(p.chunks))
 	var bound uint64
