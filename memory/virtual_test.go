@@ -321,6 +321,26 @@ func TestAPlannedRunFindsItsNextPlacesBound(t *testing.T) {
 	require.Equal(t, uint64(2*n*testGranule), m.Usage().BytesReserved, "the plan's bytes, no more")
 }
 
+// Binding ahead never names a granule the same submission unbinds: here
+// the reservation of b unbinds a's idle granules, among them the one the
+// plan gives c next, and Vulkan leaves the order of one submission's
+// binds open, so binding it there too could end either way on a GPU.
+func TestBindingAheadLeavesWhatTheSubmissionUnbinds(t *testing.T) {
+	const g = testGranule
+	plan := VirtualPlan{PlannedBytes: 4 * g, Slots: []VirtualSlot{{3 * g, 0}, {g, 3 * g}, {g, 0}}}
+	m, s := newVirtualManager(t, plan)
+	a := mustReserve(t, m, 3*g, Eager)
+	require.NoError(t, m.Free(a))
+	b := mustReserve(t, m, g, Eager) // the storage refuses a submission naming a granule twice
+	c := mustReserve(t, m, g, Eager)
+	require.Zero(t, m.Spills())
+	for _, h := range []Handle{b, c} {
+		sh, err := m.Resolve(h)
+		require.NoError(t, err)
+		require.NoError(t, s.backed(sh))
+	}
+}
+
 // A storage without sparse residency gets the SubSlices pools.
 func TestVirtualLayoutFallsBackToSubSlicesWithoutSparseResidency(t *testing.T) {
 	for _, granule := range []uint64{0, 3 << 20} {
