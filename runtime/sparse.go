@@ -1,5 +1,10 @@
 package runtime
 
+import (
+	"cmp"
+	"slices"
+)
+
 // SparseStorage is a storage that can also back a range of address space
 // with device memory granule by granule: Vulkan's sparse binding and
 // residency (a buffer made with VK_BUFFER_CREATE_SPARSE_BINDING_BIT and
@@ -24,7 +29,8 @@ type SparseStorage interface {
 	// ReleaseVirtual releases a range made by ReserveVirtual.
 	ReleaseVirtual(id StorageID)
 	// Bind binds, and with Memory 0 unbinds, granules of a virtual range,
-	// all in one submission to the device.
+	// all in one submission to the device. A submission names each granule
+	// at most once: Vulkan leaves the order of its binds open.
 	Bind(virtual StorageID, binds []SparseBind) error
 }
 
@@ -36,4 +42,33 @@ type SparseBind struct {
 	Size         uint64
 	Memory       StorageID
 	MemoryOffset uint64
+}
+
+// OverlappingBinds finds two binds of one submission that name the same
+// bytes of the range, which a device may apply in either order: i < j,
+// ok false where there are none. A long submission is checked through a
+// sorted copy of its offsets, so it costs n log n.
+func OverlappingBinds(binds []SparseBind) (i, j int, ok bool) {
+	if len(binds) <= 16 {
+		for j, b := range binds {
+			for i, a := range binds[:j] {
+				if a.Offset < b.Offset+b.Size && b.Offset < a.Offset+a.Size {
+					return i, j, true
+				}
+			}
+		}
+		return 0, 0, false
+	}
+	order := make([]int, len(binds))
+	for k := range order {
+		order[k] = k
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(binds[a].Offset, binds[b].Offset) })
+	for k := 1; k < len(order); k++ {
+		lo, hi := binds[order[k-1]], binds[order[k]]
+		if lo.Offset+lo.Size > hi.Offset {
+			return min(order[k-1], order[k]), max(order[k-1], order[k]), true
+		}
+	}
+	return 0, 0, false
 }

@@ -214,7 +214,7 @@ func TestNewRefusesUnusableConfigurations(t *testing.T) {
 // With sparse residency, granules of a virtual range alias the page memory
 // bound under them: transfers and kernels through the range reach it,
 // unbound granules read zeros and drop writes, and a refused bind changes
-// nothing.
+// nothing: one that names a granule twice among them.
 func TestSparseGranulesAliasPageMemory(t *testing.T) {
 	const g = 4096
 	d := newDevice(t, cpu.WithSparseGranule(g))
@@ -247,6 +247,11 @@ func TestSparseGranulesAliasPageMemory(t *testing.T) {
 	require.ErrorContains(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 1, Size: g, Memory: m.ID}}), "multiples of the")
 	require.ErrorContains(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 3 * g, Size: g, Memory: m.ID, MemoryOffset: 2 * g}}), "holds")
 	require.ErrorIs(t, s.Bind(m.ID, []vkruntime.SparseBind{{Size: g, Memory: m.ID}}), vkruntime.ErrNotFound)
+	// One submission naming a granule twice, as Vulkan forbids: here an
+	// unbind and a bind of granule 2, which a GPU may apply either way.
+	before := read(t, d, vkruntime.StorageHandle{ID: v.ID, Size: 3 * g})
+	require.ErrorContains(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 0, Size: 3 * g}, {Offset: 2 * g, Size: g, Memory: m.ID}}), "name the same granules")
+	require.Equal(t, before, read(t, d, vkruntime.StorageHandle{ID: v.ID, Size: 3 * g}), "the refused submission bound and unbound nothing")
 	require.NoError(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 0, Size: g}, {Offset: 2 * g, Size: g}}))
 	require.Equal(t, make([]float32, n), read(t, d, first), "unbound again")
 	s.ReleaseVirtual(v.ID)

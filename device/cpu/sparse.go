@@ -88,6 +88,7 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 		if b.Offset > math.MaxUint64-b.Size || b.Offset+b.Size > (vp.size+g-1)&^(g-1) {
 			return fmt.Errorf("cpu: sparse bind %d (%+v) lies outside the %d B virtual range", i, b, vp.size)
 		}
+
 		if b.Memory == 0 {
 			continue
 		}
@@ -99,6 +100,12 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 			return fmt.Errorf("cpu: sparse bind %d (%+v): page %d holds %d B", i, b, b.Memory, len(mp.mem))
 		}
 		mems[i] = mp
+	}
+	// Vulkan leaves the order of one submission's binds open: a range
+	// named twice in it may end either way on a GPU, so it is refused
+	// here, where the binds would apply in order and hide it.
+	if i, j, ok := vkruntime.OverlappingBinds(binds); ok {
+		return fmt.Errorf("cpu: sparse binds %d (%+v) and %d (%+v) name the same granules in one submission", i, binds[i], j, binds[j])
 	}
 	for i, b := range binds {
 		for o := uint64(0); o < b.Size; o += g {

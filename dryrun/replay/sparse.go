@@ -60,10 +60,14 @@ func (s *CountingStorage) ReleaseVirtual(id vkruntime.StorageID) {
 }
 
 // Bind counts one submission and its binds and unbinds. A bind that names
-// memory the storage does not hold is an error, as it would be a device's.
+// memory the storage does not hold is an error, as it would be a device's,
+// and so is a submission naming a granule twice.
 func (s *CountingStorage) Bind(_ vkruntime.StorageID, binds []vkruntime.SparseBind) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if i, j, ok := vkruntime.OverlappingBinds(binds); ok {
+		return fmt.Errorf("replay: binds %d (%+v) and %d (%+v) name the same granules in one submission, whose order a device may take either way", i, binds[i], j, binds[j])
+	}
 	var bound uint64
 	for _, b := range binds {
 		if b.Memory == 0 {
