@@ -242,6 +242,8 @@ func newVirtualPool(c poolConfig, s vkruntime.SparseStorage, total *Usage) *virt
 	if c.slotIdx != nil {
 		p.live = newLiveSlots(c.slotIdx)
 		p.planEnds = make([]uint32, c.slotsEnd>>p.shift)
+		// The plan's granules are all touched as the run follows it.
+		p.gm.grow(len(p.planEnds))
 	}
 
 	p.unbound = p.release
