@@ -27,13 +27,14 @@
 //     policy) and binds device memory only under the granules live
 //     reservations touch. Memory comes from the driver in chunks; granules
 //     left with nothing live stay bound until memory is needed elsewhere,
-//     when the least recently idled are rebound there. So fragmentation
-//     costs address space, not memory, and the pool holds the most granules
-//     ever needed at once plus part of a chunk. It needs a [vkruntime.SparseStorage]
-//     (Vulkan sparse residency) and builds the SubSlices pools on a storage
-//     without one. A [VirtualPlan] names the memory a run is expected to
-//     need: the pool reaches it in a few device allocations and grows past
-//     it, warning once, when the run needs more.
+//     when the least recently idled are rebound there, a whole run of
+//     them at a time. So fragmentation costs address space, not memory,
+//     and the pool holds the most granules ever needed at once plus part
+//     of a chunk. It needs a [vkruntime.SparseStorage] (Vulkan sparse
+//     residency) and builds the SubSlices pools on a storage without one.
+//     A [VirtualPlan] names the memory a run is expected to need: the pool
+//     reaches it in a few device allocations and grows past it, warning
+//     once, when the run needs more.
 //
 // Placement is deterministic in every pool: the same stream of calls gets
 // the same places. The policies differ by pool (first fit, smallest page,

@@ -16,6 +16,9 @@ import (
 // reservation goes to Slots[k] while the run follows the planned stream
 // (every reservation so far of its slot's size, its range free); from the
 // first that does not, the pool places by TLSF above the slots, for good.
+// While it follows, a submission that binds memory also binds what the
+// pool holds spare under the slots that come next, so the run's next
+// reservations find their memory bound.
 type VirtualPlan struct {
 	// PlannedBytes is the device memory the planned run needed at its
 	// peak; 0 is no plan.
