@@ -245,7 +245,6 @@ func newVirtualPool(c poolConfig, s vkruntime.SparseStorage, total *Usage) *virt
 		// The plan's granules are all touched as the run follows it.
 		p.gm.grow(len(p.planEnds))
 	}
-
 	p.unbound = p.release
 	p.place = newTLSFRange(c.space - c.slotsEnd)
 	p.fullSpace, p.fullMaxAlloc = c.space, c.maxAlloc
@@ -491,7 +490,7 @@ func (p *virtualPool) bindAhead() {
 	for ; k < uint64(len(p.slots)) && p.spareGr > 0; k++ {
 		s := p.slots[k]
 		g0, g1 := p.granuleOf(s.Offset), p.granuleOf(s.Offset+s.Size-1)
-		if g1 >= p.gm.len() {
+		if g1 >= p.gm.len() { // a cleanup with nothing live starts the map anew
 			p.gm.grow(g1 + 1)
 		} else if p.gm.allBound(g0, g1) {
 			continue

@@ -341,6 +341,32 @@ func TestBindingAheadLeavesWhatTheSubmissionUnbinds(t *testing.T) {
 	}
 }
 
+// A run that follows its plan keeps following it across an explicit
+// cleanup with nothing live, which hands every chunk back and starts the
+// granule map anew: binding ahead grows the map again as it goes, here
+// over places 512 granules apart, past the map's first growth.
+func TestAPlannedRunFollowsItsPlanAcrossACleanup(t *testing.T) {
+	const n, size = 8, testGranule
+	var slots []VirtualSlot
+	for k := range uint64(n) {
+		slots = append(slots, VirtualSlot{Size: size, Offset: k * 512 * testGranule})
+	}
+	// A plan of more than the places take, so chunks come in several
+	// granules and the spare ones are bound ahead.
+	m, s := newVirtualManager(t, VirtualPlan{PlannedBytes: 64 * testGranule, Slots: slots})
+	h := mustReserve(t, m, size, Eager)
+	require.NoError(t, m.Free(h))
+	m.Cleanup(true)
+	require.Zero(t, m.Usage().BytesReserved, "nothing live: every chunk handed back")
+	for range n - 1 {
+		h := mustReserve(t, m, size, Eager)
+		sh, err := m.Resolve(h)
+		require.NoError(t, err)
+		require.NoError(t, s.backed(sh))
+	}
+	require.Zero(t, m.Spills(), "the run still follows its plan")
+}
+
 // A storage without sparse residency gets the SubSlices pools.
 func TestVirtualLayoutFallsBackToSubSlicesWithoutSparseResidency(t *testing.T) {
 	for _, granule := range []uint64{0, 3 << 20} {
