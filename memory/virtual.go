@@ -833,6 +833,7 @@ func (p *virtualPool) cleanup(explicit bool) {
 	p.binds, p.journal, p.realising = p.binds[:0], p.journal[:0], p.realising[:0]
 	p.unbinding = unbindOnDevice
 	p.unbindIdle(^uint64(0))
+	p.aheadTo = 0 // what was bound ahead goes with the other idle granules
 	p.flushStale(-1, -1)
 	// A refused unbind leaves those granules bound (submit undoes it in the
 	// map), so their chunks are kept, not released under them — unless

@@ -343,8 +343,9 @@ func TestBindingAheadLeavesWhatTheSubmissionUnbinds(t *testing.T) {
 
 // A run that follows its plan keeps following it across an explicit
 // cleanup with nothing live, which hands every chunk back and starts the
-// granule map anew: binding ahead grows the map again as it goes, here
-// over places 512 granules apart, past the map's first growth.
+// granule map anew: binding ahead starts again from where the run is and
+// grows the map as it goes, here over places 512 granules apart, past the
+// map's first growth.
 func TestAPlannedRunFollowsItsPlanAcrossACleanup(t *testing.T) {
 	const n, size = 8, testGranule
 	var slots []VirtualSlot
@@ -358,6 +359,7 @@ func TestAPlannedRunFollowsItsPlanAcrossACleanup(t *testing.T) {
 	require.NoError(t, m.Free(h))
 	m.Cleanup(true)
 	require.Zero(t, m.Usage().BytesReserved, "nothing live: every chunk handed back")
+	calls, allocs := s.calls, s.allocs
 	for range n - 1 {
 		h := mustReserve(t, m, size, Eager)
 		sh, err := m.Resolve(h)
@@ -365,6 +367,8 @@ func TestAPlannedRunFollowsItsPlanAcrossACleanup(t *testing.T) {
 		require.NoError(t, s.backed(sh))
 	}
 	require.Zero(t, m.Spills(), "the run still follows its plan")
+	require.Equal(t, s.allocs-allocs, s.calls-calls,
+		"one submission for each device allocation: what the cleanup unbound is bound ahead again")
 }
 
 // A storage without sparse residency gets the SubSlices pools.
