@@ -287,11 +287,13 @@ func setBits(bm []uint64, a, b int, on bool) {
 func (m *granuleMap) has(bm []uint64, g int) bool { return bm[g>>6]&(1<<uint(g&63)) != 0 }
 
 // bindRun records granules a..b-1 bound to chunk from granule at on;
-// used says that every one of them is used, real that the device has the
+// used says that every one of them is used, or else none is (the pool
+// binds unused granules only ahead of a plan's places, or back where a
+// refused submission unbound idle ones), real that the device has the
 // bindings.
 func (m *granuleMap) bindRun(a, b int, chunk int32, at uint32, used, real bool) {
 	if !used {
-		m.idle += uint64(b-a) - m.count(usedAny, a, b-1)
+		m.idle += uint64(b - a)
 	}
 	if !real {
 		m.unreal += uint64(b - a)
@@ -300,15 +302,6 @@ func (m *granuleMap) bindRun(a, b int, chunk int32, at uint32, used, real bool) 
 	if real {
 		setBits(m.real, a, b, true)
 	}
-	m.addExtent(a, b, chunk, at)
-}
-
-// bindIdleRun is bindRun for granules a..b-1 no reservation uses, bound
-// on the device.
-func (m *granuleMap) bindIdleRun(a, b int, chunk int32, at uint32) {
-	m.idle += uint64(b - a)
-	setBits(m.bound, a, b, true)
-	setBits(m.real, a, b, true)
 	m.addExtent(a, b, chunk, at)
 }
 

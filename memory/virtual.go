@@ -496,14 +496,7 @@ func (p *virtualPool) bindAhead() {
 			continue
 		}
 		for a, b := p.gm.run(unboundAny, g0, g1); a >= 0 && p.spareGr > 0; a, b = p.gm.run(unboundAny, b, g1) {
-			for g := a; g < b && p.spareGr > 0; {
-				ci := p.chunkWithSpare()
-				at, n := p.chunks[ci].take(uint32(b - g))
-				p.spareGr -= uint64(n)
-				p.gm.bindIdleRun(g, g+int(n), int32(ci), at)
-				p.journal = append(p.journal, granuleChange{g: g, n: n, chunk: int32(ci), at: at, bind: true})
-				g += int(n)
-			}
+			p.bindSpare(a, min(b, a+int(p.spareGr)), false, true)
 			if b > g1 {
 				break
 			}
@@ -541,18 +534,25 @@ func (p *virtualPool) bindInAccount(g0, g1 int, n uint64) {
 }
 
 // bindUnbound binds the used, unbound granules of g0..g1 to spare chunk
-// granules in the pool's account, a run of spare granules at a time; real
-// records the bindings as the device's.
+// granules in the pool's account; real records the bindings as the
+// device's.
 func (p *virtualPool) bindUnbound(g0, g1 int, real bool) {
 	for a, b := p.gm.run(unboundUsed, g0, g1); a >= 0; a, b = p.gm.run(unboundUsed, b, g1) {
-		for g := a; g < b; {
-			ci := p.chunkWithSpare()
-			at, k := p.chunks[ci].take(uint32(b - g))
-			p.spareGr -= uint64(k)
-			p.gm.bindRun(g, g+int(k), int32(ci), at, true, real)
-			p.journal = append(p.journal, granuleChange{g: g, n: k, chunk: int32(ci), at: at, bind: true})
-			g += int(k)
-		}
+		p.bindSpare(a, b, true, real)
+	}
+}
+
+// bindSpare binds granules a..b-1 to spare chunk granules in the pool's
+// account, a run of spare granules at a time, and journals each run; the
+// chunks hold spare granules for them all. used and real are bindRun's.
+func (p *virtualPool) bindSpare(a, b int, used, real bool) {
+	for g := a; g < b; {
+		ci := p.chunkWithSpare()
+		at, n := p.chunks[ci].take(uint32(b - g))
+		p.spareGr -= uint64(n)
+		p.gm.bindRun(g, g+int(n), int32(ci), at, used, real)
+		p.journal = append(p.journal, granuleChange{g: g, n: n, chunk: int32(ci), at: at, bind: true})
+		g += int(n)
 	}
 }
 
