@@ -313,9 +313,6 @@ func (r *replayRow) benchBeside(tr *trace.Trace, layout memory.Layout, best *rep
 			if err != nil {
 				return err
 			}
-			if best.Events == 0 {
-				*best = t
-			}
 			*best = faster(*best, t)
 		}
 		progress(2*p+1, 2*passes)
@@ -325,7 +322,7 @@ func (r *replayRow) benchBeside(tr *trace.Trace, layout memory.Layout, best *rep
 			return err
 		}
 		if r.reference == nil {
-			r.reference, r.refTiming = ref, t
+			r.reference = ref
 		}
 		r.refTiming = faster(r.refTiming, t)
 		progress(2*p+2, 2*passes)
@@ -333,9 +330,10 @@ func (r *replayRow) benchBeside(tr *trace.Trace, layout memory.Layout, best *rep
 	return nil
 }
 
-// faster is the quicker of two timings of one stream.
+// faster is the quicker of two timings of one stream; a zero Timing is
+// none yet.
 func faster(a, b replay.Timing) replay.Timing {
-	if b.Elapsed < a.Elapsed {
+	if a.Events == 0 || b.Elapsed < a.Elapsed {
 		return b
 	}
 	return a
