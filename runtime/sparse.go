@@ -50,9 +50,10 @@ type SparseBind struct {
 // sorted copy of its offsets, so it costs n log n.
 func OverlappingBinds(binds []SparseBind) (i, j int, ok bool) {
 	if len(binds) <= 16 {
-		for j, b := range binds {
-			for i, a := range binds[:j] {
-				if a.Offset < b.Offset+b.Size && b.Offset < a.Offset+a.Size {
+		for j := 1; j < len(binds); j++ {
+			lo, hi := binds[j].Offset, binds[j].Offset+binds[j].Size
+			for i := range j {
+				if a := &binds[i]; a.Offset < hi && lo < a.Offset+a.Size {
 					return i, j, true
 				}
 			}
