@@ -250,6 +250,26 @@ func TestGrowingBuffersOneAtATimeHoldLittleMoreThanTheLargest(t *testing.T) {
 	}
 }
 
+// A shortfall of a unit or more, one large reservation's, is rounded up to
+// half units, not whole ones: it is still one device allocation, and what
+// it leaves spare, often at the run's peak, is at most half a unit. Smaller
+// shortfalls still take a whole unit, so small reservations do not
+// multiply the allocations.
+func TestALargeShortfallTakesHalfUnits(t *testing.T) {
+	const unit = VirtualChunkUnit
+	m, s := newVirtualManager(t, VirtualPlan{})
+	small := mustReserve(t, m, 1<<20, Eager)
+	require.Equal(t, uint64(unit), m.Usage().BytesReserved, "a small shortfall takes a unit")
+	// Two units and a byte, of which the first unit's spare 19 MiB holds
+	// some: the 21 MiB and a granule lacking take a unit and a half, where
+	// whole units took two.
+	large := mustReserve(t, m, 2*unit+1, Eager)
+	require.Equal(t, 2, s.allocs, "one device allocation for the large reservation")
+	require.Equal(t, uint64(unit+unit+unit/2), m.Usage().BytesReserved)
+	require.NoError(t, m.Free(large))
+	require.NoError(t, m.Free(small))
+}
+
 // A plan the run outgrows is a forecast: the pool grows, warns once with
 // what was planned and what came, and counts each growth; only the device
 // running out of memory fails a reservation.
