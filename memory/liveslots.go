@@ -3,7 +3,6 @@ package memory
 import (
 	"math/bits"
 	"slices"
-	"sort"
 )
 
 // slotIndex places a plan's slots among the distinct offsets they start
@@ -16,19 +15,105 @@ type slotIndex struct {
 }
 
 func newSlotIndex(slots []VirtualSlot) *slotIndex {
-	starts := make([]uint64, len(slots))
-	for k, s := range slots {
-		starts[k] = s.Offset
+	x := &slotIndex{at: make([]int32, len(slots)), below: make([]int32, len(slots))}
+	if !x.rankPacked(slots) {
+		x.starts = make([]uint64, len(slots))
+		for k, s := range slots {
+			x.starts[k] = s.Offset
+		}
+		slices.Sort(x.starts)
+		x.starts = slices.Compact(x.starts)
+		for k, s := range slots {
+			at, _ := slices.BinarySearch(x.starts, s.Offset)
+			x.at[k] = int32(at)
+		}
 	}
-	slices.Sort(starts)
-	starts = slices.Compact(starts)
-	x := &slotIndex{starts: starts, at: make([]int32, len(slots)), below: make([]int32, len(slots))}
 	for k, s := range slots {
-		x.at[k] = int32(sort.Search(len(starts), func(i int) bool { return starts[i] >= s.Offset }))
-		end := s.Offset + s.Size
-		x.below[k] = x.at[k] + int32(sort.Search(len(starts)-int(x.at[k]), func(i int) bool { return starts[int(x.at[k])+i] >= end }))
+		at := int(x.at[k])
+		x.below[k] = int32(at + firstAtOrPast(x.starts[at:], s.Offset+s.Size))
 	}
 	return x
+}
+
+// packedSlotBits: a slot's index takes the low bits of its sort key, its
+// offset the rest.
+const packedSlotBits = 24
+
+// rankPacked sets starts and at by one sort of keys that pack each slot's
+// offset over its index, where every offset and index fits: a plan's
+// places are found in order, without a search per slot (a search per slot
+// was half of an install of llama_generate's plan). It reports whether
+// they fit.
+func (x *slotIndex) rankPacked(slots []VirtualSlot) bool {
+	if len(slots) > 1<<packedSlotBits {
+		return false
+	}
+	keys := make([]uint64, len(slots))
+	var highest uint64
+	for k, s := range slots {
+		if s.Offset >= 1<<(64-packedSlotBits) {
+			return false
+		}
+		keys[k] = s.Offset<<packedSlotBits | uint64(k)
+		highest = max(highest, s.Offset)
+	}
+	keys = sortByOffset(keys, bits.Len64(highest))
+	starts := keys[:0] // written behind the read
+	at := int32(-1)
+	for _, key := range keys {
+		off := key >> packedSlotBits
+		if at < 0 || starts[at] != off {
+			at++
+			starts = append(starts, off)
+		}
+		x.at[key&(1<<packedSlotBits-1)] = at
+	}
+	x.starts = slices.Clip(starts)
+	return true
+}
+
+// sortByOffset sorts packed keys by their offsets, offsetBits wide, least
+// significant digit first: a few passes over the keys in order, where a
+// comparison sort of a plan's hundred thousand places took most of the
+// install. Keys of one offset keep no order among themselves.
+func sortByOffset(keys []uint64, offsetBits int) []uint64 {
+	const digitBits = 11
+	var count [1 << digitBits]int
+	buf := make([]uint64, len(keys))
+	for shift := packedSlotBits; shift < packedSlotBits+offsetBits; shift += digitBits {
+		clear(count[:])
+		for _, key := range keys {
+			count[key>>uint(shift)&(1<<digitBits-1)]++
+		}
+		sum := 0
+		for d, c := range count {
+			count[d] = sum
+			sum += c
+		}
+		for _, key := range keys {
+			d := key >> uint(shift) & (1<<digitBits - 1)
+			buf[count[d]] = key
+			count[d]++
+		}
+		keys, buf = buf, keys
+	}
+	return keys
+}
+
+// firstAtOrPast is the index of the first of sorted that is at least v,
+// len(sorted) if none is. It gallops from the start, as a slot's end is
+// mostly a few offsets past its own.
+func firstAtOrPast(sorted []uint64, v uint64) int {
+	if len(sorted) == 0 || sorted[0] >= v {
+		return 0
+	}
+	lo, hi := 0, 1 // sorted[lo] < v
+	for hi < len(sorted) && sorted[hi] < v {
+		lo, hi = hi, 2*hi
+	}
+	hi = min(hi, len(sorted))
+	i, _ := slices.BinarySearch(sorted[lo+1:hi], v)
+	return lo + 1 + i
 }
 
 // liveSlots is the set of a Virtual pool's live planned places, which

@@ -110,3 +110,63 @@ func liveNeighbours(l *liveSlots, k int) (below, above uint64) {
 	}
 	return below, above
 }
+
+// The slot index places each slot among the distinct offsets as a scan
+// does: where its offset stands, and how many offsets lie below its end;
+// random plans, many slots sharing offsets, near the range's start and far
+// past it; reproducible from the seed.
+func TestSlotIndexAgreesWithAScan(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		n := 1 + rng.IntN(3000)
+		spread := 1 + rng.IntN(5000)
+		// Odd seeds place the slots past 2^45, as an arena's later pages
+		// may lie: too far to pack an offset over a slot's index.
+		base := uint64(0)
+		if seed%2 == 1 {
+			base = 1 << 45
+		}
+		slots := make([]VirtualSlot, n)
+		for k := range slots {
+			slots[k] = VirtualSlot{Offset: base + 16*uint64(rng.IntN(spread)), Size: 16 * uint64(1+rng.IntN(1<<uint(rng.IntN(14))))}
+		}
+		x := newSlotIndex(slots)
+		distinct := map[uint64]bool{}
+		for _, s := range slots {
+			distinct[s.Offset] = true
+		}
+		require.Len(t, x.starts, len(distinct), "seed %d: one start per distinct offset", seed)
+		for i := 1; i < len(x.starts); i++ {
+			require.Less(t, x.starts[i-1], x.starts[i], "seed %d: starts ascend", seed)
+		}
+		for k, s := range slots {
+			var at, below int32
+			for _, o := range x.starts {
+				if o < s.Offset {
+					at++
+				}
+				if o < s.Offset+s.Size {
+					below++
+				}
+			}
+			require.Equal(t, at, x.at[k], "seed %d: where slot %d %+v starts", seed, k, s)
+			require.Equal(t, below, x.below[k], "seed %d: offsets below slot %d %+v's end", seed, k, s)
+		}
+	}
+}
+
+// BenchmarkSlotIndex indexes a plan of llama_generate's size (143,238
+// slots) whose places reuse offsets, as a plan's steps do: what every
+// install of such a plan pays before the run starts.
+func BenchmarkSlotIndex(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	slots := make([]VirtualSlot, 143_238)
+	for k := range slots {
+		slots[k] = VirtualSlot{Offset: 256 * uint64(rng.IntN(40_000)), Size: 256 * uint64(1+rng.IntN(64))}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		newSlotIndex(slots)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(slots)), "ns/slot")
+}
