@@ -62,10 +62,11 @@ const (
 	leaks                   // released pages are never given back
 	corruptsAfterChurn      // past 64 allocations, each one flips a byte of a live page
 	sparseMisbinds          // a sparse bind lands one granule further into the memory than asked
+	sparseAppliesOverlaps   // a sparse submission naming a granule twice is applied in order
 )
 
 func (f flaw) String() string {
-	return [...]string{"none", "overlapping pages", "ignores alignment", "generic out-of-memory error", "leaks", "corrupts a byte after churn", "binds the wrong granules"}[f]
+	return [...]string{"none", "overlapping pages", "ignores alignment", "generic out-of-memory error", "leaks", "corrupts a byte after churn", "binds the wrong granules", "applies overlapping binds"}[f]
 }
 
 const heapAlignment = 16
@@ -251,6 +252,9 @@ func (s *heapStorage) Bind(virtual vkruntime.StorageID, binds []vkruntime.Sparse
 			return fmt.Errorf("heap storage: bind %+v of memory not held or too small", b)
 		}
 	}
+	if err := vkruntime.CheckOverlappingBinds(binds); err != nil && s.flaw != sparseAppliesOverlaps {
+		return fmt.Errorf("heap storage: %w", err)
+	}
 	for _, b := range binds {
 		for i := range b.Size / heapGranule {
 			g := granuleBinding{}
@@ -366,6 +370,7 @@ func TestBrokenStoragesAreCaught(t *testing.T) {
 		{leaks, []string{"storage/size-accounting", "storage/release-returns-memory", "storage/pool-traffic-accounting"}},
 		{corruptsAfterChurn, []string{"storage/churn-integrity"}},
 		{sparseMisbinds, []string{"storage/sparse-binding"}},
+		{sparseAppliesOverlaps, []string{"storage/sparse-binding"}},
 	} {
 		t.Run(tc.flaw.String(), func(t *testing.T) {
 			rep := conformance.RunStorage(context.Background(), heapFactory(tc.flaw), conformance.Options{})

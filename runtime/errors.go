@@ -21,6 +21,10 @@ var (
 	ErrOutOfDeviceMemory = errors.New("vkrt: out of device memory")
 	// ErrDeviceLost: the device stopped answering; nothing on it is usable.
 	ErrDeviceLost = errors.New("vkrt: device lost")
+	// ErrOverlappingBinds: a sparse submission named some bytes of its
+	// range twice, which a device may bind in either order; the storage
+	// refused it whole. The typed form is *OverlappingBindsError.
+	ErrOverlappingBinds = errors.New("vkrt: sparse binds name the same bytes in one submission")
 )
 
 // CapacityError is ErrPoolCapacityExceeded with the numbers: a request of

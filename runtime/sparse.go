@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 )
 
@@ -42,6 +43,32 @@ type SparseBind struct {
 	Size         uint64
 	Memory       StorageID
 	MemoryOffset uint64
+}
+
+// OverlappingBindsError is ErrOverlappingBinds with the binds: the
+// submission's binds First and Second (First < Second), A and B, name the
+// same bytes of the range.
+type OverlappingBindsError struct {
+	First, Second int
+	A, B          SparseBind
+}
+
+func (e *OverlappingBindsError) Error() string {
+	return fmt.Sprintf("vkrt: sparse binds %d (%+v) and %d (%+v) name the same bytes in one submission, whose order a device may take either way",
+		e.First, e.A, e.Second, e.B)
+}
+
+// Is makes an *OverlappingBindsError match ErrOverlappingBinds.
+func (e *OverlappingBindsError) Is(target error) bool { return target == ErrOverlappingBinds }
+
+// CheckOverlappingBinds is an *OverlappingBindsError naming the first two
+// binds OverlappingBinds finds, nil where there are none: what a
+// SparseStorage returns for such a submission, before it binds anything.
+func CheckOverlappingBinds(binds []SparseBind) error {
+	if i, j, ok := OverlappingBinds(binds); ok {
+		return &OverlappingBindsError{First: i, Second: j, A: binds[i], B: binds[j]}
+	}
+	return nil
 }
 
 // OverlappingBinds finds two binds of one submission that name the same

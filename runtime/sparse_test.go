@@ -1,6 +1,9 @@
 package runtime
 
-import "testing"
+import (
+	"errors"
+	"testing"
+)
 
 // Binds that only touch are apart; two that share a byte, in any order
 // among the others, are found, lowest index first.
@@ -22,6 +25,16 @@ func TestOverlappingBinds(t *testing.T) {
 		i, j, ok := OverlappingBinds(c.binds)
 		if ok != c.ok || (ok && (i != c.i || j != c.j)) {
 			t.Errorf("%s: OverlappingBinds = %d, %d, %v; want %d, %d, %v", c.name, i, j, ok, c.i, c.j, c.ok)
+		}
+		err := CheckOverlappingBinds(c.binds)
+		var typed *OverlappingBindsError
+		switch {
+		case !c.ok && err != nil:
+			t.Errorf("%s: CheckOverlappingBinds = %v; want nil", c.name, err)
+		case c.ok && (!errors.Is(err, ErrOverlappingBinds) || !errors.As(err, &typed)):
+			t.Errorf("%s: CheckOverlappingBinds = %v; want an *OverlappingBindsError matching ErrOverlappingBinds", c.name, err)
+		case c.ok && (typed.First != c.i || typed.Second != c.j || typed.A != c.binds[c.i] || typed.B != c.binds[c.j]):
+			t.Errorf("%s: CheckOverlappingBinds names %d (%+v) and %d (%+v); want %d and %d", c.name, typed.First, typed.A, typed.Second, typed.B, c.i, c.j)
 		}
 	}
 }

@@ -157,9 +157,9 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 			memBinds[i] = newSparseBind(b.Offset, b.Size, mp.memory, b.MemoryOffset)
 		}
 	}
-	if i, j, ok := vkruntime.OverlappingBinds(binds); ok {
+	if err := vkruntime.CheckOverlappingBinds(binds); err != nil {
 		release()
-		return fmt.Errorf("vkrt: sparse binds %d (%+v) and %d (%+v) name the same granules in one submission, whose order Vulkan leaves open", i, binds[i], j, binds[j])
+		return err
 	}
 	c, err := d.acquireContext()
 	if err != nil {

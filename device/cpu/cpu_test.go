@@ -250,7 +250,11 @@ func TestSparseGranulesAliasPageMemory(t *testing.T) {
 	// One submission naming a granule twice, as Vulkan forbids: here an
 	// unbind and a bind of granule 2, which a GPU may apply either way.
 	before := read(t, d, vkruntime.StorageHandle{ID: v.ID, Size: 3 * g})
-	require.ErrorContains(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 0, Size: 3 * g}, {Offset: 2 * g, Size: g, Memory: m.ID}}), "name the same granules")
+	err = s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 0, Size: 3 * g}, {Offset: 2 * g, Size: g, Memory: m.ID}})
+	require.ErrorIs(t, err, vkruntime.ErrOverlappingBinds)
+	var overlap *vkruntime.OverlappingBindsError
+	require.ErrorAs(t, err, &overlap)
+	require.Equal(t, [2]int{0, 1}, [2]int{overlap.First, overlap.Second}, "the binds named")
 	require.Equal(t, before, read(t, d, vkruntime.StorageHandle{ID: v.ID, Size: 3 * g}), "the refused submission bound and unbound nothing")
 	require.NoError(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 0, Size: g}, {Offset: 2 * g, Size: g}}))
 	require.Equal(t, make([]float32, n), read(t, d, first), "unbound again")

@@ -104,8 +104,8 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 	// Vulkan leaves the order of one submission's binds open: a range
 	// named twice in it may end either way on a GPU, so it is refused
 	// here, where the binds would apply in order and hide it.
-	if i, j, ok := vkruntime.OverlappingBinds(binds); ok {
-		return fmt.Errorf("cpu: sparse binds %d (%+v) and %d (%+v) name the same granules in one submission", i, binds[i], j, binds[j])
+	if err := vkruntime.CheckOverlappingBinds(binds); err != nil {
+		return fmt.Errorf("cpu: %w", err)
 	}
 	for i, b := range binds {
 		for o := uint64(0); o < b.Size; o += g {

@@ -65,8 +65,8 @@ func (s *CountingStorage) ReleaseVirtual(id vkruntime.StorageID) {
 func (s *CountingStorage) Bind(_ vkruntime.StorageID, binds []vkruntime.SparseBind) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i, j, ok := vkruntime.OverlappingBinds(binds); ok {
-		return fmt.Errorf("replay: binds %d (%+v) and %d (%+v) name the same granules in one submission, whose order a device may take either way", i, binds[i], j, binds[j])
+	if err := vkruntime.CheckOverlappingBinds(binds); err != nil {
+		return fmt.Errorf("replay: %w", err)
 	}
 	var bound uint64
 	for _, b := range binds {
