@@ -55,14 +55,14 @@ type heapPage struct {
 type flaw int
 
 const (
-	noFlaw             flaw = iota
-	overlappingPages        // each page starts 8 B before the previous one ends
-	ignoresAlignment        // pages packed in the arena at any byte, the offset in the handle
-	genericOOM              // out of memory reported as a plain error
-	leaks                   // released pages are never given back
-	corruptsAfterChurn      // past 64 allocations, each one flips a byte of a live page
-	sparseMisbinds          // a sparse bind lands one granule further into the memory than asked
-	sparseAppliesOverlaps   // a sparse submission naming a granule twice is applied in order
+	noFlaw                flaw = iota
+	overlappingPages           // each page starts 8 B before the previous one ends
+	ignoresAlignment           // pages packed in the arena at any byte, the offset in the handle
+	genericOOM                 // out of memory reported as a plain error
+	leaks                      // released pages are never given back
+	corruptsAfterChurn         // past 64 allocations, each one flips a byte of a live page
+	sparseMisbinds             // a sparse bind lands one granule further into the memory than asked
+	sparseAppliesOverlaps      // a sparse submission naming a granule twice is applied in order
 )
 
 func (f flaw) String() string {
