@@ -180,60 +180,71 @@ func Measure(t *trace.Trace, l memory.Layout, opts Options) (*Result, Timing, er
 		return nil, Timing{}, fmt.Errorf("replay: %s: %w", t.Name, err)
 	}
 	res := &Result{Trace: t.Name, Events: len(t.Events), Allocations: t.Allocations, Layout: l}
-	handles := make([]memory.Handle, t.Allocations)
-	sizes := make([]uint64, t.Allocations)
-	owner := make([]int32, t.Allocations) // the manager of each allocation
+	// What each live allocation needs at its free, side by side: one
+	// store at the allocation, one line read at the free.
+	type liveAlloc struct {
+		h     memory.Handle
+		owner int32 // the manager of the allocation
+		size  uint64
+	}
+	allocs := make([]liveAlloc, t.Allocations)
 	var live uint64
 	// The loop is what --bench times against the reference allocator, so
 	// it does no more per event than a replay must: the manager of the
-	// last allocation's stream is kept at hand, errors are classified only
-	// when there is one, and the reserved peak is the storage's, read once
-	// at the end (the bytes every stream's pools hold are the bytes the
-	// storage holds; TestReservedPeakIsThePoolsPeak checks it).
+	// last allocation's stream is kept at hand, progress is told between
+	// runs of events rather than checked at each, errors are classified
+	// only when there is one, and the reserved peak is the storage's, read
+	// once at the end (the bytes every stream's pools hold are the bytes
+	// the storage holds; TestReservedPeakIsThePoolsPeak checks it).
 	progress, observe := opts.Progress, opts.Observe
 	stream := first
+	events, managers := t.Events, pools.managers
 	start := time.Now()
-	for i := range t.Events {
-		e := &t.Events[i]
-		if progress != nil && i%progressEvery == 0 {
-			progress(i, len(t.Events))
+	for from := 0; from < len(events); from += progressEvery {
+		if progress != nil {
+			progress(from, len(events))
 		}
-		if e.Op == trace.OpAlloc {
-			if e.Stream != stream {
-				if m, k, err = pools.manager(e.Stream); err != nil {
-					return nil, Timing{}, fmt.Errorf("replay: %s line %d: stream %d: %w", t.Name, e.Line, e.Stream, err)
+		run := events[from:min(from+progressEvery, len(events))]
+		for i := range run {
+			e := &run[i]
+			if e.Op == trace.OpAlloc {
+				if e.Stream != stream {
+					if m, k, err = pools.manager(e.Stream); err != nil {
+						return nil, Timing{}, fmt.Errorf("replay: %s line %d: stream %d: %w", t.Name, e.Line, e.Stream, err)
+					}
+					stream, managers = e.Stream, pools.managers
 				}
-				stream = e.Stream
-			}
-			h, err := m.Reserve(e.Size, memory.Eager)
-			if err != nil {
-				if errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
-					// As a client does: give back what the pools hold unused, then retry once.
-					pools.cleanup()
-					if h, err = m.Reserve(e.Size, memory.Eager); err == nil {
-						res.Retries++
+				h, err := m.Reserve(e.Size, memory.Eager)
+				if err != nil {
+					if errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
+						// As a client does: give back what the pools hold unused, then retry once.
+						pools.cleanup()
+						if h, err = m.Reserve(e.Size, memory.Eager); err == nil {
+							res.Retries++
+						}
+					}
+					if err != nil {
+						return nil, Timing{}, fmt.Errorf("replay: %s line %d: %d B with %d B live and %d B reserved: %w",
+							t.Name, e.Line, e.Size, live, storage.Counts().BytesHeld, err)
 					}
 				}
-				if err != nil {
-					return nil, Timing{}, fmt.Errorf("replay: %s line %d: %d B with %d B live and %d B reserved: %w",
-						t.Name, e.Line, e.Size, live, storage.Counts().BytesHeld, err)
+				allocs[e.Index] = liveAlloc{h: h, owner: int32(k), size: e.Size}
+				live += e.Size
+				res.PeakLiveBytes = max(res.PeakLiveBytes, live)
+				if observe != nil {
+					observe(from+i, m)
 				}
+				continue
 			}
-			handles[e.Index], sizes[e.Index], owner[e.Index] = h, e.Size, int32(k)
-			live += e.Size
-			res.PeakLiveBytes = max(res.PeakLiveBytes, live)
+			a := &allocs[e.Index]
+			fm := managers[a.owner]
+			if err := fm.Free(a.h); err != nil {
+				return nil, Timing{}, fmt.Errorf("replay: %s line %d: free: %w", t.Name, e.Line, err)
+			}
+			live -= a.size
 			if observe != nil {
-				observe(i, m)
+				observe(from+i, fm)
 			}
-			continue
-		}
-		fm := pools.managers[owner[e.Index]]
-		if err := fm.Free(handles[e.Index]); err != nil {
-			return nil, Timing{}, fmt.Errorf("replay: %s line %d: free: %w", t.Name, e.Line, err)
-		}
-		live -= sizes[e.Index]
-		if observe != nil {
-			observe(i, fm)
 		}
 	}
 	timing := Timing{Events: len(t.Events), Elapsed: time.Since(start)}
