@@ -75,7 +75,7 @@ func (x *slotIndex) rankPacked(slots []VirtualSlot) bool {
 // sortByOffset sorts packed keys by their offsets, offsetBits wide, least
 // significant digit first: a few passes over the keys in order, where a
 // comparison sort of a plan's hundred thousand places took most of the
-// install. Keys of one offset keep no order among themselves.
+// install. Each pass is stable, so keys of one offset stay in slot order.
 func sortByOffset(keys []uint64, offsetBits int) []uint64 {
 	const digitBits = 11
 	var count [1 << digitBits]int

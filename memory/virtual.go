@@ -43,10 +43,11 @@ const (
 // streams (internal/torchalloc): of 24 generated runs and the 6 shipped
 // ones with no plan, 27 reserved no more than PyTorch with expandable
 // segments in no more device allocations (28 since a shortfall of a unit
-// or more is rounded to half units, see chunkBytes). A 32 MiB floor with eighths of
-// what is held below it managed 19; units that start small (doubling from
-// 64 KiB or 2 MiB up to 20 MiB) 21; PyTorch's own split, 2 MiB for
-// shortfalls of 1 MiB or less, 19: small units multiply the allocations.
+// or more is rounded to half units, see chunkBytes). A 32 MiB floor with
+// eighths of what is held below it managed 19; units that start small
+// (doubling from 64 KiB or 2 MiB up to 20 MiB) 21; PyTorch's own split,
+// 2 MiB for shortfalls of 1 MiB or less, 19: small units multiply the
+// allocations.
 const VirtualChunkUnit = 20 << 20
 
 // virtualPool places every reservation in one large range of address space
