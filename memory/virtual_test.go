@@ -250,6 +250,41 @@ func TestGrowingBuffersOneAtATimeHoldLittleMoreThanTheLargest(t *testing.T) {
 	}
 }
 
+// With no plan, a submission that binds a reservation's fresh granules
+// binds the spare memory just above it too, a unit at most: reservations
+// placed one above another then find it bound, where each took a
+// submission of its own. What is bound ahead is idle, so a later shortage
+// takes it back before the pool grows: the same device allocations and
+// bytes either way.
+func TestWithoutAPlanTheNextPlacesAboveAreBound(t *testing.T) {
+	const n, size = 64, 4 * testGranule // 16 MiB in all: one unit of 20 MiB
+	m, s := newVirtualManager(t, VirtualPlan{})
+	var hs []Handle
+	for range n {
+		hs = append(hs, mustReserve(t, m, size, Eager))
+	}
+	require.Equal(t, 1, s.allocs)
+	require.Equal(t, 1, s.calls, "one submission binds the first reservation and the spare memory above it")
+	for _, h := range hs {
+		sh, err := m.Resolve(h)
+		require.NoError(t, err)
+		require.NoError(t, s.backed(sh))
+	}
+	// A reservation past the unit: the pool unbinds what is idle before it
+	// grows, and a submission that unbinds binds nothing ahead.
+	for _, h := range hs[:n/2] {
+		require.NoError(t, m.Free(h))
+	}
+	big := mustReserve(t, m, VirtualChunkUnit/2, Eager) // above the live half: past what is bound
+	require.Equal(t, 1, s.allocs, "the idle granules, those bound ahead among them, hold it")
+	require.Len(t, s.bound, (n/2)*4+VirtualChunkUnit/2/testGranule,
+		"bound: the live reservations' granules and nothing ahead, as that submission unbound the idle ones")
+	sh, err := m.Resolve(big)
+	require.NoError(t, err)
+	require.NoError(t, s.backed(sh))
+	require.NoError(t, m.checkInvariants())
+}
+
 // A shortfall of a unit or more, one large reservation's, is rounded up to
 // half units, not whole ones: it is still one device allocation, and what
 // it leaves spare, often at the run's peak, is at most half a unit. Smaller
