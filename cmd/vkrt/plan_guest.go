@@ -55,10 +55,12 @@ type planVerification struct {
 	ReservedPeakBytes uint64 `json:"reserved_peak_bytes"`
 	// DeviceBytesPeak is the most device memory held at once, which the
 	// dry run before held none of; DeviceAllocs the device allocations the
-	// real run made, DeviceAllocationsPeak the most held at once.
+	// real run made, DeviceAllocationsPeak the most held at once,
+	// DeviceBindCalls its sparse-binding submissions.
 	DeviceBytesPeak       uint64  `json:"device_bytes_peak"`
 	DeviceAllocs          uint64  `json:"device_allocs"`
 	DeviceAllocationsPeak int     `json:"device_allocations_peak"`
+	DeviceBindCalls       uint64  `json:"device_bind_calls"`
 	PersistentBytes       uint64  `json:"persistent_bytes"`
 	WallS                 float64 `json:"wall_s"`
 	Error                 string  `json:"error,omitempty"`
@@ -116,7 +118,8 @@ func planWasm(cmd *cobra.Command, path string, args []string, f planWasmFlags) e
 			OK: err == nil, Spills: measure.m.Spills, PeakLiveBytes: measure.real.PeakBytes,
 			ReservedPeakBytes: measure.real.PeakReservedBytes, DeviceBytesPeak: measure.realStats.BytesPeak,
 			DeviceAllocs: measure.real.DeviceAllocs, DeviceAllocationsPeak: measure.realStats.AllocationsPeak,
-			WallS: measure.m.RealWall.Seconds(), PersistentBytes: measure.real.Report.Persistent.Usage.BytesReserved,
+			DeviceBindCalls: measure.realStats.BindCalls - measure.dryStats.BindCalls,
+			WallS:           measure.m.RealWall.Seconds(), PersistentBytes: measure.real.Report.Persistent.Usage.BytesReserved,
 		}
 		if err != nil {
 			line.Verify.Error = err.Error()

@@ -127,13 +127,15 @@ type runLine struct {
 	DryRun   bool          `json:"dry_run"`
 	Usage    memory.Usage  `json:"usage"`
 	Report   memory.Report `json:"report"`
-	// DeviceBytesPeak, DeviceAllocs and DeviceAllocationsPeak are the
-	// device's own figures (the client's storage, which only the guest
-	// used): the most device memory held at once, the device allocations
-	// made, and the most held at once.
+	// DeviceBytesPeak, DeviceAllocs, DeviceAllocationsPeak and
+	// DeviceBindCalls are the device's own figures (the client's storage,
+	// which only the guest used): the most device memory held at once, the
+	// device allocations made, the most held at once, and the sparse-binding
+	// submissions made (the Virtual layout's; 0 without sparse residency).
 	DeviceBytesPeak       uint64 `json:"device_bytes_peak"`
 	DeviceAllocs          uint64 `json:"device_allocs"`
 	DeviceAllocationsPeak int    `json:"device_allocations_peak"`
+	DeviceBindCalls       uint64 `json:"device_bind_calls"`
 	ReservedPeak          uint64 `json:"reserved_peak_bytes"`
 	Spills                uint64 `json:"spills"`
 	// PlanCapacity is what --layout plans to reserve (its capped pools' and
@@ -222,6 +224,7 @@ func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry,
 		}
 		stats := s.client.StorageStats()
 		line.DeviceBytesPeak, line.DeviceAllocs, line.DeviceAllocationsPeak = stats.BytesPeak, stats.Allocs, stats.AllocationsPeak
+		line.DeviceBindCalls = stats.BindCalls
 		line.GrowthBytes = growth(res.PeakReservedBytes, line.PlanCapacity, res.Report.Persistent.Usage.BytesReserved)
 		if runErr != nil {
 			line.Error = runErr.Error()

@@ -139,14 +139,21 @@ func TestRunJSON(t *testing.T) {
 		require.GreaterOrEqual(t, line.ReservedPeak, line.LiveBytesPeak)
 		require.Positive(t, line.MemoryPages)
 		require.NotEmpty(t, line.Report.Dynamic)
+		_, virtual := line.Report.Dynamic[0].Kind.(memory.VirtualKind)
 		if dry {
 			require.Zero(t, line.DeviceBytesPeak, "a dry run holds no device memory")
 			require.Zero(t, line.DeviceAllocs)
+			require.Zero(t, line.DeviceBindCalls, "a dry run binds nothing")
 		} else {
 			require.Positive(t, line.DeviceBytesPeak)
 			require.GreaterOrEqual(t, line.DeviceBytesPeak, line.ReservedPeak, "the pools' pages are device memory")
 			require.Positive(t, line.DeviceAllocs)
 			require.Positive(t, line.DeviceAllocationsPeak)
+			if virtual {
+				require.Positive(t, line.DeviceBindCalls, "the virtual pools bound memory under the buffers")
+			} else {
+				require.Zero(t, line.DeviceBindCalls, "without sparse residency the pools are pages, bound to nothing")
+			}
 		}
 	}
 }
@@ -171,6 +178,11 @@ func TestPlanGuestVerify(t *testing.T) {
 	require.Equal(t, line.Capacity+line.Verify.PersistentBytes, line.Verify.ReservedPeakBytes, "the real run reserved what the plan said")
 	require.Equal(t, line.Verify.ReservedPeakBytes, line.Verify.DeviceBytesPeak, "and the device held exactly that")
 	require.Positive(t, line.Verify.DeviceAllocs)
+	if _, virtual := line.DryRun.Report.Dynamic[0].Kind.(memory.VirtualKind); virtual {
+		require.Positive(t, line.Verify.DeviceBindCalls, "the real run bound memory under its buffers")
+	} else {
+		require.Zero(t, line.Verify.DeviceBindCalls, "without sparse residency nothing is bound")
+	}
 	require.Positive(t, line.Verify.WallS)
 	require.Equal(t, 2, strings.Count(errOut, name+": 10 steps"), "the guest ran twice: dry, then for real")
 
