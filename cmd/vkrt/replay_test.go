@@ -44,6 +44,7 @@ type replayJSONLine struct {
 	Layout            json.RawMessage `json:"layout"`
 	ReservedPeakBytes uint64          `json:"reserved_peak_bytes"`
 	DriverAllocs      uint64          `json:"driver_allocs"`
+	BindCalls         uint64          `json:"bind_calls"`
 	Spills            uint64          `json:"spills"`
 	PlanCapacity      uint64          `json:"plan_capacity_bytes"`
 	GrowthBytes       uint64          `json:"growth_bytes"`
@@ -52,6 +53,7 @@ type replayJSONLine struct {
 		Layout            json.RawMessage `json:"layout"`
 		ReservedPeakBytes uint64          `json:"reserved_peak_bytes"`
 		DriverAllocs      uint64          `json:"driver_allocs"`
+		BindCalls         uint64          `json:"bind_calls"`
 		Spills            uint64          `json:"spills"`
 	} `json:"plan"`
 	NsPerEvent           *float64 `json:"ns_per_event"`
@@ -164,6 +166,21 @@ func TestReplayBenchTableShowsTheReferenceBeside(t *testing.T) {
 
 	_, _, err = executeReplay(t, "--bench", "--passes", "0", resnetTrace)
 	require.ErrorContains(t, err, "--passes 0")
+}
+
+// The table shows what the binds cost beside the device allocations: the
+// bind submissions, as --json's bind_calls, with no plan and under it.
+func TestReplayTableShowsTheBindSubmissions(t *testing.T) {
+	out, _, err := executeReplay(t, "--plan", resnetTrace)
+	require.NoError(t, err)
+	require.Equal(t, 2, strings.Count(strings.SplitN(out, "\n", 2)[0], "bind calls"), "no plan, then the plan")
+	js, _, err := executeReplay(t, "--plan", "--json", resnetTrace)
+	require.NoError(t, err)
+	l := parseReplayLines(t, js)[0]
+	require.Positive(t, l.BindCalls)
+	require.Positive(t, l.Plan.BindCalls)
+	require.Regexp(t, fmt.Sprintf(`resnet50_train .* %d +%d +virtual: .* [0-9.]+× +%d +%d +%d\s*\n`,
+		l.DriverAllocs, l.BindCalls, l.Plan.DriverAllocs, l.Plan.BindCalls, l.Plan.Spills), out)
 }
 
 func TestReplayTableSummarisesThePlan(t *testing.T) {
