@@ -106,13 +106,13 @@ func writePlanTraces(w io.Writer, lines []planTraceLine, asJSON bool) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "trace\tpeak live\tno plan\tdriver allocs\tunder the plan\tdriver allocs\tbinds\tspills\t")
+	fmt.Fprintln(tw, "trace\tpeak live\tno plan\tdriver allocs\tbind calls\tunder the plan\tdriver allocs\tbind calls\tspills\t")
 	for _, l := range lines {
 		ratio := func(r planTraceRun) string {
 			return fmt.Sprintf("%.4f×", float64(r.ReservedPeakBytes)/float64(max(l.PeakLiveBytes, 1)))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t\n", l.Trace, memory.FormatBytes(l.PeakLiveBytes),
-			ratio(l.DryRun), l.DryRun.DriverAllocs, ratio(l.Plan), l.Plan.DriverAllocs, l.Plan.Binds, l.Plan.Spills)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t\n", l.Trace, memory.FormatBytes(l.PeakLiveBytes),
+			ratio(l.DryRun), l.DryRun.DriverAllocs, l.DryRun.BindCalls, ratio(l.Plan), l.Plan.DriverAllocs, l.Plan.BindCalls, l.Plan.Spills)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

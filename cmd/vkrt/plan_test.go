@@ -60,6 +60,8 @@ func TestPlanTracesWritesAPlanReplayTakesBack(t *testing.T) {
 	require.Contains(t, stdout, "first")
 	require.Contains(t, stdout, "second")
 	require.Contains(t, stdout, "plan: "+out)
+	require.Equal(t, 2, strings.Count(strings.SplitN(stdout, "\n", 2)[0], "bind calls"),
+		"what the binds cost, with no plan and under the plan, beside the device allocations")
 }
 
 func TestPlanFilesForAnotherDeviceOrCorruptAreClearErrors(t *testing.T) {
