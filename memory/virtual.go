@@ -515,17 +515,16 @@ func (p *virtualPool) bindAhead() {
 // above that reservation's last granule g1, up to a unit of them; real
 // says whether the device gets the bindings (a lazy reservation binds in
 // the pool's account only, so that a dry run holds what its real run
-// does). With no
-// plan, TLSF places from the low end of the range up, so the next
-// reservations that need fresh granules mostly land just above this one,
-// and each would otherwise bind them in a submission of its own. The
-// memory is held either way, and what is bound ahead is idle: the first
-// to go when memory is short, so the pool holds and allocates what it did
-// before. Shipped streams with no plan: 31–49 % fewer submissions for at
-// most 6 % more host instructions an event (gpt2_train); a window of all
-// the spare granules saved a few more submissions and cost gpt2_train 30 %.
-// Like bindAhead, it binds only in a submission that unbinds nothing;
-// its callers check that.
+// does). With no plan, TLSF places from the low end of the range up, so
+// the next reservations that need fresh granules mostly land just above
+// this one, and each would otherwise bind them in a submission of its
+// own. The memory is held either way, and what is bound ahead is idle:
+// the first to go when memory is short, so the pool holds and allocates
+// what it did before. Shipped streams with no plan: 28–48 % fewer
+// submissions for at most 5 % more host instructions an event
+// (gpt2_train); a window of all the spare granules saved a few more
+// submissions and cost gpt2_train 30 %. Like bindAhead, it binds only in a
+// submission that unbinds nothing; its callers check that.
 func (p *virtualPool) bindAbove(g1 int, real bool) {
 	if p.following || p.spareGr == 0 {
 		return
