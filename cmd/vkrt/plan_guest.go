@@ -194,9 +194,13 @@ func printPlanWasm(w io.Writer, l planWasmLine, out string) {
 		if !v.OK {
 			verdict = "FAILED"
 		}
-		fmt.Fprintf(w, "verify:   %s in %.2f s: %d spills; %s live and %s reserved at peak (the plan's %s and the persistent pool's %s), %s of device memory\n",
+		binds := ""
+		if v.DeviceBindCalls > 0 {
+			binds = fmt.Sprintf(" and %d sparse-binding submissions", v.DeviceBindCalls)
+		}
+		fmt.Fprintf(w, "verify:   %s in %.2f s: %d spills; %s live and %s reserved at peak (the plan's %s and the persistent pool's %s), %s of device memory in %d device allocations%s\n",
 			verdict, v.WallS, v.Spills, memory.FormatBytes(v.PeakLiveBytes), memory.FormatBytes(v.ReservedPeakBytes),
-			memory.FormatBytes(l.Capacity), memory.FormatBytes(v.PersistentBytes), memory.FormatBytes(v.DeviceBytesPeak))
+			memory.FormatBytes(l.Capacity), memory.FormatBytes(v.PersistentBytes), memory.FormatBytes(v.DeviceBytesPeak), v.DeviceAllocs, binds)
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -197,6 +198,16 @@ func TestPlanGuestVerify(t *testing.T) {
 	require.Contains(t, out, "dry run:  ")
 	require.Contains(t, out, "0 B of device memory held")
 	require.NotContains(t, out, "verify:")
+
+	// The text says what the real run cost the device, as --json does.
+	out, errOut, err = execute(t, "plan", guestArgs(t, transformer, "--verify")...)
+	require.NoError(t, err, errOut)
+	require.Regexp(t, fmt.Sprintf(`verify: +ok .* of device memory in %d device allocations`, line.Verify.DeviceAllocs), out)
+	if line.Verify.DeviceBindCalls > 0 {
+		require.Contains(t, out, fmt.Sprintf(" and %d sparse-binding submissions\n", line.Verify.DeviceBindCalls))
+	} else {
+		require.NotContains(t, out, "sparse-binding submissions")
+	}
 }
 
 // --layout is the layout the dry run is measured under.
