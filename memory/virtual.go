@@ -450,8 +450,8 @@ func (p *virtualPool) bindRange(g0, g1 int, n uint64, accountOnly bool) error {
 		return err
 	}
 	if !accountOnly {
-		p.bindAhead()
-		if len(p.binds) == 0 {
+		if len(p.binds) == 0 { // the submission unbinds nothing
+			p.bindAhead()
 			p.bindAbove(g1, true)
 		}
 		for _, ch := range p.journal[mark:] {
@@ -486,9 +486,9 @@ func (p *virtualPool) bindRange(g0, g1 int, n uint64, accountOnly bool) error {
 // unbinds nothing: one that unbinds idle granules finds the pool at what
 // it holds, where binding ahead would only move memory about, and the
 // granules it unbinds must not be bound again in it, as Vulkan leaves the
-// order of one submission's binds open.
+// order of one submission's binds open; its caller checks that.
 func (p *virtualPool) bindAhead() {
-	if !p.following || p.spareGr == 0 || len(p.binds) > 0 {
+	if !p.following {
 		return
 	}
 	k := max(p.aheadTo, p.ordinal)
@@ -497,15 +497,10 @@ func (p *virtualPool) bindAhead() {
 		g0, g1 := p.granuleOf(s.Offset), p.granuleOf(s.Offset+s.Size-1)
 		if g1 >= p.gm.len() { // a cleanup with nothing live starts the map anew
 			p.gm.grow(g1 + 1)
-		} else if p.gm.allBound(g0, g1) {
+		} else if p.gm.allBound(g0, g1) { // the usual case, found quicker than by run
 			continue
 		}
-		for a, b := p.gm.run(unboundAny, g0, g1); a >= 0 && p.spareGr > 0; a, b = p.gm.run(unboundAny, b, g1) {
-			p.bindSpare(a, min(b, a+int(p.spareGr)), false, true)
-			if b > g1 {
-				break
-			}
-		}
+		p.bindSpareUnder(g0, g1+1, true)
 	}
 	p.aheadTo = k
 }
@@ -526,17 +521,22 @@ func (p *virtualPool) bindAhead() {
 // submissions and cost gpt2_train 30 %. Like bindAhead, it binds only in a
 // submission that unbinds nothing; its callers check that.
 func (p *virtualPool) bindAbove(g1 int, real bool) {
-	if p.following || p.spareGr == 0 {
-		return
+	if !p.following {
+		p.bindSpareUnder(g1+1, min(g1+1+int(p.unit>>p.shift), p.gm.len(), int(p.space>>p.shift)), real)
 	}
-	end := min(g1+1+int(p.unit>>p.shift), p.gm.len(), int(p.space>>p.shift))
-	for g := g1 + 1; g < end && p.spareGr > 0; {
-		a, b := p.gm.run(unboundAny, g, end-1)
-		if a < 0 {
+}
+
+// bindSpareUnder binds the chunks' spare granules under the unbound
+// granules of a..b-1, lowest first, as far as they go: binding ahead, so
+// those granules are idle (none is used: used granules are bound).
+func (p *virtualPool) bindSpareUnder(a, b int, real bool) {
+	for a < b && p.spareGr > 0 {
+		from, to := p.gm.run(unboundAny, a, b-1)
+		if from < 0 {
 			return
 		}
-		p.bindSpare(a, min(b, a+int(p.spareGr)), false, real)
-		g = b
+		p.bindSpare(from, min(to, from+int(p.spareGr)), false, real)
+		a = to
 	}
 }
 
