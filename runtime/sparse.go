@@ -62,20 +62,20 @@ func (e *OverlappingBindsError) Error() string {
 func (e *OverlappingBindsError) Is(target error) bool { return target == ErrOverlappingBinds }
 
 // CheckOverlappingBinds is an *OverlappingBindsError naming the first two
-// binds OverlappingBinds finds, nil where there are none: what a
+// binds overlappingBinds finds, nil where there are none: what a
 // SparseStorage returns for such a submission, before it binds anything.
 func CheckOverlappingBinds(binds []SparseBind) error {
-	if i, j, ok := OverlappingBinds(binds); ok {
+	if i, j, ok := overlappingBinds(binds); ok {
 		return &OverlappingBindsError{First: i, Second: j, A: binds[i], B: binds[j]}
 	}
 	return nil
 }
 
-// OverlappingBinds finds two binds of one submission that name the same
+// overlappingBinds finds two binds of one submission that name the same
 // bytes of the range, which a device may apply in either order: i < j,
 // ok false where there are none. A long submission is checked through a
 // sorted copy of its offsets, so it costs n log n.
-func OverlappingBinds(binds []SparseBind) (i, j int, ok bool) {
+func overlappingBinds(binds []SparseBind) (i, j int, ok bool) {
 	if len(binds) <= 16 {
 		for j := 1; j < len(binds); j++ {
 			lo, hi := binds[j].Offset, binds[j].Offset+binds[j].Size

@@ -22,9 +22,9 @@ func TestOverlappingBinds(t *testing.T) {
 		{"long, apart", spaced(40, 8, -1), 0, 0, false},
 		{"long, one overlap", spaced(40, 8, 30), 30, 31, true},
 	} {
-		i, j, ok := OverlappingBinds(c.binds)
+		i, j, ok := overlappingBinds(c.binds)
 		if ok != c.ok || (ok && (i != c.i || j != c.j)) {
-			t.Errorf("%s: OverlappingBinds = %d, %d, %v; want %d, %d, %v", c.name, i, j, ok, c.i, c.j, c.ok)
+			t.Errorf("%s: overlappingBinds = %d, %d, %v; want %d, %d, %v", c.name, i, j, ok, c.i, c.j, c.ok)
 		}
 		err := CheckOverlappingBinds(c.binds)
 		var typed *OverlappingBindsError
