@@ -32,8 +32,9 @@
 //     and the pool holds the most granules ever needed at once plus part
 //     of a chunk. A submission that binds a reservation's memory also binds
 //     spare memory where the next reservations will land (above it, or
-//     under the plan's next places), so that they need none of their own. It needs a [vkruntime.SparseStorage] (Vulkan sparse
-//     residency) and builds the SubSlices pools on a storage without one.
+//     under the plan's next places), so that they need none of their own.
+//     It needs a [vkruntime.SparseStorage] (Vulkan sparse residency) and
+//     builds the SubSlices pools on a storage without one.
 //     A [VirtualPlan] names the memory a run is expected to need: the pool
 //     reaches it in a few device allocations and grows past it, warning
 //     once, when the run needs more.

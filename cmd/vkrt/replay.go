@@ -383,8 +383,10 @@ func writeReplayLine(w io.Writer, row replayRow, f replayFlags) error {
 
 func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	// bind calls: sparse-binding submissions (the Virtual layout's), at
-	// about 131 µs each on the H200, the device cost the ratio hides.
+	// bind calls: sparse-binding submissions (the Virtual layout's), the
+	// device cost the ratio hides: on the H200 131 µs for one granule and
+	// 0.5–1.6 ms for these streams' (BenchmarkSparseBind,
+	// BenchmarkReplayOnTheDevice in vk).
 	head := []string{"trace", "events", "peak live", "reserved peak", "ratio", "driver allocs", "bind calls"}
 	if f.bench {
 		head = append(head, "ns/event", "ref ns/event", "ns ratio", "ref extent")

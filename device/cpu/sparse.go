@@ -88,7 +88,6 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 		if b.Offset > math.MaxUint64-b.Size || b.Offset+b.Size > (vp.size+g-1)&^(g-1) {
 			return fmt.Errorf("cpu: sparse bind %d (%+v) lies outside the %d B virtual range", i, b, vp.size)
 		}
-
 		if b.Memory == 0 {
 			continue
 		}
