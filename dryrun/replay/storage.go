@@ -25,7 +25,6 @@ type CountingStorage struct {
 	sparse    sparseCounts
 	next      vkruntime.StorageID
 	held      []heldAlloc // by id, which counts up from 1
-	live      int         // allocations held
 	allocs    uint64
 	deallocs  uint64
 	bytesHeld uint64
@@ -73,7 +72,6 @@ func (s *CountingStorage) Dealloc(id vkruntime.StorageID) {
 		return
 	}
 	s.held[id] = heldAlloc{}
-	s.live--
 	s.deallocs++
 	s.bytesHeld -= a.size
 }
@@ -84,7 +82,6 @@ func (s *CountingStorage) hold(id vkruntime.StorageID, size uint64) {
 		s.held = append(s.held, heldAlloc{})
 	}
 	s.held[id] = heldAlloc{size: size, held: true}
-	s.live++
 }
 
 // allocation is held allocation id; ok is false for any other id. s.mu is
@@ -117,7 +114,7 @@ type StorageCounts struct {
 func (s *CountingStorage) Counts() StorageCounts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return StorageCounts{Allocs: s.allocs, Deallocs: s.deallocs, Live: uint64(s.live),
+	return StorageCounts{Allocs: s.allocs, Deallocs: s.deallocs, Live: s.allocs - s.deallocs,
 		BytesHeld: s.bytesHeld, PeakBytesHeld: s.peakHeld, VirtualRanges: s.sparse.ranges,
 		BindCalls: s.sparse.calls, Binds: s.sparse.binds, Unbinds: s.sparse.unbinds}
 }
