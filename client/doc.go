@@ -41,4 +41,12 @@
 // cleanup of every stream's pools; if it fails again the error is an
 // *AllocationError naming the size asked, the largest live buffers, the
 // pools' usage and the installed layout.
+//
+// # Misuse
+//
+// A freed, nil or zero Buffer is vkruntime.ErrNotFound; a buffer handed to
+// a stream that did not make it is *ForeignBufferError (ErrForeignBuffer);
+// a read or write outside a buffer is *RangeError (ErrOutOfRange). A
+// refused call changes nothing: a launch is checked against every buffer's
+// size before any buffer a dry run made is given device memory.
 package client

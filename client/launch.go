@@ -58,17 +58,19 @@ func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 				}
 			}
 		}
-		if dry {
-			for n, op := range ops {
-				handles := make([]vkruntime.StorageHandle, len(op.Buffers))
-				for i, b := range op.Buffers {
-					// Slices are aligned by construction; only the size matters.
-					handles[i] = vkruntime.StorageHandle{Size: b.size}
-				}
-				if err := kernel.Validate(op.Kernel, op.Grid, handles, op.Push, limits); err != nil {
-					return batchError(n, len(ops), err)
-				}
+		// Every op is checked on its buffers' sizes before any buffer gets
+		// device memory: a refused batch materializes no lazy buffer.
+		for n, op := range ops {
+			handles := make([]vkruntime.StorageHandle, len(op.Buffers))
+			for i, b := range op.Buffers {
+				// Slices are aligned by construction; only the size matters.
+				handles[i] = vkruntime.StorageHandle{Size: b.size}
 			}
+			if err := kernel.Validate(op.Kernel, op.Grid, handles, op.Push, limits); err != nil {
+				return batchError(n, len(ops), err)
+			}
+		}
+		if dry {
 			return nil
 		}
 		var fills, dispatches []kernel.Op

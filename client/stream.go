@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 
 	"github.com/vkrt/vkrt/device"
@@ -235,6 +236,53 @@ func (s *Stream) upload(ctx context.Context, b *Buffer, offset uint64, data []by
 	return nil
 }
 
+// ErrForeignBuffer: a buffer was handed to a stream that did not make it,
+// another stream of the client or a stream of another client. The typed
+// form is *ForeignBufferError.
+var ErrForeignBuffer = errors.New("client: buffer of another stream")
+
+// ForeignBufferError is ErrForeignBuffer with the numbers: buffer Buffer,
+// made by stream Owner, was handed to stream Stream. OtherClient says the
+// owner is a stream of another client (whose ids overlap this one's).
+type ForeignBufferError struct {
+	Buffer      uint64
+	Owner       vkruntime.StreamID
+	Stream      vkruntime.StreamID
+	OtherClient bool
+}
+
+func (e *ForeignBufferError) Error() string {
+	if e.OtherClient {
+		return fmt.Sprintf("client: buffer %d belongs to stream %d of another client, not to stream %d of this one", e.Buffer, e.Owner, e.Stream)
+	}
+	return fmt.Sprintf("client: buffer %d belongs to stream %d, not stream %d", e.Buffer, e.Owner, e.Stream)
+}
+
+// Is makes a *ForeignBufferError match ErrForeignBuffer.
+func (e *ForeignBufferError) Is(target error) bool { return target == ErrForeignBuffer }
+
+// ErrOutOfRange: a read or write named bytes outside its buffer. The typed
+// form is *RangeError.
+var ErrOutOfRange = errors.New("client: range outside the buffer")
+
+// RangeError is ErrOutOfRange with the numbers: Length bytes from Offset
+// were asked of buffer Buffer, which holds Size bytes.
+type RangeError struct {
+	Buffer         uint64
+	Offset, Length uint64
+	Size           uint64
+}
+
+func (e *RangeError) Error() string {
+	if end, carry := bits.Add64(e.Offset, e.Length, 0); carry == 0 {
+		return fmt.Sprintf("client: buffer %d: range [%d, %d) asked, the buffer holds %d B", e.Buffer, e.Offset, end, e.Size)
+	}
+	return fmt.Sprintf("client: buffer %d: %d B from offset %d asked, a range that wraps past 2^64; the buffer holds %d B", e.Buffer, e.Length, e.Offset, e.Size)
+}
+
+// Is makes a *RangeError match ErrOutOfRange.
+func (e *RangeError) Is(target error) bool { return target == ErrOutOfRange }
+
 // owns checks b is a live buffer of s; caller holds s.mu. The freed mark
 // lives in the state every copy of a Buffer value shares, so a copy freed
 // makes the original refuse too: no stale copy reaches the memory the pools
@@ -244,7 +292,7 @@ func (s *Stream) owns(b *Buffer) error {
 	case b == nil || b.buffer == nil:
 		return fmt.Errorf("client: stream %d: a nil or zero Buffer, made by no stream: %w", s.id, vkruntime.ErrNotFound)
 	case b.s != s:
-		return fmt.Errorf("client: buffer %d belongs to stream %d, not stream %d", b.id, b.s.id, s.id)
+		return &ForeignBufferError{Buffer: b.id, Owner: b.s.id, Stream: s.id, OtherClient: b.s.c != s.c}
 	case b.freed:
 		return fmt.Errorf("client: buffer %d (%d B) was freed: %w", b.id, b.size, vkruntime.ErrNotFound)
 	}
@@ -253,7 +301,7 @@ func (s *Stream) owns(b *Buffer) error {
 
 func checkRange(b *Buffer, offset, n uint64) error {
 	if offset > b.size || n > b.size-offset {
-		return fmt.Errorf("client: buffer %d: range [%d, %d) asked, the buffer holds %d B", b.id, offset, offset+n, b.size)
+		return &RangeError{Buffer: b.id, Offset: offset, Length: n, Size: b.size}
 	}
 	return nil
 }
@@ -432,12 +480,13 @@ type buffer struct {
 	live        int   // index in the stream's live buffers, -1 once freed
 }
 
-// errNoBuffer is the error of a Buffer that no stream made (the zero value).
-var errNoBuffer = fmt.Errorf("client: a zero Buffer, made by no stream: %w", vkruntime.ErrNotFound)
+// errNoBuffer is the error of a Buffer that no stream made (the zero value,
+// or a nil *Buffer such as a failed Create returns).
+var errNoBuffer = fmt.Errorf("client: a nil or zero Buffer, made by no stream: %w", vkruntime.ErrNotFound)
 
 // ID names the buffer in errors and reports; ids are unique per client.
 func (b *Buffer) ID() uint64 {
-	if b.buffer == nil {
+	if b == nil || b.buffer == nil {
 		return 0
 	}
 	return b.id
@@ -445,7 +494,7 @@ func (b *Buffer) ID() uint64 {
 
 // Size is the buffer's size in bytes as asked.
 func (b *Buffer) Size() uint64 {
-	if b.buffer == nil {
+	if b == nil || b.buffer == nil {
 		return 0
 	}
 	return b.size
@@ -453,7 +502,7 @@ func (b *Buffer) Size() uint64 {
 
 // Stream is the stream the buffer belongs to.
 func (b *Buffer) Stream() *Stream {
-	if b.buffer == nil {
+	if b == nil || b.buffer == nil {
 		return nil
 	}
 	return b.s
@@ -461,7 +510,7 @@ func (b *Buffer) Stream() *Stream {
 
 // Read returns the buffer's contents (zeros under a dry run).
 func (b *Buffer) Read(ctx context.Context) ([]byte, error) {
-	if b.buffer == nil {
+	if b == nil || b.buffer == nil {
 		return nil, errNoBuffer
 	}
 	return b.s.Read(ctx, b)
@@ -469,7 +518,7 @@ func (b *Buffer) Read(ctx context.Context) ([]byte, error) {
 
 // Write copies data into the buffer at offset (dropped under a dry run).
 func (b *Buffer) Write(ctx context.Context, offset uint64, data []byte) error {
-	if b.buffer == nil {
+	if b == nil || b.buffer == nil {
 		return errNoBuffer
 	}
 	return b.s.Write(ctx, b, offset, data)
@@ -477,7 +526,7 @@ func (b *Buffer) Write(ctx context.Context, offset uint64, data []byte) error {
 
 // Free returns the buffer to its stream's pools.
 func (b *Buffer) Free() error {
-	if b.buffer == nil {
+	if b == nil || b.buffer == nil {
 		return errNoBuffer
 	}
 	return b.s.Free(b)
