@@ -256,6 +256,8 @@ func abiCases(t testing.TB) []abiCase {
 			log: "==> vkrt_v1.memory_record(label=0,label_len=0)\n<== status=28"},
 		{name: "record a label that is not UTF-8", extra: `(data (i32.const 1024) "\ff\fe")`, body: `(drop (call $record (i32.const 1024) (i32.const 2)))`,
 			log: "==> vkrt_v1.memory_record(label=1024,label_len=2)\n<== status=28"},
+		{name: "record a label holding a NUL", extra: `(data (i32.const 1024) "a\00b")`, body: `(drop (call $record (i32.const 1024) (i32.const 3)))`,
+			log: "==> vkrt_v1.memory_record(label=1024,label_len=3)\n<== status=28", lastError: "without NUL"},
 		{name: "record, usage, dry mark and sync in order", extra: `(data (i32.const 1024) "after one buffer")`,
 			body: create16 + `(drop (call $record (i32.const 1024) (i32.const 16))) (drop (call $usage (i32.const 64))) (drop (call $dry (i32.const 96))) (drop (call $sync))
 			(drop (call $pbegin)) (drop (call $pbegin)) (drop (call $pend))`,

@@ -3,6 +3,7 @@ package wasmhost
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -57,6 +58,13 @@ func endCases() []endCase {
 		{name: "proc_exit with a code, holding buffers", wasm: watGuest("", holdThree+`(call $exit (i32.const 7))`),
 			want: &ExitError{Code: 7}, check: held(3)},
 		{name: "proc_exit(0) is success", wasm: watGuest("", holdThree+`(call $exit (i32.const 0))`), check: held(3)},
+		{name: "proc_exit with the code wazero gives a deadline, no deadline set", wasm: watGuest("", holdThree+`(call $exit (i32.const 0xefffffff))`),
+			want: &ExitError{Code: 0xefffffff}, check: held(3)},
+		{name: "trap in the start function, holding buffers", wasm: watGuest(`(func $init `+holdThree+` unreachable) (start $init)`, ""),
+			want: ErrTrapped, detail: "unreachable", check: held(3)},
+		{name: "proc_exit in the start function, holding buffers", wasm: watGuest(`(func $init `+holdThree+` (call $exit (i32.const 7))) (start $init)`, ""),
+			want: &ExitError{Code: 7}, check: held(3)},
+		{name: "proc_exit(0) in the start function is success", wasm: watGuest(`(func $init (call $exit (i32.const 0))) (start $init)`, "unreachable")},
 		{name: "missing import of vkrt_v1", wasm: rawWAT(`(module (import "vkrt_v1" "buffer_resize" (func (param i32 i64) (result i32))) (func (export "_start")))`),
 			want: ErrRefused, detail: "vkrt_v1.buffer_resize, which ABI version 1 does not have"},
 		{name: "missing import of another module", wasm: rawWAT(`(module (import "env" "abort" (func)) (func (export "_start")))`),
@@ -238,4 +246,37 @@ func TestOtherGuestsHandles(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, <-done, ErrDeadline)
 	require.Zero(t, liveBuffers(c))
+}
+
+// TestLargestGuestMemory: a host grants a guest at most MaxMemoryPages, one
+// page short of 4 GiB (wazero traps every load and store of a 4 GiB memory,
+// and a range ending at 2^32 wraps a u32 sum). A guest holding that much
+// reaches its last bytes through the host, no further, and cannot grow.
+func TestLargestGuestMemory(t *testing.T) {
+	c := openClient(t)
+	_, err := New(context.Background(), c, WithMaxMemoryPages(65536))
+	require.ErrorContains(t, err, "memory limit of 65536 pages: want 1 to 65535")
+
+	h, log := newLoggedHost(t, c, WithMaxMemoryPages(MaxMemoryPages))
+	src := strings.Replace(watPrelude, `(memory (export "memory") 1)`, `(memory (export "memory") 65535)`, 1) + `
+  (func (export "_start")
+    (if (i32.ne (memory.grow (i32.const 1)) (i32.const -1)) (then unreachable))
+    (drop (call $create (i64.const 16) (i32.const 0)))
+    (i32.store (i32.const 0xfffefffc) (i32.const 0x5a5a5a5a))
+    (drop (call $write (call $h0) (i64.const 0) (i32.const 0xfffefff0) (i32.const 16)))
+    (i32.store (i32.const 0xfffefffc) (i32.const 0))
+    (drop (call $read (call $h0) (i64.const 0) (i32.const 0xfffefff0) (i32.const 16)))
+    (if (i32.ne (i32.load (i32.const 0xfffefffc)) (i32.const 0x5a5a5a5a)) (then unreachable))
+    (drop (call $read (call $h0) (i64.const 0) (i32.const 0xfffefff1) (i32.const 16)))))`
+	res, err := h.Run(context.Background(), compile(t, h, wat(t, src)))
+	require.NoError(t, err)
+	require.Equal(t, uint32(MaxMemoryPages), res.MemoryPages)
+	require.Equal(t, create16Log+`
+==> vkrt_v1.buffer_write(handle=1048577,offset=0,src=-65552,len=16)
+<== status=0
+==> vkrt_v1.buffer_read(handle=1048577,offset=0,dst=-65552,len=16)
+<== status=0
+==> vkrt_v1.buffer_read(handle=1048577,offset=0,dst=-65551,len=16)
+<== status=21`, hostCalls(log.String()))
+	require.Contains(t, res.LastError, "[4294901745, 4294901761) is outside the guest's 4294901760 B of memory")
 }

@@ -1,6 +1,7 @@
 package wasmhost
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"math"
@@ -302,8 +303,8 @@ func memoryRecord(g *instance, mem api.Memory, stack []uint64) Errno {
 	if !g.host.cfg.records {
 		return g.fail(fail(ENOSYS, "memory_record: this host keeps no records"))
 	}
-	if n == 0 || n > maxLabel || !utf8.Valid(label) {
-		return g.fail(fail(EINVAL, "memory_record: a label is 1 to %d B of UTF-8, got %d B", maxLabel, n))
+	if n == 0 || n > maxLabel || !utf8.Valid(label) || bytes.IndexByte(label, 0) >= 0 {
+		return g.fail(fail(EINVAL, "memory_record: a label is 1 to %d B of UTF-8 without NUL, got %d B", maxLabel, n))
 	}
 	if g.records >= maxRecords {
 		return g.fail(fail(EDQUOT, "memory_record: a guest writes at most %d records a run", maxRecords))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -59,8 +60,8 @@ func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 	for _, o := range opts {
 		cfg = o(cfg)
 	}
-	if cfg.maxMemoryPages == 0 || cfg.maxMemoryPages > 65536 {
-		return nil, fmt.Errorf("wasmhost: memory limit of %d pages: want 1 to 65536", cfg.maxMemoryPages)
+	if cfg.maxMemoryPages == 0 || cfg.maxMemoryPages > MaxMemoryPages {
+		return nil, fmt.Errorf("wasmhost: memory limit of %d pages: want 1 to %d", cfg.maxMemoryPages, MaxMemoryPages)
 	}
 	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true).WithMemoryLimitPages(cfg.maxMemoryPages)
 	h := &Host{c: c, cfg: cfg, kernels: newKernelTable()}
@@ -253,6 +254,10 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 		}
 		mod.Close(context.Background())
 		err = h.classify(runCtx, res, err)
+	} else if inStartFunction(err) {
+		// The module loaded and its start function ran: it ended the way
+		// _start can.
+		err = h.classify(runCtx, res, err)
 	} else if runCtx.Err() != nil {
 		err = fmt.Errorf("%w (while loading): %w", ErrDeadline, err)
 	} else {
@@ -284,8 +289,11 @@ func (h *Host) classify(runCtx context.Context, res *Result, err error) error {
 	}
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {
+		// A guest can pass proc_exit the codes wazero ends a module with
+		// when its context is done; only a context that is done makes
+		// them a deadline.
 		switch code := exit.ExitCode(); {
-		case code == sys.ExitCodeDeadlineExceeded || code == sys.ExitCodeContextCanceled && runCtx.Err() != nil:
+		case (code == sys.ExitCodeDeadlineExceeded || code == sys.ExitCodeContextCanceled) && runCtx.Err() != nil:
 			return fmt.Errorf("%w: %w", ErrDeadline, runCtx.Err())
 		case code == 0:
 			return nil
@@ -298,6 +306,15 @@ func (h *Host) classify(runCtx context.Context, res *Result, err error) error {
 		return fmt.Errorf("%w: %w", ErrDeadline, runCtx.Err())
 	}
 	return fmt.Errorf("%w: %w", ErrTrapped, err)
+}
+
+// inStartFunction reports whether an error of InstantiateModule came from
+// the module's start function (its start section), which runs once
+// everything else is loaded: wazero returns an exit from it as it is, and
+// a trap or a deadline in it as "start function[i] failed: …".
+func inStartFunction(err error) bool {
+	var exit *sys.ExitError
+	return errors.As(err, &exit) || strings.HasPrefix(err.Error(), "start function[")
 }
 
 func moduleConfig(cfg runConfig) wazero.ModuleConfig {

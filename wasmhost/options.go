@@ -11,6 +11,12 @@ import (
 // not given: 16384 pages of 64 KiB, 1 GiB.
 const DefaultMaxMemoryPages = 16384
 
+// MaxMemoryPages is the most memory a host can grant a guest: one page short
+// of 4 GiB. wazero traps every load and store of a 4 GiB memory, and its
+// api.Memory slices a range that ends at 2^32 in 32-bit arithmetic, which
+// panics inside the host call.
+const MaxMemoryPages = 65535
+
 // DefaultMaxHandles is the handle quota when WithMaxHandles is not given.
 const DefaultMaxHandles = 1 << 17
 
@@ -43,8 +49,8 @@ type runConfig struct {
 type Option func(hostConfig) hostConfig
 
 // WithMaxMemoryPages limits each guest's linear memory to pages of 64 KiB
-// (at most 65536); a guest that asks for more is refused at load or sees
-// memory.grow fail. The default is DefaultMaxMemoryPages.
+// (1 to MaxMemoryPages); a guest that asks for more is refused at load or
+// sees memory.grow fail. The default is DefaultMaxMemoryPages.
 func WithMaxMemoryPages(pages uint32) Option {
 	return func(c hostConfig) hostConfig { c.maxMemoryPages = pages; return c }
 }
