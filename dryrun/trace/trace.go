@@ -81,6 +81,7 @@ func (k malformedKind) Is(target error) bool { return target == ErrMalformed }
 // LineError names the line of a trace that could not be read and why.
 type LineError struct {
 	Name   string // the trace's name, may be empty
+	Path   string // the file it was read from, by ReadFile; the message names it before Name
 	Line   int    // 1-based
 	Text   string // the offending line, truncated for the message
 	Reason string
@@ -88,7 +89,9 @@ type LineError struct {
 
 func (e *LineError) Error() string {
 	name := e.Name
-	if name == "" {
+	if e.Path != "" {
+		name = e.Path
+	} else if name == "" {
 		name = "trace"
 	}
 	return fmt.Sprintf("trace: %s line %d: %s: %q", name, e.Line, e.Reason, e.Text)
@@ -113,17 +116,25 @@ const maxAllocations = 1<<31 - 1
 // lines starting with '#' are skipped. The input may be gzip-compressed (its
 // magic bytes are detected). Every malformed line, free of an unknown or
 // already freed id, and repeated id is a *LineError naming the line.
-func Read(name string, r io.Reader) (*Trace, error) {
+func Read(name string, r io.Reader) (*Trace, error) { return read(name, "", r) }
+
+// read is Read; path, when not empty, is the file the messages name.
+func read(name, path string, r io.Reader) (*Trace, error) {
+	where := name
+	if path != "" {
+		where = path
+	}
 	br := bufio.NewReaderSize(r, 64<<10)
 	magic, _ := br.Peek(2)
 	var src io.Reader = br
-	if len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+	if isGzip(magic) {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: gzip header: %w", ErrMalformed, name, err)
+			return nil, fmt.Errorf("%w: %s: gzip header: %w", ErrMalformed, where, err)
 		}
 		defer zr.Close()
-		src = zr
+		zr.Multistream(false)
+		src = &gzipMembers{br: br, zr: zr}
 	}
 	rec := &readRecorder{r: src}
 	sc := bufio.NewScanner(rec)
@@ -141,7 +152,7 @@ func Read(name string, r io.Reader) (*Trace, error) {
 		if len(s) > 80 {
 			s = s[:80] + "…"
 		}
-		return &LineError{Name: name, Line: line, Text: s, Reason: reason}
+		return &LineError{Name: name, Path: path, Line: line, Text: s, Reason: reason}
 	}
 	for sc.Scan() {
 		line++
@@ -204,20 +215,64 @@ func Read(name string, r io.Reader) (*Trace, error) {
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, &LineError{Name: name, Line: line + 1, Reason: fmt.Sprintf("line longer than %d bytes", maxTraceLine)}
+			return nil, &LineError{Name: name, Path: path, Line: line + 1, Reason: fmt.Sprintf("line longer than %d bytes", maxTraceLine)}
+		}
+		if errors.Is(err, errAfterGzip) {
+			return nil, fmt.Errorf("%w: %s: %w, after line %d", ErrMalformed, where, err, line)
 		}
 		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, fmt.Errorf("%w: %s: the gzip stream is cut short after line %d: %w", ErrTruncated, name, line, err)
+			return nil, fmt.Errorf("%w: %s: the gzip stream is cut short after line %d: %w", ErrTruncated, where, line, err)
 		}
 		if corruptGzip(err) {
-			return nil, fmt.Errorf("%w: %s: corrupt compressed data after line %d: %w", ErrMalformed, name, line, err)
+			return nil, fmt.Errorf("%w: %s: corrupt compressed data after line %d: %w", ErrMalformed, where, line, err)
 		}
-		return nil, fmt.Errorf("trace: reading %s after line %d: %w", name, line, err)
+		return nil, fmt.Errorf("trace: reading %s after line %d: %w", where, line, err)
 	}
 	if len(t.Events) == 0 {
-		return nil, fmt.Errorf("%w: %s holds no events (%d lines)", ErrEmpty, name, line)
+		return nil, fmt.Errorf("%w: %s holds no events (%d lines)", ErrEmpty, where, line)
 	}
 	return t, nil
+}
+
+func isGzip(magic []byte) bool { return len(magic) >= 2 && magic[0] == 0x1f && magic[1] == 0x8b }
+
+// errAfterGzip: bytes follow the compressed stream that do not start
+// another gzip member.
+var errAfterGzip = errors.New("data after the end of the gzip stream")
+
+// gzipMembers reads the members of a gzip stream one after another, as
+// gzip(1) does, and fails with errAfterGzip on anything else after the
+// last: a member's header is 10 bytes, so a few stray bytes would
+// otherwise read as a stream cut short.
+type gzipMembers struct {
+	br *bufio.Reader
+	zr *gzip.Reader
+}
+
+func (g *gzipMembers) Read(p []byte) (int, error) {
+	for {
+		n, err := g.zr.Read(p)
+		if err != io.EOF {
+			return n, err
+		}
+		if n > 0 {
+			return n, nil // the member's end is seen again at the next call
+		}
+		next, perr := g.br.Peek(2)
+		switch {
+		case isGzip(next):
+			if err := g.zr.Reset(g.br); err != nil {
+				return 0, err
+			}
+			g.zr.Multistream(false)
+		case len(next) == 0 && perr == io.EOF:
+			return 0, io.EOF
+		case perr != nil && perr != io.EOF:
+			return 0, perr
+		default:
+			return 0, errAfterGzip
+		}
+	}
 }
 
 // readRecorder keeps the error its reader failed with, so that the last,
@@ -271,14 +326,14 @@ func splitFields(out [][]byte, b []byte) [][]byte {
 }
 
 // ReadFile parses the trace at path; its name is the file name without
-// the .gz and .trace suffixes.
+// the .gz and .trace suffixes, and its errors name the path.
 func ReadFile(path string) (*Trace, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("trace: open: %w", err)
 	}
 	defer f.Close()
-	return Read(NameOf(path), f)
+	return read(NameOf(path), path, f)
 }
 
 // NameOf is the name a trace file goes by: its base name without the

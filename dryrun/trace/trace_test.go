@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -152,5 +153,57 @@ func TestReadTraceEmptySaysItIsEmpty(t *testing.T) {
 		require.ErrorIs(t, err, trace.ErrEmpty, "%q", text)
 		require.ErrorIs(t, err, trace.ErrMalformed)
 		require.ErrorContains(t, err, "nothing holds no events")
+	}
+}
+
+func gzipped(t *testing.T, text string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, err := zw.Write([]byte(text))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return buf.Bytes()
+}
+
+// Stray bytes after a whole gzip stream are not a stream cut short: they
+// are named as what they are. Members one after another (cat a.gz b.gz)
+// read as one stream, as gzip(1) reads them.
+func TestReadTraceDataAfterTheGzipStream(t *testing.T) {
+	whole := gzipped(t, "a 1 10 0\na 2 20 0\n")
+	for _, junk := range []string{"garbage\n", "x", strings.Repeat("junk ", 10), "\x1f"} {
+		_, err := trace.Read("junk", bytes.NewReader(append(slices.Clone(whole), junk...)))
+		require.ErrorIs(t, err, trace.ErrMalformed, "%q", junk)
+		require.NotErrorIs(t, err, trace.ErrTruncated, "%q", junk)
+		require.ErrorContains(t, err, "data after the end of the gzip stream, after line 2", "%q", junk)
+	}
+	two, err := trace.Read("two", bytes.NewReader(append(slices.Clone(whole), gzipped(t, "f 1\nf 2\n")...)))
+	require.NoError(t, err)
+	require.Len(t, two.Events, 4)
+	require.Equal(t, 4, two.Events[3].Line)
+}
+
+// ReadFile's errors name the file, not only the trace's name: two runs of
+// one workload in two directories have the same name.
+func TestReadTraceFileErrorsNameThePath(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, data, 0o644))
+		return p
+	}
+	bad := write("bad.trace.gz", gzipped(t, "a 1 10 0\nf 2\n"))
+	_, err := trace.ReadFile(bad)
+	var le *trace.LineError
+	require.ErrorAs(t, err, &le)
+	require.Equal(t, "bad", le.Name)
+	require.ErrorContains(t, err, bad+" line 2: free of id 2")
+	for _, p := range []string{
+		write("empty.trace", nil),
+		write("cut.trace.gz", gzipped(t, "a 1 10 0\n")[:15]),
+	} {
+		_, err := trace.ReadFile(p)
+		require.ErrorIs(t, err, trace.ErrMalformed)
+		require.ErrorContains(t, err, p)
 	}
 }
