@@ -88,10 +88,23 @@ func (f File) MarshalJSON() ([]byte, error) {
 }
 
 // IsFile reports whether data starts like a plan file rather than a
-// layout.
+// layout: its first 64 bytes name the plan file's magic member, or its
+// object's first member is one of a plan file's (a layout's is the name of
+// a variant), as when a tool rewrote the file with its members sorted.
 func IsFile(data []byte) bool {
 	head := data[:min(len(data), 64)]
-	return bytes.Contains(head, []byte(`"`+fileMagic+`"`))
+	if bytes.Contains(head, []byte(`"`+fileMagic+`"`)) {
+		return true
+	}
+	dec := stdjson.NewDecoder(bytes.NewReader(head))
+	if open, err := dec.Token(); err != nil || open != stdjson.Delim('{') {
+		return false
+	}
+	switch name, _ := dec.Token(); name {
+	case "device", "traces", "layout":
+		return true
+	}
+	return false
 }
 
 // DecodeFile reads a plan file: strictly (unknown members, wrong types and

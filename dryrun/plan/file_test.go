@@ -1,6 +1,7 @@
 package plan
 
 import (
+	stdjson "encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -30,6 +31,28 @@ func TestPlanFileRoundTripsAndChecksItsDevice(t *testing.T) {
 	require.ErrorAs(t, err, &mismatch)
 	require.Equal(t, "sparse_granule", mismatch.Field)
 	require.ErrorIs(t, err, ErrPlanFile)
+}
+
+// A plan file whose members a tool sorted (jq -S puts "vkrt_plan" last,
+// past the first 64 bytes) is still a plan file, not a layout.
+func TestPlanFileWithItsMembersReorderedIsStillOne(t *testing.T) {
+	tr := tracetest.Inline(t, "a 1 3000000 0\na 2 5000000 0\nf 1\nf 2\n")
+	pf, err := Runs([]*trace.Trace{tr}, Options{Strength: Strong})
+	require.NoError(t, err)
+	data, err := pf.MarshalJSON()
+	require.NoError(t, err)
+	var members map[string]stdjson.RawMessage
+	require.NoError(t, stdjson.Unmarshal(data, &members))
+	sorted, err := stdjson.MarshalIndent(members, "", "  ") // encoding/json sorts map keys
+	require.NoError(t, err)
+	require.True(t, IsFile(sorted), "%s", sorted[:64])
+	back, err := DecodeFile(sorted)
+	require.NoError(t, err)
+	require.True(t, back.Layout.Equal(pf.Layout))
+
+	for _, layout := range []string{`{"Virtual":{"planned_bytes":1}}`, `"virtual"`, `{"Sliced":[]}`, ``, `{`, `[1]`} {
+		require.False(t, IsFile([]byte(layout)), layout)
+	}
 }
 
 // FuzzDecodeFile: any input is a plan file that writes back to one
