@@ -68,9 +68,6 @@ func planTraces(cmd *cobra.Command, paths []string, out string, asJSON bool) err
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("plan: %w", err)
-	}
 	lines := make([]planTraceLine, len(streams))
 	for i, t := range streams {
 		long := len(t.Events) >= replayProgressEvents
@@ -89,6 +86,13 @@ func planTraces(cmd *cobra.Command, paths []string, out string, asJSON bool) err
 			Plan: runFigures(under), Out: out, FileBytes: len(data) + 1}
 	}
 	bar.clear()
+	// The plan is written once every stream has replayed under it.
+	if err := writeOutput("--out", out, func(w io.Writer) error {
+		_, err := w.Write(append(data, '\n'))
+		return err
+	}); err != nil {
+		return err
+	}
 	return writePlanTraces(cmd.OutOrStdout(), lines, asJSON)
 }
 

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	json "github.com/goccy/go-json"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/dryrun/plan"
@@ -127,11 +127,15 @@ func planWasm(cmd *cobra.Command, path string, args []string, f planWasmFlags) e
 	}
 	if f.out != "" {
 		data, jerr := json.Marshal(measure.m.Plan)
-		if jerr == nil {
-			jerr = os.WriteFile(f.out, append(data, '\n'), 0o644)
-		}
 		if jerr != nil {
 			return fmt.Errorf("--out: %w", jerr)
+		}
+		jerr = writeOutput("--out", f.out, func(w io.Writer) error {
+			_, err := w.Write(append(data, '\n'))
+			return err
+		})
+		if jerr != nil {
+			return jerr
 		}
 	}
 	if f.json {
@@ -224,6 +228,24 @@ func describePlan(l memory.Layout, capacity uint64) string {
 	return l.String()
 }
 
+// traceFlagsOnly refuses the flags of a guest's run when `vkrt plan` is
+// given traces: the streams are replayed on the device model under the
+// Virtual layout, with no device, guest or limits, and a flag that would be
+// ignored is a mistake to report.
+func traceFlagsOnly(cmd *cobra.Command) error {
+	var ignored []string
+	cmd.Flags().VisitAll(func(fl *pflag.Flag) {
+		if fl.Changed && fl.Name != "out" && fl.Name != "json" {
+			ignored = append(ignored, "--"+fl.Name)
+		}
+	})
+	if len(ignored) > 0 {
+		return fmt.Errorf("plan: %s: only for a WebAssembly workload; planning from traces takes --out and --json only",
+			strings.Join(ignored, ", "))
+	}
+	return nil
+}
+
 func init() {
 	var f planWasmFlags
 	cmd := &cobra.Command{
@@ -238,17 +260,21 @@ Given allocation streams (TRACE..., runs of one workload), replay them on the
 H200-like device model, plan from the first (its placement, and the device
 memory the most demanding of them needs under it) and write a versioned plan
 file to --out, which --layout FILE of vkrt replay takes back; each stream's
-replay under the plan is reported.`,
+replay under the plan is reported. Planning from traces takes --out and
+--json only: the other flags are a guest's.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !isWasm(args[0]) {
+				if err := traceFlagsOnly(cmd); err != nil {
+					return err
+				}
 				return planTraces(cmd, args, f.out, f.json)
 			}
 			return planWasm(cmd, args[0], args[1:], f)
 		},
 	}
 	f.guest.register(cmd)
-	cmd.Flags().StringVar(&f.out, "out", "", "write the plan's layout JSON to this file")
+	cmd.Flags().StringVar(&f.out, "out", "", "write the plan to this file: its layout JSON for a workload, a versioned plan file for traces")
 	cmd.Flags().BoolVar(&f.verify, "verify", false, "run the workload for real under the plan and check it fits")
 	cmd.Flags().BoolVar(&f.json, "json", false, "one JSON object: dry_run, plan, verify")
 	rootCmd.AddCommand(cmd)

@@ -113,3 +113,16 @@ func TestDescribePlanSaysWhatAVirtualPlanExpects(t *testing.T) {
 	require.NotContains(t, got, "slots")
 	require.NotContains(t, got, "65536")
 }
+
+// Planning from traces replays them on the device model under the Virtual
+// layout: a guest's flags (a layout, a device, --verify) would be ignored,
+// so they are refused.
+func TestPlanTracesRefusesTheFlagsOfAGuest(t *testing.T) {
+	first := writeTrace(t, "first.trace", shortRun)
+	out := filepath.Join(t.TempDir(), "workload.plan")
+	for _, flag := range [][]string{{"--layout", "sub-slices"}, {"--verify"}, {"--device", "1"}, {"--timeout", "1s"}} {
+		_, _, err := execute(t, "plan", append([]string{first, "--out", out}, flag...)...)
+		require.ErrorContains(t, err, flag[0]+": only for a WebAssembly workload", "%v", flag)
+		require.NoFileExists(t, out)
+	}
+}

@@ -132,6 +132,16 @@ type replayLine struct {
 	// reference's.
 	PlanNsPerEvent *float64 `json:"plan_ns_per_event,omitempty"`
 	PlanNsRatio    *float64 `json:"plan_ns_ratio,omitempty"`
+	// With --second-runs, when the directory holds the trace's second run.
+	SecondRun *secondRunLine `json:"second_run,omitempty"`
+}
+
+// secondRunLine is a trace's second run: its peak live bytes, it under
+// the first run's plan, and the first run under the second's.
+type secondRunLine struct {
+	PeakLiveBytes     uint64        `json:"peak_live_bytes"`
+	UnderFirstRunPlan replayFigures `json:"under_first_run_plan"`
+	FirstRunUnderPlan replayFigures `json:"first_run_under_its_plan"`
 }
 
 type replayPyTorch struct {
@@ -180,11 +190,20 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 	if f.secondRuns != "" && !f.plan {
 		return errors.New("--second-runs needs --plan: each run goes under the other's plan")
 	}
-	if f.markdown && (f.json || f.bench) {
-		return errors.New("--markdown is a table of deterministic figures: it takes neither --json nor --bench")
+	if f.markdown && (f.json || f.bench || f.pytorch) {
+		return errors.New("--markdown is a table of deterministic figures: it takes neither --json nor --bench, and has no columns for --pytorch")
 	}
 	if f.passes < 1 {
 		return fmt.Errorf("--passes %d: at least one pass is timed", f.passes)
+	}
+	if f.secondRuns != "" {
+		// A directory that is not there would read as one holding no
+		// second run of any trace.
+		if fi, err := os.Stat(f.secondRuns); err != nil {
+			return fmt.Errorf("--second-runs: %w", err)
+		} else if !fi.IsDir() {
+			return fmt.Errorf("--second-runs %s: not a directory", f.secondRuns)
+		}
 	}
 	layout, err := replayLayout(f.layout)
 	if err != nil {
@@ -361,6 +380,10 @@ func writeReplayLine(w io.Writer, row replayRow, f replayFlags) error {
 		plan := figuresOf(row.plan)
 		line.Plan = &plan
 	}
+	if s := row.second; s != nil {
+		line.SecondRun = &secondRunLine{PeakLiveBytes: s.dry.PeakLiveBytes, UnderFirstRunPlan: figuresOf(s.underFirst),
+			FirstRunUnderPlan: figuresOf(s.firstUnder)}
+	}
 	if row.torch != nil {
 		line.PyTorch = &replayPyTorch{Default: newTorchFigures(row.torch[0]), Expandable: newTorchFigures(row.torch[1])}
 	}
@@ -397,6 +420,9 @@ func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
 			head = append(head, "plan ns/event", "plan ns ratio")
 		}
 	}
+	if f.secondRuns != "" {
+		head = append(head, secondRunHead...)
+	}
 	if f.pytorch {
 		head = append(head, "PyTorch default", "PyTorch expandable")
 	}
@@ -416,6 +442,9 @@ func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
 			if f.bench {
 				cells = append(cells, fmt.Sprintf("%.1f", r.planTiming.NsPerEvent()), fmt.Sprintf("%.2f×", r.planNsRatio()))
 			}
+		}
+		if f.secondRuns != "" {
+			cells = append(cells, r.second.cells()...)
 		}
 		if r.torch != nil {
 			cells = append(cells, r.torch[0].String(), r.torch[1].String())

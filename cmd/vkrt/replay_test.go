@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"flag"
 	"fmt"
 	"os"
@@ -302,6 +303,9 @@ func TestREADMEPlanTableIsTheCommandsOutput(t *testing.T) {
 func TestReplayMarkdownHasNoWallClockFigures(t *testing.T) {
 	_, _, err := executeReplay(t, "--markdown", "--bench", resnetTrace)
 	require.ErrorContains(t, err, "neither --json nor --bench")
+	// The Markdown table has no PyTorch columns: --pytorch would be ignored.
+	_, _, err = executeReplay(t, "--markdown", "--pytorch", resnetTrace)
+	require.ErrorContains(t, err, "no columns for --pytorch")
 	a, _, err := executeReplay(t, "--markdown", resnetTrace)
 	require.NoError(t, err)
 	b, _, err := executeReplay(t, "--markdown", resnetTrace)
@@ -317,7 +321,7 @@ func TestReplayTableKeepsFinishedTracesWhenALaterOneFails(t *testing.T) {
 	out, _, err := executeReplay(t, small, bad, resnetTrace, empty)
 	require.ErrorIs(t, err, trace.ErrMalformed)
 	require.ErrorIs(t, err, trace.ErrEmpty, "every failure is reported")
-	require.ErrorContains(t, err, "bad line 2")
+	require.ErrorContains(t, err, bad+" line 2")
 	require.Contains(t, out, "small", "the trace before the failure is shown")
 	require.Contains(t, out, "resnet50_train", "the traces after it still run")
 }
@@ -326,7 +330,7 @@ func TestReplayEmptyTraceSaysItIsEmptyAndFails(t *testing.T) {
 	empty := writeTrace(t, "empty.trace", "# nothing\n")
 	out, _, err := executeReplay(t, empty)
 	require.ErrorIs(t, err, trace.ErrEmpty)
-	require.ErrorContains(t, err, "empty holds no events")
+	require.ErrorContains(t, err, empty+" holds no events")
 	require.Empty(t, out, "no row of zeros")
 }
 
@@ -377,4 +381,47 @@ func TestReplayBesidePyTorch(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, out, "PyTorch expandable")
 	require.Contains(t, out, fmt.Sprintf("%.3f× (%d)", line.PyTorch.Expandable.Ratio, line.PyTorch.Expandable.DeviceAllocs))
+}
+
+// --second-runs names a directory: one that is not there is an error, not
+// a directory with no second run of any trace, and the second runs show in
+// the table and in --json, not only in --markdown.
+func TestReplaySecondRunsShowAndMustExist(t *testing.T) {
+	dir := t.TempDir()
+	first := filepath.Join(dir, "run.trace")
+	require.NoError(t, os.WriteFile(first, []byte(shortRun), 0o644))
+	seconds := filepath.Join(dir, "second")
+	require.NoError(t, os.Mkdir(seconds, 0o755))
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	_, err := zw.Write([]byte(longRun))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	require.NoError(t, os.WriteFile(filepath.Join(seconds, "run.trace.gz"), zipped.Bytes(), 0o644))
+
+	_, _, err = executeReplay(t, "--plan", "--second-runs", filepath.Join(dir, "secnod"), first)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.ErrorContains(t, err, "--second-runs")
+	_, _, err = executeReplay(t, "--plan", "--second-runs", first, first)
+	require.ErrorContains(t, err, "not a directory")
+
+	stdout, _, err := executeReplay(t, "--plan", "--second-runs", seconds, first)
+	require.NoError(t, err)
+	require.Contains(t, stdout, "under the first run's plan")
+	require.Contains(t, stdout, memory.FormatBytes(45_000_000), "the second run's peak live bytes")
+
+	stdout, _, err = executeReplay(t, "--plan", "--json", "--second-runs", seconds, first)
+	require.NoError(t, err)
+	var line struct {
+		SecondRun *struct {
+			PeakLiveBytes     uint64 `json:"peak_live_bytes"`
+			UnderFirstRunPlan struct {
+				Spills uint64 `json:"spills"`
+			} `json:"under_first_run_plan"`
+		} `json:"second_run"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(stdout)), &line))
+	require.NotNil(t, line.SecondRun)
+	require.Equal(t, uint64(45_000_000), line.SecondRun.PeakLiveBytes)
+	require.Positive(t, line.SecondRun.UnderFirstRunPlan.Spills, "the longer run outgrows the shorter run's plan")
 }

@@ -1,11 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"io"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -129,33 +128,10 @@ func envRecords(ctx context.Context, name string) (_ *htmlreport.EnvRecords, und
 	return out, bad, nil
 }
 
-// writeReport renders into a temporary file beside path and renames it, so a
-// failed render leaves no half-written page and an old page stays intact.
-func writeReport(path string, page htmlreport.Page) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	w := bufio.NewWriter(tmp)
-	if err = htmlreport.Render(w, page); err != nil {
-		return err
-	}
-	if err = w.Flush(); err != nil {
-		return err
-	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+// writeReport renders the page to path (see writeOutput: a failed render
+// leaves no half-written page and an old page stays intact).
+func writeReport(path string, page htmlreport.Page) error {
+	return writeOutput("--html", path, func(w io.Writer) error { return htmlreport.Render(w, page) })
 }
 
 func init() { rootCmd.AddCommand(newReportCmd()) }

@@ -60,6 +60,11 @@ type guestSession struct {
 }
 
 func openGuest(ctx context.Context, path string, args []string, f guestFlags, stdout, stderr io.Writer) (*guestSession, error) {
+	if f.timeout < 0 {
+		// The host takes a deadline of 0 or less as none: a negative one
+		// would run the guest without the limit asked for.
+		return nil, fmt.Errorf("--timeout %s: want a positive duration, or 0 for no deadline", f.timeout)
+	}
 	wasm, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err

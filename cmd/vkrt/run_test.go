@@ -252,3 +252,12 @@ func TestPlanSmallThenRunBigger(t *testing.T) {
 	require.Equal(t, bigger.PlanCapacity, same.PlanCapacity)
 	require.Greater(t, bigger.ReservedPeak, same.ReservedPeak)
 }
+
+// A negative --timeout is refused, not taken as no deadline.
+func TestRunRefusesANegativeTimeout(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.wasm")
+	for _, cmd := range []string{"run", "plan"} {
+		_, _, err := execute(t, cmd, "--timeout", "-5s", missing)
+		require.ErrorContains(t, err, "--timeout -5s: want a positive duration", cmd)
+	}
+}

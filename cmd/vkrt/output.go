@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// writeOutput writes a file the command was told to write (flag names the
+// flag, for errors). A regular file is written to a temporary file beside it
+// and renamed into place, so a failed write leaves no half-written file
+// and an old one intact; a symbolic link is followed, so the file it
+// points to is replaced and the link kept. A FIFO, a terminal or another
+// device (/dev/stdout) is written in place, never replaced by a file.
+func writeOutput(flag, path string, write func(io.Writer) error) (err error) {
+	if path == "" {
+		return fmt.Errorf("%s: no file named", flag)
+	}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%s %s: %w", flag, path, err)
+		}
+	}()
+	target := path
+	if resolved, err := filepath.EvalSymlinks(path); err == nil {
+		target = resolved
+	}
+	if fi, err := os.Stat(target); err == nil {
+		switch {
+		case fi.IsDir():
+			return errors.New("is a directory")
+		case !fi.Mode().IsRegular():
+			return writeInPlace(target, write)
+		}
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".*")
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			// The temporary name means nothing to the user: say what failed.
+			return fmt.Errorf("cannot create a file in %s: %w", filepath.Dir(target), pe.Err)
+		}
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	w := bufio.NewWriter(tmp)
+	if err = write(w); err == nil {
+		err = w.Flush()
+	}
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if err == nil {
+		err = tmp.Close()
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), target)
+	}
+	var pe *os.PathError
+	if errors.As(err, &pe) && pe.Path == tmp.Name() {
+		// The temporary name means nothing to the user: say what failed.
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
+}
+
+// writeInPlace writes to a file that is not a regular one (a FIFO, a
+// device) as it is.
+func writeInPlace(path string, write func(io.Writer) error) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	if err := write(w); err != nil {
+		f.Close()
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

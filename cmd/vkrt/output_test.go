@@ -1,0 +1,114 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// noTemporaryFiles fails when dir holds a file the command left behind.
+func noTemporaryFiles(t *testing.T, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.False(t, strings.HasPrefix(e.Name(), "."), "no temporary file is left: %s", e.Name())
+	}
+}
+
+// A write that fails half way (here past the file size limit, as a full
+// disk would) leaves the old plan as it was, not the first bytes of the new.
+func TestPlanOutThatFailsHalfWayKeepsTheOldFile(t *testing.T) {
+	first := writeTrace(t, "first.trace", shortRun)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "workload.plan")
+	require.NoError(t, os.WriteFile(out, []byte("old plan\n"), 0o644))
+
+	var old syscall.Rlimit
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old))
+	limit := old
+	limit.Cur = 64 // the plan is a few hundred bytes
+	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit))
+	_, _, err := execute(t, "plan", first, "--out", out)
+	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old))
+
+	require.ErrorIs(t, err, syscall.EFBIG)
+	data, rerr := os.ReadFile(out)
+	require.NoError(t, rerr)
+	require.Equal(t, "old plan\n", string(data), "the old file is intact")
+	require.ErrorContains(t, err, "--out "+out)
+	noTemporaryFiles(t, dir)
+}
+
+func TestOutputPathsThatCannotBeWrittenSayWhich(t *testing.T) {
+	dir := t.TempDir()
+	first := writeTrace(t, "first.trace", shortRun)
+	missing := filepath.Join(dir, "no-dir", "r.html")
+	_, _, err := execute(t, "report", "--html", missing, first)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.ErrorContains(t, err, "--html "+missing+": ")
+	require.NotContains(t, err.Error(), ".r.html.", "the temporary file is not what the user named")
+
+	_, _, err = execute(t, "plan", first, "--out", dir)
+	require.ErrorContains(t, err, "--out "+dir+": is a directory")
+	_, _, err = execute(t, "report", "--html", dir, first)
+	require.ErrorContains(t, err, "--html "+dir+": is a directory")
+	_, _, err = execute(t, "report", "--html", "", first)
+	require.ErrorContains(t, err, "--html: no file named")
+	noTemporaryFiles(t, dir)
+}
+
+// An output named through a symbolic link replaces the file the link
+// points to, and the link stays.
+func TestOutputThroughASymlinkKeepsTheLink(t *testing.T) {
+	dir := t.TempDir()
+	first := writeTrace(t, "first.trace", shortRun)
+	target, link := filepath.Join(dir, "target.html"), filepath.Join(dir, "link.html")
+	require.NoError(t, os.WriteFile(target, []byte("old"), 0o644))
+	require.NoError(t, os.Symlink(target, link))
+	_, _, err := execute(t, "report", "--html", link, first)
+	require.NoError(t, err)
+	fi, err := os.Lstat(link)
+	require.NoError(t, err)
+	require.Equal(t, os.ModeSymlink, fi.Mode().Type(), "the link is still a link")
+	page, err := os.ReadFile(target)
+	require.NoError(t, err)
+	require.Contains(t, string(page), "<html")
+	noTemporaryFiles(t, dir)
+}
+
+// A FIFO (or /dev/stdout) is written into, not replaced by a regular file.
+func TestOutputIntoAFIFOIsWrittenNotReplaced(t *testing.T) {
+	dir := t.TempDir()
+	first := writeTrace(t, "first.trace", shortRun)
+	fifo := filepath.Join(dir, "page.fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	read := make(chan string, 1)
+	go func() {
+		f, err := os.Open(fifo)
+		if err != nil {
+			read <- err.Error()
+			return
+		}
+		defer f.Close()
+		b, _ := io.ReadAll(f)
+		read <- string(b)
+	}()
+	_, _, err := execute(t, "report", "--html", fifo, first)
+	require.NoError(t, err)
+	fi, err := os.Lstat(fifo)
+	require.NoError(t, err)
+	require.Equal(t, os.ModeNamedPipe, fi.Mode().Type(), "the FIFO is still a FIFO")
+	select {
+	case page := <-read:
+		require.Contains(t, page, "<html")
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing was written into the FIFO")
+	}
+}
