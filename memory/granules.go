@@ -31,6 +31,7 @@ type granuleMap struct {
 	unreal uint64      // bound granules whose binding the device lacks
 	idle   uint64      // bound granules not used
 	hand   int         // the word where the search for an idle granule resumes
+	top    int         // no granule at or past it was ever bound
 }
 
 // extent is n granules bound to chunk granules from at on.
@@ -299,6 +300,7 @@ func (m *granuleMap) bindRun(a, b int, chunk int32, at uint32, used, real bool) 
 		m.unreal += uint64(b - a)
 	}
 	setBits(m.bound, a, b, true)
+	m.top = max(m.top, b)
 	if real {
 		setBits(m.real, a, b, true)
 	}
@@ -432,7 +434,9 @@ func (m *granuleMap) nextIdleRun() (a, b int) {
 	if m.idle == 0 {
 		return -1, -1
 	}
-	used, bound := m.used, m.bound[:len(m.used)]
+	// Words past the highest granule ever bound hold no idle granule.
+	words := min(len(m.used), (m.top+63)>>6)
+	used, bound := m.used[:words], m.bound[:words]
 	if m.hand >= len(used) {
 		m.hand = 0
 	}
