@@ -38,6 +38,12 @@ type clientStorage struct {
 	sparse      vkruntime.SparseStorage // nil where the device has none
 	limit, heap uint64                  // limit 0: none beyond the device's own
 
+	// flushMu keeps the device's Flush apart from the calls whose account
+	// it settles: Flush holds it alone, while Dealloc holds it shared from
+	// counting a release to handing it to the device, and Alloc from asking
+	// the device to reading its figures. So held never falls below what the
+	// device holds, and a peak is read before a Flush can lower it.
+	flushMu  sync.RWMutex
 	mu       sync.Mutex
 	sizes    map[vkruntime.StorageID]uint64 // live allocations, for the limit
 	held     uint64                         // bytes asked of live and unflushed allocations
@@ -71,8 +77,10 @@ func (s *clientStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 			}
 		}
 	}
+	s.flushMu.RLock()
 	h, err := s.Storage.Alloc(size)
 	bytes, allocations := s.Storage.Allocated(), s.Storage.Allocations()
+	s.flushMu.RUnlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -99,6 +107,8 @@ func (s *clientStorage) room(size uint64) bool {
 }
 
 func (s *clientStorage) Dealloc(id vkruntime.StorageID) {
+	s.flushMu.RLock()
+	defer s.flushMu.RUnlock()
 	s.mu.Lock()
 	if size, ok := s.sizes[id]; ok {
 		delete(s.sizes, id)
@@ -110,6 +120,8 @@ func (s *clientStorage) Dealloc(id vkruntime.StorageID) {
 }
 
 func (s *clientStorage) Flush() {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
 	s.Storage.Flush()
 	s.mu.Lock()
 	s.held -= s.released
@@ -126,7 +138,9 @@ func (s *clientStorage) Limit() uint64 {
 }
 
 func (s *clientStorage) statsNow() StorageStats {
+	s.flushMu.RLock()
 	bytes, allocations := s.Storage.Allocated(), s.Storage.Allocations()
+	s.flushMu.RUnlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stats
