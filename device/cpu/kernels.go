@@ -117,17 +117,48 @@ func byRows(ctx context.Context, rows, cols int, in, out []byte, f func(row []fl
 	return nil
 }
 
+// sumWindow is how many work groups' partial sums reduceSum holds at once,
+// so the host memory of a launch is bounded however large its grid.
+const sumWindow = 1 << 14
+
 // reduceSum follows the shader: element i belongs to work group
-// (i / 256) mod groups, and group g's sum goes to out[g].
+// (i / 256) mod groups, and group g's sum goes to out[g]. Groups are summed
+// sumWindow at a time, each group's elements in order as a whole pass
+// would; groups past the last 256-element block sum nothing.
 func reduceSum(ctx context.Context, n int, grid [3]uint32, x, out []byte) error {
 	groups := int(grid[0]) * int(grid[1])
-	sums := make([]float64, groups)
-	err := elements(ctx, n, func(i int) { sums[(i/workGroup)%groups] += float64(getFloat(x, i)) })
-	if err != nil {
-		return err
+	blocks := (n + workGroup - 1) / workGroup
+	used := min(groups, blocks)
+	sums := make([]float64, min(used, sumWindow))
+	for g0 := 0; g0 < used; g0 += len(sums) {
+		window := sums[:min(len(sums), used-g0)]
+		clear(window)
+		if len(window) == groups {
+			err := elements(ctx, n, func(i int) { window[(i/workGroup)%groups] += float64(getFloat(x, i)) })
+			if err != nil {
+				return err
+			}
+		} else {
+			// Round r holds blocks [r, r+groups); the window's groups take
+			// blocks [r+g0, r+g0+len(window)) of it.
+			for r := 0; r+g0 < blocks; r += groups {
+				first := r + g0
+				start, end := first*workGroup, min(n, (first+len(window))*workGroup)
+				err := elements(ctx, end-start, func(j int) {
+					i := start + j
+					window[i/workGroup-first] += float64(getFloat(x, i))
+				})
+				if err != nil {
+					return err
+				}
+			}
+		}
+		for g, s := range window {
+			putFloat(out, g0+g, float32(s))
+		}
 	}
-	for g, s := range sums {
-		putFloat(out, g, float32(s))
+	if groups > used {
+		clear(out[4*used : 4*groups])
 	}
 	return nil
 }
