@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"time"
 
@@ -86,6 +88,14 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 		}
 		return nil
 	}
+	// A report that cannot be written is found now, not after the suite.
+	for _, out := range []struct{ flag, path string }{{"--json", f.json}, {"--junit", f.junit}} {
+		if out.path != "" && out.path != "-" {
+			if err := checkOutput(out.flag, out.path); err != nil {
+				return err
+			}
+		}
+	}
 	if file, ok := stderr.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
 		o.Finished = func(i, n int, r conformance.Result) {
 			fmt.Fprintf(stderr, "[%*d/%d] %s: %s (%s)\n", len(fmt.Sprint(n)), i+1, n, r.Check, r.Status, r.Duration.Round(time.Millisecond))
@@ -103,9 +113,9 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 	rep := conformance.RunDevice(ctx, open, o)
 	toStdout := false
 	for _, out := range []struct {
-		path  string
-		write func(io.Writer) error
-	}{{f.json, rep.WriteJSON}, {f.junit, rep.WriteJUnit}} {
+		flag, path string
+		write      func(io.Writer) error
+	}{{"--json", f.json, rep.WriteJSON}, {"--junit", f.junit, rep.WriteJUnit}} {
 		switch out.path {
 		case "":
 		case "-":
@@ -114,7 +124,7 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 				return err
 			}
 		default:
-			if err := writeFile(out.path, out.write); err != nil {
+			if err := writeOutput(out.flag, out.path, out.write); err != nil {
 				return err
 			}
 		}
@@ -132,14 +142,24 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 	return nil
 }
 
-func writeFile(path string, write func(io.Writer) error) error {
-	file, err := os.Create(path)
-	if err != nil {
+// errProbe ends checkOutput's write before it writes anything.
+var errProbe = errors.New("probe")
+
+// checkOutput finds whether writeOutput can write path (flag names the flag,
+// for errors) without writing it: it makes and removes the temporary file
+// writeOutput would make, so neither an existing file nor a new one is
+// touched. A FIFO or a device is left alone: opening one would wait for, or
+// end, its reader; it is opened when the report is written.
+func checkOutput(flag, path string) error {
+	target := path
+	if resolved, err := filepath.EvalSymlinks(path); err == nil {
+		target = resolved
+	}
+	if fi, err := os.Stat(target); err == nil && !fi.IsDir() && !fi.Mode().IsRegular() {
+		return nil
+	}
+	if err := writeOutput(flag, path, func(io.Writer) error { return errProbe }); !errors.Is(err, errProbe) {
 		return err
 	}
-	if err := write(file); err != nil {
-		file.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return file.Close()
+	return nil
 }

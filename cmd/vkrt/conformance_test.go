@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -190,4 +191,78 @@ func TestConformanceListsChecks(t *testing.T) {
 	out, _, err = execute(t, "conformance", "--list")
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, strings.Count(out, "\n    "), 30)
+}
+
+// countingCPU opens every client on a pure-Go device of its own and counts
+// the opens: a suite that never started opened none.
+func countingCPU(opened *int) conformance.OpenClient {
+	open := conformance.OnDevice(cpu.Open)
+	return func(ctx context.Context, cfg conformance.DeviceConfig) (*client.Client, error) {
+		*opened++
+		return open(ctx, cfg)
+	}
+}
+
+// A report file that cannot be written is an error before the suite runs,
+// naming the flag and the path, and the check leaves nothing behind.
+func TestConformanceReportThatCannotBeWrittenFailsBeforeTheSuite(t *testing.T) {
+	dir := t.TempDir()
+	opened := 0
+	var stdout, stderr bytes.Buffer
+	missing := filepath.Join(dir, "no-dir", "c.json")
+	err := runConformance(context.Background(), &stdout, &stderr, countingCPU(&opened), conformanceFlags{run: "^kernel/add$", json: missing})
+	require.Zero(t, opened, "the suite never started")
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.ErrorContains(t, err, "--json "+missing+": ")
+	require.NotContains(t, err.Error(), ".c.json.", "the temporary file is not what the user named")
+
+	err = runConformance(context.Background(), &stdout, &stderr, countingCPU(&opened), conformanceFlags{run: "^kernel/add$", json: filepath.Join(dir, "c.json"), junit: dir})
+	require.ErrorContains(t, err, "--junit "+dir+": is a directory")
+
+	require.Zero(t, opened, "the suite never started")
+	require.Empty(t, stdout.String())
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "checking the paths wrote nothing")
+}
+
+// A suite that does not start leaves no empty report behind.
+func TestConformanceThatDoesNotStartWritesNoReport(t *testing.T) {
+	dir := t.TempDir()
+	missing := func(context.Context, conformance.DeviceConfig) (*client.Client, error) {
+		return nil, errors.New("the device fell off the bus")
+	}
+	var stdout, stderr bytes.Buffer
+	err := runConformance(context.Background(), &stdout, &stderr, missing, conformanceFlags{json: filepath.Join(dir, "c.json"), junit: filepath.Join(dir, "c.xml")})
+	require.ErrorContains(t, err, "the device fell off the bus")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries)
+}
+
+// A report write that fails half way (past the file size limit, as a full
+// disk would) leaves the old report as it was, not the first bytes of the
+// new one.
+func TestConformanceReportThatFailsHalfWayKeepsTheOldFile(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "c.json")
+	require.NoError(t, os.WriteFile(out, []byte("old report\n"), 0o644))
+	opened := 0
+	var stdout, stderr bytes.Buffer
+
+	var old syscall.Rlimit
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old))
+	limit := old
+	limit.Cur = 64 // the report of one check is a few hundred bytes
+	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit))
+	err := runConformance(context.Background(), &stdout, &stderr, countingCPU(&opened), conformanceFlags{run: "^kernel/add$", json: out})
+	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old))
+
+	require.Positive(t, opened, "the suite ran")
+	data, rerr := os.ReadFile(out)
+	require.NoError(t, rerr)
+	require.Equal(t, "old report\n", string(data), "the old file is intact")
+	require.ErrorIs(t, err, syscall.EFBIG)
+	require.ErrorContains(t, err, "--json "+out+": ")
+	noTemporaryFiles(t, dir)
 }
