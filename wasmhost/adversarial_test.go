@@ -79,6 +79,28 @@ func endCases() []endCase {
 		{name: "not WebAssembly", wasm: func(testing.TB) []byte { return []byte("#!/bin/sh\necho hello\n") }, want: ErrRefused, detail: "not a WebAssembly binary"},
 		{name: "empty file", wasm: func(testing.TB) []byte { return nil }, want: ErrRefused},
 		{name: "WebAssembly magic, then garbage", wasm: func(testing.TB) []byte { return []byte("\x00asm\x01\x00\x00\x00\xff\xff\xff\xff") }, want: ErrRefused},
+		{name: "table.grow", wasm: rawWAT(`(module (table 1 funcref) (func $grow (param funcref) (drop (table.grow 0 (local.get 0) (i32.const 1)))) (func (export "_start")))`),
+			want: ErrRefused, detail: `table.grow invalid as feature "reference-types" is disabled`},
+		{name: "table.fill", wasm: rawWAT(`(module (table 1 funcref) (func $fill (param funcref) (table.fill 0 (i32.const 0) (local.get 0) (i32.const 1))) (func (export "_start")))`),
+			want: ErrRefused, detail: `table.fill invalid as feature "reference-types" is disabled`},
+		{name: "ref.null", wasm: rawWAT(`(module (func (export "_start") (drop (ref.null func))))`),
+			want: ErrRefused, detail: `ref.null invalid as feature "reference-types" is disabled`},
+		{name: "two tables", wasm: rawWAT(`(module (table 1 funcref) (table 1 funcref) (func (export "_start")))`),
+			want: ErrRefused, detail: `at most one table allowed in module as feature "reference-types" is disabled`},
+		{name: "an imported table", wasm: rawWAT(`(module (import "wasi_snapshot_preview1" "table" (table 1 funcref)) (func (export "_start")))`),
+			want: ErrRefused, detail: "it imports table wasi_snapshot_preview1.table; a guest defines its own"},
+		{name: "a table past the default limit", wasm: rawWAT(`(module (table 1048577 funcref) (func (export "_start")))`),
+			want: ErrRefused, detail: "it declares a table of 1048577 entries (8388616 B of host memory); the host allows at most 1048576"},
+		{name: "a table past the host's limit", host: []Option{WithMaxTableEntries(65536)}, wasm: rawWAT(`(module (table 65537 65537 funcref) (func (export "_start")))`),
+			want: ErrRefused, detail: "it declares a table of 65537 entries (524296 B of host memory); the host allows at most 65536"},
+		{name: "a table at the host's limit, called through", host: []Option{WithMaxTableEntries(65536)}, wasm: rawWAT(`(module
+			(import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+			(type $answer (func (result i32)))
+			(table 65536 funcref) (elem (i32.const 65534) $six $seven)
+			(func $six (result i32) (i32.const 6)) (func $seven (result i32) (i32.const 7))
+			(func (export "_start") (call $exit (call_indirect (type $answer) (i32.const 65535)))))`),
+			want: &ExitError{Code: 7}},
+		{name: "a table with a maximum of 2^32 - 1 (nothing can grow it)", wasm: rawWAT(`(module (table 1 0xffffffff funcref) (func (export "_start")))`)},
 		{name: "100,000 handles, left for the host to free", wasm: watGuest("", `(local $i i32) (local $failed i32)
 			(loop $l
 				(if (call $create (i64.const 16) (i32.const 0)) (then (local.set $failed (i32.add (local.get $failed) (i32.const 1)))))

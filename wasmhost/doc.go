@@ -11,8 +11,11 @@
 // ends, and a guest that traps, runs past its deadline (WithDeadline),
 // outgrows its memory limit (WithMaxMemoryPages) or exits ends alone.
 // Quotas of device bytes and handles (WithMaxDeviceBytes, WithMaxHandles)
-// answer EDQUOT. WASI is provided with no filesystem, environment or
-// arguments unless a run grants them.
+// answer EDQUOT. Tables, host memory outside the memory limit, are held to
+// one a guest, of at most WithMaxTableEntries entries, which it cannot
+// grow: guests are WebAssembly 2.0 without reference types. WASI is
+// provided with no filesystem, environment or arguments unless a run
+// grants them.
 //
 // A run under a context marked with dryrun.With is a dry run: the guest's
 // pools see every buffer while the device holds none of them, which is how

@@ -25,7 +25,8 @@ const ModuleName = "vkrt_v1"
 var (
 	// ErrRefused: the host would not load or start the module (not
 	// WebAssembly, an import it does not provide or of the wrong
-	// signature, no _start, a memory above the limit).
+	// signature, no _start, a memory above the limit, an imported table,
+	// a table above the limit or more than one, reference types).
 	ErrRefused = errors.New("wasmhost: module refused")
 	// ErrTrapped: the guest trapped (unreachable, out-of-bounds access,
 	// stack overflow, …).
@@ -56,14 +57,15 @@ type Host struct {
 // New starts a host over c. ctx may carry wazero's experimental function
 // listener, which then sees every host call.
 func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
-	cfg := hostConfig{maxMemoryPages: DefaultMaxMemoryPages, records: true}
+	cfg := hostConfig{maxMemoryPages: DefaultMaxMemoryPages, maxTableEntries: DefaultMaxTableEntries, records: true}
 	for _, o := range opts {
 		cfg = o(cfg)
 	}
 	if cfg.maxMemoryPages == 0 || cfg.maxMemoryPages > MaxMemoryPages {
 		return nil, fmt.Errorf("wasmhost: memory limit of %d pages: want 1 to %d", cfg.maxMemoryPages, MaxMemoryPages)
 	}
-	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true).WithMemoryLimitPages(cfg.maxMemoryPages)
+	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true).WithMemoryLimitPages(cfg.maxMemoryPages).
+		WithCoreFeatures(guestFeatures)
 	h := &Host{c: c, cfg: cfg, kernels: newKernelTable()}
 	if cfg.cacheDir != "" {
 		cache, err := wazero.NewCompilationCacheWithDir(cfg.cacheDir)
@@ -84,6 +86,13 @@ func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 	}
 	return h, nil
 }
+
+// guestFeatures are WebAssembly 2.0 without reference types: with them a
+// guest could grow a table by up to 2^32 entries of 8 bytes of host memory
+// (table.grow, outside the memory limit) and define many tables. Bulk
+// memory operations, which Go guests use, stay on; wazero enforces no
+// dependency between the two. See tables.go.
+const guestFeatures = api.CoreFeaturesV2 &^ api.CoreFeatureReferenceTypes
 
 // Close ends the host's runtime and its guests. The client stays open.
 func (h *Host) Close(ctx context.Context) error {
@@ -108,7 +117,8 @@ var wasmMagic = []byte{0x00, 'a', 's', 'm'}
 
 // Compile checks and compiles a guest: WebAssembly, with a _start taking
 // and returning nothing, importing from vkrt_v1 only functions it has with
-// their signatures. Anything else is ErrRefused.
+// their signatures, with at most one table of at most the host's entries.
+// Anything else is ErrRefused.
 func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	if !bytes.HasPrefix(wasm, wasmMagic) {
 		return nil, fmt.Errorf("%w: not a WebAssembly binary (it starts % x)", ErrRefused, wasm[:min(len(wasm), 4)])
@@ -117,7 +127,11 @@ func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
-	if err := checkModule(cm); err != nil {
+	err = checkModule(cm)
+	if err == nil {
+		err = checkTables(wasm, h.cfg.maxTableEntries)
+	}
+	if err != nil {
 		cm.Close(ctx)
 		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
 	}

@@ -17,6 +17,13 @@ const DefaultMaxMemoryPages = 16384
 // panics inside the host call.
 const MaxMemoryPages = 65535
 
+// DefaultMaxTableEntries is the most entries a guest's WebAssembly table
+// (of functions, for call_indirect) may declare when WithMaxTableEntries is
+// not given: 2^20, 8 MiB of host memory a guest, as wazero keeps 8 bytes an
+// entry. Go guests declare about 6,000 (the examples and the SDK's tests,
+// Go 1.26).
+const DefaultMaxTableEntries = 1 << 20
+
 // DefaultMaxHandles is the handle quota when WithMaxHandles is not given.
 const DefaultMaxHandles = 1 << 17
 
@@ -25,10 +32,11 @@ const DefaultMaxHandles = 1 << 17
 const maxTableHandles = 1<<indexBits - 1
 
 type hostConfig struct {
-	maxMemoryPages uint32
-	cacheDir       string
-	records        bool
-	run            runConfig
+	maxMemoryPages  uint32
+	maxTableEntries uint32
+	cacheDir        string
+	records         bool
+	run             runConfig
 }
 
 type runConfig struct {
@@ -53,6 +61,15 @@ type Option func(hostConfig) hostConfig
 // sees memory.grow fail. The default is DefaultMaxMemoryPages.
 func WithMaxMemoryPages(pages uint32) Option {
 	return func(c hostConfig) hostConfig { c.maxMemoryPages = pages; return c }
+}
+
+// WithMaxTableEntries limits each guest's WebAssembly table to entries
+// entries; a guest that declares a larger one is refused at load. A table is
+// host memory outside WithMaxMemoryPages, 8 bytes an entry, and no guest can
+// grow its table (the host leaves the reference-types feature off, which
+// also limits a guest to one table). The default is DefaultMaxTableEntries.
+func WithMaxTableEntries(entries uint32) Option {
+	return func(c hostConfig) hostConfig { c.maxTableEntries = entries; return c }
 }
 
 // WithCompilationCacheDir keeps compiled guests in dir, so a host started
