@@ -24,9 +24,10 @@ const ModuleName = "vkrt_v1"
 
 var (
 	// ErrRefused: the host would not load or start the module (not
-	// WebAssembly, an import it does not provide or of the wrong
-	// signature, no _start, a memory above the limit, an imported table,
-	// a table above the limit or more than one, reference types).
+	// WebAssembly, a section that does not hold what it claims, an import
+	// it does not provide or of the wrong signature, no _start, a memory
+	// above the limit, an imported table, a table above the limit or more
+	// than one, reference types, too many locals).
 	ErrRefused = errors.New("wasmhost: module refused")
 	// ErrTrapped: the guest trapped (unreachable, out-of-bounds access,
 	// stack overflow, …).
@@ -91,7 +92,7 @@ func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 // guest could grow a table by up to 2^32 entries of 8 bytes of host memory
 // (table.grow, outside the memory limit) and define many tables. Bulk
 // memory operations, which Go guests use, stay on; wazero enforces no
-// dependency between the two. See tables.go.
+// dependency between the two. See module.go.
 const guestFeatures = api.CoreFeaturesV2 &^ api.CoreFeatureReferenceTypes
 
 // Close ends the host's runtime and its guests. The client stays open.
@@ -115,27 +116,47 @@ type Module struct {
 
 var wasmMagic = []byte{0x00, 'a', 's', 'm'}
 
-// Compile checks and compiles a guest: WebAssembly, with a _start taking
-// and returning nothing, importing from vkrt_v1 only functions it has with
-// their signatures, with at most one table of at most the host's entries.
-// Anything else is ErrRefused.
+// Compile checks and compiles a guest: WebAssembly whose sections hold what
+// they claim to, with a _start taking and returning nothing, importing from
+// vkrt_v1 only functions it has with their signatures, with at most one
+// table of at most the host's entries, and functions of at most 50,000
+// locals each (see checkLocals). Anything else is ErrRefused.
 func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	if !bytes.HasPrefix(wasm, wasmMagic) {
 		return nil, fmt.Errorf("%w: not a WebAssembly binary (it starts % x)", ErrRefused, wasm[:min(len(wasm), 4)])
 	}
-	cm, err := h.rt.CompileModule(ctx, wasm)
+	// wazero's decoder trusts the counts it reads: the walk comes first.
+	walk, err := readModule(wasm)
+	if err == nil {
+		err = checkLocals(walk, len(wasm))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	cm, err := compileModule(ctx, h.rt, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
 	err = checkModule(cm)
 	if err == nil {
-		err = checkTables(wasm, h.cfg.maxTableEntries)
+		err = checkTables(walk.tables, h.cfg.maxTableEntries)
 	}
 	if err != nil {
 		cm.Close(ctx)
 		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
 	return &Module{compiled: cm}, nil
+}
+
+// compileModule is rt.CompileModule, a panic of which (its decoder's, on a
+// module the walk let through) is an error.
+func compileModule(ctx context.Context, rt wazero.Runtime, wasm []byte) (cm wazero.CompiledModule, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			cm, err = nil, fmt.Errorf("wazero failed on it: %v", p)
+		}
+	}()
+	return rt.CompileModule(ctx, wasm)
 }
 
 // Close releases the compiled code.

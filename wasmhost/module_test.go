@@ -3,6 +3,7 @@ package wasmhost
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"strconv"
 	"testing"
 
@@ -33,11 +34,11 @@ func binaryModule(sections ...[]byte) []byte {
 
 func wasmName(s string) []byte { return append(leb(uint32(len(s)), 1), s...) }
 
-// TestReadTables reads the tables of modules in every encoding the binary
+// TestReadModule reads the tables of modules in every encoding the binary
 // format (as wazero decodes it) allows, and refuses what it cannot read.
-func TestReadTables(t *testing.T) {
+func TestReadModule(t *testing.T) {
 	noMax := func(min uint32) wasmTable { return wasmTable{min: min} }
-	custom := section(0, wasmName("note"), []byte{1, 2, 3})
+	custom := section(sectionCustom, wasmName("note"), []byte{1, 2, 3})
 	importSection := func(entries ...[]byte) []byte {
 		return section(sectionImport, append([][]byte{leb(uint32(len(entries)), 1)}, entries...)...)
 	}
@@ -72,30 +73,48 @@ func TestReadTables(t *testing.T) {
 		{name: "a table with an initial value", wasm: binaryModule(section(sectionTable, []byte{1, 0x40, 0x00, 0x70, 0x00}, leb(7, 1), []byte{0xd2, 0x00, 0x0b})),
 			want: wasmTables{defined: []wasmTable{noMax(7)}}},
 		{name: "a table with an initial value, then another", wasm: binaryModule(section(sectionTable, []byte{2, 0x40, 0x00, 0x70, 0x00, 0x07, 0xd2, 0x00, 0x0b, 0x70, 0x00, 0x01})),
-			err: "table 0 has an initial value and 1 tables follow it"},
+			want: wasmTables{defined: []wasmTable{noMax(7), noMax(1)}}},
 		{name: "custom sections around the table", wasm: binaryModule(custom, section(sectionTable, []byte{1, 0x70, 0x00, 0x02}), custom),
 			want: wasmTables{defined: []wasmTable{noMax(2)}}},
 		{name: "every other kind of import", wasm: binaryModule(everyOtherImport, section(sectionTable, []byte{1, 0x70, 0x00, 0x03})),
 			want: wasmTables{defined: []wasmTable{noMax(3)}}},
-		{name: "an imported table", wasm: binaryModule(importSection(imp(importFunc, 0), imp(importTable, 0x70, 0x00, 0x01), imp(0x7f))),
+		{name: "an imported table", wasm: binaryModule(importSection(imp(importFunc, 0), imp(importTable, 0x70, 0x00, 0x01), imp(importTable, 0x70, 0x00, 0x02))),
 			want: wasmTables{imported: "m.n"}},
 
 		{name: "not WebAssembly", wasm: []byte("\x00asm\x02\x00\x00\x00"), err: "not a WebAssembly 1 binary"},
-		{name: "a section past the end", wasm: append(binaryModule(), sectionTable, 10, 1, 0x70), err: "section 4 of 10 B: unexpected end"},
-		{name: "a section size that overflows", wasm: append(binaryModule(), sectionTable, 0xff, 0xff, 0xff, 0xff, 0x7f), err: "section 4: a u32 that overflows"},
+		{name: "a section past the end", wasm: append(binaryModule(), sectionTable, 10, 1, 0x70), err: "table section of 10 B cannot fit in the 2 B left"},
+		{name: "a section size that overflows", wasm: append(binaryModule(), sectionTable, 0xff, 0xff, 0xff, 0xff, 0x7f), err: "table section: its size: a u32 that overflows"},
 		{name: "a size of 6 bytes", wasm: binaryModule(section(sectionTable, []byte{1, 0x70, 0x00, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00})), err: "a u32 longer than 5 bytes"},
-		{name: "limits flags 4", wasm: binaryModule(section(sectionTable, []byte{1, 0x70, 0x04, 0x01})), err: "limits flags 0x4"},
-		{name: "a table cut short", wasm: binaryModule(section(sectionTable, []byte{1, 0x70, 0x01, 0x01})), err: "table 0: unexpected end"},
-		{name: "an unknown import kind", wasm: binaryModule(importSection(imp(0x7f))), err: "import 0 (m.n): import kind 0x7f"},
+		{name: "limits flags 4", wasm: binaryModule(section(sectionTable, []byte{1, 0x70, 0x04, 0x01})), err: "table section: tables[0]: limits flags 0x4"},
+		{name: "a table cut short", wasm: binaryModule(section(sectionTable, []byte{1, 0x70, 0x01, 0x01})), err: "table section: tables[0]: unexpected end"},
+		{name: "an unknown import kind", wasm: binaryModule(importSection(imp(0x7f))), err: "import section: imports[0]: m.n: import kind 0x7f"},
+		{name: "a byte after the last table", wasm: binaryModule(section(sectionTable, []byte{1, 0x70, 0x00, 0x01, 0x00})), err: "table section: 1 B after its end"},
+		{name: "an unknown section", wasm: binaryModule(section(14, []byte{0})), err: "section 14: an unknown section"},
+		{name: "a name longer than its section", wasm: binaryModule(section(sectionImport, []byte{1}, leb(0xffffffff, 1), []byte{0, 0, 0})),
+			err: "import section: imports[0]: a name of 4294967295 B cannot fit in the 3 B left"},
+		{name: "a custom section's name longer than it", wasm: binaryModule(section(sectionCustom, leb(1000, 1), []byte("name"))),
+			err: "custom section: a name of 1000 B cannot fit in the 4 B left"},
+		{name: "data longer than its section", wasm: binaryModule(section(sectionData, []byte{1, 1}, leb(0x7fffffff, 1), []byte{1, 2})),
+			err: "data section: data segments[0]: its bytes of 2147483647 B cannot fit in the 2 B left"},
+		{name: "a function body longer than the section", wasm: binaryModule(section(sectionCode, []byte{1, 40, 0, 0x0b})),
+			err: "code section: function bodies[0]: 40 B cannot fit in the 2 B left"},
+		{name: "locals past their function's body", wasm: binaryModule(section(sectionCode, []byte{1, 2, 1, 0x01, 0x7f, 0x0b})),
+			err: "code section: function bodies[0]: 1 local declarations cannot fit in the 1 B left (each takes at least 2 B)"},
+		{name: "a name subsection longer than its size", wasm: binaryModule(section(sectionCustom, wasmName("name"), []byte{1, 2, 1, 0, 0})),
+			err: "custom section: name subsection 1: 1 function names cannot fit in the 1 B left (each takes at least 2 B)"},
+		{name: "a name subsection shorter than its size", wasm: binaryModule(section(sectionCustom, wasmName("name"), []byte{0, 3, 1, 'a', 0})),
+			err: "custom section: name subsection 0: 1 B after its end"},
+		{name: "a constant expression wazero does not know", wasm: binaryModule(section(sectionGlobal, []byte{1, 0x7f, 0x00, 0x20, 0x00, 0x0b})),
+			err: "global section: globals[0]: instruction 0x20 in a constant expression"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := readTables(tc.wasm)
+			got, err := readModule(tc.wasm)
 			if tc.err != "" {
 				require.ErrorContains(t, err, tc.err)
 				return
 			}
 			require.NoError(t, err)
-			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.want, got.tables)
 		})
 	}
 }
@@ -103,18 +122,15 @@ func TestReadTables(t *testing.T) {
 // TestCheckTables: the refusals, with their numbers, without compiling
 // anything; 2^27 entries is the most wazero allows, 1 GiB of host memory.
 func TestCheckTables(t *testing.T) {
-	table := func(min uint32) []byte {
-		return binaryModule(section(sectionTable, []byte{1, 0x70, 0x00}, leb(min, 1)))
-	}
+	table := func(min uint32) wasmTables { return wasmTables{defined: []wasmTable{{min: min}}} }
 	require.NoError(t, checkTables(table(DefaultMaxTableEntries), DefaultMaxTableEntries))
-	require.NoError(t, checkTables(binaryModule(), 0))
+	require.NoError(t, checkTables(wasmTables{}, 0))
 	require.EqualError(t, checkTables(table(1<<27), DefaultMaxTableEntries),
 		"it declares a table of 134217728 entries (1073741824 B of host memory); the host allows at most 1048576")
 	require.EqualError(t, checkTables(table(1), 0), "it declares a table of 1 entries (8 B of host memory); the host allows at most 0")
-	require.EqualError(t, checkTables(binaryModule(section(sectionTable, []byte{2, 0x70, 0x00, 0x01, 0x70, 0x00, 0x01})), DefaultMaxTableEntries),
+	require.EqualError(t, checkTables(wasmTables{defined: []wasmTable{{min: 1}, {min: 1}}}, DefaultMaxTableEntries),
 		"it defines 2 tables; a guest has at most one")
-	require.EqualError(t, checkTables(binaryModule(section(sectionTable, []byte{1, 0x70})), DefaultMaxTableEntries),
-		"its tables could not be read: table section, table 0: unexpected end")
+	require.EqualError(t, checkTables(wasmTables{imported: "m.t"}, DefaultMaxTableEntries), "it imports table m.t; a guest defines its own")
 }
 
 // goGuests are the Go guests the repository builds and runs.
@@ -123,18 +139,24 @@ var goGuests = []string{
 	"wasmhost/testdata/guests/sdk", "wasmhost/testdata/guests/bomb", benchGuest,
 }
 
-// TestGoGuestTables: every Go guest declares one table, far below the
-// default limit, and loads on a host with it; below its table's size the
-// same guest is refused, naming both numbers. (Running them is up to
-// TestExamples, TestGoGuestThroughTheSDK, TestGoGuestsEndingBadly and the
-// benchmarks; the bench guest runs here once.)
-func TestGoGuestTables(t *testing.T) {
+// TestGoGuestTablesAndLocals: every Go guest declares one table, far
+// below the default limit, and loads on a host with it; below its table's
+// size the same guest is refused, naming both numbers. Its functions
+// declare a small fraction of the locals the host allows. (Running them is
+// up to TestExamples, TestGoGuestThroughTheSDK, TestGoGuestsEndingBadly and
+// the benchmarks; the bench guest runs here once.)
+func TestGoGuestTablesAndLocals(t *testing.T) {
 	c := openClient(t)
 	h := newHost(t, context.Background(), c)
 	for _, pkg := range goGuests {
 		wasm := buildGuest(t, pkg)
-		ts, err := readTables(wasm)
+		walk, err := readModule(wasm)
 		require.NoError(t, err, pkg)
+		require.NoError(t, checkLocals(walk, len(wasm)), pkg)
+		t.Logf("%s: %d B, locals: at most %d in a function, %d in all", pkg, len(wasm), walk.mostLocals, walk.locals)
+		require.Less(t, walk.mostLocals, uint64(maxFunctionLocals/1000), pkg)
+		require.Less(t, walk.locals, uint64(maxModuleLocals/64), pkg)
+		ts := walk.tables
 		require.Empty(t, ts.imported, pkg)
 		require.Len(t, ts.defined, 1, pkg)
 		entries := ts.defined[0].min
@@ -159,68 +181,59 @@ func TestGoGuestTables(t *testing.T) {
 
 func itoa(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
 
-// FuzzReadTables feeds the table reader arbitrary bytes: it never panics,
-// and every module wazero decodes and validates with the host's features it
-// reads, finding at most one table.
-//
-// wazero's decoder is not hardened against such bytes: it makes a slice as
-// long as each count it reads before checking that the bytes are there, so
-// a count near 2^32 in a 20-byte module is a fatal out-of-memory error of
-// the process, and a code body whose size is less than its locals take
-// panics (makeslice: len out of range). wazero only sees inputs whose
-// LEB128 numbers are at most 2 bytes (below 2^14), and its panics count as
-// refusals.
-func FuzzReadTables(f *testing.F) {
+// FuzzReadModule feeds the walk arbitrary bytes: it never panics, and
+// what it accepts wazero compiles without panicking or allocating more
+// than a small multiple of the module's size, finding at most one table.
+// wazero only sees inputs the walk accepts of at most 4 KiB (nothing else
+// would be safe: its decoder is not hardened), on the host's features and
+// engine, in a worker whose address space is limited: a huge allocation
+// ends the worker, and the fuzzer reports its input.
+func FuzzReadModule(f *testing.F) {
 	f.Add(binaryModule())
 	f.Add(binaryModule(section(sectionTable, []byte{1, 0x70, 0x01}, leb(5, 5), leb(9, 1))))
 	f.Add(binaryModule(section(sectionTable, []byte{1, 0x40, 0x00, 0x70, 0x00, 0x07, 0xd2, 0x00, 0x0b})))
 	f.Add(binaryModule(section(sectionImport, []byte{2}, wasmName("m"), wasmName("g"), []byte{importGlobal, refNullable, 0x70, 0x00},
 		wasmName("m"), wasmName("t"), []byte{importTable, 0x70, 0x00, 0x01})))
+	for _, tc := range hostileModules() {
+		f.Add([]byte(tc.wasm))
+	}
 	for _, src := range []string{
 		`(module (table 3 funcref) (func (export "_start")))`,
 		`(module (import "m" "t" (table 1 2 funcref)) (import "m" "f" (func)) (func (export "_start")))`,
 		`(module (import "m" "g" (global i32)) (import "m" "mem" (memory 1 2)) (table 2 funcref) (elem (i32.const 0) $f $f) (func $f) (func (export "_start")))`,
 		`(module (table 1 funcref) (table 1 funcref))`,
+		`(module (type (func (param i32 i64) (result f32)))
+			(global $g (mut i32) (i32.const 7)) (global f64 (f64.const 1.5)) (global i64 (i64.const -9))
+			(memory 1) (data (i32.const 8) "abc") (data "passive")
+			(table 4 funcref) (elem (i32.const 1) func $f) (elem func $f) (elem declare func $f)
+			(func $f (param i32 i64) (result f32) (local i32 i32 f64) (local v128) (f32.const 0))
+			(func (export "_start") (local $x i32) (local.set $x (global.get $g)))
+			(start 1))`,
 	} {
 		f.Add(wat(f, src))
 	}
 	ctx := context.Background()
-	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCoreFeatures(guestFeatures).WithMemoryLimitPages(16))
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCoreFeatures(guestFeatures).WithMemoryLimitPages(16))
 	f.Cleanup(func() { rt.Close(ctx) })
 	f.Fuzz(func(t *testing.T, wasm []byte) {
-		ts, err := readTables(wasm)
-		_ = checkTables(wasm, DefaultMaxTableEntries)
-		if len(wasm) > 4096 || hasLongLEB(wasm) {
+		walk, err := readModule(wasm)
+		if err == nil {
+			err = checkLocals(walk, len(wasm))
+		}
+		if err != nil || len(wasm) > 4096 {
 			return
 		}
-		cm, ok := wazeroCompiles(ctx, rt, wasm)
-		if !ok {
+		limitAddressSpaceOnce(t, 4<<30)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		cm, err := compileModule(ctx, rt, wasm)
+		runtime.ReadMemStats(&after)
+		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(256<<20), "wazero's allocations compiling a module of %d B", len(wasm))
+		if err != nil {
+			require.NotContains(t, err.Error(), "wazero failed on it", "wazero panicked on a module the walk accepted")
 			return
 		}
 		cm.Close(ctx)
-		require.NoError(t, err, "wazero accepts the module")
-		require.LessOrEqual(t, len(ts.defined), 1)
+		require.LessOrEqual(t, len(walk.tables.defined), 1)
 	})
-}
-
-// hasLongLEB reports whether b holds two bytes with the continuation bit in
-// a row, which any LEB128 of 3 bytes or more has.
-func hasLongLEB(b []byte) bool {
-	for i := 1; i < len(b); i++ {
-		if b[i-1]&0x80 != 0 && b[i]&0x80 != 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// wazeroCompiles compiles wasm on rt, a panic counting as a refusal.
-func wazeroCompiles(ctx context.Context, rt wazero.Runtime, wasm []byte) (cm wazero.CompiledModule, ok bool) {
-	defer func() {
-		if recover() != nil {
-			cm, ok = nil, false
-		}
-	}()
-	cm, err := rt.CompileModule(ctx, wasm)
-	return cm, err == nil
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 )
 
+// A module's binary is read before wazero sees it: see sections.go.
+//
 // Tables are host memory that the guest's memory limit does not cover:
 // wazero allocates 8 bytes per entry of every table a module defines when
 // the module is loaded, and table.grow adds more while it runs. The host
@@ -12,8 +14,8 @@ import (
 // one table and no instruction grows one (table.grow, table.fill and
 // table.size are invalid); what is left is the table's initial size, which
 // wazero accepts up to 2^27 entries (1 GiB) and which checkTables bounds.
-// wazero exposes nothing of a compiled module's tables, so they are read
-// from the module's bytes, after wazero has decoded and validated them.
+// wazero exposes nothing of a compiled module's tables, so the walk reads
+// them too.
 
 // wasmTables is what a module declares about tables.
 type wasmTables struct {
@@ -41,6 +43,9 @@ type wasmReader struct {
 
 func (r *wasmReader) done() bool { return r.off >= len(r.b) }
 
+// left is how many bytes are left to read.
+func (r *wasmReader) left() uint64 { return uint64(len(r.b) - r.off) }
+
 func (r *wasmReader) byte() (byte, error) {
 	if r.off >= len(r.b) {
 		return 0, errShort
@@ -51,7 +56,7 @@ func (r *wasmReader) byte() (byte, error) {
 }
 
 func (r *wasmReader) bytes(n uint32) ([]byte, error) {
-	if uint64(n) > uint64(len(r.b)-r.off) {
+	if uint64(n) > r.left() {
 		return nil, errShort
 	}
 	s := r.b[r.off : r.off+int(n)]
@@ -94,11 +99,7 @@ func (r *wasmReader) s33() error {
 }
 
 func (r *wasmReader) name() (string, error) {
-	n, err := r.u32()
-	if err != nil {
-		return "", err
-	}
-	b, err := r.bytes(n)
+	b, err := r.blob("a name")
 	return string(b), err
 }
 
@@ -141,41 +142,52 @@ func (r *wasmReader) valueType() error {
 	return nil
 }
 
-// table reads a table type. A table with an initial value (0x40 0x00
-// tabletype expr) is followed by a constant expression this reader does not
-// parse: it reports that through more == false, and the caller reads no
-// further.
-func (r *wasmReader) table() (t wasmTable, more bool, err error) {
+// table reads a table type, with the initial value (0x40 0x00 tabletype
+// expr) the function-references encoding allows.
+func (r *wasmReader) table() (t wasmTable, err error) {
 	c, err := r.byte()
 	if err != nil {
-		return t, false, err
+		return t, err
 	}
-	more = true
-	if c == 0x40 {
+	initial := c == 0x40
+	if initial {
 		if c, err = r.byte(); err != nil {
-			return t, false, err
+			return t, err
 		}
 		if c != 0 {
-			return t, false, fmt.Errorf("table prefix 0x40 %#x", c)
+			return t, fmt.Errorf("table prefix 0x40 %#x", c)
 		}
-		more = false
 		if c, err = r.byte(); err != nil {
-			return t, false, err
+			return t, err
 		}
 	}
 	if c == refNullable || c == refNonNullable {
 		if err := r.s33(); err != nil {
-			return t, false, err
+			return t, err
 		}
 	}
-	t, err = r.limits()
-	return t, more, err
+	if t, err = r.limits(); err == nil && initial {
+		err = r.constExpr()
+	}
+	return t, err
 }
 
 // Section and import kinds of the binary format.
 const (
-	sectionImport = 2
-	sectionTable  = 4
+	sectionCustom    = 0
+	sectionType      = 1
+	sectionImport    = 2
+	sectionFunction  = 3
+	sectionTable     = 4
+	sectionMemory    = 5
+	sectionGlobal    = 6
+	sectionExport    = 7
+	sectionStart     = 8
+	sectionElement   = 9
+	sectionCode      = 10
+	sectionData      = 11
+	sectionDataCount = 12
+	sectionTag       = 13
 
 	importFunc   = 0
 	importTable  = 1
@@ -184,83 +196,61 @@ const (
 	importTag    = 4
 )
 
-// readTables reads the tables a module imports and defines from its
-// binary. It reads the import and table sections and skips the others by
-// their sizes; anything it cannot read is an error, never a guess.
-func readTables(wasm []byte) (wasmTables, error) {
-	var ts wasmTables
+// readModule walks a module's binary: its sections in full, the code
+// section up to each function's locals, custom sections but "name" by
+// their sizes. Anything it cannot read or that does not fit is an error,
+// never a guess.
+func readModule(wasm []byte) (m wasmModule, err error) {
 	r := &wasmReader{b: wasm}
 	if head, err := r.bytes(8); err != nil || string(head) != "\x00asm\x01\x00\x00\x00" {
-		return ts, errors.New("not a WebAssembly 1 binary")
+		return m, errors.New("not a WebAssembly 1 binary")
 	}
 	for !r.done() {
-		id, err := r.byte()
-		if err != nil {
-			return ts, err
-		}
+		id, _ := r.byte()
 		size, err := r.u32()
 		if err != nil {
-			return ts, fmt.Errorf("section %d: %w", id, err)
+			return m, fmt.Errorf("%s: its size: %w", sectionName(id), err)
 		}
+		left := r.left()
 		body, err := r.bytes(size)
 		if err != nil {
-			return ts, fmt.Errorf("section %d of %d B: %w", id, size, err)
+			return m, fmt.Errorf("%s of %d B cannot fit in the %d B left", sectionName(id), size, left)
 		}
-		switch id {
-		case sectionImport:
-			if ts.imported == "" {
-				if ts.imported, err = readImportedTable(&wasmReader{b: body}); err != nil {
-					return ts, fmt.Errorf("import section: %w", err)
-				}
-			}
-		case sectionTable:
-			s := &wasmReader{b: body}
-			n, err := s.u32()
-			if err != nil {
-				return ts, fmt.Errorf("table section: %w", err)
-			}
-			for i := uint32(0); i < n; i++ {
-				t, more, err := s.table()
-				if err != nil {
-					return ts, fmt.Errorf("table section, table %d: %w", i, err)
-				}
-				ts.defined = append(ts.defined, t)
-				if !more {
-					if i+1 < n {
-						return ts, fmt.Errorf("table section: table %d has an initial value and %d tables follow it", i, n-i-1)
-					}
-					break
-				}
-			}
+		s := &wasmReader{b: body}
+		if err = m.readSection(id, s); err == nil && !s.done() {
+			err = fmt.Errorf("%d B after its end", s.left())
+		}
+		if err != nil {
+			return m, fmt.Errorf("%s: %w", sectionName(id), err)
 		}
 	}
-	return ts, nil
+	return m, nil
 }
 
-// readImportedTable is the first table an import section imports, as
-// module.name, or "" when it imports none.
-func readImportedTable(r *wasmReader) (string, error) {
-	n, err := r.u32()
-	if err != nil {
-		return "", err
-	}
-	for i := uint32(0); i < n; i++ {
+// readImports reads an import section, keeping the first table imported as
+// module.name and counting the functions.
+func (m *wasmModule) readImports(r *wasmReader) error {
+	return vector(r, "imports", minImport, func(uint32) error {
 		mod, err := r.name()
 		if err != nil {
-			return "", fmt.Errorf("import %d: %w", i, err)
+			return err
 		}
 		name, err := r.name()
 		if err != nil {
-			return "", fmt.Errorf("import %d: %w", i, err)
+			return err
 		}
 		kind, err := r.byte()
 		if err != nil {
-			return "", fmt.Errorf("import %d: %w", i, err)
+			return err
 		}
 		switch kind {
 		case importTable:
-			return mod + "." + name, nil
+			if m.tables.imported == "" {
+				m.tables.imported = mod + "." + name
+			}
+			_, err = r.table()
 		case importFunc:
+			m.importedFuncs++
 			_, err = r.u32()
 		case importMemory:
 			_, err = r.limits()
@@ -276,20 +266,16 @@ func readImportedTable(r *wasmReader) (string, error) {
 			err = fmt.Errorf("import kind %#x", kind)
 		}
 		if err != nil {
-			return "", fmt.Errorf("import %d (%s.%s): %w", i, mod, name, err)
+			return fmt.Errorf("%s.%s: %w", mod, name, err)
 		}
-	}
-	return "", nil
+		return nil
+	})
 }
 
 // checkTables refuses a module that imports a table (the host provides
 // none), defines more than one, or defines one of more than maxEntries
-// entries. wasm is the binary wazero compiled.
-func checkTables(wasm []byte, maxEntries uint32) error {
-	ts, err := readTables(wasm)
-	if err != nil {
-		return fmt.Errorf("its tables could not be read: %w", err)
-	}
+// entries.
+func checkTables(ts wasmTables, maxEntries uint32) error {
 	if ts.imported != "" {
 		return fmt.Errorf("it imports table %s; a guest defines its own", ts.imported)
 	}
