@@ -22,5 +22,10 @@
 // is read, every committed record of it, from a private copy in the
 // temporary directory.
 // A file that is not a regular one (a FIFO, a device) is refused before it
-// is opened.
+// is opened, and so is a log or index next to it that is not a file. A
+// writer refuses, before writing anything, a file it cannot write (an error
+// matching fs.ErrPermission) and one that fails SQLite's quick check
+// (ErrCorrupt); a write lock held by another writer past the busy timeout
+// is ErrBusy. An environment reached through a symbolic link is read with
+// the log next to the file the link points to, where SQLite keeps it.
 package environment

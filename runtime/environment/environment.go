@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,7 +50,8 @@ func WithDir(dir string) Option {
 }
 
 // WithBusyTimeout sets how long a write waits for another writer (another
-// goroutine or process) before failing. The default is 10 seconds.
+// goroutine or process) before failing with ErrBusy. The default is 10
+// seconds; SQLite waits at most about 24 days, in whole milliseconds.
 func WithBusyTimeout(d time.Duration) Option {
 	return func(c config) config { c.busyTimeout = d; return c }
 }
@@ -167,7 +169,16 @@ func List(opts ...Option) ([]string, error) {
 	var names []string
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), fileExt)
-		if ok && e.Type().IsRegular() && ValidateName(name) == nil {
+		if !ok || ValidateName(name) != nil {
+			continue
+		}
+		regular := e.Type().IsRegular()
+		if e.Type()&fs.ModeSymlink != 0 {
+			// Open follows a link to an environment's file; so does List.
+			info, err := os.Stat(filepath.Join(dir, e.Name()))
+			regular = err == nil && info.Mode().IsRegular()
+		}
+		if regular {
 			names = append(names, name)
 		}
 	}
@@ -179,6 +190,10 @@ func List(opts ...Option) ([]string, error) {
 type Env struct {
 	name string
 	path string
+	// file is path with its symbolic links resolved: SQLite keeps the log
+	// and its index next to the file a link points to, so that is where a
+	// reader looks for them.
+	file string
 	// db is nil for a read-only environment whose file is empty or was
 	// never migrated: it holds no records.
 	db       *sql.DB
@@ -218,6 +233,7 @@ func OpenContext(ctx context.Context, name string, opts ...Option) (*Env, error)
 	if c.busyTimeout < 0 {
 		return nil, fmt.Errorf("environment: busy timeout %v is negative", c.busyTimeout)
 	}
+	file := path
 	info, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if !c.create {
@@ -232,13 +248,29 @@ func OpenContext(ctx context.Context, name string, opts ...Option) (*Env, error)
 		// Opening a FIFO blocks until a writer appears; a device or a
 		// directory is no environment either.
 		return nil, fmt.Errorf("%w: %s is a %s, not a regular file", ErrNotEnvironment, path, fileType(info.Mode()))
+	} else if real, err := filepath.EvalSymlinks(path); err == nil {
+		file = real
+	}
+	for _, side := range []string{file + "-wal", file + "-shm"} {
+		if info, err := os.Lstat(side); err == nil && !info.Mode().IsRegular() {
+			return nil, fmt.Errorf("%w: %s is a %s where the environment's %s keeps its write-ahead log or its index",
+				ErrNotEnvironment, side, fileType(info.Mode()), path)
+		}
 	}
 	if err := checkHeader(path); err != nil {
 		return nil, err
 	}
 	if c.readOnly {
-		return openReadOnly(ctx, name, path, c)
+		return openReadOnly(ctx, name, path, file, c)
 	}
+	// A writer that cannot write the file is refused before SQLite opens
+	// it: SQLite would fall back to reading it and leave a log and an index
+	// of this user's next to it, which the owner's writers cannot use.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("environment %q: %s cannot be opened for writing (to read it, open it ReadOnly): %w", name, path, err)
+	}
+	f.Close()
 	db, err := sql.Open("sqlite", dsn(path, c.busyTimeout, ""))
 	if err != nil {
 		return nil, fmt.Errorf("environment %q: %w", name, err)
@@ -247,7 +279,7 @@ func OpenContext(ctx context.Context, name string, opts ...Option) (*Env, error)
 		db.Close()
 		return nil, err
 	}
-	return &Env{name: name, path: path, db: db, now: c.now}, nil
+	return &Env{name: name, path: path, file: file, db: db, busy: c.busyTimeout, now: c.now}, nil
 }
 
 // openReadOnly opens an existing file without writing anything next to it.
@@ -260,22 +292,22 @@ func OpenContext(ctx context.Context, name string, opts ...Option) (*Env, error)
 // hold committed records the main file lacks, and SQLite reads a log only
 // through an index it builds next to it: the file and its log are copied
 // into a private directory, where it may, and that copy is read.
-func openReadOnly(ctx context.Context, name, path string, c config) (*Env, error) {
-	env := &Env{name: name, path: path, readOnly: true, busy: c.busyTimeout, now: c.now}
-	env.openedAs = stateOf(path)
+func openReadOnly(ctx context.Context, name, path, real string, c config) (*Env, error) {
+	env := &Env{name: name, path: path, file: real, readOnly: true, busy: c.busyTimeout, now: c.now}
+	env.openedAs = stateOf(real)
 	if env.openedAs.file.size == 0 {
 		return env, nil
 	}
-	file, extra := path, "mode=ro"
+	file, extra := real, "mode=ro"
 	if needsCopy(env.openedAs) {
-		dir, state, err := copyWithLog(name, path)
+		dir, state, err := copyWithLog(name, real)
 		if err != nil {
 			return nil, err
 		}
 		env.openedAs = state
 		if dir != "" {
 			env.copies = []string{dir}
-			file = filepath.Join(dir, filepath.Base(path))
+			file = filepath.Join(dir, filepath.Base(real))
 			env.snapshot = true
 		}
 	}
@@ -441,11 +473,26 @@ func fileType(m fs.FileMode) string {
 // lock cannot be upgraded.
 func dsn(path string, busy time.Duration, extra string) string {
 	q := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)&_txlock=immediate",
-		busy.Milliseconds())
+		busyMillis(busy))
 	if extra != "" {
 		q += "&" + extra
 	}
 	return "file:" + escapeURIPath(path) + "?" + q
+}
+
+// busyMillis is the busy timeout as SQLite takes it: whole milliseconds in
+// a 32-bit int. A longer timeout is cut to the longest SQLite waits (24
+// days), not passed on to read as 0 (no wait at all); a shorter one that
+// is not zero waits a millisecond.
+func busyMillis(busy time.Duration) int64 {
+	ms := busy.Milliseconds()
+	switch {
+	case busy > 0 && ms == 0:
+		return 1
+	case ms > math.MaxInt32:
+		return math.MaxInt32
+	}
+	return ms
 }
 
 // escapeURIPath percent-encodes every byte of path but the unreserved ones
@@ -551,7 +598,7 @@ func (e *Env) read(fn func(db *sql.DB) error) error {
 // were in state opened: the file, its log or its index appeared, went, or
 // has another size or modification time.
 func (e *Env) changedSince(opened filesState) bool {
-	return stateOf(e.path) != opened
+	return stateOf(e.file) != opened
 }
 
 func (e *Env) reopenReadOnly() error {

@@ -22,6 +22,13 @@ var (
 	ErrReadOnly = errors.New("environment: opened read-only")
 	// ErrKindMismatch: an entry decoded as a type of another kind.
 	ErrKindMismatch = errors.New("environment: record kind mismatch")
+	// ErrCorrupt: the file is a vkrt environment whose pages SQLite found
+	// damaged (truncated, overwritten). A writer refuses it at Open, before
+	// writing into it.
+	ErrCorrupt = errors.New("environment: file is damaged")
+	// ErrBusy: another writer (a goroutine or a process) held the
+	// environment's write lock for longer than the busy timeout.
+	ErrBusy = errors.New("environment: locked by another writer past the busy timeout")
 )
 
 // SchemaError is ErrNewerSchema with the numbers: the file's schema version

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -104,22 +105,26 @@ func (e *Env) PutJSON(ctx context.Context, kind, label string, body []byte) (Ent
 		return Entry{}, fmt.Errorf("%w: body of %q record %q is not valid JSON (%d bytes)", ErrInvalidRecord, kind, label, len(body))
 	}
 	at := e.now()
+	if at.Before(minTime) || at.After(maxTime) {
+		return Entry{}, fmt.Errorf("%w: %q record %q: the clock reads %v; a record's time is kept in nanoseconds since 1970 "+
+			"in 64 bits, from %v to %v", ErrInvalidRecord, kind, label, at, minTime, maxTime)
+	}
 	tx, err := e.db.BeginTx(ctx, nil)
 	if err != nil {
-		return Entry{}, fmt.Errorf("environment %q: writing %q record %q: %w", e.name, kind, label, err)
+		return Entry{}, fmt.Errorf("environment %q: writing %q record %q: %w", e.name, kind, label, dbError(e.path, e.busy, err))
 	}
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, "INSERT INTO records (kind, label, time_ns, body) VALUES (?, ?, ?, ?)",
 		kind, label, at.UnixNano(), string(body))
 	if err != nil {
-		return Entry{}, fmt.Errorf("environment %q: writing %q record %q: %w", e.name, kind, label, err)
+		return Entry{}, fmt.Errorf("environment %q: writing %q record %q: %w", e.name, kind, label, dbError(e.path, e.busy, err))
 	}
 	id, err := res.LastInsertId()
 	if err != nil {
-		return Entry{}, fmt.Errorf("environment %q: writing %q record %q: %w", e.name, kind, label, err)
+		return Entry{}, fmt.Errorf("environment %q: writing %q record %q: %w", e.name, kind, label, dbError(e.path, e.busy, err))
 	}
 	if err := tx.Commit(); err != nil {
-		return Entry{}, fmt.Errorf("environment %q: committing %q record %q: %w", e.name, kind, label, err)
+		return Entry{}, fmt.Errorf("environment %q: committing %q record %q: %w", e.name, kind, label, dbError(e.path, e.busy, err))
 	}
 	return Entry{ID: id, Kind: kind, Label: label, Time: time.Unix(0, at.UnixNano()), Body: body}, nil
 }
@@ -138,7 +143,7 @@ func (e *Env) Get(ctx context.Context, id int64) (Entry, error) {
 		return Entry{}, fmt.Errorf("%w: environment %q has no record %d", ErrNoRecord, e.name, id)
 	}
 	if err != nil {
-		return Entry{}, fmt.Errorf("environment %q: reading record %d: %w", e.name, id, err)
+		return Entry{}, fmt.Errorf("environment %q: reading record %d: %w", e.name, id, dbError(e.path, e.busy, err))
 	}
 	return ent, nil
 }
@@ -168,7 +173,12 @@ func (e *Env) Query(ctx context.Context, q Query) ([]Entry, error) {
 	if q.LabelGlob != "" {
 		where, args = append(where, "label GLOB ?"), append(args, q.LabelGlob)
 	}
-	if !q.Since.IsZero() {
+	switch {
+	case q.Since.IsZero() || q.Since.Before(minTime):
+		// every record is at or after the earliest time one can have
+	case q.Since.After(maxTime):
+		where = append(where, "0") // and none after the latest
+	default:
 		where, args = append(where, "time_ns >= ?"), append(args, q.Since.UnixNano())
 	}
 	stmt := "SELECT id, kind, label, time_ns, body FROM records"
@@ -201,7 +211,7 @@ func (e *Env) Query(ctx context.Context, q Query) ([]Entry, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("environment %q: reading records: %w", e.name, err)
+		return nil, fmt.Errorf("environment %q: reading records: %w", e.name, dbError(e.path, e.busy, err))
 	}
 	return out, nil
 }
@@ -245,6 +255,11 @@ func scanEntry(s scanner) (Entry, error) {
 }
 
 const maxKindLen, maxLabelLen = 64, 4096
+
+// minTime and maxTime bound the times a record can have: its time is kept
+// as nanoseconds since 1970 in an int64, and time.UnixNano of a time
+// outside them is meaningless.
+var minTime, maxTime = time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
 
 func validateKind(kind string) error {
 	if kind == "" || len(kind) > maxKindLen {

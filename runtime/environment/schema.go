@@ -7,9 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // applicationID marks a SQLite file as a vkrt environment ("vkrt" in ASCII),
@@ -72,15 +76,21 @@ func classify(ctx context.Context, q querier, path string) (version int64, fresh
 		if strings.Contains(err.Error(), "not a database") {
 			return 0, false, fmt.Errorf("%w: %s: %v", ErrNotEnvironment, path, err)
 		}
-		return 0, false, fmt.Errorf("environment: reading %s: %w", path, err)
+		return 0, false, fmt.Errorf("environment: reading %s: %w", path, dbError(path, 0, err))
 	}
 	if err := q.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
-		return 0, false, fmt.Errorf("environment: reading %s: %w", path, err)
+		return 0, false, fmt.Errorf("environment: reading %s: %w", path, dbError(path, 0, err))
 	}
 	switch appID {
 	case applicationID:
 		if version > SchemaVersion() {
 			return 0, false, &SchemaError{Path: path, Version: version, Supported: SchemaVersion()}
+		}
+		if version < 0 {
+			// vkrt counts migrations from 0; a negative version was set
+			// by something else, and would index no migration.
+			return 0, false, fmt.Errorf("%w: %s is marked as a vkrt environment but has schema version %d, which no vkrt writes",
+				ErrNotEnvironment, path, version)
 		}
 		return version, false, nil
 	case 0:
@@ -105,13 +115,13 @@ func classify(ctx context.Context, q querier, path string) (version int64, fresh
 func classifyConsistently(ctx context.Context, db *sql.DB, path string) (version int64, fresh bool, err error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return 0, false, fmt.Errorf("environment: opening %s: %w", path, err)
+		return 0, false, fmt.Errorf("environment: opening %s: %w", path, dbError(path, 0, err))
 	}
 	defer conn.Close()
 	// A plain BEGIN: the pool's _txlock=immediate would ask for the write
 	// lock, which a read-only connection cannot take.
 	if _, err := conn.ExecContext(ctx, "BEGIN DEFERRED"); err != nil {
-		return 0, false, fmt.Errorf("environment: reading %s: %w", path, err)
+		return 0, false, fmt.Errorf("environment: reading %s: %w", path, dbError(path, 0, err))
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
 	return classify(ctx, conn, path)
@@ -122,7 +132,7 @@ func classifyConsistently(ctx context.Context, db *sql.DB, path string) (version
 // see it either untouched or complete, then switches it to write-ahead
 // logging.
 func prepare(ctx context.Context, db *sql.DB, path string, busy time.Duration) error {
-	if err := migrate(ctx, db, path); err != nil {
+	if err := migrate(ctx, db, path, busy); err != nil {
 		return err
 	}
 	return enableWAL(ctx, db, path, busy)
@@ -147,7 +157,7 @@ func enableWAL(ctx context.Context, db *sql.DB, path string, busy time.Duration)
 			return nil
 		}
 		if !isBusy(err) || time.Now().After(deadline) {
-			return fmt.Errorf("environment: %s: setting WAL mode: %w", path, err)
+			return fmt.Errorf("environment: %s: setting WAL mode: %w", path, dbError(path, busy, err))
 		}
 		select {
 		case <-ctx.Done():
@@ -157,9 +167,13 @@ func enableWAL(ctx context.Context, db *sql.DB, path string, busy time.Duration)
 	}
 }
 
-// isBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED (the
-// driver's error carries the code; its text is the portable check).
+// isBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED.
 func isBusy(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		code := se.Code() & 0xff
+		return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
+	}
 	msg := err.Error()
 	return strings.Contains(msg, "database is locked") || strings.Contains(msg, "SQLITE_BUSY") ||
 		strings.Contains(msg, "database table is locked") || strings.Contains(msg, "SQLITE_LOCKED")
@@ -169,15 +183,23 @@ func isBusy(err error) bool {
 // transaction (the pool's transactions take the write lock at BEGIN and wait
 // on the busy timeout), so another process that created or migrated the
 // file in the meantime is seen whole.
-func migrate(ctx context.Context, db *sql.DB, path string) error {
+func migrate(ctx context.Context, db *sql.DB, path string, busy time.Duration) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("environment: %s: opening: %w", path, err)
+		return fmt.Errorf("environment: %s: opening: %w", path, dbError(path, busy, err))
 	}
 	defer tx.Rollback()
 	version, fresh, err := classify(ctx, tx, path)
 	if err != nil {
 		return err
+	}
+	if !fresh {
+		// A write into a damaged file can make it worse (a page taken
+		// from a broken free list may be one that holds records), so a
+		// writer refuses it before its first write.
+		if err := quickCheck(ctx, tx, path); err != nil {
+			return err
+		}
 	}
 	if version == SchemaVersion() && !fresh {
 		return nil
@@ -196,7 +218,65 @@ func migrate(ctx context.Context, db *sql.DB, path string) error {
 		return fmt.Errorf("environment: %s: setting schema version: %w", path, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("environment: %s: committing migration: %w", path, err)
+		return fmt.Errorf("environment: %s: committing migration: %w", path, dbError(path, busy, err))
 	}
 	return nil
+}
+
+// maxCheckProblems bounds how many of quick_check's findings an error
+// quotes.
+const maxCheckProblems = 3
+
+// quickCheck runs SQLite's quick_check (every page and record is well
+// formed; indexes are not compared with their tables) and refuses a damaged
+// file with ErrCorrupt.
+func quickCheck(ctx context.Context, q interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}, path string) error {
+	rows, err := q.QueryContext(ctx, fmt.Sprintf("PRAGMA quick_check(%d)", maxCheckProblems))
+	if err != nil {
+		return fmt.Errorf("environment: checking %s: %w", path, dbError(path, 0, err))
+	}
+	defer rows.Close()
+	var problems []string
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			return fmt.Errorf("environment: checking %s: %w", path, dbError(path, 0, err))
+		}
+		problems = append(problems, p)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("environment: checking %s: %w", path, dbError(path, 0, err))
+	}
+	if len(problems) == 1 && problems[0] == "ok" {
+		return nil
+	}
+	return fmt.Errorf("%w: %s fails SQLite's quick_check: %s; it is left as it was (sqlite3's .recover can "+
+		"salvage its records into a new file)", ErrCorrupt, path, strings.Join(problems, "; "))
+}
+
+// dbError classifies an error SQLite returned for the file at path: a
+// damaged page is ErrCorrupt, a write lock held past the busy timeout
+// ErrBusy, a row the table's checks refuse ErrInvalidRecord; anything else
+// is returned as it is.
+func dbError(path string, busy time.Duration, err error) error {
+	var se *sqlite.Error
+	if err == nil || !errors.As(err, &se) {
+		return err
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_CORRUPT:
+		return fmt.Errorf("%w: %s: %w", ErrCorrupt, path, err)
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		if busy <= 0 {
+			return fmt.Errorf("%w: %s: %w", ErrBusy, path, err)
+		}
+		return fmt.Errorf("%w: %s, still locked after %v (WithBusyTimeout): %w", ErrBusy, path, busy, err)
+	case sqlite3.SQLITE_CONSTRAINT:
+		return fmt.Errorf("%w: %s refuses it: %w", ErrInvalidRecord, path, err)
+	case sqlite3.SQLITE_READONLY:
+		return fmt.Errorf("%s cannot be written (%w; to read it, open it ReadOnly): %w", path, fs.ErrPermission, err)
+	}
+	return err
 }

@@ -1,0 +1,322 @@
+package environment
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// filledEnvironment writes n records whose notes carry "marker-<seq>;" and
+// closes the environment, so every record is in its main file.
+func filledEnvironment(t *testing.T, dir, name string, n int) string {
+	t.Helper()
+	env, err := Open(name, WithDir(dir))
+	require.NoError(t, err)
+	for i := range n {
+		_, err := env.Put(context.Background(), fmt.Sprintf("record %d", i),
+			sampleRecord{Seq: i, Note: fmt.Sprintf("marker-%d;", i) + strings.Repeat("n", 500)})
+		require.NoError(t, err)
+	}
+	require.NoError(t, env.Close())
+	require.Empty(t, sideFiles(t, env.Path()))
+	return env.Path()
+}
+
+func TestNegativeSchemaVersionIsRefusedNotMigrated(t *testing.T) {
+	dir := t.TempDir()
+	path := filledEnvironment(t, dir, "negative", 2)
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	_, err = db.Exec("PRAGMA user_version = -1")
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+
+	for _, opts := range [][]Option{{WithDir(dir)}, {WithDir(dir), ReadOnly()}} {
+		env, err := Open("negative", opts...)
+		require.ErrorIs(t, err, ErrNotEnvironment)
+		require.ErrorContains(t, err, path)
+		require.ErrorContains(t, err, "schema version -1")
+		require.Nil(t, env)
+	}
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "a refused file is left as it was")
+}
+
+func TestDamagedFileIsRefusedBeforeAWrite(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filledEnvironment(t, dir, "damaged", 200)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	// Overwrite the page holding the first records: a writer appending a
+	// record never reads it, only a check or a reader does.
+	at := bytes.Index(data, []byte("marker-0;"))
+	require.Positive(t, at)
+	const page = 4096
+	start := at / page * page
+	copy(data[start:start+page], bytes.Repeat([]byte{0x5a}, page))
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+
+	_, err = Open("damaged", WithDir(dir))
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, path)
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, data, after, "nothing is written into a damaged file")
+
+	reader, err := Open("damaged", WithDir(dir), ReadOnly())
+	require.NoError(t, err, "a reader opens it: the damage is in the records")
+	defer reader.Close()
+	_, err = reader.Query(ctx, Query{})
+	require.ErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, path)
+}
+
+func TestTruncatedFileIsErrCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	path := filledEnvironment(t, dir, "cut", 200)
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(path, info.Size()/2))
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+	for _, opts := range [][]Option{{WithDir(dir)}, {WithDir(dir), ReadOnly()}} {
+		_, err := Open("cut", opts...)
+		require.ErrorIs(t, err, ErrCorrupt)
+		require.ErrorContains(t, err, path)
+	}
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+}
+
+// holdWriteLock takes the environment's write lock from a connection of
+// its own, as another process would, until the returned func is called.
+func holdWriteLock(t *testing.T, path string) (release func()) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	conn, err := db.Conn(context.Background())
+	require.NoError(t, err)
+	_, err = conn.ExecContext(context.Background(), "BEGIN IMMEDIATE")
+	require.NoError(t, err)
+	return func() {
+		_, err := conn.ExecContext(context.Background(), "ROLLBACK")
+		require.NoError(t, err)
+		require.NoError(t, conn.Close())
+		require.NoError(t, db.Close())
+	}
+}
+
+func TestWriteLockHeldPastTheBusyTimeoutIsErrBusy(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	env, err := Open("held", WithDir(dir), WithBusyTimeout(50*time.Millisecond))
+	require.NoError(t, err)
+	defer env.Close()
+	_, err = env.Put(ctx, "before", sampleRecord{Seq: 1})
+	require.NoError(t, err)
+
+	release := holdWriteLock(t, env.Path())
+	_, err = env.Put(ctx, "while held", sampleRecord{Seq: 2})
+	require.ErrorIs(t, err, ErrBusy)
+	require.ErrorContains(t, err, env.Path())
+	require.ErrorContains(t, err, "50ms")
+	_, err = Open("held", WithDir(dir), WithBusyTimeout(50*time.Millisecond))
+	require.ErrorIs(t, err, ErrBusy)
+	require.ErrorContains(t, err, env.Path())
+	release()
+
+	_, err = env.Put(ctx, "after", sampleRecord{Seq: 3})
+	require.NoError(t, err)
+	recs, err := env.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+}
+
+// SQLite takes its busy timeout as milliseconds in a 32-bit int; a longer
+// one must still wait, not read as no wait at all.
+func TestABusyTimeoutPastSQLitesRangeStillWaits(t *testing.T) {
+	ctx := context.Background()
+	env, err := Open("patient", WithDir(t.TempDir()), WithBusyTimeout(1000*time.Hour))
+	require.NoError(t, err)
+	defer env.Close()
+	release := holdWriteLock(t, env.Path())
+	released := make(chan struct{})
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		release()
+		close(released)
+	}()
+	_, err = env.Put(ctx, "waited", sampleRecord{Seq: 1})
+	<-released
+	require.NoError(t, err, "the write waits for the lock")
+}
+
+func TestPutRefusesABodySQLiteRefusesAsAnInvalidRecord(t *testing.T) {
+	env := openTemp(t, "deep")
+	deep := strings.Repeat("[", 1500) + strings.Repeat("]", 1500) // past SQLite's JSON depth of 1000
+	_, err := env.PutJSON(context.Background(), "sample", "deep", []byte(deep))
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	require.ErrorContains(t, err, env.Path())
+}
+
+func TestRecordTimesOutsideTheStorableRangeAreRefused(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, at := range []time.Time{
+		time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Unix(0, math.MaxInt64).Add(time.Nanosecond),
+	} {
+		env, err := Open("clock", WithDir(dir), WithClock(func() time.Time { return at }))
+		require.NoError(t, err)
+		_, err = env.Put(ctx, "odd clock", sampleRecord{Seq: 1})
+		require.ErrorIs(t, err, ErrInvalidRecord, "%v", at)
+		require.ErrorContains(t, err, "the clock reads")
+		require.NoError(t, env.Close())
+	}
+	at := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	env := openTemp(t, "clock", WithClock(func() time.Time { return at }))
+	_, err := env.Put(ctx, "now", sampleRecord{Seq: 2})
+	require.NoError(t, err)
+	recs, err := env.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, recs, 1, "the refused records stored nothing")
+	require.True(t, recs[0].Time.Equal(at))
+
+	recs, err = env.Query(ctx, Query{Since: time.Date(2500, 1, 1, 0, 0, 0, 0, time.UTC)})
+	require.NoError(t, err)
+	require.Empty(t, recs, "no record is written after 2500")
+	recs, err = env.Query(ctx, Query{Since: time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC)})
+	require.NoError(t, err)
+	require.Len(t, recs, 1, "every record is written after the year 1000")
+}
+
+func TestLogOrIndexThatIsNotAFileIsRefused(t *testing.T) {
+	for _, side := range []string{"-wal", "-shm"} {
+		dir := t.TempDir()
+		path := filledEnvironment(t, dir, "sides", 1)
+		require.NoError(t, os.Mkdir(path+side, 0o755))
+		for _, opts := range [][]Option{{WithDir(dir)}, {WithDir(dir), ReadOnly()}} {
+			_, err := Open("sides", opts...)
+			require.ErrorIs(t, err, ErrNotEnvironment, side)
+			require.ErrorContains(t, err, path+side+" is a directory")
+		}
+	}
+}
+
+// A reader opening an environment through a symbolic link finds the log
+// where SQLite keeps it, next to the file the link points to, so it reads
+// the records a writer has committed but not yet moved into the file.
+func TestReadOnlyReaderThroughALinkReadsTheLog(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	owner, err := Open("target", WithDir(dir))
+	require.NoError(t, err)
+	defer owner.Close()
+	_, err = owner.Put(ctx, "in the log", sampleRecord{Seq: 1})
+	require.NoError(t, err)
+	linkDir := t.TempDir()
+	require.NoError(t, os.Symlink(owner.Path(), filepath.Join(linkDir, "link.sqlite")))
+
+	reader, err := Open("link", WithDir(linkDir), ReadOnly())
+	require.NoError(t, err)
+	defer reader.Close()
+	recs, err := reader.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	_, err = owner.Put(ctx, "after the reader opened", sampleRecord{Seq: 2})
+	require.NoError(t, err)
+	recs, err = reader.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	require.Empty(t, sideFiles(t, filepath.Join(linkDir, "link.sqlite")), "no log next to the link")
+
+	names, err := List(WithDir(linkDir))
+	require.NoError(t, err)
+	require.Equal(t, []string{"link"}, names, "List names what Open opens")
+}
+
+// The unwritable test runs its checks as a user that owns neither the
+// environments nor their directories: re-executed as nobody when the
+// tests run as root (who may write anything), in process otherwise.
+const unwritableDirVar = "VKRT_ENV_TEST_UNWRITABLE_DIR"
+
+// checkUnwritable opens for writing an environment whose file the user
+// cannot write ("file", in a directory anyone may write) and one whose
+// directory it cannot write ("dir"), and reports what it found.
+func checkUnwritable(dir string) error {
+	for _, name := range []string{"file", "dir"} {
+		path := filepath.Join(dir, name, name+".sqlite")
+		env, err := Open(name, WithDir(filepath.Dir(path)))
+		if err == nil {
+			env.Close()
+			return fmt.Errorf("%s: a writer opened an environment it cannot write", name)
+		}
+		if !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "ReadOnly") {
+			return fmt.Errorf("%s: want fs.ErrPermission naming %s and ReadOnly, got %v", name, path, err)
+		}
+		for _, side := range []string{"-wal", "-shm", "-journal"} {
+			if _, err := os.Lstat(path + side); err == nil {
+				return fmt.Errorf("%s: the refused writer left %s", name, path+side)
+			}
+		}
+	}
+	return nil
+}
+
+func TestWriterThatCannotWriteIsRefusedAndLeavesNothing(t *testing.T) {
+	if dir := os.Getenv(unwritableDirVar); dir != "" {
+		if err := checkUnwritable(dir); err != nil {
+			fmt.Println("unwritable:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	root, err := os.MkdirTemp("", "vkrt-unwritable-env-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(root) })
+	require.NoError(t, os.Chmod(root, 0o755))
+	for _, name := range []string{"file", "dir"} {
+		path := filledEnvironment(t, filepath.Join(root, name), name, 1)
+		if name == "file" {
+			require.NoError(t, os.Chmod(filepath.Dir(path), 0o777))
+			require.NoError(t, os.Chmod(path, 0o444))
+		} else {
+			require.NoError(t, os.Chmod(path, 0o666))
+			require.NoError(t, os.Chmod(filepath.Dir(path), 0o555))
+		}
+	}
+	if os.Geteuid() != 0 {
+		require.NoError(t, checkUnwritable(root))
+		return
+	}
+	const nobody = 65534
+	bin := filepath.Join(root, "writer.test")
+	self, err := os.ReadFile(os.Args[0])
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bin, self, 0o755))
+	cmd := exec.Command(bin, "-test.run=^TestWriterThatCannotWriteIsRefusedAndLeavesNothing$")
+	cmd.Env = append(os.Environ(), unwritableDirVar+"="+root)
+	cmd.Dir = root
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+}
