@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -138,7 +139,11 @@ func memoryRecords(entries []environment.Entry, shown string) (records []*memory
 			continue
 		}
 		var rec memory.Record
-		if err := e.Decode(&rec); err != nil {
+		err := e.Decode(&rec)
+		if err == nil {
+			err = checkTotals(e, rec.Report)
+		}
+		if err != nil {
 			if undecodable == nil {
 				undecodable = &undecodableError{Total: len(entries), Shown: shown}
 			}
@@ -166,6 +171,30 @@ func (e *undecodableError) Error() string {
 }
 
 func (e *undecodableError) Unwrap() []error { return e.Errs }
+
+// errTotalsOverflow: a memory record whose pools' figures add up past what
+// 64 bits hold; summed, they would wrap to a small number and be shown as
+// one.
+var errTotalsOverflow = errors.New("the pools' figures add up past 2^64-1")
+
+// checkTotals refuses a report whose totals overflow: each usage figure
+// and the peak pages summed over the pools, and the bars a report stacks
+// (each pool's reserved or live bytes, whichever is more, on top of the
+// reserved bytes of the pools before it).
+func checkTotals(e environment.Entry, r memory.Report) error {
+	names := [...]string{"number_allocs", "bytes_in_use", "bytes_padding", "bytes_reserved", "pages_peak", "stacked bytes"}
+	var sums [len(names)]uint64
+	for _, p := range append([]memory.PoolReport{r.Persistent}, r.Dynamic...) {
+		u := p.Usage
+		for i, v := range [...]uint64{u.NumberAllocs, u.BytesInUse, u.BytesPadding, u.BytesReserved, p.PagesPeak, max(u.BytesReserved, u.BytesInUse)} {
+			var carry uint64
+			if sums[i], carry = bits.Add64(sums[i], v, 0); carry != 0 {
+				return fmt.Errorf("record %d (kind %q): %w: %s", e.ID, e.Kind, errTotalsOverflow, names[i])
+			}
+		}
+	}
+	return nil
+}
 
 // tableCell shows a label as it is unless it holds a character that would
 // break the table (a control character such as a newline or a tab, or a

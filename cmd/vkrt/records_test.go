@@ -294,3 +294,44 @@ func TestErrorLineHasOnePrefix(t *testing.T) {
 	require.Error(t, err)
 	require.NotContains(t, errorLine(err), "vkrt: vkrt:")
 }
+
+// addOverflowingRecord adds to a seeded environment a memory record,
+// "overflowing", each of whose numbers fits but whose two dynamic pools'
+// reserved bytes sum past 2^64 (wrapped, the total would read 0 B), then a
+// good one, "after the overflow".
+func addOverflowingRecord(t *testing.T, name string) {
+	t.Helper()
+	env, err := environment.Open(name)
+	require.NoError(t, err)
+	defer env.Close()
+	rec := sampleMemoryRecord("overflowing", 1)
+	big := rec.Report.Dynamic[0]
+	big.Usage = memory.Usage{NumberAllocs: 1, BytesInUse: 1, BytesReserved: 1 << 63}
+	rec.Report.Dynamic = []memory.PoolReport{big, big}
+	rec.Report.Persistent.Usage = memory.Usage{}
+	for _, r := range []memory.Record{rec, sampleMemoryRecord("after the overflow", 1)} {
+		body, err := json.Marshal(r)
+		require.NoError(t, err)
+		_, err = env.PutJSON(context.Background(), environment.KindMemory, r.Label, body)
+		require.NoError(t, err)
+	}
+}
+
+func TestRecordsListsARecordWhoseTotalsOverflowWithoutFigures(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	seedEnvironment(t, "bench")
+	addOverflowingRecord(t, "bench")
+
+	out, err := executeRecords(t, "--env", "bench")
+	require.ErrorIs(t, err, errTotalsOverflow)
+	require.ErrorContains(t, err, "1 of 5 records could not be decoded")
+	require.ErrorContains(t, err, "record 5 ")
+	require.ErrorContains(t, err, "bytes_reserved")
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.Len(t, lines, 6, "a header and every record, the bad one included: %s", out)
+	require.Contains(t, lines[4], "overflowing")
+	require.Equal(t, []string{"-", "-", "-", "-"}, strings.Fields(lines[4])[len(strings.Fields(lines[4]))-4:],
+		"no wrapped total is shown: %s", lines[4])
+	require.Contains(t, lines[5], "after the overflow")
+	require.Contains(t, lines[5], memory.FormatBytes(1<<20+512))
+}

@@ -180,3 +180,21 @@ func TestReportUnderAnotherRunsPlan(t *testing.T) {
 	require.Regexp(t, `<p class="verdict">plan reserves [^<]*, `+fmt.Sprint(replayed.Spills)+` spills?</p>`, html)
 	require.Contains(t, html, `<tr data-run="plan"><td>plan</td><td>`+memory.FormatBytes(replayed.ReservedPeakBytes)+`</td>`)
 }
+
+func TestReportLeavesOutARecordWhoseTotalsOverflow(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	seedEnvironment(t, "bench")
+	addOverflowingRecord(t, "bench")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "report.html")
+	_, _, err := execute(t, "report", "--html", out, "--env", "bench", smallTrace(t, dir))
+	require.ErrorIs(t, err, errTotalsOverflow)
+	require.ErrorContains(t, err, "record 5 ")
+
+	page, readErr := os.ReadFile(out)
+	require.NoError(t, readErr, "the page is written all the same")
+	html := string(page)
+	require.Equal(t, 4, strings.Count(html, `<g class="record"`), "every other record is drawn")
+	require.NotContains(t, html, `<g class="record" data-id="5"`)
+	require.Regexp(t, `<ul><li>#5 overflowing, [^<]*record 5 [^<]*bytes_reserved</li></ul>`, html)
+}
