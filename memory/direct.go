@@ -2,6 +2,7 @@ package memory
 
 import (
 	"fmt"
+	"math"
 
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -80,7 +81,12 @@ func (p *directPool) reserve(size, requested uint64, lazy bool) (int32, error) {
 // reclaim hands cached allocations back, oldest first, until a new one of
 // size bytes stays under the watermark.
 func (p *directPool) reclaim(size uint64) {
-	watermark := 2 * (p.live + size)
+	// Saturating: past 2^64 the watermark wrapped to a few bytes and a
+	// huge request handed back the whole cache.
+	watermark := uint64(math.MaxUint64)
+	if live := p.live + size; live >= size && live <= math.MaxUint64/2 {
+		watermark = 2 * live
+	}
 	if p.heap != 0 {
 		watermark = min(watermark, p.heap/4*3)
 	}

@@ -171,7 +171,7 @@ func (p *exclusivePool) releaseTooSmall(size uint64) {
 	for g := range below {
 		idle += uint64(len(p.groups[g].free)) * p.groups[g].size
 	}
-	if 2*idle >= size {
+	if idle >= size-size/2 { // 2*idle >= size, without wrapping
 		p.release(below, func(*exclusivePage) bool { return true })
 	}
 }

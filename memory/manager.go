@@ -260,8 +260,9 @@ func (m *Manager) routeOf(size uint64) *route {
 // takes one alignment unit). Inside a persistent window it serves from the
 // persistent pool; otherwise from the arena plan, then the dynamic pools in
 // layout order. Errors: ErrBufferTooBig when no pool accepts the size,
-// *CapacityError when every accepting pool is full at its cap, or the
-// storage's error; on error nothing changed.
+// *CapacityError when every accepting pool is full at its cap, the
+// storage's error, or an *OutOfMemoryError where the pools would hold more
+// than 2^64 B (lazy pages too); on error nothing changed.
 func (m *Manager) Reserve(size uint64, mapping Mapping) (Handle, error) {
 	// The common case, kept short: the first accepting pool is sliced and
 	// has room. Everything else, errors included, takes reserveSlow.

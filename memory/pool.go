@@ -3,6 +3,7 @@ package memory
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -59,6 +60,9 @@ type poolBase struct {
 func (b *poolBase) base() *poolBase { return b }
 
 func (b *poolBase) openPage(size uint64, lazy bool) (devicePage, error) {
+	if err := b.roomFor(size); err != nil {
+		return devicePage{}, err
+	}
 	pg := devicePage{size: size}
 	if !lazy {
 		h, err := b.storage.Alloc(size)
@@ -86,6 +90,17 @@ func (b *poolBase) mapPage(pg *devicePage) error {
 	}
 	pg.handle, pg.mapped = h, true
 	b.pagesUnmapped--
+	return nil
+}
+
+// roomFor refuses a page that would take the bytes the pools hold past
+// 2^64, where their counters would wrap: no device holds that much, and a
+// lazy page, which no driver is asked for, must not make the figures lie.
+func (b *poolBase) roomFor(size uint64) error {
+	if held := b.total.BytesReserved; size > math.MaxUint64-held {
+		return &vkruntime.OutOfMemoryError{Size: size, Usage: held,
+			Detail: "the pools would hold more than 18446744073709551615 B"}
+	}
 	return nil
 }
 

@@ -126,6 +126,10 @@ func resolveSliced(list []SlicedPool, p vkruntime.DeviceProperties, backendLimit
 	}
 	heap := heapLimit(p)
 	pools := make([]poolConfig, 0, len(list))
+	// capBytes sums the capped pools' bytes: a full pool's capacity, and
+	// the capacity a reservation that fills them all is told, must fit in
+	// 64 bits, as the arena's pages laid end to end must.
+	var capBytes uint64
 	for i, sp := range list {
 		if sp.PageSize == 0 {
 			return nil, invalidLayout("%spool %d: page_size is 0", prefix, i)
@@ -162,6 +166,14 @@ func resolveSliced(list []SlicedPool, p vkruntime.DeviceProperties, backendLimit
 			*notes = append(*notes, fmt.Sprintf("%spool %d: page_size %d B is larger than the device memory; the page shrinks to %d B", prefix, i, sp.PageSize, heap))
 			page = heap
 			maxSlice = min(maxSlice, page)
+		}
+		if capPages != 0 {
+			hi, bytes := bits.Mul64(capPages, page)
+			sum, carry := bits.Add64(capBytes, bytes, 0)
+			if hi != 0 || carry != 0 {
+				return nil, invalidLayout("%spool %d: %d pages of %d B take the capped pools past %d B", prefix, i, capPages, page, uint64(math.MaxUint64))
+			}
+			capBytes = sum
 		}
 		pools = append(pools, poolConfig{shape: shapeSliced, pageSize: page, maxSlice: maxSlice, capPages: capPages, grow: sp.Grow})
 	}
@@ -274,6 +286,9 @@ func exclusivePagesPools(p vkruntime.DeviceProperties, backendLimit uint64) []po
 	bucket := max(uint64(exclusiveFirstBucket), p.Alignment)
 	for bucket < p.MaxPageSize && bucket < ceiling {
 		pools = append(pools, poolConfig{shape: shapeExclusive, maxAlloc: bucket})
+		if bucket > math.MaxUint64/exclusiveBucketGrowth {
+			break // the next bucket would wrap to 0 and the loop never end
+		}
 		bucket *= exclusiveBucketGrowth
 	}
 	return append(pools, poolConfig{shape: shapeExclusive, maxAlloc: ceiling})

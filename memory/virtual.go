@@ -268,6 +268,14 @@ func (p *virtualPool) report() PoolReport { return p.reportWith(p.kind()) }
 func (p *virtualPool) capacity() (uint64, uint64, bool) { return 0, 0, false }
 
 func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) {
+	if lazy {
+		// A lazy reservation's chunks cannot be refused once it is placed
+		// (see bindInAccount): what they may add is checked first.
+		if err := p.roomFor(p.lazyChunkBound(size)); err != nil {
+			return 0, err
+		}
+	}
+	wasFollowing := p.following
 	ref, off, err := p.placeNext(size)
 	if err != nil {
 		return 0, err
@@ -283,7 +291,7 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 			p.planEnds[g1]++
 		}
 	}
-	p.neededPeak = max(p.neededPeak, p.gm.needed)
+	needed := p.gm.needed
 	if lazy {
 		if unbound > 0 {
 			p.bindInAccount(g0, g1, unbound)
@@ -292,14 +300,30 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 		if err := p.bindRange(g0, g1, unbound, unreal > unbound); err != nil {
 			p.untouch(ref, g0, g1, false)
 			p.unplace(ref)
-			if ref < 0 {
-				p.ordinal-- // the slot is still this reservation's when it is tried again
+			if wasFollowing {
+				// The slot is still this reservation's when it is tried
+				// again: a refused reservation does not leave the plan.
+				p.ordinal--
+				p.following = true
 			}
 			return 0, err
 		}
 	}
+	p.neededPeak = max(p.neededPeak, needed)
+	if wasFollowing && !p.following && p.leftPlan != nil {
+		p.leftPlan(p.ordinal-1, size)
+	}
 	p.countAlloc(requested, size)
 	return ref, nil
+}
+
+// lazyChunkBound is at most what a lazy reservation of size bytes can add
+// to the chunks the pool holds: addChunks covers a shortfall of at most the
+// granules the reservation touches, and a last chunk of chunkBytes passes
+// it by at most a unit, a granule and a fourth of what the pool then holds.
+func (p *virtualPool) lazyChunkBound(size uint64) uint64 {
+	short := size + 2*p.granule // size is at most the range, far below 2^62
+	return 3*short + p.unit + p.granule + p.usage.BytesReserved/4
 }
 
 // placeNext places the next reservation: at its planned slot while the run
@@ -307,6 +331,7 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 // places are negative, ^ the slot's index: a slot is taken at most once
 // at a time.
 func (p *virtualPool) placeNext(size uint64) (int32, uint64, error) {
+	left := p.following
 	if p.following {
 		k := p.ordinal
 		p.ordinal++
@@ -316,13 +341,14 @@ func (p *virtualPool) placeNext(size uint64) (int32, uint64, error) {
 				return ^int32(k), s.Offset, nil
 			}
 		}
-		p.following = false
-		if p.leftPlan != nil {
-			p.leftPlan(k, size)
-		}
+		p.following = false // the caller says so once the reservation is made
 	}
 	b, ok := p.place.alloc(size)
 	if !ok {
+		if left {
+			p.ordinal--
+			p.following = true
+		}
 		return 0, 0, fmt.Errorf("%w: no free range of %d B in a virtual range of %d B", vkruntime.ErrOutOfDeviceMemory, size, p.space)
 	}
 	return b, p.slotsEnd + p.place.blocks[b].offset, nil
@@ -781,9 +807,6 @@ func (p *virtualPool) chunkBytes(short uint64) uint64 {
 			want = min(want, p.plannedB-held)
 		}
 	}
-	if p.plannedB != 0 && held+short > p.plannedB && p.outgrown != nil {
-		p.outgrown(p.plannedB, held+short)
-	}
 	want = min(want, max(short, p.heapRoom()))
 	return (want + p.granule - 1) &^ (p.granule - 1)
 }
@@ -802,6 +825,9 @@ func (p *virtualPool) heapRoom() uint64 {
 func (p *virtualPool) addChunks(short uint64, lazy bool) error {
 	for short > 0 {
 		size := min(p.chunkBytes(short), p.maxChunk)
+		// Growth past the plan is told once it is made: a refused
+		// allocation grew nothing.
+		need := p.usage.BytesReserved + short
 		dp, err := p.openPage(size, lazy)
 		if err != nil && size > short {
 			// A smaller allocation may still fit where the larger did not.
@@ -810,6 +836,9 @@ func (p *virtualPool) addChunks(short uint64, lazy bool) error {
 		}
 		if err != nil {
 			return err
+		}
+		if p.plannedB != 0 && need > p.plannedB && p.outgrown != nil {
+			p.outgrown(p.plannedB, need)
 		}
 		p.addChunk(dp)
 		short -= min(short, size)
