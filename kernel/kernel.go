@@ -41,8 +41,19 @@ type Kernel struct {
 	// need is the least byte size of each binding the push constants (and,
 	// for per-group outputs, the grid) call for.
 	need func(push pushValues, grid [3]uint32) []uint64
-	// checkGrid, where set, rejects grids that leave work undone.
+	// checkGrid, where set, rejects grids that leave work undone or that
+	// the shader's 32-bit index arithmetic would wrap on.
 	checkGrid func(push pushValues, grid [3]uint32) error
+	// inPlace[i] says binding i may be the written binding itself (same
+	// storage, same offset): the shader reads each element of it only in
+	// the invocation that then writes that element. Any other overlap of
+	// the bytes a written binding and another binding take is refused.
+	inPlace []bool
+	// revisits, where set, says the grid's indices wrap, so that some
+	// elements are taken twice; idempotent kernels compute the same then
+	// even in place, the others are refused in place.
+	revisits   func(push pushValues, grid [3]uint32) bool
+	idempotent bool
 }
 
 // PushSize is the byte size of the kernel's push constants.
@@ -89,18 +100,82 @@ func elementwise(name, doc string, bindings []Binding, push ...PushField) Kernel
 			}
 			return sizes
 		},
+		checkGrid: func(p pushValues, grid [3]uint32) error { return stepLoops(p.u32(0), grid, elementGroup) },
+		revisits:  elementRevisits,
+		inPlace:   everyBinding(len(bindings)),
 	}
 }
 
+func everyBinding(n int) []bool {
+	in := make([]bool, n)
+	for i := range in {
+		in[i] = true
+	}
+	return in
+}
+
+// indexSpace is the range of the shaders' indices: they are 32-bit
+// unsigned integers, and wrap past it.
+const indexSpace = 1 << 32
+
+// groups is the grid's work-group count; z is at most 1 once checked.
+func groups(grid [3]uint32) uint64 { return uint64(grid[0]) * uint64(grid[1]) }
+
+// The element kernels start each invocation at its global index (256 per
+// work group) and step over n elements with the grid's invocation count,
+// the row kernels each work group at its index, stepping over the rows with
+// the work-group count, all in 32-bit arithmetic. Past 2^32 the indices
+// wrap: a step that wraps to 0 loops forever, an index that wraps below n
+// is taken a second time (harmless where the second pass writes what the
+// first did), and the copy's unrolled step wraps past its bindings.
+
+// stridedStep is the step of a strided kernel: the invocations, or the
+// work groups, the grid runs.
+func stridedStep(grid [3]uint32, perGroup uint64) uint64 { return groups(grid) * perGroup }
+
+// stepLoops reports a step that wraps to 0 over a non-empty range.
+func stepLoops(n uint64, grid [3]uint32, perGroup uint64) error {
+	if step := stridedStep(grid, perGroup); n > 0 && step > 0 && step%indexSpace == 0 {
+		return fmt.Errorf("grid %v runs %d invocations of %d a work group, a step that wraps to 0 in 32 bits: the invocations with work would loop forever", grid, step, perGroup)
+	}
+	return nil
+}
+
+// revisits reports whether a strided kernel's grid takes some of its n
+// elements (or rows) more than once.
+func revisits(n uint64, grid [3]uint32, perGroup uint64) bool {
+	return n > 0 && stridedStep(grid, perGroup)+n > indexSpace
+}
+
+// wrapError refuses a grid whose indices would wrap, with the most work
+// groups whose indices cannot.
+func wrapError(grid [3]uint32, what string, most uint64) error {
+	return fmt.Errorf("grid %v of %d work groups: its 32-bit indices wrap, so %s (at most %d work groups cannot wrap)", grid, groups(grid), what, most)
+}
+
+func elementRevisits(p pushValues, grid [3]uint32) bool {
+	return revisits(p.u32(0), grid, elementGroup)
+}
+
 var catalogue = []Kernel{
-	elementwise("fill", "out[i] = value for i < n; value is a 32-bit pattern (math.Float32bits for floats)",
-		[]Binding{{Name: "out", Elem: "u32", Access: "write"}}, u32("value", 4)),
-	elementwise("copy", "out[i] = src[i] for i < n 32-bit words, moved 16 bytes at a time, four loads in flight per invocation",
+	idempotentKernel(elementwise("fill", "out[i] = value for i < n; value is a 32-bit pattern (math.Float32bits for floats)",
+		[]Binding{{Name: "out", Elem: "u32", Access: "write"}}, u32("value", 4))),
+	idempotentKernel(withGrid(elementwise("copy", "out[i] = src[i] for i < n 32-bit words, moved 16 bytes at a time, four loads in flight per invocation",
 		[]Binding{{Name: "src", Elem: "u32", Access: "read"}, {Name: "out", Elem: "u32", Access: "write"}}),
+		// Four 16-byte words a stride apart per step: the shader adds three
+		// strides to an index before comparing it with n / 4, so past 2^30
+		// invocations one can wrap below it from an index far past the
+		// bindings, which the step then loads and stores.
+		func(p pushValues, grid [3]uint32) error {
+			if p.u32(0) > 0 && stridedStep(grid, 4*elementGroup) > indexSpace {
+				return wrapError(grid, "the copy's unrolled step would load and store past its bindings", indexSpace/4/elementGroup)
+			}
+			return nil
+		})),
 	elementwise("add", "out[i] = a[i] + b[i] for i < n", []Binding{in("a"), in("b"), out("out")}),
 	elementwise("mul", "out[i] = a[i] * b[i] for i < n", []Binding{in("a"), in("b"), out("out")}),
 	elementwise("scale", "out[i] = alpha * x[i] for i < n", []Binding{in("x"), out("out")}, f32("alpha", 4)),
-	elementwise("relu", "out[i] = max(x[i], 0) for i < n", []Binding{in("x"), out("out")}),
+	idempotentKernel(elementwise("relu", "out[i] = max(x[i], 0) for i < n", []Binding{in("x"), out("out")})),
 	elementwise("gelu", "out[i] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) for x = x[i], i < n",
 		[]Binding{in("x"), out("out")}),
 	{
@@ -114,6 +189,9 @@ var catalogue = []Kernel{
 			n := words(product(p.u32(0), p.u32(1)))
 			return []uint64{n, n}
 		},
+		checkGrid: func(p pushValues, grid [3]uint32) error { return stepLoops(p.u32(0), grid, 1) },
+		revisits:  func(p pushValues, grid [3]uint32) bool { return revisits(p.u32(0), grid, 1) },
+		inPlace:   []bool{true, true},
 	},
 	{
 		Name:      "layernorm",
@@ -126,6 +204,11 @@ var catalogue = []Kernel{
 			n, cols := words(product(p.u32(0), p.u32(1))), words(p.u32(1))
 			return []uint64{n, cols, cols, n}
 		},
+		checkGrid: func(p pushValues, grid [3]uint32) error { return stepLoops(p.u32(0), grid, 1) },
+		revisits:  func(p pushValues, grid [3]uint32) bool { return revisits(p.u32(0), grid, 1) },
+		// gamma and beta are read by every row, after other work groups
+		// wrote theirs: only x may be the output.
+		inPlace: []bool{true, false, false, true},
 	},
 	{
 		Name:      "reduce_sum",
@@ -137,6 +220,14 @@ var catalogue = []Kernel{
 		need: func(p pushValues, grid [3]uint32) []uint64 {
 			return []uint64{words(p.u32(0)), words(product(uint64(grid[0]), uint64(grid[1])))}
 		},
+		// An element taken twice is summed twice.
+		checkGrid: func(p pushValues, grid [3]uint32) error {
+			if n := p.u32(0); revisits(n, grid, elementGroup) {
+				return wrapError(grid, fmt.Sprintf("some of the %d elements would be summed twice", n), (indexSpace-n)/elementGroup)
+			}
+			return nil
+		},
+		inPlace: []bool{false, true},
 	},
 	{
 		Name:      "matmul",
@@ -155,11 +246,12 @@ var catalogue = []Kernel{
 				return nil
 			}
 			wantX, wantY := (n+matmulTile-1)/matmulTile, (m+matmulTile-1)/matmulTile
-			if uint64(grid[0]) < wantX || uint64(grid[1]) < wantY {
+			if uint64(grid[0]) < wantX || uint64(grid[1]) < wantY || grid[2] == 0 {
 				return fmt.Errorf("grid %v leaves part of the %d x %d output undone: it needs at least (%d, %d, 1)", grid, m, n, wantX, wantY)
 			}
 			return nil
 		},
+		inPlace: []bool{false, false, true},
 	},
 	{
 		Name:      "transpose",
@@ -173,15 +265,26 @@ var catalogue = []Kernel{
 			return []uint64{n, n}
 		},
 		checkGrid: func(p pushValues, grid [3]uint32) error {
-			if p.u32(0) > 0 && p.u32(1) > 0 && (grid[0] == 0 || grid[1] == 0) {
+			if p.u32(0) > 0 && p.u32(1) > 0 && (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) {
 				return fmt.Errorf("grid %v runs no work group over the %d x %d input", grid, p.u32(0), p.u32(1))
 			}
 			return nil
 		},
+		inPlace: []bool{false, true},
 	},
 }
 
 const matmulTile = 128
+
+func idempotentKernel(k Kernel) Kernel {
+	k.idempotent = true
+	return k
+}
+
+func withGrid(k Kernel, check func(p pushValues, grid [3]uint32) error) Kernel {
+	k.checkGrid = check
+	return k
+}
 
 // transposeTile is the side of the square tile a transpose work group moves.
 const transposeTile = 32
@@ -238,18 +341,28 @@ type Limits struct {
 	MaxComputeWorkGroupCount [3]uint32
 }
 
-// Validate checks a dispatch without a device: the number of
-// bindings, their alignment, their sizes against what the push constants
-// call for and the storage-buffer range, the push-constant size, and the grid
-// against the limits and the kernel. It does not check that the handles name
-// live allocations (a device's Dispatch does).
+// Validate checks a dispatch without a device: that k is a kernel of the
+// catalogue as the catalogue has it, the number of bindings, their
+// alignment, their sizes against what the push constants call for and the
+// storage-buffer range, the push-constant size, the grid against the limits
+// and the kernel (grids that would wrap the shader's 32-bit indices where
+// that loops, runs past a binding or changes the result are refused), and
+// that a written binding shares no bytes with another but where the kernel
+// allows it in place (same storage, same offset). It does not check that
+// the handles name live allocations (a device's Dispatch does).
 func Validate(k Kernel, grid [3]uint32, bindings []vkruntime.StorageHandle, push []byte, limits Limits) error {
 	fail := func(format string, args ...any) error {
 		return &DispatchError{Kernel: k.Name, Reason: fmt.Sprintf(format, args...)}
 	}
-	if k.need == nil {
+	// The devices run the kernel of the catalogue that bears k's name, so
+	// k must be that kernel, not one renamed or with other bindings or push
+	// constants: checked by its own rules it could ask for less than the
+	// shader that runs touches.
+	canon, found := catalogueKernel(k.Name)
+	if k.need == nil || !found || !sameKernel(k, canon) {
 		return fail("not a kernel of the catalogue")
 	}
+	k = canon
 	if len(bindings) != len(k.Bindings) {
 		return fail("%d bindings given, the kernel has %d (%s)", len(bindings), len(k.Bindings), bindingNames(k))
 	}
@@ -288,7 +401,53 @@ func Validate(k Kernel, grid [3]uint32, bindings []vkruntime.StorageHandle, push
 			return fail("%v", err)
 		}
 	}
+	// Work groups run in no set order, so a written binding that overlaps
+	// another one races with it: only the exact in-place bindings the
+	// kernel allows are safe. Handles of storage 0 (sizes alone, as a
+	// check ahead of allocation passes) name no memory and are not compared.
+	for w, b := range k.Bindings {
+		if b.Access != "write" {
+			continue
+		}
+		hw := bindings[w]
+		for i, h := range bindings {
+			if i == w || h.ID != hw.ID || h.ID == 0 || need[i] == 0 || need[w] == 0 {
+				continue
+			}
+			if h.Offset >= hw.Offset+need[w] || hw.Offset >= h.Offset+need[i] {
+				continue // the bytes the kernel touches are apart
+			}
+			if h.Offset == hw.Offset && k.inPlace[i] {
+				if !k.idempotent && k.revisits != nil && k.revisits(pushValues(push), grid) {
+					return fail("binding %d (%s) is binding %d (%s), in place, and grid %v takes some elements twice (its 32-bit indices wrap): the second pass would compute on the first one's output",
+						w, b.Name, i, k.Bindings[i].Name, grid)
+				}
+				continue
+			}
+			what := "is not one the kernel may write in place"
+			if h.Offset != hw.Offset {
+				what = "overlaps it at another offset"
+			}
+			return fail("binding %d (%s): %v, written, and binding %d (%s): %v share bytes, and binding %d %s",
+				w, b.Name, hw, i, k.Bindings[i].Name, h, i, what)
+		}
+	}
 	return nil
+}
+
+func catalogueKernel(name string) (Kernel, bool) {
+	for _, k := range catalogue {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Kernel{}, false
+}
+
+// sameKernel compares what the catalogue says of a kernel.
+func sameKernel(a, b Kernel) bool {
+	return a.Name == b.Name && a.Doc == b.Doc && a.Grid == b.Grid && a.WorkGroup == b.WorkGroup &&
+		slices.Equal(a.Bindings, b.Bindings) && slices.Equal(a.Push, b.Push)
 }
 
 func bindingNames(k Kernel) string {

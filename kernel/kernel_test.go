@@ -152,3 +152,204 @@ func TestTransposeRefusesWhatItCannotRun(t *testing.T) {
 	require.Equal(t, uint32(0), empty.Grid[1])
 	require.NoError(t, Validate(empty.Kernel, empty.Grid, []vkruntime.StorageHandle{{}, {}}, empty.Push, testLimits))
 }
+
+// wideLimits are a device's whose bindings reach 4 GiB and whose grids
+// reach 65535 work groups a dimension, as the cpu device's.
+var wideLimits = Limits{
+	Alignment:                16,
+	MaxStorageBufferRange:    1<<32 - 1,
+	MaxPushConstantsSize:     128,
+	MaxComputeWorkGroupCount: [3]uint32{65535, 65535, 65535},
+}
+
+// requireRefused checks err is a classified refusal of kernel name that
+// says what.
+func requireRefused(t *testing.T, err error, name, what string) {
+	t.Helper()
+	require.ErrorIs(t, err, ErrInvalidDispatch)
+	var de *DispatchError
+	require.ErrorAs(t, err, &de)
+	require.Equal(t, name, de.Kernel)
+	require.ErrorContains(t, err, what)
+}
+
+// A kernel of the catalogue renamed, or given other bindings or push
+// constants, is not checked by the rules of the kernel it was copied from:
+// the devices would run the shader its name picks.
+func TestValidateRefusesAlteredKernels(t *testing.T) {
+	words := func(id vkruntime.StorageID, n uint64) vkruntime.StorageHandle { return handle(id, 0, 4*n) }
+	// relu's sizes (n=1: 4 B a binding) under transpose's name and push
+	// constants rows=1, cols=65536: the transpose shader would read and
+	// write 256 KiB of 4 B bindings.
+	renamed := ReLU(1).Kernel
+	renamed.Name = "transpose"
+	renamed.Push = Transpose(1, 1).Kernel.Push
+	push := pack(1, 65536)
+	requireRefused(t, Validate(renamed, [3]uint32{1, 1, 1}, []vkruntime.StorageHandle{words(1, 1), words(2, 1)}, push, testLimits),
+		"transpose", "not a kernel of the catalogue")
+
+	fewer := Add(4)
+	fewer.Kernel.Bindings = fewer.Kernel.Bindings[:2]
+	requireRefused(t, Validate(fewer.Kernel, fewer.Grid, []vkruntime.StorageHandle{words(1, 4), words(2, 4)}, fewer.Push, testLimits),
+		"add", "not a kernel of the catalogue")
+
+	wider := Scale(4, 2)
+	wider.Kernel.Push = append(slices.Clone(wider.Kernel.Push), PushField{Name: "pad", Type: "u32", Offset: 8})
+	requireRefused(t, Validate(wider.Kernel, wider.Grid, []vkruntime.StorageHandle{words(1, 4), words(2, 4)}, append(slices.Clone(wider.Push), 0, 0, 0, 0), testLimits),
+		"scale", "not a kernel of the catalogue")
+
+	// The kernels as the catalogue has them pass.
+	for _, k := range All() {
+		found, err := ByName(k.Name)
+		require.NoError(t, err)
+		require.True(t, sameKernel(k, found))
+	}
+	require.NoError(t, Validate(ReLU(1).Kernel, ReLU(1).Grid, []vkruntime.StorageHandle{words(1, 1), words(2, 1)}, ReLU(1).Push, testLimits))
+}
+
+// The shaders index with 32-bit unsigned integers, and a grid can wrap
+// them: a step of 2^32 wraps to 0 and loops forever, the copy's unrolled
+// step runs past its bindings, and elements (or rows) are taken twice, which
+// reduce_sum sums twice and a kernel in place computes on its own output
+// unless it is idempotent. Such grids are refused, however small the
+// bindings; a grid that only writes some elements twice with the same
+// value is not.
+func TestValidateRefusesGridsThatWrapTheShadersIndices(t *testing.T) {
+	words := func(id vkruntime.StorageID, n uint64) vkruntime.StorageHandle { return handle(id, 0, 4*n) }
+	same := func(n uint64) []vkruntime.StorageHandle { return []vkruntime.StorageHandle{words(1, n), words(1, n)} }
+	// A device with NVIDIA's limits: 2^31 - 1 work groups in x.
+	wideX := wideLimits
+	wideX.MaxComputeWorkGroupCount[0] = 1<<31 - 1
+	const huge = 65535
+	cases := []struct {
+		name   string
+		l      Launch
+		grid   [3]uint32
+		hs     []vkruntime.StorageHandle
+		limits Limits
+		want   string
+	}{
+		// 2048 x 2049 groups: 3 strides past an invocation near the end of
+		// the grid wrap to an index below n / 4, so that invocation copies
+		// 16-byte words about 16 GiB past both bindings.
+		{"copy past its bindings", CopyWords(1<<23 + 4), [3]uint32{2049, 2048, 1}, []vkruntime.StorageHandle{words(1, 1<<23+4), words(2, 1<<23+4)}, wideLimits, "past its bindings"},
+		{"copy of a few words", CopyWords(5), [3]uint32{huge, huge, 1}, []vkruntime.StorageHandle{words(1, 5), words(2, 5)}, wideLimits, "past its bindings"},
+		// 4096 x 4096 groups of 256: a stride of 2^32, which wraps to 0.
+		{"fill looping forever", FillWords(1, 7), [3]uint32{4096, 4096, 1}, []vkruntime.StorageHandle{words(1, 1)}, wideLimits, "loop forever"},
+		{"relu looping forever", ReLU(10), [3]uint32{1 << 24, 1, 1}, []vkruntime.StorageHandle{words(1, 10), words(2, 10)}, wideX, "loop forever"},
+		{"softmax looping forever", Softmax(1, 1), [3]uint32{1 << 30, 4, 1}, []vkruntime.StorageHandle{words(1, 1), words(2, 1)}, wideX, "loop forever"},
+		// Groups g and g + 2^24 both sum the first block.
+		{"reduce_sum twice", ReduceSum(256), [3]uint32{huge, 257, 1}, []vkruntime.StorageHandle{words(1, 256), words(2, huge*257)}, wideLimits, "summed twice"},
+		// 256 invocations scale element 0 in turn.
+		{"scale in place", Scale(1, 2), [3]uint32{huge, huge, 1}, same(1), wideLimits, "takes some elements twice"},
+		{"add in place", Add(1000), [3]uint32{huge, huge, 1}, []vkruntime.StorageHandle{words(1, 1000), words(2, 1000), words(1, 1000)}, wideLimits, "takes some elements twice"},
+		// Rows past 131071 wrap back onto earlier ones, which a second work
+		// group then normalises again.
+		{"softmax in place", Softmax(200000, 1), [3]uint32{huge, huge, 1}, same(200000), wideLimits, "takes some elements twice"},
+		{"layernorm in place", LayerNorm(200000, 1, 1e-5), [3]uint32{huge, huge, 1},
+			[]vkruntime.StorageHandle{words(1, 200000), words(2, 1), words(3, 1), words(1, 200000)}, wideLimits, "takes some elements twice"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			requireRefused(t, Validate(c.l.Kernel, c.grid, c.hs, c.l.Push, c.limits), c.l.Kernel.Name, c.want)
+		})
+	}
+
+	accepted := []struct {
+		name string
+		l    Launch
+		grid [3]uint32
+		hs   []vkruntime.StorageHandle
+	}{
+		{"an empty fill", FillWords(0, 7), [3]uint32{4096, 4096, 1}, []vkruntime.StorageHandle{{}}},
+		// Elements taken twice are written twice with the same value.
+		{"relu apart", ReLU(1000), [3]uint32{huge, huge, 1}, []vkruntime.StorageHandle{words(1, 1000), words(2, 1000)}},
+		{"relu in place", ReLU(1), [3]uint32{huge, huge, 1}, same(1)},
+		{"fill", FillWords(1000, 7), [3]uint32{huge, huge, 1}, []vkruntime.StorageHandle{words(1, 1000)}},
+		{"softmax apart", Softmax(200000, 1), [3]uint32{huge, huge, 1}, []vkruntime.StorageHandle{words(1, 200000), words(2, 200000)}},
+		{"scale in place on a grid that does not wrap", Scale(1000, 2), [3]uint32{huge, 256, 1}, same(1000)},
+	}
+	for _, c := range accepted {
+		t.Run(c.name, func(t *testing.T) {
+			require.NoError(t, Validate(c.l.Kernel, c.grid, c.hs, c.l.Push, wideLimits))
+		})
+	}
+
+	// The typed launches of the largest bindings pass, in place too.
+	const most = (1<<32 - 1) / 4 // words in a 4 GiB binding
+	big := func(id vkruntime.StorageID) vkruntime.StorageHandle { return words(id, most) }
+	for _, l := range []Launch{Add(most), CopyWords(most), FillWords(most, 1), GELU(most), ReduceSum(most), Softmax(most, 1)} {
+		hs := []vkruntime.StorageHandle{big(1), big(1), big(1)}[:len(l.Kernel.Bindings)]
+		if l.Kernel.Name == "reduce_sum" {
+			hs[1] = words(2, 1)
+		}
+		require.NoError(t, Validate(l.Kernel, l.Grid, hs, l.Push, wideLimits), l.Kernel.Name)
+	}
+	// ElementGrid covers a 4 GiB copy with more than 2^22 work groups,
+	// which would wrap; CopyWords' grid does not.
+	copyAll := CopyWords(most)
+	requireRefused(t, Validate(copyAll.Kernel, ElementGrid(most), []vkruntime.StorageHandle{big(1), big(2)}, copyAll.Push, wideLimits), "copy", "past its bindings")
+}
+
+// Work groups run in no set order: a written binding may share bytes with
+// another only where the kernel reads each element in the invocation that
+// writes it, and then only exactly (same storage, same offset).
+func TestValidateRefusesOverlappingOutputs(t *testing.T) {
+	at := func(id vkruntime.StorageID, offset, n uint64) vkruntime.StorageHandle { return handle(id, offset, 4*n) }
+	refused := []struct {
+		name string
+		l    Launch
+		hs   []vkruntime.StorageHandle
+	}{
+		{"transpose in place", Transpose(64, 64), []vkruntime.StorageHandle{at(1, 0, 4096), at(1, 0, 4096)}},
+		{"transpose into the input's tail", Transpose(64, 64), []vkruntime.StorageHandle{at(1, 0, 4096), at(1, 8192, 4096)}},
+		{"matmul into a", MatMul(16, 16, 16), []vkruntime.StorageHandle{at(1, 0, 256), at(2, 0, 256), at(1, 0, 256)}},
+		{"matmul into b", MatMul(16, 16, 16), []vkruntime.StorageHandle{at(1, 0, 256), at(2, 0, 256), at(2, 0, 256)}},
+		{"reduce_sum into x", ReduceSum(1000), []vkruntime.StorageHandle{at(1, 0, 1000), at(1, 16, 1)}},
+		{"layernorm into gamma", LayerNorm(4, 64, 1e-5), []vkruntime.StorageHandle{at(1, 0, 256), at(2, 0, 64), at(3, 0, 64), at(2, 0, 256)}},
+		{"relu shifted by 16 B", ReLU(1000), []vkruntime.StorageHandle{at(1, 0, 1000), at(1, 16, 1000)}},
+		{"relu shifted back", ReLU(1000), []vkruntime.StorageHandle{at(1, 16, 1000), at(1, 0, 1000)}},
+		{"copy shifted", CopyWords(1000), []vkruntime.StorageHandle{at(1, 0, 1000), at(1, 256, 1000)}},
+		{"softmax shifted by a row", Softmax(4, 64), []vkruntime.StorageHandle{at(1, 0, 256), at(1, 256, 256)}},
+	}
+	for _, c := range refused {
+		t.Run(c.name, func(t *testing.T) {
+			requireRefused(t, Validate(c.l.Kernel, c.l.Grid, c.hs, c.l.Push, testLimits), c.l.Kernel.Name, "share bytes")
+		})
+	}
+	accepted := []struct {
+		name string
+		l    Launch
+		hs   []vkruntime.StorageHandle
+	}{
+		{"relu in place", ReLU(1000), []vkruntime.StorageHandle{at(1, 0, 1000), at(1, 0, 1000)}},
+		{"add into a and b", Add(1000), []vkruntime.StorageHandle{at(1, 0, 1000), at(1, 0, 1000), at(1, 0, 1000)}},
+		{"copy onto itself", CopyWords(1000), []vkruntime.StorageHandle{at(1, 0, 1000), at(1, 0, 1000)}},
+		{"softmax in place", Softmax(4, 64), []vkruntime.StorageHandle{at(1, 0, 256), at(1, 0, 256)}},
+		{"layernorm in place", LayerNorm(4, 64, 1e-5), []vkruntime.StorageHandle{at(1, 0, 256), at(2, 0, 64), at(2, 256, 64), at(1, 0, 256)}},
+		{"transpose into the same page", Transpose(64, 64), []vkruntime.StorageHandle{at(1, 0, 4096), at(1, 4*4096, 4096)}},
+		// A binding larger than its kernel needs: the bytes past what the
+		// push constants call for are not touched.
+		{"matmul beside a in one handle's slack", MatMul(16, 16, 16), []vkruntime.StorageHandle{at(1, 0, 1024), at(2, 0, 256), at(1, 1024, 256)}},
+		{"empty output", Transpose(0, 64), []vkruntime.StorageHandle{at(1, 0, 0), at(1, 0, 0)}},
+		// Sizes alone, as a check before storage exists.
+		{"storage 0", MatMul(16, 16, 16), []vkruntime.StorageHandle{at(0, 0, 256), at(0, 0, 256), at(0, 0, 256)}},
+	}
+	for _, c := range accepted {
+		t.Run(c.name, func(t *testing.T) {
+			require.NoError(t, Validate(c.l.Kernel, c.l.Grid, c.hs, c.l.Push, testLimits))
+		})
+	}
+}
+
+// A grid of no layer in z runs no work group, which leaves the output of
+// matmul and transpose undone as surely as one of no column does.
+func TestValidateRefusesFlatGridsWhereWorkIsDue(t *testing.T) {
+	words := func(id vkruntime.StorageID, n uint64) vkruntime.StorageHandle { return handle(id, 0, 4*n) }
+	mm := MatMul(200, 300, 10)
+	requireRefused(t, Validate(mm.Kernel, [3]uint32{3, 2, 0}, []vkruntime.StorageHandle{words(1, 2000), words(2, 3000), words(3, 60000)}, mm.Push, testLimits),
+		"matmul", "undone")
+	tr := Transpose(40, 50)
+	requireRefused(t, Validate(tr.Kernel, [3]uint32{2, 2, 0}, []vkruntime.StorageHandle{words(1, 2000), words(2, 2000)}, tr.Push, testLimits),
+		"transpose", "runs no work group")
+}
