@@ -86,6 +86,21 @@ func (c *checkState) NotSupportedf(format string, args ...any) {
 	runtime.Goexit()
 }
 
+// Go runs f in a goroutine of the check's own, as wg.Go does: a panic in
+// it (a device misbehaving under concurrent use) is recorded as a failure
+// of the check instead of ending the whole run, and Fatalf in it ends that
+// goroutine only.
+func (c *checkState) Go(wg *sync.WaitGroup, f func()) {
+	wg.Go(func() {
+		defer func() {
+			if p := recover(); p != nil {
+				c.Errorf("panic in a goroutine of the check: %v\n%s", p, trimStack(debug.Stack()))
+			}
+		}()
+		f()
+	})
+}
+
 // Cleanup runs f when the check ends, last registered first.
 func (c *checkState) Cleanup(f func()) {
 	c.mu.Lock()
@@ -196,8 +211,16 @@ func runCheck(ctx context.Context, ch Check, timeout time.Duration) Result {
 	select {
 	case <-done:
 	case <-ctx.Done():
+		// Past its time (or the run cancelled): the check fails whether or
+		// not it then stops within the grace second, since what it saw
+		// after its context ended proves nothing.
 		select {
 		case <-done:
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				c.Errorf("the check ran past its time of %v", timeout)
+			} else {
+				c.Errorf("the check was stopped: %v", ctx.Err())
+			}
 		case <-time.After(time.Second):
 			c.Errorf("the check did not finish within %v", timeout)
 		}

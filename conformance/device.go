@@ -480,6 +480,7 @@ func deviceChecks(open OpenClient) []Check {
 		},
 	}...)
 	checks = append(checks, lostChecks(open)...)
+	checks = append(checks, contractChecks(open)...)
 	return append(checks, kernelChecks(open)...)
 }
 
@@ -1062,7 +1063,7 @@ func checkConcurrentStreams(c *checkState, cl *client.Client) {
 			c.Fatalf("NewStream: %v", err)
 		}
 		defer s.Close()
-		wg.Go(func() {
+		c.Go(&wg, func() {
 			ctx := client.WithStream(c.Context(), s)
 			if w == workers-1 {
 				ctx = dryrun.With(ctx)
@@ -1126,7 +1127,7 @@ func checkConcurrentStreams(c *checkState, cl *client.Client) {
 	}
 	done := make(chan struct{})
 	var bg sync.WaitGroup
-	bg.Go(func() {
+	c.Go(&bg, func() {
 		for {
 			select {
 			case <-done:

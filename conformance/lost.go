@@ -168,7 +168,7 @@ func checkStorageConcurrentUse(c *checkState, cl *client.Client) {
 	live := map[vkruntime.StorageID]int{}
 	var wg sync.WaitGroup
 	for w := range workers {
-		wg.Go(func() {
+		c.Go(&wg, func() {
 			var mine []vkruntime.StorageID
 			for r := range rounds {
 				h, err := s.Alloc(uint64(4096 * (1 + (w+r)%5)))

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/xml"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +34,14 @@ func TestRunnerClassifiesEveryEnding(t *testing.T) {
 		}},
 		{Name: "x/panics", Rule: "panics", run: func(c *checkState) { panic("boom") }},
 		{Name: "x/hangs", Rule: "hangs", run: func(c *checkState) { <-c.Context().Done(); select {} }},
+		{Name: "x/overruns", Rule: "stops late", run: func(c *checkState) { <-c.Context().Done() }},
+		{Name: "x/goroutine-panics", Rule: "panics elsewhere", run: func(c *checkState) {
+			var wg sync.WaitGroup
+			c.Go(&wg, func() { panic("boom in a goroutine") })
+			c.Go(&wg, func() { c.Fatalf("stopped a goroutine") })
+			wg.Wait()
+		}},
+		{Name: "x/panics-oddly", Rule: "panics with bytes no document may hold", run: func(c *checkState) { panic("\x00\x1b[31m\xff\xfe <&> ]]>") }},
 		{Name: "x/floods", Rule: "floods", run: func(c *checkState) {
 			for i := range maxEvidence + 5 {
 				c.Errorf("misbehaviour %d", i)
@@ -54,6 +64,7 @@ func TestRunnerClassifiesEveryEnding(t *testing.T) {
 	require.Equal(t, map[string]Status{
 		"x/passes": Pass, "x/errors-twice": Fail, "x/fatal-stops": Fail, "x/not-supported": NotSupported,
 		"x/failed-then-not-supported": Fail, "x/panics": Fail, "x/hangs": Fail, "x/floods": Fail, "x/cleanup-panics": Fail,
+		"x/overruns": Fail, "x/goroutine-panics": Fail, "x/panics-oddly": Fail,
 	}, status)
 	require.Equal(t, 1, cleaned)
 	get := func(name string) Result { r, ok := rep.Result(name); require.True(t, ok); return r }
@@ -62,15 +73,35 @@ func TestRunnerClassifiesEveryEnding(t *testing.T) {
 	require.Equal(t, "no budget", get("x/not-supported").Reason)
 	require.Contains(t, get("x/panics").Evidence[0], "panic: boom")
 	require.Contains(t, get("x/hangs").Evidence[0], "did not finish within 200ms")
+	require.Equal(t, []string{"the check ran past its time of 200ms"}, get("x/overruns").Evidence)
+	gp := get("x/goroutine-panics").Evidence
+	require.Len(t, gp, 2)
+	require.True(t, slices.ContainsFunc(gp, func(e string) bool {
+		return strings.HasPrefix(e, "panic in a goroutine of the check: boom in a goroutine")
+	}), gp)
+	require.Contains(t, gp, "stopped a goroutine")
 	flood := get("x/floods").Evidence
 	require.Len(t, flood, maxEvidence+1)
 	require.Equal(t, "… and 5 more", flood[maxEvidence])
 	require.Contains(t, get("x/cleanup-panics").Evidence[0], "panic in cleanup: in cleanup")
 
 	pass, fail, ns := rep.Counts()
-	require.Equal(t, [3]int{1, 7, 1}, [3]int{pass, fail, ns})
+	require.Equal(t, [3]int{1, 10, 1}, [3]int{pass, fail, ns})
 	require.False(t, rep.OK())
-	require.Len(t, rep.Failed(), 7)
+	require.Len(t, rep.Failed(), 10)
+
+	// Whatever the checks did, the report reads back as JSON and as JUnit.
+	var js bytes.Buffer
+	require.NoError(t, rep.WriteJSON(&js))
+	var back Report
+	require.NoError(t, json.Unmarshal(js.Bytes(), &back))
+	require.Len(t, back.Results, len(checks))
+	var ju bytes.Buffer
+	require.NoError(t, rep.WriteJUnit(&ju))
+	var suites JUnitSuites
+	require.NoError(t, xml.Unmarshal(ju.Bytes(), &suites), ju.String())
+	require.Equal(t, len(checks), suites.Tests)
+	require.Equal(t, 10, suites.Failures)
 }
 
 func TestRunnerSelectsByName(t *testing.T) {

@@ -123,3 +123,123 @@ func checkSparseBinding(c *checkState, t StorageTarget) {
 	virtual := memory.VirtualLayout(memory.VirtualPlan{})
 	churn(c, t, virtual, churnOptions{alignmentOnly: t.Memory == nil})
 }
+
+func checkSparseAddressSpace(c *checkState, t StorageTarget) {
+	s := needSparse(c, t)
+	g, space := s.SparseGranule(), s.MaxVirtualSize()
+	if space < 16*g {
+		c.Fatalf("the sparse address space is %d B, less than 16 granules of %d B", space, g)
+	}
+	held, hasHeld := t.held()
+	var before uint64
+	if hasHeld {
+		before = held()
+	}
+	// A range leaving between 4 and 5 granules of the space.
+	big := (space - 4*g) &^ (g - 1)
+	left := space - big
+	v, err := s.ReserveVirtual(big)
+	if err != nil {
+		c.Fatalf("ReserveVirtual(%d) of an address space of %d B: %v", big, space, err)
+	}
+	defer func() {
+		if v.ID != 0 {
+			s.ReleaseVirtual(v.ID)
+		}
+	}()
+	if w, err := s.ReserveVirtual(8 * g); err == nil {
+		c.Errorf("ReserveVirtual(%d) with %d B of the address space left succeeded: %v", 8*g, left, w)
+		s.ReleaseVirtual(w.ID)
+	} else if !errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
+		c.Errorf("ReserveVirtual(%d) with %d B of the address space left: %v (%T), which is not ErrOutOfDeviceMemory", 8*g, left, err, err)
+	}
+	// The refusal took none of the space.
+	if w, err := s.ReserveVirtual(left); err != nil {
+		c.Errorf("ReserveVirtual(%d), the %d B the live range leaves, after a refusal: %v", left, left, err)
+	} else {
+		s.ReleaseVirtual(w.ID)
+	}
+	if hasHeld {
+		if now := held(); now != before {
+			c.Errorf("virtual ranges moved the holdings from %d B to %d B: they hold no memory", before, now)
+		}
+	}
+	s.ReleaseVirtual(v.ID)
+	v.ID = 0
+	if w, err := s.ReserveVirtual(8 * g); err != nil {
+		c.Errorf("ReserveVirtual(%d) once the range of %d B was released: %v", 8*g, big, err)
+	} else {
+		s.ReleaseVirtual(w.ID)
+	}
+}
+
+func checkSparseRelease(c *checkState, t StorageTarget) {
+	s := needSparse(c, t)
+	m := needMemory(c, t)
+	g := s.SparseGranule()
+	v, err := s.ReserveVirtual(4 * g)
+	if err != nil {
+		c.Fatalf("ReserveVirtual(%d): %v", 4*g, err)
+	}
+	released := false
+	defer func() {
+		if !released {
+			s.ReleaseVirtual(v.ID)
+		}
+	}()
+	page := mustAlloc(c, t, 4*g)
+	defer release(t, []vkruntime.StorageID{page.ID})
+	mirror := pattern(1650, page.Size)
+	if err := m.Upload(page, mirror); err != nil {
+		c.Fatalf("writing %v: %v", page, err)
+	}
+	through := vkruntime.StorageHandle{ID: v.ID, Offset: 5, Size: 100}
+	behind := vkruntime.StorageHandle{ID: page.ID, Offset: 5, Size: 100}
+	if err := s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 0, Size: g, Memory: page.ID}}); err != nil {
+		c.Fatalf("binding granule 0 of range %d to granule 0 of allocation %d: %v", v.ID, page.ID, err)
+	}
+	// Granule 0 moved to the allocation's granule 2, then a bind of
+	// memory never allocated: refused, the first bind must not stand.
+	refused := []vkruntime.SparseBind{{Offset: 0, Size: g, Memory: page.ID, MemoryOffset: 2 * g}, {Offset: g, Size: g, Memory: page.ID + 1000}}
+	if err := s.Bind(v.ID, refused); err == nil {
+		c.Errorf("Bind(%+v), whose second bind names memory never allocated, succeeded", refused)
+	}
+	data := pattern(1651, through.Size)
+	if err := m.Upload(through, data); err != nil {
+		c.Errorf("writing %v, bound to allocation %d: %v", through, page.ID, err)
+	} else {
+		copy(mirror[behind.Offset:], data)
+	}
+	expectPage := func(what string) {
+		got := make([]byte, page.Size)
+		if err := m.Download(page, got); err != nil {
+			c.Errorf("%s: reading %v: %v", what, page, err)
+			return
+		}
+		compareBytes(c, mirror, got, what)
+	}
+	expectPage("the allocation behind granule 0 after a refused submission that would have moved it, written through the range")
+	// Unbound, granule 0 no longer reaches the allocation: a write
+	// through it fails or is dropped.
+	if err := s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 0, Size: g}}); err != nil {
+		c.Errorf("unbinding granule 0: %v", err)
+	}
+	_ = m.Upload(through, pattern(1652, through.Size))
+	expectPage("the allocation once bound to granule 0, after a write through the unbound granule")
+	// Released with a granule bound, the range is gone.
+	if err := s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 0, Size: g, Memory: page.ID}}); err != nil {
+		c.Fatalf("binding granule 0 again: %v", err)
+	}
+	s.ReleaseVirtual(v.ID)
+	released = true
+	if err := m.Upload(through, pattern(1653, through.Size)); !errors.Is(err, vkruntime.ErrNotFound) {
+		c.Errorf("writing %v of a released range: %v, want ErrNotFound", through, err)
+	}
+	if err := m.Download(through, make([]byte, through.Size)); !errors.Is(err, vkruntime.ErrNotFound) {
+		c.Errorf("reading %v of a released range: %v, want ErrNotFound", through, err)
+	}
+	if err := s.Bind(v.ID, []vkruntime.SparseBind{{Offset: g, Size: g, Memory: page.ID, MemoryOffset: g}}); !errors.Is(err, vkruntime.ErrNotFound) {
+		c.Errorf("Bind into released range %d: %v, want ErrNotFound", v.ID, err)
+	}
+	expectPage("the allocation once bound to a released range, after transfers through the range")
+}

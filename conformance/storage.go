@@ -247,29 +247,38 @@ func storageChecks(newStorage NewStorage) []Check {
 		},
 		{
 			Name: "storage/size-accounting",
-			Rule: "The bytes a storage holds grow by at least the size of each allocation and return to where they started once every allocation is released and flushed",
+			Rule: "The bytes a storage holds grow by at least the size of each allocation, fall by what it added once it is released and flushed, and return to where they started once every allocation is",
 			run: func(c *checkState) {
 				t := openStorage(c, newStorage, StorageConfig{})
 				held := needHeld(c, t)
 				start := held()
 				var ids []vkruntime.StorageID
+				var sizes, added []uint64
 				var total uint64
 				for _, size := range oddSizes(t.Properties.Alignment) {
 					before := held()
 					h := mustAlloc(c, t, size)
 					ids = append(ids, h.ID)
 					total += size
-					if after := held(); after < before+size {
+					after := held()
+					if after < before+size {
 						c.Errorf("Alloc(%d): holdings went from %d B to %d B, less than the size", size, before, after)
 					}
+					sizes, added = append(sizes, size), append(added, after-before)
 				}
 				if now := held(); now < start+total {
 					c.Errorf("%d allocations of %d B in all: holdings %d B, started at %d B", len(ids), total, now, start)
 				}
-				for _, id := range ids {
+				// Released in the order made, the largest last, each flushed
+				// on its own: every one gives back what it took.
+				for i, id := range ids {
+					before := held()
 					t.Storage.Dealloc(id)
+					t.Storage.Flush()
+					if after := held(); before-after != added[i] {
+						c.Errorf("releasing and flushing the allocation of %d B, which raised the holdings by %d B, moved them from %d B to %d B", sizes[i], added[i], before, after)
+					}
 				}
-				t.Storage.Flush()
 				if end := held(); end != start {
 					c.Errorf("every allocation released and flushed: holdings %d B, started at %d B (%d B leaked)", end, start, int64(end)-int64(start))
 				}
@@ -488,6 +497,16 @@ func storageChecks(newStorage NewStorage) []Check {
 			Name: "storage/sparse-binding",
 			Rule: "Where the storage offers sparse binding, a virtual range holds no memory, bound granules alias the allocation behind them, binding memory it does not hold or past its end is refused, a submission naming a granule twice is refused whole with ErrOverlappingBinds, and pools over a virtual range keep every slice aligned and every byte",
 			run:  func(c *checkState) { checkSparseBinding(c, openStorage(c, newStorage, StorageConfig{})) },
+		},
+		{
+			Name: "storage/sparse-address-space",
+			Rule: "Where the storage offers sparse binding, live virtual ranges share MaxVirtualSize: ReserveVirtual past the space they leave fails with an error matching runtime.ErrOutOfDeviceMemory and changes nothing, and ReleaseVirtual gives the space back",
+			run:  func(c *checkState) { checkSparseAddressSpace(c, openStorage(c, newStorage, StorageConfig{})) },
+		},
+		{
+			Name: "storage/sparse-release",
+			Rule: "Where the storage offers sparse binding, a Bind refused for any of its binds changes no binding, unbinding (Memory 0) detaches the memory behind a granule, and a released virtual range is gone with its bindings: transfers through it and Bind into it fail with runtime.ErrNotFound and never reach the memory once bound",
+			run:  func(c *checkState) { checkSparseRelease(c, openStorage(c, newStorage, StorageConfig{})) },
 		},
 		{
 			Name: "storage/pool-traffic-accounting",

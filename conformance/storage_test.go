@@ -33,6 +33,8 @@ type heapStorage struct {
 	arenaEnd uint64
 	allocs   int
 	virtual  map[vkruntime.StorageID][]granuleBinding // per granule of a virtual range
+	// virtualBytes is the address space the live virtual ranges share.
+	virtualBytes uint64
 }
 
 // granuleBinding is the memory behind one granule of a virtual range; a
@@ -55,18 +57,24 @@ type heapPage struct {
 type flaw int
 
 const (
-	noFlaw                flaw = iota
-	overlappingPages           // each page starts 8 B before the previous one ends
-	ignoresAlignment           // pages packed in the arena at any byte, the offset in the handle
-	genericOOM                 // out of memory reported as a plain error
-	leaks                      // released pages are never given back
-	corruptsAfterChurn         // past 64 allocations, each one flips a byte of a live page
-	sparseMisbinds             // a sparse bind lands one granule further into the memory than asked
-	sparseAppliesOverlaps      // a sparse submission naming a granule twice is applied in order
+	noFlaw                  flaw = iota
+	overlappingPages             // each page starts 8 B before the previous one ends
+	ignoresAlignment             // pages packed in the arena at any byte, the offset in the handle
+	genericOOM                   // out of memory reported as a plain error
+	leaks                        // released pages are never given back
+	corruptsAfterChurn           // past 64 allocations, each one flips a byte of a live page
+	sparseMisbinds               // a sparse bind lands one granule further into the memory than asked
+	sparseAppliesOverlaps        // a sparse submission naming a granule twice is applied in order
+	sparseSpaceUnshared          // every virtual range gets the whole address space, however many are live
+	sparseGenericSpaceError      // a virtual range past the address space is refused with a plain error
+	sparseReleaseKeepsRange      // ReleaseVirtual forgets nothing: the range and its bindings stay usable
+	sparseUnbindIgnored          // a bind of Memory 0 leaves the granule bound
+	sparseBindsAsItChecks        // each bind of a submission applies once checked, before the next is
 )
 
 func (f flaw) String() string {
-	return [...]string{"none", "overlapping pages", "ignores alignment", "generic out-of-memory error", "leaks", "corrupts a byte after churn", "binds the wrong granules", "applies overlapping binds"}[f]
+	return [...]string{"none", "overlapping pages", "ignores alignment", "generic out-of-memory error", "leaks", "corrupts a byte after churn", "binds the wrong granules", "applies overlapping binds",
+		"unshared address space", "generic address-space error", "release keeps the range", "ignores unbinds", "binds as it checks"}[f]
 }
 
 const heapAlignment = 16
@@ -215,9 +223,17 @@ func (s *heapStorage) MaxVirtualSize() uint64 { return 1 << 30 }
 func (s *heapStorage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if size == 0 || size > s.MaxVirtualSize() {
-		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Limit: s.MaxVirtualSize(), Detail: "virtual range"}
+	left := s.MaxVirtualSize() - s.virtualBytes
+	if s.flaw == sparseSpaceUnshared {
+		left = s.MaxVirtualSize()
 	}
+	if size == 0 || size > left {
+		if s.flaw == sparseGenericSpaceError {
+			return vkruntime.StorageHandle{}, errors.New("heap storage: no room for the virtual range")
+		}
+		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Limit: s.MaxVirtualSize(), Usage: s.virtualBytes, Detail: "virtual range"}
+	}
+	s.virtualBytes += size
 	s.next++
 	s.virtual[s.next] = make([]granuleBinding, (size+heapGranule-1)/heapGranule)
 	return vkruntime.StorageHandle{ID: s.next, Size: size}, nil
@@ -226,7 +242,10 @@ func (s *heapStorage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, erro
 func (s *heapStorage) ReleaseVirtual(id vkruntime.StorageID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.virtual, id)
+	if g, ok := s.virtual[id]; ok && s.flaw != sparseReleaseKeepsRange {
+		delete(s.virtual, id)
+		s.virtualBytes -= uint64(len(g)) * heapGranule
+	}
 }
 
 // Bind checks every bind before it applies any.
@@ -237,7 +256,10 @@ func (s *heapStorage) Bind(virtual vkruntime.StorageID, binds []vkruntime.Sparse
 	if !ok {
 		return fmt.Errorf("heap storage: virtual range %d: %w", virtual, vkruntime.ErrNotFound)
 	}
-	for _, b := range binds {
+	for i, b := range binds {
+		if s.flaw == sparseBindsAsItChecks && i > 0 {
+			s.apply(granules, binds[i-1:i])
+		}
 		if b.Offset%heapGranule != 0 || b.Size%heapGranule != 0 || b.MemoryOffset%heapGranule != 0 {
 			return fmt.Errorf("heap storage: bind %+v is not in whole granules of %d B", b, heapGranule)
 		}
@@ -255,7 +277,15 @@ func (s *heapStorage) Bind(virtual vkruntime.StorageID, binds []vkruntime.Sparse
 	if err := vkruntime.CheckOverlappingBinds(binds); err != nil && s.flaw != sparseAppliesOverlaps {
 		return fmt.Errorf("heap storage: %w", err)
 	}
+	s.apply(granules, binds)
+	return nil
+}
+
+func (s *heapStorage) apply(granules []granuleBinding, binds []vkruntime.SparseBind) {
 	for _, b := range binds {
+		if b.Memory == 0 && s.flaw == sparseUnbindIgnored {
+			continue
+		}
 		for i := range b.Size / heapGranule {
 			g := granuleBinding{}
 			if b.Memory != 0 {
@@ -267,7 +297,6 @@ func (s *heapStorage) Bind(virtual vkruntime.StorageID, binds []vkruntime.Sparse
 			granules[b.Offset/heapGranule+i] = g
 		}
 	}
-	return nil
 }
 
 func heapFactory(f flaw) conformance.NewStorage {
@@ -371,6 +400,11 @@ func TestBrokenStoragesAreCaught(t *testing.T) {
 		{corruptsAfterChurn, []string{"storage/churn-integrity"}},
 		{sparseMisbinds, []string{"storage/sparse-binding"}},
 		{sparseAppliesOverlaps, []string{"storage/sparse-binding"}},
+		{sparseSpaceUnshared, []string{"storage/sparse-address-space"}},
+		{sparseGenericSpaceError, []string{"storage/sparse-address-space"}},
+		{sparseReleaseKeepsRange, []string{"storage/sparse-release"}},
+		{sparseUnbindIgnored, []string{"storage/sparse-release"}},
+		{sparseBindsAsItChecks, []string{"storage/sparse-release"}},
 	} {
 		t.Run(tc.flaw.String(), func(t *testing.T) {
 			rep := conformance.RunStorage(context.Background(), heapFactory(tc.flaw), conformance.Options{})

@@ -1,0 +1,390 @@
+package conformance
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/vkrt/vkrt/client"
+	"github.com/vkrt/vkrt/device"
+	"github.com/vkrt/vkrt/kernel"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// The checks below call the device itself (cl.Device()), not the client:
+// the client validates launches, sizes every transfer to its range and
+// never batches more than zero fills ahead of its kernels, so a device
+// that leans on it for those would pass every check made through it.
+
+func contractChecks(open OpenClient) []Check {
+	return []Check{
+		{
+			Name: "device/transfer-partial-range",
+			Rule: "Upload writes its bytes to the start of its range and Download reads the start of its range, fewer bytes than the range holds allowed; more is refused; no other byte changes",
+			run:  withClient(open, checkPartialTransfers),
+		},
+		{
+			Name: "device/dispatch-checked-first",
+			Rule: "Dispatch checks every op (kernel.Validate, then that its bindings lie in live allocations) before any runs: an invalid op is an error matching kernel.ErrInvalidDispatch, a binding of a released allocation one matching runtime.ErrNotFound, and a refused batch changes no byte, inside its bindings or past them",
+			run:  withClient(open, checkDispatchCheckedFirst),
+		},
+		{
+			Name: "device/dispatch-batch-order",
+			Rule: "Dispatch runs a batch's ops in order, each one's writes visible to the next",
+			run:  withClient(open, checkDispatchBatchOrder),
+		},
+		{
+			Name: "device/dispatch-grid",
+			Rule: "A dispatch runs the grid it is given, as Vulkan's vkCmdDispatch does: no work group where a dimension is 0, and x·y work groups otherwise, reduce_sum's group y·X+x writing its grid-strided share to out[y·X+x]",
+			run:  withClient(open, checkDispatchGrid),
+		},
+		{
+			Name: "device/dispatch-cancel",
+			Rule: "Dispatch under an ended context returns ctx.Err(); the work a cancelled dispatch left on the device is ordered before later calls, so a write after it is never overwritten by it",
+			run:  withClient(open, checkDispatchCancel),
+		},
+		{
+			Name: "device/storage-figures",
+			Rule: "Allocations counts device allocations as Allocated counts bytes (one more per Alloc, a released one until it is flushed, back where it started once all are flushed); under a memory limit Limit reports it, Allocated never passes it and only an allocation that would pass it is refused",
+			run:  func(c *checkState) { checkStorageFigures(c, open) },
+		},
+	}
+}
+
+// rawAlloc makes an allocation of the device's storage for a check that
+// drives the device itself; it is released when the check ends.
+func rawAlloc(c *checkState, s device.Storage, size uint64) vkruntime.StorageHandle {
+	h, err := s.Alloc(size)
+	if err != nil {
+		c.Fatalf("the device's storage: Alloc(%d): %v", size, err)
+	}
+	c.Cleanup(func() { s.Dealloc(h.ID); s.Flush() })
+	return vkruntime.StorageHandle{ID: h.ID, Offset: h.Offset, Size: size}
+}
+
+// deviceBytes reads a whole allocation back through the device.
+func deviceBytes(c *checkState, d device.Device, h vkruntime.StorageHandle) ([]byte, bool) {
+	got := make([]byte, h.Size)
+	if err := d.Download(context.Background(), h, got); err != nil {
+		c.Errorf("reading %v back: %v", h, err)
+		return nil, false
+	}
+	return got, true
+}
+
+func expectBytes(c *checkState, d device.Device, h vkruntime.StorageHandle, want []byte, what string) {
+	if got, ok := deviceBytes(c, d, h); ok {
+		compareBytes(c, want, got, what)
+	}
+}
+
+func sub(h vkruntime.StorageHandle, off, size uint64) vkruntime.StorageHandle {
+	return vkruntime.StorageHandle{ID: h.ID, Offset: h.Offset + off, Size: size}
+}
+
+func checkPartialTransfers(c *checkState, cl *client.Client) {
+	d, ctx := cl.Device(), c.Context()
+	const size = 4096
+	h := rawAlloc(c, d.Storage(), size)
+	mirror := pattern(1700, size)
+	if err := d.Upload(ctx, h, mirror); err != nil {
+		c.Fatalf("Upload(%v): %v", h, err)
+	}
+	for i, r := range []struct{ off, size, n uint64 }{{100, 300, 77}, {5, 1000, 1}, {4000, 96, 95}, {0, size, size - 1}, {2049, 13, 0}} {
+		rng := sub(h, r.off, r.size)
+		data := pattern(uint64(1710+i), r.n)
+		if err := d.Upload(ctx, rng, data); err != nil {
+			c.Errorf("Upload of %d B into %v: %v", r.n, rng, err)
+			continue
+		}
+		copy(mirror[r.off:], data)
+		got := make([]byte, r.n)
+		if err := d.Download(ctx, rng, got); err != nil {
+			c.Errorf("Download of %d B from %v: %v", r.n, rng, err)
+			continue
+		}
+		compareBytes(c, data, got, fmt.Sprintf("the first %d B of %v read back", r.n, rng))
+	}
+	expectBytes(c, d, h, mirror, "the allocation after uploads of fewer bytes than their ranges")
+	for _, r := range []struct{ off, n uint64 }{{10, 20}, {1000, 1}, {2048, 0}} {
+		rng := sub(h, r.off, r.n)
+		if err := d.Upload(ctx, rng, pattern(1720, r.n+1)); err == nil {
+			c.Errorf("an Upload of %d B into %v, a range of %d B, succeeded", r.n+1, rng, r.n)
+		}
+		if err := d.Download(ctx, rng, make([]byte, r.n+1)); err == nil {
+			c.Errorf("a Download of %d B from %v, a range of %d B, succeeded", r.n+1, rng, r.n)
+		}
+	}
+	expectBytes(c, d, h, mirror, "the allocation after refused uploads of more bytes than their ranges")
+}
+
+// bindAlign is the offset alignment bindings need on the device.
+func bindAlign(d device.Device) uint64 {
+	return max(d.Limits().Alignment, d.Properties().Alignment, 4)
+}
+
+func fillOp(h vkruntime.StorageHandle, words, value uint32) kernel.Op {
+	return kernel.FillWords(words, value).With(h)
+}
+
+func checkDispatchCheckedFirst(c *checkState, cl *client.Client) {
+	d, ctx := cl.Device(), c.Context()
+	align := bindAlign(d)
+	size := 4 * align
+	a := rawAlloc(c, d.Storage(), size)
+	want := pattern(1800, size)
+	if err := d.Upload(ctx, a, want); err != nil {
+		c.Fatalf("Upload(%v): %v", a, err)
+	}
+	gone, err := d.Storage().Alloc(align)
+	if err != nil {
+		c.Fatalf("Alloc(%d): %v", align, err)
+	}
+	d.Storage().Dealloc(gone.ID)
+	d.Storage().Flush()
+	gone.Size = align
+	words := uint32(align / 4)
+	good := fillOp(sub(a, 0, align), words, 0xA5A5A5A5)
+	// A binding of half the bytes the push constants call for, the rest
+	// of the allocation right behind it: a device that leaves the check
+	// to the driver writes past the binding.
+	small := fillOp(sub(a, align, align/2), words, 0x5A5A5A5A)
+	// A binding that passes the end of its allocation.
+	past := fillOp(sub(a, size-align, 2*align), 2*words, 0x5A5A5A5A)
+	for _, x := range []struct {
+		what string
+		ops  []kernel.Op
+		is   error
+	}{
+		{"a binding smaller than its push constants call for", []kernel.Op{small}, kernel.ErrInvalidDispatch},
+		{"a batch of a valid fill and then an invalid op", []kernel.Op{good, small}, kernel.ErrInvalidDispatch},
+		{"a batch of a valid fill and then a fill of a released allocation", []kernel.Op{good, fillOp(gone, words, 1)}, vkruntime.ErrNotFound},
+		{"a batch of a valid fill and then a binding past the end of its allocation", []kernel.Op{good, past}, nil},
+	} {
+		err := d.Dispatch(ctx, x.ops)
+		switch {
+		case err == nil:
+			c.Errorf("%s: dispatched", x.what)
+		case x.is != nil && !errors.Is(err, x.is):
+			c.Errorf("%s: %v (%T), which does not match %v", x.what, err, err, x.is)
+		}
+		expectBytes(c, d, a, want, fmt.Sprintf("the allocation after %s was refused", x.what))
+	}
+}
+
+func words32(b []byte) []uint32 {
+	w := make([]uint32, len(b)/4)
+	for i := range w {
+		w[i] = binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return w
+}
+
+// expectWords reports the words of h that are not value.
+func expectWords(c *checkState, d device.Device, h vkruntime.StorageHandle, value uint32, what string) {
+	got, ok := deviceBytes(c, d, h)
+	if !ok {
+		return
+	}
+	bad, first := 0, -1
+	for i, w := range words32(got) {
+		if w != value {
+			if first < 0 {
+				first = i
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		c.Errorf("%s: %d of %d words are not %#x, the first at word %d (%#x)", what, bad, len(got)/4, value, first, words32(got)[first])
+	}
+}
+
+func checkDispatchBatchOrder(c *checkState, cl *client.Client) {
+	d, ctx := cl.Device(), c.Context()
+	const n = 1024
+	x, y, z := rawAlloc(c, d.Storage(), 4*n), rawAlloc(c, d.Storage(), 4*n), rawAlloc(c, d.Storage(), 4*n)
+	batch := []kernel.Op{
+		fillOp(x, n, 0x11111111),
+		kernel.CopyWords(n).With(x, y),
+		fillOp(x, n, 0x22222222),
+		kernel.CopyWords(n).With(y, z),
+		fillOp(y, n, 0x33333333),
+	}
+	if err := d.Dispatch(ctx, batch); err != nil {
+		c.Fatalf("a batch of fills and copies: %v", err)
+	}
+	what := "a batch of fill x=1, copy x→y, fill x=2, copy y→z, fill y=3"
+	expectWords(c, d, x, 0x22222222, what+": x")
+	expectWords(c, d, y, 0x33333333, what+": y")
+	expectWords(c, d, z, 0x11111111, what+": z")
+}
+
+func checkDispatchGrid(c *checkState, cl *client.Client) {
+	d, ctx := cl.Device(), c.Context()
+	const n = 1024
+	x := rawAlloc(c, d.Storage(), 4*n)
+	if err := d.Dispatch(ctx, []kernel.Op{fillOp(x, n, 0x0D0D0D0D)}); err != nil {
+		c.Fatalf("fill: %v", err)
+	}
+	for _, grid := range [][3]uint32{{4, 1, 0}, {0, 1, 1}, {4, 0, 1}} {
+		op := fillOp(x, n, 0xEEEEEEEE)
+		op.Grid = grid
+		if err := d.Dispatch(ctx, []kernel.Op{op}); err != nil {
+			c.Errorf("fill over grid %v: %v", grid, err)
+			continue
+		}
+		expectWords(c, d, x, 0x0D0D0D0D, fmt.Sprintf("a fill over grid %v, which runs no work group", grid))
+	}
+	// reduce_sum over a two-dimensional grid of 6 work groups, each with
+	// elements to sum: out[g] is the share of group g.
+	grid := [3]uint32{2, 3, 1}
+	const groups, elems = 6, 11*256 + 77
+	in := floats(elems, 1900)
+	want := make([]float64, groups)
+	mag := make([]float64, groups)
+	for i, v := range in {
+		want[(i/256)%groups] += float64(v)
+		mag[(i/256)%groups] += math.Abs(float64(v))
+	}
+	xs := rawAlloc(c, d.Storage(), 4*elems)
+	out := rawAlloc(c, d.Storage(), 4*groups)
+	if err := d.Upload(ctx, xs, bytesOf(in)); err != nil {
+		c.Fatalf("Upload: %v", err)
+	}
+	l := kernel.ReduceSum(elems)
+	l.Grid = grid
+	if err := d.Dispatch(ctx, []kernel.Op{l.With(xs, out)}); err != nil {
+		c.Fatalf("reduce_sum over grid %v: %v", grid, err)
+	}
+	got, ok := deviceBytes(c, d, out)
+	if !ok {
+		return
+	}
+	for g, v := range floatsOf(got) {
+		if math.Abs(float64(v)-want[g]) > 1e-5*max(mag[g], 1) {
+			c.Errorf("reduce_sum of %d floats over grid %v: out[%d] = %g, work group %d's share sums to %g", elems, grid, g, v, g, want[g])
+		}
+	}
+}
+
+func checkDispatchCancel(c *checkState, cl *client.Client) {
+	d := cl.Device()
+	x := rawAlloc(c, d.Storage(), 4096)
+	ended, cancel := context.WithCancel(c.Context())
+	cancel()
+	if err := d.Dispatch(ended, []kernel.Op{fillOp(x, 1024, 7)}); !errors.Is(err, context.Canceled) {
+		c.Errorf("a dispatch under a cancelled context: %v, want ctx.Err() (context.Canceled)", err)
+	}
+	// A product long enough to be cancelled while it runs on a slow
+	// device; on a fast one it finishes first, which the rule allows.
+	const m = 384
+	a, b, out := rawAlloc(c, d.Storage(), 4*m*m), rawAlloc(c, d.Storage(), 4*m*m), rawAlloc(c, d.Storage(), 4*m*m)
+	for i, h := range []vkruntime.StorageHandle{a, b} {
+		if err := d.Upload(c.Context(), h, bytesOf(floats(m*m, uint64(1950+i)))); err != nil {
+			c.Fatalf("Upload: %v", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(c.Context())
+	stop := time.AfterFunc(5*time.Millisecond, cancel)
+	defer stop.Stop()
+	err := d.Dispatch(ctx, []kernel.Op{kernel.MatMul(m, m, m).With(a, b, out), kernel.MatMul(m, m, m).With(b, a, out)})
+	cancel()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		c.Errorf("a dispatch whose context was cancelled while it ran: %v, want nil or ctx.Err() (context.Canceled)", err)
+	}
+	// Written after the dispatch returned, then a later dispatch waited
+	// for: whatever of the product still ran came before the write.
+	want := pattern(1960, 4*m*m)
+	if err := d.Upload(c.Context(), out, want); err != nil {
+		c.Fatalf("Upload after the cancelled dispatch: %v", err)
+	}
+	if err := d.Dispatch(c.Context(), []kernel.Op{fillOp(x, 1024, 9)}); err != nil {
+		c.Fatalf("a dispatch after the cancelled one: %v", err)
+	}
+	what := "the output of a cancelled product, written after the dispatch returned (" + errString(err) + ")"
+	expectBytes(c, d, out, want, what)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "it returned nil"
+	}
+	return "it returned " + err.Error()
+}
+
+func checkStorageFigures(c *checkState, open OpenClient) {
+	cl := openClient(c, open, DeviceConfig{})
+	cl.MemoryCleanup(c.Context())
+	s := cl.Device().Storage()
+	bytes0, count0 := s.Allocated(), s.Allocations()
+	var ids []vkruntime.StorageID
+	for i, size := range []uint64{4096, 100, 65536} {
+		h, err := s.Alloc(size)
+		if err != nil {
+			c.Fatalf("Alloc(%d): %v", size, err)
+		}
+		ids = append(ids, h.ID)
+		if n := s.Allocations(); n != count0+i+1 {
+			c.Errorf("%d allocations made: Allocations went from %d to %d", i+1, count0, n)
+		}
+	}
+	bytes1, count1 := s.Allocated(), s.Allocations()
+	s.Dealloc(ids[0])
+	bytes2, count2 := s.Allocated(), s.Allocations()
+	switch {
+	case bytes2 == bytes1 && count2 != count1:
+		c.Errorf("a released allocation not yet flushed: Allocated still counts it (%d B), Allocations went from %d to %d", bytes2, count1, count2)
+	case bytes2 < bytes1 && count2 != count1-1:
+		c.Errorf("a released allocation not yet flushed: Allocated went from %d B to %d B, Allocations from %d to %d", bytes1, bytes2, count1, count2)
+	}
+	for _, id := range ids[1:] {
+		s.Dealloc(id)
+	}
+	s.Flush()
+	if b, n := s.Allocated(), s.Allocations(); b != bytes0 || n != count0 {
+		c.Errorf("every allocation released and flushed: %d B in %d allocations, %d B in %d before", b, n, bytes0, count0)
+	}
+
+	limited, err := open(c.Context(), DeviceConfig{MemoryLimit: deviceLimit})
+	c.need(err, fmt.Sprintf("opening the device with a memory limit of %d B", deviceLimit))
+	c.Cleanup(func() {
+		if err := limited.Close(); err != nil {
+			c.Errorf("closing the client: %v", err)
+		}
+	})
+	ls := limited.Storage()
+	limit := ls.Limit()
+	if limit == 0 || limit > deviceLimit {
+		c.Errorf("opened with a memory limit of %d B, the storage's Limit is %d B", uint64(deviceLimit), limit)
+		if limit == 0 {
+			limit = deviceLimit
+		}
+	}
+	quarter := limit / 4 / limited.Properties().Alignment * limited.Properties().Alignment
+	ids = ids[:0]
+	defer func() {
+		for _, id := range ids {
+			ls.Dealloc(id)
+		}
+		ls.Flush()
+	}()
+	for range 8 {
+		held := ls.Allocated()
+		h, err := ls.Alloc(quarter)
+		if err != nil {
+			if held+quarter <= limit {
+				c.Errorf("Alloc(%d) with %d B held under a limit of %d B was refused, though it would not pass the limit: %v", quarter, held, limit, err)
+			}
+			return
+		}
+		ids = append(ids, h.ID)
+		if now := ls.Allocated(); now > limit {
+			c.Errorf("Alloc(%d) succeeded and the storage holds %d B, past its limit of %d B", quarter, now, limit)
+		}
+	}
+	c.Errorf("%d allocations of %d B under a limit of %d B all succeeded", len(ids), quarter, limit)
+}

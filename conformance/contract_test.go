@@ -1,0 +1,357 @@
+package conformance_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	json "github.com/goccy/go-json"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/conformance"
+	"github.com/vkrt/vkrt/device"
+	"github.com/vkrt/vkrt/device/cpu"
+	"github.com/vkrt/vkrt/kernel"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// contractFlaw is one subtle way a backend breaks the device contract,
+// each of which the suite must report under the rule it breaks.
+type contractFlaw int
+
+const (
+	noContractFlaw       contractFlaw = iota
+	padsShortUpload                   // an upload of fewer bytes than its range zeroes the rest of the range
+	readsRangeTail                    // a download of fewer bytes than its range reads the end of the range
+	uploadsOnePast                    // an upload writes one zero byte past the bytes it was given
+	runsBatchReversed                 // a batch's ops run last first
+	runsAsItChecks                    // each op of a batch runs once checked, before the next is checked
+	leavesChecksToDriver              // an op failing kernel.Validate runs anyway, its bindings reaching to the end of their allocations
+	ignoresGridZ                      // a grid's z of 0 runs as 1
+	reducesIgnoringGrid               // reduce_sum leaves the total in out[0] whatever the grid
+	ignoresContext                    // a dispatch runs to its end whatever its context says
+	transfersUnordered                // a cancelled dispatch runs on while later transfers go ahead of it
+	unclassifiedNotFound              // a dispatch of a released allocation fails with a plain error
+	uncountedReleases                 // Allocations drops at Dealloc while Allocated waits for Flush
+	unreportedLimit                   // Limit is 0 though the storage enforces one
+	refusesAtTheLimit                 // an allocation that would fill the limit exactly is refused
+	releasesWrongSize                 // Dealloc gives back the newest allocation's size in Allocated, not its own
+	freesNeighbour                    // Dealloc frees the allocation made just before too
+	sharedStaging                     // concurrent uploads share one staging buffer
+	panicsWhenConcurrent              // two dispatches at once panic
+)
+
+func (f contractFlaw) String() string {
+	return [...]string{"none", "pads short uploads", "reads the tail of a range", "uploads one byte past",
+		"runs batches reversed", "runs ops as it checks them", "leaves checks to the driver", "ignores the grid's z",
+		"reduces ignoring the grid", "ignores the context", "transfers unordered after a cancel", "unclassified not found",
+		"uncounted releases", "unreported limit", "refuses at the limit", "releases the wrong size", "frees a neighbour",
+		"shared staging buffer", "panics when concurrent"}[f]
+}
+
+type flawedDevice struct {
+	*cpu.Device
+	flaw    contractFlaw
+	storage *flawedStorage
+
+	queue    sync.Mutex // the dispatches of transfersUnordered, one after another
+	inflight atomic.Int32
+	stagMu   sync.Mutex
+	staging  []byte
+}
+
+type flawedStorage struct {
+	device.Storage
+	flaw  contractFlaw
+	limit uint64
+	align uint64
+
+	mu      sync.Mutex
+	sizes   map[vkruntime.StorageID]uint64 // live allocations
+	order   []vkruntime.StorageID          // live allocations, oldest first
+	held    []uint64                       // what each Alloc added, newest last (releasesWrongSize)
+	skew    int64                          // Allocated's error (releasesWrongSize)
+	pending []int64                        // skews the next Flush applies
+	unflush int                            // releases not yet flushed (uncountedReleases)
+}
+
+func (s *flawedStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
+	if s.flaw == refusesAtTheLimit && s.limit != 0 {
+		held := (size + s.align - 1) / s.align * s.align
+		if s.Storage.Allocated()+held >= s.limit {
+			return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Limit: s.limit}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	before := s.Storage.Allocated()
+	h, err := s.Storage.Alloc(size)
+	if err != nil {
+		return h, err
+	}
+	s.sizes[h.ID] = size
+	s.order = append(s.order, h.ID)
+	s.held = append(s.held, s.Storage.Allocated()-before)
+	return h, nil
+}
+
+func (s *flawedStorage) Dealloc(id vkruntime.StorageID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.Index(s.order, id)
+	if i < 0 {
+		s.Storage.Dealloc(id)
+		return
+	}
+	if s.flaw == freesNeighbour && i > 0 {
+		prev := s.order[i-1]
+		s.Storage.Dealloc(prev)
+		delete(s.sizes, prev)
+		s.held = slices.Delete(s.held, i-1, i)
+		s.order = slices.Delete(s.order, i-1, i)
+		i--
+	}
+	if s.flaw == releasesWrongSize {
+		// Allocated gives back the newest allocation's size, and that one
+		// takes this one's: the sizes left are the same set, so the total
+		// comes right once every allocation is released.
+		own, last := s.held[i], len(s.held)-1
+		s.pending = append(s.pending, int64(own)-int64(s.held[last]))
+		s.held[last] = own
+	}
+	s.held = slices.Delete(s.held, i, i+1)
+	delete(s.sizes, id)
+	s.order = slices.Delete(s.order, i, i+1)
+	s.unflush++
+	s.Storage.Dealloc(id)
+}
+
+func (s *flawedStorage) Flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Storage.Flush()
+	for _, d := range s.pending {
+		s.skew += d
+	}
+	s.pending, s.unflush = s.pending[:0], 0
+}
+
+func (s *flawedStorage) Allocated() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.Storage.Allocated()
+	if s.flaw == releasesWrongSize {
+		return uint64(int64(a) + s.skew)
+	}
+	return a
+}
+
+func (s *flawedStorage) Allocations() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.Storage.Allocations()
+	if s.flaw == uncountedReleases {
+		n -= s.unflush
+	}
+	return n
+}
+
+func (s *flawedStorage) Limit() uint64 {
+	if s.flaw == unreportedLimit {
+		return 0
+	}
+	return s.Storage.Limit()
+}
+
+// end is the end of h's allocation, 0 when unknown.
+func (s *flawedStorage) end(id vkruntime.StorageID) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sizes[id]
+}
+
+func (d *flawedDevice) Storage() device.Storage { return d.storage }
+
+func (d *flawedDevice) Upload(ctx context.Context, dst vkruntime.StorageHandle, src []byte) error {
+	switch {
+	case d.flaw == padsShortUpload && uint64(len(src)) < dst.Size:
+		padded := make([]byte, dst.Size)
+		copy(padded, src)
+		return d.Device.Upload(ctx, dst, padded)
+	case d.flaw == uploadsOnePast && uint64(len(src)) <= dst.Size:
+		longer := append(slices.Clone(src), 0)
+		if err := d.Device.Upload(ctx, vkruntime.StorageHandle{ID: dst.ID, Offset: dst.Offset, Size: dst.Size + 1}, longer); err == nil {
+			return nil
+		}
+	case d.flaw == sharedStaging:
+		d.stagMu.Lock()
+		if len(d.staging) < len(src) {
+			d.staging = make([]byte, len(src))
+		}
+		copy(d.staging, src)
+		d.stagMu.Unlock()
+		runtime.Gosched()
+		d.stagMu.Lock()
+		defer d.stagMu.Unlock()
+		return d.Device.Upload(ctx, dst, d.staging[:len(src)])
+	}
+	return d.Device.Upload(ctx, dst, src)
+}
+
+func (d *flawedDevice) Download(ctx context.Context, src vkruntime.StorageHandle, dst []byte) error {
+	if d.flaw == readsRangeTail && uint64(len(dst)) < src.Size {
+		src = vkruntime.StorageHandle{ID: src.ID, Offset: src.End() - uint64(len(dst)), Size: uint64(len(dst))}
+	}
+	return d.Device.Download(ctx, src, dst)
+}
+
+func (d *flawedDevice) Dispatch(ctx context.Context, ops []kernel.Op) error {
+	switch d.flaw {
+	case ignoresContext:
+		ctx = context.Background()
+	case runsBatchReversed:
+		ops = slices.Clone(ops)
+		slices.Reverse(ops)
+	case runsAsItChecks:
+		for _, op := range ops {
+			if err := d.Device.Dispatch(ctx, []kernel.Op{op}); err != nil {
+				return err
+			}
+		}
+		return nil
+	case leavesChecksToDriver:
+		ops = slices.Clone(ops)
+		for i, op := range ops {
+			if kernel.Validate(op.Kernel, op.Grid, op.Bindings, op.Push, d.Limits()) == nil {
+				continue
+			}
+			op.Bindings = slices.Clone(op.Bindings)
+			for j, h := range op.Bindings {
+				if end := d.storage.end(h.ID); end > h.Offset {
+					op.Bindings[j].Size = end - h.Offset
+				}
+			}
+			ops[i] = op
+		}
+	case ignoresGridZ, reducesIgnoringGrid:
+		ops = slices.Clone(ops)
+		for i := range ops {
+			if d.flaw == ignoresGridZ && ops[i].Grid[2] == 0 {
+				ops[i].Grid[2] = 1
+			}
+			if d.flaw == reducesIgnoringGrid && ops[i].Kernel.Name == "reduce_sum" {
+				ops[i].Grid = [3]uint32{1, 1, 1}
+			}
+		}
+	case transfersUnordered:
+		done := make(chan error, 1)
+		go func() {
+			d.queue.Lock()
+			defer d.queue.Unlock()
+			done <- d.Device.Dispatch(context.Background(), ops)
+		}()
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	case unclassifiedNotFound:
+		if err := d.Device.Dispatch(ctx, ops); err != nil {
+			if errors.Is(err, vkruntime.ErrNotFound) {
+				return errors.New(err.Error())
+			}
+			return err
+		}
+		return nil
+	case panicsWhenConcurrent:
+		defer d.inflight.Add(-1)
+		if d.inflight.Add(1) > 1 {
+			panic("flawed device: two dispatches at once")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return d.Device.Dispatch(ctx, ops)
+}
+
+func flawedOpener(f contractFlaw) conformance.OpenClient {
+	return conformance.OnDevice(func(_ context.Context, cfg device.Config) (device.Device, error) {
+		d, err := cpu.New(cpu.WithMemoryLimit(cfg.MemoryLimit))
+		if err != nil {
+			return nil, err
+		}
+		s := &flawedStorage{Storage: d.Storage(), flaw: f, limit: cfg.MemoryLimit, align: d.Properties().Alignment, sizes: map[vkruntime.StorageID]uint64{}}
+		return &flawedDevice{Device: d, flaw: f, storage: s}, nil
+	})
+}
+
+// Each flawed device is caught by the checks whose rules it breaks, by the
+// runner and through a testing.TB. Where more than one check catches a
+// flaw, the table names each of them.
+func TestFlawedDevicesAreCaught(t *testing.T) {
+	for i, tc := range []struct {
+		flaw   contractFlaw
+		caught []string
+	}{
+		{padsShortUpload, []string{"device/transfer-partial-range"}},
+		{readsRangeTail, []string{"device/transfer-partial-range"}},
+		{uploadsOnePast, []string{"storage/transfer-odd-ranges", "device/transfer-odd-ranges", "device/transfer-partial-range"}},
+		{runsBatchReversed, []string{"device/zero-initialised", "device/dispatch-batch-order"}},
+		{runsAsItChecks, []string{"device/dispatch-checked-first"}},
+		{leavesChecksToDriver, []string{"device/dispatch-checked-first"}},
+		{ignoresGridZ, []string{"device/dispatch-grid"}},
+		{reducesIgnoringGrid, []string{"device/dispatch-grid"}},
+		{ignoresContext, []string{"device/dispatch-cancel"}},
+		{transfersUnordered, []string{"device/dispatch-cancel"}},
+		{unclassifiedNotFound, []string{"device/dispatch-checked-first"}},
+		{uncountedReleases, []string{"device/storage-figures"}},
+		{unreportedLimit, []string{"device/usable-after-oom", "device/storage-figures"}},
+		{refusesAtTheLimit, []string{"device/usable-after-oom", "device/storage-figures"}},
+		{releasesWrongSize, []string{"storage/size-accounting", "device/cleanup-returns-memory"}},
+		{freesNeighbour, []string{"storage/churn-integrity", "device/churn-integrity"}},
+		{sharedStaging, []string{"device/concurrent-streams"}},
+	} {
+		t.Run(tc.flaw.String(), func(t *testing.T) {
+			open := flawedOpener(tc.flaw)
+			rep := conformance.RunDevice(context.Background(), open, conformance.Options{})
+			requireCaught(t, rep, tc.caught, i == 0, func(tb testing.TB) { conformance.TestDevice(tb, open) })
+		})
+	}
+}
+
+// The wrapper keeps the contract without a flaw: what the checks catch is
+// the flaw, not the wrapping.
+func TestFlawedDeviceWrapperIsSoundWithoutItsFlaw(t *testing.T) {
+	rep := conformance.RunDevice(context.Background(), flawedOpener(noContractFlaw), conformance.Options{})
+	require.Empty(t, rep.Failed())
+}
+
+// A device that panics under concurrent streams fails the check that
+// found it, and the run goes on to its end: the report, as JSON and as
+// JUnit, reads back whole.
+func TestPanicUnderConcurrencyIsReported(t *testing.T) {
+	rep := conformance.RunDevice(context.Background(), flawedOpener(panicsWhenConcurrent), conformance.Options{})
+	r, ok := rep.Result("device/concurrent-streams")
+	require.True(t, ok)
+	require.Equal(t, conformance.Fail, r.Status)
+	require.Contains(t, r.Evidence[0], "panic in a goroutine of the check: flawed device: two dispatches at once")
+	require.Len(t, rep.Results, len(conformance.DeviceChecks()), "every check ran")
+
+	var js bytes.Buffer
+	require.NoError(t, rep.WriteJSON(&js))
+	var back conformance.Report
+	require.NoError(t, json.Unmarshal(js.Bytes(), &back))
+	require.Len(t, back.Results, len(rep.Results))
+	var ju bytes.Buffer
+	require.NoError(t, rep.WriteJUnit(&ju))
+	var suites conformance.JUnitSuites
+	require.NoError(t, xml.Unmarshal(ju.Bytes(), &suites))
+	require.Equal(t, len(rep.Results), suites.Tests)
+}
