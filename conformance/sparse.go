@@ -171,6 +171,14 @@ func checkSparseAddressSpace(c *checkState, t StorageTarget) {
 	} else {
 		s.ReleaseVirtual(w.ID)
 	}
+	// A range past the whole space is past what the live ranges leave too:
+	// a pool that halves its range on ErrOutOfDeviceMemory relies on it.
+	if w, err := s.ReserveVirtual(space + g); err == nil {
+		c.Errorf("ReserveVirtual(%d) past the %d B address space succeeded: %v", space+g, space, w)
+		s.ReleaseVirtual(w.ID)
+	} else if !errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
+		c.Errorf("ReserveVirtual(%d) past the %d B address space: %v (%T), which is not ErrOutOfDeviceMemory", space+g, space, err, err)
+	}
 }
 
 func checkSparseRelease(c *checkState, t StorageTarget) {
