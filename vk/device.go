@@ -20,7 +20,9 @@ import (
 )
 
 // Device is an opened Vulkan device: its storage, transfers and kernels. All
-// methods are safe for concurrent use; Close must come last.
+// methods are safe for concurrent use; Close should come last, and when it
+// does not, it waits for the calls already running while later ones fail
+// with ErrClosed.
 type Device struct {
 	info     DeviceInfo
 	inst     *instance
@@ -67,6 +69,13 @@ type Device struct {
 	validationMu  sync.Mutex
 	validationErr error
 	closed        atomic.Bool
+
+	// callsMu guards running, the calls between begin and end that use
+	// the device's Vulkan objects; Close marks the device closed under it
+	// and waits on drained until they have all ended.
+	callsMu sync.Mutex
+	running int
+	drained chan struct{}
 }
 
 func init() {
@@ -308,13 +317,17 @@ func (d *Device) Storage() device.Storage { return d.storage }
 
 // Properties are the facts the memory pools size themselves by: alignment
 // max(4, minStorageBufferOffsetAlignment), pages no larger than one storage
-// buffer binding may cover, and the size of the heap the storage draws from.
+// buffer binding may cover, the heap, or the device's largest allocation,
+// and the size of the heap the storage draws from.
 func (d *Device) Properties() vkruntime.DeviceProperties {
 	align := max(4, d.info.Limits.MinStorageBufferOffsetAlignment)
 	maxPage := d.info.Limits.MaxStorageBufferRange / align * align
 	heap := d.info.Heaps[d.heapIndex].Size
 	if heap > 0 && maxPage > heap {
 		maxPage = heap / align * align
+	}
+	if m := d.info.Limits.MaxMemoryAllocationSize; m > 0 && maxPage > m {
+		maxPage = m / align * align
 	}
 	return vkruntime.DeviceProperties{Alignment: align, MaxPageSize: maxPage, MemorySize: heap}
 }
@@ -325,8 +338,17 @@ func (d *Device) HostVisible() bool { return d.hostVisible }
 
 // Budget is the heap the storage draws from, as VK_EXT_memory_budget sees it
 // now: what this process may use and what it uses. ok is false where the
-// device lacks the extension.
+// device lacks the extension, and once it is closed.
 func (d *Device) Budget() (budget, usage uint64, ok bool) {
+	if d.begin() != nil {
+		return 0, 0, false // the instance may be gone with the device
+	}
+	defer d.end()
+	return d.budget()
+}
+
+// budget is Budget within a call that began.
+func (d *Device) budget() (budget, usage uint64, ok bool) {
 	if !d.info.MemoryBudget {
 		return 0, 0, false
 	}
@@ -371,12 +393,40 @@ func (d *Device) checkValidation() error {
 // usable fails fast on a closed or lost device.
 func (d *Device) usable() error {
 	if d.closed.Load() {
-		return fmt.Errorf("vkrt: device %d (%s) is closed", d.info.Index, d.info.Name)
+		return d.closedError()
 	}
 	if d.lost.Load() {
 		return fmt.Errorf("vkrt: device %d (%s): %w", d.info.Index, d.info.Name, vkruntime.ErrDeviceLost)
 	}
 	return nil
+}
+
+func (d *Device) closedError() error {
+	return fmt.Errorf("vkrt: device %d (%s): %w", d.info.Index, d.info.Name, ErrClosed)
+}
+
+// begin admits a call that uses the device's Vulkan objects: it fails on a
+// closed or lost device, and otherwise Close waits for the matching end
+// before it destroys anything. Calls made between begin and end must not
+// begin again (a Close in between would refuse them half way).
+func (d *Device) begin() error {
+	d.callsMu.Lock()
+	defer d.callsMu.Unlock()
+	if err := d.usable(); err != nil {
+		return err
+	}
+	d.running++
+	return nil
+}
+
+func (d *Device) end() {
+	d.callsMu.Lock()
+	defer d.callsMu.Unlock()
+	d.running--
+	if d.running == 0 && d.drained != nil {
+		close(d.drained)
+		d.drained = nil
+	}
 }
 
 // noteResult records a lost device and turns a failed result into an error.
@@ -391,12 +441,25 @@ func (d *Device) noteResult(call string, r vulkan.Result) error {
 	return err
 }
 
-// Close waits for the device to go idle and releases every Vulkan object
-// it made, the storage's pages included. With validation on, it returns the
-// validation errors seen over the device's life (leaked objects among them).
+// Close waits for the calls running on the device and for the device to go
+// idle, and releases every Vulkan object it made, the storage's pages
+// included; calls made afterwards fail with ErrClosed. With validation on,
+// it returns the validation errors seen over the device's life (leaked
+// objects among them).
 func (d *Device) Close() error {
+	d.callsMu.Lock()
 	if d.closed.Swap(true) {
+		d.callsMu.Unlock()
 		return nil
+	}
+	var drained chan struct{}
+	if d.running > 0 {
+		drained = make(chan struct{})
+		d.drained = drained
+	}
+	d.callsMu.Unlock()
+	if drained != nil {
+		<-drained // calls already running end first; new ones fail with ErrClosed
 	}
 	if d.handle != nil {
 		vulkan.DeviceWaitIdle(d.handle)

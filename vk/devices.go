@@ -90,6 +90,9 @@ func describe(inst *instance, pd vulkan.PhysicalDevice, index int) DeviceInfo {
 	if info.Vendor == "" {
 		info.Vendor = fmt.Sprintf("0x%x", info.VendorID)
 	}
+	if props.ApiVersion >= vulkan.MakeVersion(1, 1, 0) && inst.version >= vulkan.MakeVersion(1, 1, 0) {
+		info.Limits.MaxMemoryAllocationSize = queryMaxAllocation(inst, pd)
+	}
 	if props.ApiVersion >= vulkan.MakeVersion(1, 2, 0) && inst.version >= vulkan.MakeVersion(1, 2, 0) {
 		if name, drv, ok := queryDriver(inst, pd); ok {
 			info.DriverName, info.DriverInfo = name, drv

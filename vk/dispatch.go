@@ -102,9 +102,10 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := d.usable(); err != nil {
+	if err := d.begin(); err != nil {
 		return err
 	}
+	defer d.end()
 	limits := d.Limits()
 	var handles []vkruntime.StorageHandle
 	live := make([]kernel.Op, 0, len(ops))

@@ -1,6 +1,7 @@
 package vk
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/vkrt/vkrt/device"
@@ -67,6 +68,10 @@ type DeviceLimits struct {
 	NonCoherentAtomSize             uint64    `json:"non_coherent_atom_size"`
 	TimestampPeriodNs               float32   `json:"timestamp_period_ns"`
 	SparseAddressSpaceSize          uint64    `json:"sparse_address_space_size"`
+	// MaxMemoryAllocationSize is the largest single allocation the device
+	// makes (Vulkan 1.1's maxMemoryAllocationSize), 0 where the driver does
+	// not say.
+	MaxMemoryAllocationSize uint64 `json:"max_memory_allocation_size,omitempty"`
 }
 
 // unavailableError is an error that says the backend cannot run here: it
@@ -99,3 +104,6 @@ func (e *ValidationError) Error() string {
 
 // Is makes a *ValidationError match device.ErrValidation.
 func (e *ValidationError) Is(target error) bool { return target == device.ErrValidation }
+
+// ErrClosed: the device was used after Close.
+var ErrClosed = errors.New("vkrt: device closed")

@@ -112,3 +112,9 @@ func queryDriver(inst *instance, physical vulkan.PhysicalDevice) (name, info str
 	}
 	return C.GoString(&out.driver_name[0]), C.GoString(&out.driver_info[0]), true
 }
+
+// queryMaxAllocation is maxMemoryAllocationSize (Vulkan 1.1), 0 where the
+// driver does not say.
+func queryMaxAllocation(inst *instance, physical vulkan.PhysicalDevice) uint64 {
+	return uint64(C.vkrt_query_max_allocation(unsafe.Pointer(inst.handle), unsafe.Pointer(physical)))
+}

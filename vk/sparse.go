@@ -53,14 +53,20 @@ func (s *Storage) MaxVirtualSize() uint64 { return s.dev.sparseSpace }
 // limit; the pages bound into it do.
 func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
 	d := s.dev
-	if err := d.usable(); err != nil {
+	if err := d.begin(); err != nil {
 		return vkruntime.StorageHandle{}, err
 	}
+	defer d.end()
 	switch {
 	case d.sparseGranule == 0:
 		return vkruntime.StorageHandle{}, fmt.Errorf("vkrt: device %d (%s) has no sparse residency", d.info.Index, d.info.Name)
-	case size == 0 || size > d.sparseSpace:
-		return vkruntime.StorageHandle{}, fmt.Errorf("vkrt: virtual range of %d B: the device's sparse address space takes 1 to %d B", size, d.sparseSpace)
+	case size == 0:
+		return vkruntime.StorageHandle{}, fmt.Errorf("vkrt: a virtual range of 0 B")
+	case size > d.sparseSpace:
+		// Past the whole space is past what the live ranges leave: the
+		// contract's class, which a pool halving its range relies on.
+		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Limit: d.sparseSpace,
+			Detail: fmt.Sprintf("the device's sparse address space is %d B", d.sparseSpace)}
 	}
 	// Whole granules, so every granule of the range can be bound.
 	whole := (size + d.sparseGranule - 1) &^ (d.sparseGranule - 1)
@@ -81,10 +87,8 @@ func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
 		s.mu.Unlock()
 		return vkruntime.StorageHandle{}, err
 	}
-	p := &page{size: whole, buffer: buf, virtual: true}
+	p := &page{id: newID(), size: whole, buffer: buf, virtual: true}
 	s.mu.Lock()
-	s.next++
-	p.id = s.next
 	s.pages[p.id] = p
 	s.mu.Unlock()
 	return vkruntime.StorageHandle{ID: p.id, Size: size}, nil
@@ -108,9 +112,10 @@ func (s *Storage) ReleaseVirtual(id vkruntime.StorageID) {
 // first; a refused call binds nothing.
 func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind) error {
 	d := s.dev
-	if err := d.usable(); err != nil {
+	if err := d.begin(); err != nil {
 		return err
 	}
+	defer d.end()
 	if len(binds) == 0 {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	vulkan "github.com/vulkan-go/vulkan"
@@ -22,7 +23,6 @@ type Storage struct {
 	dev *Device
 
 	mu          sync.Mutex
-	next        vkruntime.StorageID
 	pages       map[vkruntime.StorageID]*page
 	deferred    []*page
 	allocated   uint64 // bytes of device memory held, deferred pages included
@@ -37,6 +37,13 @@ type Storage struct {
 var (
 	_ device.Storage = (*Storage)(nil)
 )
+
+// lastID is the last StorageID handed out by any storage of the process:
+// ids are never reused, so a handle of another device, or of a closed one,
+// names nothing here (runtime.ErrNotFound) rather than a page of this one.
+var lastID atomic.Uint64
+
+func newID() vkruntime.StorageID { return vkruntime.StorageID(lastID.Add(1)) }
 
 type page struct {
 	id       vkruntime.StorageID
@@ -65,6 +72,26 @@ func (s *Storage) Allocations() int {
 	return s.allocations
 }
 
+// Deferred is what deallocated pages the storage still holds come to: their
+// bytes as asked of Alloc, and how many. They are those released since the
+// last Flush and those a Flush kept because a transfer or dispatch still
+// used them (a dispatch whose context ended runs on); a later Flush frees
+// them once unused. Virtual ranges hold no memory and are not counted. A
+// caller that keeps its own count of the bytes it holds (a memory limit
+// kept above the storage) should take as freed by a Flush only its
+// released bytes less Deferred's after it, not every byte it released.
+func (s *Storage) Deferred() (bytes uint64, pages int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.deferred {
+		if !p.virtual {
+			bytes += p.size
+			pages++
+		}
+	}
+	return bytes, pages
+}
+
 // Limit is the storage's memory limit in bytes, 0 for none.
 func (s *Storage) Limit() uint64 { return s.limit }
 
@@ -84,15 +111,20 @@ func (s *Storage) MaxAllocationSize() uint64 {
 // *runtime.OutOfMemoryError, and the storage stays as it was.
 func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 	d := s.dev
-	if err := d.usable(); err != nil {
+	if err := d.begin(); err != nil {
 		return vkruntime.StorageHandle{}, err
 	}
+	defer d.end()
 	if size == 0 {
 		return vkruntime.StorageHandle{}, fmt.Errorf("vkrt: storage allocation of 0 B: a page needs at least one byte")
 	}
 	heap := d.info.Heaps[d.heapIndex].Size
 	if size > heap {
 		return vkruntime.StorageHandle{}, s.outOfMemory(size, "larger than the heap")
+	}
+	maxAlloc := d.info.Limits.MaxMemoryAllocationSize
+	if maxAlloc != 0 && size > maxAlloc {
+		return vkruntime.StorageHandle{}, s.outOfMemory(size, fmt.Sprintf("larger than the device's largest allocation (maxMemoryAllocationSize %d B)", maxAlloc))
 	}
 	buffer, err := d.createBuffer(size)
 	if err != nil {
@@ -107,6 +139,10 @@ func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 		vulkan.DestroyBuffer(d.handle, buffer, nil)
 		return vkruntime.StorageHandle{}, fmt.Errorf("vkrt: storage allocation of %d B: the buffer cannot live in memory type %d (allowed types %#x)", size, d.memoryType, req.memoryTypeBits)
 	}
+	if maxAlloc != 0 && held > maxAlloc {
+		vulkan.DestroyBuffer(d.handle, buffer, nil)
+		return vkruntime.StorageHandle{}, s.outOfMemory(size, fmt.Sprintf("its %d B of memory are more than the device's largest allocation (maxMemoryAllocationSize %d B)", held, maxAlloc))
+	}
 	if err := s.reserve(size, held); err != nil {
 		vulkan.DestroyBuffer(d.handle, buffer, nil)
 		return vkruntime.StorageHandle{}, err
@@ -114,7 +150,7 @@ func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 	memory, r := d.calls.allocateMemory(held, d.memoryType)
 	if r == vulkan.ErrorOutOfDeviceMemory || r == vulkan.ErrorOutOfHostMemory || r == vulkan.ErrorTooManyObjects {
 		// Deferred pages may be what stands in the way: release them, retry once.
-		s.Flush()
+		s.flush()
 		memory, r = d.calls.allocateMemory(held, d.memoryType)
 	}
 	if r != vulkan.Success {
@@ -141,9 +177,8 @@ func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 		}
 		p.mapped = mapped
 	}
+	p.id = newID()
 	s.mu.Lock()
-	s.next++
-	p.id = s.next
 	s.pages[p.id] = p
 	s.mu.Unlock()
 	return vkruntime.StorageHandle{ID: p.id, Offset: 0, Size: size}, nil
@@ -158,9 +193,9 @@ func (s *Storage) reserve(size, held uint64) error {
 	var why string
 	for attempt := range 2 {
 		if attempt > 0 {
-			s.Flush()
+			s.flush()
 		}
-		budget, usage, _ := s.dev.Budget() // outside the lock: a driver call
+		budget, usage, _ := s.dev.budget() // outside the lock: a driver call
 		s.mu.Lock()
 		why = s.room(budget, usage).refuse(held)
 		if why == "" {
@@ -201,7 +236,7 @@ func (s *Storage) outOfMemory(size uint64, detail string) error {
 		Limit:    s.limit,
 		Detail:   fmt.Sprintf("device %d (%s): %s", d.info.Index, d.info.Name, detail),
 	}
-	if budget, _, ok := d.Budget(); ok {
+	if budget, _, ok := d.budget(); ok {
 		e.Budget = budget
 	}
 	return e
@@ -232,8 +267,18 @@ func (s *Storage) Dealloc(id vkruntime.StorageID) {
 }
 
 // Flush hands deferred deallocations to the driver, except pages a transfer
-// or dispatch still uses: those wait for a later Flush.
+// or dispatch still uses: those wait for a later Flush. On a closed device
+// it does nothing: Close released every page.
 func (s *Storage) Flush() {
+	if s.dev.begin() != nil {
+		return
+	}
+	defer s.dev.end()
+	s.flush()
+}
+
+// flush is Flush within a call that began.
+func (s *Storage) flush() {
 	s.mu.Lock()
 	var free []*page
 	kept := s.deferred[:0]

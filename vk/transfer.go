@@ -5,7 +5,6 @@ package vk
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"unsafe"
 
@@ -99,9 +98,6 @@ func (d *Device) Upload(ctx context.Context, dst vkruntime.StorageHandle, data [
 	if uint64(len(data)) > dst.Size {
 		return fmt.Errorf("vkrt: upload of %d B into %v of %d B", len(data), dst, dst.Size)
 	}
-	if len(data) == 0 {
-		return errors.Join(ctx.Err(), d.usable())
-	}
 	return d.transfer(ctx, dst, uint64(len(data)), func(p pinned) error {
 		if p.page.mapped != nil {
 			copy(p.bytes(), data)
@@ -128,9 +124,6 @@ func (d *Device) Upload(ctx context.Context, dst vkruntime.StorageHandle, data [
 func (d *Device) Download(ctx context.Context, src vkruntime.StorageHandle, dst []byte) error {
 	if uint64(len(dst)) > src.Size {
 		return fmt.Errorf("vkrt: download of %d B from %v of %d B", len(dst), src, src.Size)
-	}
-	if len(dst) == 0 {
-		return errors.Join(ctx.Err(), d.usable())
 	}
 	return d.transfer(ctx, src, uint64(len(dst)), func(p pinned) error {
 		if p.page.mapped != nil {
@@ -161,23 +154,31 @@ func (d *Device) Zero(ctx context.Context, h vkruntime.StorageHandle) error {
 			clear(p.bytes())
 			return nil
 		}
-		aligned := p.size &^ 3
-		if p.offset%4 == 0 && aligned > 0 {
-			if err := d.fillBuffer(p.page.buffer, p.offset, aligned, 0); err != nil {
+		// vkCmdFillBuffer takes whole words at word offsets: the bytes
+		// before the first and after the last are uploaded (3 at most
+		// each, well inside the staging buffer).
+		head := min((4-p.offset%4)%4, p.size)
+		if head > 0 {
+			if err := d.uploadPinned(vkruntime.StorageHandle{ID: p.page.id, Offset: p.offset, Size: head}, make([]byte, head)); err != nil {
 				return err
 			}
-		} else {
-			aligned = 0
 		}
-		if rest := p.size - aligned; rest > 0 {
-			tail := vkruntime.StorageHandle{ID: p.page.id, Offset: p.offset + aligned, Size: rest}
-			return d.uploadPinned(tail, make([]byte, rest))
+		offset, left := p.offset+head, p.size-head
+		aligned := left &^ 3
+		if aligned > 0 {
+			if err := d.fillBuffer(p.page.buffer, offset, aligned, 0); err != nil {
+				return err
+			}
+		}
+		if rest := left - aligned; rest > 0 {
+			return d.uploadPinned(vkruntime.StorageHandle{ID: p.page.id, Offset: offset + aligned, Size: rest}, make([]byte, rest))
 		}
 		return nil
 	})
 }
 
-// uploadPinned uploads into a range of a page the caller already pinned.
+// uploadPinned uploads into a range of a page the caller already pinned;
+// data must fit the staging buffer.
 func (d *Device) uploadPinned(h vkruntime.StorageHandle, data []byte) error {
 	ps, err := d.storage.pin(h)
 	if err != nil {
@@ -219,9 +220,11 @@ type CopyPair struct{ Dst, Src vkruntime.StorageHandle }
 
 // CopyBatch records the copies in order into one submission (each one's
 // writes visible to the next) and waits for them. Every pair is checked
-// before any is recorded.
+// before any is recorded: Dst and Src must lie in live pages, whether or
+// not there are bytes to copy; an empty handle (Size 0) names no page.
 func (d *Device) CopyBatch(ctx context.Context, pairs []CopyPair) error {
 	var handles []vkruntime.StorageHandle
+	var copies [][2]int // the indices in handles of each copy's Src and Dst
 	for i, c := range pairs {
 		src, dst := c.Src, c.Dst
 		if src.Size > dst.Size {
@@ -230,42 +233,62 @@ func (d *Device) CopyBatch(ctx context.Context, pairs []CopyPair) error {
 		if src.ID == dst.ID && src.Offset < dst.Offset+src.Size && dst.Offset < src.End() {
 			return fmt.Errorf("vkrt: copy %d: %v into %v: the ranges overlap", i, src, dst)
 		}
+		if dst.Size > 0 {
+			handles = append(handles, dst)
+		}
 		if src.Size > 0 {
-			handles = append(handles, src, vkruntime.StorageHandle{ID: dst.ID, Offset: dst.Offset, Size: src.Size})
+			handles = append(handles, src)
+			copies = append(copies, [2]int{len(handles) - 1, len(handles) - 2})
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := d.usable(); err != nil || len(handles) == 0 {
+	if err := d.begin(); err != nil {
 		return err
+	}
+	defer d.end()
+	if len(handles) == 0 {
+		return nil
 	}
 	ps, err := d.storage.pin(handles...)
 	if err != nil {
 		return err
 	}
+	if len(copies) == 0 {
+		d.storage.unpin(ps)
+		return nil
+	}
 	return d.submit(ctx, 0, func(c *submitContext) error {
-		for i := 0; i < len(ps); i += 2 {
+		for i, cp := range copies {
 			if i > 0 {
 				d.calls.barrier(c.cmd)
 			}
-			d.calls.copyBuffer(c.cmd, ps[i].page.buffer, ps[i+1].page.buffer, ps[i].offset, ps[i+1].offset, ps[i].size)
+			src, dst := ps[cp[0]], ps[cp[1]]
+			d.calls.copyBuffer(c.cmd, src.page.buffer, dst.page.buffer, src.offset, dst.offset, src.size)
 		}
 		return nil
 	}, func() { d.storage.unpin(ps) })
 }
 
-// transfer pins h's page, checks the first n bytes of h lie in it, and runs
-// f once abandoned work (which may use the page) has finished.
+// transfer pins h's page, checks h lies in it, and runs f on its first n
+// bytes once abandoned work (which may use the page) has finished. With n
+// 0 it only checks h; an empty h (Size 0) names no page.
 func (d *Device) transfer(ctx context.Context, h vkruntime.StorageHandle, n uint64, f func(pinned) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := d.usable(); err != nil {
+	if err := d.begin(); err != nil {
 		return err
 	}
-	if err := d.settle(ctx); err != nil {
-		return err
+	defer d.end()
+	if h.Size == 0 {
+		return nil
+	}
+	if n > 0 {
+		if err := d.settle(ctx); err != nil {
+			return err
+		}
 	}
 	p, err := d.storage.pinOne(h)
 	if err != nil {

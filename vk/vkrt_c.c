@@ -161,6 +161,7 @@ typedef struct {
 #define VKRT_STYPE_MEMORY_BUDGET 1000237000
 #define VKRT_STYPE_PROPERTIES_2 1000059001
 #define VKRT_STYPE_DRIVER_PROPERTIES 1000196000
+#define VKRT_STYPE_MAINTENANCE_3_PROPERTIES 1000168000
 
 typedef void (*vkrt_props2_fn)(void*, void*);
 
@@ -214,4 +215,19 @@ void vkrt_query_driver(void* instance, void* physical, vkrt_driver* out) {
 	memcpy(out->driver_info, driver.driverInfo, sizeof(out->driver_info));
 	out->driver_name[255] = 0;
 	out->driver_info[255] = 0;
+}
+
+uint64_t vkrt_query_max_allocation(void* instance, void* physical) {
+	vkrt_props2_fn f = vkrt_find(instance, "vkGetPhysicalDeviceProperties2",
+	                             "vkGetPhysicalDeviceProperties2KHR");
+	if (f == NULL) return 0;
+	vkrt_vk_maintenance3_properties m3;
+	memset(&m3, 0, sizeof(m3));
+	m3.sType = VKRT_STYPE_MAINTENANCE_3_PROPERTIES;
+	vkrt_props2 props;
+	memset(&props, 0, sizeof(props));
+	props.sType = VKRT_STYPE_PROPERTIES_2;
+	props.pNext = &m3;
+	f(physical, &props);
+	return m3.maxMemoryAllocationSize;
 }

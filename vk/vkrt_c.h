@@ -46,4 +46,9 @@ typedef struct {
 // vkGetPhysicalDeviceProperties2.
 void vkrt_query_driver(void* instance, void* physical, vkrt_driver* out);
 
+// Queries VkPhysicalDeviceMaintenance3Properties (Vulkan 1.1) through
+// vkGetPhysicalDeviceProperties2: the largest single allocation the device
+// makes, 0 where the entry point is missing.
+uint64_t vkrt_query_max_allocation(void* instance, void* physical);
+
 #endif

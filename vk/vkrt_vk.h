@@ -257,4 +257,11 @@ typedef struct {
 	uint8_t conformanceVersion[4];
 } vkrt_vk_driver_properties; // VkPhysicalDeviceDriverPropertiesKHR
 
+typedef struct {
+	int32_t sType;
+	void* pNext;
+	uint32_t maxPerSetDescriptors;
+	uint64_t maxMemoryAllocationSize;
+} vkrt_vk_maintenance3_properties; // VkPhysicalDeviceMaintenance3Properties
+
 #endif
