@@ -119,13 +119,26 @@ func (s *clientStorage) Dealloc(id vkruntime.StorageID) {
 	s.Storage.Dealloc(id)
 }
 
+// deferringStorage is a device storage whose Flush may keep released
+// pages that work in flight still uses (vk's), and says what it kept.
+type deferringStorage interface {
+	Deferred() (bytes uint64, pages int)
+}
+
 func (s *clientStorage) Flush() {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	s.Storage.Flush()
+	// What the device kept is still held: with flushMu held alone, its
+	// deferred pages are exactly the released ones it did not free.
+	var kept uint64
+	if d, ok := s.Storage.(deferringStorage); ok {
+		kept, _ = d.Deferred()
+	}
 	s.mu.Lock()
-	s.held -= s.released
-	s.released = 0
+	kept = min(kept, s.released)
+	s.held -= s.released - kept
+	s.released = kept
 	s.mu.Unlock()
 }
 

@@ -220,3 +220,83 @@ func TestStorageLimitAndPeakHoldUnderConcurrency(t *testing.T) {
 	require.LessOrEqual(t, st.BytesPeak, uint64(limit))
 	require.Equal(t, st.Allocs, st.Deallocs)
 }
+
+// busyStorage is a cpu device's storage whose Flush keeps the released
+// pages marked busy, as a device keeps pages that work in flight still
+// uses, and says so through Deferred.
+type busyStorage struct {
+	device.Storage
+	mu      sync.Mutex
+	busy    map[vkruntime.StorageID]bool
+	pending map[vkruntime.StorageID]uint64
+	sizes   map[vkruntime.StorageID]uint64
+}
+
+func (b *busyStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
+	h, err := b.Storage.Alloc(size)
+	if err == nil {
+		b.mu.Lock()
+		b.sizes[h.ID] = size
+		b.mu.Unlock()
+	}
+	return h, err
+}
+
+func (b *busyStorage) Dealloc(id vkruntime.StorageID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.pending[id] = b.sizes[id]
+}
+
+func (b *busyStorage) Flush() {
+	b.mu.Lock()
+	for id := range b.pending {
+		if !b.busy[id] {
+			b.Storage.Dealloc(id)
+			delete(b.pending, id)
+		}
+	}
+	b.mu.Unlock()
+	b.Storage.Flush()
+}
+
+func (b *busyStorage) Deferred() (bytes uint64, pages int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, n := range b.pending {
+		bytes += n
+		pages++
+	}
+	return bytes, pages
+}
+
+// A page the device keeps past a Flush, because work in flight still uses
+// it, stays in the client's count: the limit holds until a later Flush
+// frees it.
+func TestPagesTheDeviceKeepsStayCounted(t *testing.T) {
+	d, err := cpu.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, d.Close()) })
+	b := &busyStorage{Storage: d.Storage(), busy: map[vkruntime.StorageID]bool{},
+		pending: map[vkruntime.StorageID]uint64{}, sizes: map[vkruntime.StorageID]uint64{}}
+	s := newClientStorage(b, 2*unit, d.Properties().MemorySize)
+	a, err := s.Alloc(unit)
+	require.NoError(t, err)
+	_, err = s.Alloc(unit)
+	require.NoError(t, err)
+	b.mu.Lock()
+	b.busy[a.ID] = true
+	b.mu.Unlock()
+	s.Dealloc(a.ID)
+
+	_, err = s.Alloc(unit)
+	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory, "the device still holds the released unit")
+	require.Equal(t, uint64(2*unit), d.Storage().Allocated())
+
+	b.mu.Lock()
+	b.busy[a.ID] = false
+	b.mu.Unlock()
+	_, err = s.Alloc(unit)
+	require.NoError(t, err, "the work ended: the next Flush frees the unit")
+	require.Equal(t, uint64(2*unit), d.Storage().Allocated())
+}
