@@ -164,10 +164,13 @@ func checkSparseAddressSpace(c *checkState, t StorageTarget) {
 			c.Errorf("virtual ranges moved the holdings from %d B to %d B: they hold no memory", before, now)
 		}
 	}
+	// A released range's space is free again by the next Flush at the
+	// latest (a device may keep the buffer until work using it ends).
 	s.ReleaseVirtual(v.ID)
+	s.Flush()
 	v.ID = 0
 	if w, err := s.ReserveVirtual(8 * g); err != nil {
-		c.Errorf("ReserveVirtual(%d) once the range of %d B was released: %v", 8*g, big, err)
+		c.Errorf("ReserveVirtual(%d) once the range of %d B was released and the storage flushed: %v", 8*g, big, err)
 	} else {
 		s.ReleaseVirtual(w.ID)
 	}

@@ -500,7 +500,7 @@ func storageChecks(newStorage NewStorage) []Check {
 		},
 		{
 			Name: "storage/sparse-address-space",
-			Rule: "Where the storage offers sparse binding, live virtual ranges share MaxVirtualSize: ReserveVirtual past the space they leave fails with an error matching runtime.ErrOutOfDeviceMemory and changes nothing, and ReleaseVirtual gives the space back",
+			Rule: "Where the storage offers sparse binding, live virtual ranges share MaxVirtualSize: ReserveVirtual past the space they leave fails with an error matching runtime.ErrOutOfDeviceMemory and changes nothing, and ReleaseVirtual gives the space back by the next Flush",
 			run:  func(c *checkState) { checkSparseAddressSpace(c, openStorage(c, newStorage, StorageConfig{})) },
 		},
 		{

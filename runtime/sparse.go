@@ -27,7 +27,10 @@ type SparseStorage interface {
 	// ranges leave, it fails with an error matching ErrOutOfDeviceMemory
 	// and changes nothing.
 	ReserveVirtual(size uint64) (StorageHandle, error)
-	// ReleaseVirtual releases a range made by ReserveVirtual.
+	// ReleaseVirtual releases a range made by ReserveVirtual. Its address
+	// space is free again by the next Flush at the latest: like a
+	// deallocated page, a range that work in flight still uses may be
+	// kept until then.
 	ReleaseVirtual(id StorageID)
 	// Bind binds, and with Memory 0 unbinds, granules of a virtual range,
 	// all in one submission to the device. A submission names each granule

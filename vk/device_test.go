@@ -54,8 +54,14 @@ func TestPropertiesFollowTheLimits(t *testing.T) {
 		Alignment: p.Alignment, MaxStorageBufferRange: l.MaxStorageBufferRange,
 		MaxPushConstantsSize: l.MaxPushConstantsSize, MaxComputeWorkGroupCount: l.MaxComputeWorkGroupCount,
 	}, d.Limits())
-	require.LessOrEqual(t, p.MaxPageSize, l.MaxStorageBufferRange)
-	require.Greater(t, p.MaxPageSize+p.Alignment, l.MaxStorageBufferRange/p.Alignment*p.Alignment, "rounded down, not further")
+	// A page is one binding and one allocation: the smaller of the two
+	// limits (the H200's largest allocation is 2 MiB under 4 GiB).
+	most := l.MaxStorageBufferRange
+	if l.MaxMemoryAllocationSize > 0 {
+		most = min(most, l.MaxMemoryAllocationSize)
+	}
+	require.LessOrEqual(t, p.MaxPageSize, most)
+	require.Greater(t, p.MaxPageSize+p.Alignment, most/p.Alignment*p.Alignment, "rounded down, not further")
 	require.Equal(t, d.Info().Heaps[d.heapIndex].Size, p.MemorySize)
 }
 

@@ -12,12 +12,15 @@ import (
 )
 
 // The storage tells the pools its largest page, what one storage-buffer
-// binding covers: a larger buffer is refused when it is asked for, with
+// binding covers and one allocation may be: a larger buffer is refused when it is asked for, with
 // nothing allocated, and a layout whose pages pass it is refused whole.
 func TestStorageLimitsThePoolsPages(t *testing.T) {
 	d := openTestDevice(t)
 	s, props := d.storage, d.Properties()
 	bindable := min(d.Limits().MaxStorageBufferRange, d.info.Heaps[d.heapIndex].Size)
+	if m := d.info.Limits.MaxMemoryAllocationSize; m > 0 {
+		bindable = min(bindable, m)
+	}
 	limit := s.MaxAllocationSize()
 	require.Zero(t, limit%props.Alignment, "pages are whole alignment units")
 	require.LessOrEqual(t, limit, d.Limits().MaxStorageBufferRange)
