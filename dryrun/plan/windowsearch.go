@@ -25,13 +25,23 @@ type windowSolver struct {
 	offset   []uint64
 	top      []uint64 // per section: the top of what is placed across it
 	total    []uint64 // per section: bytes of unplaced allocations crossing it
-	// Fixed ranges: those live over the whole window, merged, and per
-	// section those crossing one of its edges. Fixed allocations live at
-	// the same time do not overlap, so the two lists never do either.
-	spanning []byteRange
-	fixed    [][]byteRange
-	edgeOf   [][]byteRange // per allocation: the edge-crossing fixed ranges its lifetime meets, merged
-	steps    int
+	// Fixed ranges: those live over the whole window, merged, and those
+	// crossing one of its edges, per section. Fixed allocations live at
+	// the same time do not overlap, so the two never do either. Listing
+	// each section's edge-crossing ranges would grow as the square of
+	// them (thousands of allocations outliving a window, each starting in
+	// a section of its own), so they are kept once, in structures that
+	// answer what the search asks of a section or of an allocation's
+	// lifetime in logarithmic time.
+	spanning sortedRanges
+	fixed    sectionRanges
+	// For lifting: the edge-crossing ranges live in the first section
+	// (crossing the window's start) and those live in the last (crossing
+	// its end); each family is disjoint. Any other edge-crossing range
+	// (none, when the page was sound) is listed per allocation it meets.
+	fromStart, toEnd edgeFamily
+	otherEdges       [][]byteRange
+	steps            int
 	// nodeCost is what one search node costs in steps: it sorts the
 	// unplaced allocations and checks every section.
 	nodeCost int
@@ -61,47 +71,67 @@ func newWindowSolver(lifetimes []lifetime, placements []placement, w window, mov
 	}
 	m := len(moved)
 	s := &windowSolver{limit: limit, size: make([]uint64, m), lo: make([]int32, m), hi: make([]int32, m),
-		overlaps: make([][]int32, m), edgeOf: make([][]byteRange, m), rank: make([]int32, m), minOff: make([]uint64, m), placed: make([]bool, m),
+		overlaps: make([][]int32, m), rank: make([]int32, m), minOff: make([]uint64, m), placed: make([]bool, m),
 		offset: make([]uint64, m), top: make([]uint64, sections), total: make([]uint64, sections),
-		fixed: make([][]byteRange, sections), nodeCost: 1 + (m+sections)/256}
-	type edge struct {
-		r      byteRange
-		lo, hi int32
-	}
-	var edges []edge
+		nodeCost: 1 + (m+sections)/256}
+	var spanning []byteRange
+	var edges, fromStart, toEnd, other []sectionRange
 	for _, id := range fixed {
 		l := lifetimes[id]
 		r := byteRange{placements[id].Offset, placements[id].Offset + l.Size}
 		if l.Start <= w.lo && l.End >= w.hi {
-			s.spanning = append(s.spanning, r)
+			spanning = append(spanning, r)
 			continue
 		}
-		edges = append(edges, edge{r, section(l.Start), section(l.End)})
-		for sec := section(l.Start); sec < section(l.End); sec++ {
-			s.fixed[sec] = append(s.fixed[sec], r)
+		e := sectionRange{r, section(l.Start), section(l.End)}
+		switch {
+		case e.lo >= e.hi:
+			continue // live in no section: it meets no moved allocation
+		case e.lo == 0:
+			fromStart = append(fromStart, e)
+		case e.hi == int32(sections):
+			toEnd = append(toEnd, e)
+		default:
+			other = append(other, e)
 		}
+		edges = append(edges, e)
 	}
-	s.spanning = mergeRanges(s.spanning)
+	s.spanning = newSortedRanges(mergeRanges(spanning), limit)
+	s.fixed = newSectionRanges(edges, sections, limit)
+	s.fromStart = newEdgeFamily(fromStart, func(e sectionRange) int32 { return e.hi })
+	s.toEnd = newEdgeFamily(toEnd, func(e sectionRange) int32 { return -e.lo })
+	// Unplaced bytes per section, added up from where each allocation
+	// starts and ends (modulo 2^64, as adding section by section is).
+	diff := make([]uint64, sections+1)
 	for i, id := range moved {
 		l := lifetimes[id]
 		s.size[i], s.lo[i], s.hi[i] = l.Size, section(l.Start), section(l.End)
-		for sec := s.lo[i]; sec < s.hi[i]; sec++ {
-			s.total[sec] += l.Size
-		}
+		diff[s.lo[i]] += l.Size
+		diff[s.hi[i]] -= l.Size
 		// moved is in start order.
 		for j := i + 1; j < m && lifetimes[moved[j]].Start < l.End; j++ {
 			s.overlaps[i] = append(s.overlaps[i], int32(j))
 			s.overlaps[j] = append(s.overlaps[j], int32(i))
 		}
 	}
-	for i := range moved {
-		var ranges []byteRange
-		for _, e := range edges {
-			if e.lo < s.hi[i] && e.hi > s.lo[i] {
-				ranges = append(ranges, e.r)
+	var run uint64
+	for sec := range s.total {
+		run += diff[sec]
+		s.total[sec] = run
+	}
+	if len(other) > 0 {
+		s.otherEdges = make([][]byteRange, m)
+		for i := range moved {
+			var ranges []byteRange
+			for _, e := range other {
+				if e.lo < s.hi[i] && e.hi > s.lo[i] {
+					ranges = append(ranges, e.r)
+				}
 			}
+			s.otherEdges[i] = mergeRanges(ranges)
 		}
-		s.edgeOf[i] = mergeRanges(ranges)
+	}
+	for i := range moved {
 		s.minOff[i] = s.lift(int32(i), 0)
 	}
 	return s
@@ -109,8 +139,17 @@ func newWindowSolver(lifetimes []lifetime, placements []placement, w window, mov
 
 // lift is the lowest offset from at where allocation b meets no fixed range.
 func (s *windowSolver) lift(b int32, at uint64) uint64 {
+	size := s.size[b]
 	for {
-		lifted := liftOver(s.edgeOf[b], liftOver(s.spanning, at, s.size[b]), s.size[b])
+		// Each step skips only offsets where b meets a range, so the
+		// order of the steps does not change where they end: the lowest
+		// offset from at clear of every range.
+		lifted := liftOver(s.spanning.ranges, at, size)
+		lifted = s.fromStart.liftOver(lifted, size, s.lo[b])
+		lifted = s.toEnd.liftOver(lifted, size, -s.hi[b])
+		if s.otherEdges != nil {
+			lifted = liftOver(s.otherEdges[b], lifted, size)
+		}
 		if lifted == at {
 			return at
 		}
@@ -149,11 +188,9 @@ func (s *windowSolver) solve(steps int) (int, []uint64) {
 	}
 	m := len(s.size)
 	keys := make([][3]uint64, m)
+	most := newRangeMax(s.total)
 	for b := range m {
-		var contention uint64
-		for sec := s.lo[b]; sec < s.hi[b]; sec++ {
-			contention = max(contention, s.total[sec])
-		}
+		contention := most.most(int(s.lo[b]), int(s.hi[b]))
 		keys[b] = [3]uint64{contention, s.size[b], s.size[b] * uint64(s.hi[b]-s.lo[b])}
 	}
 	spent := 0
@@ -192,15 +229,11 @@ func (s *windowSolver) room(sec int32, floor uint64) uint64 {
 	if floor >= s.limit {
 		return 0
 	}
+	// The bytes of disjoint ranges in [floor, limit) are those below the
+	// limit less those below floor.
 	free := s.limit - floor
-	for _, ranges := range [2][]byteRange{s.spanning, s.fixed[sec]} {
-		for _, f := range ranges {
-			lo, hi := max(f.lo, floor), min(f.hi, s.limit)
-			if lo < hi {
-				free -= hi - lo
-			}
-		}
-	}
+	free -= s.spanning.atLimit - s.spanning.below(floor)
+	free -= s.fixed.atLimit[sec] - s.fixed.below(sec, floor)
 	return free
 }
 
