@@ -1,6 +1,7 @@
 package htmlreport
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -97,6 +98,19 @@ func (r *poolsReader) readPools(m *memory.Manager, first int) {
 	}
 }
 
+// MaxPools bounds the pools a chart draws: every stream a trace allocates
+// on has pools of its own, and every pool costs each event of the replay
+// (the chart reads them all after each event and keeps, per pixel column,
+// the states at which each pool's edges peak, each state holding every
+// pool). A few streams under the preset with the most pools (12 each)
+// stay well under it; a trace of thousands of streams of one allocation
+// each took minutes and gigabytes for a page nobody could read.
+const MaxPools = 64
+
+// ErrTooManyPools: a chart of the trace would draw more than MaxPools
+// pools.
+var ErrTooManyPools = errors.New("htmlreport: too many pools to chart")
+
 // Replay replays t under l and charts the pools in buckets buckets of
 // events (one per pixel column of the chart).
 func Replay(t *trace.Trace, l memory.Layout, buckets int) (*Run, error) {
@@ -118,17 +132,31 @@ func Replay(t *trace.Trace, l memory.Layout, buckets int) (*Run, error) {
 		}
 		eventStream[i], owner[e.Index] = int32(k), int32(k)
 	}
+	// Every stream has a pool at least: refuse before replaying.
+	if len(streamIndex) > MaxPools {
+		return nil, fmt.Errorf("%w: %s allocates on %d streams, each with pools of its own; a chart draws at most %d pools",
+			ErrTooManyPools, t.Name, len(streamIndex), MaxPools)
+	}
 	var (
 		ds           *Downsampler
 		pools        *poolsReader
 		peakLive     uint64
 		peakReserved uint64
 		lastReserved uint64
+		tooMany      error
 	)
 	observe := func(i int, m *memory.Manager) {
+		if tooMany != nil {
+			return
+		}
 		if pools == nil {
 			per := len(m.PoolUsages(nil))
 			n := per * len(streamIndex)
+			if n > MaxPools {
+				tooMany = fmt.Errorf("%w: %s under %s has %d pools on each of its %d streams, %d in all; a chart draws at most %d",
+					ErrTooManyPools, t.Name, l.Kind(), per, len(streamIndex), n, MaxPools)
+				return
+			}
 			pools = &poolsReader{perStream: per, streams: make([]streamPools, len(streamIndex)), live: make([]uint64, n), reserved: make([]uint64, n)}
 			ds = NewDownsampler(len(t.Events), buckets, n)
 		}
@@ -149,6 +177,9 @@ func Replay(t *trace.Trace, l memory.Layout, buckets int) (*Run, error) {
 	res, err := replay.Run(t, l, replay.Options{Observe: observe})
 	if err != nil {
 		return nil, err
+	}
+	if tooMany != nil {
+		return nil, tooMany
 	}
 	if pools != nil && pools.err != nil {
 		return nil, fmt.Errorf("htmlreport: %s: %w", t.Name, pools.err)
