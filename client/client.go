@@ -15,8 +15,24 @@ import (
 	"github.com/vkrt/vkrt/runtime/environment"
 )
 
-// ErrClosed: the client or stream was used after Close.
+// ErrClosed: the client or stream was used after Close. Where the client
+// itself is closed, and with it its device, the error matches
+// runtime.ErrClosed too; a stream closed on its own leaves the client and
+// device open, so its errors match ErrClosed only.
 var ErrClosed = errors.New("client: closed")
+
+// errClientClosed is ErrClosed for a closed client: the same words, also
+// matching runtime.ErrClosed, the class of a closed device on every backend.
+var errClientClosed error = clientClosedError{}
+
+type clientClosedError struct{}
+
+func (clientClosedError) Error() string { return ErrClosed.Error() }
+
+// Is makes the error match ErrClosed and runtime.ErrClosed.
+func (clientClosedError) Is(target error) bool {
+	return target == ErrClosed || target == vkruntime.ErrClosed
+}
 
 type config struct {
 	logger  *slog.Logger
@@ -126,7 +142,7 @@ type Client struct {
 	ownsEnv bool
 	envName string
 	envOpts []environment.Option
-	closed  bool
+	closed  atomic.Bool // set under mu; read without it by streams
 	logger  *slog.Logger
 
 	bufferID atomic.Uint64 // the last buffer id handed out; not under mu
@@ -236,8 +252,8 @@ func (c *Client) NewStream() (*Stream, error) { return c.newStream(nil) }
 func (c *Client) newStream(layout *memory.Layout) (*Stream, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return nil, fmt.Errorf("client: new stream: %w", ErrClosed)
+	if c.closed.Load() {
+		return nil, fmt.Errorf("client: new stream: %w", errClientClosed)
 	}
 	l := c.layout
 	if layout != nil {
@@ -286,11 +302,11 @@ func (c *Client) Stream(ctx context.Context) *Stream {
 // opened. Buffers are unusable afterwards.
 func (c *Client) Close() error {
 	c.mu.Lock()
-	if c.closed {
+	if c.closed.Load() {
 		c.mu.Unlock()
 		return nil
 	}
-	c.closed = true
+	c.closed.Store(true)
 	streams := make([]*Stream, 0, len(c.streams))
 	for _, s := range c.streams {
 		streams = append(streams, s)
@@ -316,8 +332,8 @@ func (c *Client) nextBufferID() uint64 { return c.bufferID.Add(1) }
 func (c *Client) environment(ctx context.Context) (*environment.Env, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return nil, fmt.Errorf("client: recording: %w", ErrClosed)
+	if c.closed.Load() {
+		return nil, fmt.Errorf("client: recording: %w", errClientClosed)
 	}
 	if c.env != nil {
 		return c.env, nil

@@ -58,6 +58,48 @@ func TestClosedClient(t *testing.T) {
 	require.ErrorIs(t, err, ErrClosed)
 }
 
+// A closed client is a closed device to the caller: its refusals match
+// runtime.ErrClosed, the class every backend's closed device answers with,
+// as well as ErrClosed. A stream closed on its own leaves the client and
+// its device open, so its refusals match ErrClosed only.
+func TestClosedClientErrorsMatchTheDevicesClass(t *testing.T) {
+	c := openOnCPU(t, nil)
+	ctx := context.Background()
+	b, err := c.Empty(ctx, 64)
+	require.NoError(t, err)
+	other, err := c.NewStream()
+	require.NoError(t, err)
+	require.NoError(t, other.Close())
+	_, err = other.Empty(ctx, 16)
+	require.ErrorIs(t, err, ErrClosed)
+	require.NotErrorIs(t, err, vkruntime.ErrClosed, "the client and its device are open")
+	require.EqualError(t, err, "client: stream 1: client: closed")
+
+	require.NoError(t, c.Close())
+	clientClosed := func(err error, what string) {
+		t.Helper()
+		require.ErrorIs(t, err, ErrClosed, what)
+		require.ErrorIs(t, err, vkruntime.ErrClosed, what)
+		require.ErrorContains(t, err, "client: closed", what)
+	}
+	_, err = c.Empty(ctx, 16)
+	clientClosed(err, "Empty")
+	_, err = b.Read(ctx)
+	clientClosed(err, "Read")
+	clientClosed(b.Write(ctx, 0, []byte{1}), "Write")
+	clientClosed(c.Run(ctx, kernel.FillWords(16, 1), b), "Run")
+	_, err = c.NewStream()
+	clientClosed(err, "NewStream")
+	_, err = c.RecordMemory(ctx, "after close")
+	clientClosed(err, "RecordMemory")
+	clientClosed(c.InstallMemoryPools(ctx, memory.DirectLayout()), "InstallMemoryPools")
+	_, err = other.Empty(ctx, 16)
+	clientClosed(err, "a stream closed before its client")
+	_, err = c.Device().Storage().Alloc(16)
+	require.ErrorIs(t, err, vkruntime.ErrClosed, "the device closed with the client")
+	require.NotErrorIs(t, err, ErrClosed, "the device's own error")
+}
+
 func TestZeroSizeBuffers(t *testing.T) {
 	c := openClient(t)
 	ctx := context.Background()

@@ -81,7 +81,7 @@ func (s *Stream) InstallMemoryPools(l memory.Layout) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return fmt.Errorf("client: stream %d: %w", s.id, ErrClosed)
+		return s.closedError()
 	}
 	if s.failed != nil {
 		return &memory.InstallError{Kind: memory.StreamUnavailable}

@@ -79,11 +79,20 @@ func (s *Stream) Usage() memory.Usage {
 func (s *Stream) usable() error {
 	switch {
 	case s.closed:
-		return fmt.Errorf("client: stream %d: %w", s.id, ErrClosed)
+		return s.closedError()
 	case s.failed != nil:
 		return fmt.Errorf("client: stream %d is in an error state: %w", s.id, s.failed)
 	}
 	return nil
+}
+
+// closedError is the error of a closed stream; one closed with its client
+// also matches runtime.ErrClosed.
+func (s *Stream) closedError() error {
+	if s.c.closed.Load() {
+		return fmt.Errorf("client: stream %d: %w", s.id, errClientClosed)
+	}
+	return fmt.Errorf("client: stream %d: %w", s.id, ErrClosed)
 }
 
 // noteDeviceError puts the stream in an error state when err says the device

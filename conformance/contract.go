@@ -47,6 +47,11 @@ func contractChecks(open OpenClient) []Check {
 			run:  withClient(open, checkDispatchCancel),
 		},
 		{
+			Name: "device/closed-classified",
+			Rule: "After Close, every call of the device and its storage that can fail (Upload, Download, Dispatch, Alloc, and a sparse storage's ReserveVirtual and Bind) fails with an error matching runtime.ErrClosed, on allocations made before Close too; the calls that cannot fail do not panic, and a second Close returns nil or an error matching runtime.ErrClosed",
+			run:  func(c *checkState) { checkClosedClassified(c, open) },
+		},
+		{
 			Name: "device/storage-figures",
 			Rule: "Allocations counts device allocations as Allocated counts bytes (one more per Alloc, a released one until it is flushed, back where it started once all are flushed); under a memory limit Limit reports it, Allocated never passes it and only an allocation that would pass it is refused",
 			run:  func(c *checkState) { checkStorageFigures(c, open) },
@@ -387,4 +392,79 @@ func checkStorageFigures(c *checkState, open OpenClient) {
 		}
 	}
 	c.Errorf("%d allocations of %d B under a limit of %d B all succeeded", len(ids), quarter, limit)
+}
+
+// checkClosedClassified closes a device that holds an allocation (and a
+// virtual range, on a sparse storage) and calls every method of it and its
+// storage with arguments that were valid before Close.
+func checkClosedClassified(c *checkState, open OpenClient) {
+	cl := openClient(c, open, DeviceConfig{})
+	d := cl.Device()
+	s := d.Storage()
+	align := bindAlign(d)
+	h, err := s.Alloc(align)
+	if err != nil {
+		c.Fatalf("the device's storage: Alloc(%d): %v", align, err)
+	}
+	h.Size = align
+	sparse, _ := s.(vkruntime.SparseStorage)
+	var granule uint64
+	var virtual vkruntime.StorageHandle
+	if sparse != nil {
+		granule = sparse.SparseGranule()
+	}
+	if granule != 0 {
+		if virtual, err = sparse.ReserveVirtual(granule); err != nil {
+			c.Fatalf("the device's storage: ReserveVirtual(%d): %v", granule, err)
+		}
+	}
+	// The client closes the device after its own pools: what a program
+	// does. The allocations made above are still live.
+	if err := cl.Close(); err != nil {
+		c.Fatalf("closing the client, and with it the device: %v", err)
+	}
+	ctx := c.Context()
+	closed := func(what string, err error) {
+		switch {
+		case err == nil:
+			c.Errorf("%s after Close succeeded", what)
+		case !errors.Is(err, vkruntime.ErrClosed):
+			c.Errorf("%s after Close: %v (%T), which does not match runtime.ErrClosed", what, err, err)
+		}
+	}
+	closed(fmt.Sprintf("Upload of %d B into %v", align, h), d.Upload(ctx, h, make([]byte, align)))
+	closed(fmt.Sprintf("Download of %d B from %v", align, h), d.Download(ctx, h, make([]byte, align)))
+	closed(fmt.Sprintf("Dispatch of a fill of %v", h), d.Dispatch(ctx, []kernel.Op{fillOp(h, uint32(align/4), 1)}))
+	_, err = s.Alloc(align)
+	closed(fmt.Sprintf("Alloc(%d)", align), err)
+	if granule != 0 {
+		_, err = sparse.ReserveVirtual(granule)
+		closed(fmt.Sprintf("ReserveVirtual(%d)", granule), err)
+		closed(fmt.Sprintf("Bind of an unbinding of a granule of %v", virtual),
+			sparse.Bind(virtual.ID, []vkruntime.SparseBind{{Offset: 0, Size: granule}}))
+	}
+	harmless := func(what string, f func()) {
+		defer func() {
+			if p := recover(); p != nil {
+				c.Errorf("%s after Close panicked: %v", what, p)
+			}
+		}()
+		f()
+	}
+	harmless("Name", func() { _ = d.Name() })
+	harmless("Properties", func() { _ = d.Properties() })
+	harmless("Limits", func() { _ = d.Limits() })
+	harmless("Storage", func() { _ = d.Storage() })
+	harmless("Allocated", func() { _ = s.Allocated() })
+	harmless("Allocations", func() { _ = s.Allocations() })
+	harmless("Limit", func() { _ = s.Limit() })
+	harmless("MaxAllocationSize", func() { _ = s.MaxAllocationSize() })
+	harmless(fmt.Sprintf("Dealloc(%d)", h.ID), func() { s.Dealloc(h.ID) })
+	if granule != 0 {
+		harmless(fmt.Sprintf("ReleaseVirtual(%d)", virtual.ID), func() { sparse.ReleaseVirtual(virtual.ID) })
+	}
+	harmless("Flush", s.Flush)
+	if err := d.Close(); err != nil && !errors.Is(err, vkruntime.ErrClosed) {
+		c.Errorf("a second Close: %v (%T), neither nil nor matching runtime.ErrClosed", err, err)
+	}
 }

@@ -5,16 +5,21 @@
 //
 //   - [TestStorage] checks any runtime.Storage: allocation, release and flush
 //     semantics, size accounting, alignment of every page and slice, out of
-//     memory under a limit, and the integrity of every byte through churn
-//     across every pool kind and layout.
+//     memory under a limit, transfers at odd ranges and their bounds, the
+//     integrity of every byte through churn across every pool kind and
+//     layout, and, where the storage has sparse residency, binding, the
+//     sparse address space and the release of virtual ranges.
 //   - [TestDevice] checks a whole device through the client: the storage
 //     checks on the device's own storage, zero-initialised buffers, transfers
-//     at odd offsets and sizes, every built-in kernel against a CPU reference,
+//     at odd offsets and sizes and of partial ranges, the storage's figures,
+//     every built-in kernel against a CPU reference, dispatches (a batch
+//     checked before any op runs, batch order, the grid, cancellation),
 //     dry-run fidelity, measured plans, the install errors (invalid layout,
-//     pools in use, stream unavailable), a lost device, records and
-//     concurrent streams. A client is opened per check by an [OpenClient]
-//     ([OnDevice] for a device.Opener, [DefaultDevice] for the backend
-//     linked in), so a check can ask for a memory limit or wrap the device.
+//     pools in use, stream unavailable), a lost device, the errors of a
+//     closed one (runtime.ErrClosed), records and concurrent streams. A
+//     client is opened per check by an [OpenClient] ([OnDevice] for a
+//     device.Opener, [DefaultDevice] for the backend linked in), so a check
+//     can ask for a memory limit or wrap the device.
 //
 // Both run under go test (one subtest per check, a failure naming the rule
 // and the evidence) and outside it ([RunStorage], [RunDevice]; the command
@@ -24,5 +29,8 @@
 // Every check has a stable name and a rule. Its result is pass, fail, or
 // not supported: a capability the target lacks (a memory limit, host access
 // to its bytes, a memory budget, sparse binding) is probed, and a check that
-// needs it says so rather than passing.
+// needs it says so rather than passing. A panic in a check, or in a
+// goroutine it started, fails that check, and so does a check that runs
+// past its time ([DefaultTimeout], or Options.Timeout outside go test); the
+// suite goes on.
 package conformance

@@ -47,12 +47,19 @@ type Device interface {
 	// at once; work already handed to the device may still finish, and the
 	// device keeps the memory it binds alive and orders later calls after it.
 	Dispatch(ctx context.Context, ops []kernel.Op) error
-	// Close releases the device once no work of it runs any more.
+	// Close releases the device once no work of it runs any more. Every
+	// call that can fail made afterwards, of the device or of its storage
+	// (Alloc, and a sparse storage's ReserveVirtual and Bind), fails with
+	// an error matching runtime.ErrClosed, handles made before Close
+	// included (an ended context or arguments wrong in themselves may be
+	// refused as such first); the calls that cannot fail do nothing
+	// harmful. A second Close returns nil or such an error.
 	Close() error
 }
 
 // Storage is a device's runtime.Storage with the figures the client reads.
-// It is safe for concurrent use.
+// It is safe for concurrent use. Once its device is closed, Alloc fails
+// with an error matching runtime.ErrClosed.
 type Storage interface {
 	vkruntime.Storage
 	vkruntime.AllocationLimiter

@@ -21,6 +21,10 @@ var (
 	ErrOutOfDeviceMemory = errors.New("vkrt: out of device memory")
 	// ErrDeviceLost: the device stopped answering; nothing on it is usable.
 	ErrDeviceLost = errors.New("vkrt: device lost")
+	// ErrClosed: the device, or what stands for it (its storage, a client
+	// on it), was used after Close. Every backend's refusals after Close
+	// match it; nothing of the closed device is usable any more.
+	ErrClosed = errors.New("vkrt: device closed")
 	// ErrOverlappingBinds: a sparse submission named some bytes of its
 	// range twice, which a device may bind in either order; the storage
 	// refused it whole. The typed form is *OverlappingBindsError.

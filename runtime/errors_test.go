@@ -31,3 +31,14 @@ func TestDevicePropertiesValidate(t *testing.T) {
 	require.Error(t, DeviceProperties{Alignment: 16}.Validate())
 	require.Error(t, DeviceProperties{Alignment: 16, MaxPageSize: 100}.Validate())
 }
+
+// A closed device is a kind of its own: neither lost nor missing a handle,
+// and classified however many layers wrap it.
+func TestErrClosedIsItsOwnKind(t *testing.T) {
+	err := fmt.Errorf("client: %w", fmt.Errorf("backend: device 0: %w", ErrClosed))
+	require.ErrorIs(t, err, ErrClosed)
+	for _, other := range []error{ErrNotFound, ErrBufferTooBig, ErrPoolCapacityExceeded, ErrOutOfDeviceMemory, ErrDeviceLost, ErrOverlappingBinds} {
+		require.NotErrorIs(t, err, other)
+		require.NotErrorIs(t, other, ErrClosed)
+	}
+}

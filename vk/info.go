@@ -1,10 +1,10 @@
 package vk
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/vkrt/vkrt/device"
+	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
 // DeviceInfo describes one physical device as the driver reports it.
@@ -105,5 +105,7 @@ func (e *ValidationError) Error() string {
 // Is makes a *ValidationError match device.ErrValidation.
 func (e *ValidationError) Is(target error) bool { return target == device.ErrValidation }
 
-// ErrClosed: the device was used after Close.
-var ErrClosed = errors.New("vkrt: device closed")
+// ErrClosed: the device was used after Close. It is runtime.ErrClosed, the
+// contract's class every backend's closed device answers with, so
+// errors.Is matches either name.
+var ErrClosed = vkruntime.ErrClosed

@@ -5,6 +5,7 @@ package vk
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -16,6 +17,15 @@ import (
 	"github.com/vkrt/vkrt/kernel"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
+
+// vk.ErrClosed is the contract's class itself, not a look-alike: code
+// testing either name sees the other's errors.
+func TestErrClosedIsTheContractsClass(t *testing.T) {
+	require.ErrorIs(t, ErrClosed, vkruntime.ErrClosed)
+	require.ErrorIs(t, vkruntime.ErrClosed, ErrClosed)
+	err := fmt.Errorf("vkrt: device 0 (x): %w", ErrClosed)
+	require.ErrorIs(t, err, vkruntime.ErrClosed)
+}
 
 // openToClose opens device 0 like openTestDevice, for a test that closes
 // it itself.
@@ -116,7 +126,8 @@ func TestHandlesOfAClosedDeviceAreNotFoundOnTheNext(t *testing.T) {
 }
 
 // Every method of a closed device fails with ErrClosed or does nothing; none
-// reaches the destroyed Vulkan objects.
+// reaches the destroyed Vulkan objects. ErrClosed is the contract's
+// runtime.ErrClosed, so each refusal matches both names.
 func TestClosedDeviceRefusesEveryCall(t *testing.T) {
 	d := openToClose(t)
 	s := d.storage
@@ -128,18 +139,26 @@ func TestClosedDeviceRefusesEveryCall(t *testing.T) {
 	require.NoError(t, d.Close())
 	require.NoError(t, d.Close(), "twice")
 	ctx := t.Context()
+	closed := func(err error) {
+		t.Helper()
+		require.ErrorIs(t, err, ErrClosed)
+		require.ErrorIs(t, err, vkruntime.ErrClosed)
+		require.NotErrorIs(t, err, vkruntime.ErrDeviceLost)
+	}
 	_, err = s.Alloc(64)
-	require.ErrorIs(t, err, ErrClosed)
-	require.ErrorIs(t, d.Upload(ctx, h, []byte{1}), ErrClosed)
-	require.ErrorIs(t, d.Upload(ctx, h, nil), ErrClosed)
-	require.ErrorIs(t, d.Download(ctx, h, []byte{1}), ErrClosed)
-	require.ErrorIs(t, d.Zero(ctx, h), ErrClosed)
-	require.ErrorIs(t, d.Fill(ctx, h, 0), ErrClosed)
-	require.ErrorIs(t, d.Copy(ctx, handle(h.ID, 32, 32), handle(h.ID, 0, 32)), ErrClosed)
-	require.ErrorIs(t, d.Dispatch(ctx, []kernel.Op{kernel.FillWords(1, 0).With(h)}), ErrClosed)
+	closed(err)
+	closed(d.Upload(ctx, h, []byte{1}))
+	closed(d.Upload(ctx, h, nil))
+	closed(d.Download(ctx, h, []byte{1}))
+	closed(d.Zero(ctx, h))
+	closed(d.Fill(ctx, h, 0))
+	closed(d.Copy(ctx, handle(h.ID, 32, 32), handle(h.ID, 0, 32)))
+	closed(d.CopyBatch(ctx, []CopyPair{{Dst: handle(h.ID, 32, 32), Src: handle(h.ID, 0, 32)}}))
+	closed(d.Dispatch(ctx, []kernel.Op{kernel.FillWords(1, 0).With(h)}))
+	closed(d.Dispatch(ctx, nil))
 	_, err = s.ReserveVirtual(1 << 16)
-	require.ErrorIs(t, err, ErrClosed)
-	require.ErrorIs(t, s.Bind(h.ID, []vkruntime.SparseBind{{Size: 1}}), ErrClosed)
+	closed(err)
+	closed(s.Bind(h.ID, []vkruntime.SparseBind{{Size: 1}}))
 	s.Dealloc(h.ID)
 	s.ReleaseVirtual(h.ID)
 	s.Flush()

@@ -156,7 +156,8 @@ func (d *Device) Limits() kernel.Limits { return d.limits }
 // Storage is the device's host-memory storage (a *Storage).
 func (d *Device) Storage() device.Storage { return d.storage }
 
-// Close releases the storage's memory; the device refuses work afterwards.
+// Close releases the storage's memory; the device refuses work afterwards
+// with an error matching runtime.ErrClosed. A second Close does nothing.
 func (d *Device) Close() error {
 	if d.closed.Swap(true) {
 		return nil
@@ -170,9 +171,15 @@ func (d *Device) usable(ctx context.Context) error {
 		return err
 	}
 	if d.closed.Load() {
-		return fmt.Errorf("cpu: device %s is closed", d.name)
+		return d.closedError()
 	}
 	return nil
+}
+
+// closedError is what every call after Close fails with: it matches
+// runtime.ErrClosed.
+func (d *Device) closedError() error {
+	return fmt.Errorf("cpu: device %s: %w", d.name, vkruntime.ErrClosed)
 }
 
 // Upload copies src to the start of dst.
@@ -294,7 +301,7 @@ var _ device.Storage = (*Storage)(nil)
 // storage stays as it was.
 func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 	if s.dev.closed.Load() {
-		return vkruntime.StorageHandle{}, fmt.Errorf("cpu: device %s is closed", s.dev.name)
+		return vkruntime.StorageHandle{}, s.dev.closedError()
 	}
 	if size == 0 {
 		return vkruntime.StorageHandle{}, errors.New("cpu: storage allocation of 0 B: a page needs at least one byte")

@@ -198,6 +198,39 @@ func TestClosedDeviceRefusesWork(t *testing.T) {
 	require.Zero(t, d.Storage().Allocated())
 }
 
+// Every call of a closed device that can fail fails with an error matching
+// runtime.ErrClosed, the class every backend's closed device answers with;
+// the others do nothing, and a second Close is harmless.
+func TestClosedDeviceErrorsAreClassified(t *testing.T) {
+	d, err := cpu.New(cpu.WithSparseGranule(64 << 10))
+	require.NoError(t, err)
+	s := d.Storage().(*cpu.Storage)
+	h, err := s.Alloc(256)
+	require.NoError(t, err)
+	v, err := s.ReserveVirtual(1 << 20)
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+	require.NoError(t, d.Close(), "twice")
+	ctx := t.Context()
+	_, err = s.Alloc(64)
+	require.ErrorIs(t, err, vkruntime.ErrClosed)
+	require.ErrorIs(t, d.Upload(ctx, h, []byte{1}), vkruntime.ErrClosed)
+	require.ErrorIs(t, d.Upload(ctx, h, nil), vkruntime.ErrClosed)
+	require.ErrorIs(t, d.Download(ctx, h, make([]byte, 4)), vkruntime.ErrClosed)
+	require.ErrorIs(t, d.Dispatch(ctx, []kernel.Op{kernel.FillWords(64, 1).With(h)}), vkruntime.ErrClosed)
+	require.ErrorIs(t, d.Dispatch(ctx, nil), vkruntime.ErrClosed)
+	_, err = s.ReserveVirtual(1 << 20)
+	require.ErrorIs(t, err, vkruntime.ErrClosed)
+	require.ErrorIs(t, s.Bind(v.ID, []vkruntime.SparseBind{{Size: 64 << 10, Memory: h.ID}}), vkruntime.ErrClosed)
+	require.NotErrorIs(t, err, vkruntime.ErrDeviceLost)
+	require.ErrorContains(t, err, "cpu: device cpu")
+	s.Dealloc(h.ID)
+	s.ReleaseVirtual(v.ID)
+	s.Flush()
+	require.Zero(t, s.Allocated())
+	require.Zero(t, s.Allocations())
+}
+
 func TestNewRefusesUnusableConfigurations(t *testing.T) {
 	_, err := cpu.New(cpu.WithAlignment(48))
 	require.ErrorContains(t, err, "not a power of two")

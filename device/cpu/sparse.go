@@ -35,7 +35,7 @@ func (s *Storage) MaxVirtualSize() uint64 {
 // it holds no memory and counts against neither the heap nor the limit.
 func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
 	if s.dev.closed.Load() {
-		return vkruntime.StorageHandle{}, fmt.Errorf("cpu: device %s is closed", s.dev.name)
+		return vkruntime.StorageHandle{}, s.dev.closedError()
 	}
 	if s.granule == 0 {
 		return vkruntime.StorageHandle{}, errNoSparse
@@ -70,7 +70,7 @@ func (s *Storage) ReleaseVirtual(id vkruntime.StorageID) {
 // unbinds them). Every bind is checked first; a refused call binds nothing.
 func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind) error {
 	if s.dev.closed.Load() {
-		return fmt.Errorf("cpu: device %s is closed", s.dev.name)
+		return s.dev.closedError()
 	}
 	if s.granule == 0 {
 		return errNoSparse
