@@ -45,16 +45,20 @@
 //
 // # Layouts and reports
 //
-// A [Layout] names the dynamic pools: a preset ([SubSlicesLayout], the
-// default, and [ExclusivePagesLayout] size themselves from the device's
-// MaxPageSize), an explicit [SlicedLayout], [DirectLayout], or an
+// A [Layout] names the dynamic pools: a preset ([SubSlicesLayout], the zero
+// Layout, and [ExclusivePagesLayout] size themselves from the device's
+// MaxPageSize), an explicit [SlicedLayout], [DirectLayout], a
+// [VirtualLayout] (the client's default, with or without a plan), or an
 // [ArenaLayout] planned from a dry run. [Manager.Report] gives each pool's
 // usage and high-water marks; replaying the same stream against a layout
 // capped at the measured pages_peak fits, because placement is
 // deterministic. Layout, Report, Record, PoolKind and Usage read and write
 // the externally tagged JSON of the contract, strictly: unknown fields or
-// variants, wrong types, repeated fields and trailing data are errors.
-// [ParseLayout] takes the command line's preset names or a JSON literal.
+// variants, wrong types, repeated fields, trailing data and numbers that do
+// not fit their field are errors. A layout holds at most [MaxLayoutPools]
+// sliced pools and [MaxArenaSlots] slots. [ParseLayout] takes the command
+// line's preset names (sub-slices, exclusive-pages, direct, virtual) or a
+// JSON literal, [ReadLayoutFile] a file of at most [MaxLayoutFileBytes].
 //
 // # Reservations
 //

@@ -53,9 +53,10 @@ func (k LayoutKind) String() string {
 }
 
 // Layout is the configuration of a Manager's dynamic pools. Build one with
-// [SubSlicesLayout], [ExclusivePagesLayout], [DirectLayout], [SlicedLayout]
-// or [ArenaLayout], or parse one with [ParseLayout]. The zero Layout is the
-// SubSlices preset. A Layout is immutable: constructors and accessors copy.
+// [SubSlicesLayout], [ExclusivePagesLayout], [DirectLayout], [SlicedLayout],
+// [VirtualLayout] or [ArenaLayout], or parse one with [ParseLayout]. The
+// zero Layout is the SubSlices preset. A Layout is immutable: constructors
+// and accessors copy.
 type Layout struct {
 	kind    LayoutKind
 	sliced  []SlicedPool

@@ -3,16 +3,21 @@
 // opens one as a [Device], a device.Device that offers
 //
 //   - a storage over device memory (one VkDeviceMemory with one storage
-//     VkBuffer bound over all of it per page), safe for concurrent use, that
-//     keeps a running total against the heap, an optional memory limit and
-//     the heap's budget, with out-of-memory errors that carry the numbers;
+//     VkBuffer bound over all of it per page, no page past the driver's
+//     maxMemoryAllocationSize), safe for concurrent use, that keeps a
+//     running total against the heap, an optional memory limit and the
+//     heap's budget, with out-of-memory errors that carry the numbers; it
+//     is a vkruntime.SparseStorage, whose virtual ranges are sparse buffers
+//     bound granule by granule with vkQueueBindSparse where the device has
+//     sparse residency (elsewhere its granule is 0);
 //   - transfers between host memory and any byte range of a page (mapped when
 //     the memory is host-visible, through a staging buffer when not);
 //   - the kernels of the kernel package, compiled from their embedded SPIR-V
 //     on first use and run in batches whose wait a context can end.
 //
 // Importing the package registers it as the default backend of
-// device.Open (and so of client.Open).
+// device.Open (and so of client.Open). [Device.Close] waits for the calls
+// already running; calls after it fail with [ErrClosed].
 //
 // The backend needs cgo: built with CGO_ENABLED=0, Open and Devices fail
 // with [ErrNoCgo]. Nothing here needs the Vulkan development headers or

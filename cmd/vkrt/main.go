@@ -2,8 +2,9 @@
 // Vulkan devices (vkrt devices), replay recorded allocation streams and plan
 // their pools (vkrt replay), read the memory records of an environment
 // (vkrt records), check a device against the contract (vkrt
-// conformance), run WebAssembly workloads on a device (vkrt run), and plan
-// a workload's pools from a dry run or its recorded streams (vkrt plan).
+// conformance), chart pools over streams and records as an HTML page (vkrt
+// report), run WebAssembly workloads on a device (vkrt run), and plan a
+// workload's pools from a dry run or its recorded streams (vkrt plan).
 //
 // Each subcommand lives in its own file and registers itself on rootCmd from
 // an init function.

@@ -26,7 +26,7 @@ const fileMagic = "vkrt_plan"
 // File is a plan as `vkrt plan` writes it: the layout, the device it was
 // made for and the streams it was measured on. In JSON:
 //
-//	{"vkrt_plan":1,"device":{"alignment":16,"max_page_size":…,"memory_size":…,"sparse_granule":2097152},
+//	{"vkrt_plan":1,"device":{"alignment":16,"max_page_size":…,"memory_size":…,"sparse_granule":65536},
 //	 "traces":["gpt2_train"],"layout":{"Virtual":{"planned_bytes":…,"slots":[size,offset,…]}}}
 //
 // A virtual plan's slots are two numbers each, so a plan of a stream of

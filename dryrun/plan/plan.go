@@ -4,7 +4,9 @@
 // capped at its peak) or from the exact allocation stream (a strong plan:
 // an offline arena assignment of every allocation, with sliced pools as the
 // fallback of a run that diverges). [Measure] replays a stream, plans from
-// the replay and replays the stream again under the plan.
+// the replay and replays the stream again under the plan. [Runs] plans from
+// several dry runs of one workload into a versioned [File], what `vkrt plan
+// TRACE... --out` writes and [ReadFile] reads back.
 package plan
 
 import (

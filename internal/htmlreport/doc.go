@@ -2,9 +2,13 @@
 // as one self-contained HTML page: inline SVG, a small inline script for
 // reading exact values on hover, nothing fetched from the network.
 //
-// A trace is replayed twice over a counting storage, once under the default
-// layout and once under a plan, and after every event the pools' usage is
-// read through the replay's observer. Long streams are downsampled to one
+// A trace is replayed twice over a counting storage, once under a layout
+// without a plan (the default one unless told otherwise) and once under a
+// plan (derived from the trace's own dry run, or one given), and after
+// every event the pools' usage is read through the replay's observer. A
+// chart draws at most [MaxPools] pools: a trace allocating on more streams
+// than that is refused before it is replayed, and one whose streams have
+// more pools in all is not charted; both are [ErrTooManyPools]. Long streams are downsampled to one
 // bucket of events per pixel column, keeping in each bucket the events where
 // the totals reach their minimum and maximum and where each edge of the
 // stacked pools peaks, so every peak on the page is the exact one. The page
