@@ -145,9 +145,18 @@ func bufferCreate(g *instance, mem api.Memory, stack []uint64) Errno {
 	if g.maxBytes > 0 && size > g.maxBytes-g.bytes {
 		return g.fail(fail(EDQUOT, "buffer_create: %d B more would take the guest past its quota of %d B (it holds %d B)", size, g.maxBytes, g.bytes))
 	}
+	if g.ownLayout && g.maxBytes > 0 && g.persistent == 0 {
+		if page, pool, ok := largestPage(g.installed, g.host.c.Properties(), size); ok && page > g.bound {
+			return g.fail(fail(EDQUOT, "buffer_create: %d B go to pool %d of the layout the guest installed, whose pages of %d B are past the %d B a guest with a quota of %d B may have its pools reserve (twice the quota plus %d B of default pages)",
+				size, pool, page, g.bound, g.maxBytes, g.slack))
+		}
+	}
 	b, err := g.stream.Empty(g.ctx, size)
 	if err != nil {
 		return g.fail(err)
+	}
+	if errno := g.checkReserved(b, size); errno != ESUCCESS {
+		return errno
 	}
 	putU32(mem, out, g.add(b))
 	g.sampleReserved()
@@ -329,9 +338,16 @@ func memoryInstall(g *instance, mem api.Memory, stack []uint64) Errno {
 	if err != nil {
 		return g.fail(fail(EINVAL, "memory_install: %w", err))
 	}
+	if g.maxBytes > 0 {
+		if n := arenaBytes(l); n > g.bound {
+			return g.fail(fail(EDQUOT, "memory_install: the arena's pages take %d B, past the %d B a guest with a quota of %d B may have its pools reserve (twice the quota plus %d B of default pages)",
+				n, g.bound, g.maxBytes, g.slack))
+		}
+	}
 	if err := g.stream.InstallMemoryPools(l); err != nil {
 		return g.fail(err)
 	}
+	g.installed, g.ownLayout = l, true
 	return ESUCCESS
 }
 

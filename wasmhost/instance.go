@@ -8,6 +8,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/vkrt/vkrt/client"
+	"github.com/vkrt/vkrt/memory"
 )
 
 // A handle is a slot index plus one in its low indexBits bits and the
@@ -40,8 +41,16 @@ type instance struct {
 	slots []slot
 	free  []uint32 // free slot indices, reused last-freed first
 
-	live, maxHandles    uint32
-	bytes, maxBytes     uint64
+	live, maxHandles uint32
+	bytes, maxBytes  uint64
+	// With a quota of device bytes: what a layout the guest installs lets
+	// its pools reserve (reservedBound), and the part of it that is default
+	// pages (ladderSlack).
+	bound, slack uint64
+	// installed is the layout the guest installed on its stream, in force
+	// while ownLayout.
+	installed           memory.Layout
+	ownLayout           bool
 	peakLive, peakBytes uint64
 	baseDevice, peakDev uint64
 	peakReserved        uint64
@@ -57,6 +66,10 @@ func newInstance(h *Host, ctx context.Context, s *client.Stream, cfg runConfig) 
 	}
 	if inst.maxHandles == 0 {
 		inst.maxHandles = DefaultMaxHandles
+	}
+	if inst.maxBytes > 0 {
+		p := h.c.Properties()
+		inst.bound, inst.slack = reservedBound(p, inst.maxBytes), ladderSlack(p, inst.maxBytes)
 	}
 	inst.baseDevice = h.deviceBytes()
 	return inst
@@ -115,6 +128,31 @@ func (g *instance) remove(handle uint32) *client.Buffer {
 		g.free = append(g.free, i)
 	}
 	return b
+}
+
+// checkReserved holds a guest with a quota, under a layout it installed,
+// to its bound on what its pools reserve, after buffer_create made b of
+// size bytes: past the bound the pools' fully free pages and cached
+// allocations go back to the device, and if that is not enough b is freed,
+// its page returned, and buffer_create answers EDQUOT.
+func (g *instance) checkReserved(b *client.Buffer, size uint64) Errno {
+	if !g.ownLayout || g.maxBytes == 0 {
+		return ESUCCESS
+	}
+	if g.stream.Usage().BytesReserved <= g.bound {
+		return ESUCCESS
+	}
+	g.host.c.MemoryCleanup(g.ctx)
+	reserved := g.stream.Usage().BytesReserved
+	if reserved <= g.bound {
+		return ESUCCESS
+	}
+	if err := g.stream.Free(b); err != nil {
+		return g.fail(err)
+	}
+	g.host.c.MemoryCleanup(g.ctx)
+	return g.fail(fail(EDQUOT, "buffer_create: %d B more made the guest's pools reserve %d B, past the %d B a guest with a quota of %d B may have them reserve under a layout it installed (twice the quota plus %d B of default pages)",
+		size, reserved, g.bound, g.maxBytes, g.slack))
 }
 
 // fail remembers err as the guest's last failure and returns its status.

@@ -108,6 +108,20 @@ func WithDeadline(d time.Duration) RunOption {
 // WithMaxDeviceBytes is the guest's quota of device bytes: the sizes of its
 // live buffers together, as asked. Past it buffer_create answers EDQUOT.
 // 0 means no quota beyond the device and the pools.
+//
+// A quota also bounds the device memory the guest's pools reserve once it
+// has installed a layout of its own (memory_install): at most twice the
+// quota plus one page of each of the default layout's sliced pools a buffer
+// within the quota is routed to (on a device whose pages reach 256 MiB: 2
+// MiB, then 8 MiB for a quota past 512 KiB, 32 MiB past 2 MiB, 128 MiB
+// past 8 MiB, 256 MiB past 32 MiB), which is what the default layout itself
+// reserves for such a guest. memory_install answers EDQUOT for an arena
+// whose pages together pass the bound; buffer_create answers EDQUOT, making
+// nothing, for a size that goes to a pool whose pages pass it, and, after
+// a cleanup of the pools' free pages, for a buffer that took the pools past
+// it (the buffer is freed and its page returned, so the device holds more
+// than the bound only for that moment, by at most one page). A guest that
+// installs nothing keeps the default layout's behaviour.
 func WithMaxDeviceBytes(n uint64) RunOption {
 	return func(c runConfig) runConfig { c.maxDeviceBytes = n; return c }
 }

@@ -1,0 +1,147 @@
+package wasmhost
+
+import (
+	"math"
+	"math/bits"
+
+	"github.com/vkrt/vkrt/memory"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// The default pools' ladder (memory.SubSlicesLayout): pages of 2 MiB, then
+// ×4 up to the device's largest page or 256 MiB, each serving slices up to
+// a quarter of its page.
+const (
+	ladderBasePage    = 2 << 20
+	ladderTopPage     = 256 << 20
+	ladderGrowth      = 4
+	ladderSliceDivide = 4
+)
+
+// reservedBound is the most bytes the pools of a guest with a quota of
+// quota bytes may reserve on the device (memory_usage's bytes reserved,
+// persistent pool included) while a layout the guest installed is in
+// force: twice the quota, plus one page of each of the default layout's
+// sliced pools that a buffer within the quota is routed to (ladderSlack).
+// That is what the default layout itself reserves for a guest within its
+// quota, with room for padding and pages kept for reuse; a layout the guest
+// chose may cost the device no more. It saturates at 2^64 - 1.
+func reservedBound(p vkruntime.DeviceProperties, quota uint64) uint64 {
+	hi, twice := bits.Mul64(quota, 2)
+	sum, carry := bits.Add64(twice, ladderSlack(p, quota), 0)
+	if hi != 0 || carry != 0 {
+		return math.MaxUint64
+	}
+	return sum
+}
+
+// ladderSlack is one page of each pool of the default ladder on a device
+// with properties p that a buffer of at most quota bytes goes to: the
+// first pool always, each later one when the quota passes the slices of
+// the pool before it. On a device whose pages reach 256 MiB: 2 MiB, then
+// 8 MiB past 512 KiB, 32 MiB past 2 MiB, 128 MiB past 8 MiB and 256 MiB
+// past 32 MiB.
+func ladderSlack(p vkruntime.DeviceProperties, quota uint64) uint64 {
+	align := max(p.Alignment, 1)
+	top := uint64(ladderTopPage)
+	if p.MaxPageSize != 0 {
+		top = min(top, p.MaxPageSize)
+	}
+	if heap := p.MemorySize &^ (align - 1); heap != 0 {
+		top = min(top, heap)
+	}
+	top = max(top, align)
+	page := min(max(uint64(ladderBasePage), align), top)
+	var slack, prevSlice uint64
+	for first := true; ; first = false {
+		if first || quota > prevSlice {
+			slack += page
+		}
+		prevSlice = min(max((page/ladderSliceDivide)&^(align-1), align), page)
+		if page >= top {
+			return slack
+		}
+		if page > top/ladderGrowth {
+			page = top
+		} else {
+			page *= ladderGrowth
+		}
+	}
+}
+
+// arenaBytes is the arena's pages together (saturating), 0 for a layout
+// without an arena.
+func arenaBytes(l memory.Layout) uint64 {
+	a, ok := l.Arena()
+	if !ok {
+		return 0
+	}
+	var n uint64
+	for _, page := range a.Pages {
+		s, carry := bits.Add64(n, page, 0)
+		if carry != 0 {
+			return math.MaxUint64
+		}
+		n = s
+	}
+	return n
+}
+
+// largestPage is the largest page a dynamic reservation of size bytes may
+// open under layout l on a device with properties p, and the index of the
+// pool that has it: among the explicit sliced pools (a Sliced layout's, an
+// arena's fallback), the first that accepts the size and every later one
+// that does while the ones before may spill (capped, not growing). ok is
+// false where the layout names no pages of its own for the size: a preset,
+// whose page for a size within the quota is at most the ladder's (or the
+// size), or an arena, whose pages memory_install bounded.
+func largestPage(l memory.Layout, p vkruntime.DeviceProperties, size uint64) (page uint64, pool int, ok bool) {
+	var pools []memory.SlicedPool
+	if s, isSliced := l.Sliced(); isSliced {
+		pools = s
+	} else if a, isArena := l.Arena(); isArena {
+		pools = a.Fallback
+	}
+	align := max(p.Alignment, 1)
+	heap := p.MemorySize &^ (align - 1)
+	aligned, fits := alignUp(max(size, 1), align)
+	if !fits {
+		return 0, 0, false
+	}
+	for i, sp := range pools {
+		pg, fits := alignUp(sp.PageSize, align)
+		if !fits {
+			pg = math.MaxUint64
+		}
+		if heap != 0 {
+			pg = min(pg, heap) // a page past the device memory shrinks to it
+		}
+		slice := pg
+		if sp.MaxSlice != nil {
+			if s, fits := alignUp(*sp.MaxSlice, align); fits {
+				slice = min(s, pg)
+			}
+		}
+		accepts := aligned <= slice
+		if sp.Pages == nil && !accepts {
+			// An uncapped pool also takes single reservations within a fifth
+			// of its page.
+			accepts = aligned >= pg-pg/5 && aligned <= pg
+		}
+		if !accepts {
+			continue
+		}
+		if !ok || pg > page {
+			page, pool, ok = pg, i, true
+		}
+		if sp.Pages == nil || sp.Grow {
+			break // it never refuses, so no later pool sees the size
+		}
+	}
+	return page, pool, ok
+}
+
+func alignUp(n, align uint64) (uint64, bool) {
+	r := (n + align - 1) &^ (align - 1)
+	return r, r >= n
+}
