@@ -7,5 +7,13 @@
 // touching a device. Every backend (Vulkan, the pure-Go cpu device) runs
 // the same catalogue, so a launch checked here means the same everywhere.
 //
+// Every device computes the same results: fill, copy and transpose move
+// bits; add, mul, scale and relu are single f32 operations, rounded to
+// nearest even, so exact (NaN payloads are not kept, and a device may
+// flush subnormals to zero, as Vulkan allows without float controls: the
+// cpu device and lavapipe keep them); gelu, softmax, layernorm, reduce_sum
+// and matmul are within the tolerance of the float64 result their Doc
+// states.
+//
 // It is pure Go: it builds without cgo and for wasm.
 package kernel

@@ -175,12 +175,14 @@ var catalogue = []Kernel{
 	elementwise("add", "out[i] = a[i] + b[i] for i < n", []Binding{in("a"), in("b"), out("out")}),
 	elementwise("mul", "out[i] = a[i] * b[i] for i < n", []Binding{in("a"), in("b"), out("out")}),
 	elementwise("scale", "out[i] = alpha * x[i] for i < n", []Binding{in("x"), out("out")}, f32("alpha", 4)),
-	idempotentKernel(elementwise("relu", "out[i] = max(x[i], 0) for i < n", []Binding{in("x"), out("out")})),
-	elementwise("gelu", "out[i] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) for x = x[i], i < n",
+	idempotentKernel(elementwise("relu", "out[i] = max(x[i], 0) for i < n; a NaN stays NaN, -0 gives +0", []Binding{in("x"), out("out")})),
+	elementwise("gelu", "out[i] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) for x = x[i], i < n; "+
+		"within 1e-6 (1 + |r|) of r, the float64 result rounded to f32 (a NaN gives NaN, ±Inf gives ±Inf or NaN as r does)",
 		[]Binding{in("x"), out("out")}),
 	{
-		Name:      "softmax",
-		Doc:       "row-wise softmax of a rows x cols row-major matrix: out[r][c] = exp(x[r][c] - max_r) / sum_c exp(x[r][c] - max_r)",
+		Name: "softmax",
+		Doc: "row-wise softmax of a rows x cols row-major matrix: out[r][c] = exp(x[r][c] - max_r) / sum_c exp(x[r][c] - max_r); " +
+			"within 2^-20 (8 + cols / 256) of the float64 result (a row holding NaN or +Inf, or only -Inf, gives NaN)",
 		Bindings:  []Binding{in("x"), out("out")},
 		Push:      []PushField{u32("rows", 0), u32("cols", 4)},
 		WorkGroup: [3]uint32{elementGroup, 1, 1},
@@ -194,8 +196,11 @@ var catalogue = []Kernel{
 		inPlace:   []bool{true, true},
 	},
 	{
-		Name:      "layernorm",
-		Doc:       "row-wise layer normalisation of a rows x cols row-major matrix: out[r][c] = (x[r][c] - mean_r) / sqrt(var_r + eps) * gamma[c] + beta[c], var_r biased",
+		Name: "layernorm",
+		Doc: "row-wise layer normalisation of a rows x cols row-major matrix: out[r][c] = (x[r][c] - mean_r) / sqrt(var_r + eps) * gamma[c] + beta[c], var_r biased; " +
+			"computed in f32: within 2^-19 (8 + cols / 256) (1 + max_c |x[r][c]| / s_r) (1 + |gamma[c]|) + 2^-22 |beta[c]| of the float64 result, s_r = sqrt(var_r + eps), " +
+			"for rows whose sum of |x| and of squared deviations stay under 2^127 and whose var_r + eps is at least 2^-80; " +
+			"past that the f32 sums may overflow (a row of values near 1e20 gives beta) and only a NaN the float64 result has is kept",
 		Bindings:  []Binding{in("x"), in("gamma"), in("beta"), out("out")},
 		Push:      []PushField{u32("rows", 0), u32("cols", 4), f32("eps", 8)},
 		WorkGroup: [3]uint32{elementGroup, 1, 1},
@@ -211,8 +216,10 @@ var catalogue = []Kernel{
 		inPlace: []bool{true, false, false, true},
 	},
 	{
-		Name:      "reduce_sum",
-		Doc:       "sum of x[0..n): work group g writes the sum of its grid-strided share to out[g]; a grid of one work group leaves the total in out[0]",
+		Name: "reduce_sum",
+		Doc: "sum of x[0..n): work group g writes the sum of its grid-strided share to out[g]; a grid of one work group leaves the total in out[0]; " +
+			"summed in f32 in no set order: within 2^-23 (m + 8) S_g + (m + 256) 2^-126 of the float64 sum, m = ceil(n / (256 x groups)) the elements an invocation adds, S_g the sum of |x| of group g's share, " +
+			"where S_g is under 2^127; past that partial sums may overflow to either infinity (or NaN), and only a NaN the float64 sum has is kept",
 		Bindings:  []Binding{in("x"), out("out")},
 		Push:      []PushField{u32("n", 0)},
 		WorkGroup: [3]uint32{elementGroup, 1, 1},
@@ -230,8 +237,10 @@ var catalogue = []Kernel{
 		inPlace: []bool{false, true},
 	},
 	{
-		Name:      "matmul",
-		Doc:       "c = a b for row-major a (M x K), b (K x N), c (M x N); tiled 128 x 128 per work group, 8 x 8 per invocation",
+		Name: "matmul",
+		Doc: "c = a b for row-major a (M x K), b (K x N), c (M x N); tiled 128 x 128 per work group, 8 x 8 per invocation; " +
+			"f32 fused multiply-adds in order of k: c[i][j] within 2^-23 (K + 2) S_ij + (K + 1) 2^-126 of the float64 result, S_ij = sum_k |a[i][k] b[k][j]|, " +
+			"where S_ij is under 2^127; past that partial sums may overflow (a +Inf and a -Inf make NaN), and only a NaN the float64 result has is kept",
 		Bindings:  []Binding{in("a"), in("b"), out("c")},
 		Push:      []PushField{u32("M", 0), u32("N", 4), u32("K", 8)},
 		WorkGroup: [3]uint32{256, 1, 1},
