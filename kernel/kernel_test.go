@@ -353,3 +353,24 @@ func TestValidateRefusesFlatGridsWhereWorkIsDue(t *testing.T) {
 	requireRefused(t, Validate(tr.Kernel, [3]uint32{2, 2, 0}, []vkruntime.StorageHandle{words(1, 2000), words(2, 2000)}, tr.Push, testLimits),
 		"transpose", "runs no work group")
 }
+
+// LoopTrips bounds what one invocation loops over, and Validate refuses a
+// launch past a device's MaxLoopIterations, naming both.
+func TestValidateRefusesLoopsPastTheDevicesLimit(t *testing.T) {
+	l := ReduceSum(1 << 24)
+	require.EqualValues(t, 1<<24/256+10, LoopTrips(l.Kernel, l.Grid, l.Push))
+	wide := l
+	wide.Grid = [3]uint32{4, 1, 1}
+	require.EqualValues(t, 1<<22/256+10, LoopTrips(wide.Kernel, wide.Grid, wide.Push))
+	require.Zero(t, LoopTrips(l.Kernel, [3]uint32{0, 1, 1}, l.Push), "no work group, no loop")
+
+	limits := Limits{Alignment: 4, MaxStorageBufferRange: 1 << 32, MaxPushConstantsSize: 128,
+		MaxComputeWorkGroupCount: [3]uint32{65535, 65535, 65535}, MaxLoopIterations: 65535}
+	bindings := []vkruntime.StorageHandle{{ID: 1, Size: 4 << 24}, {ID: 2, Size: 16}}
+	err := Validate(l.Kernel, l.Grid, bindings, l.Push, limits)
+	require.ErrorIs(t, err, ErrInvalidDispatch)
+	require.ErrorContains(t, err, "65546 loop iterations")
+	require.NoError(t, Validate(wide.Kernel, wide.Grid, bindings, wide.Push, limits))
+	limits.MaxLoopIterations = 0
+	require.NoError(t, Validate(l.Kernel, l.Grid, bindings, l.Push, limits), "no limit, no refusal")
+}

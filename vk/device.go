@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -308,7 +309,22 @@ func (d *Device) Limits() kernel.Limits {
 		MaxStorageBufferRange:    l.MaxStorageBufferRange,
 		MaxPushConstantsSize:     l.MaxPushConstantsSize,
 		MaxComputeWorkGroupCount: l.MaxComputeWorkGroupCount,
+		MaxLoopIterations:        loopIterations(d.info),
 	}
+}
+
+// lavapipeLoopIterations is where llvmpipe's shaders leave their loops
+// (LP_MAX_TGSI_LOOP_ITERATIONS, over every loop of an invocation): a
+// ReduceSum of 2^24 elements by its one work group summed 131,070 of them.
+const lavapipeLoopIterations = 65535
+
+// loopIterations is the device's limit on a shader's loop iterations, 0
+// where it has none (every driver but lavapipe, as far as is known).
+func loopIterations(info DeviceInfo) uint64 {
+	if info.DriverName == "llvmpipe" || strings.Contains(info.Name, "llvmpipe") {
+		return lavapipeLoopIterations
+	}
+	return 0
 }
 
 // Storage is the device's storage (a *Storage); there is one per device,

@@ -53,6 +53,7 @@ func TestPropertiesFollowTheLimits(t *testing.T) {
 	require.Equal(t, kernel.Limits{
 		Alignment: p.Alignment, MaxStorageBufferRange: l.MaxStorageBufferRange,
 		MaxPushConstantsSize: l.MaxPushConstantsSize, MaxComputeWorkGroupCount: l.MaxComputeWorkGroupCount,
+		MaxLoopIterations: loopIterations(d.Info()),
 	}, d.Limits())
 	// A page is one binding and one allocation: the smaller of the two
 	// limits (the H200's largest allocation is 2 MiB under 4 GiB).

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -263,5 +264,35 @@ func TestConcurrentDispatches(t *testing.T) {
 			want[i] = max(float32(w)*x, 0)
 		}
 		devtest.RequireClose(t, want, readFloats(t, d, outs[w]), 0, fmt.Sprintf("worker %d", w))
+	}
+}
+
+// On lavapipe a shader leaves its loops after 65,535 iterations, so a
+// ReduceSum of 2^24 elements by its one work group would sum part of
+// them: it is refused there, while one of 2^23 sums all. A device without
+// the limit runs both.
+func TestLoopsPastTheDevicesLimitAreRefused(t *testing.T) {
+	d := openTestDevice(t)
+	ones := func(n int) vkruntime.StorageHandle {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = 1
+		}
+		return floatBuffer(t, d, x)
+	}
+	for _, n := range []int{1 << 23, 1 << 24} {
+		out := floatBuffer(t, d, []float32{0})
+		err := run(t, d, kernel.ReduceSum(uint32(n)), ones(n), out)
+		if limit := d.Limits().MaxLoopIterations; limit != 0 && kernel.LoopTrips(kernel.ReduceSum(uint32(n)).Kernel, [3]uint32{1, 1, 1}, kernel.ReduceSum(uint32(n)).Push) > limit {
+			require.ErrorIs(t, err, kernel.ErrInvalidDispatch, "%d elements", n)
+			require.ErrorContains(t, err, "loop iterations")
+			require.Equal(t, []float32{0}, readFloats(t, d, out), "a refused launch writes nothing")
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, []float32{float32(n)}, readFloats(t, d, out), "%d ones", n)
+	}
+	if strings.Contains(d.Name(), "llvmpipe") {
+		require.EqualValues(t, 65535, d.Limits().MaxLoopIterations)
 	}
 }

@@ -1,0 +1,34 @@
+package kernel
+
+// LoopTrips estimates, from above, the most loop iterations one invocation
+// of a launch of k runs: the rows, tiles or elements its grid leaves to
+// each invocation, times the loops over them, and the work-group
+// reductions. It is 0 for a kernel outside the catalogue, push constants
+// too short for it, or a grid with a zero dimension. A device that ends a
+// shader's loops after so many iterations (lavapipe: 65,535 over all the
+// loops of an invocation, LP_MAX_TGSI_LOOP_ITERATIONS) must refuse a
+// launch past it, or it leaves part of the output silently unwritten.
+func LoopTrips(k Kernel, grid [3]uint32, push []byte) uint64 {
+	canon, ok := catalogueKernel(k.Name)
+	groups := uint64(grid[0]) * uint64(grid[1]) * uint64(grid[2])
+	if !ok || groups == 0 || uint64(len(push)) < uint64(canon.PushSize()) {
+		return 0
+	}
+	p := pushValues(push)
+	ceil := func(a, b uint64) uint64 { return (a + b - 1) / b }
+	const reduction = 9 // a work group's sum or max: log2(256) steps and one more
+	switch canon.Name {
+	case "softmax", "layernorm":
+		rows, cols := p.u32(0), p.u32(1)
+		return ceil(rows, groups) * (1 + 3*(ceil(cols, elementGroup)+1) + 2*reduction)
+	case "matmul":
+		return ceil(p.u32(2), 8) + 1
+	case "transpose":
+		rows, cols := p.u32(0), p.u32(1)
+		by := ceil(ceil(rows, transposeTile), uint64(grid[1]))
+		bx := ceil(ceil(cols, transposeTile), uint64(grid[0]))
+		return by * (1 + bx*11)
+	default: // the element kernels and reduce_sum
+		return ceil(p.u32(0), elementGroup*groups) + 1 + reduction
+	}
+}
