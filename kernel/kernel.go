@@ -175,7 +175,7 @@ var catalogue = []Kernel{
 	elementwise("add", "out[i] = a[i] + b[i] for i < n", []Binding{in("a"), in("b"), out("out")}),
 	elementwise("mul", "out[i] = a[i] * b[i] for i < n", []Binding{in("a"), in("b"), out("out")}),
 	elementwise("scale", "out[i] = alpha * x[i] for i < n", []Binding{in("x"), out("out")}, f32("alpha", 4)),
-	idempotentKernel(elementwise("relu", "out[i] = max(x[i], 0) for i < n; a NaN stays NaN, -0 gives +0", []Binding{in("x"), out("out")})),
+	idempotentKernel(elementwise("relu", "out[i] = max(x[i], 0) for i < n; -0 gives +0, a NaN stays NaN where the device preserves NaNs (the cpu device, lavapipe; NVIDIA gives 0)", []Binding{in("x"), out("out")})),
 	elementwise("gelu", "out[i] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) for x = x[i], i < n; "+
 		"within 1e-6 (1 + |r|) of r, the float64 result rounded to f32 (a NaN gives NaN, ±Inf gives ±Inf or NaN as r does)",
 		[]Binding{in("x"), out("out")}),
