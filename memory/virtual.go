@@ -278,6 +278,7 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 	wasFollowing := p.following
 	ref, off, err := p.placeNext(size)
 	if err != nil {
+		p.stayOnPlan(wasFollowing)
 		return 0, err
 	}
 	g0, g1 := p.granuleOf(off), p.granuleOf(off+size-1)
@@ -300,12 +301,7 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 		if err := p.bindRange(g0, g1, unbound, unreal > unbound); err != nil {
 			p.untouch(ref, g0, g1, false)
 			p.unplace(ref)
-			if wasFollowing {
-				// The slot is still this reservation's when it is tried
-				// again: a refused reservation does not leave the plan.
-				p.ordinal--
-				p.following = true
-			}
+			p.stayOnPlan(wasFollowing)
 			return 0, err
 		}
 	}
@@ -315,6 +311,16 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 	}
 	p.countAlloc(requested, size)
 	return ref, nil
+}
+
+// stayOnPlan undoes placeNext's step along the plan for a refused
+// reservation of a run that was following it: the slot is still its own
+// when it is tried again.
+func (p *virtualPool) stayOnPlan(wasFollowing bool) {
+	if wasFollowing {
+		p.ordinal--
+		p.following = true
+	}
 }
 
 // lazyChunkBound is at most what a lazy reservation of size bytes can add
@@ -331,7 +337,6 @@ func (p *virtualPool) lazyChunkBound(size uint64) uint64 {
 // places are negative, ^ the slot's index: a slot is taken at most once
 // at a time.
 func (p *virtualPool) placeNext(size uint64) (int32, uint64, error) {
-	left := p.following
 	if p.following {
 		k := p.ordinal
 		p.ordinal++
@@ -345,10 +350,6 @@ func (p *virtualPool) placeNext(size uint64) (int32, uint64, error) {
 	}
 	b, ok := p.place.alloc(size)
 	if !ok {
-		if left {
-			p.ordinal--
-			p.following = true
-		}
 		return 0, 0, fmt.Errorf("%w: no free range of %d B in a virtual range of %d B", vkruntime.ErrOutOfDeviceMemory, size, p.space)
 	}
 	return b, p.slotsEnd + p.place.blocks[b].offset, nil
