@@ -27,7 +27,12 @@ func LoopTrips(k Kernel, grid [3]uint32, push []byte) uint64 {
 		rows, cols := p.u32(0), p.u32(1)
 		by := ceil(ceil(rows, transposeTile), uint64(grid[1]))
 		bx := ceil(ceil(cols, transposeTile), uint64(grid[0]))
-		return by * (1 + bx*11)
+		// Per tile: the column loop's step and test and two loops of four
+		// rows with their tests; per row of tiles the row loop's step and
+		// the column loop's entry and exit. lavapipe cut a transpose of
+		// 894,535 x 1 by a (39, 6) grid after 15 a row of tiles, where
+		// 1 + 11 a tile had been estimated.
+		return by * (4 + bx*13)
 	default: // the element kernels and reduce_sum
 		return ceil(p.u32(0), elementGroup*groups) + 1 + reduction
 	}

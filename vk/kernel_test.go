@@ -296,3 +296,22 @@ func TestLoopsPastTheDevicesLimitAreRefused(t *testing.T) {
 		require.EqualValues(t, 65535, d.Limits().MaxLoopIterations)
 	}
 }
+
+// A tall transpose by a small grid leaves each invocation thousands of
+// tiles: lavapipe cut one of 894,535 x 1 by a (39, 6) grid, which the
+// estimate must refuse there; elsewhere it transposes all of it.
+func TestTallTransposePastTheLoopLimitIsRefused(t *testing.T) {
+	d := openTestDevice(t)
+	const rows, cols = 894535, 1
+	x := pseudoRandom(rows*cols, 11, 1)
+	out := floatBuffer(t, d, make([]float32, rows*cols))
+	l := kernel.Transpose(rows, cols)
+	l.Grid = [3]uint32{39, 6, 1}
+	err := run(t, d, l, floatBuffer(t, d, x), out)
+	if d.Limits().MaxLoopIterations != 0 && err != nil {
+		require.ErrorIs(t, err, kernel.ErrInvalidDispatch)
+		return
+	}
+	require.NoError(t, err)
+	require.Equal(t, x, readFloats(t, d, out), "a rows x 1 matrix transposes to itself")
+}
