@@ -667,7 +667,7 @@ func drawCase(r *rand.Rand, align uint64, limits []kernel.Limits) *diffCase {
 		if !ok {
 			continue
 		}
-		if c.loopTrips() > lavapipeLoopBudget || c.groups() > diffMaxGroups {
+		if c.groups() > diffMaxGroups {
 			continue
 		}
 		hs := c.handles([]vkruntime.StorageID{1, 2, 3, 4, 5})
@@ -686,41 +686,8 @@ func drawCase(r *rand.Rand, align uint64, limits []kernel.Limits) *diffCase {
 	}
 }
 
-// lavapipeLoopBudget bounds the loop iterations one invocation may run:
-// lavapipe (gallivm) counts every loop iteration of a shader invocation,
-// all loops together, and leaves the loops after 65535
-// (LP_MAX_TGSI_LOOP_ITERATIONS), so a grid far smaller than its work (a
-// transpose of 139872 x 1 by one work group, a layernorm of 18427 rows by
-// one) silently leaves the rest of its output unwritten there. Launches
-// past the budget (with a margin for the loops' exit tests) are not drawn.
-const lavapipeLoopBudget = 40000
-
 // groups is the launch's work-group count.
 func (c *diffCase) groups() int { return int(c.grid[0]) * int(c.grid[1]) * int(c.grid[2]) }
-
-// loopTrips estimates the most loop iterations one invocation of the
-// launch runs.
-func (c *diffCase) loopTrips() int {
-	groups := c.groups()
-	if groups == 0 {
-		return 0
-	}
-	ceil := func(a, b int) int { return (a + b - 1) / b }
-	const reduction = 9 // a group_sum or group_max
-	switch c.k.Name {
-	case "softmax", "layernorm":
-		rows, cols := c.u32(0), c.u32(1)
-		return ceil(rows, groups) * (1 + 3*(ceil(cols, 256)+1) + 2*reduction)
-	case "matmul":
-		return ceil(c.u32(2), 8) + 1
-	case "transpose":
-		rows, cols := c.u32(0), c.u32(1)
-		by, bx := ceil(ceil(rows, 32), int(c.grid[1])), ceil(ceil(cols, 32), int(c.grid[0]))
-		return by * (1 + bx*11)
-	default: // element kernels and reduce_sum
-		return ceil(c.u32(0), 256*groups) + 1 + reduction
-	}
-}
 
 func pack32(v ...uint32) []byte {
 	b := make([]byte, 4*len(v))
