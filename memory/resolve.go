@@ -298,3 +298,18 @@ func exclusivePagesPools(p vkruntime.DeviceProperties, backendLimit uint64) []po
 func exclusiveCeiling(p vkruntime.DeviceProperties, backendLimit uint64) uint64 {
 	return max(min(heapLimit(p), backendLimit&^(p.Alignment-1)), p.Alignment)
 }
+
+// SubSlicesPages are the sliced pools the SubSlices preset builds on a
+// device with properties p, smallest first: each one's page and largest
+// slice (what passes the last slice goes to an exclusive pool). A host
+// that bounds what its guests' pools may hold reads the ladder here rather
+// than copying it.
+func SubSlicesPages(p vkruntime.DeviceProperties) []SlicedKind {
+	var pages []SlicedKind
+	for _, c := range subSlicesPools(p, math.MaxUint64) {
+		if c.shape == shapeSliced {
+			pages = append(pages, SlicedKind{PageSize: c.pageSize, MaxSliceSize: c.maxSlice})
+		}
+	}
+	return pages
+}

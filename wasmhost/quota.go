@@ -8,16 +8,6 @@ import (
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
-// The default pools' ladder (memory.SubSlicesLayout): pages of 2 MiB, then
-// ×4 up to the device's largest page or 256 MiB, each serving slices up to
-// a quarter of its page.
-const (
-	ladderBasePage    = 2 << 20
-	ladderTopPage     = 256 << 20
-	ladderGrowth      = 4
-	ladderSliceDivide = 4
-)
-
 // reservedBound is the most bytes the pools of a guest with a quota of
 // quota bytes may reserve on the device (memory_usage's bytes reserved,
 // persistent pool included) while a layout the guest installed is in
@@ -42,31 +32,14 @@ func reservedBound(p vkruntime.DeviceProperties, quota uint64) uint64 {
 // 8 MiB past 512 KiB, 32 MiB past 2 MiB, 128 MiB past 8 MiB and 256 MiB
 // past 32 MiB.
 func ladderSlack(p vkruntime.DeviceProperties, quota uint64) uint64 {
-	align := max(p.Alignment, 1)
-	top := uint64(ladderTopPage)
-	if p.MaxPageSize != 0 {
-		top = min(top, p.MaxPageSize)
-	}
-	if heap := p.MemorySize &^ (align - 1); heap != 0 {
-		top = min(top, heap)
-	}
-	top = max(top, align)
-	page := min(max(uint64(ladderBasePage), align), top)
 	var slack, prevSlice uint64
-	for first := true; ; first = false {
-		if first || quota > prevSlice {
-			slack += page
+	for i, pool := range memory.SubSlicesPages(p) {
+		if i == 0 || quota > prevSlice {
+			slack += pool.PageSize
 		}
-		prevSlice = min(max((page/ladderSliceDivide)&^(align-1), align), page)
-		if page >= top {
-			return slack
-		}
-		if page > top/ladderGrowth {
-			page = top
-		} else {
-			page *= ladderGrowth
-		}
+		prevSlice = pool.MaxSliceSize
 	}
+	return slack
 }
 
 // arenaBytes is the arena's pages together (saturating), 0 for a layout

@@ -203,23 +203,13 @@ func TestPlansWithinQuota(t *testing.T) {
 	}
 }
 
-// The ladder quota.go copies is memory's default one: on the cpu device
-// (no sparse residency, so the default layout builds the SubSlices pools)
-// the stream's pools are the ladder's pages and slices, in order. A change
-// of the ladder in memory shows here.
+// The ladder ladderSlack reads (memory.SubSlicesPages) is the pools a
+// stream gets: on the cpu device (no sparse residency, so the default
+// layout builds the SubSlices pools) the stream's sliced pools are its
+// pages and slices, in order.
 func TestLadderIsTheDefaultPools(t *testing.T) {
 	c := cpuClient(t)
-	p := c.Properties()
-	align := max(p.Alignment, 1)
-	top := min(uint64(ladderTopPage), p.MaxPageSize, p.MemorySize&^(align-1))
-	var want []memory.SlicedKind
-	for page := uint64(ladderBasePage); ; page *= ladderGrowth {
-		page = min(page, top)
-		want = append(want, memory.SlicedKind{PageSize: page, MaxSliceSize: page / ladderSliceDivide})
-		if page >= top {
-			break
-		}
-	}
+	want := memory.SubSlicesPages(c.Properties())
 	var got []memory.SlicedKind
 	for _, pool := range c.MemoryReport(context.Background()).Dynamic {
 		k, ok := pool.Kind.(memory.SlicedKind)
