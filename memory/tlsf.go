@@ -243,6 +243,22 @@ func (r *tlsfRange) last() int32 {
 	return b
 }
 
+// extend adds fence bytes in use and then size free bytes past the end of
+// the range, and returns the fence's block: what is placed in the new
+// bytes never merges with, or spans into, the blocks below the fence.
+func (r *tlsfRange) extend(fence, size uint64) int32 {
+	last := r.last()
+	end := r.blocks[last].offset + r.blocks[last].size
+	f := r.newBlock()
+	r.blocks[f] = tlsfBlock{offset: end, size: fence, prevPhys: last, nextPhys: none}
+	r.blocks[last].nextPhys = f
+	b := r.newBlock()
+	r.blocks[b] = tlsfBlock{offset: end + fence, size: size, prevPhys: f, nextPhys: none}
+	r.blocks[f].nextPhys = b
+	r.insertFree(b)
+	return f
+}
+
 // shrink makes the range size bytes long, size at least end(): the free
 // block at its top gives up what lies past size.
 func (r *tlsfRange) shrink(size uint64) {

@@ -75,14 +75,25 @@ type virtualPool struct {
 	maxChunk uint64 // the largest device allocation the backend makes
 	plannedB uint64 // bytes of device memory the plan expects; 0: none
 	unit     uint64 // a shortfall is rounded up to it
-	// fullSpace and fullMaxAlloc are the range's size and the largest
-	// reservation before ensureRange took a smaller range.
-	fullSpace, fullMaxAlloc uint64
-	outgrown                func(planned, need uint64)
-	vrange                  vkruntime.StorageHandle
-	ranged                  bool
-	place                   tlsfRange // over [slotsEnd, space)
-	slotsEnd                uint64    // where the planned slots end, a granule multiple
+	// fullSpace is the first range's size before ensureRange took a
+	// smaller one.
+	fullSpace uint64
+	outgrown  func(planned, need uint64)
+	vrange    vkruntime.StorageHandle
+	ranged    bool
+	// segs are the ranges the pool took after vrange, when its ranges
+	// were full: every stream's range shares the device's sparse address
+	// space, so a pool that came late may find little of it left, and a
+	// run fails only when the device is out of memory. Each lies above the
+	// last in the pool's space, a fence granule between them that no
+	// reservation takes, so none spans two ranges and no bind does.
+	segs []virtualSegment
+	// took says, after a submission across ranges, which ranges' parts
+	// the device took; part is one range's part of it.
+	took     []bool
+	part     []vkruntime.SparseBind
+	place    tlsfRange // over [slotsEnd, space)
+	slotsEnd uint64    // where the planned slots end, a granule multiple
 
 	slots     []VirtualSlot // the plan's places, by reservation
 	following bool          // every reservation so far took its slot
@@ -126,6 +137,13 @@ type virtualPool struct {
 	realised  bool
 	unbinding unbindMode
 	unbound   func(g int, chunk int32, at, n uint32, real bool) // p.release, made once
+}
+
+// virtualSegment is a range a virtual pool took after its first.
+type virtualSegment struct {
+	h     vkruntime.StorageHandle
+	base  uint64 // where the range starts in the pool's space
+	fence int32  // the TLSF block in use on the granule below base
 }
 
 // granuleChange is n granules from g bound to (or unbound from) chunk
@@ -249,7 +267,7 @@ func newVirtualPool(c poolConfig, s vkruntime.SparseStorage, total *Usage) *virt
 	}
 	p.unbound = p.release
 	p.place = newTLSFRange(c.space - c.slotsEnd)
-	p.fullSpace, p.fullMaxAlloc = c.space, c.maxAlloc
+	p.fullSpace = c.space
 	p.unit = VirtualChunkUnit
 	if c.planned != 0 {
 		p.unit = min(p.unit, max(c.planned/virtualPlanUnitDivisor, c.granule))
@@ -350,9 +368,75 @@ func (p *virtualPool) placeNext(size uint64) (int32, uint64, error) {
 	}
 	b, ok := p.place.alloc(size)
 	if !ok {
+		took, err := p.takeRange(size)
+		if err != nil {
+			return 0, 0, err
+		}
+		if took {
+			b, ok = p.place.alloc(size)
+		}
+	}
+	if !ok {
+		if len(p.segs) > 0 {
+			return 0, 0, fmt.Errorf("%w: no free range of %d B in %d virtual ranges, and the device's sparse address space has no range that large left",
+				vkruntime.ErrOutOfDeviceMemory, size, len(p.segs)+1)
+		}
 		return 0, 0, fmt.Errorf("%w: no free range of %d B in a virtual range of %d B", vkruntime.ErrOutOfDeviceMemory, size, p.space)
 	}
 	return b, p.slotsEnd + p.place.blocks[b].offset, nil
+}
+
+// takeRange, when no range of the pool has room for a reservation of size
+// bytes, takes another range of the device's address space for it: as
+// large as a whole first range, or halves of that down to the reservation
+// where less is left. A pool whose first range the device has not
+// reserved yet (a dry run's) places in the whole of it, as its real run
+// starts with.
+func (p *virtualPool) takeRange(size uint64) (bool, error) {
+	if !p.ranged {
+		return false, nil
+	}
+	need := (size + p.granule - 1) &^ (p.granule - 1)
+	if need == 0 || need > p.fullSpace {
+		return false, nil
+	}
+	for want := p.fullSpace; ; want = max(need, (want/2)&^(p.granule-1)) {
+		h, err := p.sparse.ReserveVirtual(want)
+		if err == nil {
+			base := p.space + p.granule
+			fence := p.place.extend(p.granule, want)
+			p.segs = append(p.segs, virtualSegment{h: h, base: base, fence: fence})
+			p.space = base + want
+			return true, nil
+		}
+		if !errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
+			return false, err
+		}
+		if want == need {
+			return false, nil
+		}
+	}
+}
+
+// rangeAt is the range holding byte off of the pool's space: its id, where
+// it starts, and its index (0 for the first range, k for segs[k-1]).
+func (p *virtualPool) rangeAt(off uint64) (vkruntime.StorageID, uint64, int) {
+	for k := len(p.segs) - 1; k >= 0; k-- {
+		if off >= p.segs[k].base {
+			return p.segs[k].h.ID, p.segs[k].base, k + 1
+		}
+	}
+	return p.vrange.ID, 0, 0
+}
+
+// rangeEnd is where the range holding byte off of the pool's space ends.
+func (p *virtualPool) rangeEnd(off uint64) uint64 {
+	for _, sg := range p.segs {
+		if off < sg.base {
+			return sg.base - p.granule
+		}
+	}
+	return p.space
 }
 
 // untouch drops live reservation ref from the granule map, over its
@@ -549,7 +633,11 @@ func (p *virtualPool) bindAhead() {
 // submission that unbinds nothing; its callers check that.
 func (p *virtualPool) bindAbove(g1 int, real bool) {
 	if !p.following {
-		p.bindSpareUnder(g1+1, min(g1+1+int(p.unit>>p.shift), p.gm.len(), int(p.space>>p.shift)), real)
+		end := p.space
+		if len(p.segs) > 0 {
+			end = p.rangeEnd(p.offsetOf(g1))
+		}
+		p.bindSpareUnder(g1+1, min(g1+1+int(p.unit>>p.shift), p.gm.len(), int(end>>p.shift)), real)
 	}
 }
 
@@ -636,8 +724,9 @@ func (p *virtualPool) ensureRange() error {
 		h, err := p.sparse.ReserveVirtual(size)
 		if err == nil {
 			if size < p.space {
+				// A larger reservation takes a range of its own (takeRange).
 				p.place.shrink(size - p.slotsEnd)
-				p.space, p.maxAlloc = size, min(p.maxAlloc, size)
+				p.space = size
 			}
 			p.vrange, p.ranged = h, true
 			return nil
@@ -728,11 +817,24 @@ func (p *virtualPool) appendBind(b vkruntime.SparseBind) {
 // are undone in the granule map, newest first.
 func (p *virtualPool) submit() error {
 	var err error
+	across := false
 	if len(p.binds) > 0 {
-		err = p.sparse.Bind(p.vrange.ID, p.binds)
+		if len(p.segs) == 0 {
+			err = p.sparse.Bind(p.vrange.ID, p.binds)
+		} else {
+			err, across = p.submitAcross(), true
+		}
 		p.binds = p.binds[:0]
 	}
-	if err != nil {
+	if err != nil && across {
+		// What a range's part changed stands where the device took it.
+		for i := len(p.journal) - 1; i >= 0; i-- {
+			if ch := p.journal[i]; !p.took[p.rangeIndex(ch.g)] {
+				p.undo(ch)
+			}
+		}
+		p.stale = slices.DeleteFunc(p.stale, func(r staleRun) bool { return p.took[p.rangeIndex(r.g)] })
+	} else if err != nil {
 		for i := len(p.journal) - 1; i >= 0; i-- {
 			p.undo(p.journal[i])
 		}
@@ -749,6 +851,57 @@ func (p *virtualPool) submit() error {
 	}
 	p.journal, p.realising, p.staleAfter, p.realised = p.journal[:0], p.realising[:0], p.staleAfter[:0], false
 	return err
+}
+
+// submitAcross hands the pending binds to the device when the pool has
+// more than one range: a submission for each range they fall in, those
+// that only unbind first, then the one that binds memory (the reservation's
+// range: what is bound with a reservation lies in its range), so memory is
+// unbound in one range before it is bound in another. p.took says which
+// ranges' parts the device took: a refused part and those after it went
+// nowhere, and a range with no part has nothing the device could refuse.
+func (p *virtualPool) submitAcross() error {
+	p.took = p.took[:0]
+	for range len(p.segs) + 1 {
+		p.took = append(p.took, true)
+	}
+	target := -1
+	for _, b := range p.binds {
+		k := p.rangeIndex(p.granuleOf(b.Offset))
+		p.took[k] = false
+		if b.Memory != 0 {
+			target = k
+		}
+	}
+	for _, binding := range []bool{false, true} {
+		for k := range p.took {
+			if p.took[k] || (k == target) != binding {
+				continue
+			}
+			id, base := p.vrange.ID, uint64(0)
+			if k > 0 {
+				id, base = p.segs[k-1].h.ID, p.segs[k-1].base
+			}
+			p.part = p.part[:0]
+			for _, b := range p.binds {
+				if p.rangeIndex(p.granuleOf(b.Offset)) == k {
+					b.Offset -= base
+					p.part = append(p.part, b)
+				}
+			}
+			if err := p.sparse.Bind(id, p.part); err != nil {
+				return err
+			}
+			p.took[k] = true
+		}
+	}
+	return nil
+}
+
+// rangeIndex is the index of the range holding granule g (see rangeAt).
+func (p *virtualPool) rangeIndex(g int) int {
+	_, _, k := p.rangeAt(p.offsetOf(g))
+	return k
 }
 
 // undo reverses one change of a refused submission.
@@ -897,6 +1050,10 @@ func (p *virtualPool) resolve(ref int32) (vkruntime.StorageHandle, error) {
 			return vkruntime.StorageHandle{}, err
 		}
 	}
+	if len(p.segs) > 0 {
+		id, base, _ := p.rangeAt(off)
+		return vkruntime.StorageHandle{ID: id, Offset: off - base, Size: size}, nil
+	}
 	return vkruntime.StorageHandle{ID: p.vrange.ID, Offset: off, Size: size}, nil
 }
 
@@ -956,11 +1113,14 @@ func (p *virtualPool) cleanup(explicit bool) {
 // address space left may have grown since.
 func (p *virtualPool) releaseRange() {
 	p.sparse.ReleaseVirtual(p.vrange.ID)
-	p.ranged, p.vrange = false, vkruntime.StorageHandle{}
-	if p.space != p.fullSpace {
-		p.space, p.maxAlloc = p.fullSpace, p.fullMaxAlloc
+	for _, sg := range p.segs {
+		p.sparse.ReleaseVirtual(sg.h.ID)
+	}
+	if p.space != p.fullSpace || len(p.segs) > 0 {
+		p.space = p.fullSpace
 		p.place = newTLSFRange(p.space - p.slotsEnd)
 	}
+	p.ranged, p.vrange, p.segs = false, vkruntime.StorageHandle{}, p.segs[:0]
 }
 
 // staleInto reports whether the device still binds a stale granule into
@@ -979,6 +1139,24 @@ func (p *virtualPool) checkInvariants() error {
 	if err != nil {
 		return fmt.Errorf("virtual pool: %w", err)
 	}
+	// The fences between ranges are blocks in use, and no reservation's.
+	placed -= len(p.segs)
+	fences := make(map[int32]bool, len(p.segs))
+	end := p.space
+	for k := len(p.segs) - 1; k >= 0; k-- {
+		sg := p.segs[k]
+		fences[sg.fence] = true
+		if blk := &p.place.blocks[sg.fence]; blk.free || p.slotsEnd+blk.offset != sg.base-p.granule || blk.size != p.granule {
+			return fmt.Errorf("virtual pool: range %d at %d: its fence is not the granule below it", k+1, sg.base)
+		}
+		if sg.h.Size != end-sg.base || sg.base&(p.granule-1) != 0 {
+			return fmt.Errorf("virtual pool: range %d at %d holds %d B, the pool places in %d B", k+1, sg.base, sg.h.Size, end-sg.base)
+		}
+		end = sg.base - p.granule
+	}
+	if p.ranged && p.vrange.Size != end {
+		return fmt.Errorf("virtual pool: the first range holds %d B, the pool places in %d B", p.vrange.Size, end)
+	}
 	live := uint64(placed + p.live.n)
 	if live != p.usage.NumberAllocs {
 		return fmt.Errorf("virtual pool: %d placed reservations, usage says %d live", live, p.usage.NumberAllocs)
@@ -986,7 +1164,7 @@ func (p *virtualPool) checkInvariants() error {
 	var ranges [][2]int
 	granules := func(off, end uint64) [2]int { return [2]int{int(off >> p.shift), int((end - 1) >> p.shift)} }
 	for b := int32(0); b != none; b = p.place.blocks[b].nextPhys {
-		if blk := &p.place.blocks[b]; !blk.free {
+		if blk := &p.place.blocks[b]; !blk.free && !fences[b] {
 			ranges = append(ranges, granules(p.slotsEnd+blk.offset, p.slotsEnd+blk.offset+blk.size))
 		}
 	}

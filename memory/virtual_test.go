@@ -2,6 +2,7 @@ package memory
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -483,46 +484,64 @@ func TestVirtualLayoutAndKindJSON(t *testing.T) {
 // and a refused unbind at cleanup keeps the chunk instead of releasing
 // memory still bound.
 func TestVirtualPoolRefusedBindLeavesTheMapAsTheDeviceHasIt(t *testing.T) {
-	const granule = 64 << 10
-	props := vkruntime.DeviceProperties{Alignment: 256, MaxPageSize: 1 << 20, MemorySize: 1 << 30}
 	for refuse := 1; refuse <= 12; refuse++ {
-		s := newSparseStorage(granule)
+		s := newSparseStorage(refusedGranule)
 		s.refuseCall = refuse
-		m, err := NewManager(s, props, VirtualLayout(VirtualPlan{}))
-		require.NoError(t, err)
-		m.SetLogger(slog.New(slog.DiscardHandler))
-		var live []Handle
-		r := rand.New(rand.NewPCG(uint64(refuse), 7))
-		for step := range 60 {
-			if len(live) > 0 && r.IntN(3) == 0 {
-				k := r.IntN(len(live))
-				require.NoError(t, m.Free(live[k]))
-				live = slices.Delete(live, k, k+1)
-				continue
-			}
-			if step%17 == 16 {
-				m.Cleanup(true)
-				continue
-			}
-			h, err := m.Reserve(uint64(r.IntN(3*granule)+1), Eager)
-			if err != nil {
-				require.ErrorIs(t, err, vkruntime.ErrDeviceLost, "refused call %d", refuse)
-				continue
-			}
-			live = append(live, h)
-			for _, lh := range live {
-				sh, err := m.Resolve(lh)
-				require.NoError(t, err)
-				require.NoError(t, s.backed(sh), "refused call %d, step %d: a live reservation lies on memory the device never bound", refuse, step)
-			}
-		}
-		for _, h := range live {
-			require.NoError(t, m.Free(h))
-		}
-		m.Cleanup(true)
-		m.Cleanup(true)
-		require.Empty(t, s.live, "refused call %d: every chunk returned", refuse)
+		refusedBindStream(t, s, rand.New(rand.NewPCG(uint64(refuse), 7)), 60, 17, fmt.Sprintf("refused call %d", refuse))
 	}
+}
+
+const refusedGranule = 64 << 10
+
+// refusedBindStream drives a random stream (reservations of up to three
+// granules, frees, a cleanup every cleanupEvery steps) through a fresh
+// virtual pool over s, which refuses a submission, and checks after each
+// reservation that every live one lies on memory the device bound and
+// that the pool holds its invariants; at the end, with nothing live, a
+// cleanup returns every chunk and range. It reports whether the pool ever
+// held more than one range.
+func refusedBindStream(t *testing.T, s *sparseStorage, r *rand.Rand, steps, cleanupEvery int, name string) (spread bool) {
+	t.Helper()
+	props := vkruntime.DeviceProperties{Alignment: 256, MaxPageSize: 1 << 20, MemorySize: 1 << 30}
+	ranges := len(s.ranges)
+	m, err := NewManager(s, props, VirtualLayout(VirtualPlan{}))
+	require.NoError(t, err)
+	m.SetLogger(slog.New(slog.DiscardHandler))
+	var live []Handle
+	for step := range steps {
+		if len(live) > 0 && r.IntN(3) == 0 {
+			k := r.IntN(len(live))
+			require.NoError(t, m.Free(live[k]))
+			live = slices.Delete(live, k, k+1)
+			continue
+		}
+		if step%cleanupEvery == cleanupEvery-1 {
+			m.Cleanup(true)
+			continue
+		}
+		h, err := m.Reserve(uint64(r.IntN(3*refusedGranule)+1), Eager)
+		if err != nil {
+			// Refused, or out of address space.
+			require.True(t, errors.Is(err, vkruntime.ErrDeviceLost) || errors.Is(err, vkruntime.ErrOutOfDeviceMemory), "%s: %v", name, err)
+			continue
+		}
+		live = append(live, h)
+		spread = spread || len(m.pools[0].(*virtualPool).segs) > 0
+		for _, lh := range live {
+			sh, err := m.Resolve(lh)
+			require.NoError(t, err)
+			require.NoError(t, s.backed(sh), "%s, step %d: a live reservation lies on memory the device never bound", name, step)
+		}
+		require.NoError(t, m.checkInvariants(), "%s, step %d", name, step)
+	}
+	for _, h := range live {
+		require.NoError(t, m.Free(h))
+	}
+	m.Cleanup(true)
+	m.Cleanup(true)
+	require.Empty(t, s.live, "%s: every chunk returned", name)
+	require.Len(t, s.ranges, ranges, "%s: every range returned", name)
+	return spread
 }
 
 // virtualReplay drives one random stream (reservations of up to three
