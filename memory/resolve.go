@@ -42,20 +42,21 @@ const (
 
 // poolConfig is one dynamic pool after rounding and validation.
 type poolConfig struct {
-	shape    poolShape
-	pageSize uint64        // sliced
-	maxSlice uint64        // sliced
-	capPages uint64        // sliced; 0 is uncapped
-	grow     bool          // sliced: the cap is a forecast; uncapped, a plan's way out
-	maxAlloc uint64        // exclusive, virtual: the largest reservation it accepts
-	planned  uint64        // virtual: the device memory a plan expects
-	heap     uint64        // virtual: the device memory
-	granule  uint64        // virtual: set by the manager from its storage
-	space    uint64        // virtual: the address range
-	maxChunk uint64        // virtual: the largest device allocation
-	slots    []VirtualSlot // virtual: planned places, sizes aligned
-	slotIdx  *slotIndex    // virtual: the slots by offset
-	slotsEnd uint64        // virtual: the end of the slots, set with the granule
+	shape     poolShape
+	pageSize  uint64        // sliced
+	maxSlice  uint64        // sliced
+	capPages  uint64        // sliced; 0 is uncapped
+	grow      bool          // sliced: the cap is a forecast; uncapped, a plan's way out
+	maxAlloc  uint64        // exclusive, virtual: the largest reservation it accepts
+	planned   uint64        // virtual: the device memory a plan expects
+	heap      uint64        // virtual: the device memory
+	granule   uint64        // virtual: set by the manager from its storage
+	space     uint64        // virtual: the largest address range
+	addrSpace uint64        // virtual: the device's sparse address space
+	maxChunk  uint64        // virtual: the largest device allocation
+	slots     []VirtualSlot // virtual: planned places, sizes aligned
+	slotIdx   *slotIndex    // virtual: the slots by offset
+	slotsEnd  uint64        // virtual: the end of the slots, set with the granule
 }
 
 // arenaConfig is an arena plan after rounding and validation.

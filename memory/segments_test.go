@@ -71,7 +71,7 @@ func TestAFullRangeTakesAnotherRange(t *testing.T) {
 	_, err = m.Resolve(h)
 	require.NoError(t, err)
 	require.Empty(t, vp.segs)
-	require.Equal(t, vp.fullSpace, vp.space)
+	require.Equal(t, vp.firstSpace, vp.space)
 }
 
 // Past the address space, a reservation is out of device memory and
@@ -108,4 +108,58 @@ func TestRefusedSubmissionsAcrossRangesLeaveTheMapAsTheDeviceHasIt(t *testing.T)
 		}
 	}
 	require.True(t, spread, "the streams spread over several ranges")
+}
+
+// A dry run (lazy reservations, no range reserved yet) that outgrows its
+// first range places in more ranges as its real run would, and reserves
+// them all, each at its size, when a reservation is resolved: eager and
+// lazy runs of one stream place alike.
+func TestALazyRunTakesItsRangesWhenResolved(t *testing.T) {
+	props := testProps
+	props.MemorySize = 64 << 20 // first ranges of 16 MiB
+	sizes := []uint64{9 << 20, 9 << 20, 30 << 20, 5 << 20, 40 << 20}
+	place := func(mapping Mapping) (*Manager, *sparseStorage, []Handle) {
+		s := newSparseStorage(testGranule)
+		m, err := NewManager(s, props, VirtualLayout(VirtualPlan{}))
+		require.NoError(t, err)
+		var hs []Handle
+		for _, size := range sizes {
+			hs = append(hs, mustReserve(t, m, size, mapping))
+		}
+		return m, s, hs
+	}
+	lazy, ls, lh := place(Lazy)
+	require.Empty(t, ls.ranges, "a dry run reserves no range")
+	vp := lazy.pools[0].(*virtualPool)
+	require.Len(t, vp.segs, 3, "ranges of 16, 16, 32 and 64 MiB")
+	eager, es, eh := place(Eager)
+	require.NoError(t, eager.checkInvariants())
+	for i := range lh {
+		lsh, err := lazy.Resolve(lh[i])
+		require.NoError(t, err)
+		require.NoError(t, ls.backed(lsh))
+		esh, err := eager.Resolve(eh[i])
+		require.NoError(t, err)
+		require.Equal(t, esh.Offset, lsh.Offset, "reservation %d", i)
+		require.Equal(t, es.ranges[esh.ID], ls.ranges[lsh.ID], "reservation %d: in ranges of one size", i)
+	}
+	require.Len(t, ls.ranges, 4)
+	require.NoError(t, lazy.checkInvariants())
+}
+
+// A dry run whose ranges the address space cannot hold when it is resolved
+// is out of device memory, and keeps no range.
+func TestALazyRunsRangesPastTheAddressSpaceAreOutOfDeviceMemory(t *testing.T) {
+	props := testProps
+	props.MemorySize = 64 << 20
+	s := newSparseStorage(testGranule)
+	m, err := NewManager(s, props, VirtualLayout(VirtualPlan{}))
+	require.NoError(t, err)
+	h := mustReserve(t, m, 9<<20, Lazy)
+	mustReserve(t, m, 30<<20, Lazy)
+	takeAddressSpace(s, 40<<20) // room for the first range, not the second
+	_, err = m.Resolve(h)
+	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
+	require.Len(t, s.ranges, 1, "no range kept")
+	require.NoError(t, m.checkInvariants())
 }

@@ -16,6 +16,14 @@ const (
 	// virtualSpacePerHeap: the range is this many times the heap, so the
 	// placement's fragmentation costs address space, not memory.
 	virtualSpacePerHeap = 4
+	// virtualFirstRangeDivisor: a pool's first range is a fourth of the
+	// heap past its plan's places; when the placement outgrows its ranges
+	// it takes another as large as all before it, up to
+	// virtualSpacePerHeap heaps. The device's sparse address space is
+	// shared by every stream's ranges (1 TiB on the H200, 7.6 heaps):
+	// ranges that grow with what a stream places leave room for many
+	// streams, where whole ranges of four heaps left room for one.
+	virtualFirstRangeDivisor = 4
 	// virtualGrowthDivisor: a pool short of memory takes at least what it
 	// holds over this, so a last step costs at most 2.5 % of the peak on
 	// large pools and they make few device allocations.
@@ -75,12 +83,13 @@ type virtualPool struct {
 	maxChunk uint64 // the largest device allocation the backend makes
 	plannedB uint64 // bytes of device memory the plan expects; 0: none
 	unit     uint64 // a shortfall is rounded up to it
-	// fullSpace is the first range's size before ensureRange took a
-	// smaller one.
-	fullSpace uint64
-	outgrown  func(planned, need uint64)
-	vrange    vkruntime.StorageHandle
-	ranged    bool
+	// firstSpace is the first range's size before ensureRange took a
+	// smaller one, fullSpace the largest range the pool takes, and
+	// addrSpace the device's sparse address space.
+	firstSpace, fullSpace, addrSpace uint64
+	outgrown                         func(planned, need uint64)
+	vrange                           vkruntime.StorageHandle
+	ranged                           bool
 	// segs are the ranges the pool took after vrange, when its ranges
 	// were full: every stream's range shares the device's sparse address
 	// space, so a pool that came late may find little of it left, and a
@@ -266,8 +275,13 @@ func newVirtualPool(c poolConfig, s vkruntime.SparseStorage, total *Usage) *virt
 		p.gm.grow(len(p.planEnds))
 	}
 	p.unbound = p.release
-	p.place = newTLSFRange(c.space - c.slotsEnd)
-	p.fullSpace = c.space
+	p.fullSpace, p.addrSpace = c.space, c.addrSpace
+	p.firstSpace = c.space
+	if quarter := c.heap / virtualFirstRangeDivisor; c.space-c.slotsEnd > quarter {
+		p.firstSpace = c.slotsEnd + max(quarter&^(c.granule-1), c.granule)
+	}
+	p.space = p.firstSpace
+	p.place = newTLSFRange(p.space - c.slotsEnd)
 	p.unit = VirtualChunkUnit
 	if c.planned != 0 {
 		p.unit = min(p.unit, max(c.planned/virtualPlanUnitDivisor, c.granule))
@@ -387,26 +401,28 @@ func (p *virtualPool) placeNext(size uint64) (int32, uint64, error) {
 }
 
 // takeRange, when no range of the pool has room for a reservation of size
-// bytes, takes another range of the device's address space for it: as
-// large as a whole first range, or halves of that down to the reservation
-// where less is left. A pool whose first range the device has not
-// reserved yet (a dry run's) places in the whole of it, as its real run
-// starts with.
+// bytes, takes another range for it: as large as all before it, up to
+// fullSpace, or where the device's address space has less left, halves of
+// that down to the reservation. A pool whose first range the device has
+// not reserved yet (a dry run's) adds the range to its place only, to be
+// reserved with the first, so that it places as its real run does.
 func (p *virtualPool) takeRange(size uint64) (bool, error) {
-	if !p.ranged {
-		return false, nil
-	}
 	need := (size + p.granule - 1) &^ (p.granule - 1)
 	if need == 0 || need > p.fullSpace {
 		return false, nil
 	}
-	for want := p.fullSpace; ; want = max(need, (want/2)&^(p.granule-1)) {
+	want := min(p.fullSpace, max(need, p.space&^(p.granule-1)))
+	if !p.ranged {
+		if p.space+p.granule+want > p.addrSpace {
+			return false, nil
+		}
+		p.addRange(vkruntime.StorageHandle{}, want)
+		return true, nil
+	}
+	for ; ; want = max(need, (want/2)&^(p.granule-1)) {
 		h, err := p.sparse.ReserveVirtual(want)
 		if err == nil {
-			base := p.space + p.granule
-			fence := p.place.extend(p.granule, want)
-			p.segs = append(p.segs, virtualSegment{h: h, base: base, fence: fence})
-			p.space = base + want
+			p.addRange(h, want)
 			return true, nil
 		}
 		if !errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
@@ -416,6 +432,15 @@ func (p *virtualPool) takeRange(size uint64) (bool, error) {
 			return false, nil
 		}
 	}
+}
+
+// addRange adds range h of size bytes above the pool's ranges, past a
+// fence granule.
+func (p *virtualPool) addRange(h vkruntime.StorageHandle, size uint64) {
+	base := p.space + p.granule
+	fence := p.place.extend(p.granule, size)
+	p.segs = append(p.segs, virtualSegment{h: h, base: base, fence: fence})
+	p.space = base + size
 }
 
 // rangeAt is the range holding byte off of the pool's space: its id, where
@@ -719,6 +744,9 @@ func (p *virtualPool) ensureRange() error {
 	if p.ranged {
 		return nil
 	}
+	if len(p.segs) > 0 {
+		return p.reserveRanges()
+	}
 	size := p.space
 	for {
 		h, err := p.sparse.ReserveVirtual(size)
@@ -737,6 +765,44 @@ func (p *virtualPool) ensureRange() error {
 		}
 		size = smaller
 	}
+}
+
+// reserveRanges reserves the ranges a pool placed in before the device
+// first needed them (a lazy reservation's dry run took more than the
+// first), each at its size: the place is laid out already. Where the
+// address space cannot hold them all, none is kept and the pool is out of
+// device memory.
+func (p *virtualPool) reserveRanges() error {
+	first, err := p.sparse.ReserveVirtual(p.segs[0].base - p.granule)
+	if err != nil {
+		return err
+	}
+	for k := range p.segs {
+		h, err := p.sparse.ReserveVirtual(p.rangeSize(k + 1))
+		if err != nil {
+			p.sparse.ReleaseVirtual(first.ID)
+			for _, sg := range p.segs[:k] {
+				p.sparse.ReleaseVirtual(sg.h.ID)
+			}
+			clear(p.segs[:k])
+			return err
+		}
+		p.segs[k].h = h
+	}
+	p.vrange, p.ranged = first, true
+	return nil
+}
+
+// rangeSize is the size of range k (see rangeAt).
+func (p *virtualPool) rangeSize(k int) uint64 {
+	end := p.space
+	if k < len(p.segs) {
+		end = p.segs[k].base - p.granule
+	}
+	if k == 0 {
+		return end
+	}
+	return end - p.segs[k-1].base
 }
 
 // flushStale unbinds, in the pending submission, the stale granules
@@ -1100,24 +1166,24 @@ func (p *virtualPool) cleanup(explicit bool) {
 		p.chunks = p.chunks[:len(p.chunks)-1]
 	}
 	if p.usage.NumberAllocs == 0 && len(p.chunks) == 0 {
-		if p.ranged {
-			p.releaseRange()
-		}
+		p.releaseRange()
 		p.gm = granuleMap{}
 		p.stale = p.stale[:0]
 	}
 }
 
-// releaseRange gives the address range back with nothing live in it. A
-// range ensureRange shrank is whole again for the next reservation, as the
+// releaseRange gives the address ranges back with nothing live in them.
+// The next reservation starts again with a whole first range, as the
 // address space left may have grown since.
 func (p *virtualPool) releaseRange() {
-	p.sparse.ReleaseVirtual(p.vrange.ID)
-	for _, sg := range p.segs {
-		p.sparse.ReleaseVirtual(sg.h.ID)
+	if p.ranged {
+		p.sparse.ReleaseVirtual(p.vrange.ID)
+		for _, sg := range p.segs {
+			p.sparse.ReleaseVirtual(sg.h.ID)
+		}
 	}
-	if p.space != p.fullSpace || len(p.segs) > 0 {
-		p.space = p.fullSpace
+	if p.space != p.firstSpace || len(p.segs) > 0 {
+		p.space = p.firstSpace
 		p.place = newTLSFRange(p.space - p.slotsEnd)
 	}
 	p.ranged, p.vrange, p.segs = false, vkruntime.StorageHandle{}, p.segs[:0]
@@ -1149,7 +1215,7 @@ func (p *virtualPool) checkInvariants() error {
 		if blk := &p.place.blocks[sg.fence]; blk.free || p.slotsEnd+blk.offset != sg.base-p.granule || blk.size != p.granule {
 			return fmt.Errorf("virtual pool: range %d at %d: its fence is not the granule below it", k+1, sg.base)
 		}
-		if sg.h.Size != end-sg.base || sg.base&(p.granule-1) != 0 {
+		if (p.ranged && sg.h.Size != end-sg.base) || sg.base&(p.granule-1) != 0 {
 			return fmt.Errorf("virtual pool: range %d at %d holds %d B, the pool places in %d B", k+1, sg.base, sg.h.Size, end-sg.base)
 		}
 		end = sg.base - p.granule

@@ -176,6 +176,7 @@ func (m *Manager) fitStorage(r resolvedLayout) resolvedLayout {
 			space = c.slotsEnd + c.heap*virtualSpacePerHeap
 		}
 		c.space = space &^ (granule - 1)
+		c.addrSpace = min(s.MaxVirtualSize(), virtualMaxSpace)
 		c.maxAlloc = min(c.maxAlloc, c.space)
 		c.maxChunk = max(m.limit()&^(granule-1), granule)
 		if out != nil {

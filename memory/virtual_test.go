@@ -674,15 +674,16 @@ func staleGranules(p *virtualPool) (n int) {
 	return n
 }
 
-// The device's sparse address space is shared by every stream's range: a
-// pool that finds too little of it left takes a smaller range (halves of
-// its own, down to what its reservations reach) rather than failing, and
-// places inside it; one that cannot fit even that is out of device memory
-// and changes nothing.
+// The device's sparse address space is shared by every stream's ranges: a
+// pool's first range is a fourth of the heap, and a pool that finds less
+// than that left takes a smaller one (halves of its own, down to what its
+// reservations reach) rather than failing, and places inside it; one that
+// cannot fit even that is out of device memory and changes nothing.
 func TestVirtualPoolsShareTheSparseAddressSpace(t *testing.T) {
 	s := newSparseStorage(testGranule)
 	props := testProps
-	props.MemorySize = 150e9 // a range of four times the heap: 600 GB of 1 TiB
+	props.MemorySize = 150e9 // first ranges of 37.5 GB
+	takeAddressSpace(s, 100e9)
 	var managers []*Manager
 	var sizes []uint64
 	var held []Handle
@@ -699,21 +700,23 @@ func TestVirtualPoolsShareTheSparseAddressSpace(t *testing.T) {
 		require.Equal(t, vp.space, s.ranges[vp.vrange.ID], "the pool places within the range it got")
 		managers, sizes = append(managers, m), append(sizes, vp.space)
 	}
+	require.Equal(t, uint64(props.MemorySize/4)&^(testGranule-1), sizes[0])
+	require.Equal(t, sizes[0], sizes[1], "whole first ranges while the space lasts")
+	require.Less(t, sizes[2], sizes[0], "then smaller ones")
+	require.Less(t, sizes[3], sizes[2])
 	var total uint64
-	for i, size := range sizes {
+	for _, size := range sizes {
 		total += size
-		if i > 0 {
-			require.Less(t, size, sizes[0], "later streams take smaller ranges")
-		}
 	}
-	require.LessOrEqual(t, total, s.MaxVirtualSize())
-	// A reservation too large for a smaller range fails as out of device
-	// memory and leaves the pool as it was.
+	require.LessOrEqual(t, total, uint64(100e9))
+	// A reservation larger than what is left of the address space fails
+	// as out of device memory and leaves the pool as it was.
 	last := managers[len(managers)-1]
-	before := last.Report()
+	before, ranges := last.Report(), len(s.ranges)
 	_, err := last.Reserve(sizes[len(sizes)-1]+testGranule, Eager)
 	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
 	require.Equal(t, before, last.Report())
+	require.Len(t, s.ranges, ranges)
 	// Once the first stream gives its range back, the last one, emptied
 	// and cleaned up, takes a whole range again.
 	for _, i := range []int{0, len(managers) - 1} {
@@ -733,14 +736,16 @@ func TestVirtualPoolsShareTheSparseAddressSpace(t *testing.T) {
 		total += size
 	}
 	var ranged uint64
-	for _, size := range s.ranges {
-		ranged += size
+	for id, size := range s.ranges {
+		if id != 1<<30 {
+			ranged += size
+		}
 	}
 	require.Equal(t, total, ranged)
 
 	// With the address space all taken, a new stream's first reservation
 	// is out of device memory, and nothing is left held.
-	s.ranges[1<<30] = s.MaxVirtualSize() - total
+	takeAddressSpace(s, total)
 	m, err := NewManager(s, props, VirtualLayout(VirtualPlan{}))
 	require.NoError(t, err)
 	live := len(s.live)

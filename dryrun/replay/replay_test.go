@@ -2,7 +2,9 @@ package replay_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -222,4 +224,29 @@ func TestReplayModelsTheSparseGranuleAskedFor(t *testing.T) {
 			require.Equal(t, c.granule, k.GranuleSize)
 		}
 	}
+}
+
+// Streams share the device's sparse address space (1 TiB on the H200, 7.6
+// heaps): sixteen streams holding 6 GiB each, 96 GiB of the 141 GB heap,
+// run to the end under the default layout with no plan, and hold little
+// more than they use. When each stream's first range was four heaps, the
+// fifth stream found 12 GB of address space left and failed.
+func TestManyStreamsShareTheAddressSpace(t *testing.T) {
+	var b strings.Builder
+	id := 0
+	for s := range 16 {
+		for range 6 {
+			fmt.Fprintf(&b, "a %d %d %d\n", id, 1<<30, s)
+			id++
+		}
+	}
+	for i := range id {
+		fmt.Fprintf(&b, "f %d\n", i)
+	}
+	tr := tracetest.Inline(t, b.String())
+	r, err := replay.Run(tr, memory.VirtualLayout(memory.VirtualPlan{}), replay.Options{})
+	require.NoError(t, err)
+	require.Len(t, r.Streams, 16)
+	require.Equal(t, uint64(96<<30), r.PeakLiveBytes)
+	require.LessOrEqual(t, float64(r.ReservedPeakBytes), 1.01*float64(r.PeakLiveBytes))
 }
