@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -30,13 +31,12 @@ func TestPlanOutThatFailsHalfWayKeepsTheOldFile(t *testing.T) {
 	out := filepath.Join(dir, "workload.plan")
 	require.NoError(t, os.WriteFile(out, []byte("old plan\n"), 0o644))
 
-	var old syscall.Rlimit
-	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old))
-	limit := old
-	limit.Cur = 64 // the plan is a few hundred bytes
-	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit))
-	_, _, err := execute(t, "plan", first, "--out", out)
-	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old))
+	var err error
+	if !underFileSizeLimit(t, 64, func() { // the plan is a few hundred bytes
+		_, _, err = execute(t, "plan", first, "--out", out)
+	}) {
+		return
+	}
 
 	require.ErrorIs(t, err, syscall.EFBIG)
 	data, rerr := os.ReadFile(out)
@@ -111,4 +111,33 @@ func TestOutputIntoAFIFOIsWrittenNotReplaced(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("nothing was written into the FIFO")
 	}
+}
+
+// fileSizeLimitChildEnv marks the child process underFileSizeLimit starts.
+const fileSizeLimitChildEnv = "VKRT_FSIZE_LIMITED_CHILD"
+
+// underFileSizeLimit runs fn with the process's file size limit at limit
+// bytes, so writes fail half way as on a full disk, and reports whether fn
+// ran here. The limit is the whole process's: the log of opened files that
+// go test keeps to cache results would fail past it too, so the test runs
+// again in a child process of the test binary, which keeps no such log,
+// and fails if the child does; the caller returns when fn did not run here.
+func underFileSizeLimit(t *testing.T, limit uint64, fn func()) bool {
+	t.Helper()
+	if os.Getenv(fileSizeLimitChildEnv) == "" {
+		cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), fileSizeLimitChildEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "the child process failed:\n%s", out)
+		require.Contains(t, string(out), "--- PASS: "+t.Name(), "the child ran the test")
+		return false
+	}
+	var old syscall.Rlimit
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old))
+	lowered := old
+	lowered.Cur = limit
+	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lowered))
+	defer func() { require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old)) }()
+	fn()
+	return true
 }
