@@ -21,15 +21,18 @@
 //     explicit cleanup. Install leaves it alone.
 //   - The arena pool (the [ArenaLayout]) places the k-th reservation after an
 //     Install at a slot planned offline from a dry run.
-//   - The virtual pool (the [VirtualLayout]) places every reservation in one
-//     large range of address space by two-level segregated fit (TLSF: the
+//   - The virtual pool (the [VirtualLayout]) places every reservation in
+//     ranges of address space by two-level segregated fit (TLSF: the
 //     size's own bin, then the first bin all of whose blocks fit; AMD VMA's
 //     policy) and binds device memory only under the granules live
 //     reservations touch. Memory comes from the driver in chunks; granules
 //     left with nothing live stay bound until memory is needed elsewhere,
 //     when the least recently idled are rebound there, a whole run of
-//     them at a time. So fragmentation costs address space, not memory,
-//     and the pool holds the most granules ever needed at once plus part
+//     them at a time. Streams' ranges share the device's sparse address
+//     space: a pool starts with a range of a fourth of the heap and takes
+//     another, as large as all before it, when its placement outgrows
+//     them; no reservation spans two. So fragmentation costs address
+//     space, not memory, and the pool holds the most granules ever needed at once plus part
 //     of a chunk. A submission that binds a reservation's memory also binds
 //     spare memory where the next reservations will land (above it, or
 //     under the plan's next places), so that they need none of their own.
