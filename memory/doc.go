@@ -33,9 +33,10 @@
 //     another, as large as all before it, when its placement outgrows
 //     them; no reservation spans two. So fragmentation costs address
 //     space, not memory, and the pool holds the most granules ever needed
-//     at once plus part of a chunk. A submission that binds a reservation's memory also binds
-//     spare memory where the next reservations will land (above it, or
-//     under the plan's next places), so that they need none of their own.
+//     at once plus part of a chunk. A submission that binds a
+//     reservation's memory also binds spare memory where the next
+//     reservations will land (above it, or under the plan's next places),
+//     so that they need none of their own.
 //     It needs a [vkruntime.SparseStorage] (Vulkan sparse residency) and
 //     builds the SubSlices pools on a storage without one.
 //     A [VirtualPlan] names the memory a run is expected to need: the pool
