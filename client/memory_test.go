@@ -308,10 +308,9 @@ func TestMemoryLimitSizesPresets(t *testing.T) {
 	require.LessOrEqual(t, c.Device().Storage().Allocated(), uint64(8<<20))
 }
 
-// Every stream's virtual pool has a range of the device's sparse address
-// space, which they share (1 TiB on an H200, whose 150 GB heap would give
-// each stream 600 GB): later streams take smaller ranges rather than fail,
-// and all of them serve buffers at once.
+// Every stream's virtual pool has ranges of the device's sparse address
+// space, which they share (1 TiB on an H200): all of them serve buffers at
+// once.
 func TestStreamsShareTheSparseAddressSpace(t *testing.T) {
 	ctx := context.Background()
 	c := openOnCPU(t, []cpu.Option{cpu.WithSparseGranule(64 << 10), cpu.WithMemorySize(150e9)})
@@ -330,4 +329,40 @@ func TestStreamsShareTheSparseAddressSpace(t *testing.T) {
 		require.Equal(t, bytes.Repeat([]byte{byte(i + 1)}, 5000), got, "stream %d keeps its own bytes", i)
 		require.NoError(t, b.Free())
 	}
+}
+
+// A stream whose buffers outgrow its first virtual range (a fourth of the
+// heap: here of a 16 MiB memory limit) places them in more ranges; every
+// buffer keeps its bytes, and memory freed in one range serves buffers in
+// another.
+func TestBuffersSpreadOverVirtualRanges(t *testing.T) {
+	ctx := context.Background()
+	c := openOnCPU(t, []cpu.Option{cpu.WithSparseGranule(64 << 10)}, WithMemoryLimit(16<<20))
+	contents := func(i int) []byte { return bytes.Repeat([]byte{byte(i), byte(i >> 8), 7}, 1<<20/3) }
+	live := map[int]*Buffer{}
+	create := func(i int) {
+		b, err := c.Create(ctx, contents(i))
+		require.NoError(t, err, "buffer %d", i)
+		live[i] = b
+	}
+	checkAll := func(when string) {
+		for i, b := range live {
+			got, err := b.Read(ctx)
+			require.NoError(t, err)
+			require.Equal(t, contents(i), got, "%s: buffer %d keeps its bytes", when, i)
+		}
+	}
+	for i := range 12 { // 12 MiB: ranges of 4, 4 and 8 MiB
+		create(i)
+	}
+	checkAll("spread")
+	for _, i := range []int{0, 1, 2, 5, 6} {
+		require.NoError(t, live[i].Free())
+		delete(live, i)
+	}
+	for i := 12; i < 16; i++ {
+		create(i)
+	}
+	checkAll("after rebinding")
+	require.LessOrEqual(t, c.MemoryReport(ctx).Usage().BytesReserved, uint64(16<<20))
 }

@@ -144,3 +144,68 @@ func TestReleasedRangeHoldsItsAddressSpaceUntilFlush(t *testing.T) {
 	s.ReleaseVirtual(c.ID)
 	s.Flush()
 }
+
+// A stream whose buffers outgrow its first virtual range takes more ranges
+// (the first is a fourth of the heap, here a 256 MiB memory limit): buffers
+// in every range compute what the CPU does, and memory freed in one range
+// is bound again in another, by submissions that unbind in one sparse
+// buffer and bind in another.
+func TestVirtualLayoutSpreadsOverRangesOnTheDevice(t *testing.T) {
+	d := openSparseDevice(t)
+	ctx := context.Background()
+	c, err := client.Open(ctx, client.WithBackend(d), client.WithMemoryLimit(256<<20),
+		client.WithLayout(memory.VirtualLayout(memory.VirtualPlan{})))
+	require.NoError(t, err)
+	defer c.Close()
+	const n = 2 << 20 // 8 MiB of floats a buffer
+	virtualBytes := func() uint64 {
+		d.storage.mu.Lock()
+		defer d.storage.mu.Unlock()
+		return d.storage.virtualBytes
+	}
+	type triple struct {
+		a, b, out *client.Buffer
+		x, y      []float32
+	}
+	create := func(seed uint32) triple {
+		x, y := pseudoRandom(n, seed, 3), pseudoRandom(n, seed+1, 2)
+		a, err := c.Create(ctx, cpuref.Bytes(x))
+		require.NoError(t, err)
+		b, err := c.Create(ctx, cpuref.Bytes(y))
+		require.NoError(t, err)
+		out, err := c.Empty(ctx, 4*n)
+		require.NoError(t, err)
+		require.NoError(t, c.Run(ctx, kernel.Add(n), a, b, out))
+		return triple{a, b, out, x, y}
+	}
+	check := func(tr triple, what string) {
+		got, err := tr.out.Read(ctx)
+		require.NoError(t, err)
+		require.Equal(t, cpuref.Add(tr.x, tr.y), cpuref.Floats(got), what)
+	}
+	var live []triple
+	for i := range 7 { // 168 MiB
+		live = append(live, create(uint32(10*i)))
+	}
+	require.Greater(t, virtualBytes(), uint64(64<<20)+uint64(64<<20), "more than one range of 64 MiB")
+	for i, tr := range live {
+		check(tr, fmt.Sprintf("triple %d", i))
+	}
+	// Free the first ranges' buffers; new ones take their memory wherever
+	// TLSF places them.
+	for _, tr := range live[:3] {
+		for _, b := range []*client.Buffer{tr.a, tr.b, tr.out} {
+			require.NoError(t, b.Free())
+		}
+	}
+	live = live[3:]
+	for i := range 3 {
+		live = append(live, create(uint32(100+10*i)))
+	}
+	for i, tr := range live {
+		check(tr, fmt.Sprintf("after rebinding, triple %d", i))
+	}
+	r := c.MemoryReport(ctx)
+	require.LessOrEqual(t, r.Usage().BytesReserved, uint64(256<<20), "within the limit")
+	t.Logf("virtual ranges %d B; the pools: %+v", virtualBytes(), r.Dynamic[0])
+}
