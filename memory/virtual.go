@@ -382,22 +382,28 @@ func (p *virtualPool) placeNext(size uint64) (int32, uint64, error) {
 	}
 	b, ok := p.place.alloc(size)
 	if !ok {
-		took, err := p.takeRange(size)
-		if err != nil {
-			return 0, 0, err
-		}
-		if took {
-			b, ok = p.place.alloc(size)
-		}
-	}
-	if !ok {
-		if len(p.segs) > 0 {
-			return 0, 0, fmt.Errorf("%w: no free range of %d B in %d virtual ranges, and the device's sparse address space has no range that large left",
-				vkruntime.ErrOutOfDeviceMemory, size, len(p.segs)+1)
-		}
-		return 0, 0, fmt.Errorf("%w: no free range of %d B in a virtual range of %d B", vkruntime.ErrOutOfDeviceMemory, size, p.space)
+		return p.placeInNewRange(size)
 	}
 	return b, p.slotsEnd + p.place.blocks[b].offset, nil
+}
+
+// placeInNewRange places a reservation no range of the pool has room for
+// in a range taken for it (placeNext's rare case, kept out of its way).
+func (p *virtualPool) placeInNewRange(size uint64) (int32, uint64, error) {
+	took, err := p.takeRange(size)
+	if err != nil {
+		return 0, 0, err
+	}
+	if took {
+		if b, ok := p.place.alloc(size); ok {
+			return b, p.slotsEnd + p.place.blocks[b].offset, nil
+		}
+	}
+	if len(p.segs) > 0 {
+		return 0, 0, fmt.Errorf("%w: no free range of %d B in %d virtual ranges, and the device's sparse address space has no range that large left",
+			vkruntime.ErrOutOfDeviceMemory, size, len(p.segs)+1)
+	}
+	return 0, 0, fmt.Errorf("%w: no free range of %d B in a virtual range of %d B", vkruntime.ErrOutOfDeviceMemory, size, p.space)
 }
 
 // takeRange, when no range of the pool has room for a reservation of size
