@@ -108,7 +108,9 @@ func fuzzRun(t *testing.T, data []byte) []string {
 					break
 				}
 				require.Equal(t, before, m.Report(), "a failed reserve changed the pools")
-				isKnown := errors.Is(err, vkruntime.ErrBufferTooBig) || errors.Is(err, vkruntime.ErrPoolCapacityExceeded)
+				_, spaceTaken := storage.ranges[1<<30]
+				isKnown := errors.Is(err, vkruntime.ErrBufferTooBig) || errors.Is(err, vkruntime.ErrPoolCapacityExceeded) ||
+					(spaceTaken && errors.Is(err, vkruntime.ErrOutOfDeviceMemory))
 				require.True(t, isKnown, "reserve %d: %v", size, err)
 				require.Nil(t, expect, "reserve %d failed (%v) where first fit had room", size, err)
 				break
@@ -182,7 +184,7 @@ func fuzzRun(t *testing.T, data []byte) []string {
 			}
 			note("install %s: %v", l, err)
 		default:
-			switch sub := next() % 5; sub {
+			switch sub := next() % 6; sub {
 			case 0:
 				m.BeginPersistent()
 				window++
@@ -193,6 +195,15 @@ func fuzzRun(t *testing.T, data []byte) []string {
 				// The device refuses the next sparse submission whole.
 				storage.refuseCall = storage.refused + 1
 				note("refuse bind %d", storage.refuseCall)
+			case 5:
+				// Other streams take the sparse address space but what is
+				// left, or give theirs back.
+				if _, taken := storage.ranges[1<<30]; taken {
+					delete(storage.ranges, 1<<30)
+				} else {
+					takeAddressSpace(storage, uint64(next())<<12)
+				}
+				note("address space %d", storage.ranges[1<<30])
 			default:
 				m.Cleanup(sub == 3)
 			}
@@ -341,6 +352,10 @@ func FuzzManager(f *testing.F) {
 	// Reservations at the top of uint64, between ordinary ones.
 	f.Add([]byte{0, 0, 7, 1, 0, 7, 2, 0, 0, 3, 0, 7, 3, 1, 7, 0, 0, 7, 4, 3, 0})
 	f.Add([]byte{5, 0, 7, 5, 0, 0, 4, 0, 7, 6, 6, 2, 0, 7, 7, 0, 0, 1})
+	// A virtual pool past its first range (a fourth of the heap), resolved
+	// there, then with the address space taken.
+	f.Add([]byte{6, 0, 3, 0xF0, 0, 0, 3, 0xF0, 0, 0, 3, 0xF0, 0, 0, 3, 0xF0, 0, 0, 3, 0xF0, 0, 0, 3, 0xF0, 0,
+		5, 5, 7, 5, 2, 0, 3, 0xF0, 0, 3, 5, 0, 3, 0xF0, 0, 7, 3, 5, 4})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		first := fuzzRun(t, data)
 		second := fuzzRun(t, data)

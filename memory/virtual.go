@@ -1129,9 +1129,12 @@ func (p *virtualPool) resolve(ref int32) (vkruntime.StorageHandle, error) {
 	return vkruntime.StorageHandle{ID: p.vrange.ID, Offset: off, Size: size}, nil
 }
 
+// locate says where a live ref lies as Resolve does: its range (as the
+// page) and the offset in it.
 func (p *virtualPool) locate(ref int32) (int, uint64, uint64) {
 	off, size := p.where(ref)
-	return 0, off, size
+	_, base, k := p.rangeAt(off)
+	return k, off - base, size
 }
 
 // cleanup, when explicit, unbinds every idle granule and returns every
