@@ -145,6 +145,12 @@ type Client struct {
 	closed  atomic.Bool // set under mu; read without it by streams
 	logger  *slog.Logger
 
+	// recording is held shared by RecordMemory from finding the environment
+	// to its write, and alone by Close before it closes the environment it
+	// opened: a record in flight finishes, and one after sees ErrClosed,
+	// instead of writing to a closed database.
+	recording sync.RWMutex
+
 	bufferID atomic.Uint64 // the last buffer id handed out; not under mu
 }
 
@@ -284,18 +290,56 @@ func (c *Client) Streams() []*Stream {
 
 type streamKey struct{}
 
-// WithStream makes s the calling stream of Client methods under ctx.
+// WithStream makes s the calling stream of Client methods under ctx; a nil
+// s names none, which leaves the default stream calling.
 func WithStream(ctx context.Context, s *Stream) context.Context {
 	return context.WithValue(ctx, streamKey{}, s)
 }
 
+// ErrForeignStream: a context named, with WithStream, a stream of another
+// client as the calling stream of this one. The typed form is
+// *ForeignStreamError.
+var ErrForeignStream = errors.New("client: stream of another client")
+
+// ForeignStreamError is ErrForeignStream with the numbers: the context named
+// stream Stream of another client (whose ids overlap this one's).
+type ForeignStreamError struct {
+	Stream vkruntime.StreamID
+}
+
+// Error names the foreign stream.
+func (e *ForeignStreamError) Error() string {
+	return fmt.Sprintf("client: the context's stream %d belongs to another client", e.Stream)
+}
+
+// Is makes a *ForeignStreamError match ErrForeignStream.
+func (e *ForeignStreamError) Is(target error) bool { return target == ErrForeignStream }
+
 // Stream is the calling stream under ctx: the one WithStream put there if it
-// belongs to c, else the default stream.
+// belongs to c, else the default stream. It cannot refuse a stream of
+// another client, so it passes over one; CallingStream refuses it, and so
+// does every Client method that acts on the calling stream.
 func (c *Client) Stream(ctx context.Context) *Stream {
-	if s, ok := ctx.Value(streamKey{}).(*Stream); ok && s != nil && s.c == c {
+	if s, err := c.CallingStream(ctx); err == nil {
 		return s
 	}
 	return c.def
+}
+
+// CallingStream is the calling stream under ctx: the one WithStream put
+// there, else the default stream. A stream of another client is a
+// *ForeignStreamError (ErrForeignStream): acting on this client's default
+// stream instead would put the caller's work where it did not ask. A closed
+// stream of c is returned, and refuses work with ErrClosed itself.
+func (c *Client) CallingStream(ctx context.Context) (*Stream, error) {
+	s, _ := ctx.Value(streamKey{}).(*Stream)
+	switch {
+	case s == nil:
+		return c.def, nil
+	case s.c != c:
+		return nil, &ForeignStreamError{Stream: s.id}
+	}
+	return s, nil
 }
 
 // Close closes every stream and the device, and the environment the client
@@ -311,6 +355,8 @@ func (c *Client) Close() error {
 	for _, s := range c.streams {
 		streams = append(streams, s)
 	}
+	// Streams lists open streams only; from here on every one is closing.
+	clear(c.streams)
 	env, ownsEnv := c.env, c.ownsEnv
 	c.env = nil
 	c.mu.Unlock()
@@ -319,7 +365,9 @@ func (c *Client) Close() error {
 		s.release()
 	}
 	if ownsEnv && env != nil {
+		c.recording.Lock()
 		errs = append(errs, env.Close())
+		c.recording.Unlock()
 	}
 	errs = append(errs, c.dev.Close())
 	return errors.Join(errs...)

@@ -14,7 +14,8 @@
 // bound to device memory under live bytes only, elsewhere they get the
 // SubSlices pools (see WithLayout, InstallMemoryPools). Methods of Client
 // act on the calling stream: the one WithStream put on the context, else
-// the default stream.
+// the default stream; a stream of another client there is refused with
+// *ForeignStreamError (ErrForeignStream), not replaced by the default one.
 //
 // # Buffers and launches
 //

@@ -120,23 +120,39 @@ func (s *Stream) Run(ctx context.Context, l kernel.Launch, buffers ...*Buffer) e
 
 // Empty makes a zero-filled buffer of size bytes on the calling stream.
 func (c *Client) Empty(ctx context.Context, size uint64) (*Buffer, error) {
-	return c.Stream(ctx).Empty(ctx, size)
+	s, err := c.CallingStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.Empty(ctx, size)
 }
 
 // Create makes a buffer holding a copy of data on the calling stream.
 func (c *Client) Create(ctx context.Context, data []byte) (*Buffer, error) {
-	return c.Stream(ctx).Create(ctx, data)
+	s, err := c.CallingStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.Create(ctx, data)
 }
 
 // LaunchBatch runs launches in one submission on the calling stream; see
 // Stream.LaunchBatch.
 func (c *Client) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
-	return c.Stream(ctx).LaunchBatch(ctx, ops)
+	s, err := c.CallingStream(ctx)
+	if err != nil {
+		return err
+	}
+	return s.LaunchBatch(ctx, ops)
 }
 
 // Run launches a typed launch on the calling stream; see Stream.Run.
 func (c *Client) Run(ctx context.Context, l kernel.Launch, buffers ...*Buffer) error {
-	return c.Stream(ctx).Run(ctx, l, buffers...)
+	s, err := c.CallingStream(ctx)
+	if err != nil {
+		return err
+	}
+	return s.Run(ctx, l, buffers...)
 }
 
 // zeroFill is the fill op that clears a buffer's whole slice; slices are

@@ -22,9 +22,16 @@ func (c *Client) MemoryUsage(ctx context.Context) memory.Usage {
 	return u
 }
 
-// MemoryReport is the calling stream's pools now.
+// MemoryReport is the calling stream's pools now. Where the context names a
+// stream of another client there is no calling stream to report on, and
+// the report is the zero one, not the default stream's; CallingStream
+// says why.
 func (c *Client) MemoryReport(ctx context.Context) memory.Report {
-	return c.Stream(ctx).Report()
+	s, err := c.CallingStream(ctx)
+	if err != nil {
+		return memory.Report{}
+	}
+	return s.Report()
 }
 
 // MemoryCleanup returns the device memory of every stream's fully free
@@ -35,11 +42,13 @@ func (c *Client) cleanup() {
 	for _, s := range c.Streams() {
 		s.mu.Lock()
 		if !s.closed {
+			// Flushed under the stream's lock, not after: a Close of the
+			// client waits for that lock before it closes the device.
 			s.mgr.Cleanup(true)
+			c.storage.Flush()
 		}
 		s.mu.Unlock()
 	}
-	c.storage.Flush()
 }
 
 // Persistent runs fn with the calling stream in a persistent window: what fn
@@ -47,7 +56,10 @@ func (c *Client) cleanup() {
 // InstallMemoryPools leaves alone. Windows nest; other work on the same
 // stream meanwhile is inside the window too.
 func (c *Client) Persistent(ctx context.Context, fn func(ctx context.Context) error) error {
-	s := c.Stream(ctx)
+	s, err := c.CallingStream(ctx)
+	if err != nil {
+		return err
+	}
 	if err := s.BeginPersistent(); err != nil {
 		return err
 	}
@@ -60,9 +72,15 @@ func (c *Client) Persistent(ctx context.Context, fn func(ctx context.Context) er
 // *memory.InstallError: InvalidLayout (nothing changes), PoolsInUse (the
 // stream still holds live dynamic buffers; its old layout is kept, and so is
 // the client's), StreamUnavailable (the stream is in an error state; l still
-// applies to new streams) or Unsupported.
+// applies to new streams) or Unsupported; a closed calling stream is
+// ErrClosed and one of another client ErrForeignStream, and neither changes
+// the client's layout.
 func (c *Client) InstallMemoryPools(ctx context.Context, l memory.Layout) error {
-	err := c.Stream(ctx).InstallMemoryPools(l)
+	s, err := c.CallingStream(ctx)
+	if err != nil {
+		return err
+	}
+	err = s.InstallMemoryPools(l)
 	var ie *memory.InstallError
 	if err == nil || errors.As(err, &ie) && ie.Kind == memory.StreamUnavailable {
 		c.setLayout(l)
@@ -126,14 +144,38 @@ type MemoryRecord struct {
 func (MemoryRecord) Kind() string { return environment.KindMemory }
 
 // RecordMemory snapshots the calling stream's report under label into the
-// client's environment.
+// client's environment. A closed calling stream (ErrClosed) or one of
+// another client (ErrForeignStream) records nothing: a record of pools the
+// caller did not mean would mislead the plans made from it.
 func (c *Client) RecordMemory(ctx context.Context, label string) (environment.Entry, error) {
+	s, err := c.CallingStream(ctx)
+	if err != nil {
+		return environment.Entry{}, err
+	}
+	// The stream is checked before the environment is opened: a refused
+	// record leaves no default environment behind.
+	report, err := s.openReport()
+	if err != nil {
+		return environment.Entry{}, err
+	}
+	c.recording.RLock()
+	defer c.recording.RUnlock()
 	env, err := c.environment(ctx)
 	if err != nil {
 		return environment.Entry{}, err
 	}
-	rec := MemoryRecord{memory.Record{Label: label, Report: c.Stream(ctx).Report()}}
+	rec := MemoryRecord{memory.Record{Label: label, Report: report}}
 	return env.Put(ctx, label, rec)
+}
+
+// openReport is the stream's report, refused once the stream is closed.
+func (s *Stream) openReport() (memory.Report, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return memory.Report{}, s.closedError()
+	}
+	return s.mgr.Report(), nil
 }
 
 // MemoryRecords reads the memory records q selects from env.

@@ -67,7 +67,15 @@ type Measurement struct {
 // hold no live dynamic buffers) and, with opts.Verify, runs the workload
 // for real there and checks it fit.
 func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts MeasureOptions) (*Measurement, error) {
-	target := c.Stream(ctx)
+	target, err := c.CallingStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// A closed stream is refused before the workload runs, not after a dry
+	// run whose plan has nowhere to go.
+	if _, err := target.openReport(); err != nil {
+		return nil, err
+	}
 	layout := c.opened
 	if opts.Layout != nil {
 		layout = *opts.Layout

@@ -396,10 +396,17 @@ func (s *Stream) read(ctx context.Context, b *Buffer, offset, n uint64, dst func
 	})
 }
 
-// Free returns b to the stream's pools. Freeing twice is ErrNotFound.
+// Free returns b to the stream's pools. Freeing twice is ErrNotFound; once
+// the stream is closed, Free is ErrClosed as every other use is, not a
+// double free: Close, not the caller, freed the buffer.
 func (s *Stream) Free(b *Buffer) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// A buffer of another stream is refused as foreign even here, so only
+	// this stream's closing is reported.
+	if s.closed && b != nil && b.buffer != nil && b.s == s {
+		return s.closedError()
+	}
 	if err := s.owns(b); err != nil {
 		return err
 	}
@@ -425,24 +432,34 @@ func (s *Stream) forget(b *Buffer) {
 	b.live = -1
 }
 
+// ErrDefaultStream: Close was called on a client's default stream, which
+// closes with its client only.
+var ErrDefaultStream = errors.New("client: the default stream closes with its client")
+
 // Close frees the stream's buffers and returns its pools' memory. The
-// default stream closes with its client.
+// default stream closes with its client: closing it alone is
+// ErrDefaultStream and changes nothing.
 func (s *Stream) Close() error {
 	if s == s.c.def {
-		return fmt.Errorf("client: stream %d is the default stream; it closes with the client", s.id)
+		return fmt.Errorf("%w (stream %d)", ErrDefaultStream, s.id)
 	}
+	// Released before it leaves the client's streams: a Client.Close that
+	// no longer finds it there must not close the device while its pages
+	// are still being handed back.
+	s.release()
 	s.c.mu.Lock()
 	delete(s.c.streams, s.id)
 	s.c.mu.Unlock()
-	s.release()
 	return nil
 }
 
-// release frees every buffer and returns the pools' pages to the device.
+// release frees every buffer and returns the pools' pages to the device,
+// all under s.mu, so a Client.Close that takes the lock after finds the
+// stream done with the device and may close it.
 func (s *Stream) release() {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
-		s.mu.Unlock()
 		return
 	}
 	for _, b := range s.live {
@@ -452,9 +469,8 @@ func (s *Stream) release() {
 	clear(s.live)
 	s.live = s.live[:0]
 	s.mgr.Cleanup(true)
-	s.closed = true
-	s.mu.Unlock()
 	s.c.storage.Flush()
+	s.closed = true
 }
 
 func bufferSize(b *Buffer) uint64 {
