@@ -455,6 +455,20 @@ func Validate(k Kernel, grid [3]uint32, bindings []vkruntime.StorageHandle, push
 	return nil
 }
 
+// BindingSizes is, for each binding of a launch of k, the bytes from its
+// start that the kernel reads or writes: what Validate requires the binding
+// to hold. A device need move no more of a binding than that (the cpu device
+// copied all of a virtual range's handle, up to 4 GiB, to fill one word of
+// it). Nil for a kernel outside the catalogue or push constants of another
+// size than it takes.
+func BindingSizes(k Kernel, grid [3]uint32, push []byte) []uint64 {
+	canon, ok := catalogueKernel(k.Name)
+	if !ok || uint32(len(push)) != canon.PushSize() {
+		return nil
+	}
+	return canon.need(pushValues(push), grid)
+}
+
 func catalogueKernel(name string) (Kernel, bool) {
 	for _, k := range catalogue {
 		if k.Name == name {

@@ -14,8 +14,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	goruntime "runtime"
 	"sync"
-	"sync/atomic"
 
 	"github.com/vkrt/vkrt/device"
 	"github.com/vkrt/vkrt/kernel"
@@ -86,7 +87,18 @@ type Device struct {
 	props   vkruntime.DeviceProperties
 	limits  kernel.Limits
 	storage *Storage
-	closed  atomic.Bool
+
+	// callsMu guards running, the calls between begin and end, and the
+	// closing state: Close marks the device closed under it, so that no
+	// call begins afterwards, and waits on drained for the running ones
+	// before it releases the storage they may be using.
+	callsMu sync.Mutex
+	closed  bool
+	running int
+	drained chan struct{}
+	// released is closed once Close has released the storage, so that a
+	// second Close returns no earlier than the first.
+	released chan struct{}
 }
 
 var _ device.Device = (*Device)(nil)
@@ -121,6 +133,7 @@ func New(opts ...Option) (*Device, error) {
 			MaxPushConstantsSize:     128,
 			MaxComputeWorkGroupCount: [3]uint32{65535, 65535, 65535},
 		},
+		released: make(chan struct{}),
 	}
 	d.storage = &Storage{dev: d, pages: map[vkruntime.StorageID]*page{}, heap: c.memorySize, limit: c.memoryLimit, granule: c.granule}
 	return d, nil
@@ -156,24 +169,58 @@ func (d *Device) Limits() kernel.Limits { return d.limits }
 // Storage is the device's host-memory storage (a *Storage).
 func (d *Device) Storage() device.Storage { return d.storage }
 
-// Close releases the storage's memory; the device refuses work afterwards
-// with an error matching runtime.ErrClosed. A second Close does nothing.
+// Close waits for the calls running on the device to end (a dispatch runs
+// to its end or its context's), then releases the storage's memory; calls
+// made once Close began fail with an error matching runtime.ErrClosed. A
+// second Close returns once the first has released the storage.
 func (d *Device) Close() error {
-	if d.closed.Swap(true) {
+	d.callsMu.Lock()
+	if d.closed {
+		d.callsMu.Unlock()
+		<-d.released
 		return nil
 	}
+	d.closed = true
+	var drained chan struct{}
+	if d.running > 0 {
+		drained = make(chan struct{})
+		d.drained = drained
+	}
+	d.callsMu.Unlock()
+	if drained != nil {
+		<-drained
+	}
 	d.storage.releaseAll()
+	close(d.released)
 	return nil
 }
 
-func (d *Device) usable(ctx context.Context) error {
+// begin admits a call that uses the storage: it fails on an ended context
+// or a closed device, and otherwise Close waits for the matching end before
+// it releases the pages the call may be reading or writing. Without it a
+// call racing with Close wrote to released memory after Close returned, or
+// failed with ErrNotFound for pages Close had just dropped.
+func (d *Device) begin(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if d.closed.Load() {
+	d.callsMu.Lock()
+	defer d.callsMu.Unlock()
+	if d.closed {
 		return d.closedError()
 	}
+	d.running++
 	return nil
+}
+
+func (d *Device) end() {
+	d.callsMu.Lock()
+	defer d.callsMu.Unlock()
+	d.running--
+	if d.running == 0 && d.drained != nil {
+		close(d.drained)
+		d.drained = nil
+	}
 }
 
 // closedError is what every call after Close fails with: it matches
@@ -184,13 +231,14 @@ func (d *Device) closedError() error {
 
 // Upload copies src to the start of dst.
 func (d *Device) Upload(ctx context.Context, dst vkruntime.StorageHandle, src []byte) error {
-	if err := d.usable(ctx); err != nil {
+	if err := d.begin(ctx); err != nil {
 		return err
 	}
+	defer d.end()
 	if uint64(len(src)) > dst.Size {
 		return fmt.Errorf("cpu: upload of %d B into %v of %d B", len(src), dst, dst.Size)
 	}
-	v, err := d.storage.view(dst)
+	v, err := d.storage.view(dst, uint64(len(src)))
 	if err != nil {
 		return err
 	}
@@ -201,13 +249,14 @@ func (d *Device) Upload(ctx context.Context, dst vkruntime.StorageHandle, src []
 
 // Download copies the start of src into dst.
 func (d *Device) Download(ctx context.Context, src vkruntime.StorageHandle, dst []byte) error {
-	if err := d.usable(ctx); err != nil {
+	if err := d.begin(ctx); err != nil {
 		return err
 	}
+	defer d.end()
 	if uint64(len(dst)) > src.Size {
 		return fmt.Errorf("cpu: download of %d B from %v of %d B", len(dst), src, src.Size)
 	}
-	v, err := d.storage.view(src)
+	v, err := d.storage.view(src, uint64(len(dst)))
 	if err != nil {
 		return err
 	}
@@ -219,9 +268,10 @@ func (d *Device) Download(ctx context.Context, src vkruntime.StorageHandle, dst 
 // goroutine. When ctx ends it stops between work items and returns
 // ctx.Err(); the ops not finished leave their outputs partly written.
 func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
-	if err := d.usable(ctx); err != nil {
+	if err := d.begin(ctx); err != nil {
 		return err
 	}
+	defer d.end()
 	for i, op := range ops {
 		err := kernel.Validate(op.Kernel, op.Grid, op.Bindings, op.Push, d.limits)
 		if err == nil {
@@ -239,11 +289,15 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 			continue // no work group runs
 		}
 		// Viewed only now: an earlier op of the batch may have written a
-		// virtual range this one reads.
+		// virtual range this one reads. Only the bytes the kernel touches
+		// are viewed: a virtual range's view is a copy, written back whole,
+		// which for a large handle cost its size in host memory and wrote
+		// bytes the kernel never did back over later changes to them.
+		touched := kernel.BindingSizes(op.Kernel, op.Grid, op.Push)
 		views := make([]view, len(op.Bindings))
 		mem := make([][]byte, len(op.Bindings))
 		for j, h := range op.Bindings {
-			v, err := d.storage.view(h)
+			v, err := d.storage.view(h, min(h.Size, touched[j]))
 			if err != nil {
 				return err
 			}
@@ -300,9 +354,10 @@ var _ device.Storage = (*Storage)(nil)
 // *runtime.OutOfMemoryError (after handing deferred pages back), and the
 // storage stays as it was.
 func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
-	if s.dev.closed.Load() {
-		return vkruntime.StorageHandle{}, s.dev.closedError()
+	if err := s.dev.begin(context.Background()); err != nil {
+		return vkruntime.StorageHandle{}, err
 	}
+	defer s.dev.end()
 	if size == 0 {
 		return vkruntime.StorageHandle{}, errors.New("cpu: storage allocation of 0 B: a page needs at least one byte")
 	}
@@ -330,11 +385,36 @@ func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 	id := s.next
 	s.mu.Unlock()
 	// Allocated outside the lock: a large page takes a while to zero.
-	p := &page{mem: make([]byte, size), held: held}
+	mem, ok := hostBytes(size)
 	s.mu.Lock()
-	s.pages[id] = p
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	if !ok {
+		s.allocated -= held
+		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{
+			Size: size, HeapSize: s.heap, Usage: s.allocated, Limit: s.limit,
+			Detail: fmt.Sprintf("device %s: a page of %d B is past what host memory can address", s.dev.name, size),
+		}
+	}
+	s.pages[id] = &page{mem: mem, held: held}
 	return vkruntime.StorageHandle{ID: id, Size: size}, nil
+}
+
+// hostBytes makes n zeroed bytes, false where Go cannot make a slice so
+// long: a heap set past host memory (WithMemorySize(1<<62)) let Alloc reach
+// make with such a size, which panicked with the size counted as held.
+func hostBytes(n uint64) (b []byte, ok bool) {
+	if n > math.MaxInt {
+		return nil, false
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			if _, isRuntime := r.(goruntime.Error); !isRuntime {
+				panic(r)
+			}
+			b, ok = nil, false
+		}
+	}()
+	return make([]byte, n), true
 }
 
 func (s *Storage) fits(held uint64) bool {
@@ -454,18 +534,22 @@ func (s *Storage) copyVirtual(p *page, offset uint64, buf []byte, toRange bool) 
 	}
 }
 
-// view resolves h, which must lie in a live page or virtual range.
-func (s *Storage) view(h vkruntime.StorageHandle) (view, error) {
+// view resolves h, which must lie in a live page or virtual range, to its
+// first n <= h.Size bytes. A transfer views only the bytes it moves: a
+// virtual range's view is a copy, and a download of 4 B through a handle of
+// a whole 1 TiB range allocated all of it, and an upload wrote the bytes
+// past its own back from that copy over whatever had changed them since.
+func (s *Storage) view(h vkruntime.StorageHandle, n uint64) (view, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, err := s.lookup(h)
-	if err != nil || p == nil {
+	if err != nil || p == nil || n == 0 {
 		return view{}, err
 	}
 	if p.virtual == nil {
-		return view{mem: p.mem[h.Offset : h.Offset+h.Size : h.Offset+h.Size]}, nil
+		return view{mem: p.mem[h.Offset : h.Offset+n : h.Offset+n]}, nil
 	}
-	v := view{mem: make([]byte, h.Size), virtual: p, offset: h.Offset, granule: s.granule, s: s}
+	v := view{mem: make([]byte, n), virtual: p, offset: h.Offset, granule: s.granule, s: s}
 	s.copyVirtual(p, h.Offset, v.mem, false)
 	return v, nil
 }

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -34,9 +35,10 @@ func (s *Storage) MaxVirtualSize() uint64 {
 // ReserveVirtual makes a virtual range of size bytes with nothing bound;
 // it holds no memory and counts against neither the heap nor the limit.
 func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
-	if s.dev.closed.Load() {
-		return vkruntime.StorageHandle{}, s.dev.closedError()
+	if err := s.dev.begin(context.Background()); err != nil {
+		return vkruntime.StorageHandle{}, err
 	}
+	defer s.dev.end()
 	if s.granule == 0 {
 		return vkruntime.StorageHandle{}, errNoSparse
 	}
@@ -69,9 +71,10 @@ func (s *Storage) ReleaseVirtual(id vkruntime.StorageID) {
 // Bind backs granules of a virtual range with pages' memory (Memory 0
 // unbinds them). Every bind is checked first; a refused call binds nothing.
 func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind) error {
-	if s.dev.closed.Load() {
-		return s.dev.closedError()
+	if err := s.dev.begin(context.Background()); err != nil {
+		return err
 	}
+	defer s.dev.end()
 	if s.granule == 0 {
 		return errNoSparse
 	}

@@ -1,0 +1,125 @@
+package cpu_test
+
+import (
+	"context"
+	"math"
+	goruntime "runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/device"
+	"github.com/vkrt/vkrt/device/cpu"
+	"github.com/vkrt/vkrt/kernel"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// Rows of no columns (and no rows) are an empty launch: Validate accepts
+// it, and every device writes nothing, not even past the empty output.
+func TestEmptyRowsWriteNothing(t *testing.T) {
+	onDevices(t, func(t *testing.T, d device.Device) {
+		sentinel := []float32{7, 7, 7, 7}
+		for _, l := range []kernel.Launch{
+			kernel.Softmax(3, 0), kernel.Softmax(0, 4),
+			kernel.LayerNorm(3, 0, 1e-5), kernel.LayerNorm(0, 4, 1e-5),
+			kernel.Transpose(3, 0), kernel.Transpose(0, 4),
+		} {
+			hs := make([]vkruntime.StorageHandle, len(l.Kernel.Bindings))
+			for i := range hs {
+				hs[i] = put(t, d, sentinel)
+			}
+			require.NoError(t, d.Dispatch(t.Context(), []kernel.Op{l.With(hs...)}), "%s %x", l.Kernel.Name, l.Push)
+			for i, h := range hs {
+				require.Equal(t, sentinel, get(t, d, h), "%s %x: binding %d", l.Kernel.Name, l.Push, i)
+			}
+		}
+	})
+}
+
+// The cpu device returns at once from rows of no columns, however many:
+// it walked all 2^32 - 1 of them, 44 s for a softmax and 72 s for a layer
+// norm (2 s for a transpose) over bindings of 0 B, with nothing to write.
+func TestManyEmptyRowsReturnAtOnce(t *testing.T) {
+	d := newDevice(t)
+	for _, l := range []kernel.Launch{
+		kernel.Softmax(math.MaxUint32, 0), kernel.LayerNorm(math.MaxUint32, 0, 1e-5), kernel.Transpose(math.MaxUint32, 0),
+	} {
+		l.Grid = [3]uint32{1, 1, 1}
+		hs := make([]vkruntime.StorageHandle, len(l.Kernel.Bindings)) // 0 B each: all the launch needs
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		err := d.Dispatch(ctx, []kernel.Op{l.With(hs...)})
+		cancel()
+		require.NoError(t, err, "%s of %d x 0", l.Kernel.Name, uint32(math.MaxUint32))
+	}
+}
+
+// A transfer through a handle of a virtual range copies only the bytes it
+// moves: a download of 4 B through a handle of a whole 1 GiB range gathered
+// (and allocated) all of it first, and the upload scattered it all back.
+func TestTransfersThroughLargeVirtualHandlesCopyWhatTheyMove(t *testing.T) {
+	const g = 64 << 10
+	d := newDevice(t, cpu.WithSparseGranule(g))
+	s := d.Storage().(*cpu.Storage)
+	v, err := s.ReserveVirtual(1 << 30)
+	require.NoError(t, err)
+	m, err := s.Alloc(g)
+	require.NoError(t, err)
+	require.NoError(t, s.Bind(v.ID, []vkruntime.SparseBind{{Size: g, Memory: m.ID}}))
+
+	var before, after goruntime.MemStats
+	goruntime.ReadMemStats(&before)
+	require.NoError(t, d.Upload(t.Context(), v, []byte{1, 2, 3, 4}))
+	got := make([]byte, 4)
+	require.NoError(t, d.Download(t.Context(), v, got))
+	goruntime.ReadMemStats(&after)
+	require.Equal(t, []byte{1, 2, 3, 4}, got)
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated for 8 B of transfers")
+
+	// The whole handle must still lie in the range.
+	past := vkruntime.StorageHandle{ID: v.ID, Offset: 1 << 30, Size: 4}
+	require.ErrorContains(t, d.Download(t.Context(), past, nil), "outside its page")
+}
+
+// A page past what Go can address, on a heap set larger still, is out of
+// device memory and holds nothing: Alloc panicked in make, with the size
+// already counted against the heap.
+func TestPagesPastHostMemoryAreOutOfMemory(t *testing.T) {
+	d := newDevice(t, cpu.WithMemorySize(1<<62))
+	s := d.Storage()
+	for _, size := range []uint64{1 << 61, 1<<62 - 4096} {
+		_, err := s.Alloc(size)
+		require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory, "%d B", size)
+		var oom *vkruntime.OutOfMemoryError
+		require.ErrorAs(t, err, &oom)
+		require.Equal(t, size, oom.Size)
+		require.Zero(t, s.Allocated(), "a refused page holds nothing")
+	}
+	h, err := s.Alloc(4)
+	require.NoError(t, err)
+	require.NoError(t, d.Upload(t.Context(), h, []byte{1, 2, 3, 4}))
+}
+
+// A kernel on a handle of a virtual range copies only the bytes it
+// touches: filling one word through a handle of a 1 GiB range copied the
+// whole handle out and back, 1 GiB of host memory for 4 B.
+func TestKernelsOnLargeVirtualHandlesCopyWhatTheyTouch(t *testing.T) {
+	const g = 64 << 10
+	d := newDevice(t, cpu.WithSparseGranule(g))
+	s := d.Storage().(*cpu.Storage)
+	v, err := s.ReserveVirtual(1 << 30)
+	require.NoError(t, err)
+	m, err := s.Alloc(g)
+	require.NoError(t, err)
+	require.NoError(t, s.Bind(v.ID, []vkruntime.SparseBind{{Size: g, Memory: m.ID}}))
+	require.NoError(t, d.Upload(t.Context(), m, []byte{9, 9, 9, 9, 9, 9, 9, 9}))
+
+	var before, after goruntime.MemStats
+	goruntime.ReadMemStats(&before)
+	require.NoError(t, d.Dispatch(t.Context(), []kernel.Op{kernel.FillWords(1, 0x01020304).With(v)}))
+	goruntime.ReadMemStats(&after)
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated to fill one word")
+	got := make([]byte, 8)
+	require.NoError(t, d.Download(t.Context(), m, got))
+	require.Equal(t, []byte{4, 3, 2, 1, 9, 9, 9, 9}, got, "the word filled, the next one as it was")
+}
