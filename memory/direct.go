@@ -62,13 +62,37 @@ func (p *directPool) reserve(size, requested uint64, lazy bool) (int32, error) {
 		}
 		p.uncache(ref)
 	} else {
+		var (
+			n       int
+			freeing uint64
+		)
 		if !p.persistent {
-			p.reclaim(size)
+			n, freeing = p.reclaimable(size)
 		}
-		dp, err := p.openPage(size, lazy)
+		if err := p.roomForFreeing(size, freeing); err != nil {
+			return 0, err
+		}
+		// What the watermark hands back loses its memory first, to make
+		// room on the device, but stays cached until the new allocation
+		// is granted: a refused reservation maps it again and changes
+		// nothing.
+		for r, i := p.oldest, 0; i < n; r, i = p.entries[r].cacheNewer, i+1 {
+			if pg := &p.entries[r].devicePage; p.unmapPage(pg) {
+				p.unmapped = append(p.unmapped, pg)
+			}
+		}
+		if len(p.unmapped) > 0 {
+			p.storage.Flush()
+		}
+		dp, err := p.allocPage(size, lazy, freeing)
+		p.remapIfRefused(err)
 		if err != nil {
 			return 0, err
 		}
+		for range n {
+			p.release(p.oldest)
+		}
+		p.countPage(dp)
 		ref = takeSlot(&p.entries, &p.spare)
 		p.entries[ref] = directEntry{devicePage: dp, held: true}
 	}
@@ -78,9 +102,9 @@ func (p *directPool) reserve(size, requested uint64, lazy bool) (int32, error) {
 	return ref, nil
 }
 
-// reclaim hands cached allocations back, oldest first, until a new one of
-// size bytes stays under the watermark.
-func (p *directPool) reclaim(size uint64) {
+// watermark is the most bytes the dynamic pool keeps reserved with a new
+// allocation of size bytes live.
+func (p *directPool) watermark(size uint64) uint64 {
 	// Saturating: past 2^64 the watermark wrapped to a few bytes and a
 	// huge request handed back the whole cache.
 	watermark := uint64(math.MaxUint64)
@@ -90,8 +114,33 @@ func (p *directPool) reclaim(size uint64) {
 	if p.heap != 0 {
 		watermark = min(watermark, p.heap/4*3)
 	}
+	return watermark
+}
+
+// pastWatermark reports whether reserved bytes and size more pass the
+// watermark, without wrapping: their sum wrapped past 2^64 and kept the
+// whole cache.
+func pastWatermark(reserved, size, watermark uint64) bool {
+	return size > watermark || reserved > watermark-size
+}
+
+// reclaimable is how many cached allocations, and how many bytes,
+// reclaim(size) would hand back.
+func (p *directPool) reclaimable(size uint64) (n int, freeing uint64) {
+	watermark := p.watermark(size)
+	for r := p.oldest; r != none && pastWatermark(p.usage.BytesReserved-freeing, size, watermark); r = p.entries[r].cacheNewer {
+		n++
+		freeing += p.entries[r].size
+	}
+	return n, freeing
+}
+
+// reclaim hands cached allocations back, oldest first, until a new one of
+// size bytes stays under the watermark.
+func (p *directPool) reclaim(size uint64) {
+	watermark := p.watermark(size)
 	released := false
-	for p.oldest != none && p.usage.BytesReserved+size > watermark {
+	for p.oldest != none && pastWatermark(p.usage.BytesReserved, size, watermark) {
 		p.release(p.oldest)
 		released = true
 	}

@@ -66,11 +66,39 @@ func (p *exclusivePool) reserve(size, requested uint64, lazy bool) (int32, error
 		}
 		p.groups[g].free = free[:len(free)-1]
 	} else {
-		p.releaseTooSmall(size)
-		dp, err := p.openPage(size, lazy)
+		below, idle, drop := p.tooSmall(size)
+		var freeing uint64
+		if drop {
+			freeing = idle
+		}
+		if err := p.roomForFreeing(size, freeing); err != nil {
+			return 0, err
+		}
+		// The pages too small lose their memory first, to make room on
+		// the device, but are kept until the new page is granted: a
+		// refused reservation maps them again and changes nothing.
+		if drop {
+			for g := range below {
+				free := p.groups[g].free
+				for i := len(free) - 1; i >= 0; i-- { // the order release hands them back in
+					if pg := &p.pages[free[i]].devicePage; p.unmapPage(pg) {
+						p.unmapped = append(p.unmapped, pg)
+					}
+				}
+			}
+			if len(p.unmapped) > 0 {
+				p.storage.Flush()
+			}
+		}
+		dp, err := p.allocPage(size, lazy, freeing)
+		p.remapIfRefused(err)
 		if err != nil {
 			return 0, err
 		}
+		if drop {
+			p.release(below, func(*exclusivePage) bool { return true })
+		}
+		p.countPage(dp)
 		ref = takeSlot(&p.pages, &p.spare)
 		p.pages[ref] = exclusivePage{devicePage: dp, held: true}
 		p.groups[p.groupFor(size)].held++
@@ -161,25 +189,23 @@ func (p *exclusivePool) sweep(explicit bool) {
 	})
 }
 
-// releaseTooSmall returns the free pages too small for a request of size
-// that no free page fits, when together they hold half of it or more: a
-// pool whose requests keep growing (a KV cache reallocated larger) would
+// tooSmall says whether a request of size that no free page fits returns
+// the free pages too small for it (those of the first below groups, idle
+// bytes): it does when together they hold half of it or more, since a pool
+// whose requests keep growing (a KV cache reallocated larger) would
 // otherwise hoard every earlier page for a whole dealloc period.
-func (p *exclusivePool) releaseTooSmall(size uint64) {
-	below := p.searchGroups(size)
-	var idle uint64
+func (p *exclusivePool) tooSmall(size uint64) (below int, idle uint64, drop bool) {
+	below = p.searchGroups(size)
 	for g := range below {
 		idle += uint64(len(p.groups[g].free)) * p.groups[g].size
 	}
-	if idle >= size-size/2 { // 2*idle >= size, without wrapping
-		p.release(below, func(*exclusivePage) bool { return true })
-	}
+	return below, idle, idle >= size-size/2 // 2*idle >= size, without wrapping
 }
 
 // release returns the free pages of the first groups that drop selects,
 // in order of size, then index.
 func (p *exclusivePool) release(groups int, drop func(*exclusivePage) bool) {
-	released, emptied := false, false
+	flush, emptied := false, false // flush: a page with memory went
 	for g := range groups {
 		grp := &p.groups[g]
 		kept := len(grp.free)
@@ -189,13 +215,13 @@ func (p *exclusivePool) release(groups int, drop func(*exclusivePage) bool) {
 			if !drop(pg) {
 				continue
 			}
+			flush = flush || pg.mapped
 			p.closePage(&pg.devicePage)
 			*pg = exclusivePage{}
 			p.spare = append(p.spare, ref)
 			grp.free[i] = none
 			kept--
 			grp.held--
-			released = true
 		}
 		if kept != len(grp.free) {
 			grp.free = slices.DeleteFunc(grp.free, func(ref int32) bool { return ref == none })
@@ -211,7 +237,7 @@ func (p *exclusivePool) release(groups int, drop func(*exclusivePage) bool) {
 		})
 		p.indexGroups(0)
 	}
-	if released {
+	if flush {
 		p.storage.Flush()
 	}
 }

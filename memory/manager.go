@@ -262,7 +262,10 @@ func (m *Manager) routeOf(size uint64) *route {
 // layout order. Errors: ErrBufferTooBig when no pool accepts the size,
 // *CapacityError when every accepting pool is full at its cap, the
 // storage's error, or an *OutOfMemoryError where the pools would hold more
-// than 2^64 B (lazy pages too); on error nothing changed.
+// than 2^64 B (lazy pages too); on error nothing changed. (A pool hands
+// free memory back before it asks the device for more, and takes it again
+// when the device refuses: what the device refuses again stays in the pool
+// unmapped, like a lazy page.)
 func (m *Manager) Reserve(size uint64, mapping Mapping) (Handle, error) {
 	// The common case, kept short: the first accepting pool is sliced and
 	// has room. Everything else, errors included, takes reserveSlow.
@@ -344,11 +347,6 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy bool) (int16, int32,
 			return poolArena, ref, nil
 		}
 		spilled = true
-		if !m.warned[len(m.pools)] {
-			m.warned[len(m.pools)] = true
-			m.logger.Warn("memory: the allocation stream left the arena plan; later misses go to the fallback pools",
-				"reservation", m.ordinal, "bytes", size, "planned_slots", len(m.arena.cfg.slots))
-		}
 	}
 	r := m.routeOf(aligned)
 	if r.sliced != nil && !spilled {
@@ -384,9 +382,22 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy bool) (int16, int32,
 		if spilled {
 			m.spills++
 		}
+		if m.arena != nil {
+			m.warnLeftArena(size)
+		}
 		return firstDynamic + i, ref, nil
 	}
 	return 0, 0, &vkruntime.CapacityError{Size: size, Capacity: capBytes, InUse: usedBytes}
+}
+
+// warnLeftArena warns once per layout that a reservation missed the arena
+// plan. Only a served one says so: a refused one leaves the plan as it was.
+func (m *Manager) warnLeftArena(size uint64) {
+	if !m.warned[len(m.pools)] {
+		m.warned[len(m.pools)] = true
+		m.logger.Warn("memory: the allocation stream left the arena plan; later misses go to the fallback pools",
+			"reservation", m.ordinal, "bytes", size, "planned_slots", len(m.arena.cfg.slots))
+	}
 }
 
 // warnFull warns once per pool and layout about each full pool a

@@ -19,7 +19,9 @@ type pool interface {
 	accepts(size uint64) bool
 	// reserve places size aligned bytes for a request of requested bytes.
 	// It answers errPoolFull when a capped pool cannot serve it, or the
-	// storage's error; either way nothing changed.
+	// storage's error; either way nothing changed, except that free pages
+	// unmapped to make room whose memory the device then refuses to give
+	// back stay unmapped.
 	reserve(size, requested uint64, lazy bool) (int32, error)
 	// free releases a live ref that was reserved for requested bytes.
 	free(ref int32, requested uint64)
@@ -55,12 +57,26 @@ type poolBase struct {
 	pagesPeak     uint64
 	pagesUnmapped uint64
 	largest       uint64
+	unmapped      []*devicePage // what a reservation unmapped to make room, until its page is granted
 }
 
 func (b *poolBase) base() *poolBase { return b }
 
 func (b *poolBase) openPage(size uint64, lazy bool) (devicePage, error) {
-	if err := b.roomFor(size); err != nil {
+	pg, err := b.allocPage(size, lazy, 0)
+	if err != nil {
+		return devicePage{}, err
+	}
+	b.countPage(pg)
+	return pg, nil
+}
+
+// allocPage gets a page's device memory (none for a lazy one) without
+// counting the page. freeing is what the pool hands back once the page is
+// granted: a pool frees only then, so that a refused request changes
+// nothing, and the room in the counters is checked as if it were gone.
+func (b *poolBase) allocPage(size uint64, lazy bool, freeing uint64) (devicePage, error) {
+	if err := b.roomForFreeing(size, freeing); err != nil {
 		return devicePage{}, err
 	}
 	pg := devicePage{size: size}
@@ -70,14 +86,19 @@ func (b *poolBase) openPage(size uint64, lazy bool) (devicePage, error) {
 			return devicePage{}, err
 		}
 		pg.handle, pg.mapped = h, true
-	} else {
+	}
+	return pg, nil
+}
+
+// countPage counts a page allocPage gave, after what the pool freed for it.
+func (b *poolBase) countPage(pg devicePage) {
+	if !pg.mapped {
 		b.pagesUnmapped++
 	}
 	b.pageCount++
 	b.pagesPeak = max(b.pagesPeak, b.pageCount)
-	b.usage.BytesReserved += size
-	b.total.BytesReserved += size
-	return pg, nil
+	b.usage.BytesReserved += pg.size
+	b.total.BytesReserved += pg.size
 }
 
 func (b *poolBase) mapPage(pg *devicePage) error {
@@ -93,11 +114,41 @@ func (b *poolBase) mapPage(pg *devicePage) error {
 	return nil
 }
 
+// unmapPage hands a page's device memory back and keeps the page, unmapped
+// like a lazy one, for mapPage to give memory again; it reports whether
+// the page had memory.
+func (b *poolBase) unmapPage(pg *devicePage) bool {
+	if !pg.mapped {
+		return false
+	}
+	b.storage.Dealloc(pg.handle.ID)
+	pg.handle, pg.mapped = vkruntime.StorageHandle{}, false
+	b.pagesUnmapped++
+	return true
+}
+
+// remapIfRefused gives memory back to the pages in unmapped, which a pool
+// unmapped to make room for a new page, when the device refused that page
+// (err): one the device refuses now stays unmapped, a lazy page that gets
+// memory when next reserved eagerly. Either way the list is emptied.
+func (b *poolBase) remapIfRefused(err error) {
+	if err != nil {
+		for _, pg := range b.unmapped {
+			_ = b.mapPage(pg)
+		}
+	}
+	clear(b.unmapped) // the pages may move with their slab
+	b.unmapped = b.unmapped[:0]
+}
+
 // roomFor refuses a page that would take the bytes the pools hold past
 // 2^64, where their counters would wrap: no device holds that much, and a
 // lazy page, which no driver is asked for, must not make the figures lie.
-func (b *poolBase) roomFor(size uint64) error {
-	if held := b.total.BytesReserved; size > math.MaxUint64-held {
+func (b *poolBase) roomFor(size uint64) error { return b.roomForFreeing(size, 0) }
+
+// roomForFreeing is roomFor once freeing bytes the pools hold are gone.
+func (b *poolBase) roomForFreeing(size, freeing uint64) error {
+	if held := b.total.BytesReserved; size > math.MaxUint64-(held-freeing) {
 		return &vkruntime.OutOfMemoryError{Size: size, Usage: held,
 			Detail: "the pools would hold more than 18446744073709551615 B"}
 	}

@@ -187,17 +187,17 @@ func (p *slicedPool) tightenBound(pg *slicedPage, pi int) {
 
 // addPage opens a page at the lowest free index.
 func (p *slicedPool) addPage(lazy bool) (int, error) {
-	if p.capPages != 0 && p.held >= p.capPages {
-		if !p.grow {
-			return 0, errPoolFull
-		}
-		if p.outgrown != nil {
-			p.outgrown(p.capPages, p.held+1)
-		}
+	past := p.capPages != 0 && p.held >= p.capPages
+	if past && !p.grow {
+		return 0, errPoolFull
 	}
 	dp, err := p.openPage(p.pageSize, lazy)
 	if err != nil {
 		return 0, err
+	}
+	// A page past the forecast is a spill once the device granted it.
+	if past && p.outgrown != nil {
+		p.outgrown(p.capPages, p.held+1)
 	}
 	pi := len(p.pages)
 	if p.holes > 0 {

@@ -1,0 +1,192 @@
+package memory
+
+import (
+	"bytes"
+	"log/slog"
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// refusingStorage is a fakeStorage that refuses the next refuse Allocs.
+type refusingStorage struct {
+	*fakeStorage
+	refuse int
+}
+
+func newRefusingStorage() *refusingStorage { return &refusingStorage{fakeStorage: newFakeStorage()} }
+
+func (s *refusingStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
+	if s.refuse > 0 {
+		s.refuse--
+		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Detail: "test storage refuses"}
+	}
+	return s.fakeStorage.Alloc(size)
+}
+
+// liveSizes is what the device holds, as a sorted list of sizes: a page
+// given its memory again has a new id.
+func (s *refusingStorage) liveSizes() []uint64 {
+	return slices.Sorted(maps.Values(s.live))
+}
+
+func newRefusingManager(t *testing.T, l Layout) (*Manager, *refusingStorage) {
+	t.Helper()
+	s := newRefusingStorage()
+	m, err := NewManager(s, testProps, l)
+	require.NoError(t, err)
+	return m, s
+}
+
+// refusedChangesNothing reserves size bytes eagerly on a storage that
+// refuses that one Alloc and checks that the reservation fails as out of
+// device memory with the report, the spills and what the device holds as
+// they were.
+func refusedChangesNothing(t *testing.T, m *Manager, s *refusingStorage, size uint64) {
+	t.Helper()
+	before, spills, held := m.Report(), m.Spills(), s.liveSizes()
+	s.refuse = 1
+	_, err := m.Reserve(size, Eager)
+	require.Zero(t, s.refuse, "the device was asked")
+	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
+	var oom *vkruntime.OutOfMemoryError
+	require.ErrorAs(t, err, &oom)
+	require.Equal(t, before, m.Report(), "a refused reservation changed the report")
+	require.Equal(t, spills, m.Spills(), "a refused reservation counted a spill")
+	require.Equal(t, held, s.liveSizes(), "a refused reservation changed what the device holds")
+	require.NoError(t, m.checkInvariants())
+}
+
+// The direct pool trimmed its cache to the watermark before asking the
+// device for the new allocation, so a refused reservation had already
+// handed cached allocations back. The cache still gives its memory back
+// before the device is asked (what it holds at once is unchanged), and
+// takes it again when the device refuses.
+func TestRefusedDirectReserveKeepsItsCache(t *testing.T) {
+	m, s := newRefusingManager(t, DirectLayout())
+	var hs []Handle
+	for range 3 {
+		hs = append(hs, mustReserve(t, m, 1024, Eager))
+	}
+	for _, h := range hs {
+		require.NoError(t, m.Free(h))
+	}
+	// 3 KiB cached, nothing live: a 2 KiB allocation would take the
+	// pool past its watermark of 4 KiB, so the oldest 1 KiB makes room.
+	deallocs := s.deallocs
+	refusedChangesNothing(t, m, s, 2048)
+	require.Equal(t, deallocs+1, s.deallocs, "room was made before the device was asked")
+
+	// Granted, it trims the cache as it always did.
+	deallocs = s.deallocs
+	mustReserve(t, m, 2048, Eager)
+	require.Equal(t, deallocs+1, s.deallocs)
+	require.Equal(t, 0, s.pending)
+	require.Equal(t, []uint64{1024, 1024, 2048}, s.liveSizes())
+	r := m.Report().Dynamic[0]
+	require.Equal(t, uint64(4096), r.Usage.BytesReserved)
+	require.Equal(t, uint64(3), r.PagesPeak, "the peak counts the cache after its trim")
+}
+
+// An exclusive pool handed back its free pages too small for a request
+// before asking the device for the page that request needs.
+func TestRefusedExclusiveReserveKeepsItsFreePages(t *testing.T) {
+	m, s := newRefusingManager(t, ExclusivePagesLayout())
+	require.NoError(t, m.Free(mustReserve(t, m, 20000, Eager))) // the 64 KiB bucket
+	refusedChangesNothing(t, m, s, 40000)
+
+	deallocs := s.deallocs
+	mustReserve(t, m, 40000, Eager)
+	require.Equal(t, deallocs+1, s.deallocs, "the page too small goes")
+	require.Equal(t, 0, s.pending)
+	require.Equal(t, []uint64{40000}, s.liveSizes())
+	require.Equal(t, uint64(40000), m.Usage().BytesReserved)
+}
+
+// When the device refuses the memory back as well, the pages that made
+// room stay in the pool unmapped, like lazy ones: the same places and
+// figures, no memory held for them, and memory again when reused.
+func TestRefusedReserveOnAFullDeviceLeavesThePagesUnmapped(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		layout      Layout
+		cached, big uint64
+	}{
+		{"direct", DirectLayout(), 4096, 1024},
+		{"exclusive", ExclusivePagesLayout(), 20000, 40000},
+	} {
+		m, s := newRefusingManager(t, c.layout)
+		require.NoError(t, m.Free(mustReserve(t, m, c.cached, Eager)))
+		before := m.Report()
+		s.refuse = 2
+		_, err := m.Reserve(c.big, Eager)
+		require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory, c.name)
+		require.Empty(t, s.live, c.name)
+		after := m.Report()
+		for i := range after.Dynamic {
+			before.Dynamic[i].PagesUnmapped = after.Dynamic[i].PagesUnmapped
+		}
+		require.Equal(t, before, after, c.name)
+		require.NoError(t, m.checkInvariants(), c.name)
+		h := mustReserve(t, m, c.cached, Eager)
+		sh, err := m.Resolve(h)
+		require.NoError(t, err, c.name)
+		require.Contains(t, s.live, sh.ID, c.name)
+		require.Zero(t, m.Report().Usage().BytesReserved-c.cached, c.name)
+	}
+}
+
+// A forecast pool counted a spill and warned for a page past its plan
+// that the device then refused.
+func TestRefusedPageOfAForecastPoolIsNoSpill(t *testing.T) {
+	m, s := newRefusingManager(t, SlicedLayout(SlicedPool{PageSize: 1024, Pages: u64(1), Grow: true}))
+	var log bytes.Buffer
+	m.SetLogger(slog.New(slog.NewTextHandler(&log, nil)))
+	mustReserve(t, m, 1024, Eager)
+	refusedChangesNothing(t, m, s, 1024)
+	require.Empty(t, log.String(), "a refused page warned that the plan was short")
+
+	mustReserve(t, m, 1024, Eager)
+	require.Equal(t, uint64(1), m.Spills())
+	require.Contains(t, log.String(), "needs more pages than its plan expected")
+}
+
+// The direct pool's reclaim test added the request to the reserved bytes:
+// past 2^64 the sum wrapped under the watermark, the cache was kept and
+// the reservation refused for want of room the cache held.
+func TestDirectReclaimPast64BitsHandsTheCacheBack(t *testing.T) {
+	m, s := newTestManager(t, DirectLayout())
+	require.NoError(t, m.Free(mustReserve(t, m, 1<<63, Lazy)))
+	h := mustReserve(t, m, 1<<63+16, Lazy)
+	r := m.Report().Dynamic[0]
+	require.Equal(t, uint64(1), r.Pages, "the cached 2^63 B went back")
+	require.Equal(t, uint64(1<<63+16), r.Usage.BytesReserved)
+	require.NoError(t, m.Free(h))
+	m.Cleanup(true)
+	require.Equal(t, Usage{}, m.Usage())
+	require.Zero(t, s.allocs)
+}
+
+// A reservation off the arena plan warned that the stream left the plan
+// before any fallback pool took it: a refused one (too big, or refused by
+// the device) spent the layout's one warning on a reservation that never
+// happened, and the real miss after it went unsaid.
+func TestRefusedArenaMissDoesNotWarn(t *testing.T) {
+	m, s := newRefusingManager(t, arenaTestLayout())
+	var log bytes.Buffer
+	m.SetLogger(slog.New(slog.NewTextHandler(&log, nil)))
+	before := m.Report()
+	_, err := m.Reserve(1<<20, Eager) // past the fallback's 8 KiB page
+	require.ErrorIs(t, err, vkruntime.ErrBufferTooBig)
+	refusedChangesNothing(t, m, s, 100) // slot 0 is 1024 B: a miss the device refuses
+	require.Equal(t, before, m.Report())
+	require.Empty(t, log.String())
+
+	mustReserve(t, m, 100, Eager)
+	require.Equal(t, uint64(1), m.Spills())
+	require.Contains(t, log.String(), "left the arena plan")
+}
