@@ -142,3 +142,29 @@ func TestVirtualDryRunMaterialisesOnlyWhatARealRunScopeUses(t *testing.T) {
 	require.Equal(t, stats.Allocs, c.StorageStats().Deallocs, "cleanup returns every chunk")
 	require.Zero(t, pool().Pages)
 }
+
+// Back gives a buffer made in a dry run its device memory at once, as its
+// first use would, and it reads zeros; a buffer already backed, or of no
+// bytes, is left alone, and another stream's is refused.
+func TestBackGivesADryRunBufferItsMemory(t *testing.T) {
+	ctx := context.Background()
+	c := openOnCPU(t, nil)
+	b, err := c.Empty(dryrun.With(ctx), 3<<20)
+	require.NoError(t, err)
+	held := c.Device().Storage().Allocated()
+	s := c.DefaultStream()
+	require.NoError(t, s.Back(ctx, b))
+	require.Greater(t, c.Device().Storage().Allocated(), held, "the device holds the buffer's page")
+	after := c.Device().Storage().Allocated()
+	require.NoError(t, s.Back(ctx, b))
+	require.Equal(t, after, c.Device().Storage().Allocated())
+	got, err := b.Read(ctx)
+	require.NoError(t, err)
+	require.Equal(t, make([]byte, 3<<20), got)
+	empty, err := c.Empty(dryrun.With(ctx), 0)
+	require.NoError(t, err)
+	require.NoError(t, s.Back(ctx, empty))
+	other, err := c.NewStream()
+	require.NoError(t, err)
+	require.ErrorIs(t, other.Back(ctx, b), ErrForeignBuffer)
+}

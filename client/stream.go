@@ -339,6 +339,24 @@ func (s *Stream) Write(ctx context.Context, b *Buffer, offset uint64, data []byt
 	})
 }
 
+// Back gives b device memory now where a dry run made it without any, as
+// its first transfer or launch would; its zero fill stays pending until
+// that first use. A buffer with memory is left as it is. A host that checks
+// what a buffer makes its pools reserve before the device holds any of it
+// (wasmhost's quota of device bytes) makes the buffer in a dry run, then
+// backs it once it passes.
+func (s *Stream) Back(ctx context.Context, b *Buffer) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.withMemory(bufferSize(b), func() error {
+		if err := s.owns(b); err != nil {
+			return err
+		}
+		return s.back(b)
+	})
+}
+
 // Read returns b's contents. Under a dry run it returns zeros of b's size.
 func (s *Stream) Read(ctx context.Context, b *Buffer) ([]byte, error) {
 	return s.ReadAt(ctx, b, 0, bufferSize(b))
