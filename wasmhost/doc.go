@@ -11,8 +11,10 @@
 // ends, and a guest that traps, runs past its deadline (WithDeadline),
 // outgrows its memory limit (WithMaxMemoryPages) or exits ends alone.
 // Quotas of device bytes and handles (WithMaxDeviceBytes, WithMaxHandles)
-// answer EDQUOT. Tables, host memory outside the memory limit, are held to
-// one a guest, of at most WithMaxTableEntries entries, which it cannot
+// answer EDQUOT; a quota of device bytes also bounds what the guest's
+// pools reserve, whatever its layout and allocation pattern. Tables, host
+// memory outside the memory limit, are held to one a guest, of at most
+// WithMaxTableEntries entries, which it cannot
 // grow: guests are WebAssembly 2.0 without reference types. WASI is
 // provided with no filesystem, environment or arguments unless a run
 // grants them.

@@ -151,11 +151,8 @@ func bufferCreate(g *instance, mem api.Memory, stack []uint64) Errno {
 				size, pool, page, g.bound, g.maxBytes, g.slack))
 		}
 	}
-	b, err := g.stream.Empty(g.ctx, size)
-	if err != nil {
-		return g.fail(err)
-	}
-	if errno := g.checkReserved(b, size); errno != ESUCCESS {
+	b, errno := g.create(size)
+	if errno != ESUCCESS {
 		return errno
 	}
 	putU32(mem, out, g.add(b))
@@ -205,6 +202,7 @@ func bufferFree(g *instance, _ api.Memory, stack []uint64) Errno {
 	if err := g.stream.Free(b); err != nil {
 		return g.fail(err)
 	}
+	g.freed = true
 	return ESUCCESS
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/vkrt/vkrt/client"
+	"github.com/vkrt/vkrt/dryrun"
 	"github.com/vkrt/vkrt/memory"
 )
 
@@ -43,10 +44,13 @@ type instance struct {
 
 	live, maxHandles uint32
 	bytes, maxBytes  uint64
-	// With a quota of device bytes: what a layout the guest installs lets
-	// its pools reserve (reservedBound), and the part of it that is default
-	// pages (ladderSlack).
+	// With a quota of device bytes: what its pools may reserve
+	// (reservedBound), and the part of it that is default pages
+	// (defaultSlack).
 	bound, slack uint64
+	// freed says the guest's pools may hold free pages a cleanup would
+	// return: it freed a buffer (or had one refused) since the last.
+	freed bool
 	// installed is the layout the guest installed on its stream, in force
 	// while ownLayout.
 	installed           memory.Layout
@@ -68,8 +72,8 @@ func newInstance(h *Host, ctx context.Context, s *client.Stream, cfg runConfig) 
 		inst.maxHandles = DefaultMaxHandles
 	}
 	if inst.maxBytes > 0 {
-		p := h.c.Properties()
-		inst.bound, inst.slack = reservedBound(p, inst.maxBytes), ladderSlack(p, inst.maxBytes)
+		p, sparse := h.c.Properties(), hasSparse(h.c.Storage())
+		inst.bound, inst.slack = reservedBound(p, sparse, inst.maxBytes), defaultSlack(p, sparse, inst.maxBytes)
 	}
 	inst.baseDevice = h.deviceBytes()
 	return inst
@@ -130,29 +134,72 @@ func (g *instance) remove(handle uint32) *client.Buffer {
 	return b
 }
 
-// checkReserved holds a guest with a quota, under a layout it installed,
-// to its bound on what its pools reserve, after buffer_create made b of
-// size bytes: past the bound the pools' fully free pages and cached
-// allocations go back to the device, and if that is not enough b is freed,
-// its page returned, and buffer_create answers EDQUOT.
-func (g *instance) checkReserved(b *client.Buffer, size uint64) Errno {
-	if !g.ownLayout || g.maxBytes == 0 {
-		return ESUCCESS
+// create makes a buffer of size bytes. A guest with a quota has its pools
+// held to their bound: the buffer is first reserved lazily (its pages are
+// counted, the device holds nothing yet), and if that takes the pools past
+// the bound, their fully free pages and cached allocations go back to the
+// device; still past it, the buffer is freed and create answers EDQUOT, the
+// device never having held its page. Within the bound the buffer gets its
+// memory at once, as an eager one would, unless the guest's is a dry run.
+func (g *instance) create(size uint64) (*client.Buffer, Errno) {
+	if g.maxBytes == 0 {
+		b, err := g.stream.Empty(g.ctx, size)
+		if err != nil {
+			return nil, g.fail(err)
+		}
+		return b, ESUCCESS
 	}
-	if g.stream.Usage().BytesReserved <= g.bound {
-		return ESUCCESS
+	b, err := g.stream.Empty(dryrun.With(g.ctx), size)
+	if err != nil {
+		return nil, g.fail(err)
 	}
-	g.host.c.MemoryCleanup(g.ctx)
 	reserved := g.stream.Usage().BytesReserved
-	if reserved <= g.bound {
-		return ESUCCESS
+	if reserved > g.bound && g.freed {
+		g.cleanup()
+		reserved = g.stream.Usage().BytesReserved
 	}
-	if err := g.stream.Free(b); err != nil {
-		return g.fail(err)
+	if reserved > g.bound {
+		if err := g.stream.Free(b); err != nil {
+			return nil, g.fail(err)
+		}
+		g.freed = true // its page stays counted until the next cleanup
+		return nil, g.fail(fail(EDQUOT, "buffer_create: %d B more would make the guest's pools reserve %d B, past the %d B a guest with a quota of %d B may have them reserve (twice the quota plus %d B of default pages)",
+			size, reserved, g.bound, g.maxBytes, g.slack))
 	}
+	if !g.dry {
+		if err := g.stream.Back(g.ctx, b); err != nil {
+			_ = g.stream.Free(b)
+			g.freed = true
+			return nil, g.fail(err)
+		}
+	}
+	return b, ESUCCESS
+}
+
+// cleanup returns the fully free pages and cached allocations of the
+// client's pools to the device. The client has no cleanup of one stream,
+// so other streams' free pages go too: the device then holds less than
+// when the guest started for reasons of the guest's own, and the baseline
+// PeakDeviceBytes is measured from drops by what the others gave back, or
+// the guest's later pages would hide under it.
+func (g *instance) cleanup() {
+	devBefore, ownBefore := g.host.deviceBytes(), g.ownDevice()
 	g.host.c.MemoryCleanup(g.ctx)
-	return g.fail(fail(EDQUOT, "buffer_create: %d B more made the guest's pools reserve %d B, past the %d B a guest with a quota of %d B may have them reserve under a layout it installed (twice the quota plus %d B of default pages)",
-		size, reserved, g.bound, g.maxBytes, g.slack))
+	devAfter, ownAfter := g.host.deviceBytes(), g.ownDevice()
+	g.freed = false
+	if devBefore > devAfter {
+		others := (devBefore - devAfter) - min(devBefore-devAfter, ownBefore-min(ownBefore, ownAfter))
+		g.baseDevice -= min(g.baseDevice, others)
+	}
+}
+
+// ownDevice is at most the device memory the guest's pools hold: what
+// they reserve, none in a dry run.
+func (g *instance) ownDevice() uint64 {
+	if g.dry {
+		return 0
+	}
+	return g.stream.Usage().BytesReserved
 }
 
 // fail remembers err as the guest's last failure and returns its status.

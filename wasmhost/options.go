@@ -109,19 +109,26 @@ func WithDeadline(d time.Duration) RunOption {
 // live buffers together, as asked. Past it buffer_create answers EDQUOT.
 // 0 means no quota beyond the device and the pools.
 //
-// A quota also bounds the device memory the guest's pools reserve once it
-// has installed a layout of its own (memory_install): at most twice the
-// quota plus one page of each of the default layout's sliced pools a buffer
-// within the quota is routed to (on a device whose pages reach 256 MiB: 2
-// MiB, then 8 MiB for a quota past 512 KiB, 32 MiB past 2 MiB, 128 MiB
-// past 8 MiB, 256 MiB past 32 MiB), which is what the default layout itself
-// reserves for such a guest. memory_install answers EDQUOT for an arena
-// whose pages together pass the bound; buffer_create answers EDQUOT, making
-// nothing, for a size that goes to a pool whose pages pass it, and, after
-// a cleanup of the pools' free pages, for a buffer that took the pools past
-// it (the buffer is freed and its page returned, so the device holds more
-// than the bound only for that moment, by at most one page). A guest that
-// installs nothing keeps the default layout's behaviour.
+// A quota also bounds the device memory the guest's pools reserve, under
+// the host's layout or one the guest installed (memory_install), however
+// it allocates (fragmenting the pools, persistent allocations of many
+// sizes, many small buffers each padded to the alignment): at most twice
+// the quota plus one page of each default pool a buffer within the quota
+// reaches. That is the default layout's sliced pools' pages (on a device
+// whose pages reach 256 MiB: 2 MiB, then 8 MiB for a quota past 512 KiB,
+// 32 MiB past 2 MiB, 128 MiB past 8 MiB, 256 MiB past 32 MiB), or on a
+// device with sparse residency one 20 MiB chunk of the virtual pool
+// (memory.VirtualChunkUnit) if that is more: what the default layout
+// itself reserves for a guest within its quota. memory_install answers
+// EDQUOT for an arena whose pages together pass the bound. buffer_create
+// answers EDQUOT, making nothing, for a size that goes to a pool of an
+// installed layout whose pages pass it, and for a buffer that would take
+// the pools past it even after a cleanup of their free pages: the buffer
+// is reserved without device memory first, so the device never holds more
+// than the bound for the guest, not even for a moment. The client cleans
+// every stream's pools at once, so such a cleanup also returns other
+// streams' free pages; a guest makes one only when it freed a buffer, or
+// was refused one, since its last.
 func WithMaxDeviceBytes(n uint64) RunOption {
 	return func(c runConfig) runConfig { c.maxDeviceBytes = n; return c }
 }

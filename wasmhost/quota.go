@@ -10,19 +10,31 @@ import (
 
 // reservedBound is the most bytes the pools of a guest with a quota of
 // quota bytes may reserve on the device (memory_usage's bytes reserved,
-// persistent pool included) while a layout the guest installed is in
-// force: twice the quota, plus one page of each of the default layout's
-// sliced pools that a buffer within the quota is routed to (ladderSlack).
-// That is what the default layout itself reserves for a guest within its
-// quota, with room for padding and pages kept for reuse; a layout the guest
-// chose may cost the device no more. It saturates at 2^64 - 1.
-func reservedBound(p vkruntime.DeviceProperties, quota uint64) uint64 {
+// persistent pool included), whatever layout is in force: twice the quota,
+// plus defaultSlack. That is what the default layout reserves for a guest
+// within its quota, with room for padding and pages kept for reuse; an
+// allocation pattern that fragments the pools, or a layout the guest
+// chose, may cost the device no more. It saturates at 2^64 - 1.
+func reservedBound(p vkruntime.DeviceProperties, sparse bool, quota uint64) uint64 {
 	hi, twice := bits.Mul64(quota, 2)
-	sum, carry := bits.Add64(twice, ladderSlack(p, quota), 0)
+	sum, carry := bits.Add64(twice, defaultSlack(p, sparse, quota), 0)
 	if hi != 0 || carry != 0 {
 		return math.MaxUint64
 	}
 	return sum
+}
+
+// defaultSlack is the bound's part beyond twice the quota: one page of
+// each default pool a buffer within the quota reaches. That is the sliced
+// ladder's pages (ladderSlack), or, on a device with sparse residency,
+// where the default layout is one virtual pool, its first chunk
+// (memory.VirtualChunkUnit) if that is more: a guest may install either.
+func defaultSlack(p vkruntime.DeviceProperties, sparse bool, quota uint64) uint64 {
+	slack := ladderSlack(p, quota)
+	if sparse {
+		slack = max(slack, memory.VirtualChunkUnit)
+	}
+	return slack
 }
 
 // ladderSlack is one page of each pool of the default ladder on a device
@@ -40,6 +52,14 @@ func ladderSlack(p vkruntime.DeviceProperties, quota uint64) uint64 {
 		prevSlice = pool.MaxSliceSize
 	}
 	return slack
+}
+
+// hasSparse reports whether the client's storage has sparse residency,
+// where the Virtual layout builds its virtual pool rather than the
+// SubSlices pools.
+func hasSparse(s any) bool {
+	sp, ok := s.(interface{ SparseGranule() uint64 })
+	return ok && sp.SparseGranule() != 0
 }
 
 // arenaBytes is the arena's pages together (saturating), 0 for a layout
