@@ -184,17 +184,18 @@ func newEdgeFamily(edges []sectionRange, key func(sectionRange) int32) edgeFamil
 }
 
 // liftOver is the lowest offset from at where size bytes meet none of the
-// ranges whose key is above the given one.
-func (f *edgeFamily) liftOver(at, size uint64, above int32) uint64 {
-	for {
-		// The first range ending above at, then the first from it that
-		// counts: the lowest that can meet [at, at+size).
-		i, _ := slices.BinarySearchFunc(f.ranges, at, func(r byteRange, at uint64) int { return cmp.Compare(r.hi, at+1) })
+// ranges whose key is above the given one, and how many ranges it lifted
+// over.
+func (f *edgeFamily) liftOver(at, size uint64, above int32) (uint64, int) {
+	// The first range ending above at: the lowest that can meet
+	// [at, at+size). Past a range lifted over, it is the next one.
+	i, _ := slices.BinarySearchFunc(f.ranges, at, func(r byteRange, at uint64) int { return cmp.Compare(r.hi, at+1) })
+	for jumps := 0; ; jumps++ {
 		j := f.keys.firstAbove(i, above)
 		if j < 0 || f.ranges[j].lo >= at+size {
-			return at
+			return at, jumps
 		}
-		at = f.ranges[j].hi
+		at, i = f.ranges[j].hi, j+1
 	}
 }
 
