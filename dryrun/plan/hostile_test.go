@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/internal/tracetest"
 	"github.com/vkrt/vkrt/memory"
 )
 
@@ -262,4 +263,24 @@ func BenchmarkPlanHostile(b *testing.B) {
 			})
 		}
 	}
+}
+
+// Sizes whose sum passes 2^62 B would wrap in the planner's sums: Derive
+// refuses them as ErrCannotPlan, naming the line, rather than giving a
+// wrong plan or a confusing error.
+func TestSizesPastWhatAPlanCanHoldAreRefused(t *testing.T) {
+	for text, line := range map[string]string{
+		"a 1 18446744073709551615 0\nf 1\n":                                "line 1",
+		"a 1 100 0\na 2 4611686018427387904 0\n":                           "line 2",
+		"a 1 3458764513820540928 0\na 2 3458764513820540928 0\nf 1\nf 2\n": "line 2",
+	} {
+		tr := tracetest.Inline(t, text)
+		_, err := Derive(memory.Report{}, Options{Strength: Strong, Trace: tr})
+		require.ErrorIs(t, err, ErrCannotPlan, "%q", text)
+		require.ErrorContains(t, err, line, "%q", text)
+	}
+	// The same bytes one after the other are within the bound.
+	tr := tracetest.Inline(t, "a 1 3458764513820540928 0\nf 1\na 2 3458764513820540928 0\nf 2\n")
+	_, err := Derive(memory.Report{}, Options{Strength: Strong, Trace: tr})
+	require.NotErrorIs(t, err, ErrCannotPlan)
 }

@@ -66,6 +66,32 @@ type Options struct {
 // ErrCannotPlan classifies reports and options Derive cannot make a plan of.
 var ErrCannotPlan = errors.New("plan: cannot plan")
 
+// maxPlannedBytes bounds the bytes a planned stream holds at once: the
+// planner sums sizes and offsets in 64 bits (signed where it counts what
+// is live), and no device comes near it.
+const maxPlannedBytes = 1 << 62
+
+// plannableBytes refuses, as ErrCannotPlan, a stream whose live bytes pass
+// maxPlannedBytes at some point: its sizes would wrap in the planner's
+// sums (a size of 2^64 - 1 aligned to 0 B) and give a wrong plan or a
+// confusing error.
+func plannableBytes(t *trace.Trace) error {
+	sizes := make([]uint64, t.Allocations)
+	var live uint64
+	for _, e := range t.Events {
+		if e.Op != trace.OpAlloc {
+			live -= sizes[e.Index]
+			continue
+		}
+		if e.Size > maxPlannedBytes-live {
+			return fmt.Errorf("%w: %s line %d: %d B more with %d B live pass the %d B a plan can hold", ErrCannotPlan, t.Name, e.Line, e.Size, live, uint64(maxPlannedBytes))
+		}
+		sizes[e.Index] = e.Size
+		live += e.Size
+	}
+	return nil
+}
+
 // growableCap is the page cap of a pool measured "uncapped": a capped pool
 // routes by max_slice alone, so capping it later at its peak keeps the
 // routing the measurement saw.
@@ -77,6 +103,9 @@ const growableCap = 65535
 func Derive(report memory.Report, opts Options) (memory.Layout, error) {
 	if opts.Trace != nil {
 		if err := oneStream(opts.Trace); err != nil {
+			return memory.Layout{}, err
+		}
+		if err := plannableBytes(opts.Trace); err != nil {
 			return memory.Layout{}, err
 		}
 	}
