@@ -40,14 +40,22 @@ func (c *Client) MemoryCleanup(ctx context.Context) { c.cleanup() }
 
 func (c *Client) cleanup() {
 	for _, s := range c.Streams() {
-		s.mu.Lock()
-		if !s.closed {
-			// Flushed under the stream's lock, not after: a Close of the
-			// client waits for that lock before it closes the device.
-			s.mgr.Cleanup(true)
-			c.storage.Flush()
-		}
-		s.mu.Unlock()
+		s.MemoryCleanup()
+	}
+}
+
+// MemoryCleanup returns the device memory of this stream's fully free pages
+// and cached allocations to the driver, leaving other streams' pools as
+// they are (Client.MemoryCleanup cleans them all). A closed stream has
+// nothing left to return.
+func (s *Stream) MemoryCleanup() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		// Flushed under the stream's lock, not after: a Close of the
+		// client waits for that lock before it closes the device.
+		s.mgr.Cleanup(true)
+		s.c.storage.Flush()
 	}
 }
 

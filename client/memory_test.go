@@ -366,3 +366,30 @@ func TestBuffersSpreadOverVirtualRanges(t *testing.T) {
 	checkAll("after rebinding")
 	require.LessOrEqual(t, c.MemoryReport(ctx).Usage().BytesReserved, uint64(16<<20))
 }
+
+// A stream's MemoryCleanup returns its own free pages and leaves another
+// stream's alone; the client's cleans both.
+func TestStreamMemoryCleanupIsTheStreamsOwn(t *testing.T) {
+	ctx := context.Background()
+	c := openOnCPU(t, nil)
+	var streams [2]*Stream
+	for i := range streams {
+		s, err := c.NewStream()
+		require.NoError(t, err)
+		b, err := s.Empty(ctx, 1<<20)
+		require.NoError(t, err)
+		require.NoError(t, b.Free())
+		require.Positive(t, s.Usage().BytesReserved, "stream %d keeps its free page", i)
+		streams[i] = s
+	}
+	held := c.Device().Storage().Allocated()
+	kept := streams[1].Usage().BytesReserved
+	streams[0].MemoryCleanup()
+	require.Zero(t, streams[0].Usage().BytesReserved)
+	require.Equal(t, kept, streams[1].Usage().BytesReserved, "the other stream's page stays")
+	require.Less(t, c.Device().Storage().Allocated(), held)
+	c.MemoryCleanup(ctx)
+	require.Zero(t, streams[1].Usage().BytesReserved)
+	require.NoError(t, streams[1].Close())
+	streams[1].MemoryCleanup() // closed: nothing to do, no panic
+}

@@ -222,8 +222,8 @@ type Result struct {
 	// PeakDeviceBytes is the most device memory the device held above what
 	// it held when the guest started, sampled after each buffer_create and
 	// launch; other work on the device at the same time counts too, and
-	// what other streams' pools gave back in a cleanup the guest made is
-	// taken off where it started. A dry run holds none.
+	// what other streams' released pages the device freed in a cleanup the
+	// guest made is taken off where it started. A dry run holds none.
 	PeakDeviceBytes uint64
 	// DeviceAllocs counts the device allocations the client's storage made
 	// while the guest ran (other work on the client at the same time

@@ -177,14 +177,14 @@ func (g *instance) create(size uint64) (*client.Buffer, Errno) {
 }
 
 // cleanup returns the fully free pages and cached allocations of the
-// client's pools to the device. The client has no cleanup of one stream,
-// so other streams' free pages go too: the device then holds less than
-// when the guest started for reasons of the guest's own, and the baseline
-// PeakDeviceBytes is measured from drops by what the others gave back, or
-// the guest's later pages would hide under it.
+// guest's pools to the device; other streams' pools keep theirs. The
+// device's flush may still free pages others released before, so it can
+// hold less than when the guest started for reasons not the guest's own:
+// the baseline PeakDeviceBytes is measured from drops by what the others
+// gave back, or the guest's later pages would hide under it.
 func (g *instance) cleanup() {
 	devBefore, ownBefore := g.host.deviceBytes(), g.ownDevice()
-	g.host.c.MemoryCleanup(g.ctx)
+	g.stream.MemoryCleanup()
 	devAfter, ownAfter := g.host.deviceBytes(), g.ownDevice()
 	g.freed = false
 	if devBefore > devAfter {

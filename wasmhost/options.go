@@ -125,10 +125,9 @@ func WithDeadline(d time.Duration) RunOption {
 // installed layout whose pages pass it, and for a buffer that would take
 // the pools past it even after a cleanup of their free pages: the buffer
 // is reserved without device memory first, so the device never holds more
-// than the bound for the guest, not even for a moment. The client cleans
-// every stream's pools at once, so such a cleanup also returns other
-// streams' free pages; a guest makes one only when it freed a buffer, or
-// was refused one, since its last.
+// than the bound for the guest, not even for a moment. The cleanup is of
+// the guest's own pools only (Stream.MemoryCleanup), made only when it
+// freed a buffer, or was refused one, since its last.
 func WithMaxDeviceBytes(n uint64) RunOption {
 	return func(c runConfig) runConfig { c.maxDeviceBytes = n; return c }
 }
