@@ -3,6 +3,7 @@ package wasmhost
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -95,4 +96,43 @@ func TestExamples(t *testing.T) {
 			require.Zero(t, liveBuffers(c))
 		})
 	}
+}
+
+// TestExampleArguments runs the examples as `vkrt run NAME.wasm -- ARGS`
+// does (argv[0] the file's name): --help prints the flags and exits 0; a
+// stray argument, or a --scale whose sizes would wrap the kernels' u32
+// counts, exits 2 before anything runs.
+func TestExampleArguments(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	ctx := context.Background()
+	for _, name := range []string{"mlp", "transformer"} {
+		m := compile(t, h, buildGuest(t, "examples/"+name))
+		var out bytes.Buffer
+		_, err := h.Run(ctx, m, WithArgs(name+".wasm", "--help"), WithStdout(&out), WithStderr(&out))
+		require.NoError(t, err, "%s --help: %s", name, out.String())
+		require.Contains(t, out.String(), "-steps")
+		require.Contains(t, out.String(), "-scale")
+
+		for _, args := range [][]string{{"--steps", "1", "3"}, {"--scale", "0"}} {
+			out.Reset()
+			res, err := h.Run(ctx, m, WithArgs(append([]string{name + ".wasm"}, args...)...), WithStdout(&out), WithStderr(&out))
+			var exit *ExitError
+			require.True(t, errors.As(err, &exit), "%s %q: %v %s", name, args, err, out.String())
+			require.Equal(t, uint32(2), exit.Code, out.String())
+			require.Zero(t, res.PeakHandles, "nothing ran")
+		}
+	}
+
+	// 96 tokens x 683 = 65568, whose 2^32 + 4.3M scores wrapped to 4.3M
+	// in Scale's u32 count; a dry run took it without a word.
+	m := compile(t, h, buildGuest(t, "examples/transformer"))
+	var out bytes.Buffer
+	res, err := h.Run(dryrun.With(ctx), m, WithArgs("transformer.wasm", "--steps", "9", "--scale", "683"), WithStdout(&out), WithStderr(&out))
+	var exit *ExitError
+	require.True(t, errors.As(err, &exit), "%v %s", err, out.String())
+	require.Equal(t, uint32(2), exit.Code, out.String())
+	require.Contains(t, out.String(), "lower --scale")
+	require.Zero(t, res.PeakHandles, "nothing ran")
+	require.Zero(t, liveBuffers(c))
 }

@@ -68,3 +68,34 @@ func TestTypedLaunchesCoverTheCatalogue(t *testing.T) {
 	slices.Sort(names)
 	require.Equal(t, want, names)
 }
+
+// TestGoGuestMisusingTheSDK runs a Go guest that misuses the SDK (nil
+// buffers, element indexes whose byte offset wraps, buffers that are not
+// whole float32s, malformed batches, use after free, bad labels): each is
+// an *Error of the ABI's status, nothing traps, nothing is written where
+// it was not asked for.
+func TestGoGuestMisusingTheSDK(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	m := compile(t, h, buildGuest(t, "wasmhost/guest/testdata/misuse"))
+	var out bytes.Buffer
+	_, err := h.Run(context.Background(), m, WithStdout(&out), WithStderr(&out))
+	require.NoError(t, err, out.String())
+	require.Contains(t, out.String(), "misuse: every misuse refused")
+	require.Zero(t, liveBuffers(c))
+}
+
+// The SDK's statuses are the host's errnos, number for number and name for
+// name, so a guest can classify whatever the host returns with errors.Is.
+func TestSDKStatusesAreTheHostErrnos(t *testing.T) {
+	require.Len(t, errnoNames, 13)
+	for e, name := range errnoNames {
+		if e == ESUCCESS {
+			require.Equal(t, "OK", guest.Status(e).String())
+			continue
+		}
+		require.Equal(t, name, guest.Status(e).String(), "errno %d", uint32(e))
+		err := error(&guest.Error{Op: "x", Status: guest.Status(e)})
+		require.ErrorIs(t, err, guest.Status(e))
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 
 	"github.com/vkrt/vkrt/examples/internal/workload"
 	"github.com/vkrt/vkrt/internal/cpuref"
@@ -35,6 +36,12 @@ type weights struct {
 
 func main() {
 	sizes := workload.ParseSizes("transformer", len(lengths))
+	// The kernels count elements in u32: scores hold n*n of them, and
+	// past 65535 tokens t*t would wrap and launch on a fraction of them.
+	if n := sizes.Largest(lengths); uint64(n)*uint64(n) > math.MaxUint32 {
+		fmt.Fprintf(os.Stderr, "transformer: a sequence of %d tokens has %d attention scores, more than a launch counts (2^32 - 1): lower --scale\n", n, uint64(n)*uint64(n))
+		os.Exit(2)
+	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	scale := float32(1 / math.Sqrt(model))
 	w := weights{

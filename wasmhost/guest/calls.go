@@ -2,10 +2,13 @@ package guest
 
 import (
 	"encoding/binary"
+	"fmt"
+	"math"
 	"unsafe"
 )
 
-// Buffer is a device buffer the guest holds: a handle and its size.
+// Buffer is a device buffer the guest holds: a handle and its size. The
+// methods of a nil *Buffer answer EBADF, as the host answers handle 0.
 type Buffer struct {
 	handle uint32
 	size   uint64
@@ -22,11 +25,15 @@ func NewBuffer(size uint64) (*Buffer, error) {
 
 // NewFloat32s makes a buffer holding a copy of v.
 func NewFloat32s(v []float32) (*Buffer, error) {
-	b, err := NewBuffer(4 * uint64(len(v)))
+	p, err := floatBytes("buffer_create", v)
 	if err != nil {
 		return nil, err
 	}
-	if err := b.WriteFloat32s(0, v); err != nil {
+	b, err := NewBuffer(uint64(len(p)))
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Write(0, p); err != nil {
 		b.Free()
 		return nil, err
 	}
@@ -37,43 +44,124 @@ func NewFloat32s(v []float32) (*Buffer, error) {
 // guest by other means; the host checks it on every call like any other.
 func BufferOf(handle uint32, size uint64) *Buffer { return &Buffer{handle: handle, size: size} }
 
-// Handle is the buffer's handle.
-func (b *Buffer) Handle() uint32 { return b.handle }
+// Handle is the buffer's handle (0, which no buffer has, for nil).
+func (b *Buffer) Handle() uint32 {
+	if b == nil {
+		return 0
+	}
+	return b.handle
+}
 
-// Size is the buffer's size in bytes.
-func (b *Buffer) Size() uint64 { return b.size }
+// Size is the buffer's size in bytes (0 for nil).
+func (b *Buffer) Size() uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.size
+}
 
 // Write copies p into the buffer at offset (dropped in a dry run).
 func (b *Buffer) Write(offset uint64, p []byte) error {
-	return check("buffer_write", bufferWrite(b.handle, offset, unsafe.Pointer(unsafe.SliceData(p)), uint32(len(p))))
+	n, err := transferLen("buffer_write", b, len(p))
+	if err != nil {
+		return err
+	}
+	return check("buffer_write", bufferWrite(b.handle, offset, unsafe.Pointer(unsafe.SliceData(p)), n))
 }
 
 // Read fills p from the buffer at offset (zeros in a dry run).
 func (b *Buffer) Read(offset uint64, p []byte) error {
-	return check("buffer_read", bufferRead(b.handle, offset, unsafe.Pointer(unsafe.SliceData(p)), uint32(len(p))))
+	n, err := transferLen("buffer_read", b, len(p))
+	if err != nil {
+		return err
+	}
+	return check("buffer_read", bufferRead(b.handle, offset, unsafe.Pointer(unsafe.SliceData(p)), n))
 }
 
-// WriteFloat32s copies v into the buffer from element index at.
+// WriteFloat32s copies v into the buffer from element index at. An at
+// whose byte offset passes 2^64 is ERANGE.
 func (b *Buffer) WriteFloat32s(at uint64, v []float32) error {
-	return b.Write(4*at, floatBytes(v))
+	if b == nil {
+		return nilBuffer("buffer_write")
+	}
+	// 4*at would wrap to a small offset and write over the wrong bytes.
+	if at > math.MaxUint64/4 {
+		return refuse("buffer_write", ERANGE, "element %d is past any buffer (its byte offset passes 2^64)", at)
+	}
+	p, err := floatBytes("buffer_write", v)
+	if err != nil {
+		return err
+	}
+	return b.Write(4*at, p)
 }
 
-// Float32s reads the whole buffer as float32s.
+// Float32s reads the whole buffer as float32s: EINVAL for a buffer that is
+// not whole float32s or that one read cannot hold (4 GiB or more; Read
+// takes it in parts).
 func (b *Buffer) Float32s() ([]float32, error) {
+	if b == nil {
+		return nil, nilBuffer("buffer_read")
+	}
+	switch {
+	case b.size%4 != 0:
+		return nil, refuse("buffer_read", EINVAL, "handle %#x: a buffer of %d B is not whole float32s", b.handle, b.size)
+	case b.size > math.MaxUint32 || b.size > math.MaxInt:
+		// make would trap on it, and one read moves less than 4 GiB.
+		return nil, refuse("buffer_read", EINVAL, "handle %#x: a buffer of %d B is more than one read moves (a u32 length); Read it in parts", b.handle, b.size)
+	}
 	v := make([]float32, b.size/4)
-	if err := b.Read(0, floatBytes(v)); err != nil {
+	p, err := floatBytes("buffer_read", v)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Read(0, p); err != nil {
 		return nil, err
 	}
 	return v, nil
 }
 
-// Free returns the buffer; its handle is stale from then on.
-func (b *Buffer) Free() error { return check("buffer_free", bufferFree(b.handle)) }
+// Free returns the buffer; its handle is stale from then on, and a second
+// Free, or any use after it, is EBADF.
+func (b *Buffer) Free() error {
+	if b == nil {
+		return nilBuffer("buffer_free")
+	}
+	return check("buffer_free", bufferFree(b.handle))
+}
 
 // floatBytes views v as its little-endian bytes (WebAssembly is
-// little-endian, as are the hosts this package tests on).
-func floatBytes(v []float32) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
+// little-endian, as are the hosts this package tests on); EINVAL where
+// their length passes what an int or a u32 length holds.
+func floatBytes(op string, v []float32) ([]byte, error) {
+	if uint64(len(v)) > math.MaxUint32/4 || uint64(len(v)) > math.MaxInt/4 {
+		return nil, refuse(op, EINVAL, "%d float32s are more than one call moves (a u32 length of bytes)", len(v))
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v)), nil
+}
+
+// transferLen is n as the ABI's u32 length: uint32(n) would drop the high
+// bits and move fewer bytes than asked.
+func transferLen(op string, b *Buffer, n int) (uint32, error) {
+	if b == nil {
+		return 0, nilBuffer(op)
+	}
+	return u32Len(op, n)
+}
+
+// u32Len is n as a u32 length, EINVAL where it does not fit.
+func u32Len(op string, n int) (uint32, error) {
+	if uint64(n) > math.MaxUint32 {
+		return 0, refuse(op, EINVAL, "%d B are more than a u32 length holds", n)
+	}
+	return uint32(n), nil
+}
+
+func nilBuffer(op string) error { return refuse(op, EBADF, "a nil *Buffer names no buffer") }
+
+// refuse is a call the SDK refuses before asking the host, as the *Error
+// the host's refusal would be.
+func refuse(op string, s Status, format string, args ...any) error {
+	return &Error{Op: op, Status: s, Message: op + ": " + fmt.Sprintf(format, args...)}
 }
 
 // Run runs launches in order as one batch, one submission on the device,
@@ -84,7 +172,11 @@ func Run(launches ...Launch) error {
 	if err != nil {
 		return err
 	}
-	return check("launch", launch(unsafe.Pointer(unsafe.SliceData(desc)), uint32(len(desc))))
+	n, err := u32Len("launch", len(desc))
+	if err != nil {
+		return err
+	}
+	return check("launch", launch(unsafe.Pointer(unsafe.SliceData(desc)), n))
 }
 
 // Run runs the launch on its own.
@@ -127,22 +219,37 @@ func Report() ([]byte, error) {
 }
 
 // Record writes the guest's pools into the host's environment as a memory
-// record under label.
+// record under label: 1 to 256 bytes of UTF-8 without NUL (else EINVAL),
+// at most 1024 records a run (then EDQUOT); ENOSYS from a host that keeps
+// no records, EIO where the environment refuses it.
 func Record(label string) error {
-	return check("memory_record", memoryRecord(unsafe.Pointer(unsafe.StringData(label)), uint32(len(label))))
+	n, err := u32Len("memory_record", len(label))
+	if err != nil {
+		return err
+	}
+	return check("memory_record", memoryRecord(unsafe.Pointer(unsafe.StringData(label)), n))
 }
 
 // Install rebuilds the guest's pools with layout: a preset name or layout
-// JSON, as `vkrt run --layout` takes it. EBUSY while buffers are live.
+// JSON of at most 64 KiB, as `vkrt run --layout` takes it. EINVAL for a
+// malformed or invalid layout, EBUSY while buffers are live, EAGAIN while
+// the stream is in an error state, EDQUOT for an arena past the guest's
+// quota.
 func Install(layout string) error {
-	return check("memory_install", memoryInstall(unsafe.Pointer(unsafe.StringData(layout)), uint32(len(layout))))
+	n, err := u32Len("memory_install", len(layout))
+	if err != nil {
+		return err
+	}
+	return check("memory_install", memoryInstall(unsafe.Pointer(unsafe.StringData(layout)), n))
 }
 
 // BeginPersistent opens a persistent window: buffers made until the
-// matching EndPersistent go to the persistent pool. Windows nest.
+// matching EndPersistent go to the persistent pool. Windows nest at most
+// 64 deep (then EINVAL).
 func BeginPersistent() error { return check("persistent_begin", persistentBegin()) }
 
-// EndPersistent closes the innermost persistent window.
+// EndPersistent closes the innermost persistent window; EINVAL with none
+// open.
 func EndPersistent() error { return check("persistent_end", persistentEnd()) }
 
 // DryRun reports whether the host runs the guest dry. Outside a host it is

@@ -2,7 +2,6 @@ package guest
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math"
 
 	"github.com/vkrt/vkrt/kernel"
@@ -28,10 +27,20 @@ const (
 )
 
 // AppendDescriptor appends the launch descriptor of a batch (format in
-// wasmhost/ABI.md) to dst.
+// wasmhost/ABI.md) to dst. It refuses what the host would refuse as
+// malformed, as an *Error of op "launch" (EINVAL; EBADF for a nil
+// binding), and then returns dst as it was.
 func AppendDescriptor(dst []byte, launches ...Launch) ([]byte, error) {
+	d, err := appendDescriptor(dst, launches)
+	if err != nil {
+		return dst, err
+	}
+	return d, nil
+}
+
+func appendDescriptor(dst []byte, launches []Launch) ([]byte, error) {
 	if len(launches) == 0 || len(launches) > maxBatch {
-		return nil, fmt.Errorf("vkrt: a batch holds 1 to %d launches, not %d: %w", maxBatch, len(launches), EINVAL)
+		return nil, refuse("launch", EINVAL, "a batch holds 1 to %d launches, not %d", maxBatch, len(launches))
 	}
 	le := binary.LittleEndian
 	dst = le.AppendUint32(dst, descriptorVersion)
@@ -39,11 +48,11 @@ func AppendDescriptor(dst []byte, launches ...Launch) ([]byte, error) {
 	for i, l := range launches {
 		switch {
 		case len(l.Kernel) == 0 || len(l.Kernel) > maxKernelName:
-			return nil, fmt.Errorf("vkrt: launch %d: kernel name %q: %w", i, l.Kernel, EINVAL)
+			return nil, refuse("launch", EINVAL, "launch %d: a kernel name is 1 to %d B, got %d B", i, maxKernelName, len(l.Kernel))
 		case len(l.Push) > maxPush || len(l.Push)%4 != 0:
-			return nil, fmt.Errorf("vkrt: launch %d (%s): %d B of push constants: %w", i, l.Kernel, len(l.Push), EINVAL)
+			return nil, refuse("launch", EINVAL, "launch %d (%s): %d B of push constants, want a multiple of 4 up to %d", i, l.Kernel, len(l.Push), maxPush)
 		case len(l.Buffers) > maxBindings:
-			return nil, fmt.Errorf("vkrt: launch %d (%s): %d bindings: %w", i, l.Kernel, len(l.Buffers), EINVAL)
+			return nil, refuse("launch", EINVAL, "launch %d (%s): %d bindings, at most %d", i, l.Kernel, len(l.Buffers), maxBindings)
 		}
 		dst = le.AppendUint16(dst, uint16(len(l.Kernel)))
 		dst = le.AppendUint16(dst, uint16(len(l.Push)))
@@ -56,7 +65,7 @@ func AppendDescriptor(dst []byte, launches ...Launch) ([]byte, error) {
 		dst = append(dst, l.Push...)
 		for j, b := range l.Buffers {
 			if b == nil {
-				return nil, fmt.Errorf("vkrt: launch %d (%s): binding %d is nil: %w", i, l.Kernel, j, EBADF)
+				return nil, refuse("launch", EBADF, "launch %d (%s): binding %d is a nil *Buffer", i, l.Kernel, j)
 			}
 			dst = le.AppendUint32(dst, b.handle)
 		}

@@ -6,21 +6,22 @@ import "fmt"
 // preview-1 errno number.
 type Status uint32
 
-// The statuses of ABI version 1.
+// The statuses of ABI version 1 (wasmhost/ABI.md, "Statuses"): a closed
+// set; the host returns no other.
 const (
 	OK      Status = 0
 	E2BIG   Status = 1  // a size no pool accepts
-	EAGAIN  Status = 6  // the stream is in an error state; try again later
+	EAGAIN  Status = 6  // transient: the stream is in an error state (Install)
 	EBADF   Status = 8  // a handle that is zero, freed, stale, forged or another guest's
-	EBUSY   Status = 10 // install refused while pools hold live bytes
-	EDQUOT  Status = 19 // the guest's quota of device bytes or handles is used up
+	EBUSY   Status = 10 // Install while the dynamic pools hold live bytes
+	EDQUOT  Status = 19 // the guest's quota of device bytes, handles or records is used up
 	EFAULT  Status = 21 // a range outside the guest's memory
-	EINVAL  Status = 28 // a malformed argument, descriptor or JSON; an invalid layout
-	EIO     Status = 29 // the device failed
+	EINVAL  Status = 28 // a malformed argument, descriptor or JSON; an invalid layout; a launch the kernel refuses; EndPersistent with no window open
+	EIO     Status = 29 // the device failed; the environment refused a record
 	ENOMEM  Status = 48 // the device or a capped pool is out of memory
-	ENOSYS  Status = 52 // a function the host does not provide
+	ENOSYS  Status = 52 // a function the host does not provide (Record without records; every call outside a host)
 	ENOTSUP Status = 58 // a capability the backend lacks
-	ERANGE  Status = 68 // outside the buffer, or an output buffer too small
+	ERANGE  Status = 68 // an offset/length outside the buffer, or an output buffer too small
 )
 
 var statusNames = map[Status]string{
@@ -40,7 +41,9 @@ func (s Status) String() string {
 func (s Status) Error() string { return "vkrt: " + s.String() }
 
 // Error is a failed call: the function, the status and the host's message
-// (last_error), which names the function and what was wrong.
+// (last_error), which names the function and what was wrong. Calls the SDK
+// refuses before asking the host (a nil *Buffer, a malformed batch, a
+// length past u32) are an *Error too, with the status the host would give.
 type Error struct {
 	Op      string
 	Status  Status

@@ -5,8 +5,10 @@
 package workload
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -103,27 +105,62 @@ type Sizes struct {
 	Scale float64
 }
 
-// ParseSizes reads --steps and --scale from the guest's arguments.
+// ParseSizes reads --steps and --scale from the guest's arguments. --help
+// prints the usage and ends the guest with exit code 0; a bad flag or an
+// argument that is not a flag ends it with exit code 2.
 func ParseSizes(name string, defaultSteps int) Sizes {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	sz := Sizes{}
-	fs.IntVar(&sz.Steps, "steps", defaultSteps, "steps to run, cycling through the base sizes")
-	fs.Float64Var(&sz.Scale, "scale", 1, "factor on the base sizes")
 	args := os.Args
 	if len(args) > 0 {
 		args = args[1:]
 	}
-	if err := fs.Parse(args); err != nil {
-		os.Exit(2)
-	}
-	if sz.Steps < 1 || !(sz.Scale > 0) || sz.Scale > 1e4 {
-		fmt.Fprintf(os.Stderr, "%s: --steps must be at least 1 and --scale in (0, 10000], got %d and %g\n", name, sz.Steps, sz.Scale)
+	sz, err := Parse(name, defaultSteps, args, os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case err != nil:
 		os.Exit(2)
 	}
 	return sz
 }
 
+// Parse is ParseSizes on args (without the program's name), writing the
+// usage and what was wrong to out: flag.ErrHelp for --help, another error
+// for a bad flag, a stray argument or a value out of range.
+func Parse(name string, defaultSteps int, args []string, out io.Writer) (Sizes, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	sz := Sizes{}
+	fs.IntVar(&sz.Steps, "steps", defaultSteps, "steps to run, cycling through the base sizes")
+	fs.Float64Var(&sz.Scale, "scale", 1, "factor on the base sizes, in (0, 10000]")
+	if err := fs.Parse(args); err != nil {
+		return Sizes{}, err // the flag package has printed it and the usage
+	}
+	var err error
+	switch {
+	case fs.NArg() > 0:
+		// A forgotten "--" or a bare number would otherwise run the
+		// default sizes as if asked for.
+		err = fmt.Errorf("%s: unexpected argument %q: the arguments are --steps N and --scale K", name, fs.Arg(0))
+	case sz.Steps < 1 || !(sz.Scale > 0) || sz.Scale > 1e4:
+		err = fmt.Errorf("%s: --steps must be at least 1 and --scale in (0, 10000], got %d and %g", name, sz.Steps, sz.Scale)
+	}
+	if err != nil {
+		fmt.Fprintln(out, err)
+		return Sizes{}, err
+	}
+	return sz, nil
+}
+
 // Size is step i's size: base sizes in turn, scaled, at least 1.
 func (sz Sizes) Size(base []int, i int) int {
 	return max(1, int(math.Round(float64(base[i%len(base)])*sz.Scale)))
+}
+
+// Largest is the largest size of the steps sz runs.
+func (sz Sizes) Largest(base []int) int {
+	n := 0
+	for i := range min(sz.Steps, len(base)) {
+		n = max(n, sz.Size(base, i))
+	}
+	return n
 }

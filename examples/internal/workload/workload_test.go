@@ -1,0 +1,47 @@
+package workload
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParse(t *testing.T) {
+	var out bytes.Buffer
+	sz, err := Parse("ex", 10, nil, &out)
+	require.NoError(t, err)
+	require.Equal(t, Sizes{Steps: 10, Scale: 1}, sz)
+
+	sz, err = Parse("ex", 10, []string{"--steps", "3", "-scale=2.5"}, &out)
+	require.NoError(t, err)
+	require.Equal(t, Sizes{Steps: 3, Scale: 2.5}, sz)
+
+	// --help is a request, not an error: the usage, and ErrHelp for exit 0.
+	out.Reset()
+	_, err = Parse("ex", 10, []string{"--help"}, &out)
+	require.True(t, errors.Is(err, flag.ErrHelp), "%v", err)
+	require.Contains(t, out.String(), "-steps")
+	require.Contains(t, out.String(), "-scale")
+
+	// A stray argument was ignored and the default sizes ran.
+	for _, args := range [][]string{{"20"}, {"--steps", "2", "extra"}, {"--scale", "2", "--", "--steps", "3"}} {
+		out.Reset()
+		_, err = Parse("ex", 10, args, &out)
+		require.Error(t, err, "%q", args)
+		require.False(t, errors.Is(err, flag.ErrHelp))
+		require.Contains(t, out.String(), "unexpected argument", "%q", args)
+	}
+	for _, args := range [][]string{{"--steps", "0"}, {"--scale", "NaN"}, {"--scale", "1e5"}, {"--scale", "-1"}, {"--nope"}} {
+		_, err = Parse("ex", 10, args, &out)
+		require.Error(t, err, "%q", args)
+	}
+}
+
+func TestLargest(t *testing.T) {
+	base := []int{8, 96, 16}
+	require.Equal(t, 8, Sizes{Steps: 1, Scale: 1}.Largest(base))
+	require.Equal(t, 192, Sizes{Steps: 5, Scale: 2}.Largest(base))
+}
