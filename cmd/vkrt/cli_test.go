@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -33,4 +35,36 @@ func execute(t *testing.T, name string, args ...string) (stdout, stderr string, 
 	defer rootCmd.SetArgs(nil)
 	err = rootCmd.ExecuteContext(context.Background())
 	return out.String(), errOut.String(), err
+}
+
+// The command line's exit status and error line: a bad flag or argument
+// names the command that refused it and where its usage is; a failure of
+// the work is one "vkrt:" line; both exit 1, success 0.
+func TestUsageErrorsNameTheCommandAndExitNonZero(t *testing.T) {
+	rootCmd.SetOut(io.Discard)
+	defer rootCmd.SetOut(nil)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"replay"}, "vkrt replay: requires at least 1 arg(s), only received 0 (see 'vkrt replay --help')\n"},
+		{[]string{"replay", "--bogus", resnetTrace}, "vkrt replay: unknown flag: --bogus (see 'vkrt replay --help')\n"},
+		{[]string{"records", "extra"}, "(see 'vkrt records --help')\n"},
+		{[]string{"report", resnetTrace}, `vkrt report: required flag(s) "html" not set (see 'vkrt report --help')` + "\n"},
+		{[]string{"bogus"}, `vkrt: unknown command "bogus" for "vkrt" (see 'vkrt --help')` + "\n"},
+	} {
+		var stderr bytes.Buffer
+		require.Equal(t, 1, runCommandLine(c.args, &stderr), "%v", c.args)
+		require.Contains(t, stderr.String(), c.want, "%v", c.args)
+		require.Equal(t, 1, strings.Count(stderr.String(), "\n"), "one line: %q", stderr.String())
+	}
+
+	var stderr bytes.Buffer
+	require.Equal(t, 1, runCommandLine([]string{"replay", "no-such.trace.gz"}, &stderr))
+	require.True(t, strings.HasPrefix(stderr.String(), "vkrt: "), stderr.String())
+	require.NotContains(t, stderr.String(), "--help", "the usage was right: the work failed")
+
+	stderr.Reset()
+	require.Equal(t, 0, runCommandLine([]string{"conformance", "--list", "--run", "^kernel/add$"}, &stderr))
+	require.Empty(t, stderr.String())
 }

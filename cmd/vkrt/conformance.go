@@ -44,10 +44,15 @@ the report to files ("-" for stdout, in place of the table). The exit status
 is non-zero when any check fails. --list prints the checks and their rules.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.timeout <= 0 {
+				// The suite would take 0 or less as its default, 5
+				// minutes: not what was asked.
+				return fmt.Errorf("--timeout %s: want a positive duration", f.timeout)
+			}
 			return runConformance(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), conformance.DefaultDevice(f.device), f)
 		},
 	}
-	cmd.Flags().IntVar(&f.device, "device", 0, "index of the device to check, as `vkrt devices` lists them")
+	cmd.Flags().IntVar(&f.device, "device", 0, "index `N` of the device to check, as 'vkrt devices' lists them")
 	cmd.Flags().StringVar(&f.json, "json", "", "write the report as JSON to `FILE` (- for stdout)")
 	cmd.Flags().StringVar(&f.junit, "junit", "", "write the report as JUnit XML to `FILE` (- for stdout)")
 	cmd.Flags().StringVar(&f.run, "run", "", "run only the checks whose name matches `REGEXP`")

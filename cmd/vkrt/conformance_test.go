@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/client"
@@ -160,6 +161,17 @@ func TestConformanceRefusesBadFlags(t *testing.T) {
 	require.Error(t, err, "there is no device 99")
 	_, _, err = execute(t, "conformance", "--json", "-", "--junit", "-")
 	require.ErrorContains(t, err, "cannot both go to stdout")
+	for _, timeout := range []string{"0", "-1s"} {
+		// The suite would run each check for up to its default 5 minutes.
+		_, _, err = execute(t, "conformance", "--run", "^kernel/add$", "--timeout", timeout)
+		require.ErrorContains(t, err, "--timeout")
+		require.ErrorContains(t, err, "want a positive duration", timeout)
+	}
+	// --help names the flag's value N, not a phrase of its usage.
+	cmd, _, err := rootCmd.Find([]string{"conformance"})
+	require.NoError(t, err)
+	name, usage := pflag.UnquoteUsage(cmd.Flags().Lookup("device"))
+	require.Equal(t, "N", name, usage)
 }
 
 // --json - puts the report on stdout as one JSON object on one line, and

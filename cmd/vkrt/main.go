@@ -13,6 +13,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -26,16 +27,51 @@ var rootCmd = &cobra.Command{
 	SilenceErrors: true,
 }
 
-func main() {
-	if err := rootCmd.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, errorLine(err))
-		// A guest that exited non-zero gives vkrt its own exit code.
-		var guest *exitCode
-		if errors.As(err, &guest) && guest.code > 1 && guest.code < 256 {
-			os.Exit(guest.code)
+func main() { os.Exit(runCommandLine(os.Args[1:], os.Stderr)) }
+
+// runCommandLine runs the command line args, reports a failure on stderr and
+// returns the exit status: 0 on success; a guest's own exit code when it
+// exited non-zero (2 to 255); else 1.
+func runCommandLine(args []string, stderr io.Writer) int {
+	// An error before a command's RunE is the command line's: cobra checks
+	// required flags only after every pre-run hook, so RunE is wrapped.
+	reachedRun := false
+	for _, c := range rootCmd.Commands() {
+		if run := c.RunE; run != nil {
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				reachedRun = true
+				return run(cmd, args)
+			}
+			defer func() { c.RunE = run }()
 		}
-		os.Exit(1)
 	}
+	rootCmd.SetArgs(args)
+	defer rootCmd.SetArgs(nil)
+	cmd, err := rootCmd.ExecuteC()
+	if err == nil {
+		return 0
+	}
+	line := errorLine(err)
+	if !reachedRun && cmd != nil {
+		// A bad flag or argument: say which command refused it and where
+		// its usage is.
+		line = fmt.Sprintf("%s: %s (see '%s --help')", cmd.CommandPath(), strings.TrimPrefix(err.Error(), "vkrt: "), cmd.CommandPath())
+	}
+	fmt.Fprintln(stderr, line)
+	return exitStatus(err)
+}
+
+// exitStatus is the status vkrt ends with after err.
+func exitStatus(err error) int {
+	// A guest that exited non-zero gives vkrt its own exit code.
+	var guest *exitCode
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &guest) && guest.code > 1 && guest.code < 256:
+		return guest.code
+	}
+	return 1
 }
 
 // errorLine is how the command reports a failure: one "vkrt:" prefix, even

@@ -141,3 +141,23 @@ func underFileSizeLimit(t *testing.T, limit uint64, fn func()) bool {
 	fn()
 	return true
 }
+
+// A file plan --out or report --html cannot write is refused before the
+// work it would hold (a guest's runs, planning, replays): here the inputs
+// are not even there, and the error is the output's.
+func TestOutputThatCannotBeWrittenIsRefusedFirst(t *testing.T) {
+	unwritable := filepath.Join(t.TempDir(), "no-such-dir", "out")
+	missing := filepath.Join(t.TempDir(), "missing")
+	for _, c := range []struct {
+		name string
+		args []string
+		flag string
+	}{
+		{"plan", guestArgs(t, missing+".wasm", "--out", unwritable), "--out"},
+		{"plan", []string{missing + ".trace.gz", "--out", unwritable}, "--out"},
+		{"report", []string{"--html", unwritable, missing + ".trace.gz"}, "--html"},
+	} {
+		_, _, err := execute(t, c.name, c.args...)
+		require.ErrorContains(t, err, c.flag+" "+unwritable+": cannot create a file in", "%s %v", c.name, c.args)
+	}
+}

@@ -48,6 +48,10 @@ func planTraces(cmd *cobra.Command, paths []string, out string, asJSON bool) err
 	if out == "" {
 		return errors.New("plan: --out FILE is needed to plan from traces")
 	}
+	// A plan that cannot be written is found now, not after the planning.
+	if err := checkOutput("--out", out); err != nil {
+		return err
+	}
 	bar := newReplayProgress(cmd.ErrOrStderr())
 	defer bar.clear()
 	streams := make([]*trace.Trace, len(paths))

@@ -100,6 +100,12 @@ func planWasm(cmd *cobra.Command, path string, args []string, f planWasmFlags) e
 	if f.json {
 		guestOut = cmd.ErrOrStderr()
 	}
+	if f.out != "" {
+		// A plan that cannot be written is found now, not after the runs.
+		if err := checkOutput("--out", f.out); err != nil {
+			return err
+		}
+	}
 	s, err := openGuest(ctx, path, args, f.guest, guestOut, cmd.ErrOrStderr())
 	if err != nil {
 		return err
@@ -276,6 +282,6 @@ replay under the plan is reported. Planning from traces takes --out and
 	f.guest.register(cmd)
 	cmd.Flags().StringVar(&f.out, "out", "", "write the plan to this file: its layout JSON for a workload, a versioned plan file for traces")
 	cmd.Flags().BoolVar(&f.verify, "verify", false, "run the workload for real under the plan and check it fits")
-	cmd.Flags().BoolVar(&f.json, "json", false, "one JSON object: dry_run, plan, verify")
+	cmd.Flags().BoolVar(&f.json, "json", false, "JSON: for a workload one object (dry_run, plan, verify), for traces one object per trace and line")
 	rootCmd.AddCommand(cmd)
 }

@@ -196,6 +196,9 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 	if f.passes < 1 {
 		return fmt.Errorf("--passes %d: at least one pass is timed", f.passes)
 	}
+	if cmd.Flags().Changed("passes") && !f.bench {
+		return errors.New("--passes needs --bench: it is the number of timed passes")
+	}
 	if f.secondRuns != "" {
 		// A directory that is not there would read as one holding no
 		// second run of any trace.
@@ -209,8 +212,12 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 	if err != nil {
 		return err
 	}
-	out := cmd.OutOrStdout()
-	bar := newReplayProgress(cmd.ErrOrStderr())
+	return replayAll(cmd.OutOrStdout(), newReplayProgress(cmd.ErrOrStderr()), paths, layout, f)
+}
+
+// replayAll replays each trace under layout, showing the work on bar, and
+// writes the results to out.
+func replayAll(out io.Writer, bar *replayProgress, paths []string, layout memory.Layout, f replayFlags) error {
 	var rows []replayRow
 	var failed []error
 	for _, path := range paths {
@@ -221,8 +228,10 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 			continue
 		}
 		if f.json {
+			// The bar goes first: on a terminal, stdout and stderr share
+			// the line it is drawn on.
+			bar.clear()
 			if err := writeReplayLine(out, row, f); err != nil {
-				bar.clear()
 				return err
 			}
 		}

@@ -425,3 +425,36 @@ func TestReplaySecondRunsShowAndMustExist(t *testing.T) {
 	require.Equal(t, uint64(45_000_000), line.SecondRun.PeakLiveBytes)
 	require.Positive(t, line.SecondRun.UnderFirstRunPlan.Spills, "the longer run outgrows the shorter run's plan")
 }
+
+// On a terminal stdout and stderr share a line: each --json line starts on
+// a line of its own, never after the progress bar's text.
+func TestReplayJSONLinesNeverFollowTheProgressBar(t *testing.T) {
+	var terminal bytes.Buffer
+	bar := &replayProgress{w: &terminal, visible: true}
+	layout, err := replayLayout("virtual")
+	require.NoError(t, err)
+	// With --second-runs the last stage of a trace is its second run,
+	// which counts no steps: its bar was left drawn.
+	f := replayFlags{json: true, plan: true, passes: 1, secondRuns: t.TempDir()}
+	require.NoError(t, replayAll(&terminal, bar, []string{resnetTrace, resnetTrace}, layout, f))
+	out := terminal.String()
+	require.Equal(t, 2, strings.Count(out, `{"trace"`))
+	for i := 0; ; {
+		j := strings.Index(out[i:], `{"trace"`)
+		if j < 0 {
+			break
+		}
+		i += j
+		require.Contains(t, "\r\n", out[i-1:i], "the line starts after %q", out[max(0, i-60):i])
+		i++
+	}
+}
+
+// --passes counts --bench's timed passes: without --bench it would time
+// nothing.
+func TestReplayPassesNeedsBench(t *testing.T) {
+	_, _, err := executeReplay(t, "--passes", "9", resnetTrace)
+	require.ErrorContains(t, err, "--passes needs --bench")
+	_, _, err = executeReplay(t, "--bench", "--passes", "1", "--json", resnetTrace)
+	require.NoError(t, err)
+}

@@ -28,7 +28,7 @@ const reportDefaultLayout = "virtual"
 func newReportCmd() *cobra.Command {
 	var f reportFlags
 	cmd := &cobra.Command{
-		Use:   "report --html FILE [--env NAME] [--plan PLAN] [TRACE...]",
+		Use:   "report --html FILE [--env NAME] [--layout L] [--plan PLAN] [TRACE...]",
 		Short: "draw what the pools held over each stream, and what a plan saved, as one HTML page",
 		Long: `Write one self-contained HTML page (no network: inline SVG and a small
 script) that charts, for each trace, the live and reserved bytes of every pool
@@ -60,6 +60,10 @@ func runReport(cmd *cobra.Command, paths []string, f reportFlags) error {
 	}
 	base, err := replayLayout(f.layout)
 	if err != nil {
+		return err
+	}
+	// A page that cannot be written is found now, not after the replays.
+	if err := checkOutput("--html", f.html); err != nil {
 		return err
 	}
 	layouts := htmlreport.Layouts{Default: base, DefaultName: "default layout"}

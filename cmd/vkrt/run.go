@@ -19,6 +19,10 @@ import (
 	"github.com/vkrt/vkrt/wasmhost"
 )
 
+// maxGuestHandles is the most live handles the host's table gives a guest:
+// the index part of a handle is 20 bits.
+const maxGuestHandles = 1<<20 - 1
+
 // guestFlags are the flags of the commands that run a guest.
 type guestFlags struct {
 	layout         string
@@ -38,8 +42,8 @@ func (f *guestFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.env, "env", environment.DefaultName, "environment the guest's memory records go to")
 	fl.DurationVar(&f.timeout, "timeout", 0, "end the guest after this long (0: no deadline)")
 	fl.Uint64Var(&f.maxDeviceBytes, "max-device-bytes", 0, "quota of device bytes the guest's live buffers may hold (0: none)")
-	fl.Uint32Var(&f.maxHandles, "max-handles", wasmhost.DefaultMaxHandles, "quota of live buffer handles")
-	fl.Uint32Var(&f.maxMemoryPages, "max-memory-pages", wasmhost.DefaultMaxMemoryPages, "limit of the guest's linear memory in 64 KiB pages")
+	fl.Uint32Var(&f.maxHandles, "max-handles", wasmhost.DefaultMaxHandles, fmt.Sprintf("quota of live buffer handles (1 to %d)", maxGuestHandles))
+	fl.Uint32Var(&f.maxMemoryPages, "max-memory-pages", wasmhost.DefaultMaxMemoryPages, fmt.Sprintf("limit of the guest's linear memory in 64 KiB pages (1 to %d)", wasmhost.MaxMemoryPages))
 	fl.StringVar(&f.cacheDir, "compile-cache", defaultCompileCache(), "directory of compiled guests ('' compiles every time)")
 }
 
@@ -65,6 +69,14 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 		// would run the guest without the limit asked for.
 		return nil, fmt.Errorf("--timeout %s: want a positive duration, or 0 for no deadline", f.timeout)
 	}
+	if f.maxHandles == 0 || f.maxHandles > maxGuestHandles {
+		// The host would take 0 as its default and cap a larger quota
+		// silently: neither is what was asked.
+		return nil, fmt.Errorf("--max-handles %d: want 1 to %d", f.maxHandles, maxGuestHandles)
+	}
+	if f.maxMemoryPages == 0 || f.maxMemoryPages > wasmhost.MaxMemoryPages {
+		return nil, fmt.Errorf("--max-memory-pages %d: want 1 to %d", f.maxMemoryPages, wasmhost.MaxMemoryPages)
+	}
 	wasm, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -87,9 +99,14 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 	h, err := wasmhost.New(ctx, c, append(hostOpts, wasmhost.WithCompilationCacheDir(f.cacheDir))...)
 	if err != nil && f.cacheDir == defaultCompileCache() && f.cacheDir != "" {
 		// The user's cache directory is a convenience: without it the guest
-		// is compiled, slower, and runs the same.
-		fmt.Fprintf(stderr, "vkrt: no compilation cache (%v); compiling the guest\n", err)
-		h, err = wasmhost.New(ctx, c, hostOpts...)
+		// is compiled, slower, and runs the same. A host that fails without
+		// it too failed for another reason (a bad --max-memory-pages), which
+		// is the one to report.
+		uncached, err2 := wasmhost.New(ctx, c, hostOpts...)
+		if err2 == nil {
+			fmt.Fprintf(stderr, "vkrt: no compilation cache (%v); compiling the guest\n", err)
+		}
+		h, err = uncached, err2
 	}
 	if err != nil {
 		c.Close()
@@ -186,8 +203,8 @@ device. The guest gets ARGS (after its own name), its standard output and
 error, the clocks, and nothing else: no filesystem, no environment.
 
 Exit status: 0 when the guest returns or exits 0; its own exit code when it
-exits non-zero; 1 with a message when it traps, breaks a limit or the host
-refuses it. --dry runs it as a dry run: the pools see its allocations, the
+exits with 1 to 255 (1 past that); 1 with a message when it traps, breaks a
+limit or the host refuses it. --dry runs it as a dry run: the pools see its allocations, the
 device holds nothing, launches are checked and dropped, reads give zeros.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,16 +37,7 @@ func guestArgs(t *testing.T, args ...string) []string {
 }
 
 // exitCodeOf is the exit code vkrt would end with for err.
-func exitCodeOf(err error) int {
-	var code *exitCode
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &code) && code.code > 1 && code.code < 256:
-		return code.code
-	}
-	return 1
-}
+func exitCodeOf(err error) int { return exitStatus(err) }
 
 const exitWithArgc = `(module
   (import "wasi_snapshot_preview1" "args_sizes_get" (func $sizes (param i32 i32) (result i32)))
@@ -260,4 +250,40 @@ func TestRunRefusesANegativeTimeout(t *testing.T) {
 		_, _, err := execute(t, cmd, "--timeout", "-5s", missing)
 		require.ErrorContains(t, err, "--timeout -5s: want a positive duration", cmd)
 	}
+}
+
+// Guest limits the host would not apply as asked (0 handles taken as the
+// default, a quota past the handle table capped, memory past 65,535 pages)
+// are refused naming the flag, before a device is opened.
+func TestRunRefusesGuestLimitsItCannotHonour(t *testing.T) {
+	guest := watFile(t, `(module (memory 1) (func (export "_start")))`)
+	for _, c := range []struct{ flag, value, want string }{
+		{"--max-handles", "0", "--max-handles 0: want 1 to 1048575"},
+		{"--max-handles", "1048576", "--max-handles 1048576: want 1 to 1048575"},
+		{"--max-memory-pages", "0", "--max-memory-pages 0: want 1 to 65535"},
+		{"--max-memory-pages", "65536", "--max-memory-pages 65536: want 1 to 65535"},
+	} {
+		for _, cmd := range []string{"run", "plan"} {
+			_, stderr, err := execute(t, cmd, guestArgs(t, guest, c.flag, c.value)...)
+			require.EqualError(t, err, c.want, "%s %s %s", cmd, c.flag, c.value)
+			require.Empty(t, stderr, "no word of a compilation cache")
+		}
+	}
+}
+
+// A compilation cache the user's cache directory cannot hold is a note on
+// stderr, and the guest runs compiled; a host that cannot start for another
+// reason is that reason alone.
+func TestRunWithoutTheDefaultCompilationCacheCompiles(t *testing.T) {
+	devicesOrSkip(t)
+	notADir := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(notADir, nil, 0o644))
+	t.Setenv("XDG_CACHE_HOME", notADir)
+	t.Setenv("HOME", notADir)
+	guest := watFile(t, `(module (memory 1) (func (export "_start")))`)
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	_, stderr, err := execute(t, "run", "--compile-cache", defaultCompileCache(), "--env", "test", guest)
+	require.NoError(t, err)
+	require.Contains(t, stderr, "vkrt: no compilation cache (")
+	require.Contains(t, stderr, "compiling the guest")
 }
