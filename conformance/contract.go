@@ -285,25 +285,38 @@ func checkDispatchCancel(c *checkState, cl *client.Client) {
 		c.Errorf("a dispatch under a cancelled context: %v, want ctx.Err() (context.Canceled)", err)
 	}
 	// A product long enough to be cancelled while it runs on a slow
-	// device; on a fast one it finishes first, which the rule allows.
-	const m = 384
-	a, b, out := rawAlloc(c, d.Storage(), 4*m*m), rawAlloc(c, d.Storage(), 4*m*m), rawAlloc(c, d.Storage(), 4*m*m)
-	for i, h := range []vkruntime.StorageHandle{a, b} {
-		if err := d.Upload(c.Context(), h, bytesOf(floats(m*m, uint64(1950+i)))); err != nil {
-			c.Fatalf("Upload: %v", err)
+	// device; on a fast one it finishes first, which the rule allows, and
+	// the product is tried again eight times larger, so that a cancel that
+	// came late (a busy host's timer) still lands while work runs.
+	var (
+		m   uint32
+		out vkruntime.StorageHandle
+		err error
+	)
+	for _, m = range []uint32{384, 768} {
+		a, b := rawAlloc(c, d.Storage(), 4*uint64(m)*uint64(m)), rawAlloc(c, d.Storage(), 4*uint64(m)*uint64(m))
+		out = rawAlloc(c, d.Storage(), 4*uint64(m)*uint64(m))
+		for i, h := range []vkruntime.StorageHandle{a, b} {
+			if err := d.Upload(c.Context(), h, bytesOf(floats(m*m, uint64(1950+i)))); err != nil {
+				c.Fatalf("Upload: %v", err)
+			}
+		}
+		ctx, cancel := context.WithCancel(c.Context())
+		stop := time.AfterFunc(5*time.Millisecond, cancel)
+		mm := kernel.MatMul(m, m, m)
+		err = d.Dispatch(ctx, []kernel.Op{mm.With(a, b, out), mm.With(b, a, out)})
+		stop.Stop()
+		cancel()
+		if err != nil {
+			break
 		}
 	}
-	ctx, cancel := context.WithCancel(c.Context())
-	stop := time.AfterFunc(5*time.Millisecond, cancel)
-	defer stop.Stop()
-	err := d.Dispatch(ctx, []kernel.Op{kernel.MatMul(m, m, m).With(a, b, out), kernel.MatMul(m, m, m).With(b, a, out)})
-	cancel()
 	if err != nil && !errors.Is(err, context.Canceled) {
 		c.Errorf("a dispatch whose context was cancelled while it ran: %v, want nil or ctx.Err() (context.Canceled)", err)
 	}
 	// Written after the dispatch returned, then a later dispatch waited
 	// for: whatever of the product still ran came before the write.
-	want := pattern(1960, 4*m*m)
+	want := pattern(1960, 4*uint64(m)*uint64(m))
 	if err := d.Upload(c.Context(), out, want); err != nil {
 		c.Fatalf("Upload after the cancelled dispatch: %v", err)
 	}
