@@ -761,6 +761,7 @@ func (p *virtualPool) ensureRange() error {
 				// A larger reservation takes a range of its own (takeRange).
 				p.place.shrink(size - p.slotsEnd)
 				p.space = size
+				p.unbindPast(size)
 			}
 			p.vrange, p.ranged = h, true
 			return nil
@@ -771,6 +772,24 @@ func (p *virtualPool) ensureRange() error {
 		}
 		size = smaller
 	}
+}
+
+// unbindPast unbinds, in the pool's account, the idle granules at or past
+// byte end: a dry run bound them ahead in the range it had before
+// ensureRange took a smaller one, so no range holds them now, and the
+// first of them is the fence below the next range. The device never had
+// them (the pool had no range), and their memory goes back to spare.
+func (p *virtualPool) unbindPast(end uint64) {
+	p.unbinding = unbindInAccount
+	for g := p.granuleOf(end); g < p.gm.len(); {
+		a, b := p.gm.run(idleBound, g, p.gm.len()-1)
+		if a < 0 {
+			break
+		}
+		p.gm.unbindRun(a, b, true, p.unbound)
+		g = b
+	}
+	p.journal = p.journal[:0]
 }
 
 // reserveRanges reserves the ranges a pool placed in before the device
@@ -787,10 +806,11 @@ func (p *virtualPool) reserveRanges() error {
 		h, err := p.sparse.ReserveVirtual(p.rangeSize(k + 1))
 		if err != nil {
 			p.sparse.ReleaseVirtual(first.ID)
-			for _, sg := range p.segs[:k] {
-				p.sparse.ReleaseVirtual(sg.h.ID)
+			// Only the handles go: the ranges' places stay laid out.
+			for i := range p.segs[:k] {
+				p.sparse.ReleaseVirtual(p.segs[i].h.ID)
+				p.segs[i].h = vkruntime.StorageHandle{}
 			}
-			clear(p.segs[:k])
 			return err
 		}
 		p.segs[k].h = h
@@ -905,7 +925,14 @@ func (p *virtualPool) submit() error {
 				p.undo(ch)
 			}
 		}
+		// A taken part unbound its range's stale granules but those the
+		// submission was to bind anew (staleAfter): it bound nothing.
 		p.stale = slices.DeleteFunc(p.stale, func(r staleRun) bool { return p.took[p.rangeIndex(r.g)] })
+		for _, r := range p.staleAfter {
+			if p.took[p.rangeIndex(r.g)] {
+				p.stale = append(p.stale, r)
+			}
+		}
 	} else if err != nil {
 		for i := len(p.journal) - 1; i >= 0; i-- {
 			p.undo(p.journal[i])
@@ -1232,6 +1259,16 @@ func (p *virtualPool) checkInvariants() error {
 	if p.ranged && p.vrange.Size != end {
 		return fmt.Errorf("virtual pool: the first range holds %d B, the pool places in %d B", p.vrange.Size, end)
 	}
+	// No granule outside the ranges is bound: not a fence, none past the
+	// last range.
+	for _, sg := range p.segs {
+		if g := p.granuleOf(sg.base) - 1; g < p.gm.len() && p.gm.has(p.gm.bound, g) {
+			return fmt.Errorf("virtual pool: the fence granule %d below range at %d is bound", g, sg.base)
+		}
+	}
+	if g := p.granuleOf(p.space); g < p.gm.len() && p.gm.count(idleBound, g, p.gm.len()-1) > 0 {
+		return fmt.Errorf("virtual pool: granules past the ranges' end at %d B are bound", p.space)
+	}
 	live := uint64(placed + p.live.n)
 	if live != p.usage.NumberAllocs {
 		return fmt.Errorf("virtual pool: %d placed reservations, usage says %d live", live, p.usage.NumberAllocs)
@@ -1319,6 +1356,9 @@ func (p *virtualPool) checkInvariants() error {
 		}
 		if r.n <= 0 || (r.g < p.gm.len() && p.gm.count(realBound, r.g, min(r.g+r.n, p.gm.len())-1) > 0) {
 			return fmt.Errorf("virtual pool: stale granules %d..%d: none, or some the device has bound as the pool does", r.g, r.g+r.n-1)
+		}
+		if p.rangeIndex(r.g) != p.rangeIndex(r.g+r.n-1) || p.offsetOf(r.g+r.n) > p.rangeEnd(p.offsetOf(r.g)) {
+			return fmt.Errorf("virtual pool: stale granules %d..%d pass the end of their range", r.g, r.g+r.n-1)
 		}
 	}
 	if spare != p.spareGr || bound+spare != reserved>>p.shift {

@@ -16,10 +16,10 @@ import (
 )
 
 // sparseStorage is a fakeStorage with sparse residency: it keeps what is
-// bound where, and refuses a bind of memory it does not hold, a submission
-// that names a granule twice (Vulkan's rule for a batch), or one that
-// leaves memory bound under two granules. Binding a bound granule replaces
-// its binding, as on the devices.
+// bound where, and refuses a bind of memory it does not hold or past its
+// range, a submission that names a granule twice (Vulkan's rule for a
+// batch), or one that leaves memory bound under two granules. Binding a
+// bound granule replaces its binding, as on the devices.
 type sparseStorage struct {
 	*fakeStorage
 	granule  uint64
@@ -88,7 +88,8 @@ func (s *sparseStorage) ReleaseVirtual(id vkruntime.StorageID) {
 }
 
 func (s *sparseStorage) Bind(id vkruntime.StorageID, binds []vkruntime.SparseBind) error {
-	if _, ok := s.ranges[id]; !ok {
+	size, ok := s.ranges[id]
+	if !ok {
 		return fmt.Errorf("bind into unknown range %d", id)
 	}
 	if s.refused++; s.refused == s.refuseCall {
@@ -100,6 +101,9 @@ func (s *sparseStorage) Bind(id vkruntime.StorageID, binds []vkruntime.SparseBin
 	for _, b := range binds {
 		if b.Offset%s.granule != 0 || b.Size%s.granule != 0 || b.MemoryOffset%s.granule != 0 {
 			return fmt.Errorf("bind %+v not on granules", b)
+		}
+		if b.Offset > size || b.Size > size-b.Offset {
+			return fmt.Errorf("bind %+v past the range's %d B", b, size)
 		}
 		for o := uint64(0); o < b.Size; o += s.granule {
 			key := [2]uint64{uint64(id), b.Offset + o}
@@ -533,6 +537,7 @@ func refusedBindStream(t *testing.T, s *sparseStorage, r *rand.Rand, steps, clea
 			require.NoError(t, s.backed(sh), "%s, step %d: a live reservation lies on memory the device never bound", name, step)
 		}
 		require.NoError(t, m.checkInvariants(), "%s, step %d", name, step)
+		require.NoError(t, deviceAgrees(m.pools[0].(*virtualPool), s), "%s, step %d", name, step)
 	}
 	for _, h := range live {
 		require.NoError(t, m.Free(h))
