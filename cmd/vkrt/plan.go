@@ -10,6 +10,7 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/spf13/cobra"
 
+	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/dryrun/plan"
 	"github.com/vkrt/vkrt/dryrun/replay"
 	"github.com/vkrt/vkrt/dryrun/trace"
@@ -134,14 +135,10 @@ func writePlanTraces(w io.Writer, lines []planTraceLine, asJSON bool) error {
 // layoutFile reads a file --layout names: a plan file `vkrt plan` wrote,
 // which must be for the replay's device model, or a layout.
 func layoutFile(path string) (memory.Layout, error) {
-	f, err := os.Open(path)
-	if err != nil {
+	if _, err := os.Stat(path); err != nil {
 		return memory.Layout{}, err
 	}
-	head := make([]byte, 64)
-	n, _ := io.ReadFull(f, head)
-	f.Close()
-	if !plan.IsFile(head[:n]) {
+	if !isPlanFile(path) {
 		return memory.ReadLayoutFile(path)
 	}
 	pf, err := plan.ReadFile(path)
@@ -153,4 +150,56 @@ func layoutFile(path string) (memory.Layout, error) {
 		return memory.Layout{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return l, nil
+}
+
+// planInEffect is the plan the guest's pools on client c follow: layout,
+// read from arg, or the zero layout. A plan file (`vkrt plan TRACE --out`)
+// was checked against the replay's device model only; a run places on c's
+// device, so one made for another alignment or sparse granule is a
+// *plan.DeviceMismatchError. A virtual plan on a device without
+// sparse residency builds the SubSlices pools and plans nothing: stderr is
+// told once, rather than the run reporting a capacity it never had.
+func planInEffect(arg string, layout memory.Layout, c *client.Client, stderr io.Writer) (memory.Layout, error) {
+	var granule uint64
+	if sp, ok := c.Storage().(interface{ SparseGranule() uint64 }); ok {
+		granule = sp.SparseGranule()
+	}
+	if _, err := memory.ParseLayout(arg); err != nil && isPlanFile(arg) {
+		pf, err := plan.ReadFile(arg)
+		if err != nil {
+			return memory.Layout{}, err
+		}
+		// Memory size and page size are left out: the plan's bytes are a
+		// forecast the pools grow past (a device with less fails only when
+		// the run needs the memory), and a plan file's slots are a virtual
+		// plan's, which no page size bounds (the H200's Vulkan driver caps
+		// pages 2 MiB under the replay model's).
+		props := c.Properties()
+		props.MemorySize, props.MaxPageSize = pf.Device.MemorySize, pf.Device.MaxPageSize
+		if _, err := pf.For(props, granule); err != nil {
+			return memory.Layout{}, fmt.Errorf("%s: %w", arg, err)
+		}
+	}
+	if planCapacity(layout) == 0 {
+		return memory.Layout{}, nil
+	}
+	if v, ok := layout.Virtual(); ok && granule == 0 {
+		fmt.Fprintf(stderr, "vkrt: --layout is a virtual plan (%s in %d slots), but this device has no sparse residency: the guest runs under the SubSlices pools, unplanned\n",
+			memory.FormatBytes(v.PlannedBytes), len(v.Slots))
+		return memory.Layout{}, nil
+	}
+	return layout, nil
+}
+
+// isPlanFile says whether path is a readable file that starts as a plan
+// file rather than a layout.
+func isPlanFile(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	head := make([]byte, 64)
+	n, _ := io.ReadFull(f, head)
+	return plan.IsFile(head[:n])
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +11,10 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/dryrun/plan"
+	"github.com/vkrt/vkrt/dryrun/replay"
+	"github.com/vkrt/vkrt/internal/devtest"
 	"github.com/vkrt/vkrt/internal/strictjson"
 	"github.com/vkrt/vkrt/memory"
 )
@@ -125,4 +129,58 @@ func TestPlanTracesRefusesTheFlagsOfAGuest(t *testing.T) {
 		require.ErrorContains(t, err, flag[0]+": only for a WebAssembly workload", "%v", flag)
 		require.NoFileExists(t, out)
 	}
+}
+
+// deviceGranule is the sparse granule of the device the command tests run
+// on, 0 without sparse residency.
+func deviceGranule(t *testing.T) uint64 {
+	t.Helper()
+	c, err := client.Open(context.Background())
+	devtest.SkipUnavailable(t, err)
+	defer c.Close()
+	if sp, ok := c.Storage().(interface{ SparseGranule() uint64 }); ok {
+		return sp.SparseGranule()
+	}
+	return 0
+}
+
+// A plan file from traces is made for the replay's H200 model; a guest run
+// on another device (lavapipe, the cpu device) places differently, so the
+// plan is refused as one for another device, not applied silently.
+func TestRunRefusesAPlanFileForAnotherDevice(t *testing.T) {
+	devicesOrSkip(t)
+	if deviceGranule(t) == replay.H200Granule {
+		t.Skip("the device has the replay model's sparse granule: the plan may well be for it")
+	}
+	first := writeTrace(t, "first.trace", shortRun)
+	out := filepath.Join(t.TempDir(), "workload.plan")
+	_, _, err := execute(t, "plan", first, "--out", out)
+	require.NoError(t, err)
+	guest := watFile(t, `(module (memory 1) (func (export "_start")))`)
+	for _, cmd := range []string{"run", "plan"} {
+		_, _, err = execute(t, cmd, guestArgs(t, guest, "--layout", out)...)
+		require.ErrorIs(t, err, plan.ErrPlanFile, cmd)
+		var mismatch *plan.DeviceMismatchError
+		require.ErrorAs(t, err, &mismatch, cmd)
+		require.ErrorContains(t, err, "the plan was made for a device with", cmd)
+	}
+}
+
+// A virtual plan on a device without sparse residency builds the SubSlices
+// pools: the run says so once on stderr and reports no plan capacity, which
+// it never had, rather than a growth of 0 past it.
+func TestRunSaysAVirtualPlanIsUnusedWithoutSparseResidency(t *testing.T) {
+	devicesOrSkip(t)
+	if deviceGranule(t) != 0 {
+		t.Skip("the device has sparse residency: the virtual plan is followed")
+	}
+	layout := `{"Virtual":{"planned_bytes":1048576,"slots":[4096,0,8192,65536]}}`
+	guest := watFile(t, `(module (memory 1) (func (export "_start")))`)
+	stdout, stderr, err := execute(t, "run", guestArgs(t, guest, "--json", "--layout", layout)...)
+	require.NoError(t, err)
+	var line runLine
+	require.NoError(t, json.Unmarshal([]byte(stdout), &line))
+	require.Zero(t, line.PlanCapacity, "no plan is in effect")
+	require.Equal(t, 1, strings.Count(stderr, "no sparse residency"), stderr)
+	require.Contains(t, stderr, memory.FormatBytes(1048576))
 }

@@ -61,6 +61,10 @@ type guestSession struct {
 	host   *wasmhost.Host
 	module *wasmhost.Module
 	run    []wasmhost.RunOption
+	// plan is the --layout the guest's pools follow as a plan; zero when
+	// none does (a preset, or a virtual plan on a device without sparse
+	// residency, which builds the SubSlices pools instead).
+	plan memory.Layout
 }
 
 func openGuest(ctx context.Context, path string, args []string, f guestFlags, stdout, stderr io.Writer) (*guestSession, error) {
@@ -95,6 +99,11 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 	if err != nil {
 		return nil, err
 	}
+	planned, err := planInEffect(f.layout, layout, c, stderr)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("--layout: %w", err)
+	}
 	hostOpts := []wasmhost.Option{wasmhost.WithMaxMemoryPages(f.maxMemoryPages)}
 	h, err := wasmhost.New(ctx, c, append(hostOpts, wasmhost.WithCompilationCacheDir(f.cacheDir))...)
 	if err != nil && f.cacheDir == defaultCompileCache() && f.cacheDir != "" {
@@ -118,7 +127,7 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 		c.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	s := &guestSession{client: c, host: h, module: m, run: []wasmhost.RunOption{
+	s := &guestSession{client: c, host: h, module: m, plan: planned, run: []wasmhost.RunOption{
 		wasmhost.WithArgs(append([]string{filepath.Base(path)}, args...)...),
 		wasmhost.WithStdout(stdout), wasmhost.WithStderr(stderr), wasmhost.WithClocks(),
 		wasmhost.WithDeadline(f.timeout), wasmhost.WithMaxDeviceBytes(f.maxDeviceBytes), wasmhost.WithMaxHandles(f.maxHandles),
@@ -242,7 +251,7 @@ func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry,
 			Usage: res.Usage, Report: res.Report, ReservedPeak: res.PeakReservedBytes,
 			LiveBytesPeak: res.PeakBytes, HandlesPeak: res.PeakHandles, MemoryPages: res.MemoryPages,
 			Calls: res.Calls, FailedCalls: res.FailedCalls, LastError: res.LastError,
-			Spills: res.Spills, PlanCapacity: planCapacity(s.client.Layout()),
+			Spills: res.Spills, PlanCapacity: planCapacity(s.plan),
 		}
 		stats := s.client.StorageStats()
 		line.DeviceBytesPeak, line.DeviceAllocs, line.DeviceAllocationsPeak = stats.BytesPeak, stats.Allocs, stats.AllocationsPeak
