@@ -244,20 +244,33 @@ func planBasic(report memory.Report, opts Options) (memory.Layout, error) {
 }
 
 // forecast makes capped pools a plan: each grows past its cap (warning and
-// counting spills) rather than refusing, and a last uncapped pool of the
-// device's largest page takes what is larger than any planned page, so a
-// run bigger than its dry run costs memory, never the run.
+// counting spills) rather than refusing, and uncapped pools of pages four
+// times larger each, up to the device's largest page, take what is larger
+// than any planned page, so a run bigger than its dry run costs memory,
+// never the run. One way-out pool of the largest page alone gave a 24 MB
+// buffer a 4 GiB page, and a run under a 120 MB memory limit failed with
+// 44 MB held.
 func forecast(pools []memory.SlicedPool, device vkruntime.DeviceProperties) memory.Layout {
 	var largest uint64
 	for i := range pools {
 		pools[i].Grow = true
 		largest = max(largest, pools[i].PageSize)
 	}
-	if top := min(device.MaxPageSize, device.MemorySize); top > largest {
+	top := min(device.MaxPageSize, device.MemorySize)
+	for page := largest; page > 0 && page < top/wayOutStep; {
+		page *= wayOutStep
+		pools = append(pools, memory.SlicedPool{PageSize: page, Grow: true})
+	}
+	if top > largest {
 		pools = append(pools, memory.SlicedPool{PageSize: top, Grow: true})
 	}
 	return memory.SlicedLayout(pools...)
 }
+
+// wayOutStep is how much larger each way-out page of a basic plan is than
+// the one before: a reservation past the planned pages takes a page at most
+// four times its size.
+const wayOutStep = 4
 
 // sameRoutingWhenCapped refuses a report whose stream a capped plan would
 // route differently, so that a basic plan made from the report alone fits

@@ -210,14 +210,21 @@ func TestStrongPlanInstallsAndExplainsItself(t *testing.T) {
 }
 
 // requireForecast checks a basic plan's pools: each capped, its cap a
-// forecast it grows past, then one uncapped pool of the device's largest
-// page for whatever is larger than every planned page.
+// forecast it grows past, then uncapped pools of pages four times larger
+// each, up to the device's largest, for whatever is larger than every
+// planned page.
 func requireForecast(t *testing.T, pools []memory.SlicedPool, name string) {
 	t.Helper()
 	if last := pools[len(pools)-1]; last.Pages == nil {
 		require.Equal(t, replay.H200().MaxPageSize, last.PageSize, "%s: the last pool is the growable way out", name)
-		require.True(t, last.Grow, "%s: what lands in the way out is counted", name)
-		pools = pools[:len(pools)-1]
+		for len(pools) > 0 && pools[len(pools)-1].Pages == nil {
+			way := pools[len(pools)-1]
+			require.True(t, way.Grow, "%s: what lands in the way out is counted", name)
+			pools = pools[:len(pools)-1]
+			if len(pools) > 0 {
+				require.LessOrEqual(t, way.PageSize, 4*pools[len(pools)-1].PageSize, "%s: way-out pages at most four times the one before", name)
+			}
+		}
 	}
 	for i, p := range pools {
 		require.NotNil(t, p.Pages, "%s: pool %d is capped", name, i)
@@ -312,4 +319,24 @@ func TestStrongPlanStaysWithinTheBoundOnGeneratedStreams(t *testing.T) {
 		}
 		t.Logf("%s: at most %.4f× (seed %d) over %d seeds", shape, worst, worstSeed, seeds)
 	}
+}
+
+// A buffer larger than every page a basic plan planned takes a way-out page
+// at most four times its size: one way-out pool of the device's largest
+// page gave a 24 MB buffer a 4 GiB page.
+func TestABasicPlanOutgrownTakesPagesNearTheSize(t *testing.T) {
+	small := tracetest.Inline(t, "a 1 1000000 0\na 2 1000000 0\nf 1\nf 2\n")
+	dry, err := replay.Run(small, memory.SubSlicesLayout(), replay.Options{})
+	require.NoError(t, err)
+	layout, err := Derive(dry.Report, Options{Strength: Basic, Trace: small})
+	require.NoError(t, err)
+	pools, ok := layout.Sliced()
+	require.True(t, ok)
+	requireForecast(t, pools, "small")
+	big := tracetest.Inline(t, "a 1 1000000 0\na 2 24000000 0\nf 1\nf 2\n")
+	run, err := replay.Run(big, layout, replay.Options{})
+	require.NoError(t, err)
+	require.LessOrEqual(t, run.ReservedPeakBytes, uint64(4*24000000+4<<20), "a page near the buffer's size, not the device's largest")
+	t.Logf("reserved peak %d B, spills %d", run.ReservedPeakBytes, run.Spills)
+	require.Positive(t, run.Spills, "the way out counts")
 }
