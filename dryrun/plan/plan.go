@@ -128,7 +128,10 @@ func Derive(report memory.Report, opts Options) (memory.Layout, error) {
 	}
 	basic, err := planBasic(report, opts)
 	if err != nil {
-		if errors.Is(err, ErrCannotPlan) {
+		// A basic plan the device cannot hold (its pages measured past the
+		// device's memory) is no plan: the strong one, which replayed on
+		// the same device, stands.
+		if errors.Is(err, ErrCannotPlan) || errors.Is(err, vkruntime.ErrOutOfDeviceMemory) || errors.Is(err, vkruntime.ErrPoolCapacityExceeded) {
 			return strong, nil
 		}
 		return memory.Layout{}, err

@@ -340,3 +340,20 @@ func TestABasicPlanOutgrownTakesPagesNearTheSize(t *testing.T) {
 	t.Logf("reserved peak %d B, spills %d", run.ReservedPeakBytes, run.Spills)
 	require.Positive(t, run.Spills, "the way out counts")
 }
+
+// On a device whose memory the basic plan's pages would pass, Derive keeps
+// the strong plan rather than failing: two 17 MB buffers fit a 40 MiB
+// device placed exactly, not in two 32 MiB pages.
+func TestAStrongPlanStandsWhereTheBasicOneDoesNotFit(t *testing.T) {
+	tr := tracetest.Inline(t, "a 1 17000000 0\na 2 17000000 0\nf 1\nf 2\n")
+	// Measured on a larger device under pages of 32 MiB: two of them.
+	dry, err := replay.Run(tr, memory.SlicedLayout(memory.SlicedPool{PageSize: 32 << 20}), replay.Options{})
+	require.NoError(t, err)
+	small := replay.H200()
+	small.MemorySize = 40 << 20
+	layout, err := Derive(dry.Report, Options{Strength: Strong, Trace: tr, Device: small})
+	require.NoError(t, err)
+	run, err := replay.Run(tr, layout, replay.Options{Device: small})
+	require.NoError(t, err)
+	require.LessOrEqual(t, run.ReservedPeakBytes, uint64(40<<20))
+}
