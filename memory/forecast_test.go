@@ -55,3 +55,20 @@ func TestSlicedPoolGrowJSON(t *testing.T) {
 	_, err = ParseLayout(`{"Sliced":[{"page_size":1048576,"grow":1}]}`)
 	require.ErrorContains(t, err, "grow: want true or false")
 }
+
+// A plan outgrown in two of its pools warns once for the run, with what
+// its capped pools hold together and what the pools then need.
+func TestAnOutgrownPlanWarnsOnceWithPlannedAndNeededBytes(t *testing.T) {
+	one := uint64(1)
+	m, _ := newTestManager(t, SlicedLayout(SlicedPool{PageSize: 1 << 20, Pages: &one, Grow: true},
+		SlicedPool{PageSize: 4 << 20, Pages: &one, Grow: true}))
+	var logged bytes.Buffer
+	m.SetLogger(slog.New(slog.NewTextHandler(&logged, nil)))
+	for _, size := range []uint64{600 << 10, 3 << 20, 600 << 10, 3 << 20} {
+		mustReserve(t, m, size, Eager)
+	}
+	require.Equal(t, uint64(2), m.Spills(), "a page past each pool's cap")
+	require.Equal(t, 1, bytes.Count(logged.Bytes(), []byte("level=WARN")), logged.String())
+	require.Contains(t, logged.String(), "planned_bytes=5242880")
+	require.Contains(t, logged.String(), "needed_bytes=6291456", "both planned pages and the 1 MiB page past the first cap")
+}

@@ -395,8 +395,13 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy bool) (int16, int32,
 func (m *Manager) warnLeftArena(size uint64) {
 	if !m.warned[len(m.pools)] {
 		m.warned[len(m.pools)] = true
+		var planned uint64
+		for _, page := range m.arena.cfg.pages {
+			planned = saturatingAdd(planned, page)
+		}
 		m.logger.Warn("memory: the allocation stream left the arena plan; later misses go to the fallback pools",
-			"reservation", m.ordinal, "bytes", size, "planned_slots", len(m.arena.cfg.slots))
+			"reservation", m.ordinal, "bytes", size, "planned_slots", len(m.arena.cfg.slots), "planned_bytes", planned,
+			"needed_bytes", m.total.BytesInUse) // the miss, served, included
 	}
 }
 

@@ -189,4 +189,6 @@ func TestRefusedArenaMissDoesNotWarn(t *testing.T) {
 	mustReserve(t, m, 100, Eager)
 	require.Equal(t, uint64(1), m.Spills())
 	require.Contains(t, log.String(), "left the arena plan")
+	require.Contains(t, log.String(), "planned_bytes=", "the warning says what was planned")
+	require.Contains(t, log.String(), "needed_bytes=100", "and what came")
 }
