@@ -112,7 +112,11 @@ func Open(index int, opts ...Option) (*Device, error) {
 	}
 	if index < 0 || index >= len(physical) {
 		releaseInstance(inst)
-		return nil, fmt.Errorf("vkrt: no Vulkan device %d: there are %d (0..%d)", index, len(physical), len(physical)-1)
+		devices := fmt.Sprintf("devices 0..%d", len(physical)-1)
+		if len(physical) == 1 {
+			devices = "device 0 only"
+		}
+		return nil, fmt.Errorf("vkrt: no Vulkan device %d: the loader found %s (vkrt devices lists them)", index, devices)
 	}
 	d := &Device{inst: inst, physical: physical[index], pipelines: map[string]*pipeline{}}
 	var err2 error
