@@ -420,6 +420,12 @@ func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
 	// 0.5–1.6 ms for these streams' (BenchmarkSparseBind,
 	// BenchmarkReplayOnTheDevice in vk).
 	head := []string{"trace", "events", "peak live", "reserved peak", "ratio", "driver allocs", "bind calls"}
+	// Under a plan (--layout FILE), what the run needed past it: the
+	// warnings that say so go to the replay's discarded logger.
+	underPlan := len(rows) > 0 && planCapacity(rows[0].dry.Layout) > 0
+	if underPlan {
+		head = append(head, "spills")
+	}
 	if f.bench {
 		head = append(head, "ns/event", "ref ns/event", "ns ratio", "ref extent")
 	}
@@ -440,6 +446,9 @@ func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
 		d := r.dry
 		cells := []string{d.Trace, fmt.Sprint(d.Events), memory.FormatBytes(d.PeakLiveBytes), memory.FormatBytes(d.ReservedPeakBytes),
 			fmt.Sprintf("%.3f×", d.Ratio()), fmt.Sprint(d.DriverAllocs), fmt.Sprint(d.BindCalls)}
+		if underPlan {
+			cells = append(cells, fmt.Sprint(d.Spills))
+		}
 		if f.bench {
 			cells = append(cells, fmt.Sprintf("%.1f", r.timing.NsPerEvent()), fmt.Sprintf("%.1f", r.refTiming.NsPerEvent()),
 				fmt.Sprintf("%.2f×", r.nsRatio()), fmt.Sprintf("%.3f×", r.reference.Ratio()))

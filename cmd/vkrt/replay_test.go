@@ -458,3 +458,22 @@ func TestReplayPassesNeedsBench(t *testing.T) {
 	_, _, err = executeReplay(t, "--bench", "--passes", "1", "--json", resnetTrace)
 	require.NoError(t, err)
 }
+
+// Under a plan (--layout FILE) the table says how many times the run
+// needed more than the plan: the warnings that say so go nowhere here.
+func TestReplayUnderAPlanShowsItsSpills(t *testing.T) {
+	first := writeTrace(t, "first.trace", shortRun)
+	out := filepath.Join(t.TempDir(), "first.plan")
+	_, _, err := execute(t, "plan", first, "--out", out)
+	require.NoError(t, err)
+	bigger := writeTrace(t, "bigger.trace", "a 1 3000000 0\na 2 5000000 0\na 4 40000000 0\nf 1\na 3 9000000 0\nf 2\nf 3\nf 4\n")
+	stdout, _, err := execute(t, "replay", "--layout", out, bigger)
+	require.NoError(t, err)
+	lines := strings.Split(stdout, "\n")
+	require.True(t, strings.HasSuffix(strings.TrimSpace(lines[0]), "spills"), lines[0])
+	fields := strings.Fields(lines[1])
+	require.NotEqual(t, "0", fields[len(fields)-1], "the bigger run outgrew the plan: %s", lines[1])
+	stdout, _, err = execute(t, "replay", bigger)
+	require.NoError(t, err)
+	require.NotContains(t, strings.SplitN(stdout, "\n", 2)[0], "spills", "no plan, no column")
+}
