@@ -344,14 +344,19 @@ func (s *Stream) Write(ctx context.Context, b *Buffer, offset uint64, data []byt
 // that first use. A buffer with memory is left as it is. A host that checks
 // what a buffer makes its pools reserve before the device holds any of it
 // (wasmhost's quota of device bytes) makes the buffer in a dry run, then
-// backs it once it passes.
+// backs it once it passes. Under a dry run it is checked and does nothing:
+// a dry run holds no device memory.
 func (s *Stream) Back(ctx context.Context, b *Buffer) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	dry := dryrun.Active(ctx)
 	return s.withMemory(bufferSize(b), func() error {
 		if err := s.owns(b); err != nil {
 			return err
+		}
+		if dry {
+			return nil
 		}
 		return s.back(b)
 	})

@@ -49,7 +49,8 @@ type instance struct {
 	// (defaultSlack).
 	bound, slack uint64
 	// freed says the guest's pools may hold free pages a cleanup would
-	// return: it freed a buffer (or had one refused) since the last.
+	// return: it freed a buffer since the last, or its stream held pages
+	// when it started.
 	freed bool
 	// installed is the layout the guest installed on its stream, in force
 	// while ownLayout.
@@ -74,6 +75,9 @@ func newInstance(h *Host, ctx context.Context, s *client.Stream, cfg runConfig) 
 	if inst.maxBytes > 0 {
 		p, sparse := h.c.Properties(), hasSparse(h.c.Storage())
 		inst.bound, inst.slack = reservedBound(p, sparse, inst.maxBytes), defaultSlack(p, sparse, inst.maxBytes)
+		// A stream given with OnStream may hold free pages from before the
+		// guest, counted against its bound: a cleanup may return them.
+		inst.freed = s.Usage().BytesReserved > 0
 	}
 	inst.baseDevice = h.deviceBytes()
 	return inst
@@ -138,9 +142,10 @@ func (g *instance) remove(handle uint32) *client.Buffer {
 // held to their bound: the buffer is first reserved lazily (its pages are
 // counted, the device holds nothing yet), and if that takes the pools past
 // the bound, their fully free pages and cached allocations go back to the
-// device; still past it, the buffer is freed and create answers EDQUOT, the
-// device never having held its page. Within the bound the buffer gets its
-// memory at once, as an eager one would, unless the guest's is a dry run.
+// device; still past it, the buffer is freed, its pages returned, and
+// create answers EDQUOT, the device never having held them. Within the
+// bound the buffer gets its memory at once, as an eager one would, unless
+// the guest's is a dry run.
 func (g *instance) create(size uint64) (*client.Buffer, Errno) {
 	if g.maxBytes == 0 {
 		b, err := g.stream.Empty(g.ctx, size)
@@ -149,27 +154,35 @@ func (g *instance) create(size uint64) (*client.Buffer, Errno) {
 		}
 		return b, ESUCCESS
 	}
+	before := g.stream.Usage().BytesReserved
 	b, err := g.stream.Empty(dryrun.With(g.ctx), size)
 	if err != nil {
 		return nil, g.fail(err)
 	}
 	reserved := g.stream.Usage().BytesReserved
+	// What b added to the pools is pages the device does not hold yet.
+	lazy := reserved - min(reserved, before)
 	if reserved > g.bound && g.freed {
-		g.cleanup()
+		g.cleanup(0) // b is live: its pages stay
 		reserved = g.stream.Usage().BytesReserved
 	}
 	if reserved > g.bound {
 		if err := g.stream.Free(b); err != nil {
 			return nil, g.fail(err)
 		}
-		g.freed = true // its page stays counted until the next cleanup
+		// The page b opened, lazy, is counted until a cleanup returns it:
+		// left, the pools would go on reserving past the bound
+		// (memory_usage, the run's Usage, a later guest on the stream).
+		g.cleanup(lazy)
 		return nil, g.fail(fail(EDQUOT, "buffer_create: %d B more would make the guest's pools reserve %d B, past the %d B a guest with a quota of %d B may have them reserve (twice the quota plus %d B of default pages)",
 			size, reserved, g.bound, g.maxBytes, g.slack))
 	}
 	if !g.dry {
 		if err := g.stream.Back(g.ctx, b); err != nil {
+			// The device refused b's pages: they go, as a refused
+			// buffer's do.
 			_ = g.stream.Free(b)
-			g.freed = true
+			g.cleanup(lazy)
 			return nil, g.fail(err)
 		}
 	}
@@ -181,9 +194,12 @@ func (g *instance) create(size uint64) (*client.Buffer, Errno) {
 // device's flush may still free pages others released before, so it can
 // hold less than when the guest started for reasons not the guest's own:
 // the baseline PeakDeviceBytes is measured from drops by what the others
-// gave back, or the guest's later pages would hide under it.
-func (g *instance) cleanup() {
+// gave back, or the guest's later pages would hide under it. lazy is what
+// the pools reserve without device memory (a refused buffer's pages),
+// which the cleanup returns without the device holding any less.
+func (g *instance) cleanup(lazy uint64) {
 	devBefore, ownBefore := g.host.deviceBytes(), g.ownDevice()
+	ownBefore -= min(ownBefore, lazy)
 	g.stream.MemoryCleanup()
 	devAfter, ownAfter := g.host.deviceBytes(), g.ownDevice()
 	g.freed = false

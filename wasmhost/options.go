@@ -126,8 +126,9 @@ func WithDeadline(d time.Duration) RunOption {
 // the pools past it even after a cleanup of their free pages: the buffer
 // is reserved without device memory first, so the device never holds more
 // than the bound for the guest, not even for a moment. The cleanup is of
-// the guest's own pools only (Stream.MemoryCleanup), made only when it
-// freed a buffer, or was refused one, since its last.
+// the guest's own pools only (Stream.MemoryCleanup), made when it freed a
+// buffer since its last, or its stream (OnStream) held pages when it
+// started; a refused buffer's pages are returned at once.
 func WithMaxDeviceBytes(n uint64) RunOption {
 	return func(c runConfig) runConfig { c.maxDeviceBytes = n; return c }
 }
