@@ -16,6 +16,7 @@ import (
 	vulkan "github.com/vulkan-go/vulkan"
 
 	"github.com/vkrt/vkrt/device"
+	"github.com/vkrt/vkrt/internal/callgate"
 	"github.com/vkrt/vkrt/kernel"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -69,14 +70,11 @@ type Device struct {
 	lost          atomic.Bool
 	validationMu  sync.Mutex
 	validationErr error
-	closed        atomic.Bool
 
-	// callsMu guards running, the calls between begin and end that use
-	// the device's Vulkan objects; Close marks the device closed under it
-	// and waits on drained until they have all ended.
-	callsMu sync.Mutex
-	running int
-	drained chan struct{}
+	// gate admits the calls that use the device's Vulkan objects (begin
+	// and end); Close closes it and waits for them before it destroys
+	// anything.
+	gate callgate.Gate
 }
 
 func init() {
@@ -412,7 +410,7 @@ func (d *Device) checkValidation() error {
 
 // usable fails fast on a closed or lost device.
 func (d *Device) usable() error {
-	if d.closed.Load() {
+	if d.gate.Closed() {
 		return d.closedError()
 	}
 	if d.lost.Load() {
@@ -430,24 +428,16 @@ func (d *Device) closedError() error {
 // before it destroys anything. Calls made between begin and end must not
 // begin again (a Close in between would refuse them half way).
 func (d *Device) begin() error {
-	d.callsMu.Lock()
-	defer d.callsMu.Unlock()
 	if err := d.usable(); err != nil {
 		return err
 	}
-	d.running++
+	if !d.gate.Enter() {
+		return d.closedError()
+	}
 	return nil
 }
 
-func (d *Device) end() {
-	d.callsMu.Lock()
-	defer d.callsMu.Unlock()
-	d.running--
-	if d.running == 0 && d.drained != nil {
-		close(d.drained)
-		d.drained = nil
-	}
-}
+func (d *Device) end() { d.gate.Leave() }
 
 // noteResult records a lost device and turns a failed result into an error.
 func (d *Device) noteResult(call string, r vulkan.Result) error {
@@ -467,19 +457,8 @@ func (d *Device) noteResult(call string, r vulkan.Result) error {
 // it returns the validation errors seen over the device's life (leaked
 // objects among them).
 func (d *Device) Close() error {
-	d.callsMu.Lock()
-	if d.closed.Swap(true) {
-		d.callsMu.Unlock()
+	if !d.gate.Close() { // calls already running end first; new ones fail with ErrClosed
 		return nil
-	}
-	var drained chan struct{}
-	if d.running > 0 {
-		drained = make(chan struct{})
-		d.drained = drained
-	}
-	d.callsMu.Unlock()
-	if drained != nil {
-		<-drained // calls already running end first; new ones fail with ErrClosed
 	}
 	if d.handle != nil {
 		vulkan.DeviceWaitIdle(d.handle)

@@ -19,6 +19,7 @@ import (
 	"sync"
 
 	"github.com/vkrt/vkrt/device"
+	"github.com/vkrt/vkrt/internal/callgate"
 	"github.com/vkrt/vkrt/kernel"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -88,14 +89,9 @@ type Device struct {
 	limits  kernel.Limits
 	storage *Storage
 
-	// callsMu guards running, the calls between begin and end, and the
-	// closing state: Close marks the device closed under it, so that no
-	// call begins afterwards, and waits on drained for the running ones
-	// before it releases the storage they may be using.
-	callsMu sync.Mutex
-	closed  bool
-	running int
-	drained chan struct{}
+	// calls admits the calls that use the storage; Close closes it and
+	// waits for the running ones before it releases their pages.
+	calls callgate.Gate
 	// released is closed once Close has released the storage, so that a
 	// second Close returns no earlier than the first.
 	released chan struct{}
@@ -174,21 +170,9 @@ func (d *Device) Storage() device.Storage { return d.storage }
 // made once Close began fail with an error matching runtime.ErrClosed. A
 // second Close returns once the first has released the storage.
 func (d *Device) Close() error {
-	d.callsMu.Lock()
-	if d.closed {
-		d.callsMu.Unlock()
+	if !d.calls.Close() {
 		<-d.released
 		return nil
-	}
-	d.closed = true
-	var drained chan struct{}
-	if d.running > 0 {
-		drained = make(chan struct{})
-		d.drained = drained
-	}
-	d.callsMu.Unlock()
-	if drained != nil {
-		<-drained
 	}
 	d.storage.releaseAll()
 	close(d.released)
@@ -204,24 +188,13 @@ func (d *Device) begin(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	d.callsMu.Lock()
-	defer d.callsMu.Unlock()
-	if d.closed {
+	if !d.calls.Enter() {
 		return d.closedError()
 	}
-	d.running++
 	return nil
 }
 
-func (d *Device) end() {
-	d.callsMu.Lock()
-	defer d.callsMu.Unlock()
-	d.running--
-	if d.running == 0 && d.drained != nil {
-		close(d.drained)
-		d.drained = nil
-	}
-}
+func (d *Device) end() { d.calls.Leave() }
 
 // closedError is what every call after Close fails with: it matches
 // runtime.ErrClosed.
