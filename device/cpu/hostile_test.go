@@ -58,14 +58,7 @@ func TestManyEmptyRowsReturnAtOnce(t *testing.T) {
 // moves: a download of 4 B through a handle of a whole 1 GiB range gathered
 // (and allocated) all of it first, and the upload scattered it all back.
 func TestTransfersThroughLargeVirtualHandlesCopyWhatTheyMove(t *testing.T) {
-	const g = 64 << 10
-	d := newDevice(t, cpu.WithSparseGranule(g))
-	s := d.Storage().(*cpu.Storage)
-	v, err := s.ReserveVirtual(1 << 30)
-	require.NoError(t, err)
-	m, err := s.Alloc(g)
-	require.NoError(t, err)
-	require.NoError(t, s.Bind(v.ID, []vkruntime.SparseBind{{Size: g, Memory: m.ID}}))
+	d, v, _ := largeRangeOverOnePage(t)
 
 	var before, after goruntime.MemStats
 	goruntime.ReadMemStats(&before)
@@ -104,14 +97,7 @@ func TestPagesPastHostMemoryAreOutOfMemory(t *testing.T) {
 // touches: filling one word through a handle of a 1 GiB range copied the
 // whole handle out and back, 1 GiB of host memory for 4 B.
 func TestKernelsOnLargeVirtualHandlesCopyWhatTheyTouch(t *testing.T) {
-	const g = 64 << 10
-	d := newDevice(t, cpu.WithSparseGranule(g))
-	s := d.Storage().(*cpu.Storage)
-	v, err := s.ReserveVirtual(1 << 30)
-	require.NoError(t, err)
-	m, err := s.Alloc(g)
-	require.NoError(t, err)
-	require.NoError(t, s.Bind(v.ID, []vkruntime.SparseBind{{Size: g, Memory: m.ID}}))
+	d, v, m := largeRangeOverOnePage(t)
 	require.NoError(t, d.Upload(t.Context(), m, []byte{9, 9, 9, 9, 9, 9, 9, 9}))
 
 	var before, after goruntime.MemStats
@@ -122,4 +108,19 @@ func TestKernelsOnLargeVirtualHandlesCopyWhatTheyTouch(t *testing.T) {
 	got := make([]byte, 8)
 	require.NoError(t, d.Download(t.Context(), m, got))
 	require.Equal(t, []byte{4, 3, 2, 1, 9, 9, 9, 9}, got, "the word filled, the next one as it was")
+}
+
+// largeRangeOverOnePage is a device with a 1 GiB virtual range whose first
+// granule is bound to a page m of one granule.
+func largeRangeOverOnePage(t *testing.T) (d *cpu.Device, v, m vkruntime.StorageHandle) {
+	t.Helper()
+	const g = 64 << 10
+	d = newDevice(t, cpu.WithSparseGranule(g))
+	s := d.Storage().(*cpu.Storage)
+	v, err := s.ReserveVirtual(1 << 30)
+	require.NoError(t, err)
+	m, err = s.Alloc(g)
+	require.NoError(t, err)
+	require.NoError(t, s.Bind(v.ID, []vkruntime.SparseBind{{Size: g, Memory: m.ID}}))
+	return d, v, m
 }
