@@ -236,6 +236,10 @@ func (c *Client) Device() device.Device { return c.dev }
 // held to the client's memory limit.
 func (c *Client) Storage() device.Storage { return c.storage }
 
+// SparseGranule is the device's sparse binding granule, 0 where it has no
+// sparse residency (there the Virtual layout builds the SubSlices pools).
+func (c *Client) SparseGranule() uint64 { return c.storage.SparseGranule() }
+
 // Properties are the device facts the pools size themselves by; with a
 // memory limit, MemorySize is the limit.
 func (c *Client) Properties() vkruntime.DeviceProperties { return c.props }

@@ -73,7 +73,7 @@ func newInstance(h *Host, ctx context.Context, s *client.Stream, cfg runConfig) 
 		inst.maxHandles = DefaultMaxHandles
 	}
 	if inst.maxBytes > 0 {
-		p, sparse := h.c.Properties(), hasSparse(h.c.Storage())
+		p, sparse := h.c.Properties(), h.c.SparseGranule() != 0
 		inst.bound, inst.slack = reservedBound(p, sparse, inst.maxBytes), defaultSlack(p, sparse, inst.maxBytes)
 		// A stream given with OnStream may hold free pages from before the
 		// guest, counted against its bound: a cleanup may return them.

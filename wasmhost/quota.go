@@ -54,14 +54,6 @@ func ladderSlack(p vkruntime.DeviceProperties, quota uint64) uint64 {
 	return slack
 }
 
-// hasSparse reports whether the client's storage has sparse residency,
-// where the Virtual layout builds its virtual pool rather than the
-// SubSlices pools.
-func hasSparse(s any) bool {
-	sp, ok := s.(interface{ SparseGranule() uint64 })
-	return ok && sp.SparseGranule() != 0
-}
-
 // arenaBytes is the arena's pages together (saturating), 0 for a layout
 // without an arena.
 func arenaBytes(l memory.Layout) uint64 {

@@ -160,10 +160,7 @@ func layoutFile(path string) (memory.Layout, error) {
 // sparse residency builds the SubSlices pools and plans nothing: stderr is
 // told once, rather than the run reporting a capacity it never had.
 func planInEffect(arg string, layout memory.Layout, c *client.Client, stderr io.Writer) (memory.Layout, error) {
-	var granule uint64
-	if sp, ok := c.Storage().(interface{ SparseGranule() uint64 }); ok {
-		granule = sp.SparseGranule()
-	}
+	granule := c.SparseGranule()
 	if _, err := memory.ParseLayout(arg); err != nil && isPlanFile(arg) {
 		pf, err := plan.ReadFile(arg)
 		if err != nil {

@@ -138,10 +138,7 @@ func deviceGranule(t *testing.T) uint64 {
 	c, err := client.Open(context.Background())
 	devtest.SkipUnavailable(t, err)
 	defer c.Close()
-	if sp, ok := c.Storage().(interface{ SparseGranule() uint64 }); ok {
-		return sp.SparseGranule()
-	}
-	return 0
+	return c.SparseGranule()
 }
 
 // A plan file from traces is made for the replay's H200 model; a guest run
