@@ -3,7 +3,6 @@ package memory
 import (
 	"log/slog"
 	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -22,27 +21,14 @@ func rangesReplay(t *testing.T, plan VirtualPlan, mapping Mapping, seed uint64) 
 	require.NoError(t, err)
 	m.SetLogger(slog.New(slog.DiscardHandler))
 	r := rand.New(rand.NewPCG(seed, 5))
-	var live []Handle
-	var reports []Report
 	g := testGranule
-	for range 300 {
-		switch k := r.IntN(10); {
-		case k < 5 || len(live) == 0:
-			size := uint64(r.IntN(3*g) + 1)
-			if r.IntN(4) == 0 {
-				size = uint64(r.IntN(20*g) + 1)
-			}
-			live = append(live, mustReserve(t, m, size, mapping))
-		case k < 9:
-			i := r.IntN(len(live))
-			require.NoError(t, m.Free(live[i]))
-			live = slices.Delete(live, i, i+1)
-		default:
-			m.Cleanup(r.IntN(2) == 0)
+	live, reports := randomSteps(t, m, mapping, 300, func() uint64 {
+		size := uint64(r.IntN(3*g) + 1)
+		if r.IntN(4) == 0 {
+			size = uint64(r.IntN(20*g) + 1)
 		}
-		require.NoError(t, m.checkInvariants())
-		reports = append(reports, m.Report())
-	}
+		return size
+	}, r)
 	var at []vkruntime.StorageHandle
 	for _, h := range live {
 		sh, err := m.Resolve(h)

@@ -557,12 +557,27 @@ func virtualReplay(t *testing.T, plan VirtualPlan, mapping Mapping, seed uint64)
 	m, s := newVirtualManager(t, plan)
 	m.SetLogger(slog.New(slog.DiscardHandler))
 	r := rand.New(rand.NewPCG(seed, 11))
+	live, reports := randomSteps(t, m, mapping, 600, func() uint64 { return uint64(r.IntN(3*testGranule) + 1) }, r)
+	for _, h := range live {
+		require.NoError(t, m.Free(h))
+	}
+	m.Cleanup(true)
+	require.NoError(t, m.checkInvariants())
+	return append(reports, m.Report()), s
+}
+
+// randomSteps drives steps random steps through m: reservations of size()
+// bytes (half the steps), frees, and cleanups, explicit or not; it checks
+// the invariants after each and returns the live reservations and the
+// report after every step.
+func randomSteps(t *testing.T, m *Manager, mapping Mapping, steps int, size func() uint64, r *rand.Rand) ([]Handle, []Report) {
+	t.Helper()
 	var live []Handle
 	var reports []Report
-	for range 600 {
+	for range steps {
 		switch k := r.IntN(10); {
 		case k < 5 || len(live) == 0:
-			live = append(live, mustReserve(t, m, uint64(r.IntN(3*testGranule)+1), mapping))
+			live = append(live, mustReserve(t, m, size(), mapping))
 		case k < 9:
 			i := r.IntN(len(live))
 			require.NoError(t, m.Free(live[i]))
@@ -573,12 +588,7 @@ func virtualReplay(t *testing.T, plan VirtualPlan, mapping Mapping, seed uint64)
 		require.NoError(t, m.checkInvariants())
 		reports = append(reports, m.Report())
 	}
-	for _, h := range live {
-		require.NoError(t, m.Free(h))
-	}
-	m.Cleanup(true)
-	require.NoError(t, m.checkInvariants())
-	return append(reports, m.Report()), s
+	return live, reports
 }
 
 // A dry run of a stream (Lazy reservations) reports what its real run
