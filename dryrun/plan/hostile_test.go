@@ -187,61 +187,44 @@ func TestWindowRangesMatchLists(t *testing.T) {
 // above the peak, then starts n/4 allocations that outlive it: the window
 // around it has one allocation to move and n/4 fixed ones crossing its end.
 func edgeFan(n int) *trace.Trace {
-	t := &trace.Trace{Name: fmt.Sprintf("edge_fan_%d", n)}
-	alloc := func(size uint64) int32 {
-		t.Events = append(t.Events, trace.Event{Op: trace.OpAlloc, Index: int32(t.Allocations), Size: size})
-		t.Allocations++
-		return int32(t.Allocations - 1)
-	}
-	free := func(id int32) { t.Events = append(t.Events, trace.Event{Op: trace.OpFree, Index: id}) }
+	g := &streamBuilder{t: &trace.Trace{Name: fmt.Sprintf("edge_fan_%d", n)}}
 	var small, late []int32
 	for range n / 4 {
-		small = append(small, alloc(1024))
+		small = append(small, g.alloc(1024))
 	}
 	for i := 0; i < len(small); i += 2 {
-		free(small[i])
+		g.free(small[i])
 	}
-	big := alloc(uint64(n/4) * 1024)
+	big := g.alloc(uint64(n/4) * 1024)
 	for i := 1; i < len(small); i += 2 {
-		free(small[i])
+		g.free(small[i])
 	}
 	for range n / 4 {
-		late = append(late, alloc(512))
+		late = append(late, g.alloc(512))
 	}
-	free(big)
-	alloc(16)
-	for _, id := range late {
-		free(id)
-	}
-	return t
+	g.free(big)
+	g.alloc(16)
+	g.free(late...)
+	return g.t
 }
 
 // manyWindows keeps n/4 small allocations live throughout while n/12
 // times a 2 MiB allocation misses the hole two 1 MiB ones left: every
 // window of the search has thousands of fixed allocations across it.
 func manyWindows(n int) *trace.Trace {
-	t := &trace.Trace{Name: fmt.Sprintf("many_windows_%d", n)}
-	alloc := func(size uint64) int32 {
-		t.Events = append(t.Events, trace.Event{Op: trace.OpAlloc, Index: int32(t.Allocations), Size: size})
-		t.Allocations++
-		return int32(t.Allocations - 1)
-	}
-	free := func(id int32) { t.Events = append(t.Events, trace.Event{Op: trace.OpFree, Index: id}) }
+	g := &streamBuilder{t: &trace.Trace{Name: fmt.Sprintf("many_windows_%d", n)}}
 	var long []int32
 	for range n / 4 {
-		long = append(long, alloc(16))
+		long = append(long, g.alloc(16))
 	}
 	for range n / 12 {
-		x, y := alloc(1<<20), alloc(1<<20)
-		free(x)
-		z := alloc(2 << 20)
-		free(y)
-		free(z)
+		x, y := g.alloc(1<<20), g.alloc(1<<20)
+		g.free(x)
+		z := g.alloc(2 << 20)
+		g.free(y, z)
 	}
-	for _, id := range long {
-		free(id)
-	}
-	return t
+	g.free(long...)
+	return g.t
 }
 
 // BenchmarkPlanHostile plans streams shaped against the window search at
