@@ -5,6 +5,10 @@ import (
 	"fmt"
 )
 
+// ErrUnknownMapping: Reserve was given a Mapping other than Eager and
+// Lazy. Nothing was reserved.
+var ErrUnknownMapping = errors.New("memory: unknown mapping")
+
 // InstallErrorKind says why a layout was not installed.
 type InstallErrorKind int
 

@@ -303,7 +303,7 @@ func reserveFailed(size uint64, err error) error {
 // reserveSlow is Reserve past its common case.
 func (m *Manager) reserveSlow(size uint64, mapping Mapping) (Handle, error) {
 	if mapping != Eager && mapping != Lazy {
-		return Handle{}, fmt.Errorf("memory: reserve %d B: unknown mapping %d (want Eager or Lazy)", size, int(mapping))
+		return Handle{}, fmt.Errorf("%w %d (want Eager or Lazy): reserve %d B", ErrUnknownMapping, int(mapping), size)
 	}
 	aligned, ok := alignUp(max(size, 1), m.props.Alignment)
 	if !ok {

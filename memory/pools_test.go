@@ -249,6 +249,7 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 	mustReserve(t, m, 100, Eager)
 	before, allocs := m.Report(), s.allocs
 	_, err := m.Reserve(16, Mapping(7))
+	require.ErrorIs(t, err, ErrUnknownMapping)
 	require.ErrorContains(t, err, "unknown mapping 7")
 	_, err = m.Reserve(^uint64(0), Eager)
 	require.ErrorIs(t, err, vkruntime.ErrBufferTooBig)
