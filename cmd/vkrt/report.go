@@ -41,7 +41,11 @@ non-zero once the page is written.
 
 The plan is derived from each trace's own dry run, as 'vkrt replay --plan'
 does, unless --plan names one (a preset, a layout JSON literal, or a file
-holding one), so a stream can be seen under the plan of another run.`,
+holding one), so a stream can be seen under the plan of another run.
+
+On a terminal, stderr shows the stage under way (replaying a trace,
+planning it, replaying it under the plan) and its progress, as vkrt replay
+does.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runReport(cmd, args, f)
 		},
@@ -81,18 +85,13 @@ func runReport(cmd *cobra.Command, paths []string, f reportFlags) error {
 		page        htmlreport.Page
 		undecodable error
 	)
-	for _, path := range paths {
-		t, err := trace.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		tr, err := htmlreport.ReplayTrace(t, layouts, htmlreport.Buckets)
-		if err != nil {
-			return err
-		}
-		page.Traces = append(page.Traces, tr)
+	bar := newReplayProgress(cmd.ErrOrStderr())
+	defer bar.clear()
+	if page.Traces, err = reportTraces(paths, layouts, bar); err != nil {
+		return err
 	}
 	if f.env != "" {
+		bar.stage("reading the records of "+f.env, 0)
 		recs, bad, err := envRecords(cmd.Context(), f.env)
 		if err != nil {
 			return err
@@ -100,12 +99,37 @@ func runReport(cmd *cobra.Command, paths []string, f reportFlags) error {
 		page.Env = recs
 		undecodable = bad
 	}
+	bar.stage("writing "+f.html, 0)
 	if err := writeReport(f.html, page); err != nil {
 		return err
 	}
 	// The page is written with every record that decodes; the command still
 	// fails so that a script notices the ones left out.
 	return undecodable
+}
+
+// reportTraces reads and replays each trace under layouts, showing the work
+// on bar as vkrt replay does: a bar for each stage of a trace whose replays
+// are long or that is planned.
+func reportTraces(paths []string, layouts htmlreport.Layouts, bar *replayProgress) ([]*htmlreport.TraceReport, error) {
+	var traces []*htmlreport.TraceReport
+	for _, path := range paths {
+		bar.stage("reading "+path, 0)
+		t, err := trace.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		long := len(t.Events) >= replayProgressEvents || layouts.Plan == nil
+		tr, err := htmlreport.ReplayTrace(t, layouts, htmlreport.Buckets, htmlreport.Progress{
+			Stage: func(desc string, steps int) { bar.stage(desc, bar.total(long, steps)) },
+			Step:  bar.setTotal,
+		})
+		if err != nil {
+			return nil, err
+		}
+		traces = append(traces, tr)
+	}
+	return traces, nil
 }
 
 // envRecords reads an environment's memory records, oldest first. Those

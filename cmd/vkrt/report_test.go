@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/internal/htmlreport"
 	"github.com/vkrt/vkrt/internal/strictjson"
 	"github.com/vkrt/vkrt/memory"
 	"github.com/vkrt/vkrt/runtime/environment"
@@ -197,4 +199,25 @@ func TestReportLeavesOutARecordWhoseTotalsOverflow(t *testing.T) {
 	require.Equal(t, 4, strings.Count(html, `<g class="record"`), "every other record is drawn")
 	require.NotContains(t, html, `<g class="record" data-id="5"`)
 	require.Regexp(t, `<ul><li>#5 overflowing, [^<]*record 5 [^<]*bytes_reserved</li></ul>`, html)
+}
+
+// A terminal sees each trace's stages as vkrt replay shows them: the replay
+// under the layout without a plan, the planning and the replay under the
+// plan, each counted; stderr that is not a terminal gets none of it.
+func TestReportShowsProgressWithinATrace(t *testing.T) {
+	var buf bytes.Buffer
+	bar := &replayProgress{w: &buf, visible: true}
+	layout, err := replayLayout("sub-slices")
+	require.NoError(t, err)
+	traces, err := reportTraces([]string{resnetTrace}, htmlreport.Layouts{Default: layout, DefaultName: "default layout"}, bar)
+	require.NoError(t, err)
+	require.Len(t, traces, 1)
+	for _, stage := range []string{"replaying resnet50_train", "planning resnet50_train", "replaying resnet50_train under the plan"} {
+		require.Regexp(t, regexp.QuoteMeta(stage)+`[^\n\r]*\d+/\d+`, buf.String(), "the stage %q is counted", stage)
+	}
+
+	dir := t.TempDir()
+	_, stderr, err := execute(t, "report", "--html", filepath.Join(dir, "report.html"), smallTrace(t, dir))
+	require.NoError(t, err)
+	require.Empty(t, stderr, "no progress when stderr is not a terminal")
 }

@@ -27,7 +27,7 @@ func BenchmarkLargestTrace(b *testing.B) {
 			require.NoError(b, err)
 		}
 	})
-	tr, err := ReplayTrace(trace, testDefault, Buckets)
+	tr, err := ReplayTrace(trace, testDefault, Buckets, Progress{})
 	require.NoError(b, err)
 	b.Run("render", func(b *testing.B) {
 		var page bytes.Buffer

@@ -105,7 +105,7 @@ func TestReportInHeadlessChromium(t *testing.T) {
 	require.NoError(t, err)
 
 	start := time.Now()
-	tr, err := ReplayTrace(trace, testDefault, Buckets)
+	tr, err := ReplayTrace(trace, testDefault, Buckets, Progress{})
 	require.NoError(t, err)
 	var html bytes.Buffer
 	// The environment holds the pools' reports at the end of both runs.

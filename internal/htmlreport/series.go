@@ -114,6 +114,12 @@ var ErrTooManyPools = errors.New("htmlreport: too many pools to chart")
 // Replay replays t under l and charts the pools in buckets buckets of
 // events (one per pixel column of the chart).
 func Replay(t *trace.Trace, l memory.Layout, buckets int) (*Run, error) {
+	return chartedReplay(t, l, buckets, nil)
+}
+
+// chartedReplay is Replay telling step of the events replayed, every so
+// many and once at the end (replay.Options.Progress), when step is set.
+func chartedReplay(t *trace.Trace, l memory.Layout, buckets int, step func(done, total int)) (*Run, error) {
 	run := &Run{}
 	// The streams in the order the trace first allocates on them: the
 	// order in which the replay builds their managers.
@@ -174,7 +180,7 @@ func Replay(t *trace.Trace, l memory.Layout, buckets int) (*Run, error) {
 		}
 		lastReserved = u.BytesReserved
 	}
-	res, err := replay.Run(t, l, replay.Options{Observe: observe})
+	res, err := replay.Run(t, l, replay.Options{Observe: observe, Progress: step})
 	if err != nil {
 		return nil, err
 	}
@@ -231,9 +237,30 @@ type PlanFrom struct {
 	Source string
 }
 
-// ReplayTrace replays t without a plan and under the plan.
-func ReplayTrace(t *trace.Trace, ls Layouts, buckets int) (*TraceReport, error) {
-	dry, err := Replay(t, ls.Default, buckets)
+// Progress is told of a trace's work as it goes, for a caller that shows
+// it. Stage is called as each stage starts: the replay under the layout
+// without a plan ("replaying NAME"), the planning ("planning NAME", only
+// when the plan is derived) and the replay under the plan ("replaying NAME
+// under the plan"), with the steps it counts: the trace's events for a
+// replay, 1 for the planning, whose total the first Step brings. Step is
+// called as the stage advances, with the steps done and their total. A nil
+// func is not called.
+type Progress struct {
+	Stage func(desc string, steps int)
+	Step  func(done, total int)
+}
+
+func (p Progress) stage(desc string, steps int) {
+	if p.Stage != nil {
+		p.Stage(desc, steps)
+	}
+}
+
+// ReplayTrace replays t without a plan and under the plan, telling
+// progress of each stage.
+func ReplayTrace(t *trace.Trace, ls Layouts, buckets int, progress Progress) (*TraceReport, error) {
+	progress.stage("replaying "+t.Name, len(t.Events))
+	dry, err := chartedReplay(t, ls.Default, buckets, progress.Step)
 	if err != nil {
 		return nil, err
 	}
@@ -244,12 +271,14 @@ func ReplayTrace(t *trace.Trace, ls Layouts, buckets int) (*TraceReport, error) 
 	if ls.Plan != nil {
 		layout, source = ls.Plan.Layout, ls.Plan.Source
 	} else {
-		if layout, err = plan.Derive(dry.Result.Report, plan.Options{Strength: plan.Strong, Trace: t}); err != nil {
+		progress.stage("planning "+t.Name, 1)
+		if layout, err = plan.Derive(dry.Result.Report, plan.Options{Strength: plan.Strong, Trace: t, Progress: progress.Step}); err != nil {
 			return nil, fmt.Errorf("planning %s: %w", t.Name, err)
 		}
 		source = "planned from this trace's dry run"
 	}
-	planned, err := Replay(t, layout, buckets)
+	progress.stage("replaying "+t.Name+" under the plan", len(t.Events))
+	planned, err := chartedReplay(t, layout, buckets, progress.Step)
 	if err != nil {
 		return nil, fmt.Errorf("replaying %s under the plan: %w", t.Name, err)
 	}

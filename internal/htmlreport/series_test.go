@@ -33,3 +33,42 @@ func TestChartingAllocatesPerSampleNotPerEvent(t *testing.T) {
 	require.LessOrEqual(t, charted-plain, float64(2*len(run.Samples)+buffers),
 		"%d events, %d samples: %.0f allocations past a plain replay's %.0f", len(tr.Events), len(run.Samples), charted-plain, plain)
 }
+
+// ReplayTrace tells each stage as it starts, in order, and each stage's
+// steps up to its total: the events of each replay, and the planning's own
+// count, which the planning brings.
+func TestReplayTraceTellsItsProgress(t *testing.T) {
+	tr := tracetest.Read(t, "bert_dynamic")
+	type stage struct {
+		desc        string
+		steps       int
+		done, total int
+	}
+	var stages []stage
+	progress := Progress{
+		Stage: func(desc string, steps int) { stages = append(stages, stage{desc: desc, steps: steps}) },
+		Step: func(done, total int) {
+			s := &stages[len(stages)-1]
+			require.GreaterOrEqual(t, done, s.done, "%s goes forward", s.desc)
+			s.done, s.total = done, total
+		},
+	}
+	_, err := ReplayTrace(tr, testDefault, Buckets, progress)
+	require.NoError(t, err)
+	events := len(tr.Events)
+	require.Len(t, stages, 3)
+	require.Equal(t, stage{"replaying bert_dynamic", events, events, events}, stages[0])
+	require.Equal(t, "planning bert_dynamic", stages[1].desc)
+	require.Positive(t, stages[1].total, "the planning counts its work")
+	require.Equal(t, stages[1].total, stages[1].done)
+	require.Equal(t, stage{"replaying bert_dynamic under the plan", events, events, events}, stages[2])
+
+	// A plan given is not derived: no planning stage.
+	stages = nil
+	given := testDefault
+	given.Plan = &PlanFrom{Layout: testDefault.Default, Source: "given"}
+	_, err = ReplayTrace(tr, given, Buckets, progress)
+	require.NoError(t, err)
+	require.Len(t, stages, 2)
+	require.Equal(t, "replaying bert_dynamic under the plan", stages[1].desc)
+}
