@@ -42,6 +42,11 @@ func contractChecks(open OpenClient) []Check {
 			run:  withClient(open, checkDispatchGrid),
 		},
 		{
+			Name: "device/dispatch-empty",
+			Rule: "Every kernel alike: a launch with nothing to compute (n = 0; rows or cols 0; matmul's M or N 0) succeeds on any grid within the limits and writes no byte (reduce_sum writes 0, the sum of no element, to each work group's out), and a grid that runs no work group (a dimension 0) for a launch with work is refused with an error matching kernel.ErrInvalidDispatch, writing no byte",
+			run:  withClient(open, checkDispatchEmpty),
+		},
+		{
 			Name: "device/dispatch-cancel",
 			Rule: "Dispatch under an ended context returns ctx.Err(); the work a cancelled dispatch left on the device is ordered before later calls, so a write after it is never overwritten by it",
 			run:  withClient(open, checkDispatchCancel),
@@ -235,14 +240,19 @@ func checkDispatchGrid(c *checkState, cl *client.Client) {
 	if err := d.Dispatch(ctx, []kernel.Op{fillOp(x, n, 0x0D0D0D0D)}); err != nil {
 		c.Fatalf("fill: %v", err)
 	}
+	// A grid of no work group is valid for a launch of nothing (one with
+	// work is refused: device/dispatch-empty). Over a grid that runs work
+	// groups, reduce_sum of no element writes each group's sum, 0, to x:
+	// over these it writes nothing.
+	nothing := rawAlloc(c, d.Storage(), 16)
 	for _, grid := range [][3]uint32{{4, 1, 0}, {0, 1, 1}, {4, 0, 1}} {
-		op := fillOp(x, n, 0xEEEEEEEE)
+		op := kernel.ReduceSum(0).With(nothing, x)
 		op.Grid = grid
 		if err := d.Dispatch(ctx, []kernel.Op{op}); err != nil {
-			c.Errorf("fill over grid %v: %v", grid, err)
+			c.Errorf("reduce_sum of no element over grid %v: %v", grid, err)
 			continue
 		}
-		expectWords(c, d, x, 0x0D0D0D0D, fmt.Sprintf("a fill over grid %v, which runs no work group", grid))
+		expectWords(c, d, x, 0x0D0D0D0D, fmt.Sprintf("a reduce_sum of no element over grid %v, which runs no work group", grid))
 	}
 	// reduce_sum over a two-dimensional grid of 6 work groups, each with
 	// elements to sum: out[g] is the share of group g.
@@ -272,6 +282,70 @@ func checkDispatchGrid(c *checkState, cl *client.Client) {
 	for g, v := range floatsOf(got) {
 		if math.Abs(float64(v)-want[g]) > 1e-5*max(mag[g], 1) {
 			c.Errorf("reduce_sum of %d floats over grid %v: out[%d] = %g, work group %d's share sums to %g", elems, grid, g, v, g, want[g])
+		}
+	}
+}
+
+// emptyAndBusyLaunches are, for each kernel of the catalogue, a launch with
+// nothing to compute and one with work, on bindings of at most 4 KiB.
+var emptyAndBusyLaunches = map[string][2]kernel.Launch{
+	"fill":       {kernel.FillWords(0, 7), kernel.FillWords(64, 7)},
+	"copy":       {kernel.CopyWords(0), kernel.CopyWords(64)},
+	"add":        {kernel.Add(0), kernel.Add(64)},
+	"mul":        {kernel.Mul(0), kernel.Mul(64)},
+	"scale":      {kernel.Scale(0, 2), kernel.Scale(64, 2)},
+	"relu":       {kernel.ReLU(0), kernel.ReLU(64)},
+	"gelu":       {kernel.GELU(0), kernel.GELU(64)},
+	"softmax":    {kernel.Softmax(4, 0), kernel.Softmax(4, 16)},
+	"layernorm":  {kernel.LayerNorm(0, 16, 1e-5), kernel.LayerNorm(4, 16, 1e-5)},
+	"reduce_sum": {kernel.ReduceSum(0), kernel.ReduceSum(64)},
+	"matmul":     {kernel.MatMul(4, 0, 4), kernel.MatMul(4, 4, 0)},
+	"transpose":  {kernel.Transpose(0, 16), kernel.Transpose(4, 16)},
+}
+
+func checkDispatchEmpty(c *checkState, cl *client.Client) {
+	d, ctx := cl.Device(), c.Context()
+	const size = 4096
+	for i, k := range kernel.All() {
+		launches, ok := emptyAndBusyLaunches[k.Name]
+		if !ok {
+			c.Errorf("kernel %s: the suite has no empty launch of it to check", k.Name)
+			continue
+		}
+		empty, busy := launches[0], launches[1]
+		hs := make([]vkruntime.StorageHandle, len(k.Bindings))
+		want := make([][]byte, len(hs))
+		for j := range hs {
+			hs[j] = rawAlloc(c, d.Storage(), size)
+			want[j] = pattern(uint64(1900+10*i+j), size)
+			if err := d.Upload(ctx, hs[j], want[j]); err != nil {
+				c.Fatalf("Upload(%v): %v", hs[j], err)
+			}
+		}
+		for _, grid := range [][3]uint32{empty.Grid, {1, 1, 1}, {3, 2, 1}, {0, 1, 1}} {
+			op := empty.With(hs...)
+			op.Grid = grid
+			if err := d.Dispatch(ctx, []kernel.Op{op}); err != nil {
+				c.Errorf("%s of nothing (push constants %x) over grid %v: %v", k.Name, empty.Push, grid, err)
+				continue
+			}
+			if k.Name == "reduce_sum" {
+				clear(want[1][:4*grid[0]*grid[1]*min(grid[2], 1)]) // each work group's sum of nothing
+			}
+		}
+		for _, grid := range [][3]uint32{{0, 1, 1}, {2, 0, 1}, {2, 2, 0}} {
+			op := busy.With(hs...)
+			op.Grid = grid
+			switch err := d.Dispatch(ctx, []kernel.Op{op}); {
+			case err == nil:
+				c.Errorf("%s with work (push constants %x) over grid %v, which runs no work group: dispatched, its output left unwritten", k.Name, busy.Push, grid)
+			case !errors.Is(err, kernel.ErrInvalidDispatch):
+				c.Errorf("%s with work (push constants %x) over grid %v, which runs no work group: %v (%T), which does not match kernel.ErrInvalidDispatch",
+					k.Name, busy.Push, grid, err, err)
+			}
+		}
+		for j, h := range hs {
+			expectBytes(c, d, h, want[j], fmt.Sprintf("%s's binding %d (%s) after launches of nothing and refused ones", k.Name, j, k.Bindings[j].Name))
 		}
 	}
 }

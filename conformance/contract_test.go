@@ -3,8 +3,10 @@ package conformance_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -48,6 +50,8 @@ const (
 	sharedStaging                     // concurrent uploads share one staging buffer
 	panicsWhenConcurrent              // two dispatches at once panic
 	unclassifiedClosed                // after Close, calls fail with plain errors
+	skipsIdleGrids                    // an op whose grid runs no work group is dropped from its batch, work or not
+	refusesEmptyLaunches              // a launch whose first push constant (n, rows, M) is 0 is refused
 )
 
 func (f contractFlaw) String() string {
@@ -55,7 +59,7 @@ func (f contractFlaw) String() string {
 		"runs batches reversed", "runs ops as it checks them", "leaves checks to the driver", "ignores the grid's z",
 		"reduces ignoring the grid", "ignores the context", "transfers unordered after a cancel", "unclassified not found",
 		"uncounted releases", "unreported limit", "refuses at the limit", "releases the wrong size", "frees a neighbour",
-		"shared staging buffer", "panics when concurrent", "unclassified closed"}[f]
+		"shared staging buffer", "panics when concurrent", "unclassified closed", "skips idle grids", "refuses empty launches"}[f]
 }
 
 type flawedDevice struct {
@@ -263,6 +267,14 @@ func (d *flawedDevice) dispatch(ctx context.Context, ops []kernel.Op) error {
 			}
 			ops[i] = op
 		}
+	case skipsIdleGrids:
+		ops = slices.DeleteFunc(slices.Clone(ops), func(op kernel.Op) bool { return op.Grid[0] == 0 || op.Grid[1] == 0 || op.Grid[2] == 0 })
+	case refusesEmptyLaunches:
+		for _, op := range ops {
+			if len(op.Push) >= 4 && binary.LittleEndian.Uint32(op.Push) == 0 {
+				return fmt.Errorf("flawed device: %s of nothing", op.Kernel.Name)
+			}
+		}
 	case ignoresGridZ, reducesIgnoringGrid:
 		ops = slices.Clone(ops)
 		for i := range ops {
@@ -341,6 +353,8 @@ func TestFlawedDevicesAreCaught(t *testing.T) {
 		{freesNeighbour, []string{"storage/churn-integrity", "device/churn-integrity"}},
 		{sharedStaging, []string{"device/concurrent-streams"}},
 		{unclassifiedClosed, []string{"device/closed-classified"}},
+		{skipsIdleGrids, []string{"device/dispatch-empty"}},
+		{refusesEmptyLaunches, []string{"device/dispatch-grid", "device/dispatch-empty"}},
 	} {
 		t.Run(tc.flaw.String(), func(t *testing.T) {
 			if tc.flaw == transfersUnordered && tracetest.RaceEnabled {

@@ -15,5 +15,15 @@
 // and matmul are within the tolerance of the float64 result their Doc
 // states.
 //
+// An empty launch, one with nothing to compute (n = 0; rows or cols 0 for
+// softmax, layernorm and transpose; M or N 0 for matmul), succeeds on
+// every device, on any grid within the device's limits, and writes no byte,
+// but for reduce_sum's out: each work group the grid runs writes its sum of
+// no element, 0. A grid with a dimension of 0 runs no work group, as
+// vkCmdDispatch's does, so [Validate] refuses one for a launch with work
+// (matmul's K = 0 still writes M x N zeros), whose output it would leave
+// unwritten: every kernel alike, with a *[DispatchError] that matches
+// [ErrInvalidDispatch].
+//
 // It is pure Go: it builds without cgo and for wasm.
 package kernel

@@ -41,6 +41,9 @@ type Kernel struct {
 	// need is the least byte size of each binding the push constants (and,
 	// for per-group outputs, the grid) call for.
 	need func(push pushValues, grid [3]uint32) []uint64
+	// work is what the launch computes, in the kernel's own unit (elements,
+	// output values); 0 is an empty launch.
+	work func(push pushValues) uint64
 	// checkGrid, where set, rejects grids that leave work undone or that
 	// the shader's 32-bit index arithmetic would wrap on.
 	checkGrid func(push pushValues, grid [3]uint32) error
@@ -84,8 +87,8 @@ var (
 	f32 = func(name string, off uint32) PushField { return PushField{Name: name, Type: "f32", Offset: off} }
 )
 
-const gridElements = "any; ElementGrid(n) gives one invocation per element (the kernel loops with the grid's stride)"
-const gridRows = "any; RowGrid(rows) gives one work group per row (the kernel loops with the grid's stride)"
+const gridElements = "any, of at least one work group where n > 0; ElementGrid(n) gives one invocation per element (the kernel loops with the grid's stride)"
+const gridRows = "any, of at least one work group where rows x cols > 0; RowGrid(rows) gives one work group per row (the kernel loops with the grid's stride)"
 
 func elementwise(name, doc string, bindings []Binding, push ...PushField) Kernel {
 	return Kernel{
@@ -100,6 +103,7 @@ func elementwise(name, doc string, bindings []Binding, push ...PushField) Kernel
 			}
 			return sizes
 		},
+		work:      func(p pushValues) uint64 { return p.u32(0) },
 		checkGrid: func(p pushValues, grid [3]uint32) error { return stepLoops(p.u32(0), grid, elementGroup) },
 		revisits:  elementRevisits,
 		inPlace:   everyBinding(len(bindings)),
@@ -191,6 +195,7 @@ var catalogue = []Kernel{
 			n := words(product(p.u32(0), p.u32(1)))
 			return []uint64{n, n}
 		},
+		work:      rowsTimesCols,
 		checkGrid: func(p pushValues, grid [3]uint32) error { return stepLoops(p.u32(0), grid, 1) },
 		revisits:  func(p pushValues, grid [3]uint32) bool { return revisits(p.u32(0), grid, 1) },
 		inPlace:   []bool{true, true},
@@ -209,6 +214,7 @@ var catalogue = []Kernel{
 			n, cols := words(product(p.u32(0), p.u32(1))), words(p.u32(1))
 			return []uint64{n, cols, cols, n}
 		},
+		work:      rowsTimesCols,
 		checkGrid: func(p pushValues, grid [3]uint32) error { return stepLoops(p.u32(0), grid, 1) },
 		revisits:  func(p pushValues, grid [3]uint32) bool { return revisits(p.u32(0), grid, 1) },
 		// gamma and beta are read by every row, after other work groups
@@ -223,10 +229,11 @@ var catalogue = []Kernel{
 		Bindings:  []Binding{in("x"), out("out")},
 		Push:      []PushField{u32("n", 0)},
 		WorkGroup: [3]uint32{elementGroup, 1, 1},
-		Grid:      "any; out holds one f32 per work group (grid x * y)",
+		Grid:      "any, of at least one work group where n > 0; out holds one f32 per work group (grid x * y)",
 		need: func(p pushValues, grid [3]uint32) []uint64 {
 			return []uint64{words(p.u32(0)), words(product(uint64(grid[0]), uint64(grid[1])))}
 		},
+		work: func(p pushValues) uint64 { return p.u32(0) },
 		// An element taken twice is summed twice.
 		checkGrid: func(p pushValues, grid [3]uint32) error {
 			if n := p.u32(0); revisits(n, grid, elementGroup) {
@@ -249,13 +256,15 @@ var catalogue = []Kernel{
 			m, n, k := p.u32(0), p.u32(1), p.u32(2)
 			return []uint64{words(product(m, k)), words(product(k, n)), words(product(m, n))}
 		},
+		// The output: with K = 0 it is all zeros, still to be written.
+		work: func(p pushValues) uint64 { return product(p.u32(0), p.u32(1)) },
 		checkGrid: func(p pushValues, grid [3]uint32) error {
 			m, n := p.u32(0), p.u32(1)
 			if m == 0 || n == 0 {
 				return nil
 			}
 			wantX, wantY := (n+matmulTile-1)/matmulTile, (m+matmulTile-1)/matmulTile
-			if uint64(grid[0]) < wantX || uint64(grid[1]) < wantY || grid[2] == 0 {
+			if uint64(grid[0]) < wantX || uint64(grid[1]) < wantY {
 				return fmt.Errorf("grid %v leaves part of the %d x %d output undone: it needs at least (%d, %d, 1)", grid, m, n, wantX, wantY)
 			}
 			return nil
@@ -268,22 +277,20 @@ var catalogue = []Kernel{
 		Bindings:  []Binding{in("x"), out("out")},
 		Push:      []PushField{u32("rows", 0), u32("cols", 4)},
 		WorkGroup: [3]uint32{256, 1, 1},
-		Grid:      "any of at least one work group; Transpose(rows, cols) gives one per 32 x 32 tile, up to 65535 in x and y (the kernel loops with the grid's stride)",
+		Grid:      "any, of at least one work group where rows x cols > 0; Transpose(rows, cols) gives one per 32 x 32 tile, up to 65535 in x and y (the kernel loops with the grid's stride)",
 		need: func(p pushValues, _ [3]uint32) []uint64 {
 			n := words(product(p.u32(0), p.u32(1)))
 			return []uint64{n, n}
 		},
-		checkGrid: func(p pushValues, grid [3]uint32) error {
-			if p.u32(0) > 0 && p.u32(1) > 0 && (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) {
-				return fmt.Errorf("grid %v runs no work group over the %d x %d input", grid, p.u32(0), p.u32(1))
-			}
-			return nil
-		},
+		work:    rowsTimesCols,
 		inPlace: []bool{false, true},
 	},
 }
 
 const matmulTile = 128
+
+// rowsTimesCols is the work of a kernel over a rows x cols matrix.
+func rowsTimesCols(p pushValues) uint64 { return product(p.u32(0), p.u32(1)) }
 
 func idempotentKernel(k Kernel) Kernel {
 	k.idempotent = true
@@ -360,7 +367,9 @@ type Limits struct {
 // alignment, their sizes against what the push constants call for and the
 // storage-buffer range, the push-constant size, the grid against the limits
 // and the kernel (grids that would wrap the shader's 32-bit indices where
-// that loops, runs past a binding or changes the result are refused), and
+// that loops, runs past a binding or changes the result are refused, and
+// so is a grid that runs no work group, a dimension being 0, for a launch
+// with work: see the package documentation on empty launches), and
 // that a written binding shares no bytes with another but where the kernel
 // allows it in place (same storage, same offset). It does not check that
 // the handles name live allocations (a device's Dispatch does).
@@ -415,6 +424,12 @@ func Validate(k Kernel, grid [3]uint32, bindings []vkruntime.StorageHandle, push
 		if h.Size < need[i] {
 			return fail("binding %d (%s): %v holds %d B, the push constants %s call for %d B", i, b.Name, h, h.Size, pushString(k, push), need[i])
 		}
+	}
+	// A grid with a dimension of 0 runs no work group, as vkCmdDispatch
+	// does: an empty launch is a no-op, but one with work would leave its
+	// output unwritten and report success.
+	if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) && k.work(pushValues(push)) > 0 {
+		return fail("grid %v runs no work group (a dimension is 0), which leaves the work the push constants %s call for undone", grid, pushString(k, push))
 	}
 	if k.checkGrid != nil {
 		if err := k.checkGrid(pushValues(push), grid); err != nil {

@@ -145,7 +145,7 @@ func TestTransposeRefusesWhatItCannotRun(t *testing.T) {
 
 	err = Validate(l.Kernel, [3]uint32{0, 1, 1}, []vkruntime.StorageHandle{words(2000), words(2000)}, l.Push, testLimits)
 	require.ErrorIs(t, err, ErrInvalidDispatch)
-	require.ErrorContains(t, err, "runs no work group over the 40 x 50 input")
+	require.ErrorContains(t, err, "runs no work group (a dimension is 0), which leaves the work the push constants {rows=40 cols=50} call for undone")
 
 	// An empty matrix needs no work group at all.
 	empty := Transpose(0, 50)
@@ -373,4 +373,52 @@ func TestValidateRefusesLoopsPastTheDevicesLimit(t *testing.T) {
 	require.NoError(t, Validate(wide.Kernel, wide.Grid, bindings, wide.Push, limits))
 	limits.MaxLoopIterations = 0
 	require.NoError(t, Validate(l.Kernel, l.Grid, bindings, l.Push, limits), "no limit, no refusal")
+}
+
+// One rule for every kernel of the catalogue: a launch with no work (no
+// element, row or output value to compute) succeeds on any grid within the
+// limits, and a grid that runs no work group (a dimension of 0) is refused
+// for a launch with work, whose output it would leave unwritten.
+func TestEmptyLaunchesPassAndGridsOfNoWorkGroupWithWorkAreRefused(t *testing.T) {
+	empty := []Launch{FillWords(0, 7), CopyWords(0), Add(0), Mul(0), Scale(0, 2), ReLU(0), GELU(0),
+		Softmax(0, 4), Softmax(4, 0), LayerNorm(0, 4, 1e-5), LayerNorm(4, 0, 1e-5), ReduceSum(0),
+		MatMul(0, 4, 4), MatMul(4, 0, 4), Transpose(0, 4), Transpose(4, 0)}
+	work := []Launch{FillWords(10, 7), CopyWords(10), Add(10), Mul(10), Scale(10, 2), ReLU(10), GELU(10),
+		Softmax(4, 4), LayerNorm(4, 4, 1e-5), ReduceSum(10), MatMul(4, 4, 4), MatMul(4, 4, 0), Transpose(4, 4)}
+	var names []string
+	for _, k := range All() {
+		names = append(names, k.Name)
+	}
+	for _, ls := range [][]Launch{empty, work} {
+		var covered []string
+		for _, l := range ls {
+			if !slices.Contains(covered, l.Kernel.Name) {
+				covered = append(covered, l.Kernel.Name)
+			}
+		}
+		require.ElementsMatch(t, names, covered, "every kernel is checked")
+	}
+	// Bindings apart, of the bytes the launch needs on the grid.
+	bindings := func(l Launch, grid [3]uint32) []vkruntime.StorageHandle {
+		sizes := BindingSizes(l.Kernel, grid, l.Push)
+		hs := make([]vkruntime.StorageHandle, len(sizes))
+		for i, n := range sizes {
+			hs[i] = handle(vkruntime.StorageID(i+1), 0, max(n, 16))
+		}
+		return hs
+	}
+	noGroup := [][3]uint32{{0, 1, 1}, {1, 0, 1}, {1, 1, 0}, {0, 0, 0}}
+	for _, l := range empty {
+		for _, grid := range append([][3]uint32{l.Grid, {1, 1, 1}, {7, 3, 1}}, noGroup...) {
+			require.NoError(t, Validate(l.Kernel, grid, bindings(l, grid), l.Push, testLimits), "%s %s on grid %v", l.Kernel.Name, pushString(l.Kernel, l.Push), grid)
+		}
+	}
+	for _, l := range work {
+		require.NoError(t, Validate(l.Kernel, l.Grid, bindings(l, l.Grid), l.Push, testLimits), l.Kernel.Name)
+		for _, grid := range noGroup {
+			err := Validate(l.Kernel, grid, bindings(l, grid), l.Push, testLimits)
+			requireRefused(t, err, l.Kernel.Name, "runs no work group")
+			require.ErrorContains(t, err, "undone")
+		}
+	}
 }

@@ -699,7 +699,8 @@ func pack32(v ...uint32) []byte {
 
 // drawGrid draws a grid for work that canonical covers: mostly canonical,
 // else one work group, a small two-dimensional grid, a larger one than
-// needed or (rarely) an empty one.
+// needed or (rarely) one of no work group, which kernel.Validate refuses
+// unless the launch is empty (drawCase draws again).
 func drawGrid(r *rand.Rand, canonical [3]uint32) [3]uint32 {
 	switch p := r.IntN(20); {
 	case p < 10:
