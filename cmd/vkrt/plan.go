@@ -152,20 +152,33 @@ func layoutFile(path string) (memory.Layout, error) {
 	return l, nil
 }
 
+// guestLayout reads a guest's --layout as replayLayout does, but a plan
+// file (`vkrt plan --out`, of traces or of a guest) is returned unchecked,
+// with its layout: the device it must be for is the one the guest runs
+// on, which planInEffect checks it against once the client is open.
+func guestLayout(arg string) (memory.Layout, *plan.File, error) {
+	if _, err := memory.ParseLayout(arg); err == nil || !isPlanFile(arg) {
+		l, err := replayLayout(arg)
+		return l, nil, err
+	}
+	pf, err := plan.ReadFile(arg)
+	if err != nil {
+		return memory.Layout{}, nil, fmt.Errorf("--layout: %w", err)
+	}
+	return pf.Layout, &pf, nil
+}
+
 // planInEffect is the plan the guest's pools on client c follow: layout,
-// read from arg, or the zero layout. A plan file (`vkrt plan TRACE --out`)
-// was checked against the replay's device model only; a run places on c's
-// device, so one made for another alignment or sparse granule is a
+// read from arg, or the zero layout. A plan file pf (`vkrt plan --out`)
+// records the device it was made for: the replay's device model for traces,
+// the device measured for a guest. A run places on c's device, so a plan
+// made for another alignment or sparse granule is a
 // *plan.DeviceMismatchError. A virtual plan on a device without
 // sparse residency builds the SubSlices pools and plans nothing: stderr is
 // told once, rather than the run reporting a capacity it never had.
-func planInEffect(arg string, layout memory.Layout, c *client.Client, stderr io.Writer) (memory.Layout, error) {
+func planInEffect(arg string, pf *plan.File, layout memory.Layout, c *client.Client, stderr io.Writer) (memory.Layout, error) {
 	granule := c.SparseGranule()
-	if _, err := memory.ParseLayout(arg); err != nil && isPlanFile(arg) {
-		pf, err := plan.ReadFile(arg)
-		if err != nil {
-			return memory.Layout{}, err
-		}
+	if pf != nil {
 		// Memory size and page size are left out: the plan's bytes are a
 		// forecast the pools grow past (a device with less fails only when
 		// the run needs the memory), and a plan file's slots are a virtual

@@ -132,7 +132,11 @@ func planWasm(cmd *cobra.Command, path string, args []string, f planWasmFlags) e
 		}
 	}
 	if f.out != "" {
-		data, jerr := json.Marshal(measure.m.Plan)
+		// The plan file of traces, recording the device the plan was
+		// measured on, so that --layout checks it against the one it
+		// runs on.
+		pf := plan.File{Device: s.client.Properties(), Granule: s.client.SparseGranule(), Traces: []string{}, Layout: measure.m.Plan}
+		data, jerr := pf.MarshalJSON()
 		if jerr != nil {
 			return fmt.Errorf("--out: %w", jerr)
 		}
@@ -261,6 +265,11 @@ func init() {
 memory and computes nothing), derive a plan from the dry run's exact
 allocation stream, install it, and with --verify run the guest for real
 under the plan: the run fits when nothing spills past the plan's caps.
+--out writes the plan as a versioned plan file that records the device it
+was measured on; --layout FILE of vkrt run and vkrt plan takes it back on a
+device of the same alignment and sparse granule and refuses it on another,
+as vkrt replay refuses it unless it was made for its device model. A file
+holding a layout alone (what --out wrote before) is taken as it is.
 
 Given allocation streams (TRACE..., runs of one workload), replay them on the
 H200-like device model, plan from the first (its placement, and the device
@@ -280,7 +289,7 @@ replay under the plan is reported. Planning from traces takes --out and
 		},
 	}
 	f.guest.register(cmd)
-	cmd.Flags().StringVar(&f.out, "out", "", "write the plan to this file: its layout JSON for a workload, a versioned plan file for traces")
+	cmd.Flags().StringVar(&f.out, "out", "", "write the plan to this file, a versioned plan file recording the device (the workload's) or the device model (traces') it was made for")
 	cmd.Flags().BoolVar(&f.verify, "verify", false, "run the workload for real under the plan and check it fits")
 	cmd.Flags().BoolVar(&f.json, "json", false, "JSON: for a workload one object (dry_run, plan, verify), for traces one object per trace and line")
 	rootCmd.AddCommand(cmd)

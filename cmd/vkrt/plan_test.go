@@ -16,6 +16,7 @@ import (
 	"github.com/vkrt/vkrt/dryrun/replay"
 	"github.com/vkrt/vkrt/internal/devtest"
 	"github.com/vkrt/vkrt/internal/strictjson"
+	"github.com/vkrt/vkrt/internal/wasmtest"
 	"github.com/vkrt/vkrt/memory"
 )
 
@@ -180,4 +181,67 @@ func TestRunSaysAVirtualPlanIsUnusedWithoutSparseResidency(t *testing.T) {
 	require.Zero(t, line.PlanCapacity, "no plan is in effect")
 	require.Equal(t, 1, strings.Count(stderr, "no sparse residency"), stderr)
 	require.Contains(t, stderr, memory.FormatBytes(1048576))
+}
+
+// A guest's plan file records the device it was measured on, in the plan
+// file format of traces: a run on that device takes it, a device of
+// another alignment or sparse granule refuses it as the plan of traces is
+// refused, and vkrt replay checks it against its H200 model. A guest's
+// plan written before it recorded the device, a bare layout, still loads.
+func TestPlanGuestRecordsItsDevice(t *testing.T) {
+	devicesOrSkip(t)
+	c, err := client.Open(context.Background())
+	devtest.SkipUnavailable(t, err)
+	props, granule := c.Properties(), c.SparseGranule()
+	require.NoError(t, c.Close())
+
+	mlp := wasmtest.GoFile(t, "examples/mlp", "mlp.wasm")
+	dir := t.TempDir()
+	planFile := filepath.Join(dir, "plan.json")
+	_, errOut, err := execute(t, "plan", guestArgs(t, mlp, "--out", planFile, "--", "--steps", "2")...)
+	require.NoError(t, err, errOut)
+	pf, err := plan.ReadFile(planFile)
+	require.NoError(t, err, "a guest's plan is a plan file")
+	require.Equal(t, props, pf.Device)
+	require.Equal(t, granule, pf.Granule)
+	require.Positive(t, planCapacity(pf.Layout))
+
+	run := func(layout string) (runLine, error) {
+		out, errOut, err := execute(t, "run", guestArgs(t, mlp, "--json", "--layout", layout, "--", "--steps", "2")...)
+		var line runLine
+		if err == nil {
+			require.NoError(t, json.Unmarshal([]byte(out), &line), errOut)
+		}
+		return line, err
+	}
+	line, err := run(planFile)
+	require.NoError(t, err, "the device it was measured on takes it")
+	require.Equal(t, planCapacity(pf.Layout), line.PlanCapacity)
+	require.Zero(t, line.Spills)
+
+	other := pf
+	other.Device.Alignment *= 2
+	data, err := other.MarshalJSON()
+	require.NoError(t, err)
+	otherFile := filepath.Join(dir, "other.json")
+	require.NoError(t, os.WriteFile(otherFile, data, 0o644))
+	_, err = run(otherFile)
+	var mismatch *plan.DeviceMismatchError
+	require.ErrorAs(t, err, &mismatch)
+	require.ErrorIs(t, err, plan.ErrPlanFile)
+	require.Equal(t, "alignment", mismatch.Field)
+
+	if pf.Device != replay.H200() || pf.Granule != replay.H200Granule {
+		_, _, err = execute(t, "replay", "--layout", planFile, writeTrace(t, "short.trace", shortRun))
+		require.ErrorAs(t, err, &mismatch, "the replay's H200 model is another device")
+	}
+
+	// Before, --out wrote the plan's layout alone.
+	bare, err := json.Marshal(pf.Layout)
+	require.NoError(t, err)
+	bareFile := filepath.Join(dir, "bare.json")
+	require.NoError(t, os.WriteFile(bareFile, bare, 0o644))
+	line, err = run(bareFile)
+	require.NoError(t, err, "a plan without a device still loads")
+	require.Equal(t, planCapacity(pf.Layout), line.PlanCapacity)
 }

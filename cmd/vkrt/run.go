@@ -85,7 +85,7 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 	if err != nil {
 		return nil, err
 	}
-	layout, err := replayLayout(f.layout)
+	layout, pf, err := guestLayout(f.layout)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 	if err != nil {
 		return nil, err
 	}
-	planned, err := planInEffect(f.layout, layout, c, stderr)
+	planned, err := planInEffect(f.layout, pf, layout, c, stderr)
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("--layout: %w", err)

@@ -10,6 +10,7 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/dryrun/plan"
 	"github.com/vkrt/vkrt/internal/wasmtest"
 	"github.com/vkrt/vkrt/memory"
 	"github.com/vkrt/vkrt/runtime/environment"
@@ -177,11 +178,9 @@ func TestPlanGuestVerify(t *testing.T) {
 	require.Positive(t, line.Verify.WallS)
 	require.Equal(t, 2, strings.Count(errOut, name+": 10 steps"), "the guest ran twice: dry, then for real")
 
-	written, err := os.ReadFile(planFile)
+	written, err := plan.ReadFile(planFile)
 	require.NoError(t, err)
-	planned, err := memory.ParseLayout(string(written))
-	require.NoError(t, err)
-	require.True(t, planned.Equal(line.Plan))
+	require.True(t, written.Layout.Equal(line.Plan))
 
 	out, errOut, err = execute(t, "plan", guestArgs(t, transformer)...)
 	require.NoError(t, err, errOut)
