@@ -479,8 +479,7 @@ func (p *virtualPool) untouch(ref int32, g0, g1 int, bound bool) {
 	if ref < 0 {
 		keep0, keep1 = p.dropPlanEnds(g0, g1)
 	} else {
-		below, above := p.placedNeighbours(&p.place.blocks[ref])
-		keep0, keep1 = p.sharedEnds(g0, g1, below, above)
+		keep0, keep1 = p.placedEnds(&p.place.blocks[ref])
 	}
 	if bound {
 		p.gm.untouchBound(g0, g1, keep0, keep1)
@@ -502,33 +501,29 @@ func (p *virtualPool) dropPlanEnds(g0, g1 int) (keep0, keep1 bool) {
 	return keep0, p.planEnds[g1] > 0
 }
 
-// sharedEnds says whether the first and the last granule of a reservation
-// over g0..g1 are touched by the live reservations nearest it, which end
-// at below and start at above.
-func (p *virtualPool) sharedEnds(g0, g1 int, below, above uint64) (keep0, keep1 bool) {
-	lo0, lo1 := p.offsetOf(g0), p.offsetOf(g1)
-	return below > lo0 || above < lo0+p.granule, below > lo1 || above < lo1+p.granule
-}
-
-// placedNeighbours are where the live reservations TLSF placed nearest
-// live block b end below it and start above it, 0 and ^0 where there is
-// none. Planned places and TLSF's range above them share no granule.
-func (p *virtualPool) placedNeighbours(b *tlsfBlock) (below, above uint64) {
+// placedEnds says whether the first and the last granule of live block b
+// are touched by the live reservations TLSF placed nearest it, which end
+// at below and start at above, measured in the place (slotsEnd is a
+// granule multiple, so the place's granules are the range's). Planned
+// places and TLSF's range above them share no granule.
+func (p *virtualPool) placedEnds(b *tlsfBlock) (keep0, keep1 bool) {
 	// Free blocks never touch, so past a free neighbour lies a live block
-	// or the end of the range.
+	// or the end of the range. Nothing below b: b starts the place, at 0.
 	bl := p.place.blocks
-	above = ^uint64(0)
-	if pv := b.prevPhys; pv != none && !bl[pv].free {
-		below = p.slotsEnd + b.offset
-	} else if pv != none && bl[pv].prevPhys != none {
-		below = p.slotsEnd + bl[pv].offset
+	below, above := b.offset, b.offset+b.size
+	if pv := b.prevPhys; pv != none && bl[pv].free {
+		below = bl[pv].offset
 	}
-	if nx := b.nextPhys; nx != none && !bl[nx].free {
-		above = p.slotsEnd + b.offset + b.size
-	} else if nx != none && bl[nx].nextPhys != none {
-		above = p.slotsEnd + bl[nx].offset + bl[nx].size
+	if nx := b.nextPhys; nx == none {
+		above = ^uint64(0)
+	} else if n := &bl[nx]; n.free {
+		above = ^uint64(0)
+		if n.nextPhys != none {
+			above = n.offset + n.size
+		}
 	}
-	return below, above
+	lo0, lo1 := b.offset&^(p.granule-1), (b.offset+b.size-1)&^(p.granule-1)
+	return below > lo0 || above < lo0+p.granule, below > lo1 || above < lo1+p.granule
 }
 
 // granuleOf is the granule holding byte off of the range; offsetOf is
@@ -1135,8 +1130,7 @@ func (p *virtualPool) free(ref int32, requested uint64) {
 	p.uncountAlloc(requested, b.size)
 	off := p.slotsEnd + b.offset
 	g0, g1 := p.granuleOf(off), p.granuleOf(off+b.size-1)
-	below, above := p.placedNeighbours(b)
-	keep0, keep1 := p.sharedEnds(g0, g1, below, above)
+	keep0, keep1 := p.placedEnds(b)
 	p.gm.untouchBound(g0, g1, keep0, keep1)
 	p.place.release(ref)
 }
