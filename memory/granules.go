@@ -133,10 +133,14 @@ func (m *granuleMap) touch(g0, g1 int) (unbound, unreal uint64) {
 			unbound = uint64(bits.OnesCount64(x) + bits.OnesCount64(y))
 		}
 		if w1 > w0+1 {
-			used, bound := m.used[w0+1:w1], m.bound[w0+1:w1]
-			for i, b := range bound {
+			used, bound := m.used[w0+1:w1], m.bound[w0+1:w1:w1]
+			all := ^uint64(0)
+			for i := range used {
 				used[i] = ^uint64(0)
-				if b != ^uint64(0) {
+				all &= bound[i]
+			}
+			if all != ^uint64(0) {
+				for _, b := range bound {
 					unbound += uint64(bits.OnesCount64(^b))
 				}
 			}
@@ -254,13 +258,40 @@ func (m *granuleMap) runEnd(s granuleSet, a, g1 int) int {
 		return b
 	}
 	// Whole words of the run, then the word it ends in.
-	for w++; w < last && m.word(s, w) == ^uint64(0); w++ {
-		b += 64
-	}
+	w++
+	n := m.wholeWords(s, w, last)
+	w, b = w+n, b+64*n
 	if w > last {
 		return b
 	}
 	return b + bits.TrailingZeros64(^(m.word(s, w) & wordMask(w, b, g1)))
+}
+
+// wholeWords is how many words from w on, before last, hold only granules
+// of s. Runs of idle granules and of a reservation's unbound ones run long:
+// those are tested several words a step.
+func (m *granuleMap) wholeWords(s granuleSet, w, last int) int {
+	from := w
+	switch s {
+	case idleBound:
+		for ; w+4 <= last; w += 4 {
+			b, u := m.bound[w:w+4:w+4], m.used[w:w+4:w+4]
+			if b[0]&b[1]&b[2]&b[3] != ^uint64(0) || u[0]|u[1]|u[2]|u[3] != 0 {
+				break
+			}
+		}
+	case unboundUsed:
+		for ; w+4 <= last; w += 4 {
+			b, u := m.bound[w:w+4:w+4], m.used[w:w+4:w+4]
+			if b[0]|b[1]|b[2]|b[3] != 0 || u[0]&u[1]&u[2]&u[3] != ^uint64(0) {
+				break
+			}
+		}
+	}
+	for w < last && m.word(s, w) == ^uint64(0) {
+		w++
+	}
+	return w - from
 }
 
 // setBits sets (or clears) the bits of granules a..b-1 in bm: the end
@@ -443,6 +474,13 @@ func (m *granuleMap) nextIdleRun() (a, b int) {
 	// From the hand to the end, then from the start through the hand.
 	w, end := m.hand, len(used)
 	for range 2 {
+		// Eight words a step: most hold no idle granule.
+		for ; w+8 <= end; w += 8 {
+			b, u := bound[w:w+8:w+8], used[w:w+8:w+8]
+			if b[0]&^u[0]|b[1]&^u[1]|b[2]&^u[2]|b[3]&^u[3]|b[4]&^u[4]|b[5]&^u[5]|b[6]&^u[6]|b[7]&^u[7] != 0 {
+				break
+			}
+		}
 		for ; w < end; w++ {
 			if idle := bound[w] &^ used[w]; idle != 0 {
 				a = w*64 + bits.TrailingZeros64(idle)
