@@ -236,16 +236,23 @@ func (m *granuleMap) count(s granuleSet, g0, g1 int) (n uint64) {
 
 // run is the first run of granules of s within g..g1, [a, b), or a = -1.
 func (m *granuleMap) run(s granuleSet, g, g1 int) (a, b int) {
-	a = -1
-	for w := g >> 6; w <= g1>>6; w++ {
-		if x := m.word(s, w) & wordMask(w, g, g1); x != 0 {
-			a = w*64 + bits.TrailingZeros64(x)
-			break
-		}
-	}
-	if a < 0 {
+	if g > g1 {
 		return -1, -1
 	}
+	// Only the first and the last word are masked.
+	w, last := g>>6, g1>>6
+	x := m.word(s, w) & (^uint64(0) << uint(g&63))
+	for x == 0 && w < last {
+		w++
+		x = m.word(s, w)
+	}
+	if w == last {
+		x &= ^uint64(0) >> uint(63-g1&63)
+	}
+	if x == 0 {
+		return -1, -1
+	}
+	a = w*64 + bits.TrailingZeros64(x)
 	return a, m.runEnd(s, a, g1)
 }
 
