@@ -158,6 +158,98 @@ func (p *streamPools) cleanup() {
 	}
 }
 
+// liveAlloc is what a live allocation needs at its free, side by side:
+// one store at the allocation, one line read at the free.
+type liveAlloc struct {
+	h     memory.Handle
+	owner int32 // the manager of the allocation
+	size  uint64
+}
+
+// replayer is the state of Measure's loop, kept in a struct of its own so
+// that the loop reads it through one pointer, not reloading a large
+// function's spilled variables after each call to the pools. The loop
+// does no more per event than a replay must: the manager of the last
+// allocation's stream is kept at hand, errors are classified only when
+// there is one, and the reserved peak is the storage's, read once at the
+// end (the bytes every stream's pools hold are the bytes the storage
+// holds; TestReservedPeakIsThePoolsPeak checks it).
+type replayer struct {
+	t        *trace.Trace
+	res      *Result
+	pools    *streamPools
+	managers []*memory.Manager
+	m        *memory.Manager // the manager of stream
+	k        int             // its index in managers
+	stream   uint32
+	allocs   []liveAlloc
+	live     uint64
+	observe  func(int, *memory.Manager)
+}
+
+// events replays run, the events from index from of the trace.
+func (r *replayer) events(run []trace.Event, from int) error {
+	for i := range run {
+		e := &run[i]
+		if e.Op == trace.OpAlloc {
+			if e.Stream != r.stream {
+				if err := r.switchTo(e); err != nil {
+					return err
+				}
+			}
+			h, err := r.m.Reserve(e.Size, memory.Eager)
+			if err != nil {
+				if h, err = r.retry(e, err); err != nil {
+					return err
+				}
+			}
+			r.allocs[e.Index] = liveAlloc{h: h, owner: int32(r.k), size: e.Size}
+			r.live += e.Size
+			r.res.PeakLiveBytes = max(r.res.PeakLiveBytes, r.live)
+			if r.observe != nil {
+				r.observe(from+i, r.m)
+			}
+			continue
+		}
+		a := &r.allocs[e.Index]
+		fm := r.managers[a.owner]
+		if err := fm.Free(a.h); err != nil {
+			return fmt.Errorf("replay: %s line %d: free: %w", r.t.Name, e.Line, err)
+		}
+		r.live -= a.size
+		if r.observe != nil {
+			r.observe(from+i, fm)
+		}
+	}
+	return nil
+}
+
+// switchTo makes the manager of e's stream the one at hand.
+func (r *replayer) switchTo(e *trace.Event) error {
+	m, k, err := r.pools.manager(e.Stream)
+	if err != nil {
+		return fmt.Errorf("replay: %s line %d: stream %d: %w", r.t.Name, e.Line, e.Stream, err)
+	}
+	r.m, r.k, r.stream, r.managers = m, k, e.Stream, r.pools.managers
+	return nil
+}
+
+// retry handles a reservation the pools refused with err: as a client
+// does, when the device is out of memory it gives back what the pools
+// hold unused and tries once more.
+func (r *replayer) retry(e *trace.Event, err error) (memory.Handle, error) {
+	var h memory.Handle
+	if errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
+		r.pools.cleanup()
+		if h, err = r.m.Reserve(e.Size, memory.Eager); err == nil {
+			r.res.Retries++
+			return h, nil
+		}
+	}
+	return h, fmt.Errorf("replay: %s line %d: %d B with %d B live and %d B reserved: %w",
+		r.t.Name, e.Line, e.Size, r.live, r.pools.storage.Counts().BytesHeld, err)
+}
+
 // Measure is Run, timed.
 func Measure(t *trace.Trace, l memory.Layout, opts Options) (*Result, Timing, error) {
 	device := opts.device()
@@ -180,71 +272,19 @@ func Measure(t *trace.Trace, l memory.Layout, opts Options) (*Result, Timing, er
 		return nil, Timing{}, fmt.Errorf("replay: %s: %w", t.Name, err)
 	}
 	res := &Result{Trace: t.Name, Events: len(t.Events), Allocations: t.Allocations, Layout: l}
-	// What each live allocation needs at its free, side by side: one
-	// store at the allocation, one line read at the free.
-	type liveAlloc struct {
-		h     memory.Handle
-		owner int32 // the manager of the allocation
-		size  uint64
-	}
-	allocs := make([]liveAlloc, t.Allocations)
-	var live uint64
+	r := &replayer{t: t, res: res, pools: pools, m: m, k: k, stream: first, managers: pools.managers,
+		allocs: make([]liveAlloc, t.Allocations), observe: opts.Observe}
 	// The loop is what --bench times against the reference allocator, so
-	// it does no more per event than a replay must: the manager of the
-	// last allocation's stream is kept at hand, progress is told between
-	// runs of events rather than checked at each, errors are classified
-	// only when there is one, and the reserved peak is the storage's, read
-	// once at the end (the bytes every stream's pools hold are the bytes
-	// the storage holds; TestReservedPeakIsThePoolsPeak checks it).
-	progress, observe := opts.Progress, opts.Observe
-	stream := first
-	events, managers := t.Events, pools.managers
+	// it does no more per event than a replay must (see replayer.events);
+	// progress is told between runs of events rather than checked at each.
+	progress, events := opts.Progress, t.Events
 	start := time.Now()
 	for from := 0; from < len(events); from += progressEvery {
 		if progress != nil {
 			progress(from, len(events))
 		}
-		run := events[from:min(from+progressEvery, len(events))]
-		for i := range run {
-			e := &run[i]
-			if e.Op == trace.OpAlloc {
-				if e.Stream != stream {
-					if m, k, err = pools.manager(e.Stream); err != nil {
-						return nil, Timing{}, fmt.Errorf("replay: %s line %d: stream %d: %w", t.Name, e.Line, e.Stream, err)
-					}
-					stream, managers = e.Stream, pools.managers
-				}
-				h, err := m.Reserve(e.Size, memory.Eager)
-				if err != nil {
-					if errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
-						// As a client does: give back what the pools hold unused, then retry once.
-						pools.cleanup()
-						if h, err = m.Reserve(e.Size, memory.Eager); err == nil {
-							res.Retries++
-						}
-					}
-					if err != nil {
-						return nil, Timing{}, fmt.Errorf("replay: %s line %d: %d B with %d B live and %d B reserved: %w",
-							t.Name, e.Line, e.Size, live, storage.Counts().BytesHeld, err)
-					}
-				}
-				allocs[e.Index] = liveAlloc{h: h, owner: int32(k), size: e.Size}
-				live += e.Size
-				res.PeakLiveBytes = max(res.PeakLiveBytes, live)
-				if observe != nil {
-					observe(from+i, m)
-				}
-				continue
-			}
-			a := &allocs[e.Index]
-			fm := managers[a.owner]
-			if err := fm.Free(a.h); err != nil {
-				return nil, Timing{}, fmt.Errorf("replay: %s line %d: free: %w", t.Name, e.Line, err)
-			}
-			live -= a.size
-			if observe != nil {
-				observe(from+i, fm)
-			}
+		if err := r.events(events[from:min(from+progressEvery, len(events))], from); err != nil {
+			return nil, Timing{}, err
 		}
 	}
 	timing := Timing{Events: len(t.Events), Elapsed: time.Since(start)}
