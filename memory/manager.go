@@ -245,6 +245,11 @@ func buildRoutes(pools []pool) []route {
 // routeOf is the route of an aligned size: from the first route that can
 // hold a size of its bit length, rarely more than a step.
 func (m *Manager) routeOf(size uint64) *route {
+	// Most sizes fall in the first route (a Virtual layout's holds every
+	// size its pool accepts).
+	if r := &m.routes[0]; size <= r.upTo {
+		return r
+	}
 	i := int(m.routeStart[bits.Len64(size)])
 	// One step without a branch (the borrow is 1 when the route ends
 	// below size); more are rare.
