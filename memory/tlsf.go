@@ -156,8 +156,9 @@ func (r *tlsfRange) dropBlock(b int32) {
 	r.spare = b
 }
 
-// release frees block b, merging it with free neighbours.
-func (r *tlsfRange) release(b int32) {
+// release frees block b, merging it with free neighbours, and returns the
+// free block it became part of.
+func (r *tlsfRange) release(b int32) int32 {
 	blk := &r.blocks[b]
 	if n := blk.nextPhys; n != none && r.blocks[n].free {
 		r.removeFree(n)
@@ -181,6 +182,7 @@ func (r *tlsfRange) release(b int32) {
 		b = p
 	}
 	r.insertFree(b)
+	return b
 }
 
 // check walks the range: blocks tile [0, size) in address order, free ones

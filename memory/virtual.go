@@ -331,8 +331,7 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 		}
 	} else if unreal > 0 {
 		if err := p.bindRange(g0, g1, unbound, unreal > unbound); err != nil {
-			p.untouch(ref, g0, g1, false)
-			p.unplace(ref)
+			p.drop(ref, g0, g1, false)
 			p.stayOnPlan(wasFollowing)
 			return 0, err
 		}
@@ -470,16 +469,20 @@ func (p *virtualPool) rangeEnd(off uint64) uint64 {
 	return p.space
 }
 
-// untouch drops live reservation ref from the granule map, over its
-// granules g0..g1: its first and last granule stay used where other live
-// reservations reach into them. bound says that memory is bound under all
-// its granules, as under every reservation but one whose binding failed.
-func (p *virtualPool) untouch(ref int32, g0, g1 int, bound bool) {
+// drop takes live reservation ref, over granules g0..g1, out of its place
+// and the granule map: its first and last granule stay used where other
+// live reservations reach into them. bound says that memory is bound
+// under all its granules, as under every reservation but one whose
+// binding failed.
+func (p *virtualPool) drop(ref int32, g0, g1 int, bound bool) {
 	var keep0, keep1 bool
 	if ref < 0 {
 		keep0, keep1 = p.dropPlanEnds(g0, g1)
+		p.live.remove(int(^ref))
 	} else {
-		keep0, keep1 = p.placedEnds(&p.place.blocks[ref])
+		blk := &p.place.blocks[ref]
+		off, end := blk.offset, blk.offset+blk.size
+		keep0, keep1 = p.freedEnds(p.place.release(ref), off, end)
 	}
 	if bound {
 		p.gm.untouchBound(g0, g1, keep0, keep1)
@@ -501,28 +504,21 @@ func (p *virtualPool) dropPlanEnds(g0, g1 int) (keep0, keep1 bool) {
 	return keep0, p.planEnds[g1] > 0
 }
 
-// placedEnds says whether the first and the last granule of live block b
-// are touched by the live reservations TLSF placed nearest it, which end
-// at below and start at above, measured in the place (slotsEnd is a
-// granule multiple, so the place's granules are the range's). Planned
-// places and TLSF's range above them share no granule.
-func (p *virtualPool) placedEnds(b *tlsfBlock) (keep0, keep1 bool) {
-	// Free blocks never touch, so past a free neighbour lies a live block
-	// or the end of the range. Nothing below b: b starts the place, at 0.
-	bl := p.place.blocks
-	below, above := b.offset, b.offset+b.size
-	if pv := b.prevPhys; pv != none && bl[pv].free {
-		below = bl[pv].offset
+// freedEnds says whether the first and the last granule of a reservation
+// TLSF placed at [off, end) of the place, just released into free block
+// f, are touched by other live reservations. Free blocks never touch, so
+// the live ones nearest it are f's neighbours: the one below ends where f
+// starts (f starts the place, at 0, when there is none), the one above
+// starts where f ends. The place's granules are the range's, as slotsEnd
+// is a granule multiple; planned places and TLSF's range above them share
+// no granule.
+func (p *virtualPool) freedEnds(f int32, off, end uint64) (keep0, keep1 bool) {
+	fb := &p.place.blocks[f]
+	below, above := fb.offset, ^uint64(0)
+	if fb.nextPhys != none {
+		above = fb.offset + fb.size
 	}
-	if nx := b.nextPhys; nx == none {
-		above = ^uint64(0)
-	} else if n := &bl[nx]; n.free {
-		above = ^uint64(0)
-		if n.nextPhys != none {
-			above = n.offset + n.size
-		}
-	}
-	lo0, lo1 := b.offset&^(p.granule-1), (b.offset+b.size-1)&^(p.granule-1)
+	lo0, lo1 := off&^(p.granule-1), (end-1)&^(p.granule-1)
 	return below > lo0 || above < lo0+p.granule, below > lo1 || above < lo1+p.granule
 }
 
@@ -541,14 +537,6 @@ func (p *virtualPool) where(ref int32) (uint64, uint64) {
 	}
 	blk := &p.place.blocks[ref]
 	return p.slotsEnd + blk.offset, blk.size
-}
-
-func (p *virtualPool) unplace(ref int32) {
-	if ref >= 0 {
-		p.place.release(ref)
-		return
-	}
-	p.live.remove(int(^ref))
 }
 
 // bindRange gives the touched granules of g0..g1 device memory: the
@@ -1128,11 +1116,10 @@ func (p *virtualPool) free(ref int32, requested uint64) {
 	// branches.
 	b := &p.place.blocks[ref]
 	p.uncountAlloc(requested, b.size)
-	off := p.slotsEnd + b.offset
-	g0, g1 := p.granuleOf(off), p.granuleOf(off+b.size-1)
-	keep0, keep1 := p.placedEnds(b)
+	off, end := b.offset, b.offset+b.size
+	g0, g1 := p.granuleOf(p.slotsEnd+off), p.granuleOf(p.slotsEnd+end-1)
+	keep0, keep1 := p.freedEnds(p.place.release(ref), off, end)
 	p.gm.untouchBound(g0, g1, keep0, keep1)
-	p.place.release(ref)
 }
 
 func (p *virtualPool) resolve(ref int32) (vkruntime.StorageHandle, error) {
