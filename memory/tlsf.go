@@ -129,14 +129,14 @@ func (r *tlsfRange) newBlock() int32 {
 	return int32(len(r.blocks) - 1)
 }
 
-// alloc places size bytes at the low end of a fitting free block; ok is
-// false when no free block holds them.
-func (r *tlsfRange) alloc(size uint64) (int32, bool) {
-	b := r.find(size)
-	if b == none {
-		return 0, false
+// alloc places size bytes at the low end of a fitting free block b, at
+// off; ok is false when no free block holds them.
+func (r *tlsfRange) alloc(size uint64) (b int32, off uint64, ok bool) {
+	if b = r.find(size); b == none {
+		return 0, 0, false
 	}
 	r.removeFree(b)
+	off = r.blocks[b].offset
 	if rest := r.blocks[b].size - size; rest > 0 {
 		nb := r.newBlock() // may move the slab
 		blk := &r.blocks[b]
@@ -148,7 +148,7 @@ func (r *tlsfRange) alloc(size uint64) (int32, bool) {
 		blk.nextPhys, blk.size = nb, size
 		r.insertFree(nb)
 	}
-	return b, true
+	return b, off, true
 }
 
 func (r *tlsfRange) dropBlock(b int32) {

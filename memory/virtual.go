@@ -307,11 +307,27 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 			return 0, err
 		}
 	}
+	// The next reservation goes to its planned slot while the run follows
+	// the plan, otherwise by TLSF above the slots.
 	wasFollowing := p.following
-	ref, off, err := p.placeNext(size)
-	if err != nil {
-		p.stayOnPlan(wasFollowing)
-		return 0, err
+	var (
+		ref int32
+		off uint64
+		ok  bool
+	)
+	if wasFollowing {
+		ref, off, ok = p.placeOnPlan(size)
+	}
+	if !ok {
+		ref, off, ok = p.place.alloc(size)
+		off += p.slotsEnd
+	}
+	if !ok {
+		var err error
+		if ref, off, err = p.placeInNewRange(size); err != nil {
+			p.stayOnPlan(wasFollowing)
+			return 0, err
+		}
 	}
 	g0, g1 := p.granuleOf(off), p.granuleOf(off+size-1)
 	if g1 >= p.gm.len() {
@@ -344,7 +360,7 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 	return ref, nil
 }
 
-// stayOnPlan undoes placeNext's step along the plan for a refused
+// stayOnPlan undoes placeOnPlan's step along the plan for a refused
 // reservation of a run that was following it: the slot is still its own
 // when it is tried again.
 func (p *virtualPool) stayOnPlan(wasFollowing bool) {
@@ -363,39 +379,33 @@ func (p *virtualPool) lazyChunkBound(size uint64) uint64 {
 	return 3*short + p.unit + p.granule + p.usage.BytesReserved/4
 }
 
-// placeNext places the next reservation: at its planned slot while the run
-// follows the plan, otherwise by TLSF above the slots. Refs of planned
-// places are negative, ^ the slot's index: a slot is taken at most once
-// at a time.
-func (p *virtualPool) placeNext(size uint64) (int32, uint64, error) {
-	if p.following {
-		k := p.ordinal
-		p.ordinal++
-		if k < uint64(len(p.slots)) {
-			if s := p.slots[k]; s.Size == size && p.live.free(int(k)) {
-				p.live.add(int(k), size)
-				return ^int32(k), s.Offset, nil
-			}
+// placeOnPlan takes the next reservation's planned slot, while the run
+// follows the plan: ok is false, and the run leaves the plan, where the
+// slot is not of size bytes or not free. Refs of planned places are
+// negative, ^ the slot's index: a slot is taken at most once at a time.
+func (p *virtualPool) placeOnPlan(size uint64) (ref int32, off uint64, ok bool) {
+	k := p.ordinal
+	p.ordinal++
+	if k < uint64(len(p.slots)) {
+		if s := p.slots[k]; s.Size == size && p.live.free(int(k)) {
+			p.live.add(int(k), size)
+			return ^int32(k), s.Offset, true
 		}
-		p.following = false // the caller says so once the reservation is made
 	}
-	b, ok := p.place.alloc(size)
-	if !ok {
-		return p.placeInNewRange(size)
-	}
-	return b, p.slotsEnd + p.place.blocks[b].offset, nil
+	p.following = false // the caller says so once the reservation is made
+	return 0, 0, false
 }
 
 // placeInNewRange places a reservation no range of the pool has room for
-// in a range taken for it (placeNext's rare case, kept out of its way).
+// in a range taken for it (reserve's rare case, kept out of its way).
 func (p *virtualPool) placeInNewRange(size uint64) (int32, uint64, error) {
 	took, err := p.takeRange(size)
 	if err != nil {
 		return 0, 0, err
 	}
 	if took {
-		if b, ok := p.place.alloc(size); ok {
-			return b, p.slotsEnd + p.place.blocks[b].offset, nil
+		if b, off, ok := p.place.alloc(size); ok {
+			return b, p.slotsEnd + off, nil
 		}
 	}
 	if len(p.segs) > 0 {
