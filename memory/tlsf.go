@@ -135,20 +135,45 @@ func (r *tlsfRange) alloc(size uint64) (b int32, off uint64, ok bool) {
 	if b = r.find(size); b == none {
 		return 0, 0, false
 	}
-	r.removeFree(b)
 	off = r.blocks[b].offset
-	if rest := r.blocks[b].size - size; rest > 0 {
-		nb := r.newBlock() // may move the slab
-		blk := &r.blocks[b]
-		next := blk.nextPhys
-		r.blocks[nb] = tlsfBlock{offset: blk.offset + size, size: rest, prevPhys: b, nextPhys: next}
-		if next != none {
-			r.blocks[next].prevPhys = nb
-		}
-		blk.nextPhys, blk.size = nb, size
+	rest := r.blocks[b].size - size
+	if rest == 0 {
+		r.removeFree(b)
+		return b, off, true
+	}
+	nb := r.newBlock() // may move the slab
+	blk := &r.blocks[b]
+	next := blk.nextPhys
+	r.blocks[nb] = tlsfBlock{offset: off + size, size: rest, prevPhys: b, nextPhys: next}
+	if next != none {
+		r.blocks[next].prevPhys = nb
+	}
+	blk.nextPhys, blk.size = nb, size
+	if blk.prevFree == none && tlsfBin(rest) == int(blk.bin) {
+		// The rest would go first in b's bin, where b was.
+		r.replaceFree(b, nb)
+	} else {
+		r.removeFree(b)
 		r.insertFree(nb)
 	}
 	return b, off, true
+}
+
+// replaceFree puts block nb in free block b's place in its bin, b leaving
+// it: what removing b and inserting nb does when b is first in nb's bin,
+// without touching the bitmaps.
+func (r *tlsfRange) replaceFree(b, nb int32) {
+	blk, n := &r.blocks[b], &r.blocks[nb]
+	n.free, n.prevFree, n.nextFree, n.bin = true, blk.prevFree, blk.nextFree, blk.bin
+	blk.free = false
+	if n.nextFree != none {
+		r.blocks[n.nextFree].prevFree = nb
+	}
+	if n.prevFree != none {
+		r.blocks[n.prevFree].nextFree = nb
+	} else {
+		r.heads[n.bin] = nb
+	}
 }
 
 func (r *tlsfRange) dropBlock(b int32) {
