@@ -32,6 +32,8 @@ func fuzzLayouts() []Layout {
 		}),
 		VirtualLayout(VirtualPlan{}),
 		VirtualLayout(VirtualPlan{PlannedBytes: 4096, Slots: []VirtualSlot{{64, 0}, {128, 64}, {64, 0}, {256, 512}, {1024, 1024}}}),
+		VirtualLayout(VirtualPlan{PlannedBytes: 4096, Slots: []VirtualSlot{{64, 0}, {128, 64}, {64, 0}},
+			Profile: []VirtualMark{{0, 64}, {1, 192}, {4, 1024}, {9, 4096}}}),
 		SlicedLayout(SlicedPool{PageSize: 512, MaxSlice: u64(1024)}),
 	}
 }

@@ -119,6 +119,9 @@ func TestLayoutJSON(t *testing.T) {
 		{ArenaLayout(ArenaPlan{Pages: []uint64{1073741824}, Slots: []ArenaSlot{{1024, 0, 0}, {2048, 0, 1024}},
 			Fallback: []SlicedPool{{PageSize: 1048576}}}),
 			`{"Arena":{"pages":[1073741824],"slots":[[1024,0,0],[2048,0,1024]],"fallback":[{"page_size":1048576,"pages":null,"max_slice":null}]}}`},
+		{VirtualLayout(VirtualPlan{PlannedBytes: 196608, Slots: []VirtualSlot{{1024, 0}, {131072, 65536}},
+			Profile: []VirtualMark{{0, 65536}, {1, 196608}}}),
+			`{"Virtual":{"planned_bytes":196608,"slots":[1024,0,131072,65536],"profile":[0,65536,1,196608]}}`},
 	} {
 		out, err := json.Marshal(c.layout)
 		require.NoError(t, err)
@@ -159,6 +162,8 @@ func TestMalformedLayoutJSONIsRefused(t *testing.T) {
 		"arena unknown field":  `{"Arena":{"pages":[64],"slots":[],"fallbacks":[]}}`,
 		"arena missing slots":  `{"Arena":{"pages":[64]}}`,
 		"arena pages as a map": `{"Arena":{"pages":{"0":64},"slots":[]}}`,
+		"profile of three":     `{"Virtual":{"planned_bytes":64,"profile":[0,64,1]}}`,
+		"profile of a string":  `{"Virtual":{"planned_bytes":64,"profile":["0",64]}}`,
 		"empty":                ``,
 		"number":               `42`,
 		"duplicate variant":    `{"Sliced":[{"page_size":4096}],"Sliced":[{"page_size":8192}]}`,

@@ -36,6 +36,10 @@ func TestInvalidLayouts(t *testing.T) {
 			"arena slot 0: 100 B at offset 16 passes the end of page 0 (112 B)"},
 		{"arena misaligned offset", ArenaLayout(ArenaPlan{Pages: []uint64{64}, Slots: []ArenaSlot{{Size: 16, Offset: 8}}}),
 			"arena slot 0: offset 8 is not a multiple of the alignment of 16 B"},
+		{"virtual profile falling", VirtualLayout(VirtualPlan{PlannedBytes: 64, Profile: []VirtualMark{{0, 64}, {1, 32}}}),
+			"virtual profile mark 1: ordinals must rise and bytes not fall"},
+		{"virtual profile ordinals repeated", VirtualLayout(VirtualPlan{PlannedBytes: 64, Profile: []VirtualMark{{3, 32}, {3, 64}}}),
+			"virtual profile mark 1: ordinals must rise and bytes not fall"},
 		{"arena bad fallback", ArenaLayout(ArenaPlan{Pages: []uint64{64}, Fallback: []SlicedPool{{PageSize: 64, Pages: u64(0)}}}),
 			"arena fallback pool 0: pages 0 is outside 1..=65535"},
 	} {

@@ -57,6 +57,7 @@ type poolConfig struct {
 	slots     []VirtualSlot // virtual: planned places, sizes aligned
 	slotIdx   *slotIndex    // virtual: the slots by offset
 	slotsEnd  uint64        // virtual: the end of the slots, set with the granule
+	profile   []VirtualMark // virtual: how the planned run's need grew
 }
 
 // arenaConfig is an arena plan after rounding and validation.

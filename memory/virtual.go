@@ -146,6 +146,14 @@ type virtualPool struct {
 	realised  bool
 	unbinding unbindMode
 	unbound   func(g int, chunk int32, at, n uint32, real bool) // p.release, made once
+
+	// profile is the planned run's growth (VirtualPlan.Profile), made the
+	// reservations so far, and leftNeed the most granules needed at once
+	// before the run left the plan's stream, what both runs needed then:
+	// what foreseenPeak goes by.
+	profile  []VirtualMark
+	made     uint64
+	leftNeed uint64
 }
 
 // virtualSegment is a range a virtual pool took after its first.
@@ -267,7 +275,7 @@ func (c *virtualChunk) takeAt(at, n uint32) {
 func newVirtualPool(c poolConfig, s vkruntime.SparseStorage, total *Usage) *virtualPool {
 	p := &virtualPool{poolBase: poolBase{storage: s, total: total}, sparse: s, granule: c.granule,
 		shift: uint(bits.TrailingZeros64(c.granule)), space: c.space, maxAlloc: c.maxAlloc, heap: c.heap, maxChunk: c.maxChunk,
-		plannedB: c.planned, slots: c.slots, slotsEnd: c.slotsEnd, following: len(c.slots) > 0}
+		plannedB: c.planned, slots: c.slots, slotsEnd: c.slotsEnd, following: len(c.slots) > 0, profile: c.profile}
 	if c.slotIdx != nil {
 		p.live = newLiveSlots(c.slotIdx)
 		p.planEnds = make([]uint32, c.slotsEnd>>p.shift)
@@ -353,6 +361,7 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 		}
 	}
 	p.neededPeak = max(p.neededPeak, needed)
+	p.made++
 	if wasFollowing && !p.following && p.leftPlan != nil {
 		p.leftPlan(p.ordinal-1, size)
 	}
@@ -393,6 +402,7 @@ func (p *virtualPool) placeOnPlan(size uint64) (ref int32, off uint64, ok bool) 
 		}
 	}
 	p.following = false // the caller says so once the reservation is made
+	p.leftNeed = p.neededPeak
 	return 0, 0, false
 }
 
@@ -1035,9 +1045,11 @@ func (p *virtualPool) chunkWithSpare() int {
 // a unit spare there (transformer_training_1_run2 under the other run's
 // plan: 105 MB taken for 86 MB lacking, 1.034× peak live). Half units keep
 // it one device allocation with at most half a unit spare. Of the
-// generated runs of seeds 1–9, 53 of 72 are served by the other run's plan
-// (47 with whole units), and 66 beat PyTorch with no plan, as before. A run
-// following its plan grows by the plan's steps, which this leaves alone.
+// generated runs of seeds 1–9, 53 of 72 were served by the other run's
+// plan so (47 with whole units), and 66 beat PyTorch with no plan, as
+// before. A run following its plan grows by the plan's steps, which this
+// leaves alone; a run that has left a plan with a profile grows by the
+// peak it foresees (foreseenChunk).
 func (p *virtualPool) chunkBytes(short uint64) uint64 {
 	held := p.usage.BytesReserved
 	round := p.unit
@@ -1053,6 +1065,7 @@ func (p *virtualPool) chunkBytes(short uint64) uint64 {
 			want = min(want, p.plannedB-held)
 		}
 	}
+	want = p.foreseenChunk(short, held, want)
 	want = min(want, max(short, p.heapRoom()))
 	return (want + p.granule - 1) &^ (p.granule - 1)
 }

@@ -25,7 +25,17 @@ type VirtualPlan struct {
 	PlannedBytes uint64
 	// Slots are the planned places, in reservation order.
 	Slots []VirtualSlot
+	// Profile is how the planned run's need grew: the most bytes of
+	// granules it needed at once up to each mark's reservation, marks in
+	// reservation order. A run that leaves the planned stream compares
+	// its own growth with it to foresee its peak; none is no foresight.
+	Profile []VirtualMark
 }
+
+// VirtualMark says the planned run needed at most Bytes of granules at
+// once up to and including its reservation Ordinal (from 0). In JSON a
+// plan's profile is one flat array [ordinal, bytes, …].
+type VirtualMark struct{ Ordinal, Bytes uint64 }
 
 // VirtualSlot is where one planned reservation goes: Size bytes at Offset
 // of the address range. In JSON a plan's slots are one flat array
@@ -33,7 +43,7 @@ type VirtualPlan struct {
 type VirtualSlot struct{ Size, Offset uint64 }
 
 func (p VirtualPlan) equal(o VirtualPlan) bool {
-	return p.PlannedBytes == o.PlannedBytes && slices.Equal(p.Slots, o.Slots)
+	return p.PlannedBytes == o.PlannedBytes && slices.Equal(p.Slots, o.Slots) && slices.Equal(p.Profile, o.Profile)
 }
 
 // VirtualLayout is one virtual pool: every reservation placed in one large
@@ -42,7 +52,7 @@ func (p VirtualPlan) equal(o VirtualPlan) bool {
 // needs a [vkruntime.SparseStorage] with a granule; on any other storage it builds
 // the SubSlices pools instead.
 func VirtualLayout(p VirtualPlan) Layout {
-	p.Slots = slices.Clone(p.Slots)
+	p.Slots, p.Profile = slices.Clone(p.Slots), slices.Clone(p.Profile)
 	return Layout{kind: LayoutVirtual, virtual: p}
 }
 
@@ -52,28 +62,18 @@ func (l Layout) Virtual() (VirtualPlan, bool) {
 		return VirtualPlan{}, false
 	}
 	p := l.virtual
-	p.Slots = slices.Clone(p.Slots)
+	p.Slots, p.Profile = slices.Clone(p.Slots), slices.Clone(p.Profile)
 	return p, true
 }
 
 // marshalLayout is the layout's JSON: "Virtual" without a plan.
 func (p VirtualPlan) marshalLayout() []byte {
-	if p.PlannedBytes == 0 && len(p.Slots) == 0 {
+	if p.PlannedBytes == 0 && len(p.Slots) == 0 && len(p.Profile) == 0 {
 		return []byte(`"Virtual"`)
 	}
 	b := fmt.Appendf(nil, `{"Virtual":{"planned_bytes":%d`, p.PlannedBytes)
-	if len(p.Slots) > 0 {
-		b = append(b, `,"slots":[`...)
-		for i, s := range p.Slots {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendUint(b, s.Size, 10)
-			b = append(b, ',')
-			b = strconv.AppendUint(b, s.Offset, 10)
-		}
-		b = append(b, ']')
-	}
+	b = appendUintPairs(b, "slots", len(p.Slots), func(i int) (uint64, uint64) { return p.Slots[i].Size, p.Slots[i].Offset })
+	b = appendUintPairs(b, "profile", len(p.Profile), func(i int) (uint64, uint64) { return p.Profile[i].Ordinal, p.Profile[i].Bytes })
 	return append(b, "}}"...)
 }
 
@@ -82,7 +82,7 @@ func (p *VirtualPlan) unmarshalBody(body []byte) error {
 		*p = VirtualPlan{}
 		return nil
 	}
-	o, err := decodeObject(body, "Virtual layout", "planned_bytes", "slots")
+	o, err := decodeObject(body, "Virtual layout", "planned_bytes", "slots", "profile")
 	if err != nil {
 		return err
 	}
@@ -90,26 +90,65 @@ func (p *VirtualPlan) unmarshalBody(body []byte) error {
 	if out.PlannedBytes, err = o.uint64("planned_bytes"); err != nil {
 		return err
 	}
-	if raw, ok := o.members["slots"]; ok && !isJSONNull(raw) {
-		elems, err := decodeArray(raw, "Virtual layout slots", 2*MaxArenaSlots)
-		if err != nil {
-			return err
-		}
-		if len(elems)%2 != 0 {
-			return fmt.Errorf("memory: Virtual layout slots: want [size, offset, …] pairs, got %d numbers", len(elems))
-		}
-		out.Slots = make([]VirtualSlot, len(elems)/2)
-		for i := range out.Slots {
-			if out.Slots[i].Size, err = decodeUint64(elems[2*i], fmt.Sprintf("Virtual layout slot %d size", i)); err != nil {
-				return err
-			}
-			if out.Slots[i].Offset, err = decodeUint64(elems[2*i+1], fmt.Sprintf("Virtual layout slot %d offset", i)); err != nil {
-				return err
-			}
-		}
+	slots, err := decodeUintPairs(o.members["slots"], "slots", "slot %d", "size", "offset")
+	if err != nil {
+		return err
+	}
+	for _, s := range slots {
+		out.Slots = append(out.Slots, VirtualSlot{Size: s[0], Offset: s[1]})
+	}
+	marks, err := decodeUintPairs(o.members["profile"], "profile", "profile mark %d", "ordinal", "bytes")
+	if err != nil {
+		return err
+	}
+	for _, m := range marks {
+		out.Profile = append(out.Profile, VirtualMark{Ordinal: m[0], Bytes: m[1]})
 	}
 	*p = out
 	return nil
+}
+
+// appendUintPairs appends the member of n pairs as one flat array, or
+// nothing for none.
+func appendUintPairs(b []byte, member string, n int, pair func(i int) (uint64, uint64)) []byte {
+	if n == 0 {
+		return b
+	}
+	b = append(b, `,"`+member+`":[`...)
+	for i := range n {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		first, second := pair(i)
+		b = strconv.AppendUint(b, first, 10)
+		b = append(b, ',')
+		b = strconv.AppendUint(b, second, 10)
+	}
+	return append(b, ']')
+}
+
+// decodeUintPairs reads a member of a Virtual layout that is one flat
+// array of pairs of numbers, [first, second, …]; absent or null is none.
+func decodeUintPairs(raw []byte, member, item, first, second string) ([][2]uint64, error) {
+	if raw == nil || isJSONNull(raw) {
+		return nil, nil
+	}
+	elems, err := decodeArray(raw, "Virtual layout "+member, 2*MaxArenaSlots)
+	if err != nil {
+		return nil, err
+	}
+	if len(elems)%2 != 0 {
+		return nil, fmt.Errorf("memory: Virtual layout %s: want [%s, %s, …] pairs, got %d numbers", member, first, second, len(elems))
+	}
+	out := make([][2]uint64, len(elems)/2)
+	for i := range out {
+		for j, name := range []string{first, second} {
+			if out[i][j], err = decodeUint64(elems[2*i+j], fmt.Sprintf("Virtual layout "+item+" %s", i, name)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
 }
 
 // VirtualKind: one virtual range, device memory bound granule by granule
@@ -230,6 +269,12 @@ func resolveVirtual(plan VirtualPlan, p vkruntime.DeviceProperties, backendLimit
 	if len(c.slots) > 0 {
 		c.slotIdx = newSlotIndex(c.slots)
 	}
+	for k, m := range plan.Profile {
+		if k > 0 && (m.Ordinal <= plan.Profile[k-1].Ordinal || m.Bytes < plan.Profile[k-1].Bytes) {
+			return resolvedLayout{}, invalidLayout("virtual profile mark %d: ordinals must rise and bytes not fall", k)
+		}
+	}
+	c.profile = plan.Profile
 	return resolvedLayout{pools: []poolConfig{c}}, nil
 }
 

@@ -1,0 +1,96 @@
+package memory
+
+import (
+	"math/bits"
+	"sort"
+)
+
+// A run that left its plan's stream foresees its peak by its plan's
+// profile (VirtualPlan.Profile) and grows by it (foreseenChunk): in steps of
+// a fourth of what it holds up to four fifths of the foreseen peak, kept at
+// or below the planned run's peak, where the plain policy grows by the
+// shortfall; and never by a unit past the foreseen peak, only by the
+// shortfall or a fortieth of what it holds. Generated pairs (gen.Run runs 1
+// and 2, each under the other's plan): seeds 1–9, 59 of 72 served within
+// min(1.03×, PyTorch expandable) in PyTorch's device allocations, against
+// 53 without; seeds 10–20, which did not choose the policy, 71 of 88
+// against 56. Without a plan, or while a run follows its plan, nothing
+// changes.
+const (
+	// foreseeSafeNum/foreseeSafeDen: the share of the foreseen peak the
+	// run grows towards in large steps.
+	foreseeSafeNum, foreseeSafeDen = 4, 5
+	// foreseeMinGrowth: the foresight is trusted once the planned run has
+	// grown past what both runs shared by at least this fraction of its
+	// growth to its peak, at the reservation the run has reached. Sooner,
+	// the two runs' growth is too little to compare.
+	foreseeMinGrowth = 10
+)
+
+// profileAt is the most bytes the planned run needed at once up to its
+// reservation k, as far as its profile's marks say.
+func (p *virtualPool) profileAt(k uint64) uint64 {
+	i := sort.Search(len(p.profile), func(i int) bool { return p.profile[i].Ordinal > k })
+	if i == 0 {
+		return 0
+	}
+	return p.profile[i-1].Bytes
+}
+
+// foreseenPeak is the run's peak as its plan's profile foresees it, once
+// the run has left the planned stream: what both runs needed when they
+// parted (their streams were one up to there), and the planned run's
+// growth from there to its peak, scaled by how far this run has grown from
+// there against how far the planned run had by the same reservation. Runs
+// of one workload differ by their batch, sequence and image sizes, which
+// scale what the workload allocates after its weights: the scale shows in
+// how each grows.
+func (p *virtualPool) foreseenPeak() (pred, peak uint64, ok bool) {
+	if len(p.profile) == 0 || p.following || p.plannedB == 0 {
+		return 0, 0, false
+	}
+	shared := p.leftNeed << p.shift
+	peak = max(p.plannedB, p.profile[len(p.profile)-1].Bytes)
+	then := p.profileAt(p.made)
+	now := max(p.neededPeak, p.gm.needed) << p.shift
+	if peak <= shared || then <= shared || then-shared < (peak-shared)/foreseeMinGrowth {
+		return 0, 0, false
+	}
+	return shared + mulDiv(now-min(now, shared), peak-shared, then-shared), peak, true
+}
+
+// mulDiv is a×b/c, saturated.
+func mulDiv(a, b, c uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi >= c {
+		return ^uint64(0)
+	}
+	q, _ := bits.Div64(hi, lo, c)
+	return q
+}
+
+// foreseenChunk is the chunk the plain policy wants for a shortfall, want,
+// adjusted by the peak the run foresees (see foreseenPeak) when it has
+// left its plan: up to four fifths of the foreseen peak, or of the planned
+// run's if that is less, at least a fourth of what it holds, in few
+// device allocations as the foresight is safely below the peak; a chunk
+// that would pass the foreseen peak stops at it, or takes the shortfall or
+// a fortieth of what it holds if more, so the last chunk spares little
+// when the peak comes as foreseen.
+func (p *virtualPool) foreseenChunk(short, held, want uint64) uint64 {
+	pred, peak, ok := p.foreseenPeak()
+	if !ok {
+		return want
+	}
+	if mark := mulDiv(min(pred, peak), foreseeSafeNum, foreseeSafeDen); held+short <= mark {
+		return max(want, min(mark-held, held/virtualFollowStep))
+	}
+	if held+want <= pred {
+		return want
+	}
+	fine := max((short+p.granule-1)&^(p.granule-1), held/virtualGrowthDivisor)
+	if pred > held {
+		fine = max(fine, pred-held)
+	}
+	return min(want, fine)
+}
