@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,7 +96,7 @@ func TestPlanFilesForAnotherDeviceOrCorruptAreClearErrors(t *testing.T) {
 	require.ErrorIs(t, err, strictjson.ErrNumberDoesNotFit, "a number past 2^64 is refused, not wrapped")
 	for name, b := range map[string][]byte{
 		"cut.plan":     data[:len(data)/2],
-		"version.plan": bytes.Replace(data, []byte(`"vkrt_plan":1`), []byte(`"vkrt_plan":2`), 1),
+		"version.plan": bytes.Replace(data, []byte(fmt.Sprintf(`"vkrt_plan":%d`, plan.FileVersion)), []byte(fmt.Sprintf(`"vkrt_plan":%d`, plan.FileVersion+1)), 1),
 		"extra.plan":   bytes.Replace(data, []byte(`"traces"`), []byte(`"extra":1,"traces"`), 1),
 		"wrapped.plan": bytes.Replace(data, []byte(`"alignment":16`), []byte(`"alignment":18446744073709551632`), 1),
 		"layout.plan":  bytes.Replace(data, []byte(`"Virtual"`), []byte(`"Virtua"`), 1),

@@ -17,8 +17,14 @@ import (
 )
 
 // FileVersion is the version of the plan file format written by
-// [File.MarshalJSON] and the only one [DecodeFile] reads.
-const FileVersion = 1
+// [File.MarshalJSON]. Version 2 added a virtual plan's profile (how the
+// planned run's need grew, what a run that leaves the plan foresees its
+// peak by); [DecodeFile] reads versions 1 and 2, a version-1 plan being
+// one without a profile.
+const FileVersion = 2
+
+// oldestFileVersion is the oldest version DecodeFile reads.
+const oldestFileVersion = 1
 
 // fileMagic is the member that marks a plan file and carries its version.
 const fileMagic = "vkrt_plan"
@@ -26,8 +32,8 @@ const fileMagic = "vkrt_plan"
 // File is a plan as `vkrt plan` writes it: the layout, the device it was
 // made for and the streams it was measured on. In JSON:
 //
-//	{"vkrt_plan":1,"device":{"alignment":16,"max_page_size":…,"memory_size":…,"sparse_granule":65536},
-//	 "traces":["gpt2_train"],"layout":{"Virtual":{"planned_bytes":…,"slots":[size,offset,…]}}}
+//	{"vkrt_plan":2,"device":{"alignment":16,"max_page_size":…,"memory_size":…,"sparse_granule":65536},
+//	 "traces":["gpt2_train"],"layout":{"Virtual":{"planned_bytes":…,"slots":[size,offset,…],"profile":[ordinal,bytes,…]}}}
 //
 // A virtual plan's slots are two numbers each, so a plan of a stream of
 // 200,000 allocations is a few megabytes.
@@ -128,8 +134,8 @@ func DecodeFile(data []byte) (File, error) {
 	switch {
 	case raw.Version == nil:
 		return File{}, fmt.Errorf("%w: no %q member", ErrPlanFile, fileMagic)
-	case *raw.Version != FileVersion:
-		return File{}, fmt.Errorf("%w: version %d, this vkrt reads version %d", ErrPlanFile, *raw.Version, FileVersion)
+	case *raw.Version < oldestFileVersion || *raw.Version > FileVersion:
+		return File{}, fmt.Errorf("%w: version %d, this vkrt reads versions %d to %d", ErrPlanFile, *raw.Version, oldestFileVersion, FileVersion)
 	case raw.Device == nil:
 		return File{}, fmt.Errorf("%w: no device", ErrPlanFile)
 	case raw.Layout == nil:
@@ -138,6 +144,9 @@ func DecodeFile(data []byte) (File, error) {
 	var l memory.Layout
 	if err := l.UnmarshalJSON(raw.Layout); err != nil {
 		return File{}, fmt.Errorf("%w: layout: %w", ErrPlanFile, err)
+	}
+	if vp, ok := l.Virtual(); ok && len(vp.Profile) > 0 && *raw.Version < 2 {
+		return File{}, fmt.Errorf("%w: a version-%d plan has no profile", ErrPlanFile, *raw.Version)
 	}
 	d := raw.Device
 	return File{Device: vkruntime.DeviceProperties{Alignment: d.Alignment, MaxPageSize: d.MaxPageSize, MemorySize: d.MemorySize},

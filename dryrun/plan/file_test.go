@@ -2,6 +2,7 @@ package plan
 
 import (
 	stdjson "encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -9,6 +10,7 @@ import (
 	"github.com/vkrt/vkrt/dryrun/replay"
 	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/internal/tracetest"
+	"github.com/vkrt/vkrt/memory"
 )
 
 func TestPlanFileRoundTripsAndChecksItsDevice(t *testing.T) {
@@ -77,4 +79,26 @@ func FuzzDecodeFile(f *testing.F) {
 		require.Equal(t, pf.Granule, again.Granule)
 		require.Equal(t, len(pf.Traces), len(again.Traces))
 	})
+}
+
+// A version-1 plan file, written before plans carried a profile, still
+// reads; one claiming version 1 with a profile is refused.
+func TestPlanFileOfVersionOneStillReads(t *testing.T) {
+	const v1 = `{"vkrt_plan":1,"device":{"alignment":16,"max_page_size":4294967280,"memory_size":150000000000,"sparse_granule":65536},` +
+		`"traces":["a"],"layout":{"Virtual":{"planned_bytes":8126464,"slots":[3000000,0,5000000,3014656]}}}`
+	back, err := DecodeFile([]byte(v1))
+	require.NoError(t, err)
+	vp, ok := back.Layout.Virtual()
+	require.True(t, ok)
+	require.Equal(t, []memory.VirtualSlot{{Size: 3000000, Offset: 0}, {Size: 5000000, Offset: 3014656}}, vp.Slots)
+	require.Empty(t, vp.Profile)
+
+	withProfile := strings.Replace(v1, `3014656]`, `3014656],"profile":[0,3014656,1,8126464]`, 1)
+	_, err = DecodeFile([]byte(withProfile))
+	require.ErrorIs(t, err, ErrPlanFile)
+	require.ErrorContains(t, err, "a version-1 plan has no profile")
+	_, err = DecodeFile([]byte(strings.Replace(withProfile, `"vkrt_plan":1`, `"vkrt_plan":2`, 1)))
+	require.NoError(t, err)
+	_, err = DecodeFile([]byte(strings.Replace(v1, `"vkrt_plan":1`, `"vkrt_plan":0`, 1)))
+	require.ErrorContains(t, err, "version 0, this vkrt reads versions 1 to 2")
 }

@@ -158,11 +158,13 @@ func crossRuns(t testing.TB, pairs [][2]*trace.Trace) []pairOutcome {
 // against PyTorch modelled on the same run: a plan never fails a run, and
 // the share of runs meeting each goal stays where it was measured. Runs of
 // one generated workload differ up to tenfold in size, and on streams of
-// 45–600 MB PyTorch makes a dozen device allocations: no growth policy
-// meets both 3 % and PyTorch's count there without knowing the run's peak
-// in advance, so the misses are reported by name, not hidden.
+// 45–600 MB PyTorch makes a dozen device allocations: meeting both 3 % and
+// PyTorch's count there takes knowing the run's peak in advance, which the
+// plan's profile foresees only as far as the two runs grow alike, so the
+// misses are reported by name, not hidden. Seeds 1–9 hold what foresight
+// gained (53 of 72 served without it).
 func TestGeneratedPairsAgainstPyTorch(t *testing.T) {
-	seeds, wantServed, wantBeaten := 3, 20, 22
+	seeds, wantServed, wantBeaten := 9, 59, 66
 	if tracetest.Quick() {
 		seeds, wantServed, wantBeaten = 1, 8, 7
 	}
@@ -215,7 +217,7 @@ func TestGeneratedOwnPlansFit(t *testing.T) {
 // plan (goal 1), the share beating PyTorch with no plan (goal 3), the worst
 // and mean reserved peak over peak live bytes.
 func BenchmarkGeneratedPairs(b *testing.B) {
-	pairs := generatedPairs(3)
+	pairs := generatedPairs(9)
 	for range b.N {
 		outcomes := crossRuns(b, pairs)
 		var worst, sum, worstPlain, sumPlain, served, beaten float64
@@ -257,5 +259,24 @@ func TestAPlanSmallerThanTheRunNeverFailsIt(t *testing.T) {
 			require.NoError(t, err, "%s plan measured under %s: %s", strength, measured.Kind(), l)
 			require.Positive(t, r.Spills, "%s plan measured under %s: the run outgrew its plan, and it shows", strength, measured.Kind())
 		}
+	}
+}
+
+// A strong virtual plan profiles its stream's need as the pool counts it:
+// marks in reservation order, growing, the last the planned peak.
+func TestAVirtualPlanProfilesItsStream(t *testing.T) {
+	for _, shape := range gen.Shapes() {
+		tr := gen.Trace(1, shape)
+		vp, ok := planFrom(t, tr).Virtual()
+		require.True(t, ok)
+		require.NotEmpty(t, vp.Profile, tr.Name)
+		for k := 1; k < len(vp.Profile); k++ {
+			require.Greater(t, vp.Profile[k].Ordinal, vp.Profile[k-1].Ordinal, tr.Name)
+			require.Greater(t, vp.Profile[k].Bytes, vp.Profile[k-1].Bytes, tr.Name)
+		}
+		last := vp.Profile[len(vp.Profile)-1]
+		require.Equal(t, vp.PlannedBytes, last.Bytes, "%s: the profile ends at the planned peak", tr.Name)
+		require.Less(t, last.Ordinal, uint64(tr.Allocations), tr.Name)
+		require.LessOrEqual(t, len(vp.Profile), profileMarks+1, tr.Name)
 	}
 }

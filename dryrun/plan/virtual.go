@@ -59,5 +59,63 @@ func virtualSlots(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps
 		return memory.Layout{}, fmt.Errorf("%w: the replay device has no sparse residency for a virtual plan", ErrCannotPlan)
 	}
 	plan.PlannedBytes = k.NeededPeakBytes
+	plan.Profile = needProfile(t, plan.Slots, replay.H200Granule, plan.PlannedBytes)
 	return memory.VirtualLayout(plan), nil
+}
+
+// profileMarks: a profile marks where the stream's need has grown by a
+// 256th of its peak since the last mark, so it stays a few kilobytes
+// however long the stream.
+const profileMarks = 256
+
+// needProfile is how the need of the stream t grows under its slots, as
+// the virtual pool counts it: the granules its live reservations touch at
+// once, at most, up to each reservation, marked each time it has grown by
+// peak/profileMarks and at the peak. A run of the workload that leaves the
+// planned stream compares its own growth with it to foresee its peak.
+// Live slots never overlap, so a reservation's inner granules are its own
+// and only its end granules may be another's: those are counted.
+func needProfile(t *trace.Trace, slots []memory.VirtualSlot, granule, peak uint64) []memory.VirtualMark {
+	if len(slots) == 0 || peak == 0 {
+		return nil
+	}
+	var end uint64
+	for _, s := range slots {
+		end = max(end, s.Offset+s.Size)
+	}
+	ends := make([]uint32, (end+granule-1)/granule)
+	var need, high, marked, ordinal uint64
+	var out []memory.VirtualMark
+	step := max(peak/profileMarks, granule)
+	for _, e := range t.Events {
+		if int(e.Index) >= len(slots) {
+			continue
+		}
+		s := slots[e.Index]
+		g0, g1 := s.Offset/granule, (s.Offset+s.Size-1)/granule
+		if e.Op == trace.OpFree {
+			need -= max(g1-g0, 1) - 1
+			for _, g := range []uint64{g0, g1}[:1+min(g1-g0, 1)] {
+				if ends[g]--; ends[g] == 0 {
+					need--
+				}
+			}
+			continue
+		}
+		need += max(g1-g0, 1) - 1
+		for _, g := range []uint64{g0, g1}[:1+min(g1-g0, 1)] {
+			if ends[g]++; ends[g] == 1 {
+				need++
+			}
+		}
+		if bytes := need * granule; bytes > high {
+			high = bytes
+			if high >= marked+step || high >= peak {
+				out = append(out, memory.VirtualMark{Ordinal: ordinal, Bytes: high})
+				marked = high
+			}
+		}
+		ordinal++
+	}
+	return out
 }
