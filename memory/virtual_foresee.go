@@ -56,7 +56,8 @@ func (p *virtualPool) foreseenPeak() (pred, peak uint64, ok bool) {
 	if peak <= shared || then <= shared || then-shared < (peak-shared)/foreseeMinGrowth {
 		return 0, 0, false
 	}
-	return shared + mulDiv(now-min(now, shared), peak-shared, then-shared), peak, true
+	grown := mulDiv(now-min(now, shared), peak-shared, then-shared)
+	return shared + min(grown, ^uint64(0)-shared), peak, true // saturated: a profile is input
 }
 
 // mulDiv is a×b/c, saturated.
