@@ -50,7 +50,21 @@ func virtualSlots(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps
 	for k, s := range a.Slots {
 		plan.Slots[k] = memory.VirtualSlot{Size: s.Size, Offset: bases[s.Page] + s.Offset}
 	}
-	run, err := replay.Run(t, memory.VirtualLayout(plan), replay.Options{Device: device})
+	// Where the pool's need grew, reservation by reservation: what the
+	// plan's profile is marked from.
+	var grew []memory.VirtualMark
+	var ordinal, high uint64
+	observe := func(i int, m *memory.Manager) {
+		if t.Events[i].Op != trace.OpAlloc {
+			return
+		}
+		if k, ok := measuredVirtual(m.Report()); ok && k.NeededPeakBytes > high {
+			high = k.NeededPeakBytes
+			grew = append(grew, memory.VirtualMark{Ordinal: ordinal, Bytes: high})
+		}
+		ordinal++
+	}
+	run, err := replay.Run(t, memory.VirtualLayout(plan), replay.Options{Device: device, Observe: observe})
 	if err != nil {
 		return memory.Layout{}, fmt.Errorf("plan: measuring %s under its slots: %w", t.Name, err)
 	}
@@ -59,7 +73,7 @@ func virtualSlots(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps
 		return memory.Layout{}, fmt.Errorf("%w: the replay device has no sparse residency for a virtual plan", ErrCannotPlan)
 	}
 	plan.PlannedBytes = k.NeededPeakBytes
-	plan.Profile = needProfile(t, plan.Slots, replay.H200Granule, plan.PlannedBytes)
+	plan.Profile = profileOf(grew, plan.PlannedBytes, replay.H200Granule)
 	return memory.VirtualLayout(plan), nil
 }
 
@@ -68,54 +82,20 @@ func virtualSlots(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps
 // however long the stream.
 const profileMarks = 256
 
-// needProfile is how the need of the stream t grows under its slots, as
-// the virtual pool counts it: the granules its live reservations touch at
-// once, at most, up to each reservation, marked each time it has grown by
-// peak/profileMarks and at the peak. A run of the workload that leaves the
-// planned stream compares its own growth with it to foresee its peak.
-// Live slots never overlap, so a reservation's inner granules are its own
-// and only its end granules may be another's: those are counted.
-func needProfile(t *trace.Trace, slots []memory.VirtualSlot, granule, peak uint64) []memory.VirtualMark {
-	if len(slots) == 0 || peak == 0 {
-		return nil
-	}
-	var end uint64
-	for _, s := range slots {
-		end = max(end, s.Offset+s.Size)
-	}
-	ends := make([]uint32, (end+granule-1)/granule)
-	var need, high, marked, ordinal uint64
+// profileOf marks, of where a stream's need grew under its slots (the
+// granules its live reservations touched at once, at most, as the virtual
+// pool counts them), each growth by peak/profileMarks since the last mark
+// and the peak. A run of the workload that leaves the planned stream
+// compares its own growth with it to foresee its peak.
+func profileOf(grew []memory.VirtualMark, peak, granule uint64) []memory.VirtualMark {
 	var out []memory.VirtualMark
+	var marked uint64
 	step := max(peak/profileMarks, granule)
-	for _, e := range t.Events {
-		if int(e.Index) >= len(slots) {
-			continue
+	for _, g := range grew {
+		if g.Bytes >= marked+step || g.Bytes >= peak {
+			out = append(out, g)
+			marked = g.Bytes
 		}
-		s := slots[e.Index]
-		g0, g1 := s.Offset/granule, (s.Offset+s.Size-1)/granule
-		if e.Op == trace.OpFree {
-			need -= max(g1-g0, 1) - 1
-			for _, g := range []uint64{g0, g1}[:1+min(g1-g0, 1)] {
-				if ends[g]--; ends[g] == 0 {
-					need--
-				}
-			}
-			continue
-		}
-		need += max(g1-g0, 1) - 1
-		for _, g := range []uint64{g0, g1}[:1+min(g1-g0, 1)] {
-			if ends[g]++; ends[g] == 1 {
-				need++
-			}
-		}
-		if bytes := need * granule; bytes > high {
-			high = bytes
-			if high >= marked+step || high >= peak {
-				out = append(out, memory.VirtualMark{Ordinal: ordinal, Bytes: high})
-				marked = high
-			}
-		}
-		ordinal++
 	}
 	return out
 }
