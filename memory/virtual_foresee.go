@@ -59,8 +59,9 @@ func (p *virtualPool) foreseenPeak() (pred, peak uint64, ok bool) {
 	if peak <= shared || then <= shared || then-shared < (peak-shared)/foreseeMinGrowth {
 		return 0, 0, false
 	}
-	grown := mulDiv(now-min(now, shared), peak-shared, then-shared)
-	return shared + min(grown, ^uint64(0)-shared), peak, true // saturated: a profile is input
+	// The guard above keeps (peak-shared)/(then-shared) near
+	// foreseeMinGrowth at most, so the sum cannot wrap.
+	return shared + mulDiv(now-min(now, shared), peak-shared, then-shared), peak, true
 }
 
 // mulDiv is a×b/c, saturated.
