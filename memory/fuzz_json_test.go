@@ -74,6 +74,9 @@ func FuzzLayoutJSON(f *testing.F) {
 	for _, seed := range jsonNumberSeeds(`{"Virtual":{"planned_bytes":PB,"slots":[64,0],"profile":[OR,BY,9,4096]}}`, "PB", "OR", "BY") {
 		f.Add(seed)
 	}
+	for _, seed := range jsonNumberSeeds(`{"Virtual":{"planned_bytes":4096,"slots":[64,0,64,64],"settled":[OR,BY]}}`, "OR", "BY") {
+		f.Add(seed)
+	}
 	f.Add(`"SubSlices"`)
 	f.Add(`direct`)
 	f.Fuzz(func(t *testing.T, doc string) {

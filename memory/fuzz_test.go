@@ -34,6 +34,8 @@ func fuzzLayouts() []Layout {
 		VirtualLayout(VirtualPlan{PlannedBytes: 4096, Slots: []VirtualSlot{{64, 0}, {128, 64}, {64, 0}, {256, 512}, {1024, 1024}}}),
 		VirtualLayout(VirtualPlan{PlannedBytes: 4096, Slots: []VirtualSlot{{64, 0}, {128, 64}, {64, 0}},
 			Profile: []VirtualMark{{0, 64}, {1, 192}, {4, 1024}, {9, 4096}}}),
+		VirtualLayout(VirtualPlan{PlannedBytes: 4096, Slots: []VirtualSlot{{64, 0}, {128, 64}, {64, 0}},
+			Profile: []VirtualMark{{0, 64}, {1, 192}, {4, 1024}, {9, 4096}}, Settled: VirtualMark{1, 192}}),
 		SlicedLayout(SlicedPool{PageSize: 512, MaxSlice: u64(1024)}),
 	}
 }

@@ -122,6 +122,9 @@ func TestLayoutJSON(t *testing.T) {
 		{VirtualLayout(VirtualPlan{PlannedBytes: 196608, Slots: []VirtualSlot{{1024, 0}, {131072, 65536}},
 			Profile: []VirtualMark{{0, 65536}, {1, 196608}}}),
 			`{"Virtual":{"planned_bytes":196608,"slots":[1024,0,131072,65536],"profile":[0,65536,1,196608]}}`},
+		{VirtualLayout(VirtualPlan{PlannedBytes: 196608, Slots: []VirtualSlot{{1024, 0}, {131072, 65536}},
+			Profile: []VirtualMark{{0, 65536}, {1, 196608}}, Settled: VirtualMark{0, 65536}}),
+			`{"Virtual":{"planned_bytes":196608,"slots":[1024,0,131072,65536],"profile":[0,65536,1,196608],"settled":[0,65536]}}`},
 	} {
 		out, err := json.Marshal(c.layout)
 		require.NoError(t, err)
@@ -164,6 +167,8 @@ func TestMalformedLayoutJSONIsRefused(t *testing.T) {
 		"arena pages as a map": `{"Arena":{"pages":{"0":64},"slots":[]}}`,
 		"profile of three":     `{"Virtual":{"planned_bytes":64,"profile":[0,64,1]}}`,
 		"profile of a string":  `{"Virtual":{"planned_bytes":64,"profile":["0",64]}}`,
+		"settled of one":       `{"Virtual":{"planned_bytes":64,"slots":[64,0],"settled":[0]}}`,
+		"settled of two marks": `{"Virtual":{"planned_bytes":64,"slots":[64,0,64,64],"settled":[0,64,1,128]}}`,
 		"empty":                ``,
 		"number":               `42`,
 		"duplicate variant":    `{"Sliced":[{"page_size":4096}],"Sliced":[{"page_size":8192}]}`,

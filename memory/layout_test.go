@@ -40,6 +40,8 @@ func TestInvalidLayouts(t *testing.T) {
 			"virtual profile mark 1: ordinals must rise and bytes not fall"},
 		{"virtual profile ordinals repeated", VirtualLayout(VirtualPlan{PlannedBytes: 64, Profile: []VirtualMark{{3, 32}, {3, 64}}}),
 			"virtual profile mark 1: ordinals must rise and bytes not fall"},
+		{"virtual settled past the slots", VirtualLayout(VirtualPlan{PlannedBytes: 64, Slots: []VirtualSlot{{64, 0}}, Settled: VirtualMark{1, 64}}),
+			"virtual settled start: reservation 1 is past the plan's 1 slots"},
 		{"arena bad fallback", ArenaLayout(ArenaPlan{Pages: []uint64{64}, Fallback: []SlicedPool{{PageSize: 64, Pages: u64(0)}}}),
 			"arena fallback pool 0: pages 0 is outside 1..=65535"},
 	} {

@@ -58,6 +58,7 @@ type poolConfig struct {
 	slotIdx   *slotIndex    // virtual: the slots by offset
 	slotsEnd  uint64        // virtual: the end of the slots, set with the granule
 	profile   []VirtualMark // virtual: how the planned run's need grew
+	settled   VirtualMark   // virtual: the planned run's settled start
 }
 
 // arenaConfig is an arena plan after rounding and validation.

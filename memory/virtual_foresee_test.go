@@ -61,3 +61,69 @@ func TestAHostileProfileKeepsEachGrowthStepBounded(t *testing.T) {
 	}
 	require.NoError(t, m.checkInvariants())
 }
+
+// settledRun replays, under plan, a run that makes the planned run's ten
+// reservations of 4 MiB of weights and then fifty of 1 MiB it frees as it
+// goes, two live at a time. It returns the most bytes the pool held and
+// the device allocations it made.
+func settledRun(t *testing.T, plan VirtualPlan) (peakReserved uint64, allocs int) {
+	t.Helper()
+	m, s := newVirtualManager(t, plan)
+	for range 10 {
+		mustReserve(t, m, 4<<20, Eager)
+		peakReserved = max(peakReserved, m.Usage().BytesReserved)
+	}
+	var last Handle
+	for k := range 50 {
+		h := mustReserve(t, m, 1<<20, Eager)
+		if k > 0 {
+			require.NoError(t, m.Free(last))
+		}
+		last = h
+		peakReserved = max(peakReserved, m.Usage().BytesReserved)
+	}
+	require.NoError(t, m.checkInvariants())
+	return peakReserved, s.allocs
+}
+
+// A run that follows its plan through the planned run's settled start
+// (reservations never freed: a model's weights) takes their memory in one
+// device allocation, where it grew by a fourth of what it held before; a
+// run that leaves the plan at its first reservation takes nothing for it.
+func TestARunFollowingTheSettledStartTakesItAtOnce(t *testing.T) {
+	const mib = 1 << 20
+	plan := VirtualPlan{PlannedBytes: 42 * mib}
+	for k := range uint64(10) {
+		plan.Slots = append(plan.Slots, VirtualSlot{Size: 4 * mib, Offset: k * 4 * mib})
+	}
+	for k := range uint64(50) {
+		plan.Slots = append(plan.Slots, VirtualSlot{Size: mib, Offset: 40*mib + k%2*mib})
+	}
+	without, allocsWithout := settledRun(t, plan)
+	plan.Settled = VirtualMark{Ordinal: 9, Bytes: 40 * mib}
+	with, allocs := settledRun(t, plan)
+	require.Equal(t, 2, allocs, "the settled start in one allocation, the rest of the plan in another")
+	require.Greater(t, allocsWithout, allocs+2)
+	require.Equal(t, uint64(42*mib), with, "the run holds its plan, no more")
+	require.Equal(t, uint64(42*mib), without)
+	t.Logf("device allocations: %d with the settled start, %d without", allocs, allocsWithout)
+
+	// A run of another model leaves the plan at its first reservation
+	// and never takes the settled start's memory.
+	m, s := newVirtualManager(t, plan)
+	mustReserve(t, m, 3*mib, Eager)
+	require.Less(t, m.Usage().BytesReserved, uint64(40*mib))
+	require.Equal(t, 1, s.allocs)
+}
+
+// A settled start is input: one claiming far more than the plan grows the
+// pool to the plan at most.
+func TestAHostileSettledStartTakesNoMoreThanThePlan(t *testing.T) {
+	const mib = 1 << 20
+	plan := VirtualPlan{PlannedBytes: 8 * mib, Slots: []VirtualSlot{{Size: mib, Offset: 0}, {Size: mib, Offset: mib}},
+		Settled: VirtualMark{Ordinal: 1, Bytes: 1<<64 - 1}}
+	m, _ := newVirtualManager(t, plan)
+	mustReserve(t, m, mib, Eager)
+	require.Equal(t, uint64(8*mib), m.Usage().BytesReserved)
+	require.NoError(t, m.checkInvariants())
+}

@@ -30,6 +30,12 @@ type VirtualPlan struct {
 	// reservation order. A run that leaves the planned stream compares
 	// its own growth with it to foresee its peak; none is no foresight.
 	Profile []VirtualMark
+	// Settled is the planned run's settled start: its reservations up to
+	// and including Settled.Ordinal were never freed, and needed
+	// Settled.Bytes of granules. They are what every run of the workload
+	// makes alike (weights, state), so a run that follows them takes that
+	// memory in one step rather than growing towards it. Bytes 0 is none.
+	Settled VirtualMark
 }
 
 // VirtualMark says the planned run needed at most Bytes of granules at
@@ -43,7 +49,7 @@ type VirtualMark struct{ Ordinal, Bytes uint64 }
 type VirtualSlot struct{ Size, Offset uint64 }
 
 func (p VirtualPlan) equal(o VirtualPlan) bool {
-	return p.PlannedBytes == o.PlannedBytes && slices.Equal(p.Slots, o.Slots) && slices.Equal(p.Profile, o.Profile)
+	return p.PlannedBytes == o.PlannedBytes && slices.Equal(p.Slots, o.Slots) && slices.Equal(p.Profile, o.Profile) && p.Settled == o.Settled
 }
 
 // VirtualLayout is one virtual pool: every reservation placed in one large
@@ -68,12 +74,15 @@ func (l Layout) Virtual() (VirtualPlan, bool) {
 
 // marshalLayout is the layout's JSON: "Virtual" without a plan.
 func (p VirtualPlan) marshalLayout() []byte {
-	if p.PlannedBytes == 0 && len(p.Slots) == 0 && len(p.Profile) == 0 {
+	if p.PlannedBytes == 0 && len(p.Slots) == 0 && len(p.Profile) == 0 && p.Settled.Bytes == 0 {
 		return []byte(`"Virtual"`)
 	}
 	b := fmt.Appendf(nil, `{"Virtual":{"planned_bytes":%d`, p.PlannedBytes)
 	b = appendUintPairs(b, "slots", len(p.Slots), func(i int) (uint64, uint64) { return p.Slots[i].Size, p.Slots[i].Offset })
 	b = appendUintPairs(b, "profile", len(p.Profile), func(i int) (uint64, uint64) { return p.Profile[i].Ordinal, p.Profile[i].Bytes })
+	if p.Settled.Bytes != 0 {
+		b = appendUintPairs(b, "settled", 1, func(int) (uint64, uint64) { return p.Settled.Ordinal, p.Settled.Bytes })
+	}
 	return append(b, "}}"...)
 }
 
@@ -82,7 +91,7 @@ func (p *VirtualPlan) unmarshalBody(body []byte) error {
 		*p = VirtualPlan{}
 		return nil
 	}
-	o, err := decodeObject(body, "Virtual layout", "planned_bytes", "slots", "profile")
+	o, err := decodeObject(body, "Virtual layout", "planned_bytes", "slots", "profile", "settled")
 	if err != nil {
 		return err
 	}
@@ -103,6 +112,16 @@ func (p *VirtualPlan) unmarshalBody(body []byte) error {
 	}
 	for _, m := range marks {
 		out.Profile = append(out.Profile, VirtualMark{Ordinal: m[0], Bytes: m[1]})
+	}
+	settled, err := decodeUintPairs(o.members["settled"], "settled", "settled mark %d", "ordinal", "bytes")
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(settled) > 1:
+		return fmt.Errorf("memory: Virtual layout settled: want one [ordinal, bytes] pair, got %d", len(settled))
+	case len(settled) == 1:
+		out.Settled = VirtualMark{Ordinal: settled[0][0], Bytes: settled[0][1]}
 	}
 	*p = out
 	return nil
@@ -275,6 +294,12 @@ func resolveVirtual(plan VirtualPlan, p vkruntime.DeviceProperties, backendLimit
 		}
 	}
 	c.profile = plan.Profile
+	if s := plan.Settled; s.Bytes != 0 {
+		if s.Ordinal >= uint64(len(plan.Slots)) {
+			return resolvedLayout{}, invalidLayout("virtual settled start: reservation %d is past the plan's %d slots", s.Ordinal, len(plan.Slots))
+		}
+		c.settled = s
+	}
 	return resolvedLayout{pools: []poolConfig{c}}, nil
 }
 
