@@ -19,9 +19,11 @@ import (
 // FileVersion is the version of the plan file format written by
 // [File.MarshalJSON]. Version 2 added a virtual plan's profile (how the
 // planned run's need grew, what a run that leaves the plan foresees its
-// peak by); [DecodeFile] reads versions 1 and 2, a version-1 plan being
-// one without a profile.
-const FileVersion = 2
+// peak by), version 3 its settled start (the reservations the planned run
+// never freed, which a run following them takes in one step); [DecodeFile]
+// reads versions 1 to 3, a version-1 plan being one without a profile and
+// a version-2 plan one without a settled start.
+const FileVersion = 3
 
 // oldestFileVersion is the oldest version DecodeFile reads.
 const oldestFileVersion = 1
@@ -32,8 +34,8 @@ const fileMagic = "vkrt_plan"
 // File is a plan as `vkrt plan` writes it: the layout, the device it was
 // made for and the streams it was measured on. In JSON:
 //
-//	{"vkrt_plan":2,"device":{"alignment":16,"max_page_size":…,"memory_size":…,"sparse_granule":65536},
-//	 "traces":["gpt2_train"],"layout":{"Virtual":{"planned_bytes":…,"slots":[size,offset,…],"profile":[ordinal,bytes,…]}}}
+//	{"vkrt_plan":3,"device":{"alignment":16,"max_page_size":…,"memory_size":…,"sparse_granule":65536},
+//	 "traces":["gpt2_train"],"layout":{"Virtual":{"planned_bytes":…,"slots":[size,offset,…],"profile":[ordinal,bytes,…],"settled":[ordinal,bytes]}}}
 //
 // A virtual plan's slots are two numbers each, so a plan of a stream of
 // 200,000 allocations is a few megabytes.
@@ -145,8 +147,13 @@ func DecodeFile(data []byte) (File, error) {
 	if err := l.UnmarshalJSON(raw.Layout); err != nil {
 		return File{}, fmt.Errorf("%w: layout: %w", ErrPlanFile, err)
 	}
-	if vp, ok := l.Virtual(); ok && len(vp.Profile) > 0 && *raw.Version < 2 {
-		return File{}, fmt.Errorf("%w: a version-%d plan has no profile", ErrPlanFile, *raw.Version)
+	if vp, ok := l.Virtual(); ok {
+		switch {
+		case len(vp.Profile) > 0 && *raw.Version < 2:
+			return File{}, fmt.Errorf("%w: a version-%d plan has no profile", ErrPlanFile, *raw.Version)
+		case vp.Settled.Bytes != 0 && *raw.Version < 3:
+			return File{}, fmt.Errorf("%w: a version-%d plan has no settled start", ErrPlanFile, *raw.Version)
+		}
 	}
 	d := raw.Device
 	return File{Device: vkruntime.DeviceProperties{Alignment: d.Alignment, MaxPageSize: d.MaxPageSize, MemorySize: d.MemorySize},

@@ -81,9 +81,10 @@ func FuzzDecodeFile(f *testing.F) {
 	})
 }
 
-// A version-1 plan file, written before plans carried a profile, still
-// reads; one claiming version 1 with a profile is refused.
-func TestPlanFileOfVersionOneStillReads(t *testing.T) {
+// Plan files of versions 1 and 2, written before plans carried a profile
+// or a settled start, still read; one claiming an older version with what
+// came later is refused.
+func TestPlanFilesOfOlderVersionsStillRead(t *testing.T) {
 	const v1 = `{"vkrt_plan":1,"device":{"alignment":16,"max_page_size":4294967280,"memory_size":150000000000,"sparse_granule":65536},` +
 		`"traces":["a"],"layout":{"Virtual":{"planned_bytes":8126464,"slots":[3000000,0,5000000,3014656]}}}`
 	back, err := DecodeFile([]byte(v1))
@@ -97,8 +98,22 @@ func TestPlanFileOfVersionOneStillReads(t *testing.T) {
 	_, err = DecodeFile([]byte(withProfile))
 	require.ErrorIs(t, err, ErrPlanFile)
 	require.ErrorContains(t, err, "a version-1 plan has no profile")
-	_, err = DecodeFile([]byte(strings.Replace(withProfile, `"vkrt_plan":1`, `"vkrt_plan":2`, 1)))
+	v2 := strings.Replace(withProfile, `"vkrt_plan":1`, `"vkrt_plan":2`, 1)
+	back, err = DecodeFile([]byte(v2))
 	require.NoError(t, err)
+	vp, _ = back.Layout.Virtual()
+	require.Equal(t, []memory.VirtualMark{{Ordinal: 0, Bytes: 3014656}, {Ordinal: 1, Bytes: 8126464}}, vp.Profile)
+	require.Zero(t, vp.Settled)
 	_, err = DecodeFile([]byte(strings.Replace(v1, `"vkrt_plan":1`, `"vkrt_plan":0`, 1)))
-	require.ErrorContains(t, err, "version 0, this vkrt reads versions 1 to 2")
+	require.ErrorContains(t, err, "version 0, this vkrt reads versions 1 to 3")
+
+	// A settled start came with version 3.
+	withSettled := strings.Replace(v2, `8126464]`, `8126464],"settled":[0,3014656]`, 1)
+	_, err = DecodeFile([]byte(withSettled))
+	require.ErrorIs(t, err, ErrPlanFile)
+	require.ErrorContains(t, err, "a version-2 plan has no settled start")
+	back, err = DecodeFile([]byte(strings.Replace(withSettled, `"vkrt_plan":2`, `"vkrt_plan":3`, 1)))
+	require.NoError(t, err)
+	vp, _ = back.Layout.Virtual()
+	require.Equal(t, memory.VirtualMark{Ordinal: 0, Bytes: 3014656}, vp.Settled)
 }

@@ -51,9 +51,11 @@ func virtualSlots(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps
 		plan.Slots[k] = memory.VirtualSlot{Size: s.Size, Offset: bases[s.Page] + s.Offset}
 	}
 	// Where the pool's need grew, reservation by reservation: what the
-	// plan's profile is marked from.
+	// plan's profile is marked from; and what it needed at the end of the
+	// stream's settled start.
 	var grew []memory.VirtualMark
 	var ordinal, high uint64
+	settled := settledStart(t)
 	observe := func(i int, m *memory.Manager) {
 		if t.Events[i].Op != trace.OpAlloc {
 			return
@@ -61,6 +63,9 @@ func virtualSlots(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps
 		if k, ok := measuredVirtual(m.Report()); ok && k.NeededPeakBytes > high {
 			high = k.NeededPeakBytes
 			grew = append(grew, memory.VirtualMark{Ordinal: ordinal, Bytes: high})
+		}
+		if ordinal+1 == settled {
+			plan.Settled = memory.VirtualMark{Ordinal: ordinal, Bytes: high}
 		}
 		ordinal++
 	}
@@ -75,6 +80,35 @@ func virtualSlots(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps
 	plan.PlannedBytes = k.NeededPeakBytes
 	plan.Profile = profileOf(grew, plan.PlannedBytes, replay.H200Granule)
 	return memory.VirtualLayout(plan), nil
+}
+
+// settledStart is how many of a stream's first reservations live as long
+// as it reserves anything (freed, if at all, after its last reservation,
+// as a process frees everything at its end): a model's weights and state,
+// which every run of the workload makes alike before its batches, prompts
+// and shapes set it apart.
+func settledStart(t *trace.Trace) uint64 {
+	last := len(t.Events) - 1
+	for last >= 0 && t.Events[last].Op != trace.OpAlloc {
+		last--
+	}
+	freed := make([]bool, t.Allocations)
+	for _, e := range t.Events[:last+1] {
+		if e.Op == trace.OpFree {
+			freed[e.Index] = true
+		}
+	}
+	var n uint64
+	for _, e := range t.Events {
+		if e.Op != trace.OpAlloc {
+			continue
+		}
+		if freed[e.Index] {
+			break
+		}
+		n++
+	}
+	return n
 }
 
 // profileMarks: a profile marks where the stream's need has grown by a
