@@ -385,10 +385,16 @@ func (p *virtualPool) stayOnPlan(wasFollowing bool) {
 // lazyChunkBound is at most what a lazy reservation of size bytes can add
 // to the chunks the pool holds: addChunks covers a shortfall of at most the
 // granules the reservation touches, and a last chunk of chunkBytes passes
-// it by at most a unit, a granule and a fourth of what the pool then holds.
+// it by at most a unit, a granule and a fourth of what the pool then holds,
+// or, while the run follows its plan, takes the plan's settled start (at
+// most the heap, as every chunk).
 func (p *virtualPool) lazyChunkBound(size uint64) uint64 {
 	short := size + 2*p.granule // size is at most the range, far below 2^62
-	return 3*short + p.unit + p.granule + p.usage.BytesReserved/4
+	bound := 3*short + p.unit + p.granule + p.usage.BytesReserved/4
+	if p.following {
+		bound = max(bound, min(p.settled.Bytes, p.plannedB, p.heap))
+	}
+	return bound
 }
 
 // placeOnPlan takes the next reservation's planned slot, while the run

@@ -66,16 +66,16 @@ func TestAHostileProfileKeepsEachGrowthStepBounded(t *testing.T) {
 // reservations of 4 MiB of weights and then fifty of 1 MiB it frees as it
 // goes, two live at a time. It returns the most bytes the pool held and
 // the device allocations it made.
-func settledRun(t *testing.T, plan VirtualPlan) (peakReserved uint64, allocs int) {
+func settledRun(t *testing.T, plan VirtualPlan, mapping Mapping) (peakReserved uint64, allocs int) {
 	t.Helper()
 	m, s := newVirtualManager(t, plan)
 	for range 10 {
-		mustReserve(t, m, 4<<20, Eager)
+		mustReserve(t, m, 4<<20, mapping)
 		peakReserved = max(peakReserved, m.Usage().BytesReserved)
 	}
 	var last Handle
 	for k := range 50 {
-		h := mustReserve(t, m, 1<<20, Eager)
+		h := mustReserve(t, m, 1<<20, mapping)
 		if k > 0 {
 			require.NoError(t, m.Free(last))
 		}
@@ -99,14 +99,20 @@ func TestARunFollowingTheSettledStartTakesItAtOnce(t *testing.T) {
 	for k := range uint64(50) {
 		plan.Slots = append(plan.Slots, VirtualSlot{Size: mib, Offset: 40*mib + k%2*mib})
 	}
-	without, allocsWithout := settledRun(t, plan)
+	without, allocsWithout := settledRun(t, plan, Eager)
 	plan.Settled = VirtualMark{Ordinal: 9, Bytes: 40 * mib}
-	with, allocs := settledRun(t, plan)
+	with, allocs := settledRun(t, plan, Eager)
 	require.Equal(t, 2, allocs, "the settled start in one allocation, the rest of the plan in another")
 	require.Greater(t, allocsWithout, allocs+2)
 	require.Equal(t, uint64(42*mib), with, "the run holds its plan, no more")
 	require.Equal(t, uint64(42*mib), without)
 	t.Logf("device allocations: %d with the settled start, %d without", allocs, allocsWithout)
+
+	// A dry run counts the same in the pool's account, and the device
+	// holds none of it.
+	dry, dryAllocs := settledRun(t, plan, Lazy)
+	require.Equal(t, with, dry)
+	require.Zero(t, dryAllocs)
 
 	// A run of another model leaves the plan at its first reservation
 	// and never takes the settled start's memory.
