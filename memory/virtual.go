@@ -344,7 +344,13 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 	if g1 >= p.gm.len() {
 		p.gm.grow(g1 + 1)
 	}
-	unbound, unreal := p.gm.touch(g0, g1)
+	// Most small reservations land in a granule another live one uses:
+	// bound, so there is nothing to touch or bind unless some granule
+	// lacks the device's binding.
+	var unbound, unreal uint64
+	if g0 != g1 || !p.gm.has(p.gm.used, g0) || p.gm.unreal != 0 {
+		unbound, unreal = p.gm.touch(g0, g1)
+	}
 	if ref < 0 {
 		p.planEnds[g0]++
 		if g1 != g0 {
@@ -1161,7 +1167,10 @@ func (p *virtualPool) free(ref int32, requested uint64) {
 	off, end := b.offset, b.offset+b.size
 	g0, g1 := p.granuleOf(p.slotsEnd+off), p.granuleOf(p.slotsEnd+end-1)
 	keep0, keep1 := p.freedEnds(p.place.release(ref), off, end)
-	p.gm.untouchBound(g0, g1, keep0, keep1)
+	// One granule another live reservation still uses stays as it was.
+	if g0 != g1 || !keep0 {
+		p.gm.untouchBound(g0, g1, keep0, keep1)
+	}
 }
 
 func (p *virtualPool) resolve(ref int32) (vkruntime.StorageHandle, error) {
