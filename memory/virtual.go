@@ -1067,10 +1067,10 @@ func (p *virtualPool) chunkWithSpare() int {
 // in one step: a model's weights came in three to eight allocations of a
 // fourth of what the pool held, and the last of them could pass a smaller
 // run's whole peak (generation_6_run1 under the other run's plan: 400 MB
-// taken at 1.6 GB held, for a peak of 1.94 GB: 1.032×). With it, 62 of the 72 generated
-// runs of seeds 1–9 are served by the other run's plan, and 74 of 88 of
-// seeds 10–20 (59 and 71 before). A run that has left a plan with a
-// profile grows by the peak it foresees (foreseenChunk).
+// taken at 1.6 GB held, for a peak of 1.94 GB: 1.032×). With it, 62 of
+// the 72 generated runs of seeds 1–9 are served by the other run's plan,
+// and 74 of 88 of seeds 10–20 (59 and 71 before). A run that has left a
+// plan with a profile grows by the peak it foresees (foreseenChunk).
 func (p *virtualPool) chunkBytes(short uint64) uint64 {
 	held := p.usage.BytesReserved
 	round := p.unit

@@ -7,22 +7,27 @@ import (
 
 // A run that left its plan's stream foresees its peak by its plan's
 // profile (VirtualPlan.Profile) and grows by it (foreseenChunk): in steps of
-// a fourth of what it holds up to four fifths of the foreseen peak, kept at
-// or below the planned run's peak, where the plain policy grows by the
+// a fourth of what it holds up to 17/20 of the foreseen peak, kept at or
+// below the planned run's peak, where the plain policy grows by the
 // shortfall; and never by a unit past the foreseen peak, only by the
-// shortfall or a fortieth of what it holds. Generated pairs (gen.Run runs 1
-// and 2, each under the other's plan): seeds 1–9, 59 of 72 served within
-// min(1.03×, PyTorch expandable) in PyTorch's device allocations, against
-// 53 without; seeds 10–20, which did not choose the policy, 71 of 88
-// against 56. Without a plan, or while a run follows its plan, nothing
-// changes. Measured the same way and not kept (seeds 1–9 / 10–20): large
-// steps up to 3/4 of the foreseen peak 59 / 71, up to 9/10 58 / 70, past
-// the planned run's peak 54 / 70 (56 / 70 only once the foreseen peak is
-// twice it); fine steps of a 28th 56 / 67, of a 64th 58 / 70.
+// shortfall or a fortieth of what it holds. Without a plan, or while a run
+// follows its plan, nothing changes. Generated pairs (gen.Run runs 1 and
+// 2, each under the other's plan), served within min(1.03×, PyTorch
+// expandable) in PyTorch's device allocations, seeds 1–9 / 10–20 / 21–30:
+//
+//   - with plans of version 2 (no settled start), 53 / 56 without the
+//     profile, 59 / 71 with large steps up to 4/5; not kept then: 3/4
+//     59 / 71, 9/10 58 / 70, past the planned run's peak 54 / 70 (56 / 70
+//     only once the foreseen peak is twice it), fine steps of a 28th
+//     56 / 67, of a 64th 58 / 70;
+//   - with the settled start (plans of version 3), 4/5 62 / 74 / 63 of
+//     72 / 88 / 80, 17/20 63 / 76 / 64; not kept: 2/3 59 / 74, 5/6 61 / 75,
+//     21/25 62 / 76, 7/8 62 / 75, 9/10 63 / 74, fine steps of a 30th
+//     60 / 67, of a 60th 61 / 74.
 const (
 	// foreseeSafeNum/foreseeSafeDen: the share of the foreseen peak the
 	// run grows towards in large steps.
-	foreseeSafeNum, foreseeSafeDen = 4, 5
+	foreseeSafeNum, foreseeSafeDen = 17, 20
 	// foreseeMinGrowth: the foresight is trusted once the planned run has
 	// grown past what both runs shared by at least 1/foreseeMinGrowth of
 	// its growth to its peak, at the reservation the run has reached. Sooner,
@@ -76,7 +81,7 @@ func mulDiv(a, b, c uint64) uint64 {
 
 // foreseenChunk is the chunk the plain policy wants for a shortfall, want,
 // adjusted by the peak the run foresees (see foreseenPeak) when it has
-// left its plan: up to four fifths of the foreseen peak, or of the planned
+// left its plan: up to 17/20 of the foreseen peak, or of the planned
 // run's if that is less, at least a fourth of what it holds, in few
 // device allocations as the foresight is safely below the peak; a chunk
 // that would pass the foreseen peak stops at it, or takes the shortfall or
