@@ -31,10 +31,13 @@ type VirtualPlan struct {
 	// its own growth with it to foresee its peak; none is no foresight.
 	Profile []VirtualMark
 	// Settled is the planned run's settled start: its reservations up to
-	// and including Settled.Ordinal were never freed, and needed
-	// Settled.Bytes of granules. They are what every run of the workload
-	// makes alike (weights, state), so a run that follows them takes that
-	// memory in one step rather than growing towards it. Bytes 0 is none.
+	// and including Settled.Ordinal lived as long as it reserved anything,
+	// and needed Settled.Bytes of granules. They are what every run of the
+	// workload makes alike (weights, state), so a run that follows them
+	// takes that memory in one step rather than growing towards it; a run
+	// of another model that starts as the planned one did and leaves the
+	// plan inside its settled start holds what the rest of it would have
+	// needed, up to the plan. Bytes 0 is none.
 	Settled VirtualMark
 }
 
