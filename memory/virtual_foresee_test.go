@@ -87,7 +87,7 @@ func settledRun(t *testing.T, plan VirtualPlan, mapping Mapping) (peakReserved u
 }
 
 // A run that follows its plan through the planned run's settled start
-// (reservations never freed: a model's weights) takes their memory in one
+// (reservations kept to the end: a model's weights) takes their memory in one
 // device allocation, where it grew by a fourth of what it held before; a
 // run that leaves the plan at its first reservation takes nothing for it.
 func TestARunFollowingTheSettledStartTakesItAtOnce(t *testing.T) {

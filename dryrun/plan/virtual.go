@@ -88,24 +88,9 @@ func virtualSlots(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps
 // which every run of the workload makes alike before its batches, prompts
 // and shapes set it apart.
 func settledStart(t *trace.Trace) uint64 {
-	last := len(t.Events) - 1
-	for last >= 0 && t.Events[last].Op != trace.OpAlloc {
-		last--
-	}
-	freed := make([]bool, t.Allocations)
-	for _, e := range t.Events[:last+1] {
-		if e.Op == trace.OpFree {
-			freed[e.Index] = true
-		}
-	}
+	lifetimes := lifetimesOf(t, 1) // by allocation ordinal; End is the allocations made by the free
 	var n uint64
-	for _, e := range t.Events {
-		if e.Op != trace.OpAlloc {
-			continue
-		}
-		if freed[e.Index] {
-			break
-		}
+	for n < uint64(len(lifetimes)) && lifetimes[n].End == int32(len(lifetimes)) {
 		n++
 	}
 	return n
