@@ -69,7 +69,7 @@ func planTraces(cmd *cobra.Command, paths []string, out string, asJSON bool) err
 	if err != nil {
 		return err
 	}
-	data, err := pf.MarshalJSON()
+	data, err := pf.Encode(plan.CompressedName(out))
 	if err != nil {
 		return err
 	}
@@ -88,12 +88,12 @@ func planTraces(cmd *cobra.Command, paths []string, out string, asJSON bool) err
 			return fmt.Errorf("replaying %s under the plan: %w", t.Name, err)
 		}
 		lines[i] = planTraceLine{Trace: t.Name, PeakLiveBytes: dry.PeakLiveBytes, DryRun: runFigures(dry),
-			Plan: runFigures(under), Out: out, FileBytes: len(data) + 1}
+			Plan: runFigures(under), Out: out, FileBytes: len(data)}
 	}
 	bar.clear()
 	// The plan is written once every stream has replayed under it.
 	if err := writeOutput("--out", out, func(w io.Writer) error {
-		_, err := w.Write(append(data, '\n'))
+		_, err := w.Write(data)
 		return err
 	}); err != nil {
 		return err
@@ -209,7 +209,5 @@ func isPlanFile(path string) bool {
 		return false
 	}
 	defer f.Close()
-	head := make([]byte, 64)
-	n, _ := io.ReadFull(f, head)
-	return plan.IsFile(head[:n])
+	return plan.IsFileHead(f)
 }

@@ -136,12 +136,12 @@ func planWasm(cmd *cobra.Command, path string, args []string, f planWasmFlags) e
 		// measured on, so that --layout checks it against the one it
 		// runs on.
 		pf := plan.File{Device: s.client.Properties(), Granule: s.client.SparseGranule(), Traces: []string{}, Layout: measure.m.Plan}
-		data, jerr := pf.MarshalJSON()
+		data, jerr := pf.Encode(plan.CompressedName(f.out))
 		if jerr != nil {
 			return fmt.Errorf("--out: %w", jerr)
 		}
 		jerr = writeOutput("--out", f.out, func(w io.Writer) error {
-			_, err := w.Write(append(data, '\n'))
+			_, err := w.Write(data)
 			return err
 		})
 		if jerr != nil {
@@ -289,7 +289,7 @@ replay under the plan is reported. Planning from traces takes --out and
 		},
 	}
 	f.guest.register(cmd)
-	cmd.Flags().StringVar(&f.out, "out", "", "write the plan to this file, a versioned plan file recording the device (the workload's) or the device model (traces') it was made for")
+	cmd.Flags().StringVar(&f.out, "out", "", "write the plan to this file, a versioned plan file recording the device (the workload's) or the device model (traces') it was made for; gzipped where the name ends in .gz")
 	cmd.Flags().BoolVar(&f.verify, "verify", false, "run the workload for real under the plan and check it fits")
 	cmd.Flags().BoolVar(&f.json, "json", false, "JSON: for a workload one object (dry_run, plan, verify), for traces one object per trace and line")
 	rootCmd.AddCommand(cmd)

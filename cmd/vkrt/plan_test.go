@@ -70,6 +70,41 @@ func TestPlanTracesWritesAPlanReplayTakesBack(t *testing.T) {
 		"what the binds cost, with no plan and under the plan, beside the device allocations")
 }
 
+// A plan written to a name ending in .gz is gzipped, and --layout takes it
+// back as it takes the plain file: the same plan, the same figures.
+func TestPlanTracesWritesAGzippedPlanForAGzName(t *testing.T) {
+	first, second := writeTrace(t, "first.trace", shortRun), writeTrace(t, "second.trace", longRun)
+	dir := t.TempDir()
+	plainOut, packedOut := filepath.Join(dir, "workload.plan"), filepath.Join(dir, "workload.plan.gz")
+	_, _, err := execute(t, "plan", first, "--out", plainOut)
+	require.NoError(t, err)
+	stdout, _, err := execute(t, "plan", first, "--out", packedOut, "--json")
+	require.NoError(t, err)
+	var line planTraceLine
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(stdout)), &line), stdout)
+
+	packed, err := os.ReadFile(packedOut)
+	require.NoError(t, err)
+	require.Equal(t, []byte{0x1f, 0x8b}, packed[:2], "a gzip stream")
+	require.Equal(t, line.FileBytes, len(packed), "the size told is the file's")
+	plainFile, err := plan.ReadFile(plainOut)
+	require.NoError(t, err)
+	packedFile, err := plan.ReadFile(packedOut)
+	require.NoError(t, err)
+	require.True(t, plainFile.Layout.Equal(packedFile.Layout))
+
+	plainRun, _, err := executeReplay(t, "--layout", plainOut, "--json", second)
+	require.NoError(t, err)
+	packedRun, _, err := executeReplay(t, "--layout", packedOut, "--json", second)
+	require.NoError(t, err)
+	require.Equal(t, parseReplayLines(t, plainRun), parseReplayLines(t, packedRun))
+
+	cut := filepath.Join(dir, "cut.plan.gz")
+	require.NoError(t, os.WriteFile(cut, packed[:len(packed)-4], 0o644))
+	_, _, err = executeReplay(t, "--layout", cut, second)
+	require.ErrorIs(t, err, plan.ErrPlanFile, "a gzipped plan cut short")
+}
+
 func TestPlanFilesForAnotherDeviceOrCorruptAreClearErrors(t *testing.T) {
 	first := writeTrace(t, "first.trace", shortRun)
 	dir := t.TempDir()
@@ -206,6 +241,12 @@ func TestPlanGuestRecordsItsDevice(t *testing.T) {
 	require.Equal(t, props, pf.Device)
 	require.Equal(t, granule, pf.Granule)
 	require.Positive(t, planCapacity(pf.Layout))
+	packedFile := filepath.Join(dir, "plan.json.gz")
+	_, errOut, err = execute(t, "plan", guestArgs(t, mlp, "--out", packedFile, "--", "--steps", "2")...)
+	require.NoError(t, err, errOut)
+	packed, err := plan.ReadFile(packedFile)
+	require.NoError(t, err, "a guest's plan, gzipped for its name")
+	require.True(t, packed.Layout.Equal(pf.Layout), "the same guest, the same plan")
 
 	run := func(layout string) (runLine, error) {
 		out, errOut, err := execute(t, "run", guestArgs(t, mlp, "--json", "--layout", layout, "--", "--steps", "2")...)

@@ -1,0 +1,126 @@
+package plan
+
+import (
+	"bytes"
+	"compress/gzip"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/internal/gen"
+	"github.com/vkrt/vkrt/internal/tracetest"
+)
+
+// A plan written gzipped reads back as the same plan, by ReadFile and by
+// IsFileHead, and a plan of thousands of slots shrinks to a fraction.
+func TestAGzippedPlanFileReadsBackTheSamePlan(t *testing.T) {
+	tr := gen.Run(3, gen.Generation, 1)
+	pf, err := Runs([]*trace.Trace{tr}, Options{Strength: Strong})
+	require.NoError(t, err)
+	plain, err := pf.Encode(false)
+	require.NoError(t, err)
+	packed, err := pf.Encode(true)
+	require.NoError(t, err)
+	require.Equal(t, byte('\n'), plain[len(plain)-1], "a plan file ends its line")
+	require.Less(t, 8*len(packed), len(plain), "gzip takes a plan of %d allocations from %d B to %d B", tr.Allocations, len(plain), len(packed))
+
+	dir := t.TempDir()
+	for name, data := range map[string][]byte{"plan.json": plain, "plan.json.gz": packed} {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, data, 0o644))
+		back, err := ReadFile(path)
+		require.NoError(t, err, name)
+		require.True(t, back.Layout.Equal(pf.Layout), name)
+		require.Equal(t, pf.Device, back.Device, name)
+		require.Equal(t, pf.Granule, back.Granule, name)
+		require.True(t, IsFileHead(bytes.NewReader(data)), name)
+	}
+	require.True(t, CompressedName("plan.json.gz"))
+	require.False(t, CompressedName("plan.json"))
+	require.False(t, IsFileHead(bytes.NewReader(gzipped(t, []byte(`{"Virtual":{"planned_bytes":1}}`)))), "a gzipped layout is no plan file")
+}
+
+// A gzip stream cut short, one that is not gzip past its magic, and one
+// that unpacks past the limit are each a clear ErrPlanFile, however small
+// the file: the limit bounds what it holds, not its compressed size.
+func TestABrokenOrOversizedGzippedPlanFileIsRefused(t *testing.T) {
+	tr := gen.Run(1, gen.ConvTraining, 1)
+	pf, err := Runs([]*trace.Trace{tr}, Options{Strength: Strong})
+	require.NoError(t, err)
+	packed, err := pf.Encode(true)
+	require.NoError(t, err)
+
+	_, err = readBounded(bytes.NewReader(packed[:len(packed)/2]), 1<<30)
+	require.ErrorIs(t, err, ErrPlanFile)
+	require.ErrorContains(t, err, "gzip stream that cannot be read")
+
+	_, err = readBounded(bytes.NewReader([]byte{0x1f, 0x8b, 'n', 'o', 't'}), 1<<30)
+	require.ErrorIs(t, err, ErrPlanFile)
+	require.ErrorContains(t, err, "gzip stream that cannot be read")
+
+	zeros := gzipped(t, make([]byte, 1<<20))
+	require.Less(t, len(zeros), 4<<10)
+	_, err = readBounded(bytes.NewReader(zeros), 1<<19)
+	require.ErrorIs(t, err, ErrPlanFile)
+	require.ErrorContains(t, err, "gunzipped, it is larger than 524288 bytes")
+
+	_, err = readBounded(bytes.NewReader(make([]byte, 1<<20)), 1<<19)
+	require.ErrorIs(t, err, ErrPlanFile)
+	require.ErrorContains(t, err, "it is larger than 524288 bytes")
+
+	// One plan a file: a second gzip stream, or anything, after the plan's
+	// is refused, as data after a plan's JSON is.
+	for _, tail := range [][]byte{gzipped(t, []byte("{}")), []byte("\n")} {
+		_, err = readBounded(bytes.NewReader(append(slices.Clip(packed), tail...)), 1<<30)
+		require.ErrorIs(t, err, ErrPlanFile)
+		require.ErrorContains(t, err, "data after the plan's gzip stream")
+	}
+	data, err := readBounded(bytes.NewReader(packed), 1<<30)
+	require.NoError(t, err)
+	back, err := DecodeFile(data)
+	require.NoError(t, err)
+	require.True(t, back.Layout.Equal(pf.Layout))
+}
+
+func gzipped(t *testing.T, data []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, err := zw.Write(data)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return buf.Bytes()
+}
+
+// FuzzReadGzippedPlan: any bytes, gzipped or not, are a plan file or an
+// error matching ErrPlanFile, never more than the limit read.
+func FuzzReadGzippedPlan(f *testing.F) {
+	// A small plan: the fuzzer minimises what it finds, and a seed of a
+	// long stream's plan takes it most of a minute each time.
+	tr := tracetest.Inline(f, "a 1 3000000 0\na 2 5000000 0\nf 1\na 3 9000000 0\nf 2\nf 3\n")
+	pf, err := Runs([]*trace.Trace{tr}, Options{Strength: Strong})
+	require.NoError(f, err)
+	for _, compressed := range []bool{false, true} {
+		data, err := pf.Encode(compressed)
+		require.NoError(f, err)
+		f.Add(data)
+		f.Add(data[:len(data)/3])
+	}
+	f.Add([]byte{0x1f, 0x8b})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		const limit = 1 << 20
+		plain, err := readBounded(bytes.NewReader(data), limit)
+		if err != nil {
+			require.ErrorIs(t, err, ErrPlanFile)
+			return
+		}
+		require.LessOrEqual(t, len(plain), limit)
+		if _, err := DecodeFile(plain); err != nil {
+			require.ErrorIs(t, err, ErrPlanFile)
+		}
+	})
+}
