@@ -11,6 +11,7 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/internal/gzread"
 	"github.com/vkrt/vkrt/internal/strictjson"
 )
 
@@ -328,4 +329,31 @@ func TestLayoutErrorsQuoteLongNamesShort(t *testing.T) {
 	err := json.Unmarshal([]byte(`{"label":"x","`+long+`":1}`), &r)
 	require.Error(t, err)
 	require.Less(t, len(err.Error()), 500)
+}
+
+// A gzipped layout file reads as the plain one does, bounded by what it
+// unpacks to; a broken gzip stream is a clear error, not its bytes quoted.
+func TestLayoutFileGzippedReadsAsThePlainOne(t *testing.T) {
+	dir := t.TempDir()
+	doc := []byte(`{"Sliced":[{"page_size":4096},{"page_size":1048576}]}`)
+	packedDoc := gzread.Pack(doc)
+	plain, packed := filepath.Join(dir, "layout.json"), filepath.Join(dir, "layout.json.gz")
+	require.NoError(t, os.WriteFile(plain, doc, 0o644))
+	require.NoError(t, os.WriteFile(packed, packedDoc, 0o644))
+	want, err := ReadLayoutFile(plain)
+	require.NoError(t, err)
+	got, err := ReadLayoutFile(packed)
+	require.NoError(t, err)
+	require.True(t, got.Equal(want))
+
+	cut := filepath.Join(dir, "cut.json.gz")
+	require.NoError(t, os.WriteFile(cut, packedDoc[:len(packedDoc)-5], 0o644))
+	_, err = ReadLayoutFile(cut)
+	require.ErrorIs(t, err, gzread.ErrUnreadable)
+	require.NotContains(t, err.Error(), "\\x1f", "the gzip bytes are not quoted")
+
+	wrong := filepath.Join(dir, "wrong.json.gz")
+	require.NoError(t, os.WriteFile(wrong, gzread.Pack([]byte(`{"Slced":[]}`)), 0o644))
+	_, err = ReadLayoutFile(wrong)
+	require.ErrorContains(t, err, "(gzipped)")
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vkrt/vkrt/internal/gzread"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
@@ -264,6 +265,9 @@ func ReadLayoutFile(path string) (Layout, error) {
 		return Layout{}, fmt.Errorf("memory: layout file %s: %w", path, err)
 	}
 	head = head[:n]
+	if gzread.IsGzip(head) {
+		return readGzippedLayoutFile(path, f)
+	}
 	if start := bytes.TrimLeft(head, " \t\r\n"); len(start) > 0 && start[0] != '{' && start[0] != '"' && n == cap(head) {
 		return Layout{}, fmt.Errorf("memory: layout file %s holds no layout: want a layout JSON literal or a preset name, starts with %s",
 			path, abbreviate(start))
@@ -278,6 +282,23 @@ func ReadLayoutFile(path string) (Layout, error) {
 	l, err := ParseLayout(string(append(head, rest...)))
 	if err != nil {
 		return Layout{}, fmt.Errorf("memory: layout file %s: %w", path, err)
+	}
+	return l, nil
+}
+
+// readGzippedLayoutFile is ReadLayoutFile for a gzipped file f, read from
+// its start: bounded by what it unpacks to, one gzip stream a file.
+func readGzippedLayoutFile(path string, f io.ReadSeeker) (Layout, error) {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return Layout{}, fmt.Errorf("memory: layout file %s: %w", path, err)
+	}
+	data, _, err := gzread.ReadAll(f, MaxLayoutFileBytes)
+	if err != nil {
+		return Layout{}, fmt.Errorf("memory: layout file %s: %w", path, err)
+	}
+	l, err := ParseLayout(string(data))
+	if err != nil {
+		return Layout{}, fmt.Errorf("memory: layout file %s (gzipped): %w", path, err)
 	}
 	return l, nil
 }

@@ -1,9 +1,7 @@
 package plan
 
 import (
-	"bufio"
 	"bytes"
-	"compress/gzip"
 	stdjson "encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/vkrt/vkrt/dryrun/replay"
 	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/internal/gzread"
 	"github.com/vkrt/vkrt/internal/strictjson"
 	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
@@ -175,22 +174,8 @@ func (f File) Encode(compressed bool) ([]byte, error) {
 	if !compressed {
 		return data, nil
 	}
-	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := zw.Write(data); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return gzread.Pack(data), nil
 }
-
-// gzipMagic starts every gzip stream.
-var gzipMagic = []byte{0x1f, 0x8b}
 
 // CompressedName says whether a plan file of that name is written gzipped:
 // its name ends in .gz.
@@ -199,15 +184,9 @@ func CompressedName(path string) bool { return strings.HasSuffix(path, ".gz") }
 // IsFileHead reports whether the stream r starts as a plan file, gzipped
 // or not (see IsFile); it reads at most the first 64 bytes of the plan.
 func IsFileHead(r io.Reader) bool {
-	br := bufio.NewReader(r)
-	if magic, err := br.Peek(len(gzipMagic)); err == nil && bytes.Equal(magic, gzipMagic) {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return false
-		}
-		r = zr
-	} else {
-		r = br
+	r, _, err := gzread.Reader(r)
+	if err != nil {
+		return false
 	}
 	head := make([]byte, 64)
 	n, _ := io.ReadFull(r, head)
@@ -238,37 +217,15 @@ func ReadFile(path string) (File, error) {
 // gzip, refusing more than limit bytes of plan. Every error about the
 // bytes matches ErrPlanFile.
 func readBounded(r io.Reader, limit int64) ([]byte, error) {
-	br := bufio.NewReader(r)
-	var src io.Reader = br
-	compressed := false
-	if magic, err := br.Peek(len(gzipMagic)); err == nil && bytes.Equal(magic, gzipMagic) {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, fmt.Errorf("%w: a gzip stream that cannot be read: %v", ErrPlanFile, err)
-		}
-		// One plan a file: a second stream is not read on as the plan's.
-		zr.Multistream(false)
-		src, compressed = zr, true
-	}
-	data, err := io.ReadAll(io.LimitReader(src, limit+1))
-	if err != nil {
-		if compressed {
-			return nil, fmt.Errorf("%w: a gzip stream that cannot be read: %v", ErrPlanFile, err)
-		}
+	data, _, err := gzread.ReadAll(r, limit)
+	var tooLarge *gzread.TooLargeError
+	switch {
+	case errors.Is(err, gzread.ErrTrailing):
+		return nil, fmt.Errorf("%w: data after the plan's gzip stream", ErrPlanFile)
+	case errors.Is(err, gzread.ErrUnreadable), errors.As(err, &tooLarge):
+		return nil, fmt.Errorf("%w: %w", ErrPlanFile, err)
+	case err != nil:
 		return nil, fmt.Errorf("plan: %w", err)
-	}
-	if int64(len(data)) > limit {
-		what := "it is"
-		if compressed {
-			what = "gunzipped, it is"
-		}
-		return nil, fmt.Errorf("%w: %s larger than %d bytes", ErrPlanFile, what, limit)
-	}
-	if compressed {
-		// One plan a file, as DecodeFile refuses data after the JSON.
-		if _, err := br.ReadByte(); err != io.EOF {
-			return nil, fmt.Errorf("%w: data after the plan's gzip stream", ErrPlanFile)
-		}
 	}
 	return data, nil
 }

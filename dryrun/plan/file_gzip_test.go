@@ -2,7 +2,6 @@ package plan
 
 import (
 	"bytes"
-	"compress/gzip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/internal/gen"
+	"github.com/vkrt/vkrt/internal/gzread"
 	"github.com/vkrt/vkrt/internal/tracetest"
 )
 
@@ -41,7 +41,7 @@ func TestAGzippedPlanFileReadsBackTheSamePlan(t *testing.T) {
 	}
 	require.True(t, CompressedName("plan.json.gz"))
 	require.False(t, CompressedName("plan.json"))
-	require.False(t, IsFileHead(bytes.NewReader(gzipped(t, []byte(`{"Virtual":{"planned_bytes":1}}`)))), "a gzipped layout is no plan file")
+	require.False(t, IsFileHead(bytes.NewReader(gzread.Pack([]byte(`{"Virtual":{"planned_bytes":1}}`)))), "a gzipped layout is no plan file")
 }
 
 // A gzip stream cut short, one that is not gzip past its magic, and one
@@ -62,7 +62,7 @@ func TestABrokenOrOversizedGzippedPlanFileIsRefused(t *testing.T) {
 	require.ErrorIs(t, err, ErrPlanFile)
 	require.ErrorContains(t, err, "gzip stream that cannot be read")
 
-	zeros := gzipped(t, make([]byte, 1<<20))
+	zeros := gzread.Pack(make([]byte, 1<<20))
 	require.Less(t, len(zeros), 4<<10)
 	_, err = readBounded(bytes.NewReader(zeros), 1<<19)
 	require.ErrorIs(t, err, ErrPlanFile)
@@ -74,7 +74,7 @@ func TestABrokenOrOversizedGzippedPlanFileIsRefused(t *testing.T) {
 
 	// One plan a file: a second gzip stream, or anything, after the plan's
 	// is refused, as data after a plan's JSON is.
-	for _, tail := range [][]byte{gzipped(t, []byte("{}")), []byte("\n")} {
+	for _, tail := range [][]byte{gzread.Pack([]byte("{}")), []byte("\n")} {
 		_, err = readBounded(bytes.NewReader(append(slices.Clip(packed), tail...)), 1<<30)
 		require.ErrorIs(t, err, ErrPlanFile)
 		require.ErrorContains(t, err, "data after the plan's gzip stream")
@@ -84,16 +84,6 @@ func TestABrokenOrOversizedGzippedPlanFileIsRefused(t *testing.T) {
 	back, err := DecodeFile(data)
 	require.NoError(t, err)
 	require.True(t, back.Layout.Equal(pf.Layout))
-}
-
-func gzipped(t *testing.T, data []byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	_, err := zw.Write(data)
-	require.NoError(t, err)
-	require.NoError(t, zw.Close())
-	return buf.Bytes()
 }
 
 // FuzzReadGzippedPlan: any bytes, gzipped or not, are a plan file or an

@@ -1,0 +1,99 @@
+// Package gzread reads the whole of a file that may be gzipped, bounded by
+// what it unpacks to rather than by its size on disk, so that a small file
+// cannot unpack to gigabytes, and packs one. Plan and layout files are read
+// through it.
+package gzread
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// magic starts every gzip stream.
+var magic = []byte{0x1f, 0x8b}
+
+// ErrUnreadable is a gzip stream that cannot be read to its end: cut
+// short, or not gzip past its first two bytes.
+var ErrUnreadable = errors.New("a gzip stream that cannot be read")
+
+// ErrTrailing is data after the one gzip stream a file holds.
+var ErrTrailing = errors.New("data after the gzip stream")
+
+// TooLargeError is more than Limit bytes, unpacked from gzip or not.
+type TooLargeError struct {
+	Limit   int64
+	Gzipped bool
+}
+
+func (e *TooLargeError) Error() string {
+	if e.Gzipped {
+		return fmt.Sprintf("gunzipped, it is larger than %d bytes", e.Limit)
+	}
+	return fmt.Sprintf("it is larger than %d bytes", e.Limit)
+}
+
+// IsGzip reports whether head starts a gzip stream.
+func IsGzip(head []byte) bool { return bytes.HasPrefix(head, magic) }
+
+// Reader is r unpacked where it starts a gzip stream, and r as it is
+// otherwise; err is ErrUnreadable for a gzip header that cannot be read.
+func Reader(r io.Reader) (_ io.Reader, gzipped bool, err error) {
+	br := bufio.NewReader(r)
+	if head, err := br.Peek(len(magic)); err != nil || !IsGzip(head) {
+		return br, false, nil
+	}
+	zr, err := gzip.NewReader(br)
+	if err != nil {
+		return nil, true, fmt.Errorf("%w: %v", ErrUnreadable, err)
+	}
+	return zr, true, nil
+}
+
+// ReadAll reads all of r, unpacked where it is gzip, and refuses more than
+// limit bytes (a *TooLargeError), a gzip stream it cannot read
+// (ErrUnreadable) and anything after the stream (ErrTrailing): one
+// document a file. Errors reading r itself are returned as they are.
+func ReadAll(r io.Reader, limit int64) (data []byte, gzipped bool, err error) {
+	br := bufio.NewReader(r)
+	var src io.Reader = br
+	var zr *gzip.Reader
+	if head, perr := br.Peek(len(magic)); perr == nil && IsGzip(head) {
+		if zr, err = gzip.NewReader(br); err != nil {
+			return nil, true, fmt.Errorf("%w: %v", ErrUnreadable, err)
+		}
+		// A second stream is not read on as the first's.
+		zr.Multistream(false)
+		src, gzipped = zr, true
+	}
+	data, err = io.ReadAll(io.LimitReader(src, limit+1))
+	if err != nil {
+		if gzipped {
+			return nil, true, fmt.Errorf("%w: %v", ErrUnreadable, err)
+		}
+		return nil, false, err
+	}
+	if int64(len(data)) > limit {
+		return nil, gzipped, &TooLargeError{Limit: limit, Gzipped: gzipped}
+	}
+	if gzipped {
+		if _, err := br.ReadByte(); err != io.EOF {
+			return nil, true, ErrTrailing
+		}
+	}
+	return data, gzipped, nil
+}
+
+// Pack is data as one gzip stream, at the best compression: files packed
+// once and read many times.
+func Pack(data []byte) []byte {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression) // a valid level
+	// Writes to a bytes.Buffer do not fail.
+	_, _ = zw.Write(data)
+	_ = zw.Close()
+	return buf.Bytes()
+}

@@ -1,0 +1,75 @@
+package gzread
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+	"testing/iotest"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestReadAllTakesPlainAndGzippedAlike(t *testing.T) {
+	require.True(t, IsGzip(Pack(nil)))
+	doc := []byte(`{"Virtual":{"planned_bytes":0}}` + "\n")
+	for _, in := range [][]byte{doc, Pack(doc)} {
+		data, gz, err := ReadAll(bytes.NewReader(in), 1<<10)
+		require.NoError(t, err)
+		require.Equal(t, doc, data)
+		require.Equal(t, IsGzip(in), gz)
+	}
+	data, gz, err := ReadAll(bytes.NewReader(nil), 1<<10)
+	require.NoError(t, err)
+	require.Empty(t, data)
+	require.False(t, gz)
+
+	r, gz, err := Reader(bytes.NewReader(Pack(doc)))
+	require.NoError(t, err)
+	require.True(t, gz)
+	back, err := io.ReadAll(r)
+	require.NoError(t, err)
+	require.Equal(t, doc, back)
+}
+
+// The limit bounds what a file unpacks to, whatever its size on disk; a
+// stream cut short, a corrupt one and data after it are refused by class.
+func TestReadAllRefusesBombsAndBrokenStreams(t *testing.T) {
+	bomb := Pack(make([]byte, 1<<20))
+	require.Less(t, len(bomb), 4<<10)
+	_, _, err := ReadAll(bytes.NewReader(bomb), 1<<19)
+	var tooLarge *TooLargeError
+	require.ErrorAs(t, err, &tooLarge)
+	require.Equal(t, &TooLargeError{Limit: 1 << 19, Gzipped: true}, tooLarge)
+	require.EqualError(t, err, "gunzipped, it is larger than 524288 bytes")
+	_, _, err = ReadAll(bytes.NewReader(make([]byte, 1<<20)), 1<<19)
+	require.EqualError(t, err, "it is larger than 524288 bytes")
+	data, _, err := ReadAll(bytes.NewReader(bomb), 1<<20)
+	require.NoError(t, err, "exactly the limit is within it")
+	require.Len(t, data, 1<<20)
+
+	doc := Pack([]byte(`"direct"`))
+	flipped := bytes.Clone(doc)
+	flipped[len(flipped)-6] ^= 0xff // the checksum
+	for name, in := range map[string][]byte{
+		"cut":      doc[:len(doc)-3],
+		"not gzip": {0x1f, 0x8b, 'n', 'o', 't'},
+		"checksum": flipped,
+	} {
+		_, gz, err := ReadAll(bytes.NewReader(in), 1<<10)
+		require.ErrorIs(t, err, ErrUnreadable, name)
+		require.True(t, gz, name)
+	}
+	_, _, err = Reader(bytes.NewReader([]byte{0x1f, 0x8b, 'n', 'o', 't'}))
+	require.ErrorIs(t, err, ErrUnreadable)
+
+	for _, tail := range [][]byte{doc, []byte("\n")} {
+		_, _, err := ReadAll(bytes.NewReader(append(bytes.Clone(doc), tail...)), 1<<10)
+		require.ErrorIs(t, err, ErrTrailing)
+	}
+
+	// A failing reader's error comes back as it is.
+	boom := errors.New("boom")
+	_, _, err = ReadAll(iotest.ErrReader(boom), 1<<10)
+	require.ErrorIs(t, err, boom)
+}
