@@ -265,40 +265,23 @@ func ReadLayoutFile(path string) (Layout, error) {
 		return Layout{}, fmt.Errorf("memory: layout file %s: %w", path, err)
 	}
 	head = head[:n]
-	if gzread.IsGzip(head) {
-		return readGzippedLayoutFile(path, f)
-	}
-	if start := bytes.TrimLeft(head, " \t\r\n"); len(start) > 0 && start[0] != '{' && start[0] != '"' && n == cap(head) {
+	gzipped := gzread.IsGzip(head)
+	if start := bytes.TrimLeft(head, " \t\r\n"); !gzipped && len(start) > 0 && start[0] != '{' && start[0] != '"' && n == cap(head) {
 		return Layout{}, fmt.Errorf("memory: layout file %s holds no layout: want a layout JSON literal or a preset name, starts with %s",
 			path, abbreviate(start))
 	}
-	rest, err := io.ReadAll(io.LimitReader(f, MaxLayoutFileBytes+1-int64(n)))
-	if err != nil {
-		return Layout{}, fmt.Errorf("memory: layout file %s: %w", path, err)
-	}
-	if int64(n+len(rest)) > MaxLayoutFileBytes {
-		return Layout{}, fmt.Errorf("memory: layout file %s is larger than %d bytes", path, int64(MaxLayoutFileBytes))
-	}
-	l, err := ParseLayout(string(append(head, rest...)))
-	if err != nil {
-		return Layout{}, fmt.Errorf("memory: layout file %s: %w", path, err)
-	}
-	return l, nil
-}
-
-// readGzippedLayoutFile is ReadLayoutFile for a gzipped file f, read from
-// its start: bounded by what it unpacks to, one gzip stream a file.
-func readGzippedLayoutFile(path string, f io.ReadSeeker) (Layout, error) {
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return Layout{}, fmt.Errorf("memory: layout file %s: %w", path, err)
-	}
-	data, _, err := gzread.ReadAll(f, MaxLayoutFileBytes)
+	// The head read goes back in front of the rest, so a pipe reads as a
+	// file does; a gzipped file is bounded by what it unpacks to.
+	data, _, err := gzread.ReadAll(io.MultiReader(bytes.NewReader(head), f), MaxLayoutFileBytes)
 	if err != nil {
 		return Layout{}, fmt.Errorf("memory: layout file %s: %w", path, err)
 	}
 	l, err := ParseLayout(string(data))
 	if err != nil {
-		return Layout{}, fmt.Errorf("memory: layout file %s (gzipped): %w", path, err)
+		if gzipped {
+			return Layout{}, fmt.Errorf("memory: layout file %s (gzipped): %w", path, err)
+		}
+		return Layout{}, fmt.Errorf("memory: layout file %s: %w", path, err)
 	}
 	return l, nil
 }

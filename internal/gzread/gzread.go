@@ -43,14 +43,27 @@ func IsGzip(head []byte) bool { return bytes.HasPrefix(head, magic) }
 // otherwise; err is ErrUnreadable for a gzip header that cannot be read.
 func Reader(r io.Reader) (_ io.Reader, gzipped bool, err error) {
 	br := bufio.NewReader(r)
-	if head, err := br.Peek(len(magic)); err != nil || !IsGzip(head) {
+	zr, err := unpacker(br)
+	switch {
+	case err != nil:
+		return nil, true, err
+	case zr == nil:
 		return br, false, nil
+	}
+	return zr, true, nil
+}
+
+// unpacker is a gzip reader of br where br starts a gzip stream, nil
+// where it does not.
+func unpacker(br *bufio.Reader) (*gzip.Reader, error) {
+	if head, err := br.Peek(len(magic)); err != nil || !IsGzip(head) {
+		return nil, nil
 	}
 	zr, err := gzip.NewReader(br)
 	if err != nil {
-		return nil, true, fmt.Errorf("%w: %v", ErrUnreadable, err)
+		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
 	}
-	return zr, true, nil
+	return zr, nil
 }
 
 // ReadAll reads all of r, unpacked where it is gzip, and refuses more than
@@ -59,12 +72,12 @@ func Reader(r io.Reader) (_ io.Reader, gzipped bool, err error) {
 // document a file. Errors reading r itself are returned as they are.
 func ReadAll(r io.Reader, limit int64) (data []byte, gzipped bool, err error) {
 	br := bufio.NewReader(r)
+	zr, err := unpacker(br)
+	if err != nil {
+		return nil, true, err
+	}
 	var src io.Reader = br
-	var zr *gzip.Reader
-	if head, perr := br.Peek(len(magic)); perr == nil && IsGzip(head) {
-		if zr, err = gzip.NewReader(br); err != nil {
-			return nil, true, fmt.Errorf("%w: %v", ErrUnreadable, err)
-		}
+	if zr != nil {
 		// A second stream is not read on as the first's.
 		zr.Multistream(false)
 		src, gzipped = zr, true
