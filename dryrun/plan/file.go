@@ -163,7 +163,7 @@ func DecodeFile(data []byte) (File, error) {
 
 // Encode is the plan file's bytes: its JSON and a newline, gzipped when
 // compressed. A plan's slots repeat their sizes and offsets, so gzip takes
-// a plan of a long stream to a sixteenth or less (llama_generate's 143,238
+// a long stream's plan to a small part of it (llama_generate's 143,238
 // slots: 2.36 MB, 135 KB gzipped). ReadFile and IsFileHead take either.
 func (f File) Encode(compressed bool) ([]byte, error) {
 	data, err := f.MarshalJSON()
