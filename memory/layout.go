@@ -259,29 +259,35 @@ func ReadLayoutFile(path string) (Layout, error) {
 		return Layout{}, fmt.Errorf("memory: layout file: %w", err)
 	}
 	defer f.Close()
+	return ReadLayout(f, path)
+}
+
+// ReadLayout is ReadLayoutFile for a stream already open, a pipe as well
+// as a file, named name in errors: it reads r once, front to back.
+func ReadLayout(r io.Reader, name string) (Layout, error) {
 	head := make([]byte, 64)
-	n, err := io.ReadFull(f, head)
+	n, err := io.ReadFull(r, head)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return Layout{}, fmt.Errorf("memory: layout file %s: %w", path, err)
+		return Layout{}, fmt.Errorf("memory: layout file %s: %w", name, err)
 	}
 	head = head[:n]
 	gzipped := gzread.IsGzip(head)
 	if start := bytes.TrimLeft(head, " \t\r\n"); !gzipped && len(start) > 0 && start[0] != '{' && start[0] != '"' && n == cap(head) {
 		return Layout{}, fmt.Errorf("memory: layout file %s holds no layout: want a layout JSON literal or a preset name, starts with %s",
-			path, abbreviate(start))
+			name, abbreviate(start))
 	}
 	// The head read goes back in front of the rest, so a pipe reads as a
 	// file does; a gzipped file is bounded by what it unpacks to.
-	data, _, err := gzread.ReadAll(io.MultiReader(bytes.NewReader(head), f), MaxLayoutFileBytes)
+	data, _, err := gzread.ReadAll(io.MultiReader(bytes.NewReader(head), r), MaxLayoutFileBytes)
 	if err != nil {
-		return Layout{}, fmt.Errorf("memory: layout file %s: %w", path, err)
+		return Layout{}, fmt.Errorf("memory: layout file %s: %w", name, err)
 	}
 	l, err := ParseLayout(string(data))
 	if err != nil {
 		if gzipped {
-			return Layout{}, fmt.Errorf("memory: layout file %s (gzipped): %w", path, err)
+			return Layout{}, fmt.Errorf("memory: layout file %s (gzipped): %w", name, err)
 		}
-		return Layout{}, fmt.Errorf("memory: layout file %s: %w", path, err)
+		return Layout{}, fmt.Errorf("memory: layout file %s: %w", name, err)
 	}
 	return l, nil
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -135,18 +137,11 @@ func writePlanTraces(w io.Writer, lines []planTraceLine, asJSON bool) error {
 // layoutFile reads a file --layout names: a plan file `vkrt plan` wrote,
 // which must be for the replay's device model, or a layout.
 func layoutFile(path string) (memory.Layout, error) {
-	if _, err := os.Stat(path); err != nil {
-		return memory.Layout{}, err
+	l, pf, err := readLayoutArg(path)
+	if err != nil || pf == nil {
+		return l, err
 	}
-	if !isPlanFile(path) {
-		return memory.ReadLayoutFile(path)
-	}
-	pf, err := plan.ReadFile(path)
-	if err != nil {
-		return memory.Layout{}, err
-	}
-	l, err := pf.For(replay.H200(), replay.H200Granule)
-	if err != nil {
+	if l, err = pf.For(replay.H200(), replay.H200Granule); err != nil {
 		return memory.Layout{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return l, nil
@@ -157,15 +152,49 @@ func layoutFile(path string) (memory.Layout, error) {
 // with its layout: the device it must be for is the one the guest runs
 // on, which planInEffect checks it against once the client is open.
 func guestLayout(arg string) (memory.Layout, *plan.File, error) {
-	if _, err := memory.ParseLayout(arg); err == nil || !isPlanFile(arg) {
-		l, err := replayLayout(arg)
+	if l, err := memory.ParseLayout(arg); err == nil {
+		return l, nil, nil
+	}
+	if _, err := os.Stat(arg); err != nil {
+		l, err := replayLayout(arg) // says why arg is none of the three
 		return l, nil, err
 	}
-	pf, err := plan.ReadFile(arg)
+	l, pf, err := readLayoutArg(arg)
 	if err != nil {
 		return memory.Layout{}, nil, fmt.Errorf("--layout: %w", err)
 	}
-	return pf.Layout, &pf, nil
+	return l, pf, nil
+}
+
+// layoutPeekBytes is how much of a --layout file is looked at to tell a
+// plan file from a layout: a gzipped plan's first 64 bytes unpack from far
+// less.
+const layoutPeekBytes = 4 << 10
+
+// readLayoutArg reads the file (or pipe: /dev/stdin, a shell's <(…)) a
+// --layout names, once: whether it holds a plan file is told from a peek
+// at its head, and the same reader then gives it whole. pf is the plan
+// file, nil for a layout.
+func readLayoutArg(path string) (_ memory.Layout, pf *plan.File, _ error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return memory.Layout{}, nil, err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, layoutPeekBytes)
+	head, err := br.Peek(layoutPeekBytes)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return memory.Layout{}, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if !plan.IsFileHead(bytes.NewReader(head)) {
+		l, err := memory.ReadLayout(br, path)
+		return l, nil, err
+	}
+	read, err := plan.Read(br, path)
+	if err != nil {
+		return memory.Layout{}, nil, err
+	}
+	return read.Layout, &read, nil
 }
 
 // planInEffect is the plan the guest's pools on client c follow: layout,
@@ -199,15 +228,4 @@ func planInEffect(arg string, pf *plan.File, layout memory.Layout, c *client.Cli
 		return memory.Layout{}, nil
 	}
 	return layout, nil
-}
-
-// isPlanFile says whether path is a readable file that starts as a plan
-// file rather than a layout.
-func isPlanFile(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	return plan.IsFileHead(f)
 }

@@ -202,13 +202,19 @@ func ReadFile(path string) (File, error) {
 		return File{}, fmt.Errorf("plan: %w", err)
 	}
 	defer f.Close()
-	data, err := readBounded(f, memory.MaxLayoutFileBytes)
+	return Read(f, path)
+}
+
+// Read is ReadFile for a stream already open, a pipe as well as a file,
+// named name in errors: it reads r once, front to back.
+func Read(r io.Reader, name string) (File, error) {
+	data, err := readBounded(r, memory.MaxLayoutFileBytes)
 	if err != nil {
-		return File{}, fmt.Errorf("%s: %w", path, err)
+		return File{}, fmt.Errorf("%s: %w", name, err)
 	}
 	pf, err := DecodeFile(data)
 	if err != nil {
-		return File{}, fmt.Errorf("%s: %w", path, err)
+		return File{}, fmt.Errorf("%s: %w", name, err)
 	}
 	return pf, nil
 }
