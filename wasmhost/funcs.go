@@ -29,7 +29,7 @@ type abiFunc struct {
 	call   func(g *instance, mem api.Memory, stack []uint64) Errno
 }
 
-// abi is ABI version 1, in the order SPEC lists it.
+// abi is ABI version 1, in the order wasmhost/ABI.md lists it.
 var abi = []abiFunc{
 	{"buffer_create", []api.ValueType{i64, i32}, []string{"size", "out_handle"}, bufferCreate},
 	{"buffer_write", []api.ValueType{i32, i64, i32, i32}, []string{"handle", "offset", "src", "len"}, bufferWrite},
