@@ -94,8 +94,12 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 		return nil
 	}
 	// A report that cannot be written is found now, not after the suite.
-	for _, out := range []struct{ flag, path string }{{"--json", f.json}, {"--junit", f.junit}} {
+	for i, out := range []struct{ flag, path, other string }{{"--json", f.json, ""}, {"--junit", f.junit, f.json}} {
 		if out.path != "" && out.path != "-" {
+			// Two reports in one file would leave only the last.
+			if i == 1 && f.json != "" && f.json != "-" && (f.json == f.junit || sameFile(f.json, f.junit)) {
+				return fmt.Errorf("--junit %s is the --json file too: each report needs a file of its own", f.junit)
+			}
 			if err := checkOutput(out.flag, out.path); err != nil {
 				return err
 			}
@@ -155,7 +159,10 @@ var errProbe = errors.New("probe")
 // writeOutput would make, so neither an existing file nor a new one is
 // touched. A FIFO or a device is left alone: opening one would wait for, or
 // end, its reader; it is opened when the report is written.
-func checkOutput(flag, path string) error {
+func checkOutput(flag, path string, inputs ...string) error {
+	if err := checkNotAnInput(flag, path, inputs...); err != nil {
+		return err
+	}
 	target := path
 	if resolved, err := filepath.EvalSymlinks(path); err == nil {
 		target = resolved

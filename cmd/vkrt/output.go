@@ -90,3 +90,26 @@ func writeInPlace(path string, write func(io.Writer) error) error {
 	}
 	return f.Close()
 }
+
+// checkNotAnInput refuses an output path that names one of the command's
+// input files (the same file, through a link or another name): writing it
+// would replace what the command reads, and the run would exit 0 with the
+// input gone.
+func checkNotAnInput(flag, out string, inputs ...string) error {
+	for _, in := range inputs {
+		if in != "" && sameFile(out, in) {
+			return fmt.Errorf("%s %s is the input file %s: name another file for the output", flag, out, in)
+		}
+	}
+	return nil
+}
+
+// sameFile says whether a and b name one regular file that exists.
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil || !fa.Mode().IsRegular() {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}

@@ -52,7 +52,7 @@ func planTraces(cmd *cobra.Command, paths []string, out string, asJSON bool) err
 		return errors.New("plan: --out FILE is needed to plan from traces")
 	}
 	// A plan that cannot be written is found now, not after the planning.
-	if err := checkOutput("--out", out); err != nil {
+	if err := checkOutput("--out", out, paths...); err != nil {
 		return err
 	}
 	bar := newReplayProgress(cmd.ErrOrStderr())
