@@ -8,9 +8,9 @@ import (
 	"math"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/vkrt/vkrt/internal/gzread"
+	"github.com/vkrt/vkrt/internal/strictjson"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
@@ -210,9 +210,13 @@ func (p ArenaPlan) clone() ArenaPlan {
 
 // ParseLayout reads a layout as the command line takes it: a preset name
 // (sub-slices, exclusive-pages, direct) or a layout JSON literal.
-func ParseLayout(s string) (Layout, error) {
-	t := strings.TrimSpace(s)
-	switch t {
+func ParseLayout(s string) (Layout, error) { return parseLayout([]byte(s)) }
+
+// parseLayout is ParseLayout on bytes, so a layout file is parsed where it
+// was read rather than copied into a string and back.
+func parseLayout(b []byte) (Layout, error) {
+	t := bytes.TrimSpace(b)
+	switch string(t) {
 	case "sub-slices":
 		return SubSlicesLayout(), nil
 	case "exclusive-pages":
@@ -222,14 +226,14 @@ func ParseLayout(s string) (Layout, error) {
 	case "virtual":
 		return VirtualLayout(VirtualPlan{}), nil
 	}
-	if strings.HasPrefix(t, "{") || strings.HasPrefix(t, `"`) {
+	if len(t) > 0 && (t[0] == '{' || t[0] == '"') {
 		var l Layout
-		if err := l.UnmarshalJSON([]byte(t)); err != nil {
-			return Layout{}, fmt.Errorf("memory: layout %s: %w", abbreviate([]byte(t)), err)
+		if err := l.UnmarshalJSON(t); err != nil {
+			return Layout{}, fmt.Errorf("memory: layout %s: %w", abbreviate(t), err)
 		}
 		return l, nil
 	}
-	return Layout{}, fmt.Errorf("memory: unknown layout %s: want sub-slices, exclusive-pages, direct, virtual or a layout JSON literal", abbreviate([]byte(t)))
+	return Layout{}, fmt.Errorf("memory: unknown layout %s: want sub-slices, exclusive-pages, direct, virtual or a layout JSON literal", abbreviate(t))
 }
 
 // Bounds on what a layout may hold, so a layout that is huge by mistake or
@@ -278,11 +282,13 @@ func ReadLayout(r io.Reader, name string) (Layout, error) {
 	}
 	// The head read goes back in front of the rest, so a pipe reads as a
 	// file does; a gzipped file is bounded by what it unpacks to.
-	data, _, err := gzread.ReadAll(io.MultiReader(bytes.NewReader(head), r), MaxLayoutFileBytes)
+	// Padding is dropped as it is read: it costs neither memory nor parsing.
+	var squeezer strictjson.Squeezer
+	data, _, err := gzread.ReadAllWith(io.MultiReader(bytes.NewReader(head), r), MaxLayoutFileBytes, squeezer.Append)
 	if err != nil {
 		return Layout{}, fmt.Errorf("memory: layout file %s: %w", name, err)
 	}
-	l, err := ParseLayout(string(data))
+	l, err := parseLayout(data)
 	if err != nil {
 		if gzipped {
 			return Layout{}, fmt.Errorf("memory: layout file %s (gzipped): %w", name, err)
@@ -430,14 +436,20 @@ func (p *ArenaPlan) UnmarshalJSON(data []byte) error {
 	if raw, err = o.raw("slots"); err != nil {
 		return err
 	}
-	if elems, err = decodeArray(raw, "arena plan slots", MaxArenaSlots); err != nil {
+	slotFields := [3]string{"size", "page", "offset"}
+	nums, err := decodeUintTuples(raw, "arena plan slots", 3, MaxArenaSlots, func(k int) string {
+		return fmt.Sprintf("arena plan slots[%d] %s", k/3, slotFields[k%3])
+	})
+	if err != nil {
 		return err
 	}
-	out.Slots = make([]ArenaSlot, len(elems))
-	for i, e := range elems {
-		if err := out.Slots[i].UnmarshalJSON(e); err != nil {
-			return fmt.Errorf("arena plan slots[%d]: %w", i, err)
+	out.Slots = make([]ArenaSlot, len(nums)/3)
+	for i := range out.Slots {
+		v := nums[3*i : 3*i+3]
+		if v[1] > math.MaxUint32 {
+			return fmt.Errorf("memory: arena plan slots[%d]: page %d does not fit 32 bits", i, v[1])
 		}
+		out.Slots[i] = ArenaSlot{Size: v[0], Page: uint32(v[1]), Offset: v[2]}
 	}
 	if raw, ok := o.members["fallback"]; ok && !isJSONNull(raw) {
 		if out.Fallback, err = decodeSlicedPools(raw, "arena plan fallback"); err != nil {

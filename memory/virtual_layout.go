@@ -106,8 +106,11 @@ func (p *VirtualPlan) unmarshalBody(body []byte) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range slots {
-		out.Slots = append(out.Slots, VirtualSlot{Size: s[0], Offset: s[1]})
+	if len(slots) > 0 {
+		out.Slots = make([]VirtualSlot, len(slots))
+		for i, s := range slots {
+			out.Slots[i] = VirtualSlot{Size: s[0], Offset: s[1]}
+		}
 	}
 	marks, err := decodeUintPairs(o.members["profile"], "profile", "profile mark %d", "ordinal", "bytes")
 	if err != nil {
@@ -155,20 +158,19 @@ func decodeUintPairs(raw []byte, member, item, first, second string) ([][2]uint6
 	if raw == nil || isJSONNull(raw) {
 		return nil, nil
 	}
-	elems, err := decodeArray(raw, "Virtual layout "+member, 2*MaxArenaSlots)
+	names := [2]string{first, second}
+	nums, err := decodeUintTuples(raw, "Virtual layout "+member, 0, 2*MaxArenaSlots, func(k int) string {
+		return fmt.Sprintf("Virtual layout "+item+" %s", k/2, names[k%2])
+	})
 	if err != nil {
 		return nil, err
 	}
-	if len(elems)%2 != 0 {
-		return nil, fmt.Errorf("memory: Virtual layout %s: want [%s, %s, …] pairs, got %d numbers", member, first, second, len(elems))
+	if len(nums)%2 != 0 {
+		return nil, fmt.Errorf("memory: Virtual layout %s: want [%s, %s, …] pairs, got %d numbers", member, first, second, len(nums))
 	}
-	out := make([][2]uint64, len(elems)/2)
+	out := make([][2]uint64, len(nums)/2)
 	for i := range out {
-		for j, name := range []string{first, second} {
-			if out[i][j], err = decodeUint64(elems[2*i+j], fmt.Sprintf("Virtual layout "+item+" %s", i, name)); err != nil {
-				return nil, err
-			}
-		}
+		out[i] = [2]uint64{nums[2*i], nums[2*i+1]}
 	}
 	return out, nil
 }

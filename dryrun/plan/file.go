@@ -223,7 +223,10 @@ func Read(r io.Reader, name string) (File, error) {
 // gzip, refusing more than limit bytes of plan. Every error about the
 // bytes matches ErrPlanFile.
 func readBounded(r io.Reader, limit int64) ([]byte, error) {
-	data, _, err := gzread.ReadAll(r, limit)
+	// Padding is dropped as it is read: it costs neither memory nor
+	// decoding.
+	var squeezer strictjson.Squeezer
+	data, _, err := gzread.ReadAllWith(r, limit, squeezer.Append)
 	var tooLarge *gzread.TooLargeError
 	switch {
 	case errors.Is(err, gzread.ErrTrailing):

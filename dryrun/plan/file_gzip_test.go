@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,8 +29,12 @@ func TestAGzippedPlanFileReadsBackTheSamePlan(t *testing.T) {
 	require.Equal(t, byte('\n'), plain[len(plain)-1], "a plan file ends its line")
 	require.Less(t, 8*len(packed), len(plain), "gzip takes a plan of %d allocations from %d B to %d B", tr.Allocations, len(plain), len(packed))
 
+	// Padded between its tokens (as an editor's pretty-printing does, or a
+	// file made to cost its reader memory), it reads as it was.
+	padded := bytes.ReplaceAll(plain, []byte(","), []byte(" ,\n\t "))
+	padded = bytes.Replace(padded, []byte("["), []byte("[ "+strings.Repeat(" ", 8<<20)), 1)
 	dir := t.TempDir()
-	for name, data := range map[string][]byte{"plan.json": plain, "plan.json.gz": packed} {
+	for name, data := range map[string][]byte{"plan.json": plain, "plan.json.gz": packed, "padded.json.gz": gzread.Pack(padded)} {
 		path := filepath.Join(dir, name)
 		require.NoError(t, os.WriteFile(path, data, 0o644))
 		back, err := ReadFile(path)

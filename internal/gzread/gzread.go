@@ -71,6 +71,14 @@ func unpacker(br *bufio.Reader) (*gzip.Reader, error) {
 // (ErrUnreadable) and anything after the stream (ErrTrailing): one
 // document a file. Errors reading r itself are returned as they are.
 func ReadAll(r io.Reader, limit int64) (data []byte, gzipped bool, err error) {
+	return ReadAllWith(r, limit, nil)
+}
+
+// ReadAllWith is ReadAll passing each piece it reads through add, which
+// appends to data what it makes of the piece (nil: the piece as it is):
+// a reader that drops most of what it reads (the padding of a JSON file)
+// holds what it keeps alone. limit bounds the bytes read, not those kept.
+func ReadAllWith(r io.Reader, limit int64, add func(data, piece []byte) []byte) (data []byte, gzipped bool, err error) {
 	br := bufio.NewReader(r)
 	zr, err := unpacker(br)
 	if err != nil {
@@ -82,20 +90,34 @@ func ReadAll(r io.Reader, limit int64) (data []byte, gzipped bool, err error) {
 		zr.Multistream(false)
 		src, gzipped = zr, true
 	}
-	data, err = io.ReadAll(io.LimitReader(src, limit+1))
-	if err != nil {
-		if gzipped {
-			return nil, true, fmt.Errorf("%w: %v", ErrUnreadable, err)
-		}
-		return nil, false, err
+	if add == nil {
+		add = func(data, piece []byte) []byte { return append(data, piece...) }
 	}
-	if int64(len(data)) > limit {
-		return nil, gzipped, &TooLargeError{Limit: limit, Gzipped: gzipped}
+	piece := make([]byte, 64<<10)
+	var read int64
+	for {
+		n, err := src.Read(piece)
+		if read += int64(n); read > limit {
+			return nil, gzipped, &TooLargeError{Limit: limit, Gzipped: gzipped}
+		}
+		data = add(data, piece[:n])
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if gzipped {
+				return nil, true, fmt.Errorf("%w: %v", ErrUnreadable, err)
+			}
+			return nil, false, err
+		}
 	}
 	if gzipped {
 		if _, err := br.ReadByte(); err != io.EOF {
 			return nil, true, ErrTrailing
 		}
+	}
+	if data == nil {
+		data = []byte{}
 	}
 	return data, gzipped, nil
 }

@@ -73,3 +73,31 @@ func TestReadAllRefusesBombsAndBrokenStreams(t *testing.T) {
 	_, _, err = ReadAll(iotest.ErrReader(boom), 1<<10)
 	require.ErrorIs(t, err, boom)
 }
+
+// ReadAllWith holds what add keeps, not what it reads: 64 MiB unpacked
+// from a gzipped file, of which add keeps every 4096th byte, take a
+// buffer of about 16 KiB. The limit is on what is read.
+func TestReadAllWithHoldsWhatItKeeps(t *testing.T) {
+	packed := Pack(bytes.Repeat([]byte{'x'}, 64<<20))
+	var seen int
+	keepFew := func(data, piece []byte) []byte {
+		for _, c := range piece {
+			if seen%4096 == 0 {
+				data = append(data, c)
+			}
+			seen++
+		}
+		return data
+	}
+	data, gzipped, err := ReadAllWith(bytes.NewReader(packed), 64<<20, keepFew)
+	require.NoError(t, err)
+	require.True(t, gzipped)
+	require.Equal(t, 64<<20, seen)
+	require.Len(t, data, 16<<10)
+	require.Less(t, cap(data), 64<<10)
+
+	seen = 0
+	_, _, err = ReadAllWith(bytes.NewReader(packed), 64<<20-1, keepFew)
+	var tooLarge *TooLargeError
+	require.ErrorAs(t, err, &tooLarge, "the limit counts what is read")
+}

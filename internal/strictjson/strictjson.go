@@ -131,3 +131,63 @@ func Unmarshal(data []byte, v any) error {
 	}
 	return err
 }
+
+// Squeeze drops, in place, the white space of JSON text that separates a
+// token from a bracket, brace, comma or colon, and returns what is left:
+// what the text means is unchanged, and white space between two other
+// tokens (never valid JSON) is kept as one space, so what was invalid stays
+// invalid. Strings are kept as they are. A file padded with a gigabyte of
+// spaces then costs its readers the size of its values alone.
+func Squeeze(b []byte) []byte {
+	var s Squeezer
+	// Each byte kept is written at or before where it was read.
+	return s.Append(b[:0], b)
+}
+
+// Squeezer is Squeeze for text that comes in pieces: Append squeezes each
+// piece onto what came before.
+type Squeezer struct {
+	inString, escaped, space bool
+	kept                     bool // some byte was kept: last is the latest
+	last                     byte
+}
+
+// Append appends src, squeezed as the text so far, to dst.
+func (s *Squeezer) Append(dst, src []byte) []byte {
+	for _, c := range src {
+		if s.inString {
+			dst = append(dst, c)
+			switch {
+			case s.escaped:
+				s.escaped = false
+			case c == '\\':
+				s.escaped = true
+			case c == '"':
+				s.inString = false
+			}
+			s.last = c
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			s.space = true
+			continue
+		}
+		if s.space && s.kept && !structural(s.last) && !structural(c) {
+			dst = append(dst, ' ')
+		}
+		s.space = false
+		dst = append(dst, c)
+		s.last, s.kept = c, true
+		s.inString = c == '"'
+	}
+	return dst
+}
+
+func structural(c byte) bool {
+	switch c {
+	case '[', ']', '{', '}', ',', ':':
+		return true
+	}
+	return false
+}

@@ -1,6 +1,8 @@
 package strictjson
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"testing"
 
@@ -117,5 +119,44 @@ func FuzzParseUint64(f *testing.F) {
 		if err == nil && got != ref {
 			t.Fatalf("ParseUint64(%q) = %d, encoding/json %d", raw, got, ref)
 		}
+	})
+}
+
+func TestSqueezeDropsOnlySpaceThatSeparatesNothing(t *testing.T) {
+	for in, want := range map[string]string{
+		"": "",
+		" { \"a b\" : [ 1 , 2 ] ,\n\"c\":\tnull } ": `{"a b":[1,2],"c":null}`,
+		`[1 2]`:            `[1 2]`,
+		"[1 \n\t 2]":       `[1 2]`,
+		`"a" "b"`:          `"a" "b"`,
+		`"a\" b" `:         `"a\" b"`,
+		`"a\\" , "b"`:      `"a\\","b"`,
+		"[ true , false ]": `[true,false]`,
+	} {
+		require.Equal(t, want, string(Squeeze([]byte(in))), "%q", in)
+	}
+}
+
+// Squeezed text is valid JSON exactly when the text was, and means the
+// same: encoding/json compacts both to the same bytes.
+func FuzzSqueeze(f *testing.F) {
+	for _, s := range []string{`{"a": [1, 2, {"b": "c d"}]}`, `[1 2]`, `"x\" y"`, " [ ] ", `{"a" : tru e}`, `1 2`} {
+		f.Add(s, uint(len(s)/2))
+	}
+	f.Fuzz(func(t *testing.T, in string, cut uint) {
+		// In two pieces, it is squeezed as in one.
+		var s Squeezer
+		at := int(cut % uint(len(in)+1))
+		pieces := s.Append(s.Append(nil, []byte(in[:at])), []byte(in[at:]))
+		out := Squeeze([]byte(in))
+		require.Equal(t, string(out), string(pieces), "cut at %d", at)
+		require.Equal(t, json.Valid([]byte(in)), json.Valid(out), "%q squeezed to %q", in, out)
+		if !json.Valid([]byte(in)) {
+			return
+		}
+		var a, b bytes.Buffer
+		require.NoError(t, json.Compact(&a, []byte(in)))
+		require.NoError(t, json.Compact(&b, out))
+		require.Equal(t, a.String(), b.String())
 	})
 }

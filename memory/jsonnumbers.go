@@ -1,0 +1,129 @@
+package memory
+
+import (
+	"fmt"
+
+	"github.com/vkrt/vkrt/internal/strictjson"
+)
+
+// A plan's slots are millions of numbers: they are read here straight from
+// the JSON into integers, rather than through a raw value apiece (which
+// took a 2^24-slot plan 4.4 GB and half a minute to read), and an array
+// past its limit is refused at the number past it, not once it is read.
+
+// decodeUintTuples reads a JSON array of non-negative integers, flat
+// ([a, b, …], tuple 0) or of arrays of exactly tuple of them ([[a, b, c],
+// …]), into one slice, tuple by tuple. It holds at most limit numbers
+// (limit tuples when tuple > 0). name names number k for an error; each
+// number is as strictjson.ParseUint64 reads it. Errors begin with what.
+func decodeUintTuples(raw []byte, what string, tuple, limit int, name func(k int) string) ([]uint64, error) {
+	s := uintScanner{t: raw}
+	s.space()
+	if !s.take('[') {
+		return nil, fmt.Errorf("memory: %s: want a JSON array, got %s", what, abbreviate(s.rest()))
+	}
+	out := []uint64{}
+	s.space()
+	if !s.take(']') {
+		per := max(tuple, 1)
+		for n := 0; ; n++ {
+			if n == limit {
+				return nil, fmt.Errorf("memory: %s: more than %d elements", what, limit)
+			}
+			var err error
+			if tuple == 0 {
+				out, err = s.number(out, name)
+			} else {
+				out, err = s.tuple(out, what, tuple, name)
+			}
+			if err != nil {
+				return nil, err
+			}
+			s.space()
+			if s.take(']') {
+				break
+			}
+			if !s.take(',') {
+				return nil, fmt.Errorf("memory: %s: want , or ] after element %d, got %s", what, len(out)/per-1, abbreviate(s.rest()))
+			}
+		}
+	}
+	s.space()
+	if len(s.rest()) > 0 {
+		return nil, fmt.Errorf("memory: %s: data after the array: %s", what, abbreviate(s.rest()))
+	}
+	return out, nil
+}
+
+// uintScanner reads a JSON array of numbers from t, from byte i on.
+type uintScanner struct {
+	t []byte
+	i int
+}
+
+func (s *uintScanner) rest() []byte { return s.t[s.i:] }
+
+// space skips what JSON counts as white space.
+func (s *uintScanner) space() {
+	for s.i < len(s.t) {
+		switch s.t[s.i] {
+		case ' ', '\t', '\r', '\n':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// take skips c if it comes next.
+func (s *uintScanner) take(c byte) bool {
+	if s.i < len(s.t) && s.t[s.i] == c {
+		s.i++
+		return true
+	}
+	return false
+}
+
+// number appends the number that comes next (space before it skipped),
+// named by name(len(out)) in an error. Its token runs to the next
+// separator, so anything but a number there (a string, an object, null)
+// is refused whole by ParseUint64.
+func (s *uintScanner) number(out []uint64, name func(k int) string) ([]uint64, error) {
+	s.space()
+	start := s.i
+	for s.i < len(s.t) {
+		c := s.t[s.i]
+		if c == ',' || c == ']' || c == '[' || c == ' ' || c == '\t' || c == '\r' || c == '\n' {
+			break
+		}
+		s.i++
+	}
+	v, err := strictjson.ParseUint64(s.t[start:s.i])
+	if err != nil {
+		return nil, fmt.Errorf("memory: %s: %w", name(len(out)), err)
+	}
+	return append(out, v), nil
+}
+
+// tuple appends the n numbers of the array that comes next.
+func (s *uintScanner) tuple(out []uint64, what string, n int, name func(k int) string) ([]uint64, error) {
+	at := len(out) / n
+	s.space()
+	if !s.take('[') {
+		return nil, fmt.Errorf("memory: %s[%d]: want an array of %d numbers, got %s", what, at, n, abbreviate(s.rest()))
+	}
+	for k := 0; k < n; k++ {
+		var err error
+		if out, err = s.number(out, name); err != nil {
+			return nil, err
+		}
+		s.space()
+		if k < n-1 && !s.take(',') {
+			return nil, fmt.Errorf("memory: %s[%d]: want %d numbers, got %d", what, at, n, k+1)
+		}
+	}
+	if !s.take(']') {
+		return nil, fmt.Errorf("memory: %s[%d]: want %d numbers, got more", what, at, n)
+	}
+	return out, nil
+}
