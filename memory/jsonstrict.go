@@ -195,25 +195,12 @@ func decodeVariant(data []byte, what string) (name string, body json.RawMessage,
 // duplicateMember finds a member name given twice in a JSON object that has
 // already decoded: a map would silently keep the last one.
 func duplicateMember(object []byte) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(object))
-	if _, err := dec.Token(); err != nil {
-		return "", false
-	}
 	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return "", false
-		}
-		name, _ := tok.(string)
+	for _, name := range strictjson.MemberNames(object) {
 		if seen[name] {
 			return name, true
 		}
 		seen[name] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return "", false
-		}
 	}
 	return "", false
 }

@@ -72,6 +72,18 @@ type fileDevice struct {
 	SparseGranule uint64 `json:"sparse_granule"`
 }
 
+// UnmarshalJSON reads a plan file's device with its names exact and each
+// given once, as the file's own.
+func (d *fileDevice) UnmarshalJSON(data []byte) error {
+	if err := strictjson.CheckMembers(data, "alignment", "max_page_size", "memory_size", "sparse_granule"); err != nil {
+		return fmt.Errorf("device: %w", err)
+	}
+	type plain fileDevice // without this method
+	dec := stdjson.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode((*plain)(d))
+}
+
 type fileJSON struct {
 	Version *uint64            `json:"vkrt_plan"`
 	Device  *fileDevice        `json:"device"`
@@ -133,6 +145,11 @@ func DecodeFile(data []byte) (File, error) {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return File{}, fmt.Errorf("%w: data after the plan", ErrPlanFile)
+	}
+	// The decoder takes a name in any case and the last of two: a plan
+	// file's names are exact and given once.
+	if err := strictjson.CheckMembers(data, fileMagic, "device", "traces", "layout"); err != nil {
+		return File{}, fmt.Errorf("%w: %v", ErrPlanFile, err)
 	}
 	switch {
 	case raw.Version == nil:

@@ -57,6 +57,36 @@ func TestPlanFileWithItsMembersReorderedIsStillOne(t *testing.T) {
 	}
 }
 
+// A plan file's member names are exact and given once, at its top and in
+// its device: a decoder into a struct would take "Alignment" for
+// "alignment" and the last of two, so a file edited by hand could say one
+// thing and mean another.
+func TestPlanFileNamesAreExactAndGivenOnce(t *testing.T) {
+	tr := tracetest.Inline(t, "a 1 3000000 0\na 2 5000000 0\nf 1\nf 2\n")
+	pf, err := Runs([]*trace.Trace{tr}, Options{Strength: Strong})
+	require.NoError(t, err)
+	data, err := pf.MarshalJSON()
+	require.NoError(t, err)
+	edit := func(old, new string) []byte {
+		require.Contains(t, string(data), old)
+		return []byte(strings.Replace(string(data), old, new, 1))
+	}
+	for _, c := range []struct {
+		file []byte
+		want string
+	}{
+		{edit(`{"vkrt_plan":3,`, `{"vkrt_plan":3,"vkrt_plan":2,`), `field "vkrt_plan" given twice`},
+		{edit(`"traces":`, `"layout":"direct","traces":`), `field "layout" given twice`},
+		{edit(`"alignment":16,`, `"alignment":16,"alignment":32,`), `device: json: field "alignment" given twice`},
+		{edit(`"alignment":`, `"Alignment":`), `device: json: unknown field "Alignment"`},
+		{edit(`"device":`, `"Device":`), `unknown field "Device"`},
+	} {
+		_, err := DecodeFile(c.file)
+		require.ErrorIs(t, err, ErrPlanFile)
+		require.ErrorContains(t, err, c.want)
+	}
+}
+
 // FuzzDecodeFile: any input is a plan file that writes back to one
 // decoding the same, or an error matching ErrPlanFile.
 func FuzzDecodeFile(f *testing.F) {

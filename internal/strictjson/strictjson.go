@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -190,4 +191,59 @@ func structural(c byte) bool {
 		return true
 	}
 	return false
+}
+
+// MemberNames lists the member names of the JSON object in data, in order,
+// a name given twice listed twice: the check a decoder into a struct or a
+// map cannot make, as it keeps the last. data must be valid JSON (decoded
+// already); it is scanned once, its values skipped without a copy.
+func MemberNames(data []byte) []string {
+	var names []string
+	depth := 0
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		case '"':
+			end := i + 1
+			for end < len(data) && data[end] != '"' {
+				if data[end] == '\\' {
+					end++
+				}
+				end++
+			}
+			next := end + 1
+			for next < len(data) && (data[next] == ' ' || data[next] == '\t' || data[next] == '\r' || data[next] == '\n') {
+				next++
+			}
+			if depth == 1 && next < len(data) && data[next] == ':' {
+				var name string
+				if json.Unmarshal(data[i:end+1], &name) != nil {
+					name = string(data[i+1 : end])
+				}
+				names = append(names, name)
+			}
+			i = end
+		}
+	}
+	return names
+}
+
+// CheckMembers refuses an object (valid JSON, decoded already) with a
+// member name given twice, or one not spelled as one of allowed: a struct
+// decoder takes "Alignment" for "alignment", and the last of two.
+func CheckMembers(data []byte, allowed ...string) error {
+	seen := make(map[string]bool, len(allowed))
+	for _, name := range MemberNames(data) {
+		if !slices.Contains(allowed, name) {
+			return fmt.Errorf("json: unknown field %q (known: %s)", name, strings.Join(allowed, ", "))
+		}
+		if seen[name] {
+			return fmt.Errorf("json: field %q given twice", name)
+		}
+		seen[name] = true
+	}
+	return nil
 }

@@ -160,3 +160,39 @@ func FuzzSqueeze(f *testing.F) {
 		require.Equal(t, a.String(), b.String())
 	})
 }
+
+func TestMemberNamesListsTopLevelNamesInOrder(t *testing.T) {
+	in := `{"a":1, "b" : {"a":2,"c":[{"d":3}]}, "e\"f":"g:h", "a":"\\" , "i\u0041":[":"]}`
+	require.Equal(t, []string{"a", "b", `e"f`, "a", "iA"}, MemberNames([]byte(in)))
+	require.Empty(t, MemberNames([]byte(`{}`)))
+	require.Empty(t, MemberNames([]byte(`["a", "b"]`)))
+	require.NoError(t, CheckMembers([]byte(`{"b":1,"a":2}`), "a", "b"))
+	require.EqualError(t, CheckMembers([]byte(`{"a":1,"a":2}`), "a", "b"), `json: field "a" given twice`)
+	require.EqualError(t, CheckMembers([]byte(`{"A":1}`), "a", "b"), `json: unknown field "A" (known: a, b)`)
+}
+
+// MemberNames lists what a decoder reading the object token by token
+// finds at its top.
+func FuzzMemberNames(f *testing.F) {
+	for _, s := range []string{`{"a":1,"b":{"c":"d"}}`, `{"x\"y":[1,{"z":2}],"x\"y":null}`, `{}`, `[{"a":1}]`, `"s"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		if !json.Valid([]byte(in)) {
+			return
+		}
+		dec := json.NewDecoder(bytes.NewReader([]byte(in)))
+		tok, _ := dec.Token()
+		var want []string
+		if tok == json.Delim('{') {
+			for dec.More() {
+				name, err := dec.Token()
+				require.NoError(t, err)
+				want = append(want, name.(string))
+				var skip json.RawMessage
+				require.NoError(t, dec.Decode(&skip))
+			}
+		}
+		require.Equal(t, want, MemberNames([]byte(in)), "%q", in)
+	})
+}
