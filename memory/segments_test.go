@@ -22,7 +22,7 @@ func takeAddressSpace(s *sparseStorage, left uint64) {
 // here, so this stream's first range is small.
 func TestAFullRangeTakesAnotherRange(t *testing.T) {
 	s := newSparseStorage(testGranule)
-	takeAddressSpace(s, 1<<30)
+	takeAddressSpace(s, 5<<29)
 	props := testProps
 	props.MemorySize = 150e9 // its whole range would be 600 GB
 	m, err := NewManager(s, props, VirtualLayout(VirtualPlan{}))
@@ -30,8 +30,8 @@ func TestAFullRangeTakesAnotherRange(t *testing.T) {
 	var held []Handle
 	var handles []vkruntime.StorageHandle
 	for range 8 {
-		h, err := m.Reserve(100e6, Eager)
-		require.NoError(t, err, "800 MB in a 1 GiB address space and a 150 GB heap")
+		h, err := m.Reserve(200e6, Eager)
+		require.NoError(t, err, "1.6 GB in a 2.5 GiB address space and a 150 GB heap")
 		sh, err := m.Resolve(h)
 		require.NoError(t, err)
 		require.NoError(t, s.backed(sh))
@@ -49,7 +49,7 @@ func TestAFullRangeTakesAnotherRange(t *testing.T) {
 	allocs := s.allocs
 	require.NoError(t, m.Free(held[0]))
 	require.NoError(t, m.Free(held[7]))
-	h, err := m.Reserve(100e6, Eager)
+	h, err := m.Reserve(200e6, Eager)
 	require.NoError(t, err)
 	sh, err := m.Resolve(h)
 	require.NoError(t, err)

@@ -24,6 +24,13 @@ const (
 	// ranges that grow with what a stream places leave room for many
 	// streams, where whole ranges of four heaps left room for one.
 	virtualFirstRangeDivisor = 4
+	// virtualTightRange: a pool whose first range the address space left
+	// cannot hold takes one of what it needs, at least this, rather than
+	// the largest that fits. On the H200 model 1 TiB held 33 streams'
+	// pools, and the 34th found none; now the first 29 take a fourth of
+	// the heap as before, the next 11 a gigabyte each (while they need no
+	// more), and three more what is left.
+	virtualTightRange = 1 << 30
 	// virtualGrowthDivisor: a pool short of memory takes at least what it
 	// holds over this, so a last step costs at most 2.5 % of the peak on
 	// large pools and they make few device allocations.
@@ -772,7 +779,7 @@ func (p *virtualPool) ensureRange() error {
 		return p.reserveRanges()
 	}
 	size := p.space
-	for {
+	for tight := false; ; tight = true {
 		h, err := p.sparse.ReserveVirtual(size)
 		if err == nil {
 			if size < p.space {
@@ -784,9 +791,21 @@ func (p *virtualPool) ensureRange() error {
 			p.vrange, p.ranged = h, true
 			return nil
 		}
+		need := p.slotsEnd + p.place.end()
 		smaller := (size / 2) &^ (p.granule - 1)
-		if !errors.Is(err, vkruntime.ErrOutOfDeviceMemory) || smaller < p.slotsEnd+p.place.end() || smaller <= p.slotsEnd {
+		if !tight {
+			// The space is short: the streams before took it. This one
+			// takes what it needs, rounded up to a power of two of at
+			// least virtualTightRange, and leaves the rest to the streams
+			// after it; it takes more ranges as it grows (takeRange).
+			smaller = min(smaller, max(virtualTightRange, uint64(1)<<bits.Len64(need)))
+		}
+		if !errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
 			return err
+		}
+		if smaller < need || smaller <= p.slotsEnd {
+			return fmt.Errorf("%w (a virtual pool's range: every stream's virtual pool holds one, from a fourth of the heap down to %s once the space is short; with more streams than it holds, give some a layout without sparse binding, such as sub-slices)",
+				err, FormatBytes(virtualTightRange))
 		}
 		size = smaller
 	}

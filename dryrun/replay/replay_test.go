@@ -250,3 +250,31 @@ func TestManyStreamsShareTheAddressSpace(t *testing.T) {
 	require.Equal(t, uint64(96<<30), r.PeakLiveBytes)
 	require.LessOrEqual(t, float64(r.ReservedPeakBytes), 1.01*float64(r.PeakLiveBytes))
 }
+
+// On the H200 model, 29 streams' pools take first ranges of a fourth of
+// the heap (37.5 GB of the 1 TiB address space); the 11 after them take
+// what they need, at least 1 GiB, and the next what is left in halves,
+// where they took the largest range that fit and the 34th found none.
+// Past what the space holds, the error says what holds it and what to do.
+func TestStreamsPastTheirFirstRangesStillFindRoom(t *testing.T) {
+	streams := func(n int) *trace.Trace {
+		var b strings.Builder
+		for s := range n {
+			fmt.Fprintf(&b, "a %d 100 %d\n", s, s)
+		}
+		for s := range n {
+			fmt.Fprintf(&b, "f %d\n", s)
+		}
+		return tracetest.Inline(t, b.String())
+	}
+	r, err := replay.Run(streams(43), memory.VirtualLayout(memory.VirtualPlan{}), replay.Options{})
+	require.NoError(t, err)
+	require.Len(t, r.Streams, 43)
+	_, err = replay.Run(streams(200), memory.VirtualLayout(memory.VirtualPlan{}), replay.Options{})
+	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
+	require.ErrorContains(t, err, "every stream's virtual pool holds one")
+	require.ErrorContains(t, err, "sub-slices")
+	r, err = replay.Run(streams(200), memory.SubSlicesLayout(), replay.Options{})
+	require.NoError(t, err, "pools without sparse binding need no address space")
+	require.Len(t, r.Streams, 200)
+}
