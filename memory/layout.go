@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/vkrt/vkrt/internal/gzread"
 	"github.com/vkrt/vkrt/internal/strictjson"
@@ -229,7 +230,9 @@ func parseLayout(b []byte) (Layout, error) {
 	if len(t) > 0 && (t[0] == '{' || t[0] == '"') {
 		var l Layout
 		if err := l.UnmarshalJSON(t); err != nil {
-			return Layout{}, fmt.Errorf("memory: layout %s: %w", abbreviate(t), err)
+			// The decoder's errors name the layout already: the literal
+			// goes in their place, not in front of it.
+			return Layout{}, &literalError{literal: abbreviate(t), err: err}
 		}
 		return l, nil
 	}
@@ -252,6 +255,22 @@ const (
 	// MaxArenaSlots written as JSON fits well inside it.
 	MaxLayoutFileBytes = 1 << 30
 )
+
+// literalError is a layout literal's decoding error, quoting the literal.
+type literalError struct {
+	literal string
+	err     error
+}
+
+func (e *literalError) Error() string {
+	const named = "memory: layout: "
+	if msg := e.err.Error(); strings.HasPrefix(msg, named) {
+		return "memory: layout " + e.literal + ": " + msg[len(named):]
+	}
+	return "memory: layout " + e.literal + ": " + e.err.Error()
+}
+
+func (e *literalError) Unwrap() error { return e.err }
 
 // ReadLayoutFile reads a layout from a file as ParseLayout reads it from a
 // string. A file whose first bytes cannot start a layout is refused after

@@ -77,3 +77,15 @@ func TestLayoutFromAPipeReadsAsTheFile(t *testing.T) {
 		})
 	}
 }
+
+// A layout flag's error names the flag given and says what was wrong once:
+// a JSON literal that does not decode is said to be one.
+func TestLayoutErrorsNameTheFlagAndTheFault(t *testing.T) {
+	tr := writeTrace(t, "run.trace", shortRun)
+	_, _, err := executeReplay(t, "--layout", "{", tr)
+	require.EqualError(t, err, `--layout: memory: layout "{": not valid JSON: unexpected end of JSON input`)
+	_, _, err = executeReplay(t, "--layout", "junk", tr)
+	require.ErrorContains(t, err, `--layout "junk" is neither a preset, a layout JSON literal nor a file`)
+	_, _, err = execute(t, "report", "--html", filepath.Join(t.TempDir(), "r.html"), "--plan", "junk", tr)
+	require.ErrorContains(t, err, `--plan "junk" is neither`)
+}

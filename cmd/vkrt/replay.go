@@ -88,16 +88,22 @@ live bytes, and device allocations (cudaMalloc calls, or mapping calls).`,
 
 // replayLayout reads --layout: a preset name or JSON literal, else a file
 // holding one.
-func replayLayout(arg string) (memory.Layout, error) {
+func replayLayout(arg string) (memory.Layout, error) { return layoutFlag("--layout", arg) }
+
+// layoutFlag is replayLayout for a flag of another name (report's --plan).
+func layoutFlag(flag, arg string) (memory.Layout, error) {
 	l, err := memory.ParseLayout(arg)
 	if err == nil {
 		return l, nil
 	}
 	if _, statErr := os.Stat(arg); errors.Is(statErr, os.ErrNotExist) {
-		return memory.Layout{}, fmt.Errorf("--layout %s is neither a preset, a layout JSON literal nor a file: %w", quoteArg(arg), err)
+		if t := strings.TrimSpace(arg); t != "" && (t[0] == '{' || t[0] == '"') {
+			return memory.Layout{}, fmt.Errorf("%s: %w", flag, err) // a literal that does not hold
+		}
+		return memory.Layout{}, fmt.Errorf("%s %s is neither a preset, a layout JSON literal nor a file: %w", flag, quoteArg(arg), err)
 	}
 	if l, err = layoutFile(arg); err != nil {
-		return memory.Layout{}, fmt.Errorf("--layout: %w", err)
+		return memory.Layout{}, fmt.Errorf("%s: %w", flag, err)
 	}
 	return l, nil
 }

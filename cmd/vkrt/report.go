@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"path/filepath"
 
@@ -75,9 +74,9 @@ func runReport(cmd *cobra.Command, paths []string, f reportFlags) error {
 		layouts.DefaultName = "layout " + filepath.Base(f.layout)
 	}
 	if f.plan != "" {
-		l, err := replayLayout(f.plan)
+		l, err := layoutFlag("--plan", f.plan)
 		if err != nil {
-			return fmt.Errorf("--plan: %w", err)
+			return err
 		}
 		layouts.Plan = &htmlreport.PlanFrom{Layout: l, Source: "given by --plan " + filepath.Base(f.plan)}
 	}
