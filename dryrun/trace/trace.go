@@ -127,7 +127,8 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	magic, _ := br.Peek(2)
 	var src io.Reader = br
-	if isGzip(magic) {
+	gzipped := isGzip(magic)
+	if gzipped {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: gzip header: %w", ErrMalformed, where, err)
@@ -152,7 +153,20 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 		if len(s) > 80 {
 			s = s[:80] + "…"
 		}
-		return &LineError{Name: name, Path: path, Line: line, Text: s, Reason: reason}
+		lineErr := &LineError{Name: name, Path: path, Line: line, Text: s, Reason: reason}
+		// In a gzipped trace a bad line is most often damage to the
+		// compressed bytes, which the checksum at the stream's end tells:
+		// say so rather than blame the line.
+		if gzipped {
+			_, err := io.Copy(io.Discard, src)
+			switch {
+			case errors.Is(err, io.ErrUnexpectedEOF):
+				return fmt.Errorf("%w: %s: the gzip stream is cut short; line %d reads %q: %w", ErrTruncated, where, line, s, err)
+			case err != nil && corruptGzip(err):
+				return fmt.Errorf("%w: %s: corrupt compressed data: line %d reads %q, and the gzip stream fails its check: %w", ErrMalformed, where, line, s, err)
+			}
+		}
+		return lineErr
 	}
 	for sc.Scan() {
 		line++

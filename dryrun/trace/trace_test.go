@@ -124,6 +124,42 @@ func FuzzReadTrace(f *testing.F) {
 	})
 }
 
+// A byte damaged inside a gzipped trace reads as a bad line before the
+// checksum at the stream's end can tell: the error says the compressed
+// data is corrupt, not that the line is, while a bad line in an intact
+// stream is the line's.
+func TestADamagedGzippedTraceIsCorruptDataNotABadLine(t *testing.T) {
+	var text strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&text, "a %d %d 0\n", i, 1000+i)
+	}
+	// Stored, not compressed: a byte of the text is a byte of the file.
+	pack := func(s string) []byte {
+		var buf bytes.Buffer
+		zw, err := gzip.NewWriterLevel(&buf, gzip.NoCompression)
+		require.NoError(t, err)
+		_, err = zw.Write([]byte(s))
+		require.NoError(t, err)
+		require.NoError(t, zw.Close())
+		return buf.Bytes()
+	}
+	whole := pack(text.String())
+	at := bytes.Index(whole, []byte("a 1000 2000 0"))
+	require.Positive(t, at)
+	damaged := bytes.Clone(whole)
+	damaged[at] = '?'
+	_, err := trace.Read("damaged", bytes.NewReader(damaged))
+	require.ErrorIs(t, err, trace.ErrMalformed)
+	require.ErrorContains(t, err, "corrupt compressed data: line 1001")
+	var le *trace.LineError
+	require.False(t, errors.As(err, &le), "no line is blamed: %v", err)
+
+	edited := pack(strings.Replace(text.String(), "a 1000 2000 0", "? 1000 2000 0", 1))
+	_, err = trace.Read("edited", bytes.NewReader(edited))
+	require.ErrorAs(t, err, &le, "an intact stream's bad line is the line's")
+	require.Equal(t, 1001, le.Line)
+}
+
 func TestReadTraceCutShortIsATruncatedGzipNotABadLine(t *testing.T) {
 	var text strings.Builder
 	for i := range 2000 {
