@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Op is the kind of a trace event.
@@ -344,18 +345,25 @@ func splitFields(out [][]byte, b []byte) [][]byte {
 func ReadFile(path string) (*Trace, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("trace: open: %w", err)
+		return nil, fmt.Errorf("trace: %w", err)
 	}
 	defer f.Close()
 	return read(NameOf(path), path, f)
 }
 
 // NameOf is the name a trace file goes by: its base name without the
-// .gz and .trace suffixes.
+// .gz and .trace suffixes. A name with characters a terminal acts on (a
+// newline, an escape sequence) is written escaped, as Go quotes it, so a
+// file's name cannot rewrite the tables it is printed in.
 func NameOf(path string) string {
 	name := filepath.Base(path)
 	name = strings.TrimSuffix(name, ".gz")
-	return strings.TrimSuffix(name, ".trace")
+	name = strings.TrimSuffix(name, ".trace")
+	if strings.ContainsFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		q := strconv.Quote(name)
+		name = q[1 : len(q)-1]
+	}
+	return name
 }
 
 // PeakLiveBytes is the most requested bytes live at once in the trace.

@@ -243,3 +243,9 @@ func TestReadTraceFileErrorsNameThePath(t *testing.T) {
 		require.ErrorContains(t, err, p)
 	}
 }
+
+func TestNameOfEscapesWhatATerminalActsOn(t *testing.T) {
+	require.Equal(t, "gpt2_train", trace.NameOf("/x/gpt2_train.trace.gz"))
+	require.Equal(t, "naïve run", trace.NameOf("naïve run.trace"))
+	require.Equal(t, `ev\nil\x1b[31m`, trace.NameOf("/tmp/ev\nil\x1b[31m.trace"))
+}
