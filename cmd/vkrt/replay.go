@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/bits"
 	"os"
+	"slices"
 	goruntime "runtime"
 	"strings"
 	"text/tabwriter"
@@ -212,6 +213,11 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 			return fmt.Errorf("--second-runs: %w", err)
 		} else if !fi.IsDir() {
 			return fmt.Errorf("--second-runs %s: not a directory", f.secondRuns)
+		}
+		// One that holds the second run of none of the traces is a
+		// mistake, not a table of dashes.
+		if !slices.ContainsFunc(paths, func(p string) bool { return secondRunPath(f.secondRuns, trace.NameOf(p)) != "" }) {
+			return fmt.Errorf("--second-runs %s holds the second run of none of the traces (NAME.trace.gz or NAME.trace, NAME as the first run's)", f.secondRuns)
 		}
 	}
 	layout, err := replayLayout(f.layout)

@@ -383,9 +383,10 @@ func TestReplayBesidePyTorch(t *testing.T) {
 	require.Contains(t, out, fmt.Sprintf("%.3f× (%d)", line.PyTorch.Expandable.Ratio, line.PyTorch.Expandable.DeviceAllocs))
 }
 
-// --second-runs names a directory: one that is not there is an error, not
-// a directory with no second run of any trace, and the second runs show in
-// the table and in --json, not only in --markdown.
+// --second-runs names a directory: one that is not there, or holds the
+// second run of none of the traces, is an error, not a table of dashes;
+// the second runs, gzipped or not, show in the table and in --json, not
+// only in --markdown.
 func TestReplaySecondRunsShowAndMustExist(t *testing.T) {
 	dir := t.TempDir()
 	first := filepath.Join(dir, "run.trace")
@@ -404,8 +405,20 @@ func TestReplaySecondRunsShowAndMustExist(t *testing.T) {
 	require.ErrorContains(t, err, "--second-runs")
 	_, _, err = executeReplay(t, "--plan", "--second-runs", first, first)
 	require.ErrorContains(t, err, "not a directory")
+	empty := filepath.Join(dir, "empty")
+	require.NoError(t, os.Mkdir(empty, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(empty, "other.trace.gz"), zipped.Bytes(), 0o644))
+	_, _, err = executeReplay(t, "--plan", "--second-runs", empty, first)
+	require.ErrorContains(t, err, "holds the second run of none of the traces")
+	// A plain trace is a second run as a gzipped one is.
+	plain := filepath.Join(dir, "plain")
+	require.NoError(t, os.Mkdir(plain, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(plain, "run.trace"), []byte(longRun), 0o644))
+	stdout, _, err := executeReplay(t, "--plan", "--second-runs", plain, first)
+	require.NoError(t, err)
+	require.Contains(t, stdout, memory.FormatBytes(45_000_000), "the second run's peak live bytes")
 
-	stdout, _, err := executeReplay(t, "--plan", "--second-runs", seconds, first)
+	stdout, _, err = executeReplay(t, "--plan", "--second-runs", seconds, first)
 	require.NoError(t, err)
 	require.Contains(t, stdout, "under the first run's plan")
 	require.Contains(t, stdout, memory.FormatBytes(45_000_000), "the second run's peak live bytes")

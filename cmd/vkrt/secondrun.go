@@ -24,11 +24,23 @@ type secondRun struct {
 
 var secondRunHead = []string{"second run: peak live", "under the first run's plan", "PyTorch expandable", "first run under its plan"}
 
+// secondRunPath is the second run of the trace named name in dir,
+// NAME.trace.gz or NAME.trace, or "" where there is none.
+func secondRunPath(dir, name string) string {
+	for _, file := range []string{name + ".trace.gz", name + ".trace"} {
+		path := filepath.Join(dir, file)
+		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+			return path
+		}
+	}
+	return ""
+}
+
 // replaySecondRun finds first's second run in dir (nil when there is
 // none) and runs each under the other's plan.
 func replaySecondRun(first *trace.Trace, firstPlan, layout memory.Layout, dir string) (*secondRun, error) {
-	path := filepath.Join(dir, first.Name+".trace.gz")
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+	path := secondRunPath(dir, first.Name)
+	if path == "" {
 		return nil, nil
 	}
 	tr, err := trace.ReadFile(path)
