@@ -7,8 +7,8 @@ import (
 	"math"
 	"math/bits"
 	"os"
-	"slices"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
