@@ -42,11 +42,18 @@ writes one object per line: id, kind, label, time and the record itself.
 The environment is opened read-only: records works in a directory it cannot
 write and never gets in the way of a process writing records. Control
 characters in a label (a newline, a tab) are shown escaped, the label quoted.
-A memory record that cannot be decoded is listed with '-' for its figures;
-each such record is reported on stderr and the command exits non-zero once
-the table is written.`,
+A memory record that cannot be decoded is listed with '-' for its figures
+(with --json, written as stored); each such record is reported on stderr
+and the command exits non-zero once the table is written.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Bad flags are the flags' errors, not the environment's.
+			if last < 0 {
+				return fmt.Errorf("--last %d: want a count of the newest records, or 0 for all", last)
+			}
+			if err := environment.CheckLabelGlob(glob); err != nil {
+				return fmt.Errorf("--label: %w", err)
+			}
 			q := environment.Query{LabelGlob: glob, Last: last, Kind: kind}
 			if kind == allKinds {
 				q.Kind = ""
@@ -80,12 +87,18 @@ func listRecords(ctx context.Context, out io.Writer, envName string, q environme
 		return err
 	}
 	if asJSON {
+		// Every record is written as stored; one the table could not show
+		// still fails the command, as the table does.
+		_, undecodable := memoryRecords(entries, "written as stored")
 		enc := json.NewEncoder(out)
 		for _, e := range entries {
 			line := recordLine{ID: e.ID, Kind: e.Kind, Label: e.Label, Time: e.Time.UTC(), Record: e.Body}
 			if err := enc.Encode(line); err != nil {
 				return fmt.Errorf("writing record %d: %w", e.ID, err)
 			}
+		}
+		if undecodable != nil {
+			return undecodable
 		}
 		return nil
 	}

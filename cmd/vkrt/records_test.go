@@ -156,8 +156,11 @@ func TestRecordsErrors(t *testing.T) {
 	require.ErrorIs(t, err, environment.ErrInvalidName)
 
 	seedEnvironment(t, "bench")
+	// Bad flags are said to be the flags', before the environment opens.
 	_, err = executeRecords(t, "--env", "bench", "--label", "[unclosed")
-	require.ErrorIs(t, err, environment.ErrInvalidRecord)
+	require.EqualError(t, err, `--label: label glob "[unclosed" opens a set at byte 0 that never closes`)
+	_, err = executeRecords(t, "--env", "bench", "--last", "-1")
+	require.EqualError(t, err, "--last -1: want a count of the newest records, or 0 for all")
 	_, err = executeRecords(t, "--env", "bench", "extra-arg")
 	require.Error(t, err)
 }
@@ -209,6 +212,12 @@ func TestRecordsListsTheRestWhenOneRecordCannotBeDecoded(t *testing.T) {
 	require.Equal(t, []string{"-", "-", "-", "-"}, strings.Fields(lines[4])[len(strings.Fields(lines[4]))-4:])
 	require.Contains(t, lines[5], "after the bad one")
 	require.Contains(t, lines[5], memory.FormatBytes(1<<20+512))
+
+	// --json writes every record as stored, and fails as the table does.
+	out, err = executeRecords(t, "--env", "bench", "--json")
+	require.ErrorIs(t, err, strictjson.ErrNumberDoesNotFit)
+	require.ErrorContains(t, err, "1 of 5 records could not be decoded")
+	require.Len(t, strings.Split(strings.TrimRight(out, "\n"), "\n"), 5, "%s", out)
 }
 
 func TestRecordsEscapesControlCharactersInLabels(t *testing.T) {

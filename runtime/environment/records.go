@@ -288,6 +288,16 @@ func validateLabel(label string) error {
 // validateGlob refuses a set that never closes, which GLOB would silently
 // treat as matching nothing.
 func validateGlob(glob string) error {
+	if err := CheckLabelGlob(glob); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
+	}
+	return nil
+}
+
+// CheckLabelGlob says what is wrong with a Query's LabelGlob, if anything:
+// a set ('[') that never closes. A command line checks its flag with it
+// before it opens an environment.
+func CheckLabelGlob(glob string) error {
 	for i := 0; i < len(glob); i++ {
 		if glob[i] != '[' {
 			continue
@@ -301,7 +311,7 @@ func validateGlob(glob string) error {
 		}
 		end := strings.IndexByte(glob[j:], ']')
 		if end < 0 {
-			return fmt.Errorf("%w: label glob %q opens a set at byte %d that never closes", ErrInvalidRecord, glob, i)
+			return fmt.Errorf("label glob %q opens a set at byte %d that never closes", glob, i)
 		}
 		i = j + end
 	}
