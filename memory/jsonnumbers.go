@@ -28,7 +28,7 @@ func decodeUintTuples(raw []byte, what string, tuple, limit int, name func(k int
 		per := max(tuple, 1)
 		for n := 0; ; n++ {
 			if n == limit {
-				return nil, fmt.Errorf("memory: %s: more than %d elements", what, limit)
+				return nil, &tooManyError{what: what, limit: limit}
 			}
 			var err error
 			if tuple == 0 {
@@ -126,4 +126,14 @@ func (s *uintScanner) tuple(out []uint64, what string, n int, name func(k int) s
 		return nil, fmt.Errorf("memory: %s[%d]: want %d numbers, got more", what, at, n)
 	}
 	return out, nil
+}
+
+// tooManyError is an array of more elements than its limit.
+type tooManyError struct {
+	what  string
+	limit int
+}
+
+func (e *tooManyError) Error() string {
+	return fmt.Sprintf("memory: %s: more than %d elements", e.what, e.limit)
 }

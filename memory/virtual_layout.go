@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -162,6 +163,11 @@ func decodeUintPairs(raw []byte, member, item, first, second string) ([][2]uint6
 	nums, err := decodeUintTuples(raw, "Virtual layout "+member, 0, 2*MaxArenaSlots, func(k int) string {
 		return fmt.Sprintf("Virtual layout "+item+" %s", k/2, names[k%2])
 	})
+	var tooMany *tooManyError
+	if errors.As(err, &tooMany) {
+		// Counted in pairs, as the limit is.
+		return nil, fmt.Errorf("memory: Virtual layout %s: more than %d [%s, %s] pairs", member, MaxArenaSlots, first, second)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -123,6 +123,9 @@ var wasmMagic = []byte{0x00, 'a', 's', 'm'}
 // locals each (see checkLocals). Anything else is ErrRefused.
 func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	if !bytes.HasPrefix(wasm, wasmMagic) {
+		if len(wasm) == 0 {
+			return nil, fmt.Errorf("%w: not a WebAssembly binary (it is empty)", ErrRefused)
+		}
 		return nil, fmt.Errorf("%w: not a WebAssembly binary (it starts % x)", ErrRefused, wasm[:min(len(wasm), 4)])
 	}
 	// wazero's decoder trusts the counts it reads: the walk comes first.

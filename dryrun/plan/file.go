@@ -168,9 +168,9 @@ func DecodeFile(data []byte) (File, error) {
 	if vp, ok := l.Virtual(); ok {
 		switch {
 		case len(vp.Profile) > 0 && *raw.Version < 2:
-			return File{}, fmt.Errorf("%w: a version-%d plan has no profile", ErrPlanFile, *raw.Version)
+			return File{}, fmt.Errorf("%w: a version-%d plan cannot hold a profile (version 2 brought it)", ErrPlanFile, *raw.Version)
 		case vp.Settled.Bytes != 0 && *raw.Version < 3:
-			return File{}, fmt.Errorf("%w: a version-%d plan has no settled start", ErrPlanFile, *raw.Version)
+			return File{}, fmt.Errorf("%w: a version-%d plan cannot hold a settled start (version 3 brought it)", ErrPlanFile, *raw.Version)
 		}
 	}
 	d := raw.Device

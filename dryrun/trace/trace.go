@@ -95,6 +95,9 @@ func (e *LineError) Error() string {
 	} else if name == "" {
 		name = "trace"
 	}
+	if e.Text == "" {
+		return fmt.Sprintf("trace: %s line %d: %s", name, e.Line, e.Reason)
+	}
 	return fmt.Sprintf("trace: %s line %d: %s: %q", name, e.Line, e.Reason, e.Text)
 }
 
