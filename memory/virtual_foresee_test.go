@@ -1,6 +1,9 @@
 package memory
 
 import (
+	"bytes"
+	"log/slog"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -131,5 +134,25 @@ func TestAHostileSettledStartTakesNoMoreThanThePlan(t *testing.T) {
 	m, _ := newVirtualManager(t, plan)
 	mustReserve(t, m, mib, Eager)
 	require.Equal(t, uint64(8*mib), m.Usage().BytesReserved)
+	require.NoError(t, m.checkInvariants())
+}
+
+// A Virtual plan that expects more than the device memory (a file edited by
+// hand, or made for a far larger device) expects the device's: the report
+// says so, and so does the warning the layout's install gives.
+func TestAVirtualPlanPastTheDeviceExpectsTheDevice(t *testing.T) {
+	s := newSparseStorage(testGranule)
+	props := testProps
+	props.MemorySize = 1 << 30
+	m, err := NewManager(s, props, SubSlicesLayout())
+	require.NoError(t, err)
+	var logged bytes.Buffer
+	m.SetLogger(slog.New(slog.NewTextHandler(&logged, nil)))
+	require.NoError(t, m.Install(VirtualLayout(VirtualPlan{PlannedBytes: math.MaxUint64})))
+	require.Contains(t, logged.String(), "more than the device memory")
+	h := mustReserve(t, m, 3*testGranule, Eager)
+	kind := m.Report().Dynamic[0].Kind.(VirtualKind)
+	require.Equal(t, heapLimit(props), kind.PlannedBytes)
+	require.NoError(t, m.Free(h))
 	require.NoError(t, m.checkInvariants())
 }
