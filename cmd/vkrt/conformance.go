@@ -49,6 +49,9 @@ is non-zero when any check fails. --list prints the checks and their rules.`,
 				// minutes: not what was asked.
 				return fmt.Errorf("--timeout %s: want a positive duration", f.timeout)
 			}
+			if f.device < 0 {
+				return fmt.Errorf("--device %d: want a device index, 0 or more (vkrt devices lists them)", f.device)
+			}
 			return runConformance(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), conformance.DefaultDevice(f.device), f)
 		},
 	}

@@ -153,7 +153,9 @@ func TestConformanceSaysOnceWhenTheDeviceDoesNotOpen(t *testing.T) {
 }
 
 func TestConformanceRefusesBadFlags(t *testing.T) {
-	_, _, err := execute(t, "conformance", "--run", "(")
+	_, _, err := execute(t, "conformance", "--device", "-1")
+	require.EqualError(t, err, "--device -1: want a device index, 0 or more (vkrt devices lists them)")
+	_, _, err = execute(t, "conformance", "--run", "(")
 	require.ErrorContains(t, err, "--run")
 	_, _, err = execute(t, "conformance", "--run", "^no such check$")
 	require.ErrorContains(t, err, "no check matches")

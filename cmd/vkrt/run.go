@@ -73,6 +73,9 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 		// would run the guest without the limit asked for.
 		return nil, fmt.Errorf("--timeout %s: want a positive duration, or 0 for no deadline", f.timeout)
 	}
+	if f.device < 0 {
+		return nil, fmt.Errorf("--device %d: want a device index, 0 or more (vkrt devices lists them)", f.device)
+	}
 	if f.maxHandles == 0 || f.maxHandles > maxGuestHandles {
 		// The host would take 0 as its default and cap a larger quota
 		// silently: neither is what was asked.

@@ -261,6 +261,7 @@ func TestRunRefusesGuestLimitsItCannotHonour(t *testing.T) {
 		{"--max-handles", "1048576", "--max-handles 1048576: want 1 to 1048575"},
 		{"--max-memory-pages", "0", "--max-memory-pages 0: want 1 to 65535"},
 		{"--max-memory-pages", "65536", "--max-memory-pages 65536: want 1 to 65535"},
+		{"--device", "-1", "--device -1: want a device index, 0 or more (vkrt devices lists them)"},
 	} {
 		for _, cmd := range []string{"run", "plan"} {
 			_, stderr, err := execute(t, cmd, guestArgs(t, guest, c.flag, c.value)...)
