@@ -179,6 +179,15 @@ func (s *clientStorage) MaxVirtualSize() uint64 {
 	return s.sparse.MaxVirtualSize()
 }
 
+// VirtualSpaceLeft is the device storage's, where it tells it; else the
+// whole space.
+func (s *clientStorage) VirtualSpaceLeft() uint64 {
+	if r, ok := s.sparse.(vkruntime.VirtualSpaceReporter); ok {
+		return r.VirtualSpaceLeft()
+	}
+	return s.MaxVirtualSize()
+}
+
 func (s *clientStorage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
 	if s.sparse == nil {
 		return vkruntime.StorageHandle{}, errNoSparse

@@ -26,11 +26,17 @@ const (
 	virtualFirstRangeDivisor = 4
 	// virtualTightRange: a pool whose first range the address space left
 	// cannot hold takes one of what it needs, at least this, rather than
-	// the largest that fits. On the H200 model 1 TiB held 33 streams'
-	// pools, and the 34th found none; now the first 29 take a fourth of
-	// the heap as before, the next 11 a gigabyte each (while they need no
-	// more), and three more what is left.
+	// the largest that fits, which left the streams after it nothing (on
+	// the H200 model 1 TiB held 33 streams' pools, and the 34th found
+	// none).
 	virtualTightRange = 1 << 30
+	// virtualRangeShareOfLeft: a pool's first range is at most this share
+	// of what the ranges before it left of the address space (where the
+	// storage says, runtime.VirtualSpaceReporter), so that the streams
+	// after it find room: on the H200 model the first 14 streams take a
+	// fourth of the heap as before, those after them less and less, and
+	// 88 streams' pools find room.
+	virtualRangeShareOfLeft = 16
 	// virtualGrowthDivisor: a pool short of memory takes at least what it
 	// holds over this, so a last step costs at most 2.5 % of the peak on
 	// large pools and they make few device allocations.
@@ -779,6 +785,14 @@ func (p *virtualPool) ensureRange() error {
 		return p.reserveRanges()
 	}
 	size := p.space
+	if r, ok := p.sparse.(vkruntime.VirtualSpaceReporter); ok {
+		// A range takes at most a share of what the ranges before left,
+		// down to what it needs, so the streams after it find room.
+		if share := (r.VirtualSpaceLeft() / virtualRangeShareOfLeft) &^ (p.granule - 1); share < size {
+			need := p.slotsEnd + p.place.end()
+			size = min(size, max(share, virtualTightRange, uint64(1)<<bits.Len64(need)))
+		}
+	}
 	for tight := false; ; tight = true {
 		h, err := p.sparse.ReserveVirtual(size)
 		if err == nil {

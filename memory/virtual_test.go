@@ -2,6 +2,7 @@ package memory
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -772,4 +773,43 @@ func TestVirtualPoolsShareTheSparseAddressSpace(t *testing.T) {
 	require.Zero(t, m.Usage().NumberAllocs)
 	m.Cleanup(true)
 	require.Len(t, s.live, live, "no chunk is left behind")
+}
+
+// reportingSparse is a sparseStorage that says what its live ranges leave
+// of the address space (runtime.VirtualSpaceReporter), as the devices do.
+type reportingSparse struct{ *sparseStorage }
+
+func (s reportingSparse) VirtualSpaceLeft() uint64 {
+	var taken uint64
+	for _, r := range s.ranges {
+		taken += r
+	}
+	return s.MaxVirtualSize() - taken
+}
+
+// Where the storage says what the address space has left, a pool's first
+// range is at most a sixteenth of it (a fourth of the heap while that is
+// less), down to 1 GiB: streams that come later find room, 85 of them
+// here in 1 TiB with a 150 GB heap, where the largest range that fit left
+// the 34th none.
+func TestFirstRangesLeaveRoomForTheStreamsAfterThem(t *testing.T) {
+	s := reportingSparse{newSparseStorage(testGranule)}
+	props := testProps
+	props.MemorySize = 150e9
+	quarter := uint64(props.MemorySize/4) &^ (testGranule - 1)
+	var sizes []uint64
+	for i := range 85 {
+		left := s.VirtualSpaceLeft()
+		m, err := NewManager(s, props, VirtualLayout(VirtualPlan{}))
+		require.NoError(t, err)
+		h := mustReserve(t, m, 3*testGranule, Eager)
+		_, err = m.Resolve(h)
+		require.NoError(t, err, "stream %d, %d B of address space left", i, left)
+		size := m.pools[0].(*virtualPool).space
+		require.LessOrEqual(t, size, max(left/virtualRangeShareOfLeft, virtualTightRange), "stream %d", i)
+		require.LessOrEqual(t, size, quarter)
+		sizes = append(sizes, size)
+	}
+	require.Equal(t, quarter, sizes[0], "the first streams take a fourth of the heap, as before")
+	require.True(t, slices.IsSortedFunc(sizes, func(a, b uint64) int { return cmp.Compare(b, a) }), "then less and less")
 }

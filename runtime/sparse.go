@@ -38,6 +38,14 @@ type SparseStorage interface {
 	Bind(virtual StorageID, binds []SparseBind) error
 }
 
+// VirtualSpaceReporter is a SparseStorage that says how much of its
+// sparse address space the live ranges leave. memory's virtual pools size
+// their first range by it, so that the streams that come later find room;
+// a storage without it is taken to have all of it left.
+type VirtualSpaceReporter interface {
+	VirtualSpaceLeft() uint64
+}
+
 // SparseBind is one range of a Bind: Size bytes at Offset of the virtual
 // range backed by the device allocation Memory from MemoryOffset on (Memory
 // 0: unbound). Offsets and sizes are multiples of the granule.

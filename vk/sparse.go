@@ -48,6 +48,14 @@ func (s *Storage) SparseGranule() uint64 { return s.dev.sparseGranule }
 // MaxVirtualSize is the device's sparse address space, in whole granules.
 func (s *Storage) MaxVirtualSize() uint64 { return s.dev.sparseSpace }
 
+// VirtualSpaceLeft is what the live ranges leave of the device's sparse
+// address space (runtime.VirtualSpaceReporter).
+func (s *Storage) VirtualSpaceLeft() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dev.sparseSpace - s.virtualBytes
+}
+
 // ReserveVirtual makes a virtual range of size bytes with no memory bound.
 // It holds no device memory, so it counts against neither the heap nor the
 // limit; the pages bound into it do.

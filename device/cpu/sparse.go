@@ -32,6 +32,14 @@ func (s *Storage) MaxVirtualSize() uint64 {
 	return maxVirtualSpace
 }
 
+// VirtualSpaceLeft is what the live ranges leave of the sparse address
+// space (runtime.VirtualSpaceReporter).
+func (s *Storage) VirtualSpaceLeft() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maxVirtualSpace - s.virtualBytes
+}
+
 // ReserveVirtual makes a virtual range of size bytes with nothing bound;
 // it holds no memory and counts against neither the heap nor the limit.
 func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {

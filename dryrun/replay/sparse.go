@@ -29,6 +29,14 @@ func (s *CountingStorage) SparseGranule() uint64 { return s.Granule }
 // MaxVirtualSize is 1 TiB, the H200's sparse address space.
 func (s *CountingStorage) MaxVirtualSize() uint64 { return maxVirtualSize }
 
+// VirtualSpaceLeft is what the live ranges leave of the address space
+// (runtime.VirtualSpaceReporter).
+func (s *CountingStorage) VirtualSpaceLeft() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maxVirtualSize - s.virtualBytes
+}
+
 // ReserveVirtual counts an address range; it holds no memory.
 func (s *CountingStorage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
 	s.mu.Lock()

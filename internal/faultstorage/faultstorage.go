@@ -243,6 +243,17 @@ func (s *Storage) MaxVirtualSize() uint64 {
 	return 0
 }
 
+// VirtualSpaceLeft is the wrapped storage's, where it tells it; else the
+// whole space.
+func (s *Storage) VirtualSpaceLeft() uint64 {
+	if sp, ok := s.sparse(); ok {
+		if r, ok := sp.(vkruntime.VirtualSpaceReporter); ok {
+			return r.VirtualSpaceLeft()
+		}
+	}
+	return s.MaxVirtualSize()
+}
+
 func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
