@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/bits"
 	"slices"
 	"sync/atomic"
@@ -486,12 +487,16 @@ func (m *Manager) Free(h Handle) error {
 	// across the call.
 	p, ref, requested := m.all[r.pool], r.ref, r.requested
 	r.live = false
-	r.gen++
-	if r.gen == 0 {
-		r.gen = 1
+	if r.gen == math.MaxUint32 {
+		// Retired for good: a generation that wrapped would let a handle
+		// freed 2^32 reservations ago name the slot's next one. Generation
+		// 0 is never issued.
+		r.gen = 0
+	} else {
+		r.gen++
+		r.ref = m.unusedSlot
+		m.unusedSlot = int32(h.slot)
 	}
-	r.ref = m.unusedSlot
-	m.unusedSlot = int32(h.slot)
 	p.free(ref, requested)
 	if invariantsEnabled {
 		m.mustHoldInvariants("Free")

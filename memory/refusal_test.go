@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"testing"
 
@@ -191,4 +192,27 @@ func TestRefusedArenaMissDoesNotWarn(t *testing.T) {
 	require.Contains(t, log.String(), "left the arena plan")
 	require.Contains(t, log.String(), "planned_bytes=", "the warning says what was planned")
 	require.Contains(t, log.String(), "needed_bytes=100", "and what came")
+}
+
+// A slot whose generation would wrap is retired, not reused: a handle freed
+// 2^32 reservations of its slot ago never names the slot's next one (here
+// the generation is set near the end rather than counted up to it).
+func TestAStaleHandleNeverNamesALaterReservation(t *testing.T) {
+	m, _ := newTestManager(t, SubSlicesLayout())
+	h0 := mustReserve(t, m, 256, Eager)
+	require.NoError(t, m.Free(h0))
+	m.reservations[h0.slot].gen = math.MaxUint32 // as after 2^32−2 more reuses
+	last := mustReserve(t, m, 256, Eager)
+	require.Equal(t, h0.slot, last.slot)
+	require.NoError(t, m.Free(last))
+	next := mustReserve(t, m, 256, Eager)
+	require.NotEqual(t, h0.slot, next.slot, "the slot is retired")
+	for _, stale := range []Handle{h0, last} {
+		_, err := m.Resolve(stale)
+		require.ErrorIs(t, err, vkruntime.ErrNotFound)
+		require.ErrorIs(t, m.Free(stale), vkruntime.ErrNotFound)
+	}
+	_, err := m.Resolve(next)
+	require.NoError(t, err, "the live reservation is untouched")
+	require.NoError(t, m.checkInvariants())
 }
