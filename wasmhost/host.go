@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -34,7 +35,8 @@ var (
 	ErrTrapped = errors.New("wasmhost: guest trapped")
 	// ErrDeadline: the guest ran past its deadline and was ended.
 	ErrDeadline = errors.New("wasmhost: guest ran past its deadline")
-	// ErrClosed: the host was used after Close.
+	// ErrClosed: the host was used after Close, or closed while the guest
+	// ran.
 	ErrClosed = errors.New("wasmhost: host closed")
 )
 
@@ -53,7 +55,15 @@ type Host struct {
 	rt      wazero.Runtime
 	cache   wazero.CompilationCache
 	kernels kernelTable
+
+	mu     sync.Mutex
+	closed bool           // Close was called
+	runs   sync.WaitGroup // the Runs under way
 }
+
+// closedExitCode is the exit code Close ends running guests with, which
+// Run tells from a guest's own exit by the host being closed.
+const closedExitCode = 0xc105ed
 
 // New starts a host over c. ctx may carry wazero's experimental function
 // listener, which then sees every host call.
@@ -95,13 +105,31 @@ func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 // dependency between the two. See module.go.
 const guestFeatures = api.CoreFeaturesV2 &^ api.CoreFeatureReferenceTypes
 
-// Close ends the host's runtime and its guests. The client stays open.
+// Close ends the host's runtime and its guests, and returns once every Run
+// has returned: a guest inside a host call (a launch) ends when the call
+// does. Their Runs, and any Run or Compile after, fail with ErrClosed. The
+// client stays open. A second Close does nothing.
 func (h *Host) Close(ctx context.Context) error {
-	err := h.rt.Close(ctx)
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	h.mu.Unlock()
+	err := h.rt.CloseWithExitCode(ctx, closedExitCode)
+	h.runs.Wait()
 	if h.cache != nil {
 		err = errors.Join(err, h.cache.Close(ctx))
 	}
 	return err
+}
+
+// isClosed says whether Close was called.
+func (h *Host) isClosed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
 }
 
 // Client is the client the host runs guests on.
@@ -122,6 +150,9 @@ var wasmMagic = []byte{0x00, 'a', 's', 'm'}
 // table of at most the host's entries, and functions of at most 50,000
 // locals each (see checkLocals). Anything else is ErrRefused.
 func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
+	if h.isClosed() {
+		return nil, ErrClosed
+	}
 	if !bytes.HasPrefix(wasm, wasmMagic) {
 		if len(wasm) == 0 {
 			return nil, fmt.Errorf("%w: not a WebAssembly binary (it is empty)", ErrRefused)
@@ -256,10 +287,18 @@ type instanceKey struct{}
 // Run runs a guest's _start. The guest sees the dry-run mark of ctx
 // (dryrun.With) through is_dry_run, and its buffers follow it. The error is
 // nil when the guest returned or exited 0; *ExitError for another exit
-// code; ErrTrapped, ErrDeadline or ErrRefused otherwise. The result is
+// code; ErrTrapped, ErrDeadline, ErrClosed or ErrRefused otherwise. The result is
 // non-nil whenever the guest was loaded. Whatever the guest still holds is
 // freed before Run returns.
 func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, error) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, ErrClosed
+	}
+	h.runs.Add(1)
+	h.mu.Unlock()
+	defer h.runs.Done()
 	cfg := h.cfg.run
 	for _, o := range opts {
 		cfg = o(cfg)
@@ -297,6 +336,8 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 		// The module loaded and its start function ran: it ended the way
 		// _start can.
 		err = h.classify(runCtx, res, err)
+	} else if h.isClosed() {
+		err = fmt.Errorf("%w (while loading): %w", ErrClosed, err)
 	} else if runCtx.Err() != nil {
 		err = fmt.Errorf("%w (while loading): %w", ErrDeadline, err)
 	} else {
@@ -332,6 +373,8 @@ func (h *Host) classify(runCtx context.Context, res *Result, err error) error {
 		// when its context is done; only a context that is done makes
 		// them a deadline.
 		switch code := exit.ExitCode(); {
+		case code == closedExitCode && h.isClosed():
+			return fmt.Errorf("%w: it ended the guest", ErrClosed)
 		case (code == sys.ExitCodeDeadlineExceeded || code == sys.ExitCodeContextCanceled) && runCtx.Err() != nil:
 			return fmt.Errorf("%w: %w", ErrDeadline, runCtx.Err())
 		case code == 0:

@@ -99,8 +99,8 @@ func WithDefaults(opts ...RunOption) Option {
 // RunOption configures one run of a guest.
 type RunOption func(runConfig) runConfig
 
-// WithDeadline ends the guest when d has passed since it started (0: no
-// deadline beyond the context's own).
+// WithDeadline ends the guest when d has passed since it started (0 or
+// less: no deadline beyond the context's own).
 func WithDeadline(d time.Duration) RunOption {
 	return func(c runConfig) runConfig { c.deadline = d; return c }
 }
@@ -134,8 +134,9 @@ func WithMaxDeviceBytes(n uint64) RunOption {
 }
 
 // WithMaxHandles is the guest's quota of live buffer handles; past it
-// buffer_create answers EDQUOT. The default is DefaultMaxHandles; the
-// table holds at most 2^20 - 1.
+// buffer_create answers EDQUOT. The default is DefaultMaxHandles, which 0
+// also means; the table holds at most 2^20 - 1, and a larger quota is
+// that. (vkrt run refuses 0 and a larger quota as flags.)
 func WithMaxHandles(n uint32) RunOption {
 	return func(c runConfig) runConfig { c.maxHandles = min(n, maxTableHandles); return c }
 }

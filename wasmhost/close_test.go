@@ -1,0 +1,51 @@
+package wasmhost
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Close ends the guests that run: their Runs fail with ErrClosed (not nil,
+// as a guest that returned), with their buffers freed, and Close returns
+// once they have. A Run or Compile after Close is ErrClosed too.
+func TestCloseEndsRunningGuestsWithErrClosed(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	spin := compile(t, h, guestWAT(t, "", `
+    (drop (call $create (i64.const 4096) (i32.const 0)))
+    (loop $forever (br $forever))`))
+
+	type outcome struct {
+		res *Result
+		err error
+		at  time.Time
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := h.Run(context.Background(), spin)
+		done <- outcome{res, err, time.Now()}
+	}()
+	require.Eventually(t, func() bool { return liveBuffers(c) == 1 }, 30*time.Second, time.Millisecond, "the guest made its buffer")
+
+	require.NoError(t, h.Close(context.Background()))
+	closed := time.Now()
+	var got outcome
+	select {
+	case got = <-done:
+	default:
+		t.Fatal("Close returned before the guest's Run did")
+	}
+	require.ErrorIs(t, got.err, ErrClosed)
+	require.NotNil(t, got.res)
+	require.False(t, got.at.After(closed))
+	require.Zero(t, liveBuffers(c), "the guest's buffer is freed")
+
+	_, err := h.Run(context.Background(), spin)
+	require.ErrorIs(t, err, ErrClosed)
+	_, err = h.Compile(context.Background(), guestWAT(t, "", ""))
+	require.ErrorIs(t, err, ErrClosed)
+	require.NoError(t, h.Close(context.Background()), "a second Close does nothing")
+}
