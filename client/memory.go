@@ -101,6 +101,13 @@ func (c *Client) InstallMemoryPools(ctx context.Context, l memory.Layout) error 
 // alone: what a sandboxed user of one stream may do. Errors are as
 // Client.InstallMemoryPools gives them.
 func (s *Stream) InstallMemoryPools(l memory.Layout) error {
+	// A closed stream is said to be closed, whatever the layout.
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return s.closedError()
+	}
 	if err := l.Validate(s.c.props); err != nil {
 		return err
 	}
@@ -160,8 +167,11 @@ func (c *Client) RecordMemory(ctx context.Context, label string) (environment.En
 	if err != nil {
 		return environment.Entry{}, err
 	}
-	// The stream is checked before the environment is opened: a refused
-	// record leaves no default environment behind.
+	// The stream and the label are checked before the environment is
+	// opened: a refused record leaves no default environment behind.
+	if err := environment.CheckLabel(label); err != nil {
+		return environment.Entry{}, err
+	}
 	report, err := s.openReport()
 	if err != nil {
 		return environment.Entry{}, err

@@ -203,9 +203,15 @@ func TestRecordMemoryOpensDefaultEnvironment(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv(environment.DirEnvVar, dir)
 	c := openClient(t)
-	_, err := c.RecordMemory(context.Background(), "first record")
-	require.NoError(t, err)
+	// A record refused for its label opens nothing.
+	_, err := c.RecordMemory(context.Background(), "")
+	require.ErrorIs(t, err, environment.ErrInvalidRecord)
 	names, err := environment.List(environment.WithDir(dir))
+	require.NoError(t, err)
+	require.Empty(t, names, "a refused record leaves no default environment")
+	_, err = c.RecordMemory(context.Background(), "first record")
+	require.NoError(t, err)
+	names, err = environment.List(environment.WithDir(dir))
 	require.NoError(t, err)
 	require.Equal(t, []string{environment.DefaultName}, names, "the default environment opens at the first record")
 }

@@ -131,6 +131,11 @@ func TestClosedCallingStreamRecordsAndMeasuresNothing(t *testing.T) {
 	_, err = c.RecordMemory(context.Background(), "the default stream")
 	require.NoError(t, err)
 	require.Equal(t, 1, records())
+
+	// A closed stream is said to be closed whatever layout it is given.
+	bad := memory.SlicedLayout(memory.SlicedPool{PageSize: 0})
+	require.ErrorIs(t, s.InstallMemoryPools(bad), ErrClosed)
+	require.ErrorIs(t, c.InstallMemoryPools(ctx, bad), ErrClosed)
 }
 
 // Freeing a buffer after its stream closed is ErrClosed, as every other use

@@ -242,6 +242,13 @@ func TestPutRefusesBadInput(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidRecord)
 	_, err = env.Put(ctx, "bad\xffutf8", sampleRecord{})
 	require.ErrorIs(t, err, ErrInvalidRecord)
+	// A body past the bound is refused as a record, before SQLite's own
+	// limit could refuse it as a database error.
+	huge := make([]byte, MaxBodyBytes+1)
+	huge[0], huge[len(huge)-1] = '"', '"'
+	_, err = env.PutJSON(ctx, "sample", "huge", huge)
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	require.ErrorContains(t, err, "at most 268435456 allowed")
 
 	all, err := env.Query(ctx, Query{})
 	require.NoError(t, err)

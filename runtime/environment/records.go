@@ -101,6 +101,9 @@ func (e *Env) PutJSON(ctx context.Context, kind, label string, body []byte) (Ent
 	if err := validateLabel(label); err != nil {
 		return Entry{}, err
 	}
+	if len(body) > MaxBodyBytes {
+		return Entry{}, fmt.Errorf("%w: body of %q record %q is %d bytes, at most %d allowed", ErrInvalidRecord, kind, label, len(body), MaxBodyBytes)
+	}
 	if !json.Valid(body) {
 		return Entry{}, fmt.Errorf("%w: body of %q record %q is not valid JSON (%d bytes)", ErrInvalidRecord, kind, label, len(body))
 	}
@@ -256,6 +259,11 @@ func scanEntry(s scanner) (Entry, error) {
 
 const maxKindLen, maxLabelLen = 64, 4096
 
+// MaxBodyBytes bounds a record's body: far past any report (a memory
+// record is kilobytes), and under what SQLite stores in one value (10^9
+// bytes), which it refuses with an error of its own.
+const MaxBodyBytes = 256 << 20
+
 // minTime and maxTime bound the times a record can have: its time is kept
 // as nanoseconds since 1970 in an int64, and time.UnixNano of a time
 // outside them is meaningless.
@@ -272,6 +280,11 @@ func validateKind(kind string) error {
 	}
 	return nil
 }
+
+// CheckLabel says what is wrong with a record's label, if anything, as Put
+// would (an error matching ErrInvalidRecord): a caller checks it before it
+// opens an environment to put the record in.
+func CheckLabel(label string) error { return validateLabel(label) }
 
 func validateLabel(label string) error {
 	switch {
