@@ -38,8 +38,18 @@ func (d *Device) probeSparse() {
 		return
 	}
 	d.sparseGranule = granule
-	d.sparseSpace = d.info.Limits.SparseAddressSpaceSize &^ (granule - 1)
+	d.sparseSpace = (d.info.Limits.SparseAddressSpaceSize / sparseSpaceUsableDen * sparseSpaceUsableNum) &^ (granule - 1)
 }
+
+// Of the sparse address space the device reports, the ranges take at most
+// sparseSpaceUsableNum/sparseSpaceUsableDen. The H200's driver (580.159)
+// reports 1.10 TB, refuses sparse buffers past 942–956 GB of them, and,
+// with memory bound in each, crashed inside vkAllocateMemory (SIGSEGV)
+// near there: at the 51st stream's virtual pool when the ranges could take
+// all 1.10 TB, at the 83rd when seven eighths. Past three fourths a range
+// is refused here, as an error the pools handle, before the driver is near
+// its own limit.
+const sparseSpaceUsableNum, sparseSpaceUsableDen = 3, 4
 
 // SparseGranule is the binding granularity of a virtual range (64 KiB on
 // NVIDIA), 0 where the device has no sparse residency.
