@@ -784,13 +784,16 @@ func (p *virtualPool) ensureRange() error {
 	if len(p.segs) > 0 {
 		return p.reserveRanges()
 	}
+	need := p.slotsEnd + p.place.end()
+	// modest is what the pool needs, rounded up to a power of two of at
+	// least virtualTightRange: all it takes where the space is short.
+	modest := max(virtualTightRange, uint64(1)<<bits.Len64(need))
 	size := p.space
 	if r, ok := p.sparse.(vkruntime.VirtualSpaceReporter); ok {
 		// A range takes at most a share of what the ranges before left,
-		// down to what it needs, so the streams after it find room.
+		// down to modest, so the streams after it find room.
 		if share := (r.VirtualSpaceLeft() / virtualRangeShareOfLeft) &^ (p.granule - 1); share < size {
-			need := p.slotsEnd + p.place.end()
-			size = min(size, max(share, virtualTightRange, uint64(1)<<bits.Len64(need)))
+			size = min(size, max(share, modest))
 		}
 	}
 	for tight := false; ; tight = true {
@@ -805,14 +808,12 @@ func (p *virtualPool) ensureRange() error {
 			p.vrange, p.ranged = h, true
 			return nil
 		}
-		need := p.slotsEnd + p.place.end()
 		smaller := (size / 2) &^ (p.granule - 1)
 		if !tight {
 			// The space is short: the streams before took it. This one
-			// takes what it needs, rounded up to a power of two of at
-			// least virtualTightRange, and leaves the rest to the streams
-			// after it; it takes more ranges as it grows (takeRange).
-			smaller = min(smaller, max(virtualTightRange, uint64(1)<<bits.Len64(need)))
+			// takes modest and leaves the rest to the streams after it; it
+			// takes more ranges as it grows (takeRange).
+			smaller = min(smaller, modest)
 		}
 		if !errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
 			return err
