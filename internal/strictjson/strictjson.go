@@ -133,20 +133,13 @@ func Unmarshal(data []byte, v any) error {
 	return err
 }
 
-// Squeeze drops, in place, the white space of JSON text that separates a
-// token from a bracket, brace, comma or colon, and returns what is left:
-// what the text means is unchanged, and white space between two other
-// tokens (never valid JSON) is kept as one space, so what was invalid stays
-// invalid. Strings are kept as they are. A file padded with a gigabyte of
-// spaces then costs its readers the size of its values alone.
-func Squeeze(b []byte) []byte {
-	var s Squeezer
-	// Each byte kept is written at or before where it was read.
-	return s.Append(b[:0], b)
-}
-
-// Squeezer is Squeeze for text that comes in pieces: Append squeezes each
-// piece onto what came before.
+// Squeezer drops the white space of JSON text that separates a token from
+// a bracket, brace, comma or colon, for text that comes in pieces: Append
+// squeezes each piece onto what came before. What the text means is
+// unchanged, and white space between two other tokens (never valid JSON)
+// is kept as one space, so what was invalid stays invalid. Strings are
+// kept as they are. A file padded with a gigabyte of spaces then costs its
+// readers the size of its values alone.
 type Squeezer struct {
 	inString, escaped, space bool
 	kept                     bool // some byte was kept: last is the latest

@@ -122,6 +122,12 @@ func FuzzParseUint64(f *testing.F) {
 	})
 }
 
+// Squeeze is a Squeezer over the whole of b at once.
+func Squeeze(b []byte) []byte {
+	var s Squeezer
+	return s.Append(nil, b)
+}
+
 func TestSqueezeDropsOnlySpaceThatSeparatesNothing(t *testing.T) {
 	for in, want := range map[string]string{
 		"": "",
