@@ -24,19 +24,22 @@ const (
 	// ranges that grow with what a stream places leave room for many
 	// streams, where whole ranges of four heaps left room for one.
 	virtualFirstRangeDivisor = 4
-	// virtualTightRange: a pool whose first range the address space left
-	// cannot hold takes one of what it needs, at least this, rather than
-	// the largest that fits, which left the streams after it nothing (on
-	// the H200 model 1 TiB held 33 streams' pools, and the 34th found
-	// none).
-	virtualTightRange = 1 << 30
-	// virtualRangeShareOfLeft: a pool's first range is at most this share
-	// of what the ranges before it left of the address space (where the
-	// storage says, runtime.VirtualSpaceReporter), so that the streams
-	// after it find room: on the H200 model the first 14 streams take a
-	// fourth of the heap as before, those after them less and less, and
-	// 88 streams' pools find room.
-	virtualRangeShareOfLeft = 16
+	// virtualTightRange: a pool that comes once the ranges before it
+	// have taken half the address space, or whose first range what is
+	// left cannot hold, takes one of what it needs, at least this, and
+	// more ranges as it grows (takeRange), rather than the largest that
+	// fits, which left the streams after it nothing (on the H200 model 1
+	// TiB held 33 streams' pools, and the 34th found none).
+	virtualTightRange = 64 << 20
+	// virtualWholeRangesLeft: pools take whole first ranges (a fourth of
+	// the heap) while the ranges before them leave at least this share of
+	// the device's sparse address space, where the storage says
+	// (runtime.VirtualSpaceReporter), and virtualTightRange ranges after
+	// that: on the H200 model the first 15 streams take a fourth of the
+	// heap as before, and the half left holds thousands of streams' pools.
+	// A sixteenth of what was left for each (so a geometric series) held
+	// 88.
+	virtualWholeRangesLeft = 2
 	// virtualGrowthDivisor: a pool short of memory takes at least what it
 	// holds over this, so a last step costs at most 2.5 % of the peak on
 	// large pools and they make few device allocations.
@@ -789,12 +792,10 @@ func (p *virtualPool) ensureRange() error {
 	// least virtualTightRange: all it takes where the space is short.
 	modest := max(virtualTightRange, uint64(1)<<bits.Len64(need))
 	size := p.space
-	if r, ok := p.sparse.(vkruntime.VirtualSpaceReporter); ok {
-		// A range takes at most a share of what the ranges before left,
-		// down to modest, so the streams after it find room.
-		if share := (r.VirtualSpaceLeft() / virtualRangeShareOfLeft) &^ (p.granule - 1); share < size {
-			size = min(size, max(share, modest))
-		}
+	if r, ok := p.sparse.(vkruntime.VirtualSpaceReporter); ok && r.VirtualSpaceLeft() < p.addrSpace/virtualWholeRangesLeft {
+		// Half the space is taken: this pool takes what it needs and
+		// leaves the rest to the streams after it.
+		size = min(size, modest)
 	}
 	for tight := false; ; tight = true {
 		h, err := p.sparse.ReserveVirtual(size)
