@@ -41,7 +41,11 @@ type Device struct {
 	// the device (or its storage's memory type) has no sparse residency;
 	// sparseSpace the sparse address space all its virtual ranges share.
 	sparseGranule, sparseSpace uint64
-	hostVisible                bool // the storage's memory is host-visible and coherent: transfers map it
+	// addressLimit is how much of that space the ranges and the
+	// allocations may take together before an allocation is refused (see
+	// allocationAddress); 0 without sparse residency.
+	addressLimit uint64
+	hostVisible  bool // the storage's memory is host-visible and coherent: transfers map it
 
 	storage *Storage
 

@@ -39,16 +39,56 @@ func (d *Device) probeSparse() {
 	}
 	d.sparseGranule = granule
 	d.sparseSpace = (d.info.Limits.SparseAddressSpaceSize / sparseSpaceUsableDen * sparseSpaceUsableNum) &^ (granule - 1)
+	d.addressLimit = (d.info.Limits.SparseAddressSpaceSize / addressUsableDen * addressUsableNum) &^ (granule - 1)
+}
+
+// The H200's driver (580.159) maps every device allocation into the
+// address space its sparse ranges share, at three times its bytes: with
+// 2 MiB, 20 MiB, 100 MiB or 256 MiB allocations held (63–134 GB in all) it
+// refused a further 64 MiB sparse buffer once the ranges plus three times
+// the allocated bytes passed 957 GB, to within 0.1 GB each time. After
+// such a refusal its next vkAllocateMemory crashed (SIGSEGV): at the
+// 4,177th stream holding a 20 MiB chunk and a 64 MiB range each. So on a
+// device with sparse residency the storage counts each allocation as
+// allocationAddressFactor times its bytes of that space: the ranges take
+// what the allocations leave of sparseSpace, and allocations stop at
+// addressUsableNum/addressUsableDen of the reported space (893 GB of the
+// H200's 1.10 TB), short of the driver's own limit, refused as out of
+// device memory. Filling the H200's heap takes 423 GB of it.
+const (
+	allocationAddressFactor            = 3
+	addressUsableNum, addressUsableDen = 13, 16
+)
+
+// allocationAddress is the address space a device allocation of held
+// bytes is counted to take; 0 without sparse residency.
+func (d *Device) allocationAddress(held uint64) uint64 {
+	if d.sparseGranule == 0 {
+		return 0
+	}
+	if held > math.MaxUint64/allocationAddressFactor {
+		return math.MaxUint64
+	}
+	return held * allocationAddressFactor
+}
+
+// virtualLeft is what the ranges may still take of the sparse address
+// space: what the live ranges and allocations leave of sparseSpace. Caller
+// holds s.mu.
+func (s *Storage) virtualLeft() uint64 {
+	taken := s.virtualBytes + s.allocAddress
+	return s.dev.sparseSpace - min(s.dev.sparseSpace, taken)
 }
 
 // Of the sparse address space the device reports, the ranges take at most
-// sparseSpaceUsableNum/sparseSpaceUsableDen. The H200's driver (580.159)
-// reports 1.10 TB, refuses sparse buffers past 942–956 GB of them, and,
-// with memory bound in each, crashed inside vkAllocateMemory (SIGSEGV)
-// near there: at the 51st stream's virtual pool when the ranges could take
-// all 1.10 TB, at the 83rd when seven eighths. Past three fourths a range
-// is refused here, as an error the pools handle, before the driver is near
-// its own limit.
+// sparseSpaceUsableNum/sparseSpaceUsableDen, less what the allocations are
+// counted to take (allocationAddress). The H200's driver (580.159) reports
+// 1.10 TB, refuses sparse buffers past 942–956 GB of them with no memory
+// allocated, and crashed inside vkAllocateMemory (SIGSEGV) after such a
+// refusal: at the 51st stream's virtual pool when the ranges could take all
+// 1.10 TB, at the 83rd when seven eighths. Past three fourths a range is
+// refused here, as an error the pools handle, before the driver is near its
+// own limit.
 const sparseSpaceUsableNum, sparseSpaceUsableDen = 3, 4
 
 // SparseGranule is the binding granularity of a virtual range (64 KiB on
@@ -63,7 +103,7 @@ func (s *Storage) MaxVirtualSize() uint64 { return s.dev.sparseSpace }
 func (s *Storage) VirtualSpaceLeft() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.dev.sparseSpace - s.virtualBytes
+	return s.virtualLeft()
 }
 
 // ReserveVirtual makes a virtual range of size bytes with no memory bound.
@@ -91,10 +131,10 @@ func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
 	// The ranges share the device's sparse address space: what is left is
 	// checked here, so the refusal is the same on every driver.
 	s.mu.Lock()
-	if left := d.sparseSpace - s.virtualBytes; whole > left {
+	if left := s.virtualLeft(); whole > left {
 		s.mu.Unlock()
 		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: whole, Limit: d.sparseSpace,
-			Detail: fmt.Sprintf("the device's sparse address space has %d B left of %d B", left, d.sparseSpace)}
+			Detail: fmt.Sprintf("the device's sparse address space has %d B left of %d B (ranges %d B, allocations counted at %d B)", left, d.sparseSpace, s.virtualBytes, s.allocAddress)}
 	}
 	s.virtualBytes += whole
 	s.mu.Unlock()
