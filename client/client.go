@@ -140,10 +140,13 @@ type Client struct {
 	def     *Stream
 	env     *environment.Env
 	ownsEnv bool
-	envName string
-	envOpts []environment.Option
-	closed  atomic.Bool // set under mu; read without it by streams
-	logger  *slog.Logger
+	// replaced are environments the client opened whose file was removed
+	// or replaced under them, closed with the client.
+	replaced []*environment.Env
+	envName  string
+	envOpts  []environment.Option
+	closed   atomic.Bool // set under mu; read without it by streams
+	logger   *slog.Logger
 
 	// recording is held shared by RecordMemory from finding the environment
 	// to its write, and alone by Close before it closes the environment it
@@ -361,16 +364,21 @@ func (c *Client) Close() error {
 	}
 	// Streams lists open streams only; from here on every one is closing.
 	clear(c.streams)
-	env, ownsEnv := c.env, c.ownsEnv
-	c.env = nil
+	env, ownsEnv, replaced := c.env, c.ownsEnv, c.replaced
+	c.env, c.replaced = nil, nil
 	c.mu.Unlock()
 	var errs []error
 	for _, s := range streams {
 		s.release()
 	}
 	if ownsEnv && env != nil {
+		replaced = append(replaced, env)
+	}
+	if len(replaced) > 0 {
 		c.recording.Lock()
-		errs = append(errs, env.Close())
+		for _, env := range replaced {
+			errs = append(errs, env.Close())
+		}
 		c.recording.Unlock()
 	}
 	errs = append(errs, c.dev.Close())
@@ -378,6 +386,18 @@ func (c *Client) Close() error {
 }
 
 func (c *Client) nextBufferID() uint64 { return c.bufferID.Add(1) }
+
+// forgetReplaced drops env, which the client opened and whose file was
+// removed or replaced under it, so that the next record opens the file now
+// at its path. It is closed with the client: records in flight may use it.
+func (c *Client) forgetReplaced(env *environment.Env) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.env == env && c.ownsEnv && !c.closed.Load() {
+		c.env = nil
+		c.replaced = append(c.replaced, env)
+	}
+}
 
 // environment is the environment RecordMemory writes to, opening the
 // default one the first time.

@@ -161,7 +161,11 @@ func (MemoryRecord) Kind() string { return environment.KindMemory }
 // RecordMemory snapshots the calling stream's report under label into the
 // client's environment. A closed calling stream (ErrClosed) or one of
 // another client (ErrForeignStream) records nothing: a record of pools the
-// caller did not mean would mislead the plans made from it.
+// caller did not mean would mislead the plans made from it. Where the
+// environment's file was removed or replaced since the client opened it,
+// the record fails with environment.ErrReplaced, and the next one opens the
+// file now at its path (an environment given with UseEnvironment is the
+// caller's to open again).
 func (c *Client) RecordMemory(ctx context.Context, label string) (environment.Entry, error) {
 	s, err := c.CallingStream(ctx)
 	if err != nil {
@@ -183,7 +187,11 @@ func (c *Client) RecordMemory(ctx context.Context, label string) (environment.En
 		return environment.Entry{}, err
 	}
 	rec := MemoryRecord{memory.Record{Label: label, Report: report}}
-	return env.Put(ctx, label, rec)
+	ent, err := env.Put(ctx, label, rec)
+	if errors.Is(err, environment.ErrReplaced) {
+		c.forgetReplaced(env)
+	}
+	return ent, err
 }
 
 // openReport is the stream's report, refused once the stream is closed.

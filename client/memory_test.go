@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -227,6 +228,33 @@ func TestRecordMemoryOpensNamedEnvironment(t *testing.T) {
 	recs, err := MemoryRecords(context.Background(), env, environment.Query{LabelGlob: "idle"})
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
+}
+
+// A record whose environment's file was removed under the client fails
+// with environment.ErrReplaced (it went into the removed file before), and
+// the next record opens the environment again, creating its file anew.
+func TestRecordMemoryAfterTheFileIsRemovedOpensItAgain(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := openOnCPU(t, nil, WithEnvironment("removed", environment.WithDir(dir)))
+	_, err := c.RecordMemory(ctx, "before")
+	require.NoError(t, err)
+	path, err := environment.Path("removed", environment.WithDir(dir))
+	require.NoError(t, err)
+	for _, side := range []string{"", "-wal", "-shm"} {
+		require.NoError(t, os.Remove(path+side))
+	}
+	_, err = c.RecordMemory(ctx, "lost")
+	require.ErrorIs(t, err, environment.ErrReplaced)
+	_, err = c.RecordMemory(ctx, "after")
+	require.NoError(t, err)
+	env, err := environment.Open("removed", environment.WithDir(dir), environment.ReadOnly())
+	require.NoError(t, err)
+	defer env.Close()
+	recs, err := MemoryRecords(ctx, env, environment.Query{})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.Equal(t, "after", recs[0].Label)
 }
 
 func TestOutOfMemory(t *testing.T) {

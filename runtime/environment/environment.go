@@ -198,6 +198,8 @@ type Env struct {
 	// never migrated: it holds no records.
 	db       *sql.DB
 	readOnly bool
+	// opened is a writer's file as it opened it (see sameFile).
+	opened os.FileInfo
 	// snapshot: read-only, and db reads a fixed picture of the files (the
 	// main file opened as immutable, or a private copy of the file and its
 	// log), taken when they were in state openedAs.
@@ -279,7 +281,12 @@ func OpenContext(ctx context.Context, name string, opts ...Option) (*Env, error)
 		db.Close()
 		return nil, err
 	}
-	return &Env{name: name, path: path, file: file, db: db, busy: c.busyTimeout, now: c.now}, nil
+	opened, err := os.Stat(path)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("environment %q: %w", name, err)
+	}
+	return &Env{name: name, path: path, file: file, db: db, opened: opened, busy: c.busyTimeout, now: c.now}, nil
 }
 
 // openReadOnly opens an existing file without writing anything next to it.
@@ -559,6 +566,22 @@ func (e *Env) writable() error {
 	if e.readOnly {
 		return fmt.Errorf("environment %q: %w", e.name, ErrReadOnly)
 	}
+	return e.sameFile()
+}
+
+// sameFile fails with ErrReplaced unless a writer's path still names the
+// file it opened. One stat a call: writes and reads through a writer are
+// whole transactions, far costlier.
+func (e *Env) sameFile() error {
+	now, err := os.Stat(e.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("environment %q: %w: %s is gone; open the environment again", e.name, ErrReplaced, e.path)
+	case err != nil:
+		return fmt.Errorf("environment %q: %w", e.name, err)
+	case !os.SameFile(e.opened, now):
+		return fmt.Errorf("environment %q: %w: %s is another file than the one opened; open the environment again", e.name, ErrReplaced, e.path)
+	}
 	return nil
 }
 
@@ -575,6 +598,11 @@ func (e *Env) read(fn func(db *sql.DB) error) error {
 		e.mu.Lock()
 		db, snapshot, opened := e.db, e.snapshot, e.openedAs
 		e.mu.Unlock()
+		if !e.readOnly {
+			if err := e.sameFile(); err != nil {
+				return err
+			}
+		}
 		if db == nil {
 			if !e.readOnly || !e.changedSince(opened) {
 				return errNoTable

@@ -320,3 +320,54 @@ func TestWriterThatCannotWriteIsRefusedAndLeavesNothing(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 }
+
+// A writer whose file is removed, or replaced by another file at its path,
+// while it is open stops with ErrReplaced: before, its writes reported
+// success and went into the file that went, or, through connections opened
+// later, into the new one. Nothing is written into either, and opening the
+// environment again writes into the file now at the path.
+func TestAWriterWhoseFileIsReplacedStops(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	other := filledEnvironment(t, t.TempDir(), "other", 3)
+	for _, how := range []string{"removed", "replaced"} {
+		t.Run(how, func(t *testing.T) {
+			env, err := Open(how, WithDir(dir))
+			require.NoError(t, err)
+			defer env.Close()
+			_, err = env.Put(ctx, "before", sampleRecord{Seq: 1})
+			require.NoError(t, err)
+			for _, side := range []string{"", "-wal", "-shm"} {
+				require.NoError(t, os.Remove(env.Path()+side))
+			}
+			if how == "replaced" {
+				body, err := os.ReadFile(other)
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(env.Path()+".new", body, 0o644))
+				require.NoError(t, os.Rename(env.Path()+".new", env.Path()))
+			}
+			for range 3 {
+				_, err = env.Put(ctx, "after", sampleRecord{Seq: 2})
+				require.ErrorIs(t, err, ErrReplaced)
+				require.ErrorContains(t, err, env.Path())
+			}
+			_, err = env.Query(ctx, Query{})
+			require.ErrorIs(t, err, ErrReplaced, "a writer's reads stop too")
+			require.NoError(t, env.Close())
+
+			if how == "removed" {
+				_, err := os.Stat(env.Path())
+				require.ErrorIs(t, err, fs.ErrNotExist, "no file is made again at the path")
+				return
+			}
+			again, err := Open(how, WithDir(dir))
+			require.NoError(t, err)
+			defer again.Close()
+			got, err := again.Query(ctx, Query{})
+			require.NoError(t, err)
+			require.Len(t, got, 3, "the new file holds its own records, none of the stopped writer's")
+			_, err = again.Put(ctx, "after", sampleRecord{Seq: 2})
+			require.NoError(t, err)
+		})
+	}
+}

@@ -129,6 +129,9 @@ func (e *Env) PutJSON(ctx context.Context, kind, label string, body []byte) (Ent
 	if err := tx.Commit(); err != nil {
 		return Entry{}, fmt.Errorf("environment %q: committing %q record %q: %w", e.name, kind, label, dbError(e.path, e.busy, err))
 	}
+	if err := e.sameFile(); err != nil {
+		return Entry{}, fmt.Errorf("%w (the %q record %q was committed as record %d, maybe into the file that went)", err, kind, label, id)
+	}
 	return Entry{ID: id, Kind: kind, Label: label, Time: time.Unix(0, at.UnixNano()), Body: body}, nil
 }
 
