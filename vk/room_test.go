@@ -55,19 +55,3 @@ func TestRoomKeepsAllocationsInsideTheAddressSpace(t *testing.T) {
 	r.addressLimit = 0
 	require.Empty(t, r.refuse(gib), "no sparse residency, no bound")
 }
-
-// The ranges take what the allocations, counted at three times their bytes,
-// leave of the sparse address space; without sparse residency allocations
-// take none of it.
-func TestRangesTakeWhatTheAllocationsLeave(t *testing.T) {
-	d := &Device{sparseGranule: 64 << 10, sparseSpace: 1 << 40}
-	require.Equal(t, uint64(60<<20), d.allocationAddress(20<<20))
-	require.Equal(t, uint64(math.MaxUint64), d.allocationAddress(math.MaxUint64/2), "saturates")
-	require.Zero(t, (&Device{}).allocationAddress(20<<20))
-	s := &Storage{dev: d, virtualBytes: 1 << 39}
-	require.Equal(t, uint64(1<<39), s.virtualLeft())
-	s.allocAddress = d.allocationAddress(1 << 37)
-	require.Equal(t, uint64(1<<39-3<<37), s.virtualLeft())
-	s.allocAddress = 1 << 40
-	require.Zero(t, s.virtualLeft(), "none left, not a wrapped difference")
-}
