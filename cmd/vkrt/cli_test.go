@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -67,4 +68,33 @@ func TestUsageErrorsNameTheCommandAndExitNonZero(t *testing.T) {
 	stderr.Reset()
 	require.Equal(t, 0, runCommandLine([]string{"conformance", "--list", "--run", "^kernel/add$"}, &stderr))
 	require.Empty(t, stderr.String())
+}
+
+// A string flag given an empty value (a variable that expanded to nothing)
+// is refused where an empty value means nothing: it was taken as the flag
+// left out (conformance --json ”), or as every kind (records --kind ”),
+// and the run went on without the file asked for.
+func TestEmptyFlagValuesAreRefused(t *testing.T) {
+	for _, c := range []struct {
+		cmd  string
+		args []string
+	}{
+		{"conformance", []string{"--json", ""}},
+		{"conformance", []string{"--junit", ""}},
+		{"records", []string{"--kind", ""}},
+		{"records", []string{"--env", ""}},
+		{"plan", []string{resnetTrace, "--out", ""}},
+		{"replay", []string{resnetTrace, "--layout", ""}},
+		{"replay", []string{resnetTrace, "--plan", "--second-runs", ""}},
+		{"report", []string{resnetTrace, "--html", ""}},
+		{"report", []string{resnetTrace, "--html", filepath.Join(t.TempDir(), "r.html"), "--plan", ""}},
+		{"run", []string{"guest.wasm", "--layout", ""}},
+	} {
+		_, _, err := execute(t, c.cmd, c.args...)
+		name := c.args[len(c.args)-2]
+		require.EqualError(t, err, name+" is empty: give it a value or leave it out", "%s %v", c.cmd, c.args)
+	}
+	// Where empty is a choice, it stays one.
+	_, _, err := execute(t, "conformance", "--list", "--run", "")
+	require.NoError(t, err)
 }

@@ -18,13 +18,37 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 var rootCmd = &cobra.Command{
-	Use:           "vkrt",
-	Short:         "vkrt: a GPU compute runtime with measured memory pools",
-	SilenceUsage:  true,
-	SilenceErrors: true,
+	Use:               "vkrt",
+	Short:             "vkrt: a GPU compute runtime with measured memory pools",
+	SilenceUsage:      true,
+	SilenceErrors:     true,
+	PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return refuseEmptyValues(cmd) },
+}
+
+// emptyMeans are the string flags an empty value is a choice for: the rest
+// name a file, a layout, an environment or a kind, and an empty one (a
+// variable that expanded to nothing) would be taken silently as the flag
+// left out, or as every kind.
+var emptyMeans = map[string]bool{
+	"compile-cache": true, // compile every time
+	"label":         true, // every label
+	"run":           true, // every check
+}
+
+// refuseEmptyValues fails on a string flag given an empty value where an
+// empty one means nothing.
+func refuseEmptyValues(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if err == nil && f.Changed && f.Value.Type() == "string" && f.Value.String() == "" && !emptyMeans[f.Name] {
+			err = fmt.Errorf("--%s is empty: give it a value or leave it out", f.Name)
+		}
+	})
+	return err
 }
 
 func main() { os.Exit(runCommandLine(os.Args[1:], os.Stderr)) }
