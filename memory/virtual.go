@@ -20,7 +20,8 @@ const (
 	// heap past its plan's places; when the placement outgrows its ranges
 	// it takes another as large as all before it, up to
 	// virtualSpacePerHeap heaps. The device's sparse address space is
-	// shared by every stream's ranges (1 TiB on the H200, 7.6 heaps):
+	// shared by every stream's ranges (on the H200 what vk lets them take
+	// of it is 768 GiB, 5.5 heaps, less what the allocations take):
 	// ranges that grow with what a stream places leave room for many
 	// streams, where whole ranges of four heaps left room for one.
 	virtualFirstRangeDivisor = 4
