@@ -188,8 +188,8 @@ func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 }
 
 // reserve counts held bytes against the heap, the limit, the budget, the
-// allocation count and the driver's address space before the driver is asked, so concurrent allocations
-// cannot overshoot. Drivers that back "device memory" with host memory
+// allocation count and the driver's address space before the driver is
+// asked, so concurrent allocations cannot overshoot. Drivers that back "device memory" with host memory
 // (lavapipe) would otherwise hand out far more than the heap they report.
 // A refusal flushes deferred pages and asks again.
 func (s *Storage) reserve(size, held uint64) error {
