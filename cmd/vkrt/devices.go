@@ -87,7 +87,7 @@ func writeDevicesText(w io.Writer, infos []vk.DeviceInfo) error {
 			l.MaxComputeWorkGroupCount, l.MaxComputeWorkGroupSize, l.MaxComputeWorkGroupInvocations,
 			memory.FormatBytes(uint64(l.MaxComputeSharedMemorySize)), l.MaxPushConstantsSize, d.RobustBufferAccess)
 		if d.SparseResidency {
-			fmt.Fprintf(&b, "  sparse residency: yes, address space %s (the virtual layout binds memory granule by granule)\n", memory.FormatBytes(l.SparseAddressSpaceSize))
+			fmt.Fprintf(&b, "  sparse residency: yes, address space %s (the virtual layout binds memory granule by granule; its ranges take at most three fourths of the space, less three times the bytes allocated)\n", memory.FormatBytes(l.SparseAddressSpaceSize))
 		} else {
 			b.WriteString("  sparse residency: no (the virtual layout falls back to SubSlices)\n")
 		}
