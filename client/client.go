@@ -140,9 +140,6 @@ type Client struct {
 	def     *Stream
 	env     *environment.Env
 	ownsEnv bool
-	// replaced are environments the client opened whose file was removed
-	// or replaced under them, closed with the client.
-	replaced []*environment.Env
 	envName  string
 	envOpts  []environment.Option
 	closed   atomic.Bool // set under mu; read without it by streams
@@ -364,21 +361,16 @@ func (c *Client) Close() error {
 	}
 	// Streams lists open streams only; from here on every one is closing.
 	clear(c.streams)
-	env, ownsEnv, replaced := c.env, c.ownsEnv, c.replaced
-	c.env, c.replaced = nil, nil
+	env, ownsEnv := c.env, c.ownsEnv
+	c.env = nil
 	c.mu.Unlock()
 	var errs []error
 	for _, s := range streams {
 		s.release()
 	}
 	if ownsEnv && env != nil {
-		replaced = append(replaced, env)
-	}
-	if len(replaced) > 0 {
 		c.recording.Lock()
-		for _, env := range replaced {
-			errs = append(errs, env.Close())
-		}
+		errs = append(errs, env.Close())
 		c.recording.Unlock()
 	}
 	errs = append(errs, c.dev.Close())
@@ -389,13 +381,19 @@ func (c *Client) nextBufferID() uint64 { return c.bufferID.Add(1) }
 
 // forgetReplaced drops env, which the client opened and whose file was
 // removed or replaced under it, so that the next record opens the file now
-// at its path. It is closed with the client: records in flight may use it.
+// at its path, and closes it once no record is in flight with it (the
+// caller holds no part of c.recording).
 func (c *Client) forgetReplaced(env *environment.Env) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.env == env && c.ownsEnv && !c.closed.Load() {
+	mine := c.env == env && c.ownsEnv && !c.closed.Load()
+	if mine {
 		c.env = nil
-		c.replaced = append(c.replaced, env)
+	}
+	c.mu.Unlock()
+	if mine {
+		c.recording.Lock()
+		env.Close() // its file went: nothing of it is worth an error here
+		c.recording.Unlock()
 	}
 }
 

@@ -181,13 +181,14 @@ func (c *Client) RecordMemory(ctx context.Context, label string) (environment.En
 		return environment.Entry{}, err
 	}
 	c.recording.RLock()
-	defer c.recording.RUnlock()
 	env, err := c.environment(ctx)
 	if err != nil {
+		c.recording.RUnlock()
 		return environment.Entry{}, err
 	}
 	rec := MemoryRecord{memory.Record{Label: label, Report: report}}
 	ent, err := env.Put(ctx, label, rec)
+	c.recording.RUnlock()
 	if errors.Is(err, environment.ErrReplaced) {
 		c.forgetReplaced(env)
 	}

@@ -255,6 +255,27 @@ func TestRecordMemoryAfterTheFileIsRemovedOpensItAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 	require.Equal(t, "after", recs[0].Label)
+
+	// The environments it dropped are closed, not kept until the client
+	// closes: a file removed again and again costs no descriptors.
+	openFiles := func() int {
+		fds, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skipf("no /proc/self/fd to count open files: %v", err)
+		}
+		return len(fds)
+	}
+	before := openFiles()
+	for range 20 {
+		for _, side := range []string{"", "-wal", "-shm"} {
+			require.NoError(t, os.Remove(path+side))
+		}
+		_, err = c.RecordMemory(ctx, "lost")
+		require.ErrorIs(t, err, environment.ErrReplaced)
+		_, err = c.RecordMemory(ctx, "after")
+		require.NoError(t, err)
+	}
+	require.LessOrEqual(t, openFiles(), before+3, "open files after 20 removals")
 }
 
 func TestOutOfMemory(t *testing.T) {

@@ -371,3 +371,22 @@ func TestAWriterWhoseFileIsReplacedStops(t *testing.T) {
 		})
 	}
 }
+
+// SQLite's own finding that a file went from under a connection (a write
+// after the file was removed: SQLITE_READONLY_DBMOVED) is ErrReplaced, not
+// a permission error telling the caller to open the file read-only.
+func TestAFileMovedUnderSQLiteIsReplacedNotReadOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "moved.sqlite")
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	_, err = db.Exec("CREATE TABLE t (x INTEGER)")
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(path))
+	_, err = db.Exec("INSERT INTO t VALUES (1)")
+	require.Error(t, err)
+	err = dbError(path, 0, err)
+	require.ErrorIs(t, err, ErrReplaced)
+	require.NotErrorIs(t, err, fs.ErrPermission)
+}

@@ -265,6 +265,10 @@ func dbError(path string, busy time.Duration, err error) error {
 	if err == nil || !errors.As(err, &se) {
 		return err
 	}
+	if se.Code() == sqlite3.SQLITE_READONLY_DBMOVED {
+		// SQLite's own finding that the file went from under it.
+		return fmt.Errorf("%w: %s: %w", ErrReplaced, path, err)
+	}
 	switch se.Code() & 0xff {
 	case sqlite3.SQLITE_CORRUPT:
 		return fmt.Errorf("%w: %s: %w", ErrCorrupt, path, err)
