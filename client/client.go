@@ -140,10 +140,10 @@ type Client struct {
 	def     *Stream
 	env     *environment.Env
 	ownsEnv bool
-	envName  string
-	envOpts  []environment.Option
-	closed   atomic.Bool // set under mu; read without it by streams
-	logger   *slog.Logger
+	envName string
+	envOpts []environment.Option
+	closed  atomic.Bool // set under mu; read without it by streams
+	logger  *slog.Logger
 
 	// recording is held shared by RecordMemory from finding the environment
 	// to its write, and alone by Close before it closes the environment it
