@@ -147,8 +147,9 @@ type Client struct {
 
 	// recording is held shared by RecordMemory from finding the environment
 	// to its write, and alone by Close before it closes the environment it
-	// opened: a record in flight finishes, and one after sees ErrClosed,
-	// instead of writing to a closed database.
+	// opened (and by forgetReplaced before it closes one whose file went):
+	// a record in flight finishes, and one after sees ErrClosed (or the
+	// environment opened again), instead of writing to a closed database.
 	recording sync.RWMutex
 
 	bufferID atomic.Uint64 // the last buffer id handed out; not under mu
