@@ -111,3 +111,39 @@ func overlappingBinds(binds []SparseBind) (i, j int, ok bool) {
 	}
 	return 0, 0, false
 }
+
+// The H200's driver (580.159) reports a sparse address space of 1.10 TB
+// (1 TiB) and maps every device allocation into the same space at three
+// times its bytes: with 2 MiB, 20 MiB, 100 MiB or 256 MiB allocations held
+// (63–134 GB in all) it refused a further 64 MiB sparse buffer once the
+// ranges plus three times the allocated bytes passed 957 GB, to within
+// 0.1 GB each time, and with none it refused past 942–956 GB. After such a
+// refusal its next vkAllocateMemory crashed (SIGSEGV): at the 51st stream's
+// virtual pool when the ranges could take the whole space, at the 4,177th
+// with ranges of what the streams need. So the ranges take at most
+// RangesSpace: three fourths of the reported space, and no more than
+// leaves room, within thirteen sixteenths of it, for the whole heap counted
+// three times. Past it a storage refuses a range, as an error the pools
+// handle (vk does, and so does the replay's model of the H200), and the
+// heap can fill whatever the ranges took: on the H200 the ranges take
+// 441 GB, and with the heap full the driver's count stays at 893 GB of
+// its 957.
+const (
+	rangesShareNum, rangesShareDen     = 3, 4
+	addressUsableNum, addressUsableDen = 13, 16
+	allocationAddressFactor            = 3
+)
+
+// RangesSpace is the sparse address space the virtual ranges may take of
+// the reported space on a device with a heap of heap bytes; at least an
+// eighth of the reported space, where the heap is too large for the rule.
+func RangesSpace(reported, heap uint64) uint64 {
+	space := reported / rangesShareDen * rangesShareNum
+	usable := reported / addressUsableDen * addressUsableNum
+	if heap <= usable/allocationAddressFactor {
+		space = min(space, usable-allocationAddressFactor*heap)
+	} else {
+		space = 0
+	}
+	return max(space, reported/8)
+}

@@ -3,6 +3,8 @@ package runtime
 import (
 	"errors"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Binds that only touch are apart; two that share a byte, in any order
@@ -50,4 +52,18 @@ func spaced(n int, size uint64, k int) []SparseBind {
 		binds[k].Offset -= size / 2
 	}
 	return binds
+}
+
+// The ranges take three fourths of the reported sparse address space at
+// most, and leave room within thirteen sixteenths of it for the whole heap
+// counted three times, as the H200's driver maps allocations; at least an
+// eighth where the heap is too large for that.
+func TestRangesLeaveRoomForTheHeap(t *testing.T) {
+	const tib = 1 << 40
+	h200 := uint64(150754820096) // the H200's heap, as its driver reports it
+	require.Equal(t, uint64(tib/16*13)-3*h200, RangesSpace(tib, h200))
+	require.InDelta(t, 441e9, float64(RangesSpace(tib, h200)), 1e9)
+	require.Equal(t, uint64(tib/4*3), RangesSpace(tib, 1<<30), "a small heap: three fourths")
+	require.Equal(t, uint64(tib/8), RangesSpace(tib, tib), "a heap past the rule: an eighth")
+	require.Equal(t, uint64(tib/8), RangesSpace(tib, tib/16*13/3), "nothing left by the rule: an eighth")
 }

@@ -39,13 +39,10 @@ type Device struct {
 	heapIndex  int
 	// sparseGranule is the binding granularity of a sparse buffer, 0 where
 	// the device (or its storage's memory type) has no sparse residency;
-	// sparseSpace the sparse address space all its virtual ranges share.
+	// sparseSpace what all its virtual ranges may take of the sparse
+	// address space (runtime.RangesSpace).
 	sparseGranule, sparseSpace uint64
-	// addressLimit is how much of that space the ranges and the
-	// allocations may take together before an allocation is refused (see
-	// allocationAddress); 0 without sparse residency.
-	addressLimit uint64
-	hostVisible  bool // the storage's memory is host-visible and coherent: transfers map it
+	hostVisible                bool // the storage's memory is host-visible and coherent: transfers map it
 
 	storage *Storage
 

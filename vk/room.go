@@ -10,11 +10,6 @@ type room struct {
 	allocated, heap, limit      uint64
 	budget, usage               uint64
 	allocations, maxAllocations uint64
-	// addressTaken is the driver's address space the storage's ranges and
-	// allocations take, address what this allocation would take of it, and
-	// addressLimit how much of it allocations may take (0: no bound; the
-	// device has no sparse residency).
-	addressTaken, address, addressLimit uint64
 }
 
 // refuse says why held more bytes cannot be allocated, "" when they can.
@@ -33,9 +28,6 @@ func (r room) refuse(held uint64) string {
 		return fmt.Sprintf("the heap's budget: %d B, of which the process uses %d B (%d B by this storage)", r.budget, r.usage, r.allocated)
 	case r.allocations >= r.maxAllocations:
 		return fmt.Sprintf("the device allows %d allocations and the storage holds %d", r.maxAllocations, r.allocations)
-	case r.addressLimit != 0 && (r.addressTaken+r.address < r.address || r.addressTaken+r.address > r.addressLimit):
-		return fmt.Sprintf("the driver's address space: the storage's virtual ranges and allocations take %d B of the %d B allocations may reach, and this one would take %d B",
-			r.addressTaken, r.addressLimit, r.address)
 	}
 	return ""
 }

@@ -40,18 +40,3 @@ func TestRoomAdmitsOnlyUnderEveryBound(t *testing.T) {
 	full.allocations = 100
 	require.Contains(t, full.refuse(1), "allows 100 allocations")
 }
-
-// On a device with sparse residency an allocation is refused once the
-// address space it is counted to take, with what the ranges and the other
-// allocations take, would pass the bound; without one there is no bound.
-func TestRoomKeepsAllocationsInsideTheAddressSpace(t *testing.T) {
-	const gib = 1 << 30
-	r := room{heap: 100 * gib, maxAllocations: 100, addressTaken: 90 * gib, address: 10 * gib, addressLimit: 100 * gib}
-	require.Empty(t, r.refuse(gib), "exactly reaching the bound fits")
-	r.address++
-	require.Contains(t, r.refuse(gib), "the driver's address space: the storage's virtual ranges and allocations take 96636764160 B of the 107374182400 B")
-	r.address = math.MaxUint64
-	require.Contains(t, r.refuse(gib), "the driver's address space", "an address that wraps the total is refused")
-	r.addressLimit = 0
-	require.Empty(t, r.refuse(gib), "no sparse residency, no bound")
-}

@@ -38,72 +38,23 @@ func (d *Device) probeSparse() {
 		return
 	}
 	d.sparseGranule = granule
-	d.sparseSpace = (d.info.Limits.SparseAddressSpaceSize / sparseSpaceUsableDen * sparseSpaceUsableNum) &^ (granule - 1)
-	d.addressLimit = (d.info.Limits.SparseAddressSpaceSize / addressUsableDen * addressUsableNum) &^ (granule - 1)
+	d.sparseSpace = vkruntime.RangesSpace(d.info.Limits.SparseAddressSpaceSize, d.info.Heaps[d.heapIndex].Size) &^ (granule - 1)
 }
-
-// The H200's driver (580.159) maps every device allocation into the
-// address space its sparse ranges share, at three times its bytes: with
-// 2 MiB, 20 MiB, 100 MiB or 256 MiB allocations held (63–134 GB in all) it
-// refused a further 64 MiB sparse buffer once the ranges plus three times
-// the allocated bytes passed 957 GB, to within 0.1 GB each time. After
-// such a refusal its next vkAllocateMemory crashed (SIGSEGV): at the
-// 4,177th stream holding a 20 MiB chunk and a 64 MiB range each. So on a
-// device with sparse residency the storage counts each allocation as
-// allocationAddressFactor times its bytes of that space: the ranges take
-// what the allocations leave of sparseSpace, and allocations stop at
-// addressUsableNum/addressUsableDen of the reported space (893 GB of the
-// H200's 1.10 TB), short of the driver's own limit, refused as out of
-// device memory. Filling the H200's heap takes 423 GB of it.
-const (
-	allocationAddressFactor            = 3
-	addressUsableNum, addressUsableDen = 13, 16
-)
-
-// allocationAddress is the address space a device allocation of held
-// bytes is counted to take; 0 without sparse residency.
-func (d *Device) allocationAddress(held uint64) uint64 {
-	if d.sparseGranule == 0 {
-		return 0
-	}
-	if held > math.MaxUint64/allocationAddressFactor {
-		return math.MaxUint64
-	}
-	return held * allocationAddressFactor
-}
-
-// virtualLeft is what the ranges may still take of the sparse address
-// space: what the live ranges and allocations leave of sparseSpace. Caller
-// holds s.mu.
-func (s *Storage) virtualLeft() uint64 {
-	taken := s.virtualBytes + s.allocAddress
-	return s.dev.sparseSpace - min(s.dev.sparseSpace, taken)
-}
-
-// Of the sparse address space the device reports, the ranges take at most
-// sparseSpaceUsableNum/sparseSpaceUsableDen, less what the allocations are
-// counted to take (allocationAddress). The H200's driver (580.159) reports
-// 1.10 TB, refuses sparse buffers past 942–956 GB of them with no memory
-// allocated, and crashed inside vkAllocateMemory (SIGSEGV) after such a
-// refusal: at the 51st stream's virtual pool when the ranges could take all
-// 1.10 TB, at the 83rd when seven eighths. Past three fourths a range is
-// refused here, as an error the pools handle, before the driver is near its
-// own limit.
-const sparseSpaceUsableNum, sparseSpaceUsableDen = 3, 4
 
 // SparseGranule is the binding granularity of a virtual range (64 KiB on
 // NVIDIA), 0 where the device has no sparse residency.
 func (s *Storage) SparseGranule() uint64 { return s.dev.sparseGranule }
 
-// MaxVirtualSize is the device's sparse address space, in whole granules.
+// MaxVirtualSize is what the ranges may take of the device's sparse
+// address space (runtime.RangesSpace), in whole granules.
 func (s *Storage) MaxVirtualSize() uint64 { return s.dev.sparseSpace }
 
-// VirtualSpaceLeft is what the live ranges leave of the device's sparse
-// address space (runtime.VirtualSpaceReporter).
+// VirtualSpaceLeft is what the live ranges leave of MaxVirtualSize
+// (runtime.VirtualSpaceReporter).
 func (s *Storage) VirtualSpaceLeft() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.virtualLeft()
+	return s.dev.sparseSpace - s.virtualBytes
 }
 
 // ReserveVirtual makes a virtual range of size bytes with no memory bound.
@@ -124,17 +75,17 @@ func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
 		// Past the whole space is past what the live ranges leave: the
 		// contract's class, which a pool halving its range relies on.
 		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Limit: d.sparseSpace,
-			Detail: fmt.Sprintf("the device's sparse address space is %d B", d.sparseSpace)}
+			Detail: fmt.Sprintf("the ranges may take %d B of the device's sparse address space", d.sparseSpace)}
 	}
 	// Whole granules, so every granule of the range can be bound.
 	whole := (size + d.sparseGranule - 1) &^ (d.sparseGranule - 1)
 	// The ranges share the device's sparse address space: what is left is
 	// checked here, so the refusal is the same on every driver.
 	s.mu.Lock()
-	if left := s.virtualLeft(); whole > left {
+	if left := d.sparseSpace - s.virtualBytes; whole > left {
 		s.mu.Unlock()
 		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: whole, Limit: d.sparseSpace,
-			Detail: fmt.Sprintf("the device's sparse address space has %d B left of %d B (ranges %d B, allocations counted at %d B)", left, d.sparseSpace, s.virtualBytes, s.allocAddress)}
+			Detail: fmt.Sprintf("the device's sparse address space has %d B left of the %d B its ranges may take", left, d.sparseSpace)}
 	}
 	s.virtualBytes += whole
 	s.mu.Unlock()

@@ -5,7 +5,6 @@ package vk
 import (
 	"context"
 	"fmt"
-	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -209,20 +208,4 @@ func TestVirtualLayoutSpreadsOverRangesOnTheDevice(t *testing.T) {
 	r := c.MemoryReport(ctx)
 	require.LessOrEqual(t, r.Usage().BytesReserved, uint64(256<<20), "within the limit")
 	t.Logf("virtual ranges %d B; the pools: %+v", virtualBytes(), r.Dynamic[0])
-}
-
-// The ranges take what the allocations, counted at three times their bytes,
-// leave of the sparse address space; without sparse residency allocations
-// take none of it.
-func TestRangesTakeWhatTheAllocationsLeave(t *testing.T) {
-	d := &Device{sparseGranule: 64 << 10, sparseSpace: 1 << 40}
-	require.Equal(t, uint64(60<<20), d.allocationAddress(20<<20))
-	require.Equal(t, uint64(math.MaxUint64), d.allocationAddress(math.MaxUint64/2), "saturates")
-	require.Zero(t, (&Device{}).allocationAddress(20<<20))
-	s := &Storage{dev: d, virtualBytes: 1 << 39}
-	require.Equal(t, uint64(1<<39), s.virtualLeft())
-	s.allocAddress = d.allocationAddress(1 << 37)
-	require.Equal(t, uint64(1<<39-3<<37), s.virtualLeft())
-	s.allocAddress = 1 << 40
-	require.Zero(t, s.virtualLeft(), "none left, not a wrapped difference")
 }

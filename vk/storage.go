@@ -32,9 +32,6 @@ type Storage struct {
 	// of the device's sparseSpace: until Flush destroys a released range's
 	// buffer, the driver still counts it, and so does this.
 	virtualBytes uint64
-	// allocAddress is the address space the live allocations are counted
-	// to take of the same space (Device.allocationAddress).
-	allocAddress uint64
 }
 
 var (
@@ -187,9 +184,9 @@ func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 	return vkruntime.StorageHandle{ID: p.id, Offset: 0, Size: size}, nil
 }
 
-// reserve counts held bytes against the heap, the limit, the budget, the
-// allocation count and the driver's address space before the driver is
-// asked, so concurrent allocations cannot overshoot. Drivers that back "device memory" with host memory
+// reserve counts held bytes against the heap, the limit, the budget and the
+// allocation count before the driver is asked, so concurrent allocations
+// cannot overshoot. Drivers that back "device memory" with host memory
 // (lavapipe) would otherwise hand out far more than the heap they report.
 // A refusal flushes deferred pages and asks again.
 func (s *Storage) reserve(size, held uint64) error {
@@ -200,13 +197,10 @@ func (s *Storage) reserve(size, held uint64) error {
 		}
 		budget, usage, _ := s.dev.budget() // outside the lock: a driver call
 		s.mu.Lock()
-		r := s.room(budget, usage)
-		r.address = s.dev.allocationAddress(held)
-		why = r.refuse(held)
+		why = s.room(budget, usage).refuse(held)
 		if why == "" {
 			s.allocated += held
 			s.allocations++
-			s.allocAddress += s.dev.allocationAddress(held)
 			s.mu.Unlock()
 			return nil
 		}
@@ -221,7 +215,6 @@ func (s *Storage) room(budget, usage uint64) room {
 		allocated: s.allocated, heap: s.dev.info.Heaps[s.dev.heapIndex].Size, limit: s.limit,
 		budget: budget, usage: usage,
 		allocations: uint64(s.allocations), maxAllocations: uint64(s.dev.info.Limits.MaxMemoryAllocationCount),
-		addressTaken: s.virtualBytes + s.allocAddress, addressLimit: s.dev.addressLimit,
 	}
 }
 
@@ -229,7 +222,6 @@ func (s *Storage) unreserve(held uint64) {
 	s.mu.Lock()
 	s.allocated -= held
 	s.allocations--
-	s.allocAddress -= s.dev.allocationAddress(held)
 	s.mu.Unlock()
 }
 
@@ -313,7 +305,6 @@ func (s *Storage) flush() {
 		} else {
 			s.allocated -= p.held
 			s.allocations--
-			s.allocAddress -= s.dev.allocationAddress(p.held)
 		}
 	}
 	s.mu.Unlock()
@@ -342,7 +333,7 @@ func (s *Storage) releaseAll() {
 		s.destroyPage(p)
 	}
 	s.pages, s.deferred = map[vkruntime.StorageID]*page{}, nil
-	s.allocated, s.allocations, s.allocAddress = 0, 0, 0
+	s.allocated, s.allocations = 0, 0
 }
 
 // pinned is a handle resolved to its page, held against Flush until unpin.

@@ -17,26 +17,15 @@ type sparseCounts struct {
 // segments map 2 MiB granules on the same GPU, CUDA's granularity.
 const H200Granule = 64 << 10
 
-// The H200's driver reports a sparse address space of 1 TiB and maps every
-// device allocation into the same space at three times its bytes; vk lets
-// the ranges take three fourths of it, less what the allocations are
-// counted to take, and the allocations thirteen sixteenths (vk/sparse.go
-// says what was measured). A CountingStorage with sparse residency counts
-// the same, so a replay refuses where the device does.
-const (
-	reportedVirtualSize     = 1 << 40
-	maxVirtualSize          = reportedVirtualSize / 4 * 3
-	allocationAddressFactor = 3
-	maxAddressTaken         = reportedVirtualSize / 16 * 13
-)
+// reportedVirtualSize is the H200's sparseAddressSpaceSize. Of it the
+// ranges take what vk lets them take there (runtime.RangesSpace, for the
+// storage's Limit as the heap), so a replay refuses a range where the
+// device does.
+const reportedVirtualSize = 1 << 40
 
-// addressTaken is what the ranges and the allocations take of the address
-// space; caller holds s.mu.
-func (s *CountingStorage) addressTaken() uint64 {
-	if s.Granule == 0 {
-		return 0
-	}
-	return s.virtualBytes + allocationAddressFactor*s.bytesHeld
+// maxVirtualSize is what the ranges may take; caller holds s.mu or owns s.
+func (s *CountingStorage) maxVirtualSize() uint64 {
+	return vkruntime.RangesSpace(reportedVirtualSize, s.Limit) &^ (H200Granule - 1)
 }
 
 var _ vkruntime.SparseStorage = (*CountingStorage)(nil)
@@ -45,15 +34,15 @@ var _ vkruntime.SparseStorage = (*CountingStorage)(nil)
 func (s *CountingStorage) SparseGranule() uint64 { return s.Granule }
 
 // MaxVirtualSize is what vk lets the ranges take of the H200's sparse
-// address space: three fourths of 1 TiB.
-func (s *CountingStorage) MaxVirtualSize() uint64 { return maxVirtualSize }
+// address space: 441 GB with the H200's heap.
+func (s *CountingStorage) MaxVirtualSize() uint64 { return s.maxVirtualSize() }
 
 // VirtualSpaceLeft is what the live ranges leave of the address space
 // (runtime.VirtualSpaceReporter).
 func (s *CountingStorage) VirtualSpaceLeft() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return maxVirtualSize - min(maxVirtualSize, s.addressTaken())
+	return s.maxVirtualSize() - s.virtualBytes
 }
 
 // ReserveVirtual counts an address range; it holds no memory.
@@ -64,10 +53,9 @@ func (s *CountingStorage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, 
 		return vkruntime.StorageHandle{}, fmt.Errorf("replay: this storage models a device without sparse residency")
 	}
 	// The ranges share the address space, as a device's do.
-	if left := maxVirtualSize - min(maxVirtualSize, s.addressTaken()); size > left {
-		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Limit: maxVirtualSize,
-			Detail: fmt.Sprintf("the device's sparse address space has %d B left of %d B (ranges %d B, allocations counted at %d B)",
-				left, uint64(maxVirtualSize), s.virtualBytes, allocationAddressFactor*s.bytesHeld)}
+	if space := s.maxVirtualSize(); size > space-s.virtualBytes {
+		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Limit: space,
+			Detail: fmt.Sprintf("the device's sparse address space has %d B left of the %d B its ranges may take", space-s.virtualBytes, space)}
 	}
 	s.next++
 	s.sparse.ranges++

@@ -1,40 +1,65 @@
 package replay_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/dryrun/replay"
+	"github.com/vkrt/vkrt/internal/tracetest"
+	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
-// The model's ranges share three fourths of the H200's 1 TiB sparse
-// address space with its allocations, counted at three times their bytes
-// as the H200's driver maps them; allocations stop at thirteen sixteenths.
-// Without sparse residency allocations take none of it.
-func TestTheModelCountsAllocationsInTheAddressSpace(t *testing.T) {
-	s := replay.NewCountingStorage(0)
+// The model's ranges take what vk lets them take of the H200's 1 TiB
+// sparse address space (runtime.RangesSpace, for its heap), and no more.
+func TestTheModelsRangesLeaveRoomForTheHeap(t *testing.T) {
+	s := replay.NewCountingStorage(replay.H200().MemorySize)
 	s.Granule = replay.H200Granule
-	const gib = 1 << 30
 	space := s.MaxVirtualSize()
-	require.Equal(t, uint64(768*gib), space)
-	_, err := s.Alloc(100 * gib)
-	require.NoError(t, err)
-	require.Equal(t, space-300*gib, s.VirtualSpaceLeft())
-	_, err = s.ReserveVirtual(space - 300*gib + 1)
+	require.Equal(t, vkruntime.RangesSpace(1<<40, replay.H200().MemorySize)&^(replay.H200Granule-1), space)
+	_, err := s.ReserveVirtual(space + 1)
 	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
-	_, err = s.ReserveVirtual(space - 300*gib)
+	_, err = s.ReserveVirtual(space)
 	require.NoError(t, err)
 	require.Zero(t, s.VirtualSpaceLeft())
-	// 768 GiB taken of the 832 GiB allocations may reach: 21⅓ GiB more.
-	_, err = s.Alloc(22 * gib)
-	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
-	require.ErrorContains(t, err, "the driver's address space")
-	_, err = s.Alloc(21 * gib)
-	require.NoError(t, err)
+}
 
-	plain := replay.NewCountingStorage(0)
-	_, err = plain.Alloc(1 << 40)
-	require.NoError(t, err, "no sparse residency, no address space counted")
+// Streams that hold a little each and take whole first ranges leave the
+// heap to a stream that comes after them and fills it: twelve streams of
+// 1 MiB, then one of 135 GiB. When the model counted allocations against
+// the ranges' space as they came, the ninth idle stream's range was enough
+// to refuse the big one at 114–134 GB live.
+func TestIdleStreamsLeaveTheHeapToALaterOne(t *testing.T) {
+	var b strings.Builder
+	for s := range 12 {
+		fmt.Fprintf(&b, "a %d %d %d\n", s, 1<<20, s)
+	}
+	for k := range 135 {
+		fmt.Fprintf(&b, "a %d %d 100\n", 100+k, 1<<30)
+	}
+	r, err := replay.Run(tracetest.Inline(t, b.String()), memory.VirtualLayout(memory.VirtualPlan{}), replay.Options{})
+	require.NoError(t, err)
+	require.Equal(t, uint64(12<<20+135<<30), r.PeakLiveBytes)
+}
+
+// Streams of a few GiB each fill most of the heap: 39 streams of three
+// 1 GiB reservations, and 120 streams of one (a pool needing exactly 1 GiB
+// takes a 1 GiB range, not 2 GiB).
+func TestManyStreamsOfAFewGiBFillTheHeap(t *testing.T) {
+	for _, c := range []struct{ streams, each int }{{39, 3}, {120, 1}} {
+		var b strings.Builder
+		id := 0
+		for s := range c.streams {
+			for range c.each {
+				fmt.Fprintf(&b, "a %d %d %d\n", id, 1<<30, s)
+				id++
+			}
+		}
+		r, err := replay.Run(tracetest.Inline(t, b.String()), memory.VirtualLayout(memory.VirtualPlan{}), replay.Options{})
+		require.NoError(t, err, "%d streams of %d GiB", c.streams, c.each)
+		require.Equal(t, uint64(id)<<30, r.PeakLiveBytes)
+	}
 }

@@ -29,8 +29,7 @@ type CountingStorage struct {
 	deallocs  uint64
 	bytesHeld uint64
 	peakHeld  uint64
-	// virtual: the live ranges' sizes, which share maxVirtualSize with
-	// the allocations (addressTaken).
+	// virtual: the live ranges' sizes, which share maxVirtualSize.
 	virtual      map[vkruntime.StorageID]uint64
 	virtualBytes uint64
 }
@@ -54,10 +53,6 @@ func (s *CountingStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 	if s.Limit != 0 && (size > s.Limit || s.bytesHeld > s.Limit-size) {
 		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Limit: s.Limit, Usage: s.bytesHeld,
 			Detail: fmt.Sprintf("a dry-run storage of %d B already holds %d B", s.Limit, s.bytesHeld)}
-	}
-	if s.Granule != 0 && (size > maxAddressTaken/allocationAddressFactor || s.addressTaken()+allocationAddressFactor*size > maxAddressTaken) {
-		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Limit: maxAddressTaken,
-			Detail: fmt.Sprintf("the driver's address space: the ranges and allocations take %d B of the %d B allocations may reach", s.addressTaken(), uint64(maxAddressTaken))}
 	}
 	s.next++
 	s.hold(s.next, size)
