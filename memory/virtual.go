@@ -20,8 +20,8 @@ const (
 	// heap past its plan's places; when the placement outgrows its ranges
 	// it takes another as large as all before it, up to
 	// virtualSpacePerHeap heaps. The device's sparse address space is
-	// shared by every stream's ranges (on the H200 what vk lets them take
-	// of it is 768 GiB, 5.5 heaps, less what the allocations take):
+	// shared by every stream's ranges (on the H200 vk lets them take
+	// 441 GB of it, 2.9 heaps: runtime.RangesSpace):
 	// ranges that grow with what a stream places leave room for many
 	// streams, where whole ranges of four heaps left room for one.
 	virtualFirstRangeDivisor = 4
@@ -450,8 +450,9 @@ func (p *virtualPool) placeInNewRange(size uint64) (int32, uint64, error) {
 			return b, p.slotsEnd + off, nil
 		}
 	}
-	if len(p.segs) > 0 {
-		return 0, 0, fmt.Errorf("%w: no free range of %d B in %d virtual ranges, and the device's sparse address space has no range that large left",
+	if size <= p.fullSpace {
+		// takeRange found no room for another range.
+		return 0, 0, fmt.Errorf("%w: no free range of %d B in the pool's %d virtual range(s), and the device's sparse address space has no range that large left",
 			vkruntime.ErrOutOfDeviceMemory, size, len(p.segs)+1)
 	}
 	return 0, 0, fmt.Errorf("%w: no free range of %d B in a virtual range of %d B", vkruntime.ErrOutOfDeviceMemory, size, p.space)
@@ -791,7 +792,10 @@ func (p *virtualPool) ensureRange() error {
 	need := p.slotsEnd + p.place.end()
 	// modest is what the pool needs, rounded up to a power of two of at
 	// least virtualTightRange: all it takes where the space is short.
-	modest := max(virtualTightRange, uint64(1)<<bits.Len64(need))
+	modest := uint64(virtualTightRange)
+	if need > modest {
+		modest = uint64(1) << bits.Len64(need-1)
+	}
 	size := p.space
 	if r, ok := p.sparse.(vkruntime.VirtualSpaceReporter); ok && r.VirtualSpaceLeft() < p.addrSpace/virtualWholeRangesLeft {
 		// Half the space is taken: this pool takes what it needs and
