@@ -17,8 +17,9 @@ import (
 // bytes. On the H200 (driver 580.159) at 1fa202c the 80th stream was
 // refused with the heap nearly empty; with later streams' ranges what they
 // need, the driver crashed (SIGSEGV in vkAllocateMemory) at the 4,177th,
-// before its allocations were counted in that space; now the 3,161st is
-// refused.
+// its allocations taking the same space at three times their bytes; now
+// the ranges leave room for the whole heap so counted
+// (runtime.RangesSpace), and the 3,213th is refused.
 func TestManyStreamsEachHoldTheirOwnBuffer(t *testing.T) {
 	ctx := context.Background()
 	c := openClient(t)
@@ -47,4 +48,37 @@ func TestManyStreamsEachHoldTheirOwnBuffer(t *testing.T) {
 		require.Equal(t, uint64(i)+1, binary.LittleEndian.Uint64(got), "stream %d reads its own buffer", i)
 	}
 	t.Logf("%d streams held a buffer each", len(bufs))
+}
+
+// Streams holding a little each, whose pools took whole first ranges of
+// the address space, leave the heap to a stream after them that fills most
+// of it: twelve streams of 1 MiB, then one of 125 GiB in 1 GiB buffers (on
+// the H200: 134.2 GB in 137.1 GB reserved). Counting allocations against
+// the ranges' space as they came, as vk did before runtime.RangesSpace,
+// nine idle streams were enough to refuse the busy one in the replay's
+// model.
+func TestIdleStreamsLeaveTheHeapToABusyOne(t *testing.T) {
+	ctx := context.Background()
+	c := openClient(t)
+	if c.SparseGranule() == 0 {
+		t.Skipf("%s has no sparse residency, so its pools hold no address space", c.Device().Name())
+	}
+	const busy = 125
+	if heap := c.Properties().MemorySize; heap < (busy+8)<<30 {
+		t.Skipf("%s has %d B of memory, less than the %d GiB this fills", c.Device().Name(), heap, busy+8)
+	}
+	for range 12 {
+		s, err := c.NewStream()
+		require.NoError(t, err)
+		_, err = s.Empty(ctx, 1<<20)
+		require.NoError(t, err)
+	}
+	s, err := c.NewStream()
+	require.NoError(t, err)
+	for k := range busy {
+		_, err := s.Empty(ctx, 1<<30)
+		require.NoError(t, err, "the busy stream's buffer %d", k)
+	}
+	require.Equal(t, uint64(busy)<<30, s.Usage().BytesInUse)
+	t.Logf("the busy stream holds %d B in %d B reserved", s.Usage().BytesInUse, s.Usage().BytesReserved)
 }
