@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vkrt/vkrt/memory"
+	vkruntime "github.com/vkrt/vkrt/runtime"
 	"github.com/vkrt/vkrt/vk"
 )
 
@@ -87,7 +88,14 @@ func writeDevicesText(w io.Writer, infos []vk.DeviceInfo) error {
 			l.MaxComputeWorkGroupCount, l.MaxComputeWorkGroupSize, l.MaxComputeWorkGroupInvocations,
 			memory.FormatBytes(uint64(l.MaxComputeSharedMemorySize)), l.MaxPushConstantsSize, d.RobustBufferAccess)
 		if d.SparseResidency {
-			fmt.Fprintf(&b, "  sparse residency: yes, address space %s (the virtual layout binds memory granule by granule; its ranges take at most three fourths of the space, less three times the bytes allocated)\n", memory.FormatBytes(l.SparseAddressSpaceSize))
+			var heap uint64 // the largest device-local heap, where the storage's memory lies
+			for _, h := range d.Heaps {
+				if h.DeviceLocal {
+					heap = max(heap, h.Size)
+				}
+			}
+			fmt.Fprintf(&b, "  sparse residency: yes, address space %s (the virtual layout binds memory granule by granule; its ranges take at most %s of it, leaving room for the heap's allocations)\n",
+				memory.FormatBytes(l.SparseAddressSpaceSize), memory.FormatBytes(vkruntime.RangesSpace(l.SparseAddressSpaceSize, heap)))
 		} else {
 			b.WriteString("  sparse residency: no (the virtual layout falls back to SubSlices)\n")
 		}
