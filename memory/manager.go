@@ -119,6 +119,9 @@ func NewManager(s vkruntime.Storage, p vkruntime.DeviceProperties, l Layout) (*M
 	if err != nil {
 		return nil, err
 	}
+	if err := m.checkAddressSpace(resolved); err != nil {
+		return nil, err
+	}
 	m.persistent = newDirectPool(s, &m.total, exclusiveCeiling(p, m.limit()), 0, true)
 	m.build(l, resolved)
 	return m, nil
@@ -577,6 +580,9 @@ func (m *Manager) Install(l Layout) error {
 	resolved, ierr := l.resolve(m.props, m.backendLimit)
 	if ierr != nil {
 		return ierr
+	}
+	if err := m.checkAddressSpace(resolved); err != nil {
+		return err
 	}
 	m.cleanupDynamic(true)
 	m.storage.Flush()

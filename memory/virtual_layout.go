@@ -215,6 +215,37 @@ func unmarshalVirtualKind(body []byte) (PoolKind, error) {
 	return k, nil
 }
 
+// sparseGranuleOf is the storage's sparse granule where a Virtual pool
+// can use it, else 0 (the SubSlices pools stand in).
+func (m *Manager) sparseGranuleOf() (vkruntime.SparseStorage, uint64) {
+	s, ok := m.storage.(vkruntime.SparseStorage)
+	if !ok {
+		return nil, 0
+	}
+	granule := s.SparseGranule()
+	if granule == 0 || granule&(granule-1) != 0 || granule%m.props.Alignment != 0 {
+		return nil, 0
+	}
+	return s, granule
+}
+
+// checkAddressSpace refuses, as an invalid layout, a Virtual plan whose
+// places end past the address space the storage's ranges may take: its
+// first range could never be reserved.
+func (m *Manager) checkAddressSpace(r resolvedLayout) error {
+	s, granule := m.sparseGranuleOf()
+	if granule == 0 {
+		return nil
+	}
+	space := min(s.MaxVirtualSize(), virtualMaxSpace)
+	for _, c := range r.pools {
+		if end := (c.slotsEnd + granule - 1) &^ (granule - 1); c.shape == shapeVirtual && end >= space {
+			return invalidLayout("the virtual plan's places end at %d B, and this device's sparse ranges may take %d B", c.slotsEnd, space)
+		}
+	}
+	return nil
+}
+
 // fitStorage builds a Virtual layout's pool on a storage with sparse
 // residency, and the SubSlices pools in its place on any other.
 func (m *Manager) fitStorage(r resolvedLayout) resolvedLayout {
@@ -226,12 +257,8 @@ func (m *Manager) fitStorage(r resolvedLayout) resolvedLayout {
 			}
 			continue
 		}
-		s, ok := m.storage.(vkruntime.SparseStorage)
-		granule := uint64(0)
-		if ok {
-			granule = s.SparseGranule()
-		}
-		if granule == 0 || granule&(granule-1) != 0 || granule%m.props.Alignment != 0 {
+		s, granule := m.sparseGranuleOf()
+		if granule == 0 {
 			if out == nil {
 				out = slices.Clone(r.pools[:i])
 			}

@@ -820,3 +820,37 @@ func TestFirstRangesLeaveRoomForTheStreamsAfterThem(t *testing.T) {
 	}
 	require.Equal(t, int((s.MaxVirtualSize()-half+quarter-1)/quarter), whole)
 }
+
+// smallSpace is a sparse storage whose ranges may take only 1 GiB.
+type smallSpace struct{ *sparseStorage }
+
+func (smallSpace) MaxVirtualSize() uint64 { return 1 << 30 }
+
+// A Virtual plan whose places end past the address space the device's
+// ranges may take is an invalid layout, at NewManager and at Install, and
+// an Install refused for it changes nothing; its first range could never
+// be reserved. (Its pool's space was worked out by a difference that
+// wrapped, and the run failed at its first reservation.)
+func TestAPlanPastTheAddressSpaceIsInvalid(t *testing.T) {
+	s := smallSpace{newSparseStorage(testGranule)}
+	past := VirtualLayout(VirtualPlan{PlannedBytes: 2 << 20, Slots: []VirtualSlot{{Size: 1 << 20, Offset: 0}, {Size: 1 << 20, Offset: 1 << 30}}})
+	_, err := NewManager(s, testProps, past)
+	var ie *InstallError
+	require.ErrorAs(t, err, &ie)
+	require.Equal(t, InvalidLayout, ie.Kind)
+	require.ErrorContains(t, err, "this device's sparse ranges may take 1073741824 B")
+
+	m, err := NewManager(s, testProps, VirtualLayout(VirtualPlan{}))
+	require.NoError(t, err)
+	h := mustReserve(t, m, 3*testGranule, Eager)
+	before := m.Report()
+	err = m.Install(past)
+	require.ErrorAs(t, err, &ie)
+	require.Equal(t, InvalidLayout, ie.Kind)
+	require.Equal(t, before, m.Report(), "a refused install changes nothing")
+	require.NoError(t, m.Free(h))
+
+	fits := VirtualLayout(VirtualPlan{PlannedBytes: 2 << 20, Slots: []VirtualSlot{{Size: 1 << 20, Offset: 0}, {Size: 1 << 20, Offset: 1 << 29}}})
+	_, err = NewManager(s, testProps, fits)
+	require.NoError(t, err, "a plan inside the space installs")
+}
