@@ -26,8 +26,9 @@
 // writer refuses, before writing anything, a file it cannot write (an error
 // matching fs.ErrPermission) and one that fails SQLite's quick check
 // (ErrCorrupt); a write lock held by another writer past the busy timeout
-// is ErrBusy. A writer whose file is removed or replaced while it is open
-// stops with ErrReplaced rather than write where no reader looks. An
+// is ErrBusy. A writer whose file is removed or replaced, or whose
+// write-ahead log is removed, while it is open stops with ErrReplaced
+// rather than write where no reader looks. An
 // environment reached through a symbolic link is read with
 // the log next to the file the link points to, where SQLite keeps it.
 package environment

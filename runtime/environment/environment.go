@@ -200,6 +200,10 @@ type Env struct {
 	readOnly bool
 	// opened is a writer's file as it opened it (see sameFile).
 	opened os.FileInfo
+	// pinned is a writer's connection held open with the write-ahead log
+	// open, so SQLite never deletes the log while the Env is open: a log
+	// missing at the path then went from outside (see sameFile).
+	pinned *sql.Conn
 	// snapshot: read-only, and db reads a fixed picture of the files (the
 	// main file opened as immutable, or a private copy of the file and its
 	// log), taken when they were in state openedAs.
@@ -281,12 +285,25 @@ func OpenContext(ctx context.Context, name string, opts ...Option) (*Env, error)
 		db.Close()
 		return nil, err
 	}
+	pinned, err := db.Conn(ctx)
+	if err == nil {
+		// A read opens the log on this connection.
+		_, err = pinned.ExecContext(ctx, "SELECT count(*) FROM sqlite_schema")
+		if err != nil {
+			pinned.Close()
+		}
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("environment %q: %w", name, dbError(path, c.busyTimeout, err))
+	}
 	opened, err := os.Stat(path)
 	if err != nil {
+		pinned.Close()
 		db.Close()
 		return nil, fmt.Errorf("environment %q: %w", name, err)
 	}
-	return &Env{name: name, path: path, file: file, db: db, opened: opened, busy: c.busyTimeout, now: c.now}, nil
+	return &Env{name: name, path: path, file: file, db: db, opened: opened, pinned: pinned, busy: c.busyTimeout, now: c.now}, nil
 }
 
 // openReadOnly opens an existing file without writing anything next to it.
@@ -542,8 +559,11 @@ func (e *Env) Close() error {
 		r.Close()
 	}
 	var closeErr error
+	if e.pinned != nil {
+		closeErr = e.pinned.Close()
+	}
 	if db != nil {
-		closeErr = db.Close()
+		closeErr = errors.Join(closeErr, db.Close())
 	}
 	// The copies go after every pool reading them is closed.
 	if err := errors.Join(closeErr, removeAll(copies)); err != nil {
@@ -581,6 +601,11 @@ func (e *Env) sameFile() error {
 		return fmt.Errorf("environment %q: %w", e.name, err)
 	case !os.SameFile(e.opened, now):
 		return fmt.Errorf("environment %q: %w: %s is another file than the one opened; open the environment again", e.name, ErrReplaced, e.path)
+	}
+	// The pinned connection keeps the log: one missing was removed, and
+	// what is written now would reach no reader.
+	if _, err := os.Lstat(e.file + "-wal"); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("environment %q: %w: its write-ahead log %s-wal is gone; open the environment again", e.name, ErrReplaced, e.file)
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ var (
 	// environment's write lock for longer than the busy timeout.
 	ErrBusy = errors.New("environment: locked by another writer past the busy timeout")
 	// ErrReplaced: the file a writer opened was removed, or another file
-	// put at its path, while it was open. SQLite would go on writing into
+	// put at its path, or its write-ahead log removed, while it was open. SQLite would go on writing into
 	// the file that went, and a connection opened later into the new one,
 	// so the writer stops: open the environment again.
 	ErrReplaced = errors.New("environment: file removed or replaced while open")

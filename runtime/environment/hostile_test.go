@@ -330,14 +330,20 @@ func TestAWriterWhoseFileIsReplacedStops(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	other := filledEnvironment(t, t.TempDir(), "other", 3)
-	for _, how := range []string{"removed", "replaced"} {
+	for _, how := range []string{"removed", "replaced", "log-removed"} {
 		t.Run(how, func(t *testing.T) {
 			env, err := Open(how, WithDir(dir))
 			require.NoError(t, err)
 			defer env.Close()
 			_, err = env.Put(ctx, "before", sampleRecord{Seq: 1})
 			require.NoError(t, err)
-			for _, side := range []string{"", "-wal", "-shm"} {
+			sides := []string{"", "-wal", "-shm"}
+			if how == "log-removed" {
+				// Writes would go into the unlinked log, which no reader
+				// opening the path sees.
+				sides = sides[1:]
+			}
+			for _, side := range sides {
 				require.NoError(t, os.Remove(env.Path()+side))
 			}
 			if how == "replaced" {
@@ -355,9 +361,19 @@ func TestAWriterWhoseFileIsReplacedStops(t *testing.T) {
 			require.ErrorIs(t, err, ErrReplaced, "a writer's reads stop too")
 			require.NoError(t, env.Close())
 
-			if how == "removed" {
+			switch how {
+			case "removed":
 				_, err := os.Stat(env.Path())
 				require.ErrorIs(t, err, fs.ErrNotExist, "no file is made again at the path")
+				return
+			case "log-removed":
+				again, err := Open(how, WithDir(dir), ReadOnly())
+				require.NoError(t, err)
+				defer again.Close()
+				got, err := again.Query(ctx, Query{})
+				require.NoError(t, err)
+				require.Len(t, got, 1, "the record before reaches the file at Close's checkpoint; none after was taken for written")
+				require.Equal(t, "before", got[0].Label)
 				return
 			}
 			again, err := Open(how, WithDir(dir))

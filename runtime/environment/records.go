@@ -114,20 +114,20 @@ func (e *Env) PutJSON(ctx context.Context, kind, label string, body []byte) (Ent
 	}
 	tx, err := e.db.BeginTx(ctx, nil)
 	if err != nil {
-		return Entry{}, fmt.Errorf("environment %q: writing %q record %q: %w", e.name, kind, label, dbError(e.path, e.busy, err))
+		return Entry{}, e.failedWrite(fmt.Errorf("environment %q: writing %q record %q: %w", e.name, kind, label, dbError(e.path, e.busy, err)))
 	}
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, "INSERT INTO records (kind, label, time_ns, body) VALUES (?, ?, ?, ?)",
 		kind, label, at.UnixNano(), string(body))
 	if err != nil {
-		return Entry{}, fmt.Errorf("environment %q: writing %q record %q: %w", e.name, kind, label, dbError(e.path, e.busy, err))
+		return Entry{}, e.failedWrite(fmt.Errorf("environment %q: writing %q record %q: %w", e.name, kind, label, dbError(e.path, e.busy, err)))
 	}
 	id, err := res.LastInsertId()
 	if err != nil {
-		return Entry{}, fmt.Errorf("environment %q: writing %q record %q: %w", e.name, kind, label, dbError(e.path, e.busy, err))
+		return Entry{}, e.failedWrite(fmt.Errorf("environment %q: writing %q record %q: %w", e.name, kind, label, dbError(e.path, e.busy, err)))
 	}
 	if err := tx.Commit(); err != nil {
-		return Entry{}, fmt.Errorf("environment %q: committing %q record %q: %w", e.name, kind, label, dbError(e.path, e.busy, err))
+		return Entry{}, e.failedWrite(fmt.Errorf("environment %q: committing %q record %q: %w", e.name, kind, label, dbError(e.path, e.busy, err)))
 	}
 	if err := e.sameFile(); err != nil {
 		return Entry{}, fmt.Errorf("%w (the %q record %q was committed as record %d, maybe into the file that went)", err, kind, label, id)
@@ -332,4 +332,14 @@ func CheckLabelGlob(glob string) error {
 		i = j + end
 	}
 	return nil
+}
+
+// failedWrite is a failed write's error, told as ErrReplaced where the
+// file went meanwhile: SQLite then fails with an I/O error, or writes into
+// an empty file it made at the path, which match no sentinel.
+func (e *Env) failedWrite(err error) error {
+	if gone := e.sameFile(); errors.Is(gone, ErrReplaced) && !errors.Is(err, ErrReplaced) {
+		return fmt.Errorf("%w (the write failed: %v)", gone, err)
+	}
+	return err
 }
