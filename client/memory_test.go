@@ -241,13 +241,19 @@ func TestRecordMemoryAfterTheFileIsRemovedOpensItAgain(t *testing.T) {
 	require.NoError(t, err)
 	path, err := environment.Path("removed", environment.WithDir(dir))
 	require.NoError(t, err)
-	for _, side := range []string{"", "-wal", "-shm"} {
-		require.NoError(t, os.Remove(path+side))
+	// Removing the file fails the next record and the one after opens it
+	// again.
+	removeThenRecord := func() {
+		t.Helper()
+		for _, side := range []string{"", "-wal", "-shm"} {
+			require.NoError(t, os.Remove(path+side))
+		}
+		_, err := c.RecordMemory(ctx, "lost")
+		require.ErrorIs(t, err, environment.ErrReplaced)
+		_, err = c.RecordMemory(ctx, "after")
+		require.NoError(t, err)
 	}
-	_, err = c.RecordMemory(ctx, "lost")
-	require.ErrorIs(t, err, environment.ErrReplaced)
-	_, err = c.RecordMemory(ctx, "after")
-	require.NoError(t, err)
+	removeThenRecord()
 	env, err := environment.Open("removed", environment.WithDir(dir), environment.ReadOnly())
 	require.NoError(t, err)
 	defer env.Close()
@@ -267,13 +273,7 @@ func TestRecordMemoryAfterTheFileIsRemovedOpensItAgain(t *testing.T) {
 	}
 	before := openFiles()
 	for range 20 {
-		for _, side := range []string{"", "-wal", "-shm"} {
-			require.NoError(t, os.Remove(path+side))
-		}
-		_, err = c.RecordMemory(ctx, "lost")
-		require.ErrorIs(t, err, environment.ErrReplaced)
-		_, err = c.RecordMemory(ctx, "after")
-		require.NoError(t, err)
+		removeThenRecord()
 	}
 	require.LessOrEqual(t, openFiles(), before+3, "open files after 20 removals")
 }

@@ -22,10 +22,7 @@ import (
 // (runtime.RangesSpace), and the 3,213th is refused.
 func TestManyStreamsEachHoldTheirOwnBuffer(t *testing.T) {
 	ctx := context.Background()
-	c := openClient(t)
-	if c.SparseGranule() == 0 {
-		t.Skipf("%s has no sparse residency, so its pools hold no address space", c.Device().Name())
-	}
+	c := openSparseClient(t)
 	const most = 10000
 	var bufs []*Buffer
 	for i := range most {
@@ -59,10 +56,7 @@ func TestManyStreamsEachHoldTheirOwnBuffer(t *testing.T) {
 // model.
 func TestIdleStreamsLeaveTheHeapToABusyOne(t *testing.T) {
 	ctx := context.Background()
-	c := openClient(t)
-	if c.SparseGranule() == 0 {
-		t.Skipf("%s has no sparse residency, so its pools hold no address space", c.Device().Name())
-	}
+	c := openSparseClient(t)
 	const busy = 125
 	if heap := c.Properties().MemorySize; heap < (busy+8)<<30 {
 		t.Skipf("%s has %d B of memory, less than the %d GiB this fills", c.Device().Name(), heap, busy+8)
@@ -81,4 +75,15 @@ func TestIdleStreamsLeaveTheHeapToABusyOne(t *testing.T) {
 	}
 	require.Equal(t, uint64(busy)<<30, s.Usage().BytesInUse)
 	t.Logf("the busy stream holds %d B in %d B reserved", s.Usage().BytesInUse, s.Usage().BytesReserved)
+}
+
+// openSparseClient opens a client on the default device, skipping where it
+// has no sparse residency: there no pool holds address space.
+func openSparseClient(t *testing.T) *Client {
+	t.Helper()
+	c := openClient(t)
+	if c.SparseGranule() == 0 {
+		t.Skipf("%s has no sparse residency, so its pools hold no address space", c.Device().Name())
+	}
+	return c
 }
