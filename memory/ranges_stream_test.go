@@ -20,8 +20,9 @@ import (
 // invariants, knows what the device binds, and every resolved reservation
 // lies on memory the device bound; with nothing live, a cleanup returns
 // every chunk and range. It reports whether the pool took more than one
-// range.
-func rangesStream(t *testing.T, seed uint64, plan VirtualPlan) (spread bool) {
+// range, and whether it opened the planned places' area to reservations
+// off the plan.
+func rangesStream(t *testing.T, seed uint64, plan VirtualPlan) (spread, opened bool) {
 	r := rand.New(rand.NewPCG(seed, 3))
 	s := newSparseStorage(testGranule)
 	props := vkruntime.DeviceProperties{Alignment: 256, MaxPageSize: 64 << 20, MemorySize: 4 << 20}
@@ -83,6 +84,7 @@ func rangesStream(t *testing.T, seed uint64, plan VirtualPlan) (spread bool) {
 			}
 		}
 		spread = spread || len(vp.segs) > 0
+		opened = opened || vp.opened != nil
 		require.NoError(t, m.checkInvariants(), name)
 		require.NoError(t, deviceAgrees(vp, s), name)
 		for _, l := range live {
@@ -105,17 +107,24 @@ func rangesStream(t *testing.T, seed uint64, plan VirtualPlan) (spread bool) {
 	require.NoError(t, m.checkInvariants())
 	require.Empty(t, s.live, "seed %d: every chunk returned", seed)
 	require.Empty(t, s.ranges, "seed %d: every range returned", seed)
-	return spread
+	return spread, opened
 }
 
 func TestRangesStreams(t *testing.T) {
 	g := uint64(testGranule)
-	plans := []VirtualPlan{{}, {PlannedBytes: 8 * g, Slots: []VirtualSlot{{2 * g, 0}, {g, 2 * g}, {3 * g, 3 * g}, {g / 2, 6 * g}, {4 * g, 7 * g}}}}
-	spread := 0
-	for seed := range uint64(200) {
-		if rangesStream(t, seed, plans[seed%2]) {
+	plans := []VirtualPlan{{}, {PlannedBytes: 8 * g, Slots: []VirtualSlot{{2 * g, 0}, {g, 2 * g}, {3 * g, 3 * g}, {g / 2, 6 * g}, {4 * g, 7 * g}}},
+		// Places spread over more address space than the run holds.
+		{PlannedBytes: 4 * g, Slots: []VirtualSlot{{g, 0}, {g / 2, 5 * g}, {2 * g, 11 * g}}}}
+	spread, opened := 0, 0
+	for seed := range uint64(300) {
+		s, o := rangesStream(t, seed, plans[seed%3])
+		if s {
 			spread++
 		}
+		if o {
+			opened++
+		}
 	}
-	require.Greater(t, spread, 100, "most streams spread over several ranges")
+	require.Greater(t, spread, 150, "most streams spread over several ranges")
+	require.GreaterOrEqual(t, opened, 10, "runs that left a plan and found no range left open its places' area")
 }

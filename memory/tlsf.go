@@ -16,6 +16,7 @@ import (
 type tlsfRange struct {
 	blocks   []tlsfBlock
 	spare    int32 // head of the chain of unused block slots, linked by nextFree
+	first    int32 // the block at the lowest address: 0 until prepend
 	flBitmap uint64
 	slBitmap [64]uint16
 	heads    [64 << tlsfSLBits]int32
@@ -226,7 +227,7 @@ func (r *tlsfRange) check(size uint64) (used int, err error) {
 	}
 	free := 0
 	lastFree := false
-	for b := int32(0); b != none; b = r.blocks[b].nextPhys {
+	for b := r.first; b != none; b = r.blocks[b].nextPhys {
 		blk := &r.blocks[b]
 		switch {
 		case blk.prevPhys != prev:
@@ -260,10 +261,10 @@ func (r *tlsfRange) end() uint64 {
 	return blk.offset + blk.size
 }
 
-// last is the block at the highest address. Block 0 is always the lowest:
-// it starts at offset 0, so it never merges into a block below it.
+// last is the block at the highest address. The first block starts at
+// offset 0, so it never merges into a block below it.
 func (r *tlsfRange) last() int32 {
-	b := int32(0)
+	b := r.first
 	for r.blocks[b].nextPhys != none {
 		b = r.blocks[b].nextPhys
 	}
@@ -304,4 +305,58 @@ func (r *tlsfRange) shrink(size uint64) {
 	}
 	blk.size = size - blk.offset
 	r.insertFree(b)
+}
+
+// prepend makes the range size bytes longer at its low end: every block
+// moves size bytes up, and [0, size) becomes blocks in use where used says
+// (intervals in address order, apart, inside it) and free between them. It
+// returns the blocks in use, in used's order. Blocks keep their numbers.
+func (r *tlsfRange) prepend(size uint64, used [][2]uint64) []int32 {
+	if size == 0 {
+		return nil
+	}
+	for b := r.first; b != none; b = r.blocks[b].nextPhys {
+		r.blocks[b].offset += size
+	}
+	ids := make([]int32, 0, len(used))
+	prev, at := int32(none), uint64(0)
+	link := func(off, n uint64, free bool) int32 {
+		b := r.newBlock()
+		r.blocks[b] = tlsfBlock{offset: off, size: n, prevPhys: prev, nextPhys: none}
+		if prev == none {
+			r.first = b
+		} else {
+			r.blocks[prev].nextPhys = b
+		}
+		if free {
+			r.insertFree(b)
+		}
+		prev = b
+		return b
+	}
+	old := r.first
+	for _, u := range used {
+		if u[0] > at {
+			link(at, u[0]-at, true)
+		}
+		ids = append(ids, link(u[0], u[1]-u[0], false))
+		at = u[1]
+	}
+	if ob := &r.blocks[old]; at < size && ob.free {
+		// The gap below the old first block is free as it is: one block.
+		r.removeFree(old)
+		ob.offset, ob.size, ob.prevPhys = at, ob.size+size-at, prev
+		r.insertFree(old)
+	} else {
+		if at < size {
+			link(at, size-at, true)
+		}
+		r.blocks[old].prevPhys = prev
+	}
+	if prev == none {
+		r.first = old
+	} else {
+		r.blocks[prev].nextPhys = old
+	}
+	return ids
 }

@@ -127,6 +127,11 @@ type virtualPool struct {
 	aheadTo   uint64        // the plan's places below it had memory bound ahead
 	leftPlan  func(ordinal, size uint64)
 	live      liveSlots // the live planned places by offset
+	// opened: the run left its plan and then found no address space for a
+	// reservation above the planned places, so their area was opened to
+	// TLSF (openSlotArea): the live planned reservations are blocks there,
+	// by offset. A plan never keeps a run from the memory the device has.
+	opened map[uint64]int32
 	// planEnds counts, for each granule under the plan's places, the live
 	// planned reservations that begin or end in it. A reservation's inner
 	// granules are its own, so another touches one of its end granules
@@ -399,7 +404,7 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 // reservation of a run that was following it: the slot is still its own
 // when it is tried again.
 func (p *virtualPool) stayOnPlan(wasFollowing bool) {
-	if wasFollowing {
+	if wasFollowing && p.opened == nil {
 		p.ordinal--
 		p.following = true
 	}
@@ -449,6 +454,11 @@ func (p *virtualPool) placeInNewRange(size uint64) (int32, uint64, error) {
 		if b, off, ok := p.place.alloc(size); ok {
 			return b, p.slotsEnd + off, nil
 		}
+	} else if p.slotsEnd > 0 && !p.following && p.slotAreaHolds(size) {
+		p.openSlotArea()
+		if b, off, ok := p.place.alloc(size); ok {
+			return b, off, nil
+		}
 	}
 	if size <= p.fullSpace {
 		// takeRange found no room for another range.
@@ -456,6 +466,47 @@ func (p *virtualPool) placeInNewRange(size uint64) (int32, uint64, error) {
 			vkruntime.ErrOutOfDeviceMemory, size, len(p.segs)+1)
 	}
 	return 0, 0, fmt.Errorf("%w: no free range of %d B in a virtual range of %d B", vkruntime.ErrOutOfDeviceMemory, size, p.space)
+}
+
+// openSlotArea gives TLSF the planned places' area, below where it
+// placed: the live planned reservations become blocks in use there, the
+// rest free. A run that left its plan places only above that area, and a
+// plan's places may spread over far more address space than its run's
+// live bytes, so without this a run could find no address space left
+// with the heap far from full. It is the last resort, taken when no
+// range is left for a reservation, and only for one that a free stretch
+// of the area then holds (slotAreaHolds): until then placement is as
+// before, and a reservation refused leaves the pool as it was. The run
+// never follows the plan again.
+func (p *virtualPool) openSlotArea() {
+	var used [][2]uint64
+	p.live.each(func(off, end uint64) { used = append(used, [2]uint64{off, end}) })
+	ids := p.place.prepend(p.slotsEnd, used)
+	p.opened = make(map[uint64]int32, len(ids))
+	for i, u := range used {
+		p.opened[u[0]] = ids[i]
+	}
+	clear(p.live.words)
+	clear(p.live.summary)
+	p.live.n = 0
+	clear(p.planEnds)
+	p.slotsEnd = 0
+}
+
+// slotAreaHolds says whether, were the planned places' area opened, a free
+// stretch of it (with the free block above it, if any) would hold size
+// bytes.
+func (p *virtualPool) slotAreaHolds(size uint64) bool {
+	at, fits := uint64(0), false
+	p.live.each(func(off, end uint64) {
+		fits = fits || off-at >= size
+		at = end
+	})
+	top := p.slotsEnd - at
+	if b := &p.place.blocks[p.place.first]; b.free {
+		top += b.size
+	}
+	return fits || top >= size
 }
 
 // takeRange, when no range of the pool has room for a reservation of size
@@ -1190,7 +1241,11 @@ func (p *virtualPool) addChunk(dp devicePage) {
 }
 
 func (p *virtualPool) free(ref int32, requested uint64) {
-	if ref < 0 {
+	if ref < 0 && p.opened != nil {
+		off := p.slots[^ref].Offset
+		ref = p.opened[off]
+		delete(p.opened, off)
+	} else if ref < 0 {
 		k := int(^ref)
 		s := p.slots[k]
 		p.uncountAlloc(requested, s.Size)
@@ -1313,6 +1368,13 @@ func (p *virtualPool) checkInvariants() error {
 	if err != nil {
 		return fmt.Errorf("virtual pool: %w", err)
 	}
+	// The live planned reservations of an opened area are blocks in use
+	// at their places.
+	for off, b := range p.opened {
+		if blk := &p.place.blocks[b]; blk.free || blk.size == 0 || p.slotsEnd+blk.offset != off {
+			return fmt.Errorf("virtual pool: the planned reservation at %d is not a block in use there", off)
+		}
+	}
 	// The fences between ranges are blocks in use, and no reservation's.
 	placed -= len(p.segs)
 	fences := make(map[int32]bool, len(p.segs))
@@ -1347,7 +1409,7 @@ func (p *virtualPool) checkInvariants() error {
 	}
 	var ranges [][2]int
 	granules := func(off, end uint64) [2]int { return [2]int{int(off >> p.shift), int((end - 1) >> p.shift)} }
-	for b := int32(0); b != none; b = p.place.blocks[b].nextPhys {
+	for b := p.place.first; b != none; b = p.place.blocks[b].nextPhys {
 		if blk := &p.place.blocks[b]; !blk.free && !fences[b] {
 			ranges = append(ranges, granules(p.slotsEnd+blk.offset, p.slotsEnd+blk.offset+blk.size))
 		}
