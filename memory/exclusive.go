@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -8,9 +9,14 @@ import (
 )
 
 // exclusivePool gives each reservation a whole page. A new page is sized to
-// the request; a free page is reused by any request it fits, the smallest
-// such page first (lowest index on ties). Pages that stayed free for a
-// whole period of the pool's reservations go back to the driver.
+// the request; a free page is reused by a request it fits, the smallest
+// such page first (lowest index on ties), unless the request would leave
+// most of it unused (see oversize) and the device grants a page of its
+// own. A page is never split, so a small buffer on a large free page
+// held the rest of it for as long as it lived (a 100 MiB buffer took a
+// free 90 GiB page, and a 60 GiB one after it was refused with 100 MiB
+// live). Pages that stayed free for a whole period of the pool's
+// reservations go back to the driver.
 //
 // Pages are grouped by size, and a map finds a size's group, so the common
 // reuse of a page of exactly the requested size is a lookup and a pop; only
@@ -55,54 +61,83 @@ func (p *exclusivePool) capacity() (uint64, uint64, bool) { return 0, 0, false }
 
 func (p *exclusivePool) reserve(size, requested uint64, lazy bool) (int32, error) {
 	g := p.fitGroup(size)
-	var ref int32
-	if g >= 0 {
-		free := p.groups[g].free
-		ref = free[len(free)-1]
-		if !lazy {
-			if err := p.mapPage(&p.pages[ref].devicePage); err != nil {
-				return 0, err
-			}
+	if g < 0 {
+		return p.newPage(size, requested, lazy)
+	}
+	if oversize(p.groups[g].size, size) {
+		// A page of its own, unless the device has no room for one: then
+		// the free page serves, as it always did.
+		ref, err := p.newPage(size, requested, lazy)
+		if err == nil || !errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
+			return ref, err
 		}
-		p.groups[g].free = free[:len(free)-1]
-	} else {
-		below, idle, drop := p.tooSmall(size)
-		var freeing uint64
-		if drop {
-			freeing = idle
-		}
-		if err := p.roomForFreeing(size, freeing); err != nil {
+	}
+	free := p.groups[g].free
+	ref := free[len(free)-1]
+	if !lazy {
+		if err := p.mapPage(&p.pages[ref].devicePage); err != nil {
 			return 0, err
 		}
-		// The pages too small lose their memory first, to make room on
-		// the device, but are kept until the new page is granted: a
-		// refused reservation maps them again and changes nothing.
-		if drop {
-			for g := range below {
-				free := p.groups[g].free
-				for i := len(free) - 1; i >= 0; i-- { // the order release hands them back in
-					if pg := &p.pages[free[i]].devicePage; p.unmapPage(pg) {
-						p.unmapped = append(p.unmapped, pg)
-					}
+	}
+	p.groups[g].free = free[:len(free)-1]
+	return p.serve(ref, requested), nil
+}
+
+// exclusiveWasteBound is how much of a free page a reservation may leave
+// unused beyond half of it: PyTorch's caching allocator does not serve a
+// request from a cached block more than 20 MiB larger either.
+const exclusiveWasteBound = 20 << 20
+
+// oversize says whether a reservation of size would leave most of a page
+// of page bytes, and more than exclusiveWasteBound, unused.
+func oversize(page, size uint64) bool {
+	return page/2 > size && page-size > exclusiveWasteBound
+}
+
+// newPage serves a reservation no free page holds, or one it would waste
+// most of, from a new page.
+func (p *exclusivePool) newPage(size, requested uint64, lazy bool) (int32, error) {
+	below, idle, drop := p.tooSmall(size)
+	var freeing uint64
+	if drop {
+		freeing = idle
+	}
+	if err := p.roomForFreeing(size, freeing); err != nil {
+		return 0, err
+	}
+	// The pages too small lose their memory first, to make room on
+	// the device, but are kept until the new page is granted: a
+	// refused reservation maps them again and changes nothing.
+	if drop {
+		for g := range below {
+			free := p.groups[g].free
+			for i := len(free) - 1; i >= 0; i-- { // the order release hands them back in
+				if pg := &p.pages[free[i]].devicePage; p.unmapPage(pg) {
+					p.unmapped = append(p.unmapped, pg)
 				}
 			}
-			if len(p.unmapped) > 0 {
-				p.storage.Flush()
-			}
 		}
-		dp, err := p.allocPage(size, lazy, freeing)
-		p.remapIfRefused(err)
-		if err != nil {
-			return 0, err
+		if len(p.unmapped) > 0 {
+			p.storage.Flush()
 		}
-		if drop {
-			p.release(below, func(*exclusivePage) bool { return true })
-		}
-		p.countPage(dp)
-		ref = takeSlot(&p.pages, &p.spare)
-		p.pages[ref] = exclusivePage{devicePage: dp, held: true}
-		p.groups[p.groupFor(size)].held++
 	}
+	dp, err := p.allocPage(size, lazy, freeing)
+	p.remapIfRefused(err)
+	if err != nil {
+		return 0, err
+	}
+	if drop {
+		p.release(below, func(*exclusivePage) bool { return true })
+	}
+	p.countPage(dp)
+	ref := takeSlot(&p.pages, &p.spare)
+	p.pages[ref] = exclusivePage{devicePage: dp, held: true}
+	p.groups[p.groupFor(size)].held++
+	return p.serve(ref, requested), nil
+}
+
+// serve marks page ref, just taken, in use by a reservation.
+func (p *exclusivePool) serve(ref int32, requested uint64) int32 {
 	pg := &p.pages[ref]
 	pg.inUse = true
 	pg.lastUsed = p.served
@@ -111,7 +146,7 @@ func (p *exclusivePool) reserve(size, requested uint64, lazy bool) (int32, error
 	if p.served-p.lastSweep >= exclusiveDeallocPeriod {
 		p.sweep(false)
 	}
-	return ref, nil
+	return ref
 }
 
 // fitGroup is the group of the smallest free pages that hold size, or -1.

@@ -80,3 +80,37 @@ func TestExclusivePoolTakesTheSmallestFreePageThatFits(t *testing.T) {
 	require.Empty(t, p.groupOf)
 	require.NoError(t, p.checkInvariants())
 }
+
+// A page is never split: a small reservation gets a page of its own
+// rather than most of a large free one, which then holds a large one
+// after it; where the device refuses the new page, the free page serves.
+func TestExclusivePoolLeavesALargeFreePageToALargeReservation(t *testing.T) {
+	storage := newFakeStorage()
+	p := newExclusivePool(poolConfig{shape: shapeExclusive, maxAlloc: 1 << 40}, storage, &Usage{})
+	big, err := p.reserve(90<<20, 90<<20, false)
+	require.NoError(t, err)
+	p.free(big, 90<<20)
+	small, err := p.reserve(10<<20, 10<<20, false)
+	require.NoError(t, err)
+	require.NotEqual(t, big, small, "10 MiB would leave 80 MiB of the free page unused")
+	require.Equal(t, uint64(10<<20), p.pages[small].size)
+	large, err := p.reserve(60<<20, 60<<20, false)
+	require.NoError(t, err)
+	require.Equal(t, big, large, "60 MiB takes the free 90 MiB page")
+	require.Equal(t, 2, storage.allocs)
+
+	// 46 MiB takes more than half of the free 90 MiB page: it reuses it.
+	p.free(large, 60<<20)
+	again, err := p.reserve(46<<20, 46<<20, false)
+	require.NoError(t, err)
+	require.Equal(t, big, again)
+	require.Equal(t, 2, storage.allocs)
+
+	// The device refuses a page of its own: the large free page serves.
+	p.free(again, 46<<20)
+	storage.failAfter = 0
+	served, err := p.reserve(1<<20, 1<<20, false)
+	require.NoError(t, err)
+	require.Equal(t, big, served)
+	require.NoError(t, p.checkInvariants())
+}

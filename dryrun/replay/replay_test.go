@@ -282,3 +282,22 @@ func TestStreamsPastTheirFirstRangesStillFindRoom(t *testing.T) {
 	require.NoError(t, err, "pools without sparse binding need no address space")
 	require.Len(t, r.Streams, 3264)
 }
+
+// Without sparse residency, a buffer far smaller than a free page gets a
+// page of its own: a 100 MiB buffer took a free 90 GiB page, and a 60 GiB
+// one after it was refused with 100 MiB live.
+func TestASmallBufferLeavesALargeFreePageFree(t *testing.T) {
+	text := fmt.Sprintf("a 0 %d 0\nf 0\na 1 %d 0\na 2 %d 0\n", uint64(90)<<30, uint64(100)<<20, uint64(60)<<30)
+	for name, run := range map[string]func() (*replay.Result, error){
+		"sub-slices": func() (*replay.Result, error) {
+			return replay.Run(tracetest.Inline(t, text), memory.SubSlicesLayout(), replay.Options{})
+		},
+		"virtual without sparse residency": func() (*replay.Result, error) {
+			return replay.Run(tracetest.Inline(t, text), memory.VirtualLayout(memory.VirtualPlan{}), replay.Options{NoSparse: true})
+		},
+	} {
+		r, err := run()
+		require.NoError(t, err, name)
+		require.Equal(t, uint64(90<<30+100<<20), r.ReservedPeakBytes, name)
+	}
+}
