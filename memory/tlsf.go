@@ -130,13 +130,38 @@ func (r *tlsfRange) newBlock() int32 {
 	return int32(len(r.blocks) - 1)
 }
 
+// findAny is find that tries every block of the size's own bin: a free
+// block of at least size, if there is one. It is the last resort, where
+// find's few tries may pass the only block that fits.
+func (r *tlsfRange) findAny(size uint64) int32 {
+	for b := r.heads[tlsfBin(size)]; b != none; b = r.blocks[b].nextFree {
+		if r.blocks[b].size >= size {
+			return b
+		}
+	}
+	return r.find(size)
+}
+
+// allocAny is alloc by findAny.
+func (r *tlsfRange) allocAny(size uint64) (b int32, off uint64, ok bool) {
+	if b = r.findAny(size); b == none {
+		return 0, 0, false
+	}
+	return r.take(b, size)
+}
+
 // alloc places size bytes at the low end of a fitting free block b, at
 // off; ok is false when no free block holds them.
 func (r *tlsfRange) alloc(size uint64) (b int32, off uint64, ok bool) {
 	if b = r.find(size); b == none {
 		return 0, 0, false
 	}
-	off = r.blocks[b].offset
+	return r.take(b, size)
+}
+
+// take places size bytes at the low end of free block b, which holds them.
+func (r *tlsfRange) take(b int32, size uint64) (int32, uint64, bool) {
+	off := r.blocks[b].offset
 	rest := r.blocks[b].size - size
 	if rest == 0 {
 		r.removeFree(b)

@@ -357,8 +357,8 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 	}
 	if !ok {
 		var err error
-		if ref, off, err = p.placeInNewRange(size); err != nil {
-			p.stayOnPlan(wasFollowing)
+		if ref, off, err = p.placeInNewRange(size, wasFollowing); err != nil {
+			p.stayOnPlan(wasFollowing, size)
 			return 0, err
 		}
 	}
@@ -387,7 +387,7 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 	} else if unreal > 0 {
 		if err := p.bindRange(g0, g1, unbound, unreal > unbound); err != nil {
 			p.drop(ref, g0, g1, false)
-			p.stayOnPlan(wasFollowing)
+			p.stayOnPlan(wasFollowing, size)
 			return 0, err
 		}
 	}
@@ -402,11 +402,17 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 
 // stayOnPlan undoes placeOnPlan's step along the plan for a refused
 // reservation of a run that was following it: the slot is still its own
-// when it is tried again.
-func (p *virtualPool) stayOnPlan(wasFollowing bool) {
-	if wasFollowing && p.opened == nil {
+// when it is tried again. One that left the plan with nothing planned
+// live opened the planned places' area: the run has left the plan all the
+// same, and says so.
+func (p *virtualPool) stayOnPlan(wasFollowing bool, size uint64) {
+	switch {
+	case !wasFollowing:
+	case p.opened == nil:
 		p.ordinal--
 		p.following = true
+	case p.leftPlan != nil:
+		p.leftPlan(p.ordinal-1, size)
 	}
 }
 
@@ -440,12 +446,25 @@ func (p *virtualPool) placeOnPlan(size uint64) (ref int32, off uint64, ok bool) 
 	}
 	p.following = false // the caller says so once the reservation is made
 	p.leftNeed = p.neededPeak
+	if p.live.n == 0 && p.slotsEnd > 0 {
+		// Nothing planned is live: the run places from the low end of the
+		// range as a pool with no plan does, and its range need not reach
+		// past the planned places (a stream given a plan it never follows
+		// took a range as large as the plan's places, and streams past the
+		// sixth ran out of address space with a few MiB live). TLSF places
+		// as it would have above them, lower by where they end.
+		p.openSlotArea()
+	}
 	return 0, 0, false
 }
 
 // placeInNewRange places a reservation no range of the pool has room for
 // in a range taken for it (reserve's rare case, kept out of its way).
-func (p *virtualPool) placeInNewRange(size uint64) (int32, uint64, error) {
+// Where no range is left, it tries every free block that may fit, then the
+// planned places' area for a run that had left its plan before this
+// reservation or has gone past its last place (leaving says this one
+// leaves it: refused, it keeps the run on its plan).
+func (p *virtualPool) placeInNewRange(size uint64, leaving bool) (int32, uint64, error) {
 	took, err := p.takeRange(size)
 	if err != nil {
 		return 0, 0, err
@@ -454,9 +473,11 @@ func (p *virtualPool) placeInNewRange(size uint64) (int32, uint64, error) {
 		if b, off, ok := p.place.alloc(size); ok {
 			return b, p.slotsEnd + off, nil
 		}
-	} else if p.slotsEnd > 0 && !p.following && p.slotAreaHolds(size) {
+	} else if b, off, ok := p.place.allocAny(size); ok {
+		return b, p.slotsEnd + off, nil
+	} else if p.slotsEnd > 0 && !p.following && (!leaving || p.ordinal > uint64(len(p.slots))) && p.slotAreaHolds(size) {
 		p.openSlotArea()
-		if b, off, ok := p.place.alloc(size); ok {
+		if b, off, ok := p.place.allocAny(size); ok {
 			return b, off, nil
 		}
 	}
@@ -474,10 +495,12 @@ func (p *virtualPool) placeInNewRange(size uint64) (int32, uint64, error) {
 // plan's places may spread over far more address space than its run's
 // live bytes, so without this a run could find no address space left
 // with the heap far from full. It is the last resort, taken when no
-// range is left for a reservation, and only for one that a free stretch
-// of the area then holds (slotAreaHolds): until then placement is as
-// before, and a reservation refused leaves the pool as it was. The run
-// never follows the plan again.
+// range is left for a reservation of a run that had left its plan, and
+// only for one that a free stretch of the area then holds (slotAreaHolds,
+// which allocAny finds): until then placement is as before. It is also
+// taken when the run leaves its plan with nothing planned live, as
+// placeOnPlan says. The run never follows the plan again, even where the
+// reservation that opened the area is refused for memory.
 func (p *virtualPool) openSlotArea() {
 	var used [][2]uint64
 	p.live.each(func(off, end uint64) { used = append(used, [2]uint64{off, end}) })
@@ -522,8 +545,13 @@ func (p *virtualPool) takeRange(size uint64) (bool, error) {
 	}
 	want := min(p.fullSpace, max(need, p.space&^(p.granule-1)))
 	if !p.ranged {
-		if p.space+p.granule+want > p.addrSpace {
-			return false, nil
+		// Halves down to need, as the device's refusals below would: a
+		// dry run places as its real run does.
+		for p.space+p.granule+want > p.addrSpace {
+			if want == need {
+				return false, nil
+			}
+			want = max(need, (want/2)&^(p.granule-1))
 		}
 		p.addRange(vkruntime.StorageHandle{}, want)
 		return true, nil

@@ -97,3 +97,20 @@ func TestARunThatLeftItsPlanFindsRoomAmongThePlannedPlaces(t *testing.T) {
 	require.Equal(t, uint64(2<<30+30<<30+90<<30), r.PeakLiveBytes)
 	require.LessOrEqual(t, r.Ratio(), 1.03)
 }
+
+// The replay gives its layout to every stream: a plan whose places end at
+// 120 GiB, and 40 streams that each make one 1 MiB buffer, none of them
+// following it. Each stream's range reached past the planned places, and
+// the third stream failed with 2 MiB live; a run that leaves its plan with
+// nothing planned live places from the low end of its range.
+func TestStreamsThatNeverFollowAPlanDoNotReserveItsPlaces(t *testing.T) {
+	plan := memory.VirtualPlan{PlannedBytes: 2 << 30, Slots: []memory.VirtualSlot{{Size: 1 << 30, Offset: 0}, {Size: 1 << 30, Offset: 119 << 30}}}
+	var b strings.Builder
+	for s := range 40 {
+		fmt.Fprintf(&b, "a %d %d %d\n", s, 1<<20, s)
+	}
+	r, err := replay.Run(tracetest.Inline(t, b.String()), memory.VirtualLayout(plan), replay.Options{})
+	require.NoError(t, err)
+	require.Equal(t, uint64(40<<20), r.PeakLiveBytes)
+	require.Len(t, r.Streams, 40)
+}
