@@ -20,9 +20,9 @@ import (
 // invariants, knows what the device binds, and every resolved reservation
 // lies on memory the device bound; with nothing live, a cleanup returns
 // every chunk and range. It reports whether the pool took more than one
-// range, and whether it opened the planned places' area to reservations
-// off the plan.
-func rangesStream(t *testing.T, seed uint64, plan VirtualPlan) (spread, opened bool) {
+// range, whether it opened the planned places' area to reservations off
+// the plan, and whether a cleanup gave back ranges with reservations live.
+func rangesStream(t *testing.T, seed uint64, plan VirtualPlan) (spread, opened, released bool) {
 	r := rand.New(rand.NewPCG(seed, 3))
 	s := newSparseStorage(testGranule)
 	props := vkruntime.DeviceProperties{Alignment: 256, MaxPageSize: 64 << 20, MemorySize: 4 << 20}
@@ -68,7 +68,9 @@ func rangesStream(t *testing.T, seed uint64, plan VirtualPlan) (spread, opened b
 			}
 			live[k].resolved, live[k].sh = true, sh
 		case op < 16:
+			segs := len(vp.segs)
 			m.Cleanup(r.IntN(3) > 0)
+			released = released || (len(vp.segs) < segs && len(live) > 0)
 		case op < 17:
 			s.refuseCall = s.refused + 1 + r.IntN(3)
 		case op < 18:
@@ -107,7 +109,7 @@ func rangesStream(t *testing.T, seed uint64, plan VirtualPlan) (spread, opened b
 	require.NoError(t, m.checkInvariants())
 	require.Empty(t, s.live, "seed %d: every chunk returned", seed)
 	require.Empty(t, s.ranges, "seed %d: every range returned", seed)
-	return spread, opened
+	return spread, opened, released
 }
 
 func TestRangesStreams(t *testing.T) {
@@ -115,16 +117,20 @@ func TestRangesStreams(t *testing.T) {
 	plans := []VirtualPlan{{}, {PlannedBytes: 8 * g, Slots: []VirtualSlot{{2 * g, 0}, {g, 2 * g}, {3 * g, 3 * g}, {g / 2, 6 * g}, {4 * g, 7 * g}}},
 		// Places spread over more address space than the run holds.
 		{PlannedBytes: 4 * g, Slots: []VirtualSlot{{g, 0}, {g / 2, 5 * g}, {2 * g, 11 * g}}}}
-	spread, opened := 0, 0
+	spread, opened, released := 0, 0, 0
 	for seed := range uint64(300) {
-		s, o := rangesStream(t, seed, plans[seed%3])
+		s, o, r := rangesStream(t, seed, plans[seed%3])
 		if s {
 			spread++
 		}
 		if o {
 			opened++
 		}
+		if r {
+			released++
+		}
 	}
+	require.GreaterOrEqual(t, released, 100, "cleanups give back the ranges taken last that hold nothing")
 	require.Greater(t, spread, 150, "most streams spread over several ranges")
-	require.GreaterOrEqual(t, opened, 10, "runs that left a plan and found no range left open its places' area")
+	require.GreaterOrEqual(t, opened, 50, "runs that left a plan open its places' area, at once or once no range is left")
 }

@@ -312,6 +312,16 @@ func (r *tlsfRange) extend(fence, size uint64) int32 {
 	return f
 }
 
+// cut ends the range where block fence, in use, begins: fence and the
+// free block above it, the last, go.
+func (r *tlsfRange) cut(fence int32) {
+	top, below := r.blocks[fence].nextPhys, r.blocks[fence].prevPhys
+	r.removeFree(top)
+	r.dropBlock(top)
+	r.blocks[below].nextPhys = none
+	r.dropBlock(fence)
+}
+
 // shrink makes the range size bytes long, size at least end(): the free
 // block at its top gives up what lies past size.
 func (r *tlsfRange) shrink(size uint64) {

@@ -274,7 +274,7 @@ func (m *Manager) fitStorage(r resolvedLayout) resolvedLayout {
 		c.space = space &^ (granule - 1)
 		c.addrSpace = min(s.MaxVirtualSize(), virtualMaxSpace)
 		c.maxAlloc = min(c.maxAlloc, c.space)
-		c.maxChunk = max(m.limit()&^(granule-1), granule)
+		c.maxChunk = max(min(m.limit(), max(c.heap/virtualChunkDivisor, VirtualChunkUnit))&^(granule-1), granule)
 		if out != nil {
 			out = append(out, c)
 		} else {

@@ -114,3 +114,50 @@ func TestStreamsThatNeverFollowAPlanDoNotReserveItsPlaces(t *testing.T) {
 	require.Equal(t, uint64(40<<20), r.PeakLiveBytes)
 	require.Len(t, r.Streams, 40)
 }
+
+// Streams that each freed a 30 GiB buffer and then made a 1 MiB one on its
+// granules, and a stream after them asking for 60 GiB: each kept the whole
+// 30 GiB chunk under its small buffer, and after three such streams the
+// 60 GiB buffer was refused with 3 MiB live. A chunk is at most a 32nd of
+// the heap, so a cleanup leaves each stream one.
+func TestASmallBufferKeepsLittleOfAFreedLargeOne(t *testing.T) {
+	for _, streams := range []int{3, 4, 8} {
+		var b strings.Builder
+		id := 0
+		for s := range streams {
+			fmt.Fprintf(&b, "a %d %d %d\nf %d\na %d %d %d\n", id, uint64(30<<30), s, id, id+1, 1<<20, s)
+			id += 2
+		}
+		fmt.Fprintf(&b, "a %d %d %d\n", id, uint64(60<<30), streams)
+		r, err := replay.Run(tracetest.Inline(t, b.String()), memory.VirtualLayout(memory.VirtualPlan{}), replay.Options{})
+		require.NoError(t, err, "%d streams", streams)
+		require.Equal(t, uint64(streams)<<20+60<<30, r.PeakLiveBytes)
+	}
+}
+
+// Three streams that grow to 80 GiB and then keep their first 1 GiB
+// buffer, and a fourth that makes twenty: each of the three held 150 GB
+// of ranges for its one buffer, and the fourth found no range for its
+// sixth with 8.6 GB live. A cleanup (the replay's, on a refusal) gives
+// back the ranges taken last that hold nothing.
+func TestRangesAStreamNoLongerNeedsGoBack(t *testing.T) {
+	var b strings.Builder
+	id := 0
+	for s := range 3 {
+		first := id
+		for range 80 {
+			fmt.Fprintf(&b, "a %d %d %d\n", id, 1<<30, s)
+			id++
+		}
+		for k := first + 1; k < id; k++ {
+			fmt.Fprintf(&b, "f %d\n", k)
+		}
+	}
+	for range 20 {
+		fmt.Fprintf(&b, "a %d %d 3\n", id, 1<<30)
+		id++
+	}
+	r, err := replay.Run(tracetest.Inline(t, b.String()), memory.VirtualLayout(memory.VirtualPlan{}), replay.Options{})
+	require.NoError(t, err)
+	require.Equal(t, uint64(82<<30), r.PeakLiveBytes, "the third stream at its peak, and a buffer of each before it")
+}
