@@ -87,3 +87,39 @@ func openSparseClient(t *testing.T) *Client {
 	}
 	return c
 }
+
+// Streams that grew large and keep a little each leave the address space
+// to a stream after them: three streams each grow to 80 GiB in 1 GiB
+// buffers (past their first range, into more) and keep only their first,
+// then a fourth makes twenty. Each of the three held every range it grew
+// into, and on the H200 (driver 580.159, at e2c1f50) the fourth was
+// refused its second buffer with 4.3 GB live; the cleanup the client
+// makes before retrying a refused buffer now gives back the ranges they no
+// longer use, and it holds its 20 (22 s there).
+func TestStreamsThatShrankLeaveTheAddressSpaceToALaterOne(t *testing.T) {
+	ctx := context.Background()
+	c := openSparseClient(t)
+	if heap := c.Properties().MemorySize; heap < 90<<30 {
+		t.Skipf("%s has %d B of memory, less than the 90 GiB this needs", c.Device().Name(), heap)
+	}
+	for k := range 3 {
+		s, err := c.NewStream()
+		require.NoError(t, err)
+		var bufs []*Buffer
+		for i := range 80 {
+			b, err := s.Empty(ctx, 1<<30)
+			require.NoError(t, err, "stream %d, buffer %d", k, i)
+			bufs = append(bufs, b)
+		}
+		for _, b := range bufs[1:] {
+			require.NoError(t, b.Free())
+		}
+	}
+	s, err := c.NewStream()
+	require.NoError(t, err)
+	for i := range 20 {
+		_, err := s.Empty(ctx, 1<<30)
+		require.NoError(t, err, "the fourth stream's buffer %d", i)
+	}
+	t.Logf("the fourth stream holds %d B in %d B reserved", s.Usage().BytesInUse, s.Usage().BytesReserved)
+}
