@@ -11,8 +11,8 @@ import (
 // exclusivePool gives each reservation a whole page. A new page is sized to
 // the request; a free page is reused by a request it fits, the smallest
 // such page first (lowest index on ties), unless the request would leave
-// most of it unused (see oversize) and the device grants a page of its
-// own. A page is never split, so a small buffer on a large free page
+// most of it unused (see oversize) and the device memory holds a page of
+// its own, and the device grants it. A page is never split, so a small buffer on a large free page
 // held the rest of it for as long as it lived (a 100 MiB buffer took a
 // free 90 GiB page, and a 60 GiB one after it was refused with 100 MiB
 // live). Pages that stayed free for a whole period of the pool's
@@ -24,6 +24,7 @@ import (
 type exclusivePool struct {
 	poolBase
 	maxAlloc  uint64
+	heap      uint64 // the device memory
 	pages     []exclusivePage
 	spare     []int32          // page slots not held
 	groups    []pageGroup      // one per size of the pages held, by size
@@ -47,7 +48,7 @@ type exclusivePage struct {
 }
 
 func newExclusivePool(c poolConfig, storage vkruntime.Storage, total *Usage) *exclusivePool {
-	return &exclusivePool{poolBase: poolBase{storage: storage, total: total}, maxAlloc: c.maxAlloc,
+	return &exclusivePool{poolBase: poolBase{storage: storage, total: total}, maxAlloc: c.maxAlloc, heap: c.heap,
 		groupOf: map[uint64]int32{}}
 }
 
@@ -64,8 +65,10 @@ func (p *exclusivePool) reserve(size, requested uint64, lazy bool) (int32, error
 	if g < 0 {
 		return p.newPage(size, requested, lazy)
 	}
-	if oversize(p.groups[g].size, size) {
-		// A page of its own, unless the device has no room for one: then
+	if oversize(p.groups[g].size, size) && p.heapHolds(size) {
+		// A page of its own where the device memory holds it, as the
+		// pools count it (so a dry run's lazy reservation decides as its
+		// real run does), unless the device refuses it all the same: then
 		// the free page serves, as it always did.
 		ref, err := p.newPage(size, requested, lazy)
 		if err == nil || !errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
@@ -92,6 +95,12 @@ const exclusiveWasteBound = 20 << 20
 // of page bytes, and more than exclusiveWasteBound, unused.
 func oversize(page, size uint64) bool {
 	return page/2 > size && page-size > exclusiveWasteBound
+}
+
+// heapHolds says whether the device memory holds size bytes more than the
+// pools hold (all of it where the device did not say).
+func (p *exclusivePool) heapHolds(size uint64) bool {
+	return p.heap == 0 || (p.total.BytesReserved <= p.heap && size <= p.heap-p.total.BytesReserved)
 }
 
 // newPage serves a reservation no free page holds, or one it would waste

@@ -114,3 +114,23 @@ func TestExclusivePoolLeavesALargeFreePageToALargeReservation(t *testing.T) {
 	require.Equal(t, big, served)
 	require.NoError(t, p.checkInvariants())
 }
+
+// A dry run's lazy reservation takes the page its real run's eager one
+// does: where the device memory, as the pools count it, cannot hold a page
+// of its own, both take the large free page.
+func TestExclusivePoolDecidesByTheHeapLazyOrNot(t *testing.T) {
+	for _, lazy := range []bool{false, true} {
+		storage := newFakeStorage()
+		p := newExclusivePool(poolConfig{shape: shapeExclusive, maxAlloc: 1 << 40, heap: 120 << 20}, storage, &Usage{})
+		big, err := p.reserve(90<<20, 90<<20, false)
+		require.NoError(t, err)
+		p.free(big, 90<<20)
+		small, err := p.reserve(40<<20, 40<<20, lazy)
+		require.NoError(t, err)
+		require.Equal(t, big, small, "lazy %v: 90 MiB held and 40 MiB more pass the 120 MiB heap", lazy)
+		_, err = p.resolve(small)
+		require.NoError(t, err)
+		require.NoError(t, p.checkInvariants())
+		require.Equal(t, 1, storage.allocs)
+	}
+}

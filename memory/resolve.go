@@ -49,7 +49,7 @@ type poolConfig struct {
 	grow      bool          // sliced: the cap is a forecast; uncapped, a plan's way out
 	maxAlloc  uint64        // exclusive, virtual: the largest reservation it accepts
 	planned   uint64        // virtual: the device memory a plan expects
-	heap      uint64        // virtual: the device memory
+	heap      uint64        // virtual and exclusive: the device memory
 	granule   uint64        // virtual: set by the manager from its storage
 	space     uint64        // virtual: the largest address range
 	addrSpace uint64        // virtual: the device's sparse address space
@@ -276,7 +276,7 @@ func subSlicesPools(p vkruntime.DeviceProperties, backendLimit uint64) []poolCon
 			page *= subSlicesPageGrowth
 		}
 	}
-	pools = append(pools, poolConfig{shape: shapeExclusive, maxAlloc: exclusiveCeiling(p, backendLimit)})
+	pools = append(pools, poolConfig{shape: shapeExclusive, maxAlloc: exclusiveCeiling(p, backendLimit), heap: heapLimit(p)})
 	return pools
 }
 
@@ -288,13 +288,13 @@ func exclusivePagesPools(p vkruntime.DeviceProperties, backendLimit uint64) []po
 	var pools []poolConfig
 	bucket := max(uint64(exclusiveFirstBucket), p.Alignment)
 	for bucket < p.MaxPageSize && bucket < ceiling {
-		pools = append(pools, poolConfig{shape: shapeExclusive, maxAlloc: bucket})
+		pools = append(pools, poolConfig{shape: shapeExclusive, maxAlloc: bucket, heap: heapLimit(p)})
 		if bucket > math.MaxUint64/exclusiveBucketGrowth {
 			break // the next bucket would wrap to 0 and the loop never end
 		}
 		bucket *= exclusiveBucketGrowth
 	}
-	return append(pools, poolConfig{shape: shapeExclusive, maxAlloc: ceiling})
+	return append(pools, poolConfig{shape: shapeExclusive, maxAlloc: ceiling, heap: heapLimit(p)})
 }
 
 // exclusiveCeiling is the largest reservation a preset's last pool accepts.

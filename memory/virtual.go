@@ -1233,11 +1233,13 @@ func (p *virtualPool) heapRoom() uint64 {
 // addChunks takes at least short bytes more from the driver, in as few
 // device allocations as the backend's largest allows.
 func (p *virtualPool) addChunks(short uint64, lazy bool) error {
+	// Growth past the plan is told once it is made: a refused shortfall
+	// grew nothing, and gives back the chunks it had been granted (one
+	// shortfall takes several where it passes maxChunk).
+	need, peakPages := p.usage.BytesReserved+short, p.pagesPeak
+	var added []int
 	for short > 0 {
 		size := min(p.chunkBytes(short), p.maxChunk)
-		// Growth past the plan is told once it is made: a refused
-		// allocation grew nothing.
-		need := p.usage.BytesReserved + short
 		dp, err := p.openPage(size, lazy)
 		if err != nil && size > short {
 			// A smaller allocation may still fit where the larger did not.
@@ -1245,18 +1247,30 @@ func (p *virtualPool) addChunks(short uint64, lazy bool) error {
 			dp, err = p.openPage(size, lazy)
 		}
 		if err != nil {
+			for _, ci := range added {
+				c := &p.chunks[ci]
+				p.spareGr -= uint64(c.spare)
+				p.closePage(&c.devicePage)
+				*c = virtualChunk{}
+			}
+			if len(added) > 0 {
+				p.pagesPeak = peakPages
+				p.storage.Flush()
+			}
 			return err
 		}
-		if p.plannedB != 0 && need > p.plannedB && p.outgrown != nil {
-			p.outgrown(p.plannedB, need)
-		}
-		p.addChunk(dp)
+		added = append(added, p.addChunk(dp))
 		short -= min(short, size)
+	}
+	if p.plannedB != 0 && need > p.plannedB && p.outgrown != nil {
+		p.outgrown(p.plannedB, need)
 	}
 	return nil
 }
 
-func (p *virtualPool) addChunk(dp devicePage) {
+// addChunk holds a device allocation just made as a chunk of spare
+// granules, and returns its index.
+func (p *virtualPool) addChunk(dp devicePage) int {
 	n := uint32(dp.size >> p.shift)
 	c := virtualChunk{devicePage: dp, held: true, spare: n, free: []granuleSpan{{0, n}}}
 	ci := len(p.chunks)
@@ -1273,6 +1287,7 @@ func (p *virtualPool) addChunk(dp devicePage) {
 	}
 	p.spareGr += uint64(n)
 	p.spareHint = min(p.spareHint, ci)
+	return ci
 }
 
 func (p *virtualPool) free(ref int32, requested uint64) {

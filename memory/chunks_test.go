@@ -1,0 +1,34 @@
+package memory
+
+import (
+	"log/slog"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// A shortfall past the largest chunk (a 32nd of the heap) takes several
+// device allocations; refused at a later one, the reservation gives back
+// the ones it was granted: a refused reservation changes nothing.
+func TestARefusedShortfallGivesBackTheChunksItGot(t *testing.T) {
+	s := newSparseStorage(testGranule)
+	props := vkruntime.DeviceProperties{Alignment: 256, MaxPageSize: 64 << 20, MemorySize: 1 << 30} // chunks of at most 32 MiB
+	m, err := NewManager(s, props, VirtualLayout(VirtualPlan{}))
+	require.NoError(t, err)
+	m.SetLogger(slog.New(slog.DiscardHandler))
+	before := m.Report()
+	s.heapSize = 80 << 20
+	_, err = m.Reserve(100<<20, Eager)
+	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
+	require.NoError(t, m.checkInvariants())
+	require.Equal(t, before, m.Report(), "a refused reservation changes nothing")
+	require.Empty(t, s.live, "and leaves no device allocation")
+
+	s.heapSize = 0
+	h := mustReserve(t, m, 100<<20, Eager)
+	require.Equal(t, 4, len(s.live), "100 MiB in chunks of at most 32 MiB")
+	require.NoError(t, m.Free(h))
+	require.NoError(t, m.checkInvariants())
+}
