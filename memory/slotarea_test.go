@@ -32,23 +32,31 @@ func noRangeLeft(s *sparseStorage) {
 	takeAddressSpace(s, taken)
 }
 
-// A reservation that leaves the plan, refused, keeps the run on it even
-// where the planned places' area would have held it: that area opens only
-// for a run that had left the plan before.
-func TestARefusedReservationLeavingThePlanLeavesTheAreaClosed(t *testing.T) {
+// A reservation that leaves the plan, with a planned reservation live and
+// no range left, is served in the planned places' area; refused for
+// memory, it closes the area again and the run stays on its plan: a
+// refused reservation changes nothing. (It was refused for address space
+// with the heap nearly empty, at every try.)
+func TestAReservationLeavingThePlanPlacesInTheAreaOrLeavesItClosed(t *testing.T) {
 	g := uint64(testGranule)
-	plan := VirtualPlan{PlannedBytes: 64 * g, Slots: []VirtualSlot{{g, 0}, {16 * g, 16 * g}}}
+	plan := VirtualPlan{PlannedBytes: 64 * g, Slots: []VirtualSlot{{g, 0}, {16 * g, 40 * g}}}
 	m, s, vp, _ := slotAreaManager(t, plan, g, 4<<20)
 	require.Equal(t, uint64(0), locate(t, m, mustReserve(t, m, g, Eager)).offset)
 	noRangeLeft(s)
+	size := vp.space - vp.slotsEnd + g // more than the range above the places
+	s.heapSize = s.liveBytes()
 	before := m.Report()
-	_, err := m.Reserve(vp.space-vp.slotsEnd+g, Eager) // more than the range above the places
+	_, err := m.Reserve(size, Eager)
 	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
 	require.Equal(t, before, m.Report())
 	require.Nil(t, vp.opened)
-	h := mustReserve(t, m, 16*g, Eager)
-	require.Equal(t, 16*g, locate(t, m, h).offset, "the run still follows its plan")
-	require.Zero(t, m.Spills())
+	require.True(t, vp.following)
+	require.NoError(t, m.checkInvariants())
+	s.heapSize = 0
+	h, err := m.Reserve(size, Eager)
+	require.NoError(t, err, "the area above the first place holds it")
+	require.Equal(t, g, locate(t, m, h).offset)
+	require.NoError(t, m.checkInvariants())
 }
 
 // The area opens for a reservation past the plan's last place that a free
@@ -99,20 +107,29 @@ func TestADryRunTakesTheRangesItsRealRunTakes(t *testing.T) {
 	require.Equal(t, places(Eager), places(Lazy))
 }
 
-// A reservation that leaves the plan with nothing planned live opens the
-// area (it places from the low end, not past the places); refused for
-// memory, the run has left the plan all the same, and it says so.
-func TestARefusedReservationThatOpenedTheAreaWarns(t *testing.T) {
+// A reservation that leaves the plan with nothing planned live places
+// from the low end of the range; refused for memory, it leaves the run on
+// its plan, as if it had never come: no spill, and the plan's next
+// reservations take their places.
+func TestARefusedReservationLeavingThePlanChangesNothing(t *testing.T) {
 	g := uint64(testGranule)
-	plan := VirtualPlan{PlannedBytes: 64 * g, Slots: []VirtualSlot{{g, 0}, {16 * g, 16 * g}}}
-	m, s, vp, log := slotAreaManager(t, plan, g, 4<<20)
-	s.heapSize = 1 << 20
-	_, err := m.Reserve(4<<20, Eager)
+	plan := VirtualPlan{PlannedBytes: 2 * g, Slots: []VirtualSlot{{g, 0}, {g, 5 * g}}}
+	a, sa, vp, _ := slotAreaManager(t, plan, g, 64<<20)
+	b, _, _, _ := slotAreaManager(t, plan, g, 64<<20)
+	sa.heapSize = 1
+	_, err := a.Reserve(3*g, Eager)
+	sa.heapSize = 0
 	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
-	require.False(t, vp.following)
-	require.Contains(t, log.String(), "left its plan")
-	s.heapSize = 0
-	h := mustReserve(t, m, 2*g, Eager)
-	require.Zero(t, locate(t, m, h).offset, "placed from the low end of the range")
-	require.NoError(t, m.checkInvariants())
+	require.Zero(t, a.Spills())
+	require.Equal(t, b.Report(), a.Report())
+	require.True(t, vp.following)
+	for _, m := range []*Manager{a, b} {
+		for _, slot := range plan.Slots {
+			require.Equal(t, slot.Offset, locate(t, m, mustReserve(t, m, slot.Size, Eager)).offset)
+		}
+		require.NoError(t, m.checkInvariants())
+	}
+	// Granted, the same reservation places from the low end of the range.
+	c, _, _, _ := slotAreaManager(t, plan, g, 64<<20)
+	require.Zero(t, locate(t, c, mustReserve(t, c, 3*g, Eager)).offset)
 }

@@ -312,6 +312,42 @@ func (r *tlsfRange) extend(fence, size uint64) int32 {
 	return f
 }
 
+// unprepend undoes prepend(size, …) once the blocks below size are only
+// the used ones prepend laid (used of them) and free ones: those go, the
+// free block across size starts at it, and every block moves size bytes
+// down. It reports false, changing nothing, where that is not so.
+func (r *tlsfRange) unprepend(size uint64, used int) bool {
+	b := r.first
+	for ; b != none && r.blocks[b].offset+r.blocks[b].size <= size; b = r.blocks[b].nextPhys {
+		if !r.blocks[b].free {
+			used--
+		}
+	}
+	if b == none || used != 0 || (r.blocks[b].offset < size && !r.blocks[b].free) {
+		return false
+	}
+	for r.first != b {
+		next := r.blocks[r.first].nextPhys
+		if r.blocks[r.first].free {
+			r.removeFree(r.first)
+		}
+		r.dropBlock(r.first)
+		r.first = next
+	}
+	blk := &r.blocks[b]
+	blk.prevPhys = none
+	if blk.offset < size {
+		r.removeFree(b)
+		blk.size -= size - blk.offset
+		blk.offset = size
+		r.insertFree(b)
+	}
+	for ; b != none; b = r.blocks[b].nextPhys {
+		r.blocks[b].offset -= size
+	}
+	return true
+}
+
 // cut ends the range where block fence, in use, begins: fence and the
 // free block above it, the last, go.
 func (r *tlsfRange) cut(fence int32) {

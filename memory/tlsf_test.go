@@ -42,3 +42,27 @@ func TestTLSFPrependLaysBlocksBelow(t *testing.T) {
 	require.Equal(t, uint64(200), off)
 	require.NotEqual(t, ids[0], b)
 }
+
+// unprepend undoes prepend where only what prepend laid is in use below
+// the size, and changes nothing where more is.
+func TestTLSFUnprependUndoesPrepend(t *testing.T) {
+	r := newTLSFRange(1000)
+	a, _, ok := r.alloc(100)
+	require.True(t, ok)
+	r.prepend(500, [][2]uint64{{100, 200}})
+	b, off, ok := r.alloc(50) // the free stretch at 0, below the laid block
+	require.True(t, ok)
+	require.Zero(t, off)
+	require.False(t, r.unprepend(500, 1), "a block in use below 500 that prepend did not lay")
+	_, err := r.check(1500)
+	require.NoError(t, err)
+	r.release(b)
+	require.True(t, r.unprepend(500, 1))
+	used, err := r.check(1000)
+	require.NoError(t, err)
+	require.Equal(t, 1, used)
+	require.Zero(t, r.blocks[a].offset, "the blocks above moved back down")
+	_, off, ok = r.alloc(900)
+	require.True(t, ok)
+	require.Equal(t, uint64(100), off)
+}

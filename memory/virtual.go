@@ -139,6 +139,10 @@ type virtualPool struct {
 	// TLSF (openSlotArea): the live planned reservations are blocks there,
 	// by offset. A plan never keeps a run from the memory the device has.
 	opened map[uint64]int32
+	// closable: the planned places' area was opened by the reservation
+	// being made, which leaves the plan; refused, it closes the area again
+	// (closeSlotArea) and the run stays on its plan.
+	closable *slotArea
 	// planEnds counts, for each granule under the plan's places, the live
 	// planned reservations that begin or end in it. A reservation's inner
 	// granules are its own, so another touches one of its end granules
@@ -400,6 +404,7 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 	}
 	p.neededPeak = max(p.neededPeak, needed)
 	p.made++
+	p.closable = nil
 	if wasFollowing && !p.following && p.leftPlan != nil {
 		p.leftPlan(p.ordinal-1, size)
 	}
@@ -413,14 +418,52 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 // live opened the planned places' area: the run has left the plan all the
 // same, and says so.
 func (p *virtualPool) stayOnPlan(wasFollowing bool, size uint64) {
+	if !wasFollowing {
+		return
+	}
+	if p.closable != nil {
+		p.closeSlotArea()
+		p.closable = nil
+	}
 	switch {
-	case !wasFollowing:
 	case p.opened == nil:
 		p.ordinal--
 		p.following = true
 	case p.leftPlan != nil:
 		p.leftPlan(p.ordinal-1, size)
 	}
+}
+
+// slotArea is what opening the planned places' area changed, kept while
+// the reservation that opened it is made: where the area ended and which
+// planned reservations were live.
+type slotArea struct {
+	end            uint64
+	n              int
+	words, summary []uint64
+}
+
+// closeSlotArea undoes openSlotArea for the refused reservation that
+// opened it, where the range still holds the area and more (a range taken
+// smaller meanwhile, as a short address space makes it, does not: then
+// the run has left its plan). It reports whether it did.
+func (p *virtualPool) closeSlotArea() bool {
+	a := p.closable
+	if a.end >= p.space || !p.place.unprepend(a.end, len(p.opened)) {
+		return false
+	}
+	p.slotsEnd, p.opened = a.end, nil
+	copy(p.live.words, a.words)
+	copy(p.live.summary, a.summary)
+	p.live.n = a.n
+	p.live.each(func(off, end uint64) {
+		g0, g1 := p.granuleOf(off), p.granuleOf(end-1)
+		p.planEnds[g0]++
+		if g1 != g0 {
+			p.planEnds[g1]++
+		}
+	})
+	return true
 }
 
 // lazyChunkBound is at most what a lazy reservation of size bytes can add
@@ -460,7 +503,7 @@ func (p *virtualPool) placeOnPlan(size uint64) (ref int32, off uint64, ok bool) 
 		// took a range as large as the plan's places, and streams past the
 		// sixth ran out of address space with a few MiB live). TLSF places
 		// as it would have above them, lower by where they end.
-		p.openSlotArea()
+		p.openSlotArea(true)
 	}
 	return 0, 0, false
 }
@@ -468,9 +511,8 @@ func (p *virtualPool) placeOnPlan(size uint64) (ref int32, off uint64, ok bool) 
 // placeInNewRange places a reservation no range of the pool has room for
 // in a range taken for it (reserve's rare case, kept out of its way).
 // Where no range is left, it tries every free block that may fit, then the
-// planned places' area for a run that had left its plan before this
-// reservation or has gone past its last place (leaving says this one
-// leaves it: refused, it keeps the run on its plan).
+// planned places' area (leaving says this reservation leaves the plan:
+// refused, it closes the area again and keeps the run on its plan).
 func (p *virtualPool) placeInNewRange(size uint64, leaving bool) (int32, uint64, error) {
 	took, err := p.takeRange(size)
 	if err != nil {
@@ -482,8 +524,8 @@ func (p *virtualPool) placeInNewRange(size uint64, leaving bool) (int32, uint64,
 		}
 	} else if b, off, ok := p.place.allocAny(size); ok {
 		return b, p.slotsEnd + off, nil
-	} else if p.slotsEnd > 0 && !p.following && (!leaving || p.ordinal > uint64(len(p.slots))) && p.slotAreaHolds(size) {
-		p.openSlotArea()
+	} else if p.slotsEnd > 0 && !p.following && p.slotAreaHolds(size) {
+		p.openSlotArea(leaving)
 		if b, off, ok := p.place.allocAny(size); ok {
 			return b, off, nil
 		}
@@ -506,9 +548,14 @@ func (p *virtualPool) placeInNewRange(size uint64, leaving bool) (int32, uint64,
 // only for one that a free stretch of the area then holds (slotAreaHolds,
 // which allocAny finds): until then placement is as before. It is also
 // taken when the run leaves its plan with nothing planned live, as
-// placeOnPlan says. The run never follows the plan again, even where the
-// reservation that opened the area is refused for memory.
-func (p *virtualPool) openSlotArea() {
+// placeOnPlan says. The run never follows the plan again, but where the
+// reservation that left the plan and opened the area is refused
+// (closeSlotArea).
+func (p *virtualPool) openSlotArea(leaving bool) {
+	if leaving {
+		p.closable = &slotArea{end: p.slotsEnd, n: p.live.n,
+			words: slices.Clone(p.live.words), summary: slices.Clone(p.live.summary)}
+	}
 	var used [][2]uint64
 	p.live.each(func(off, end uint64) { used = append(used, [2]uint64{off, end}) })
 	ids := p.place.prepend(p.slotsEnd, used)
