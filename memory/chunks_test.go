@@ -32,3 +32,23 @@ func TestARefusedShortfallGivesBackTheChunksItGot(t *testing.T) {
 	require.NoError(t, m.Free(h))
 	require.NoError(t, m.checkInvariants())
 }
+
+// A submission the device refuses gives back the chunks made for it: the
+// refused reservation holds no device memory after it, and tells no growth.
+func TestARefusedSubmissionGivesBackTheChunksMadeForIt(t *testing.T) {
+	s := newSparseStorage(testGranule)
+	props := vkruntime.DeviceProperties{Alignment: 256, MaxPageSize: 64 << 20, MemorySize: 1 << 30}
+	m, err := NewManager(s, props, VirtualLayout(VirtualPlan{}))
+	require.NoError(t, err)
+	m.SetLogger(slog.New(slog.DiscardHandler))
+	before := m.Report()
+	s.refuseCall = s.refused + 1
+	_, err = m.Reserve(100<<20, Eager)
+	require.ErrorIs(t, err, vkruntime.ErrDeviceLost)
+	require.NoError(t, m.checkInvariants())
+	require.Equal(t, before, m.Report())
+	require.Empty(t, s.live)
+	h := mustReserve(t, m, 100<<20, Eager)
+	require.NoError(t, m.Free(h))
+	require.NoError(t, m.checkInvariants())
+}

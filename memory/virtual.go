@@ -739,8 +739,11 @@ func (p *virtualPool) bindRange(g0, g1 int, n uint64, accountOnly bool) error {
 	p.unbinding = unbindOnDevice
 	p.unbindIdle(n)
 	p.flushStale(g0, g1)
+	var added []int
+	peakPages, need := p.pagesPeak, p.usage.BytesReserved+(n-min(n, p.spareGr))<<p.shift
 	if p.spareGr < n {
-		if err := p.addChunks((n-p.spareGr)<<p.shift, false); err != nil {
+		var err error
+		if added, err = p.addChunks((n-p.spareGr)<<p.shift, false); err != nil {
 			// The unbinds above may stand: their granules were idle.
 			_ = p.submit()
 			return err
@@ -758,6 +761,7 @@ func (p *virtualPool) bindRange(g0, g1 int, n uint64, accountOnly bool) error {
 		}
 		p.journal, p.binds, p.realising, p.realised = p.journal[:mark], p.binds[:unbinds], p.realising[:0], false
 		_ = p.submit()
+		p.closeSpareChunks(added, peakPages)
 		return err
 	}
 	if !accountOnly {
@@ -771,7 +775,7 @@ func (p *virtualPool) bindRange(g0, g1 int, n uint64, accountOnly bool) error {
 			}
 		}
 		p.realised = true
-		return p.submit()
+		return p.settle(added, peakPages, need)
 	}
 	for a, b := p.gm.run(boundUnreal, g0, g1); a >= 0; a, b = p.gm.run(boundUnreal, b, g1) {
 		for g := a; g < b; {
@@ -785,7 +789,21 @@ func (p *virtualPool) bindRange(g0, g1 int, n uint64, accountOnly bool) error {
 		p.realising = append(p.realising, granuleRun{a, b})
 	}
 	p.realised = true
-	return p.submit()
+	return p.settle(added, peakPages, need)
+}
+
+// settle submits the pending binds of bindRange: refused, it gives back
+// the chunks made for them (added); taken, it tells growth to need bytes
+// past the plan.
+func (p *virtualPool) settle(added []int, peakPages, need uint64) error {
+	if err := p.submit(); err != nil {
+		p.closeSpareChunks(added, peakPages)
+		return err
+	}
+	if len(added) > 0 {
+		p.grew(need)
+	}
+	return nil
 }
 
 // bindAhead, while a run follows its plan, binds the chunks' spare
@@ -878,7 +896,9 @@ func (p *virtualPool) bindInAccount(g0, g1 int, n uint64) {
 	p.unbindIdle(n)
 	unbound := len(p.journal) > 0 // each unbind is journalled
 	if p.spareGr < n {
-		_ = p.addChunks((n-p.spareGr)<<p.shift, true) // unmapped: it cannot fail
+		need := p.usage.BytesReserved + (n-p.spareGr)<<p.shift
+		_, _ = p.addChunks((n-p.spareGr)<<p.shift, true) // unmapped: it cannot fail
+		p.grew(need)
 	}
 	p.bindUnbound(g0, g1, false)
 	if !unbound {
@@ -1279,11 +1299,12 @@ func (p *virtualPool) heapRoom() uint64 {
 
 // addChunks takes at least short bytes more from the driver, in as few
 // device allocations as the backend's largest allows.
-func (p *virtualPool) addChunks(short uint64, lazy bool) error {
-	// Growth past the plan is told once it is made: a refused shortfall
-	// grew nothing, and gives back the chunks it had been granted (one
-	// shortfall takes several where it passes maxChunk).
-	need, peakPages := p.usage.BytesReserved+short, p.pagesPeak
+func (p *virtualPool) addChunks(short uint64, lazy bool) ([]int, error) {
+	// A refused shortfall grew nothing: it gives back the chunks it had
+	// been granted (one shortfall takes several where it passes
+	// maxChunk), and its caller tells growth past the plan (grew) only
+	// once the device took it.
+	peakPages := p.pagesPeak
 	var added []int
 	for short > 0 {
 		size := min(p.chunkBytes(short), p.maxChunk)
@@ -1304,15 +1325,41 @@ func (p *virtualPool) addChunks(short uint64, lazy bool) error {
 				p.pagesPeak = peakPages
 				p.storage.Flush()
 			}
-			return err
+			return nil, err
 		}
 		added = append(added, p.addChunk(dp))
 		short -= min(short, size)
 	}
+	return added, nil
+}
+
+// grew tells growth to need bytes past the plan, once the device took it.
+func (p *virtualPool) grew(need uint64) {
 	if p.plannedB != 0 && need > p.plannedB && p.outgrown != nil {
 		p.outgrown(p.plannedB, need)
 	}
-	return nil
+}
+
+// closeSpareChunks gives back the chunks of added (just made for a
+// submission the device refused) that none of the pool's granules is
+// bound to any more, and sets the pages' high-water mark back where the
+// submission's growth raised it: the refused reservation grew nothing.
+func (p *virtualPool) closeSpareChunks(added []int, peakPages uint64) {
+	closed := false
+	for _, ci := range added {
+		c := &p.chunks[ci]
+		if !c.held || uint64(c.spare) != c.size>>p.shift || p.staleInto(int32(ci)) {
+			continue
+		}
+		p.spareGr -= uint64(c.spare)
+		p.closePage(&c.devicePage)
+		*c = virtualChunk{}
+		closed = true
+	}
+	if closed && len(added) > 0 {
+		p.pagesPeak = max(peakPages, p.pageCount)
+		p.storage.Flush()
+	}
 }
 
 // addChunk holds a device allocation just made as a chunk of spare
