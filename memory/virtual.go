@@ -404,9 +404,11 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 	}
 	p.neededPeak = max(p.neededPeak, needed)
 	p.made++
-	p.closable = nil
-	if wasFollowing && !p.following && p.leftPlan != nil {
-		p.leftPlan(p.ordinal-1, size)
+	if wasFollowing {
+		p.closable = nil // the reservation that opened the area stands
+		if !p.following && p.leftPlan != nil {
+			p.leftPlan(p.ordinal-1, size)
+		}
 	}
 	p.countAlloc(requested, size)
 	return ref, nil
@@ -1315,16 +1317,7 @@ func (p *virtualPool) addChunks(short uint64, lazy bool) ([]int, error) {
 			dp, err = p.openPage(size, lazy)
 		}
 		if err != nil {
-			for _, ci := range added {
-				c := &p.chunks[ci]
-				p.spareGr -= uint64(c.spare)
-				p.closePage(&c.devicePage)
-				*c = virtualChunk{}
-			}
-			if len(added) > 0 {
-				p.pagesPeak = peakPages
-				p.storage.Flush()
-			}
+			p.closeSpareChunks(added, peakPages)
 			return nil, err
 		}
 		added = append(added, p.addChunk(dp))
@@ -1341,9 +1334,9 @@ func (p *virtualPool) grew(need uint64) {
 }
 
 // closeSpareChunks gives back the chunks of added (just made for a
-// submission the device refused) that none of the pool's granules is
-// bound to any more, and sets the pages' high-water mark back where the
-// submission's growth raised it: the refused reservation grew nothing.
+// shortfall or a submission the device then refused) that none of the
+// pool's granules is bound to any more, and sets the pages' high-water
+// mark back where they raised it: the refused reservation grew nothing.
 func (p *virtualPool) closeSpareChunks(added []int, peakPages uint64) {
 	closed := false
 	for _, ci := range added {
@@ -1356,7 +1349,7 @@ func (p *virtualPool) closeSpareChunks(added []int, peakPages uint64) {
 		*c = virtualChunk{}
 		closed = true
 	}
-	if closed && len(added) > 0 {
+	if closed {
 		p.pagesPeak = max(peakPages, p.pageCount)
 		p.storage.Flush()
 	}
