@@ -182,6 +182,10 @@ func readLayoutArg(path string) (_ memory.Layout, pf *plan.File, _ error) {
 	}
 	defer f.Close()
 	br := bufio.NewReaderSize(f, layoutPeekBytes)
+	// JSON may start with any amount of whitespace: the peek starts past it.
+	if err := plan.SkipSpace(br); err != nil {
+		return memory.Layout{}, nil, fmt.Errorf("%s: %w", path, err)
+	}
 	head, err := br.Peek(layoutPeekBytes)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return memory.Layout{}, nil, fmt.Errorf("%s: %w", path, err)

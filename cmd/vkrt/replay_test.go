@@ -490,3 +490,22 @@ func TestReplayUnderAPlanShowsItsSpills(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, strings.SplitN(stdout, "\n", 2)[0], "spills", "no plan, no column")
 }
+
+// A plan file led by more whitespace than --layout peeks at (an editor's
+// indentation, a tool's rewrite) is still taken as a plan file: it was
+// read as a layout and refused for naming "vkrt_plan" and "device".
+func TestReplayTakesAPlanFileLedByWhitespace(t *testing.T) {
+	first := writeTrace(t, "first.trace", shortRun)
+	out := filepath.Join(t.TempDir(), "first.plan")
+	_, _, err := execute(t, "plan", first, "--out", out)
+	require.NoError(t, err)
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	padded := filepath.Join(t.TempDir(), "padded.plan")
+	require.NoError(t, os.WriteFile(padded, append([]byte(strings.Repeat(" \n", 5<<10)), data...), 0o644))
+	want, _, err := execute(t, "replay", "--layout", out, first)
+	require.NoError(t, err)
+	got, _, err := execute(t, "replay", "--layout", padded, first)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+}

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"bufio"
 	"bytes"
 	stdjson "encoding/json"
 	"errors"
@@ -109,10 +110,12 @@ func (f File) MarshalJSON() ([]byte, error) {
 }
 
 // IsFile reports whether data starts like a plan file rather than a
-// layout: its first 64 bytes name the plan file's magic member, or its
-// object's first member is one of a plan file's (a layout's is the name of
-// a variant), as when a tool rewrote the file with its members sorted.
+// layout: its first 64 bytes past any leading whitespace name the plan
+// file's magic member, or its object's first member is one of a plan
+// file's (a layout's is the name of a variant), as when a tool rewrote the
+// file with its members sorted.
 func IsFile(data []byte) bool {
+	data = bytes.TrimLeft(data, jsonSpace)
 	head := data[:min(len(data), 64)]
 	if bytes.Contains(head, []byte(`"`+fileMagic+`"`)) {
 		return true
@@ -198,16 +201,41 @@ func (f File) Encode(compressed bool) ([]byte, error) {
 // its name ends in .gz.
 func CompressedName(path string) bool { return strings.HasSuffix(path, ".gz") }
 
+// jsonSpace is the whitespace JSON allows before a value.
+const jsonSpace = " \t\r\n"
+
 // IsFileHead reports whether the stream r starts as a plan file, gzipped
-// or not (see IsFile); it reads at most the first 64 bytes of the plan.
+// or not (see IsFile); it reads the plan's leading whitespace, which Read
+// takes too, and at most 64 bytes past it.
 func IsFileHead(r io.Reader) bool {
 	r, _, err := gzread.Reader(r)
 	if err != nil {
 		return false
 	}
+	br := bufio.NewReader(io.LimitReader(r, memory.MaxLayoutFileBytes))
+	if SkipSpace(br) != nil {
+		return false
+	}
 	head := make([]byte, 64)
-	n, _ := io.ReadFull(r, head)
+	n, _ := io.ReadFull(br, head)
 	return IsFile(head[:n])
+}
+
+// SkipSpace reads the JSON whitespace at the head of r, leaving r at the
+// first byte past it (or at its end).
+func SkipSpace(r *bufio.Reader) error {
+	for {
+		c, err := r.ReadByte()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if !strings.ContainsRune(jsonSpace, rune(c)) {
+			return r.UnreadByte()
+		}
+	}
 }
 
 // ReadFile reads and decodes a plan file of at most memory.MaxLayoutFileBytes,

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"bytes"
 	stdjson "encoding/json"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/vkrt/vkrt/dryrun/replay"
 	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/internal/gzread"
 	"github.com/vkrt/vkrt/internal/tracetest"
 	"github.com/vkrt/vkrt/memory"
 )
@@ -55,6 +57,26 @@ func TestPlanFileWithItsMembersReorderedIsStillOne(t *testing.T) {
 	for _, layout := range []string{`{"Virtual":{"planned_bytes":1}}`, `"virtual"`, `{"Sliced":[]}`, ``, `{`, `[1]`} {
 		require.False(t, IsFile([]byte(layout)), layout)
 	}
+}
+
+// A plan file led by whitespace (an editor's or a tool's indentation,
+// longer than the 64 bytes a plan file is told by) is still a plan file,
+// plain or gzipped, as Read takes it: it was read as a layout and refused
+// for naming "vkrt_plan" and "device".
+func TestPlanFileLedByWhitespaceIsStillOne(t *testing.T) {
+	tr := tracetest.Inline(t, "a 1 3000000 0\na 2 5000000 0\nf 1\nf 2\n")
+	pf, err := Runs([]*trace.Trace{tr}, Options{Strength: Strong})
+	require.NoError(t, err)
+	data, err := pf.MarshalJSON()
+	require.NoError(t, err)
+	padded := append([]byte(strings.Repeat(" \n\t\r", 20)), data...)
+	_, err = Read(bytes.NewReader(padded), "padded")
+	require.NoError(t, err)
+	require.True(t, IsFile(padded))
+	require.True(t, IsFileHead(bytes.NewReader(padded)))
+	require.True(t, IsFileHead(bytes.NewReader(gzread.Pack(padded))), "gzipped")
+	require.False(t, IsFileHead(strings.NewReader(strings.Repeat(" ", 100)+`{"Virtual":{"planned_bytes":1}}`)), "a layout led by whitespace")
+	require.False(t, IsFileHead(strings.NewReader(strings.Repeat(" ", 100))), "whitespace alone")
 }
 
 // A plan file's member names are exact and given once, at its top and in
