@@ -176,7 +176,16 @@ type virtualPool struct {
 	realising []granuleRun
 	// realised: the pending submission binds every granule of its range
 	// that lacked the device's binding.
-	realised  bool
+	realised bool
+	// mappedNow: the chunks with no device memory (a dry run's, a lazy
+	// reservation's) that the pending submission gave memory, unmapped
+	// again where the device refuses it: a refused reservation or resolve
+	// changes nothing.
+	mappedNow []int32
+	// partBound: the pending submission's binds reached the device in a
+	// range's part of their own (submitAcross) before another part was
+	// refused, so memory mapped for it may be bound there.
+	partBound bool
 	unbinding unbindMode
 	unbound   func(g int, chunk int32, at, n uint32, real bool) // p.release, made once
 
@@ -737,7 +746,7 @@ func (p *virtualPool) bindRange(g0, g1 int, n uint64, accountOnly bool) error {
 	if err := p.ensureRange(); err != nil {
 		return err
 	}
-	p.binds, p.journal, p.realising = p.binds[:0], p.journal[:0], p.realising[:0]
+	p.binds, p.journal, p.realising, p.mappedNow = p.binds[:0], p.journal[:0], p.realising[:0], p.mappedNow[:0]
 	p.unbinding = unbindOnDevice
 	p.unbindIdle(n)
 	p.flushStale(g0, g1)
@@ -764,6 +773,7 @@ func (p *virtualPool) bindRange(g0, g1 int, n uint64, accountOnly bool) error {
 		p.journal, p.binds, p.realising, p.realised = p.journal[:mark], p.binds[:unbinds], p.realising[:0], false
 		_ = p.submit()
 		p.closeSpareChunks(added, peakPages)
+		p.unmapMappedNow()
 		return err
 	}
 	if !accountOnly {
@@ -800,6 +810,7 @@ func (p *virtualPool) bindRange(g0, g1 int, n uint64, accountOnly bool) error {
 func (p *virtualPool) settle(added []int, peakPages, need uint64) error {
 	if err := p.submit(); err != nil {
 		p.closeSpareChunks(added, peakPages)
+		p.unmapMappedNow()
 		return err
 	}
 	if len(added) > 0 {
@@ -880,8 +891,11 @@ func (p *virtualPool) bindSpareUnder(a, b int, real bool) {
 // device memory yet.
 func (p *virtualPool) bindOnDevice(g, n int, ci int32, at uint32) error {
 	c := &p.chunks[ci]
-	if err := p.mapPage(&c.devicePage); err != nil {
-		return err
+	if !c.mapped {
+		if err := p.mapPage(&c.devicePage); err != nil {
+			return err
+		}
+		p.mappedNow = append(p.mappedNow, ci)
 	}
 	p.appendBind(vkruntime.SparseBind{Offset: p.offsetOf(g), Size: p.offsetOf(n),
 		Memory: c.handle.ID, MemoryOffset: p.offsetOf(int(at))})
@@ -1123,6 +1137,7 @@ func (p *virtualPool) appendBind(b vkruntime.SparseBind) {
 func (p *virtualPool) submit() error {
 	var err error
 	across := false
+	p.partBound = false
 	if len(p.binds) > 0 {
 		if len(p.segs) == 0 {
 			err = p.sparse.Bind(p.vrange.ID, p.binds)
@@ -1205,6 +1220,9 @@ func (p *virtualPool) submitAcross() error {
 				return err
 			}
 			p.took[k] = true
+			for _, b := range p.part {
+				p.partBound = p.partBound || b.Memory != 0
+			}
 		}
 	}
 	return nil
@@ -1330,6 +1348,27 @@ func (p *virtualPool) addChunks(short uint64, lazy bool) ([]int, error) {
 func (p *virtualPool) grew(need uint64) {
 	if p.plannedB != 0 && need > p.plannedB && p.outgrown != nil {
 		p.outgrown(p.plannedB, need)
+	}
+}
+
+// unmapMappedNow takes back the memory a refused submission gave chunks
+// that had none (mappedNow): none of their granules is bound on the
+// device, as the submission bound nothing there — unless a part of it
+// across ranges was taken with binds into memory, which then stands.
+func (p *virtualPool) unmapMappedNow() {
+	if p.partBound {
+		p.mappedNow = p.mappedNow[:0]
+		return
+	}
+	unmapped := false
+	for _, ci := range p.mappedNow {
+		if c := &p.chunks[ci]; c.held {
+			unmapped = p.unmapPage(&c.devicePage) || unmapped
+		}
+	}
+	p.mappedNow = p.mappedNow[:0]
+	if unmapped {
+		p.storage.Flush()
 	}
 }
 
