@@ -119,7 +119,8 @@ const progressEvery = 1 << 14
 // of the stream would ask the driver for. Each of the trace's streams gets
 // its own manager, as each stream of a client has its own pools. A
 // reservation the pools refuse stops the replay with an error naming the
-// trace line.
+// trace line; a trace Read could not have made (trace.Check) is refused
+// before anything is replayed.
 func Run(t *trace.Trace, l memory.Layout, opts Options) (*Result, error) {
 	res, _, err := Measure(t, l, opts)
 	return res, err
@@ -252,6 +253,9 @@ func (r *replayer) retry(e *trace.Event, err error) (memory.Handle, error) {
 
 // Measure is Run, timed.
 func Measure(t *trace.Trace, l memory.Layout, opts Options) (*Result, Timing, error) {
+	if err := t.Check(); err != nil {
+		return nil, Timing{}, fmt.Errorf("replay: %w", err)
+	}
 	device := opts.device()
 	storage := NewCountingStorage(device.MemorySize)
 	if !opts.NoSparse {

@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -143,7 +145,8 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 	}
 	rec := &readRecorder{r: src}
 	sc := bufio.NewScanner(rec)
-	sc.Buffer(make([]byte, 0, maxTraceLine), maxTraceLine)
+	// The scanner's token holds the line's end ("\r\n" at most) as well.
+	sc.Buffer(make([]byte, 0, maxTraceLine+2), maxTraceLine+2)
 	sc.Split(rec.lines)
 
 	t := &Trace{Name: name}
@@ -175,6 +178,9 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 	for sc.Scan() {
 		line++
 		text := sc.Bytes()
+		if len(text) > maxTraceLine {
+			return nil, &LineError{Name: name, Path: path, Line: line, Reason: fmt.Sprintf("line longer than %d bytes", maxTraceLine)}
+		}
 		fields = splitFields(fields[:0], text)
 		if len(fields) == 0 || fields[0][0] == '#' {
 			continue
@@ -369,14 +375,59 @@ func NameOf(path string) string {
 	return name
 }
 
-// PeakLiveBytes is the most requested bytes live at once in the trace.
+// Check reports whether the trace is one Read could have made: every
+// event's index below Allocations, each allocated once with a size of at
+// least one byte, and freed at most once, after it was allocated. A trace
+// built by hand (its fields are exported) is checked before it is
+// replayed; one from Read always passes.
+func (t *Trace) Check() error {
+	if t.Allocations < 0 {
+		return fmt.Errorf("%w: %s: %d allocations", ErrMalformed, t.Name, t.Allocations)
+	}
+	const (
+		unseen = iota
+		allocated
+		freed
+	)
+	state := make([]uint8, t.Allocations)
+	for i, e := range t.Events {
+		bad := func(reason string) error {
+			return fmt.Errorf("%w: %s: event %d (index %d): %s", ErrMalformed, t.Name, i, e.Index, reason)
+		}
+		if e.Index < 0 || int(e.Index) >= t.Allocations {
+			return bad(fmt.Sprintf("index outside the trace's %d allocations", t.Allocations))
+		}
+		switch {
+		case e.Op == OpAlloc && e.Size == 0:
+			return bad("an allocation of 0 bytes")
+		case e.Op == OpAlloc && state[e.Index] != unseen:
+			return bad("allocated twice")
+		case e.Op == OpAlloc:
+			state[e.Index] = allocated
+		case e.Op == OpFree && state[e.Index] != allocated:
+			return bad("freed while not allocated")
+		case e.Op == OpFree:
+			state[e.Index] = freed
+		default:
+			return bad(fmt.Sprintf("unknown op %d", e.Op))
+		}
+	}
+	return nil
+}
+
+// PeakLiveBytes is the most requested bytes live at once in the trace,
+// saturated at 2^64-1 (Read takes sizes up to it, so two can pass it).
 func (t *Trace) PeakLiveBytes() uint64 {
 	sizes := make([]uint64, t.Allocations)
 	var live, peak uint64
 	for _, e := range t.Events {
 		if e.Op == OpAlloc {
 			sizes[e.Index] = e.Size
-			live += e.Size
+			sum, carry := bits.Add64(live, e.Size, 0)
+			if carry != 0 {
+				return math.MaxUint64
+			}
+			live = sum
 			peak = max(peak, live)
 		} else {
 			live -= sizes[e.Index]

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,6 +60,8 @@ func TestReadTraceErrorsNameTheLine(t *testing.T) {
 		{"a 1 10 0\nf 1\nf 1\n", 3, "already freed"},
 		{"a 1 10 0\n\nf\n", 3, "needs 1 field"},
 		{"a 1 10 0\n" + strings.Repeat("9", trace.MaxLine+1) + "\n", 2, "longer than"},
+		{"a 1 10 0\n#" + strings.Repeat("x", trace.MaxLine) + "\r\n", 2, "longer than"},
+		{"a 1 10 0\n#" + strings.Repeat("x", trace.MaxLine), 2, "longer than"},
 	}
 	for _, c := range cases {
 		_, err := trace.Read("bad", strings.NewReader(c.text))
@@ -69,6 +72,28 @@ func TestReadTraceErrorsNameTheLine(t *testing.T) {
 		require.Contains(t, te.Reason, c.reason)
 		require.Contains(t, err.Error(), "bad line ")
 	}
+}
+
+// A line of exactly the limit is taken, whatever its end: the limit was
+// off by its newline, and a 4096-byte line was refused as longer than
+// 4096 bytes.
+func TestReadTakesALineOfTheLimit(t *testing.T) {
+	comment := "#" + strings.Repeat("x", trace.MaxLine-1)
+	for _, end := range []string{"\n", "\r\n", ""} {
+		tr, err := trace.Read("t", strings.NewReader("a 1 10 0\n"+comment+end))
+		require.NoError(t, err, "%q", end)
+		require.Equal(t, 1, tr.Allocations)
+	}
+}
+
+// The peak live bytes saturate where the sizes Read takes pass 2^64.
+func TestPeakLiveBytesSaturates(t *testing.T) {
+	tr, err := trace.Read("t", strings.NewReader("a 1 9223372036854775808 0\na 2 9223372036854775808 0\nf 1\nf 2\na 3 5 0\n"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(math.MaxUint64), tr.PeakLiveBytes())
+	tr, err = trace.Read("t", strings.NewReader("a 1 9223372036854775808 0\na 2 9223372036854775807 0\n"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(math.MaxUint64), tr.PeakLiveBytes(), "2^64-1 exactly")
 }
 
 func TestReadTraceFileShippedTraces(t *testing.T) {

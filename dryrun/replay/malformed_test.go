@@ -1,0 +1,39 @@
+package replay
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/memory"
+)
+
+// A trace built by hand (its fields are exported; the client builds its
+// own) that Read could not have made is refused with trace.ErrMalformed
+// before anything is replayed: an index past Allocations panicked, and an
+// allocation of 0 bytes was replayed.
+func TestAMalformedTraceIsRefused(t *testing.T) {
+	alloc := func(i int32, size uint64) trace.Event { return trace.Event{Op: trace.OpAlloc, Index: i, Size: size} }
+	free := func(i int32) trace.Event { return trace.Event{Op: trace.OpFree, Index: i} }
+	for name, events := range map[string][]trace.Event{
+		"free past Allocations":  {alloc(0, 10), free(5)},
+		"alloc past Allocations": {alloc(3, 10)},
+		"negative index":         {alloc(-1, 10)},
+		"0 bytes":                {alloc(0, 0)},
+		"allocated twice":        {alloc(0, 10), alloc(0, 10)},
+		"freed twice":            {alloc(0, 10), free(0), free(0)},
+		"freed before made":      {free(0), alloc(0, 10)},
+		"unknown op":             {{Op: 'x', Index: 0}},
+	} {
+		tr := &trace.Trace{Name: "hand", Allocations: 1, Events: events}
+		require.NotPanics(t, func() {
+			_, err := Run(tr, memory.VirtualLayout(memory.VirtualPlan{}), Options{})
+			require.ErrorIs(t, err, trace.ErrMalformed, name)
+		}, name)
+	}
+	ok := &trace.Trace{Name: "hand", Allocations: 2, Events: []trace.Event{alloc(0, 10), alloc(1, 20), free(0)}}
+	r, err := Run(ok, memory.VirtualLayout(memory.VirtualPlan{}), Options{})
+	require.NoError(t, err)
+	require.Equal(t, uint64(30), r.PeakLiveBytes)
+}
