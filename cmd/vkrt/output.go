@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/vkrt/vkrt/runtime/environment"
 )
 
 // writeOutput writes a file the command was told to write (flag names the
@@ -102,6 +104,20 @@ func checkNotAnInput(flag, out string, inputs ...string) error {
 		}
 	}
 	return nil
+}
+
+// envFile is the file of the environment name, an input of the commands
+// that read or write its records ("" where the name is none or invalid:
+// the command says so itself).
+func envFile(name string) string {
+	if name == "" {
+		return ""
+	}
+	path, err := environment.Path(name)
+	if err != nil {
+		return ""
+	}
+	return path
 }
 
 // sameFile says whether a and b name one regular file that exists.

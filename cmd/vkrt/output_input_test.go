@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/runtime/environment"
 )
 
 // An output named as one of the command's inputs, by its own name or
@@ -44,6 +46,27 @@ func TestAnOutputThatIsAnInputIsRefused(t *testing.T) {
 			require.Equal(t, want, got, "the input is untouched")
 		})
 	}
+
+	// The environment a report reads or a guest records into is an input
+	// too: written over, it was lost with exit 0 ("not a SQLite file").
+	envDir := t.TempDir()
+	t.Setenv(environment.DirEnvVar, envDir)
+	seedEnvironment(t, "lab")
+	envPath := filepath.Join(envDir, "lab.sqlite")
+	envBytes, err := os.ReadFile(envPath)
+	require.NoError(t, err)
+	for name, args := range map[string][]string{
+		"report --html the environment":  {"report", "--html", envPath, "--env", "lab"},
+		"plan --out the guest's records": {"plan", guest, "--env", "lab", "--out", envPath},
+	} {
+		_, _, err := execute(t, args[0], args[1:]...)
+		require.ErrorContains(t, err, "is the input file", name)
+		got, err := os.ReadFile(envPath)
+		require.NoError(t, err)
+		require.Equal(t, envBytes, got, "%s: the environment is untouched", name)
+	}
+	_, _, err = execute(t, "records", "--env", "lab")
+	require.NoError(t, err)
 
 	// Two reports in one file would leave only the last.
 	both := filepath.Join(dir, "report.json")
