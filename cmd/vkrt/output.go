@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/vkrt/vkrt/runtime/environment"
 )
@@ -26,10 +28,10 @@ func writeOutput(flag, path string, write func(io.Writer) error) (err error) {
 			err = fmt.Errorf("%s %s: %w", flag, path, err)
 		}
 	}()
-	target := path
-	if resolved, err := filepath.EvalSymlinks(path); err == nil {
-		target = resolved
-	}
+	target := linkTarget(path)
+	// A file written over keeps its permissions; a new one gets what the
+	// umask leaves of 0666, as a file the shell's > makes.
+	perm := os.FileMode(0)
 	if fi, err := os.Stat(target); err == nil {
 		switch {
 		case fi.IsDir():
@@ -37,8 +39,9 @@ func writeOutput(flag, path string, write func(io.Writer) error) (err error) {
 		case !fi.Mode().IsRegular():
 			return writeInPlace(target, write)
 		}
+		perm = fi.Mode().Perm()
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(target), "."+filepath.Base(target)+".*")
+	tmp, err := createTemp(target)
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
@@ -57,8 +60,8 @@ func writeOutput(flag, path string, write func(io.Writer) error) (err error) {
 	if err = write(w); err == nil {
 		err = w.Flush()
 	}
-	if err == nil {
-		err = tmp.Chmod(0o644)
+	if err == nil && perm != 0 {
+		err = tmp.Chmod(perm)
 	}
 	if err == nil {
 		err = tmp.Close()
@@ -72,6 +75,37 @@ func writeOutput(flag, path string, write func(io.Writer) error) (err error) {
 		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
 	}
 	return err
+}
+
+// linkTarget is the file path names, through symbolic links, whether it
+// exists or not: a link to a file not yet made names that file.
+func linkTarget(path string) string {
+	if resolved, err := filepath.EvalSymlinks(path); err == nil {
+		return resolved
+	}
+	for range 40 { // as many links as the kernel follows
+		dest, err := os.Readlink(path)
+		if err != nil {
+			return path
+		}
+		if !filepath.IsAbs(dest) {
+			dest = filepath.Join(filepath.Dir(path), dest)
+		}
+		path = dest
+	}
+	return path
+}
+
+// createTemp makes a new file beside target for writeOutput, with the
+// permissions the umask leaves of 0666 (os.CreateTemp makes 0600).
+func createTemp(target string) (*os.File, error) {
+	for {
+		name := filepath.Join(filepath.Dir(target), "."+filepath.Base(target)+"."+strconv.FormatUint(rand.Uint64(), 36))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if !errors.Is(err, os.ErrExist) {
+			return f, err
+		}
+	}
 }
 
 // writeInPlace writes to a file that is not a regular one (a FIFO, a

@@ -161,3 +161,54 @@ func TestOutputThatCannotBeWrittenIsRefusedFirst(t *testing.T) {
 		require.ErrorContains(t, err, c.flag+" "+unwritable+": cannot create a file in", "%s %v", c.name, c.args)
 	}
 }
+
+// A file written over keeps its permissions, and a new one gets what the
+// umask leaves of 0666: every output was made 0644, so a private plan
+// became world-readable and a umask of 077 was ignored.
+func TestOutputKeepsTheFilesModeAndTheUmask(t *testing.T) {
+	tr := writeTrace(t, "run.trace", shortRun)
+	dir := t.TempDir()
+	private := filepath.Join(dir, "private.plan")
+	require.NoError(t, os.WriteFile(private, []byte("old"), 0o600))
+	require.NoError(t, os.Chmod(private, 0o600))
+	_, _, err := execute(t, "plan", tr, "--out", private)
+	require.NoError(t, err)
+	fi, err := os.Stat(private)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "a private file stays private")
+
+	for umask, want := range map[int]os.FileMode{0o077: 0o600, 0o022: 0o644, 0o002: 0o664} {
+		old := syscall.Umask(umask)
+		fresh := filepath.Join(dir, "fresh.plan")
+		_, _, err = execute(t, "plan", tr, "--out", fresh)
+		syscall.Umask(old)
+		require.NoError(t, err)
+		fi, err = os.Stat(fresh)
+		require.NoError(t, err)
+		require.Equal(t, want, fi.Mode().Perm(), "a new file under umask %03o", umask)
+		require.NoError(t, os.Remove(fresh))
+	}
+	noTemporaryFiles(t, dir)
+}
+
+// An output named by a symbolic link whose file does not exist yet makes
+// that file and keeps the link, as for a link to a file that exists: the
+// link was replaced by a regular file and its target never written.
+func TestOutputThroughALinkToAFileNotYetMade(t *testing.T) {
+	tr := writeTrace(t, "run.trace", shortRun)
+	dir := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "results"), 0o755))
+	target := filepath.Join(dir, "results", "workload.plan")
+	link := filepath.Join(dir, "workload.plan")
+	require.NoError(t, os.Symlink(filepath.Join("results", "workload.plan"), link)) // relative, as ln -s makes it
+	_, _, err := execute(t, "plan", tr, "--out", link)
+	require.NoError(t, err)
+	fi, err := os.Lstat(link)
+	require.NoError(t, err)
+	require.NotZero(t, fi.Mode()&os.ModeSymlink, "the link is kept")
+	data, err := os.ReadFile(target)
+	require.NoError(t, err, "the file the link names is written")
+	require.Contains(t, string(data), "vkrt_plan")
+	noTemporaryFiles(t, dir)
+	noTemporaryFiles(t, filepath.Dir(target))
+}
