@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
+	"math/bits"
 	"strings"
 
 	json "github.com/goccy/go-json"
@@ -83,6 +85,36 @@ func planCapacity(l memory.Layout) uint64 {
 	if a, ok := l.Arena(); ok {
 		for _, p := range a.Pages {
 			n += p
+		}
+	}
+	return n
+}
+
+// reportedCapacity is planCapacity as the pools hold it, from their
+// report: a capped pool's pages rounded up to the device's alignment, as
+// the pools round them (planCapacity takes the layout's figures as
+// written, and a page of 1,000,001 B held 1,000,016 B, which read as
+// growth past the plan with nothing spilled).
+func reportedCapacity(l memory.Layout, rep memory.Report) uint64 {
+	if v, ok := l.Virtual(); ok {
+		return v.PlannedBytes
+	}
+	var n uint64
+	add := func(b uint64) {
+		if sum, carry := bits.Add64(n, b, 0); carry == 0 {
+			n = sum
+		} else {
+			n = math.MaxUint64
+		}
+	}
+	for _, pr := range rep.Dynamic {
+		switch k := pr.Kind.(type) {
+		case memory.SlicedKind:
+			if k.MaxPoolSize != nil {
+				add(*k.MaxPoolSize)
+			}
+		case memory.ArenaKind:
+			add(k.PageBytes)
 		}
 	}
 	return n

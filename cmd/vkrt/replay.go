@@ -183,7 +183,7 @@ type replayFigures struct {
 }
 
 func figuresOf(r *replay.Result) replayFigures {
-	capacity := planCapacity(r.Layout)
+	capacity := reportedCapacity(r.Layout, r.Report)
 	return replayFigures{Layout: r.Layout, ReservedPeakBytes: r.ReservedPeakBytes, DriverAllocs: r.DriverAllocs,
 		BindCalls: r.BindCalls, Binds: r.Binds, Spills: r.Spills, PlanCapacity: capacity,
 		GrowthBytes: growth(r.ReservedPeakBytes, capacity, r.Report.Persistent.Usage.BytesReserved)}

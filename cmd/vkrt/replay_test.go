@@ -509,3 +509,27 @@ func TestReplayTakesAPlanFileLedByWhitespace(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want, got)
 }
+
+// Under capped pools whose page is not a multiple of the alignment, the
+// plan's capacity is what the pools hold (the pages rounded up as the
+// pools round them), so a run that never passed its two capped pages
+// grew nothing: the capacity was the page as written, and 30 B of growth
+// showed with no spill.
+func TestReplayCapacityIsWhatTheCappedPoolsHold(t *testing.T) {
+	path := writeTrace(t, "two.trace", "a 1 1000000 0\na 2 1000000 0\nf 1\nf 2\n")
+	out, _, err := execute(t, "replay", "--json", "--layout", `{"Sliced":[{"page_size":1000001,"pages":2,"max_slice":1000001}]}`, path)
+	require.NoError(t, err)
+	var line struct {
+		ReservedPeakBytes uint64 `json:"reserved_peak_bytes"`
+		Spills            uint64 `json:"spills"`
+		PlanCapacity      uint64 `json:"plan_capacity_bytes"`
+		GrowthBytes       uint64 `json:"growth_bytes"`
+		DriverAllocs      uint64 `json:"driver_allocs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &line))
+	require.Zero(t, line.Spills)
+	require.Equal(t, uint64(2), line.DriverAllocs, "two capped pages, as planned")
+	require.Equal(t, uint64(2*1000016), line.PlanCapacity, "two pages of 1,000,001 B rounded up to 16 B")
+	require.Equal(t, line.PlanCapacity, line.ReservedPeakBytes)
+	require.Zero(t, line.GrowthBytes, out)
+}

@@ -254,7 +254,7 @@ func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry,
 			Usage: res.Usage, Report: res.Report, ReservedPeak: res.PeakReservedBytes,
 			LiveBytesPeak: res.PeakBytes, HandlesPeak: res.PeakHandles, MemoryPages: res.MemoryPages,
 			Calls: res.Calls, FailedCalls: res.FailedCalls, LastError: res.LastError,
-			Spills: res.Spills, PlanCapacity: planCapacity(s.plan),
+			Spills: res.Spills, PlanCapacity: reportedCapacity(s.plan, res.Report),
 		}
 		stats := s.client.StorageStats()
 		line.DeviceBytesPeak, line.DeviceAllocs, line.DeviceAllocationsPeak = stats.BytesPeak, stats.Allocs, stats.AllocationsPeak
