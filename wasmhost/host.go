@@ -59,6 +59,9 @@ type Host struct {
 	mu     sync.Mutex
 	closed bool           // Close was called
 	runs   sync.WaitGroup // the Runs under way
+	// closing is closed by Close: a guest asleep (poll_oneoff on a
+	// clock) wakes, and wazero then ends it.
+	closing chan struct{}
 }
 
 // closedExitCode is the exit code Close ends running guests with, which
@@ -77,7 +80,7 @@ func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 	}
 	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true).WithMemoryLimitPages(cfg.maxMemoryPages).
 		WithCoreFeatures(guestFeatures)
-	h := &Host{c: c, cfg: cfg, kernels: newKernelTable()}
+	h := &Host{c: c, cfg: cfg, kernels: newKernelTable(), closing: make(chan struct{})}
 	if cfg.cacheDir != "" {
 		cache, err := wazero.NewCompilationCacheWithDir(cfg.cacheDir)
 		if err != nil {
@@ -116,6 +119,7 @@ func (h *Host) Close(ctx context.Context) error {
 		return nil
 	}
 	h.closed = true
+	close(h.closing)
 	h.mu.Unlock()
 	err := h.rt.CloseWithExitCode(ctx, closedExitCode)
 	h.runs.Wait()
@@ -324,7 +328,7 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 	callCtx := context.WithValue(runCtx, instanceKey{}, inst)
 
 	res := &Result{DryRun: inst.dry}
-	mod, err := h.rt.InstantiateModule(callCtx, m.compiled, moduleConfig(cfg))
+	mod, err := h.rt.InstantiateModule(callCtx, m.compiled, moduleConfig(cfg, h.sleeper(runCtx)))
 	if err == nil {
 		_, err = mod.ExportedFunction("_start").Call(callCtx)
 		if mem := guestMemory(mod); mem != nil {
@@ -399,7 +403,29 @@ func inStartFunction(err error) bool {
 	return errors.As(err, &exit) || strings.HasPrefix(err.Error(), "start function[")
 }
 
-func moduleConfig(cfg runConfig) wazero.ModuleConfig {
+// sleeper is a guest's sleep (poll_oneoff on a clock, with clocks
+// granted): it wakes at its time, or ends the guest at the run's deadline
+// or when the host closes, as wazero ends a guest whose context is done
+// (the exit codes classify reads). A plain time.Sleep held a guest of
+// 300 ms deadline 10 s, and Close with it.
+func (h *Host) sleeper(runCtx context.Context) sys.Nanosleep {
+	return func(ns int64) {
+		if ns <= 0 {
+			return
+		}
+		t := time.NewTimer(time.Duration(ns))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-runCtx.Done():
+			panic(sys.NewExitError(sys.ExitCodeDeadlineExceeded))
+		case <-h.closing:
+			panic(sys.NewExitError(closedExitCode))
+		}
+	}
+}
+
+func moduleConfig(cfg runConfig, sleep sys.Nanosleep) wazero.ModuleConfig {
 	mc := wazero.NewModuleConfig().WithName("").WithStartFunctions().WithArgs(cfg.args...)
 	for _, kv := range cfg.env {
 		mc = mc.WithEnv(kv[0], kv[1])
@@ -420,7 +446,7 @@ func moduleConfig(cfg runConfig) wazero.ModuleConfig {
 	}
 	mc = mc.WithStdout(out).WithStderr(errOut)
 	if cfg.clocks {
-		mc = mc.WithSysWalltime().WithSysNanotime().WithSysNanosleep()
+		mc = mc.WithSysWalltime().WithSysNanotime().WithNanosleep(sleep)
 	}
 	return mc
 }

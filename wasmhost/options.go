@@ -178,6 +178,7 @@ func WithStderr(w io.Writer) RunOption {
 
 // WithClocks grants the guest the host's real clocks and sleep. Without it
 // the guest sees wazero's deterministic clocks, and no timing of the host.
+// A guest asleep at its deadline, or when the host closes, ends then.
 func WithClocks() RunOption {
 	return func(c runConfig) runConfig { c.clocks = true; return c }
 }
