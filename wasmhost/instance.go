@@ -10,6 +10,7 @@ import (
 	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/dryrun"
 	"github.com/vkrt/vkrt/memory"
+	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
 // A handle is a slot index plus one in its low indexBits bits and the
@@ -258,6 +259,9 @@ func (f *failure) message() string {
 	case failOutOfBuffer:
 		return fmt.Sprintf("%s: handle %#x: %d B at offset %d is outside its %d B", f.what, f.handle, f.b, f.a, f.c)
 	case failError:
+		if m, ok := ownMemoryMessage(f.err); ok {
+			return m
+		}
 		var se *StatusError
 		if errors.As(f.err, &se) {
 			return se.Err.Error()
@@ -265,6 +269,24 @@ func (f *failure) message() string {
 		return f.err.Error()
 	}
 	return ""
+}
+
+// ownMemoryMessage is what last_error tells of an allocation the device
+// refused: the guest's request and its own pools, not the client's
+// account, which names every stream's largest buffers and the device's
+// bytes in use (another guest's buffers and sizes, read through
+// last_error).
+func ownMemoryMessage(err error) (string, bool) {
+	if !errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
+		return "", false
+	}
+	var ae *client.AllocationError
+	if !errors.As(err, &ae) {
+		return "the device is out of memory", true
+	}
+	u := ae.Pools.Usage()
+	return fmt.Sprintf("%d B (%s) could not be allocated after a cleanup: the device is out of memory; this guest's pools hold %s reserved, %s in %d live allocations, under layout %v",
+		ae.Size, memory.FormatBytes(ae.Size), memory.FormatBytes(u.BytesReserved), memory.FormatBytes(u.BytesInUse), u.NumberAllocs, ae.Layout), true
 }
 
 // sampleReserved notes the bytes the guest's pools reserve now, for the

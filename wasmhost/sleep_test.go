@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/client"
 )
 
 // sleeperWAT sleeps 10 s in one poll_oneoff on a relative clock
@@ -59,4 +61,38 @@ func TestCloseEndsASleepingGuest(t *testing.T) {
 	require.NoError(t, h.Close(context.Background()))
 	require.ErrorIs(t, <-done, ErrClosed)
 	require.Less(t, time.Since(started), 5*time.Second, "Close waited out the guest's sleep")
+}
+
+// A guest whose allocation the device refuses reads of its own request
+// and pools in last_error, nothing of another guest's: the message was the
+// client's, which lists every stream's largest live buffers (another
+// guest's buffer of 3,000,001 B, its stream) and the device's bytes in use.
+func TestLastErrorOfARefusedAllocationNamesNoOtherGuest(t *testing.T) {
+	c := openClient(t, client.WithMemoryLimit(64<<20))
+	h := newHost(t, context.Background(), c)
+	holder := compile(t, h, wat(t, `(module
+  (import "vkrt_v1" "buffer_create" (func $create (param i64 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 24) "\00\ca\9a\3b\00\00\00\00") ;; 1 s
+  (func (export "_start")
+    (if (call $create (i64.const 3000001) (i32.const 4096)) (then unreachable))
+    (drop (call $poll (i32.const 0) (i32.const 1024) (i32.const 1) (i32.const 2048)))))`))
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.Run(context.Background(), holder, WithClocks(), WithDeadline(time.Minute))
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return liveBuffers(c) == 1 }, 5*time.Second, 10*time.Millisecond)
+	asker := compile(t, h, guestWAT(t, "", `(drop (call $create (i64.const 40000000) (i32.const 0)))`))
+	res, err := h.Run(context.Background(), asker)
+	require.NoError(t, err)
+	require.NoError(t, <-done)
+	require.Equal(t, uint64(1), res.FailedCalls)
+	msg := res.LastError
+	require.Contains(t, msg, "40000000 B")
+	require.Contains(t, msg, "out of memory")
+	for _, other := range []string{"3000001", "3.00 MB", "stream", "limit", "in use 3"} {
+		require.NotContains(t, msg, other, "last_error: %s", msg)
+	}
 }
