@@ -187,6 +187,7 @@ func fuzzRun(t *testing.T, data []byte) []string {
 				require.Equal(t, before, m.Report(), "an invalid layout changed the pools")
 			case liveDynamic > 0:
 				require.Equal(t, &InstallError{Kind: PoolsInUse, BytesInUse: liveBytes}, err)
+				require.Equal(t, before, m.Report(), "a refused install changed the pools")
 			default:
 				require.NoError(t, err)
 				require.True(t, l.Equal(m.Layout()))

@@ -572,10 +572,11 @@ func (m *Manager) dynamicUsage() Usage {
 
 // Install rebuilds the dynamic pools with layout l and resets their marks,
 // spills and the arena's reservation count. An unusable layout is
-// InvalidLayout and changes nothing. Otherwise it cleans up first, and while
-// dynamic reservations are still live it refuses with PoolsInUse, keeping
-// the old layout and every reservation. The persistent pool is untouched:
-// not cleaned, not rebuilt, its marks kept.
+// InvalidLayout, and while dynamic reservations are live it refuses with
+// PoolsInUse; either changes nothing (a refused Install cleaned the pools
+// up, so a guest's refused memory_install gave back its free pages).
+// Otherwise it cleans the dynamic pools up and rebuilds them. The
+// persistent pool is untouched: not cleaned, not rebuilt, its marks kept.
 func (m *Manager) Install(l Layout) error {
 	resolved, ierr := l.resolve(m.props, m.backendLimit)
 	if ierr != nil {
@@ -584,11 +585,11 @@ func (m *Manager) Install(l Layout) error {
 	if err := m.checkAddressSpace(resolved); err != nil {
 		return err
 	}
-	m.cleanupDynamic(true)
-	m.storage.Flush()
 	if d := m.dynamicUsage(); d.NumberAllocs != 0 {
 		return &InstallError{Kind: PoolsInUse, BytesInUse: d.BytesInUse}
 	}
+	m.cleanupDynamic(true)
+	m.storage.Flush()
 	// Every dynamic page is free and explicit cleanup returned them all.
 	m.build(l, resolved)
 	if invariantsEnabled {

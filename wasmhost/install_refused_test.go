@@ -1,0 +1,29 @@
+package wasmhost
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A memory_install refused with EBUSY (a buffer is live) changes nothing:
+// the guest's reserved bytes are what they were (the pools were cleaned up
+// before the refusal, 10 MiB reserved fell to 2 MiB), as ABI.md says of a
+// failed call.
+func TestARefusedInstallChangesNothing(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	m := compile(t, h, guestWAT(t, `(data (i32.const 1024) "direct")`, `(local $st i32)
+		(drop (call $create (i64.const 16) (i32.const 0)))
+		(drop (call $create (i64.const 1048576) (i32.const 4)))
+		(drop (call $free (call $h1)))
+		(drop (call $usage (i32.const 64)))
+		(local.set $st (call $install (i32.const 1024) (i32.const 6)))
+		(if (i32.ne (local.get $st) (i32.const 10)) (then (call $exit (i32.const 90))))
+		(drop (call $usage (i32.const 128)))
+		(if (i64.ne (i64.load (i32.const 88)) (i64.load (i32.const 152)))
+			(then (call $exit (i32.const 100))))`))
+	res, err := h.Run(context.Background(), m)
+	require.NoError(t, err, "the refused install (EBUSY) changed the guest's reserved bytes; last error: %s", res.LastError)
+}
