@@ -113,7 +113,7 @@ func listRecords(ctx context.Context, out io.Writer, envName string, q environme
 			reserved, inUse = memory.FormatBytes(u.BytesReserved), memory.FormatBytes(u.BytesInUse)
 			peak = strconv.FormatUint(peakPages(rec.Report), 10)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Time.Format("2006-01-02 15:04:05"), e.Kind, tableCell(e.Label),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Time.UTC().Format(recordTimeLayout), e.Kind, tableCell(e.Label),
 			pools, reserved, inUse, peak)
 	}
 	if err := tw.Flush(); err != nil {
@@ -209,11 +209,19 @@ func checkTotals(e environment.Entry, r memory.Report) error {
 	return nil
 }
 
+// recordTimeLayout is a record's time in the table: UTC, as --json and
+// report give it (the table gave local time with no zone).
+const recordTimeLayout = "2006-01-02 15:04:05Z"
+
 // tableCell shows a label as it is unless it holds a character that would
-// break the table (a control character such as a newline or a tab, or a
-// line or paragraph separator); then it is quoted with Go escapes.
+// break the table or hide what it holds (one unicode.IsPrint refuses: a
+// control or format character such as a newline, a tab or a right-to-left
+// override, a line or paragraph separator, a space other than ' '), or
+// starts with a double quote; then it is quoted with Go escapes, so two
+// labels never show as one cell ("a\nb" and the label of those six
+// characters did).
 func tableCell(label string) string {
-	if strings.IndexFunc(label, func(r rune) bool { return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' }) < 0 {
+	if !strings.HasPrefix(label, `"`) && strings.IndexFunc(label, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
 		return label
 	}
 	return strconv.Quote(label)

@@ -247,6 +247,54 @@ func TestRecordsEscapesControlCharactersInLabels(t *testing.T) {
 	}
 }
 
+// Two labels never show as one cell: a label of the six characters
+// "a\nb" (quotes included) showed as the label a, newline, b did, and a
+// right-to-left override was shown as it is.
+func TestRecordsLabelsShowDistinct(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	env, err := environment.Open("labels")
+	require.NoError(t, err)
+	labels := []string{"a\nb", `"a\nb"`, "x\u202ey", "nb\u00a0sp"}
+	for _, label := range labels {
+		body, err := json.Marshal(sampleMemoryRecord(label, 1))
+		require.NoError(t, err)
+		_, err = env.PutJSON(context.Background(), environment.KindMemory, label, body)
+		require.NoError(t, err)
+	}
+	require.NoError(t, env.Close())
+	out, err := executeRecords(t, "--env", "labels")
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.Len(t, lines, 5, out)
+	cells := map[string]bool{}
+	for _, l := range lines[1:] {
+		cells[strings.Fields(l)[4]] = true
+	}
+	require.Len(t, cells, 4, "four labels, four cells:\n%s", out)
+	require.NotContains(t, out, "\u202e", "the override is escaped")
+	require.Contains(t, out, `"x\u202ey"`)
+	require.Contains(t, out, `"nb\u00a0sp"`)
+}
+
+// The table gives a record's time in UTC, as --json does: it gave local
+// time with no zone.
+func TestRecordsTableAndJSONAgreeOnTime(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	saved := time.Local
+	time.Local = time.FixedZone("UTC+5", 5*3600)
+	defer func() { time.Local = saved }()
+	seedEnvironment(t, "tz")
+	table, err := executeRecords(t, "--env", "tz", "--last", "1", "--kind", "all")
+	require.NoError(t, err)
+	out, err := executeRecords(t, "--env", "tz", "--last", "1", "--kind", "all", "--json")
+	require.NoError(t, err)
+	var line struct {
+		Time time.Time `json:"time"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &line))
+	require.Contains(t, table, line.Time.UTC().Format("2006-01-02 15:04:05Z"), "the table's time is the JSON's (%s):\n%s", line.Time, table)
+}
+
 func TestRecordsOnAnEmptyFileWritesNothing(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv(environment.DirEnvVar, dir)
