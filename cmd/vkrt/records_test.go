@@ -220,11 +220,13 @@ func TestRecordsListsTheRestWhenOneRecordCannotBeDecoded(t *testing.T) {
 	require.Len(t, strings.Split(strings.TrimRight(out, "\n"), "\n"), 5, "%s", out)
 }
 
-func TestRecordsEscapesControlCharactersInLabels(t *testing.T) {
-	t.Setenv(environment.DirEnvVar, t.TempDir())
+// labelledRecordsTable is `vkrt records` over an environment of one memory
+// record per label, and its lines: the header and one per record.
+func labelledRecordsTable(t *testing.T, labels ...string) (string, []string) {
+	t.Helper()
 	env, err := environment.Open("labels")
 	require.NoError(t, err)
-	for _, label := range []string{"two\nlines", "a\ttab", "plain label", "bell\a\u2028"} {
+	for _, label := range labels {
 		body, err := json.Marshal(sampleMemoryRecord(label, 1))
 		require.NoError(t, err)
 		_, err = env.PutJSON(context.Background(), environment.KindMemory, label, body)
@@ -234,7 +236,13 @@ func TestRecordsEscapesControlCharactersInLabels(t *testing.T) {
 	out, err := executeRecords(t, "--env", "labels")
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-	require.Len(t, lines, 5, "one line per record: %s", out)
+	require.Len(t, lines, len(labels)+1, "one line per record: %s", out)
+	return out, lines
+}
+
+func TestRecordsEscapesControlCharactersInLabels(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	out, lines := labelledRecordsTable(t, "two\nlines", "a\ttab", "plain label", "bell\a\u2028")
 	require.NotContains(t, out, "\t")
 	require.Contains(t, lines[1], `"two\nlines"`)
 	require.Contains(t, lines[2], `"a\ttab"`)
@@ -252,20 +260,7 @@ func TestRecordsEscapesControlCharactersInLabels(t *testing.T) {
 // right-to-left override was shown as it is.
 func TestRecordsLabelsShowDistinct(t *testing.T) {
 	t.Setenv(environment.DirEnvVar, t.TempDir())
-	env, err := environment.Open("labels")
-	require.NoError(t, err)
-	labels := []string{"a\nb", `"a\nb"`, "x\u202ey", "nb\u00a0sp"}
-	for _, label := range labels {
-		body, err := json.Marshal(sampleMemoryRecord(label, 1))
-		require.NoError(t, err)
-		_, err = env.PutJSON(context.Background(), environment.KindMemory, label, body)
-		require.NoError(t, err)
-	}
-	require.NoError(t, env.Close())
-	out, err := executeRecords(t, "--env", "labels")
-	require.NoError(t, err)
-	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-	require.Len(t, lines, 5, out)
+	out, lines := labelledRecordsTable(t, "a\nb", `"a\nb"`, "x\u202ey", "nb\u00a0sp")
 	cells := map[string]bool{}
 	for _, l := range lines[1:] {
 		cells[strings.Fields(l)[4]] = true
