@@ -20,7 +20,8 @@ var magic = []byte{0x1f, 0x8b}
 // short, or not gzip past its first two bytes.
 var ErrUnreadable = errors.New("a gzip stream that cannot be read")
 
-// ErrTrailing is data after the one gzip stream a file holds.
+// ErrTrailing is data after a file's gzip members that is not another
+// member.
 var ErrTrailing = errors.New("data after the gzip stream")
 
 // TooLargeError is more than Limit bytes, unpacked from gzip or not.
@@ -66,10 +67,11 @@ func unpacker(br *bufio.Reader) (*gzip.Reader, error) {
 	return zr, nil
 }
 
-// ReadAll reads all of r, unpacked where it is gzip, and refuses more than
-// limit bytes (a *TooLargeError), a gzip stream it cannot read
-// (ErrUnreadable) and anything after the stream (ErrTrailing): one
-// document a file. Errors reading r itself are returned as they are.
+// ReadAll reads all of r, unpacked where it is gzip (its members one after
+// the other, as gzip -d gives them: bgzip and gzip -c a >>f write several),
+// and refuses more than limit bytes (a *TooLargeError), a gzip stream it
+// cannot read (ErrUnreadable) and anything after the members that is not
+// one (ErrTrailing). Errors reading r itself are returned as they are.
 func ReadAll(r io.Reader, limit int64) (data []byte, gzipped bool, err error) {
 	return ReadAllWith(r, limit, nil)
 }
@@ -86,7 +88,8 @@ func ReadAllWith(r io.Reader, limit int64, add func(data, piece []byte) []byte) 
 	}
 	var src io.Reader = br
 	if zr != nil {
-		// A second stream is not read on as the first's.
+		// Each member is read to its end, and what follows it told apart
+		// here: another member, or data that is not one.
 		zr.Multistream(false)
 		src, gzipped = zr, true
 	}
@@ -101,6 +104,23 @@ func ReadAllWith(r io.Reader, limit int64, add func(data, piece []byte) []byte) 
 			return nil, gzipped, &TooLargeError{Limit: limit, Gzipped: gzipped}
 		}
 		data = add(data, piece[:n])
+		if err == io.EOF && gzipped {
+			next, perr := br.Peek(len(magic))
+			switch {
+			case IsGzip(next):
+				if err := zr.Reset(br); err != nil {
+					return nil, true, fmt.Errorf("%w: %v", ErrUnreadable, err)
+				}
+				zr.Multistream(false)
+				continue
+			case len(next) == 0 && perr == io.EOF:
+				// The last member ends the file.
+			case perr != nil && perr != io.EOF:
+				return nil, true, perr
+			default:
+				return nil, true, ErrTrailing
+			}
+		}
 		if err == io.EOF {
 			break
 		}
@@ -109,11 +129,6 @@ func ReadAllWith(r io.Reader, limit int64, add func(data, piece []byte) []byte) 
 				return nil, true, fmt.Errorf("%w: %v", ErrUnreadable, err)
 			}
 			return nil, false, err
-		}
-	}
-	if gzipped {
-		if _, err := br.ReadByte(); err != io.EOF {
-			return nil, true, ErrTrailing
 		}
 	}
 	if data == nil {

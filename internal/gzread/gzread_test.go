@@ -63,7 +63,9 @@ func TestReadAllRefusesBombsAndBrokenStreams(t *testing.T) {
 	_, _, err = Reader(bytes.NewReader([]byte{0x1f, 0x8b, 'n', 'o', 't'}))
 	require.ErrorIs(t, err, ErrUnreadable)
 
-	for _, tail := range [][]byte{doc, []byte("\n")} {
+	// Data after the members that is not one is refused; another member
+	// is read on, as gzip -d reads it.
+	for _, tail := range [][]byte{[]byte("\n"), {0x1f}, append(bytes.Clone(doc), 'x')} {
 		_, _, err := ReadAll(bytes.NewReader(append(bytes.Clone(doc), tail...)), 1<<10)
 		require.ErrorIs(t, err, ErrTrailing)
 	}
@@ -100,4 +102,21 @@ func TestReadAllWithHoldsWhatItKeeps(t *testing.T) {
 	_, _, err = ReadAllWith(bytes.NewReader(packed), 64<<20-1, keepFew)
 	var tooLarge *TooLargeError
 	require.ErrorAs(t, err, &tooLarge, "the limit counts what is read")
+}
+
+// A file of several gzip members (bgzip's, or gzip -c a >>f) reads as gzip
+// -d gives it, the members one after the other, bounded by the limit over
+// them all: it was refused as data after the gzip stream.
+func TestReadAllReadsEveryMember(t *testing.T) {
+	in := append(Pack([]byte(`{"Sliced":[{"page_`)), Pack([]byte(`size":4096}]}`))...)
+	in = append(in, Pack(nil)...) // an empty member
+	data, gz, err := ReadAll(bytes.NewReader(in), 1<<10)
+	require.NoError(t, err)
+	require.True(t, gz)
+	require.Equal(t, `{"Sliced":[{"page_size":4096}]}`, string(data))
+	_, _, err = ReadAll(bytes.NewReader(in), 20)
+	var tooLarge *TooLargeError
+	require.ErrorAs(t, err, &tooLarge, "the limit counts every member")
+	_, _, err = ReadAll(bytes.NewReader(append(bytes.Clone(in), 0x1f, 0x8b, 'n', 'o', 't')), 1<<10)
+	require.ErrorIs(t, err, ErrUnreadable, "a member that is not gzip past its magic")
 }
