@@ -124,8 +124,12 @@ type replayLine struct {
 	Allocations   int    `json:"allocations"`
 	PeakLiveBytes uint64 `json:"peak_live_bytes"`
 	replayFigures
-	Report memory.Report  `json:"report"`
-	Plan   *replayFigures `json:"plan,omitempty"`
+	// Report is the pools' report of the first stream the trace allocates
+	// on; Streams, for a trace of several streams, every stream's (the
+	// line showed the first stream's alone).
+	Report  memory.Report      `json:"report"`
+	Streams []streamReportLine `json:"streams,omitempty"`
+	Plan    *replayFigures     `json:"plan,omitempty"`
 	// With --pytorch: the modelled PyTorch allocator on the same stream.
 	PyTorch *replayPyTorch `json:"pytorch,omitempty"`
 	// With --bench: the layout's and the reference's best ns/event, the
@@ -141,6 +145,12 @@ type replayLine struct {
 	PlanNsRatio    *float64 `json:"plan_ns_ratio,omitempty"`
 	// With --second-runs, when the directory holds the trace's second run.
 	SecondRun *secondRunLine `json:"second_run,omitempty"`
+}
+
+// streamReportLine is one stream's pools after the replay.
+type streamReportLine struct {
+	Stream uint32        `json:"stream"`
+	Report memory.Report `json:"report"`
 }
 
 // secondRunLine is a trace's second run: its peak live bytes, it under
@@ -186,7 +196,17 @@ func figuresOf(r *replay.Result) replayFigures {
 	capacity := reportedCapacity(r.Layout, r.Report)
 	return replayFigures{Layout: r.Layout, ReservedPeakBytes: r.ReservedPeakBytes, DriverAllocs: r.DriverAllocs,
 		BindCalls: r.BindCalls, Binds: r.Binds, Spills: r.Spills, PlanCapacity: capacity,
-		GrowthBytes: growth(r.ReservedPeakBytes, capacity, r.Report.Persistent.Usage.BytesReserved)}
+		GrowthBytes: growth(r.ReservedPeakBytes, capacity, persistentBytes(r))}
+}
+
+// persistentBytes is what every stream's persistent pool holds at the end
+// of the replay: not the plan's to count as growth.
+func persistentBytes(r *replay.Result) uint64 {
+	var n uint64
+	for _, s := range r.Streams {
+		n += s.Report.Persistent.Usage.BytesReserved
+	}
+	return n
 }
 
 // replayProgressEvents is the stream length past which a terminal gets a
@@ -397,6 +417,11 @@ func writeReplayLine(w io.Writer, row replayRow, f replayFlags) error {
 	d := row.dry
 	line := replayLine{Trace: d.Trace, Events: d.Events, Allocations: d.Allocations, PeakLiveBytes: d.PeakLiveBytes,
 		replayFigures: figuresOf(d), Report: d.Report}
+	if len(d.Streams) > 1 {
+		for _, s := range d.Streams {
+			line.Streams = append(line.Streams, streamReportLine{Stream: s.Stream, Report: s.Report})
+		}
+	}
 	if row.plan != nil {
 		plan := figuresOf(row.plan)
 		line.Plan = &plan

@@ -533,3 +533,36 @@ func TestReplayCapacityIsWhatTheCappedPoolsHold(t *testing.T) {
 	require.Equal(t, line.PlanCapacity, line.ReservedPeakBytes)
 	require.Zero(t, line.GrowthBytes, out)
 }
+
+// The JSON line of a trace of several streams gives every stream's pools:
+// it gave the first stream's alone, so their bytes in use were not the
+// live bytes left at the end.
+func TestReplayJSONGivesEveryStreamsPools(t *testing.T) {
+	path := writeTrace(t, "two.trace", "a 1 100 0\na 2 200 1\na 3 300 1\n")
+	out, _, err := execute(t, "replay", "--json", path)
+	require.NoError(t, err)
+	var line struct {
+		PeakLiveBytes uint64        `json:"peak_live_bytes"`
+		Report        memory.Report `json:"report"`
+		Streams       []struct {
+			Stream uint32        `json:"stream"`
+			Report memory.Report `json:"report"`
+		} `json:"streams"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &line))
+	require.Equal(t, uint64(600), line.PeakLiveBytes)
+	require.Len(t, line.Streams, 2, out)
+	var allocs, inUse uint64
+	for i, s := range line.Streams {
+		require.Equal(t, uint32(i), s.Stream)
+		allocs += s.Report.Usage().NumberAllocs
+		inUse += s.Report.Usage().BytesInUse
+	}
+	require.Equal(t, uint64(3), allocs)
+	require.Equal(t, uint64(600), inUse)
+	require.Equal(t, line.Streams[0].Report.Usage(), line.Report.Usage(), "report is the first stream's")
+
+	out, _, err = execute(t, "replay", "--json", writeTrace(t, "one.trace", "a 1 100 0\n"))
+	require.NoError(t, err)
+	require.NotContains(t, out, `"streams"`, "one stream: its report alone")
+}
