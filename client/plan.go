@@ -61,6 +61,18 @@ type Measurement struct {
 	DryWall, RealWall time.Duration
 }
 
+// MaxMeasuredAllocations bounds the allocations a dry run of MeasurePlan
+// records: the host memory the trace takes (about 64 B an allocation and
+// its free) is bounded by it, where a workload creating and freeing one
+// buffer in a loop made it grow without end (a guest under vkrt plan,
+// within its quotas, by 286 MiB in 4 s). Past it the dry run goes on
+// without recording and the measurement fails: a plan of so many
+// reservations is far past any model's stream (llama_generate's is 143,000).
+const MaxMeasuredAllocations = 1 << 22
+
+// measuredAllocations is MaxMeasuredAllocations, lowered by tests.
+var measuredAllocations = MaxMeasuredAllocations
+
 // MeasurePlan measures workload with a dry run on a fresh stream under
 // opts.Layout (by default the layout the client was opened with), plans a
 // layout from the report, installs it on the calling stream (which must
@@ -95,6 +107,12 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 	dryCtx := dryrun.With(WithStream(ctx, probe))
 	if err := workload(dryCtx); err != nil {
 		return nil, fmt.Errorf("client: dry run of the workload: %w", err)
+	}
+	probe.mu.Lock()
+	full := probe.traceFull
+	probe.mu.Unlock()
+	if full {
+		return nil, fmt.Errorf("client: the dry run made more than %d allocations, more than a measurement records: measure a shorter run of the workload", measuredAllocations)
 	}
 	m := &Measurement{DryWall: time.Since(start)}
 	if after := storage.Allocated(); after > before {

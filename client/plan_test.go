@@ -145,3 +145,34 @@ func TestMeasurePlanDefaultsToTheClientsLayout(t *testing.T) {
 		require.True(t, explicit.Plan.Equal(byDefault.Plan))
 	})
 }
+
+// A dry run that makes more allocations than a measurement records fails
+// the measurement once it ends, its trace bounded: a workload creating
+// and freeing one buffer in a loop grew the host's memory without end.
+func TestMeasurePlanBoundsTheTrace(t *testing.T) {
+	saved := measuredAllocations
+	measuredAllocations = 100
+	defer func() { measuredAllocations = saved }()
+	c := openClient(t)
+	ctx := context.Background()
+	loop := func(n int) Workload {
+		return func(ctx context.Context) error {
+			for range n {
+				b, err := c.Empty(ctx, 4096)
+				if err != nil {
+					return err
+				}
+				if err := b.Free(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	_, err := c.MeasurePlan(ctx, loop(1000), MeasureOptions{})
+	require.ErrorContains(t, err, "the dry run made more than 100 allocations")
+	m, err := c.MeasurePlan(ctx, loop(100), MeasureOptions{})
+	require.NoError(t, err, "exactly the bound")
+	require.Equal(t, 100, m.Trace.Allocations)
+	require.Len(t, m.Trace.Events, 200)
+}

@@ -30,6 +30,9 @@ type Stream struct {
 	failed error // the device failure that put the stream in an error state
 	closed bool
 	trace  *trace.Trace // the allocation stream, while a measurement records it
+	// traceFull: the trace reached measuredAllocations and records no
+	// more; the measurement fails.
+	traceFull bool
 }
 
 // ID is the stream's id; the default stream is 0.
@@ -181,7 +184,9 @@ func (s *Stream) alloc(ctx context.Context, size uint64, data []byte) (*Buffer, 
 		s.live = append(s.live, nb)
 		// The trace is the stream the dynamic pools see, which a plan is
 		// made for: a persistent window's reservations never reach them.
-		if s.trace != nil && !s.mgr.InPersistent() {
+		if s.trace != nil && !s.mgr.InPersistent() && s.trace.Allocations >= measuredAllocations {
+			s.traceFull = true
+		} else if s.trace != nil && !s.mgr.InPersistent() {
 			nb.traced = int32(s.trace.Allocations)
 			s.trace.Events = append(s.trace.Events, trace.Event{Op: trace.OpAlloc, Index: nb.traced, Size: size, Stream: uint32(s.id)})
 			s.trace.Allocations++
