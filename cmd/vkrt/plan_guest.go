@@ -232,7 +232,9 @@ func printPlanWasm(w io.Writer, l planWasmLine, out string) {
 	fmt.Fprintf(w, "dry run:  %.2f s, %s of device memory held; the guest's buffers peaked at %s live, its pools at %s reserved\n",
 		l.DryRun.WallS, memory.FormatBytes(l.DryRun.DeviceBytes), memory.FormatBytes(l.DryRun.PeakLiveBytes), memory.FormatBytes(l.DryRun.ReservedPeakBytes))
 	fmt.Fprintf(w, "plan:     %s\n", describePlan(l.Plan, l.Capacity))
-	if out != "" {
+	if v := l.Verify; out != "" && v != nil && !v.OK {
+		fmt.Fprintf(w, "          written to %s, but the real run under it failed (below)\n", out)
+	} else if out != "" {
 		fmt.Fprintf(w, "          written to %s (use it with --layout)\n", out)
 	}
 	if v := l.Verify; v != nil {

@@ -287,3 +287,25 @@ func TestRunWithoutTheDefaultCompilationCacheCompiles(t *testing.T) {
 	require.Contains(t, stderr, "vkrt: no compilation cache (")
 	require.Contains(t, stderr, "compiling the guest")
 }
+
+// A plan whose real run fails under --verify is written, saying so, not
+// offered for use: "use it with --layout" stood above "verify: FAILED".
+func TestPlanVerifyThatFailsSaysSoWhereThePlanIsWritten(t *testing.T) {
+	guest := watFile(t, `(module
+  (import "vkrt_v1" "is_dry_run" (func $dry (param i32) (result i32)))
+  (import "vkrt_v1" "buffer_create" (func $create (param i64 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (func (export "_start")
+    (drop (call $create (i64.const 4096) (i32.const 8)))
+    (drop (call $dry (i32.const 0)))
+    (if (i32.eqz (i32.load (i32.const 0))) (then (call $exit (i32.const 3))))))`)
+	out := filepath.Join(t.TempDir(), "v.plan")
+	stdout, _, err := execute(t, "plan", guestArgs(t, guest, "--verify", "--out", out)...)
+	require.Error(t, err)
+	require.Contains(t, stdout, "verify:   FAILED")
+	require.Contains(t, stdout, "but the real run under it failed")
+	require.NotContains(t, stdout, "use it with --layout")
+	_, err = os.Stat(out)
+	require.NoError(t, err, "the plan is written all the same")
+}
