@@ -70,6 +70,19 @@ func (c *checkState) Errorf(format string, args ...any) {
 	c.evidence = append(c.evidence, fmt.Sprintf(format, args...))
 }
 
+// verdictf records what ended the check (its time ran out) first, past
+// the cap on evidence: a check at its cap lost the line that said it timed
+// out, and read as the device's fault.
+func (c *checkState) verdictf(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.evidence = slices.Insert(c.evidence, 0, fmt.Sprintf(format, args...))
+	if len(c.evidence) > maxEvidence {
+		c.evidence = c.evidence[:maxEvidence]
+		c.dropped++
+	}
+}
+
 // Fatalf records a misbehaviour and stops the check; like testing.T's, it
 // must be called from the check's own goroutine.
 func (c *checkState) Fatalf(format string, args ...any) {
@@ -217,12 +230,12 @@ func runCheck(ctx context.Context, ch Check, timeout time.Duration) Result {
 		select {
 		case <-done:
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				c.Errorf("the check ran past its time of %v", timeout)
+				c.verdictf("the check ran past its time of %v", timeout)
 			} else {
-				c.Errorf("the check was stopped: %v", ctx.Err())
+				c.verdictf("the check was stopped: %v", ctx.Err())
 			}
 		case <-time.After(time.Second):
-			c.Errorf("the check did not finish within %v", timeout)
+			c.verdictf("the check did not finish within %v", timeout)
 		}
 	}
 	d := time.Since(start)

@@ -215,12 +215,14 @@ func (r Report) WriteTable(w io.Writer) error {
 	return err
 }
 
+// formatDuration rounds as the JUnit file's %.3f seconds and the progress
+// line's Round do (a check of 6.9 ms read 6ms here and 7ms there).
 func formatDuration(d time.Duration) string {
 	switch {
-	case d < time.Millisecond:
-		return fmt.Sprintf("%dµs", d.Microseconds())
-	case d < time.Second:
-		return fmt.Sprintf("%dms", d.Milliseconds())
+	case d < time.Millisecond-time.Microsecond/2:
+		return fmt.Sprintf("%dµs", d.Round(time.Microsecond).Microseconds())
+	case d < time.Second-time.Millisecond/2:
+		return fmt.Sprintf("%dms", d.Round(time.Millisecond).Milliseconds())
 	}
 	return fmt.Sprintf("%.2fs", d.Seconds())
 }

@@ -160,7 +160,7 @@ func TestTableShowsRuleAndEvidenceOfFailures(t *testing.T) {
 	var b bytes.Buffer
 	require.NoError(t, sampleReport().WriteTable(&b))
 	require.Equal(t, `CHECK                 RESULT         TIME
-storage/ok            pass           1ms
+storage/ok            pass           2ms
 device/broken         fail           2.00s
     rule: keeps <bytes> & order
     - 3 of 8 bytes corrupt

@@ -192,12 +192,13 @@ func storageChecks(newStorage NewStorage) []Check {
 				gone := mustAlloc(c, t, 4096)
 				written := writePattern(c, t, keep, 1)
 				t.Storage.Dealloc(gone.ID)
+				t.Storage.Dealloc(gone.ID) // twice before Flush, where a release may still be deferred
 				t.Storage.Flush()
 				var before uint64
 				if hasHeld {
 					before = held()
 				}
-				t.Storage.Dealloc(gone.ID)                  // twice
+				t.Storage.Dealloc(gone.ID)                  // again after
 				t.Storage.Dealloc(keep.ID + gone.ID + 1000) // never issued
 				t.Storage.Dealloc(0)
 				t.Storage.Flush()
@@ -209,9 +210,16 @@ func storageChecks(newStorage NewStorage) []Check {
 				if written {
 					checkPattern(c, t, keep, 1, "the live allocation after unknown ids were released")
 				}
-				// Still allocates.
-				h := mustAlloc(c, t, 4096)
-				t.Storage.Dealloc(h.ID)
+				// Still allocates, and the released allocation's memory went
+				// back once: two new ones of its size share no byte (a
+				// storage that queued it twice gave it to both).
+				a, b := mustAlloc(c, t, 4096), mustAlloc(c, t, 4096)
+				if written && writePattern(c, t, a, 7) && writePattern(c, t, b, 8) {
+					checkPattern(c, t, a, 7, "a new allocation after an id was released twice")
+					checkPattern(c, t, b, 8, "another new allocation after an id was released twice")
+				}
+				t.Storage.Dealloc(a.ID)
+				t.Storage.Dealloc(b.ID)
 				t.Storage.Dealloc(keep.ID)
 				t.Storage.Flush()
 			},
@@ -321,6 +329,9 @@ func storageChecks(newStorage NewStorage) []Check {
 				} else if !errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
 					c.Errorf("allocation %d of %d B under a limit of %d B: %v (%T), which is not ErrOutOfDeviceMemory", len(ids), storageLimit/4, storageLimit, err, err)
 				}
+				if held := uint64(len(ids)) * (storageLimit / 4); held > storageLimit {
+					c.Errorf("%d allocations of %d B (%d B) succeeded under a limit of %d B before one was refused", len(ids), storageLimit/4, held, storageLimit)
+				}
 				release(t, ids)
 			},
 		},
@@ -394,7 +405,16 @@ func storageChecks(newStorage NewStorage) []Check {
 				t := openStorage(c, newStorage, StorageConfig{})
 				needMemory(c, t)
 				var hs []vkruntime.StorageHandle
-				for i, size := range append(oddSizes(t.Properties.Alignment), oddSizes(t.Properties.Alignment)...) {
+				// Large allocations too, where a storage may take another
+				// path (its own pages, a shared block): several of them
+				// live at once.
+				sizes := append(oddSizes(t.Properties.Alignment), oddSizes(t.Properties.Alignment)...)
+				for _, size := range []uint64{2<<20 + 7, 3 << 20, 4 << 20, 4<<20 + 1} {
+					if fitsOneAllocation(t, size) {
+						sizes = append(sizes, size)
+					}
+				}
+				for i, size := range sizes {
 					h := mustAlloc(c, t, size)
 					hs = append(hs, h)
 					writePattern(c, t, h, uint64(100+i))
@@ -447,7 +467,9 @@ func storageChecks(newStorage NewStorage) []Check {
 				defer release(t, []vkruntime.StorageID{other.ID})
 				writePattern(c, t, other, 5)
 				if gone.ID == other.ID {
-					c.NotSupportedf("the storage reused the released id at once; a stale id cannot be told apart")
+					// A stale id then names a live allocation: a transfer
+					// through it, or a second Dealloc, reaches that one.
+					c.Fatalf("the storage issued the released id %d again at once: the stale handle %v names another live allocation", gone.ID, gone)
 				}
 				junk := make([]byte, 4096)
 				for i := range junk {
@@ -539,6 +561,13 @@ func release(t StorageTarget, ids []vkruntime.StorageID) {
 		t.Storage.Dealloc(id)
 	}
 	t.Storage.Flush()
+}
+
+// fitsOneAllocation says whether the storage makes one allocation of size
+// bytes (an AllocationLimiter may make them no larger than its limit).
+func fitsOneAllocation(t StorageTarget, size uint64) bool {
+	l, ok := t.Storage.(vkruntime.AllocationLimiter)
+	return !ok || l.MaxAllocationSize() == 0 || size <= l.MaxAllocationSize()
 }
 
 // fillLimit allocates quarters of the limit until the storage refuses one
@@ -643,6 +672,19 @@ func checkOddTransfers(c *checkState, t StorageTarget) {
 			continue
 		}
 		compareBytes(c, data, got, fmt.Sprintf("read back of %v", sub))
+		// The same range written again reads back anew, not as it was
+		// first read.
+		again := pattern(uint64(300+i), r.n)
+		if err := m.Upload(sub, again); err != nil {
+			c.Errorf("Upload(%v) again: %v", sub, err)
+			continue
+		}
+		copy(mirror[r.off:], again)
+		if err := m.Download(sub, got); err != nil {
+			c.Errorf("Download(%v) again: %v", sub, err)
+			continue
+		}
+		compareBytes(c, again, got, fmt.Sprintf("read back of %v written a second time", sub))
 	}
 	got := make([]byte, size)
 	if err := m.Download(h, got); err != nil {

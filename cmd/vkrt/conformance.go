@@ -90,6 +90,10 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 	if len(selected) == 0 {
 		return fmt.Errorf("no check matches --run %q", f.run)
 	}
+	if f.list && (f.json != "" || f.junit != "") {
+		// A CI step expecting the file got exit 0 and none.
+		return errors.New("--list writes no report: --json and --junit need the suite run, without --list")
+	}
 	if f.list {
 		for _, ch := range selected {
 			fmt.Fprintf(stdout, "%s\n    %s\n", ch.Name, ch.Rule)
