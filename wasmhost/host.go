@@ -60,8 +60,11 @@ type Host struct {
 	closed bool           // Close was called
 	runs   sync.WaitGroup // the Runs under way
 	// closing is closed by Close: a guest asleep (poll_oneoff on a
-	// clock) wakes, and wazero then ends it.
-	closing chan struct{}
+	// clock) wakes and ends. sleepers counts the guests asleep, which
+	// Close waits out before it closes their modules: wazero's close
+	// writes what poll_oneoff read before it slept (a data race).
+	closing  chan struct{}
+	sleepers sync.WaitGroup
 }
 
 // closedExitCode is the exit code Close ends running guests with, which
@@ -121,6 +124,7 @@ func (h *Host) Close(ctx context.Context) error {
 	h.closed = true
 	close(h.closing)
 	h.mu.Unlock()
+	h.sleepers.Wait() // every sleeper has woken and ends
 	err := h.rt.CloseWithExitCode(ctx, closedExitCode)
 	h.runs.Wait()
 	if h.cache != nil {
@@ -413,14 +417,26 @@ func (h *Host) sleeper(runCtx context.Context) sys.Nanosleep {
 		if ns <= 0 {
 			return
 		}
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			panic(sys.NewExitError(closedExitCode))
+		}
+		h.sleepers.Add(1)
+		h.mu.Unlock()
 		t := time.NewTimer(time.Duration(ns))
 		defer t.Stop()
+		var ended error
 		select {
 		case <-t.C:
 		case <-runCtx.Done():
-			panic(sys.NewExitError(sys.ExitCodeDeadlineExceeded))
+			ended = sys.NewExitError(sys.ExitCodeDeadlineExceeded)
 		case <-h.closing:
-			panic(sys.NewExitError(closedExitCode))
+			ended = sys.NewExitError(closedExitCode)
+		}
+		h.sleepers.Done()
+		if ended != nil {
+			panic(ended)
 		}
 	}
 }
