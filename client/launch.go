@@ -44,13 +44,10 @@ func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 	}
 	dry := dryrun.Active(ctx)
 	limits := s.c.dev.Limits()
-	var size uint64
-	for _, op := range ops {
-		for _, b := range op.Buffers {
-			size += bufferSize(b)
-		}
-	}
-	return s.withMemory(size, func() error {
+	// refused is the buffer the device refused memory, told in the
+	// error (the sum of every binding's size was, backed ones included).
+	var refused uint64
+	return s.withMemoryOf(&refused, func() error {
 		for n, op := range ops {
 			for i, b := range op.Buffers {
 				if err := s.owns(b); err != nil {
@@ -59,12 +56,22 @@ func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 			}
 		}
 		// Every op is checked on its buffers' sizes before any buffer gets
-		// device memory: a refused batch materializes no lazy buffer.
+		// device memory: a refused batch materializes no lazy buffer. Each
+		// buffer stands for itself (an id of its own), so a binding the
+		// kernel may not alias is refused here too, in a dry run as in the
+		// real one (with id 0 the overlap went unchecked until the
+		// buffers held memory).
+		ids := map[*buffer]vkruntime.StorageID{}
 		for n, op := range ops {
 			handles := make([]vkruntime.StorageHandle, len(op.Buffers))
 			for i, b := range op.Buffers {
+				id, ok := ids[b.buffer]
+				if !ok {
+					id = vkruntime.StorageID(len(ids) + 1)
+					ids[b.buffer] = id
+				}
 				// Slices are aligned by construction; only the size matters.
-				handles[i] = vkruntime.StorageHandle{Size: b.size}
+				handles[i] = vkruntime.StorageHandle{ID: id, Size: b.size}
 			}
 			if err := kernel.Validate(op.Kernel, op.Grid, handles, op.Push, limits); err != nil {
 				return batchError(n, len(ops), err)
@@ -79,6 +86,7 @@ func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 			handles := make([]vkruntime.StorageHandle, len(op.Buffers))
 			for i, b := range op.Buffers {
 				if err := s.back(b); err != nil {
+					refused = b.size
 					return err
 				}
 				handles[i] = b.storage

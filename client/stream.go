@@ -132,6 +132,13 @@ func retryable(err error) bool {
 // when the device or a capped pool refuses, it cleans every stream's pools
 // up and tries once more, and reports a second refusal in full.
 func (s *Stream) withMemory(size uint64, op func() error) error {
+	return s.withMemoryOf(&size, op)
+}
+
+// withMemoryOf is withMemory for an op that says, in *size, the bytes it
+// was refused (a launch learns which of its buffers the device refused as
+// it gives them memory).
+func (s *Stream) withMemoryOf(size *uint64, op func() error) error {
 	err := s.locked(op)
 	if !retryable(err) {
 		return err
@@ -141,7 +148,7 @@ func (s *Stream) withMemory(size uint64, op func() error) error {
 	if !retryable(err) {
 		return err
 	}
-	return s.c.allocationError(s, size, err)
+	return s.c.allocationError(s, *size, err)
 }
 
 // Empty makes a zero-filled buffer of size bytes.
