@@ -191,9 +191,11 @@ func (s *Stream) alloc(ctx context.Context, size uint64, data []byte) (*Buffer, 
 		s.live = append(s.live, nb)
 		// The trace is the stream the dynamic pools see, which a plan is
 		// made for: a persistent window's reservations never reach them.
-		if s.trace != nil && !s.mgr.InPersistent() && s.trace.Allocations >= measuredAllocations {
+		switch {
+		case s.trace == nil || s.mgr.InPersistent():
+		case s.trace.Allocations >= measuredAllocations:
 			s.traceFull = true
-		} else if s.trace != nil && !s.mgr.InPersistent() {
+		default:
 			nb.traced = int32(s.trace.Allocations)
 			s.trace.Events = append(s.trace.Events, trace.Event{Op: trace.OpAlloc, Index: nb.traced, Size: size, Stream: uint32(s.id)})
 			s.trace.Allocations++

@@ -573,9 +573,8 @@ func (m *Manager) dynamicUsage() Usage {
 // Install rebuilds the dynamic pools with layout l and resets their marks,
 // spills and the arena's reservation count. An unusable layout is
 // InvalidLayout, and while dynamic reservations are live it refuses with
-// PoolsInUse; either changes nothing (a refused Install cleaned the pools
-// up, so a guest's refused memory_install gave back its free pages).
-// Otherwise it cleans the dynamic pools up and rebuilds them. The
+// PoolsInUse; either changes nothing. Otherwise it cleans the dynamic
+// pools up and rebuilds them. The
 // persistent pool is untouched: not cleaned, not rebuilt, its marks kept.
 func (m *Manager) Install(l Layout) error {
 	resolved, ierr := l.resolve(m.props, m.backendLimit)
