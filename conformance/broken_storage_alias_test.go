@@ -36,12 +36,10 @@ type aliasPage struct {
 
 const aliasThreshold, aliasShared = 2 << 20, 16 << 20
 
-func (s *bigAliasStorage) rounded(n uint64) uint64 { return (n + s.align - 1) / s.align * s.align }
-
 func (s *bigAliasStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.limit != 0 && s.held+s.rounded(size) > s.limit {
+	if s.limit != 0 && s.held+roundUp(s.align, size) > s.limit {
 		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Usage: s.held, Limit: s.limit, HeapSize: s.d.Properties().MemorySize}
 	}
 	p := aliasPage{size: size, own: size < aliasThreshold || size > aliasShared}
@@ -63,7 +61,7 @@ func (s *bigAliasStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 	}
 	s.next++
 	s.live[s.next] = p
-	s.held += s.rounded(size)
+	s.held += roundUp(s.align, size)
 	return vkruntime.StorageHandle{ID: s.next, Size: size}, nil
 }
 
@@ -83,7 +81,7 @@ func (s *bigAliasStorage) Flush() {
 		if p.own {
 			s.d.Storage().Dealloc(p.inner)
 		}
-		s.held -= s.rounded(p.size)
+		s.held -= roundUp(s.align, p.size)
 	}
 	s.dead = nil
 	s.d.Storage().Flush()
@@ -111,21 +109,13 @@ func (s *bigAliasStorage) tr(h vkruntime.StorageHandle) vkruntime.StorageHandle 
 	return h
 }
 
-func (s *bigAliasStorage) Upload(dst vkruntime.StorageHandle, data []byte) error {
-	return s.d.Upload(context.Background(), s.tr(dst), data)
-}
-
-func (s *bigAliasStorage) Download(src vkruntime.StorageHandle, dst []byte) error {
-	return s.d.Download(context.Background(), s.tr(src), dst)
-}
-
 func newBigAlias(cfg conformance.StorageConfig) (conformance.StorageTarget, error) {
 	d, err := cpu.New()
 	if err != nil {
 		return conformance.StorageTarget{}, err
 	}
 	s := &bigAliasStorage{d: d, align: d.Properties().Alignment, limit: cfg.MemoryLimit, live: map[vkruntime.StorageID]aliasPage{}}
-	return conformance.StorageTarget{Storage: s, Properties: d.Properties(), Memory: s, Held: s.Held, Close: d.Close}, nil
+	return conformance.StorageTarget{Storage: s, Properties: d.Properties(), Memory: translatedMemory{d, s.tr}, Held: s.Held, Close: d.Close}, nil
 }
 
 func TestSuiteFailsLargeAllocationsThatShareMemory(t *testing.T) {

@@ -34,8 +34,6 @@ type recPage struct {
 	size  uint64
 }
 
-func (s *recyclingStorage) rounded(n uint64) uint64 { return (n + s.align - 1) / s.align * s.align }
-
 func (s *recyclingStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -61,7 +59,7 @@ func (s *recyclingStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 	}
 	s.next++
 	s.live[s.next] = recPage{inner, size}
-	s.held += s.rounded(size)
+	s.held += roundUp(s.align, size)
 	return vkruntime.StorageHandle{ID: s.next, Size: size}, nil
 }
 
@@ -84,7 +82,7 @@ func (s *recyclingStorage) Flush() {
 	defer s.mu.Unlock()
 	for _, p := range s.pending {
 		s.free[p.size] = append(s.free[p.size], p.inner)
-		s.held -= min(s.held, s.rounded(p.size))
+		s.held -= min(s.held, roundUp(s.align, p.size))
 	}
 	s.pending = nil
 	clear(s.released)
@@ -108,14 +106,6 @@ func (s *recyclingStorage) tr(h vkruntime.StorageHandle) vkruntime.StorageHandle
 	return h
 }
 
-func (s *recyclingStorage) Upload(dst vkruntime.StorageHandle, data []byte) error {
-	return s.d.Upload(context.Background(), s.tr(dst), data)
-}
-
-func (s *recyclingStorage) Download(src vkruntime.StorageHandle, dst []byte) error {
-	return s.d.Download(context.Background(), s.tr(src), dst)
-}
-
 func newRecycling(cfg conformance.StorageConfig) (conformance.StorageTarget, error) {
 	d, err := cpu.New(cpu.WithMemoryLimit(cfg.MemoryLimit))
 	if err != nil {
@@ -123,7 +113,7 @@ func newRecycling(cfg conformance.StorageConfig) (conformance.StorageTarget, err
 	}
 	s := &recyclingStorage{d: d, align: d.Properties().Alignment, live: map[vkruntime.StorageID]recPage{},
 		released: map[vkruntime.StorageID]recPage{}, free: map[uint64][]vkruntime.StorageID{}}
-	return conformance.StorageTarget{Storage: s, Properties: d.Properties(), Memory: s, Held: s.Held, Close: d.Close}, nil
+	return conformance.StorageTarget{Storage: s, Properties: d.Properties(), Memory: translatedMemory{d, s.tr}, Held: s.Held, Close: d.Close}, nil
 }
 
 func TestSuiteFailsADoubleReleaseBeforeFlush(t *testing.T) {

@@ -22,7 +22,7 @@ func (m cpuMemory) Download(src vkruntime.StorageHandle, dst []byte) error {
 }
 
 // cpuTarget is a correct storage target over the pure-Go device, the
-// limit scaled by limitScale (1 is honest).
+// limit scaled by limitNum/limitDen (1/1 is honest).
 func cpuTarget(cfg conformance.StorageConfig, limitNum, limitDen uint64) (conformance.StorageTarget, *cpu.Device, error) {
 	d, err := cpu.New(cpu.WithMemoryLimit(cfg.MemoryLimit * limitNum / limitDen))
 	if err != nil {
@@ -68,7 +68,6 @@ func TestSuiteFailsAStoragePastItsLimit(t *testing.T) {
 // memory.
 type reusingStorage struct {
 	inner vkruntime.Storage
-	d     *cpu.Device
 	mu    sync.Mutex
 	next  vkruntime.StorageID
 	free  []vkruntime.StorageID
@@ -116,12 +115,23 @@ func (s *reusingStorage) tr(h vkruntime.StorageHandle) vkruntime.StorageHandle {
 	h.ID = in
 	return h
 }
-func (s *reusingStorage) Upload(dst vkruntime.StorageHandle, data []byte) error {
-	return s.d.Upload(context.Background(), s.tr(dst), data)
+
+// translatedMemory is the cpu device's transfers for a storage wrapping
+// it, each handle translated to the device's by tr.
+type translatedMemory struct {
+	d  *cpu.Device
+	tr func(vkruntime.StorageHandle) vkruntime.StorageHandle
 }
-func (s *reusingStorage) Download(src vkruntime.StorageHandle, dst []byte) error {
-	return s.d.Download(context.Background(), s.tr(src), dst)
+
+func (m translatedMemory) Upload(dst vkruntime.StorageHandle, data []byte) error {
+	return m.d.Upload(context.Background(), m.tr(dst), data)
 }
+func (m translatedMemory) Download(src vkruntime.StorageHandle, dst []byte) error {
+	return m.d.Download(context.Background(), m.tr(src), dst)
+}
+
+// roundUp is n rounded up to a multiple of align.
+func roundUp(align, n uint64) uint64 { return (n + align - 1) / align * align }
 
 func TestSuiteFailsAStorageReusingReleasedIDs(t *testing.T) {
 	rep := storageReport(t, func(cfg conformance.StorageConfig) (conformance.StorageTarget, error) {
@@ -129,8 +139,8 @@ func TestSuiteFailsAStorageReusingReleasedIDs(t *testing.T) {
 		if err != nil {
 			return conformance.StorageTarget{}, err
 		}
-		s := &reusingStorage{inner: d.Storage(), d: d, m: map[vkruntime.StorageID]vkruntime.StorageID{}}
-		return conformance.StorageTarget{Storage: s, Properties: d.Properties(), Memory: s, Held: d.Storage().Allocated, Close: d.Close}, nil
+		s := &reusingStorage{inner: d.Storage(), m: map[vkruntime.StorageID]vkruntime.StorageID{}}
+		return conformance.StorageTarget{Storage: s, Properties: d.Properties(), Memory: translatedMemory{d, s.tr}, Held: d.Storage().Allocated, Close: d.Close}, nil
 	}, "^storage/released-not-found$")
 	r, _ := rep.Result("storage/released-not-found")
 	if r.Status != conformance.Fail {
