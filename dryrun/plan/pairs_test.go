@@ -118,6 +118,7 @@ const ownPlanMinPeak = 1 << 30
 // plan, against PyTorch modelled on the same run.
 type pairOutcome struct {
 	on             *trace.Trace
+	plan           memory.Layout // the other run's
 	planned, plain *replay.Result
 	peer           tracetest.PyTorchRun
 }
@@ -148,7 +149,7 @@ func crossRuns(t testing.TB, pairs [][2]*trace.Trace) []pairOutcome {
 	for _, p := range pairs {
 		plans := [2]memory.Layout{planFrom(t, p[0]), planFrom(t, p[1])}
 		for i, on := range p {
-			out = append(out, pairOutcome{on: on, planned: runUnder(t, on, plans[1-i]),
+			out = append(out, pairOutcome{on: on, plan: plans[1-i], planned: runUnder(t, on, plans[1-i]),
 				plain: runUnder(t, on, memory.VirtualLayout(memory.VirtualPlan{})), peer: tracetest.ModelledPyTorch(t, on)})
 		}
 	}
@@ -241,6 +242,38 @@ func BenchmarkGeneratedPairs(b *testing.B) {
 		b.ReportMetric(sum/n, "mean-ratio")
 		b.ReportMetric(worstPlain, "no-plan-worst-ratio")
 		b.ReportMetric(sumPlain/n, "no-plan-mean-ratio")
+	}
+}
+
+// BenchmarkGeneratedPairsKnowingThePeak bounds what foresight can gain:
+// each run of the pairs BenchmarkGeneratedPairs replays runs under the
+// other run's plan as it is, and again under that plan told the run's own
+// peak in advance (the granules the run needed under it, which no plan can
+// know). It reports the share served (goal 1) each way.
+func BenchmarkGeneratedPairsKnowingThePeak(b *testing.B) {
+	pairs := generatedPairs(9)
+	for range b.N {
+		var served, servedKnowing, n float64
+		for _, o := range crossRuns(b, pairs) {
+			vp, ok := o.plan.Virtual()
+			require.True(b, ok)
+			k, ok := o.planned.Report.Dynamic[0].Kind.(memory.VirtualKind)
+			require.True(b, ok)
+			vp.PlannedBytes = k.NeededPeakBytes
+			knowing := o
+			knowing.planned = runUnder(b, o.on, memory.VirtualLayout(vp))
+			b.Logf("%s: as planned %.4f× (%d), knowing its peak %.4f× (%d)", o.on.Name,
+				o.planned.Ratio(), o.planned.DriverAllocs, knowing.planned.Ratio(), knowing.planned.DriverAllocs)
+			n++
+			if o.servedByPlan() {
+				served++
+			}
+			if knowing.servedByPlan() {
+				servedKnowing++
+			}
+		}
+		b.ReportMetric(served/n, "share-served-by-plan")
+		b.ReportMetric(servedKnowing/n, "share-served-knowing-the-peak")
 	}
 }
 
