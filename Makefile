@@ -10,8 +10,11 @@ EXAMPLES := $(patsubst examples/%/main.go,%,$(wildcard examples/*/main.go))
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
 
-demo: vkrt examples ## the main job: dry-run a transformer guest, plan its pools, run it for real under the plan
+# The install comes first: built without a C compiler, vkrt would have no
+# Vulkan backend (the go command turns cgo off where it finds none).
+demo: ## the main job: dry-run a transformer guest, plan its pools, run it for real under the plan
 	bash ci/install.sh runtime
+	$(MAKE) --no-print-directory vkrt examples
 	./$(BIN)/vkrt plan --verify examples/transformer.wasm
 
 test: ## install what is missing, then run every check and test (what CI runs)
