@@ -22,10 +22,10 @@ const (
 	EAGAIN   Errno = 6  // the stream is in an error state; transient
 	EBADF    Errno = 8  // a handle that is zero, freed, stale, forged or another guest's
 	EBUSY    Errno = 10 // install refused while pools hold live bytes
-	EDQUOT   Errno = 19 // the guest's quota of device bytes or handles is used up
+	EDQUOT   Errno = 19 // the guest's quota of device bytes, handles or records is used up
 	EFAULT   Errno = 21 // a guest memory range outside the guest's memory
 	EINVAL   Errno = 28 // a malformed argument, descriptor or JSON; an invalid layout
-	EIO      Errno = 29 // the device failed
+	EIO      Errno = 29 // the device failed, or the environment refused a record
 	ENOMEM   Errno = 48 // the device or a capped pool is out of memory
 	ENOSYS   Errno = 52 // a function this host does not provide
 	ENOTSUP  Errno = 58 // a capability the backend lacks
