@@ -19,8 +19,10 @@ import (
 )
 
 // H200 are the device properties replays assume unless told otherwise: an
-// NVIDIA H200 as Vulkan sees it. MaxPageSize stays under its
-// maxStorageBufferRange of 4 GiB − 1, so one page binds as one buffer.
+// NVIDIA H200 as Vulkan sees it, but for the page limit. MaxPageSize stays
+// under its maxStorageBufferRange of 4 GiB − 1, so one page binds as one
+// buffer; vk on the H200 also caps pages at its maxMemoryAllocationSize
+// (4 GiB − 2 MiB), which the model does not apply.
 func H200() vkruntime.DeviceProperties {
 	return vkruntime.DeviceProperties{Alignment: 16, MaxPageSize: 4<<30 - 16, MemorySize: 150_000_000_000}
 }
