@@ -210,7 +210,7 @@ func (p ArenaPlan) clone() ArenaPlan {
 }
 
 // ParseLayout reads a layout as the command line takes it: a preset name
-// (sub-slices, exclusive-pages, direct) or a layout JSON literal.
+// (sub-slices, exclusive-pages, direct, virtual) or a layout JSON literal.
 func ParseLayout(s string) (Layout, error) { return parseLayout([]byte(s)) }
 
 // parseLayout is ParseLayout on bytes, so a layout file is parsed where it
