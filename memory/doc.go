@@ -9,9 +9,12 @@
 //     first-fit over pages in index order (lowest page, then lowest offset),
 //     coalescing free neighbours.
 //   - Exclusive pools give every reservation a page of its own, sized to the
-//     first request that needed it, and reuse a free page for any request it
-//     fits (the smallest such page). Pages unused for a whole dealloc period,
-//     counted in the pool's reservations, return to the driver.
+//     first request that needed it, and reuse a free page for a request it
+//     fits (the smallest such page), unless the request would leave most of
+//     it, and more than 20 MiB, unused: that one gets a new page where the
+//     device memory holds one and the device grants it. Pages unused for a
+//     whole dealloc period, counted in the pool's reservations, return to
+//     the driver.
 //   - The direct pool makes one device allocation per reservation, sized to
 //     the aligned request, and reuses free ones by exact size only. Cached free
 //     allocations go back to the driver, oldest first, when a new one would
