@@ -67,10 +67,13 @@ const (
 
 // VirtualChunkUnit is how a Virtual pool with no plan grows: a pool short
 // of memory takes what it lacks from the driver rounded up to 20 MiB, the
-// page PyTorch's expandable segments map for large blocks, or a fortieth of
-// what it holds if that is more: one device allocation per shortfall, as
-// PyTorch makes one mapping call. So a pool holds at least 20 MiB once it
-// holds anything; under a plan the unit is at most a sixteenth of the plan.
+// page PyTorch's expandable segments map for large blocks (a shortfall of
+// 20 MiB or more to 10 MiB, see chunkBytes), or a fortieth of what it holds
+// if that is more: one device allocation per shortfall, as PyTorch makes
+// one mapping call, but for a shortfall past the largest chunk
+// (virtualChunkDivisor), which takes several. So a pool holds at least
+// 20 MiB once it holds anything; under a plan the unit is at most a
+// sixteenth of the plan.
 // Chosen by measuring the candidates against PyTorch modelled on the same
 // streams (internal/torchalloc): of 24 generated runs and the 6 shipped
 // ones with no plan, 27 reserved no more than PyTorch with expandable
