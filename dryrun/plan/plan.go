@@ -3,7 +3,10 @@
 // [Derive] makes a plan from a dry run's report (a basic plan: every pool
 // capped at its peak) or from the exact allocation stream (a strong plan:
 // an offline arena assignment of every allocation, with sliced pools as the
-// fallback of a run that diverges). [Measure] replays a stream, plans from
+// fallback of a run that diverges). A dry run measured under the Virtual
+// layout gets a virtual plan instead: the device memory the run needs, and
+// with the stream, the strong plan's places as slots in the address range.
+// [Measure] replays a stream, plans from
 // the replay and replays the stream again under the plan. [Runs] plans from
 // several dry runs of one workload into a versioned [File], what `vkrt plan
 // TRACE... --out` writes and [ReadFile] reads back.
@@ -98,8 +101,10 @@ func plannableBytes(t *trace.Trace) error {
 const growableCap = 65535
 
 // Derive turns a dry run's report into a layout for the real run.
-// A report measured under pools the basic plan cannot cap (direct, arena)
-// still gets a strong plan, then without the comparison.
+// A report measured under the Virtual layout gets a virtual plan: the
+// device memory the dry run needed at its peak, and for a strong plan the
+// stream's arena assignment laid out as slots in the address range. A report measured under pools the basic plan cannot cap
+// (direct, arena) still gets a strong plan, then without the comparison.
 func Derive(report memory.Report, opts Options) (memory.Layout, error) {
 	if opts.Trace != nil {
 		if err := oneStream(opts.Trace); err != nil {
