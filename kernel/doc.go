@@ -10,8 +10,9 @@
 // Every device computes the same results: fill, copy and transpose move
 // bits; add, mul, scale and relu are single f32 operations, rounded to
 // nearest even, so exact (NaN payloads are not kept, and a device may
-// flush subnormals to zero, as Vulkan allows without float controls: the
-// cpu device and lavapipe keep them); gelu, softmax, layernorm, reduce_sum
+// flush subnormals to zero and need not keep NaNs, as Vulkan allows
+// without float controls: the cpu device and lavapipe keep both, while
+// NVIDIA's relu gives 0 for a NaN); gelu, softmax, layernorm, reduce_sum
 // and matmul are within the tolerance of the float64 result their Doc
 // states.
 //
