@@ -56,7 +56,8 @@ func WithAlignment(bytes uint64) Option {
 }
 
 // WithMaxPageSize caps what one binding (and so one page of the pools) may
-// cover; the default is the largest multiple of the alignment below 4 GiB.
+// cover; the default is the largest multiple of the alignment below 4 GiB
+// and within the heap.
 func WithMaxPageSize(bytes uint64) Option {
 	return func(c config) config { c.maxPageSize = bytes; return c }
 }
