@@ -228,8 +228,16 @@ func niceStep(x float64) float64 {
 	return 10 * p
 }
 
-// topOf is the chart's byte range: a little above the largest value.
-func topOf(v uint64) uint64 { return max(uint64(float64(v)*1.08), 1) }
+// topOf is the chart's byte range: a little above the largest value, and
+// no more than 64 bits hold (a float past them converts to no fixed
+// uint64: 2^63 on amd64, under the value).
+func topOf(v uint64) uint64 {
+	f := float64(v) * 1.08
+	if f >= math.MaxUint64 {
+		return math.MaxUint64
+	}
+	return max(uint64(f), 1)
+}
 
 // poolLabel names a pool by what its configuration does.
 func poolLabel(r memory.PoolReport) string {

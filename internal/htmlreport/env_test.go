@@ -1,0 +1,39 @@
+package htmlreport
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/vkrt/vkrt/memory"
+)
+
+// A record of more bytes than 2^64/1.08 (within 64 bits, so it decodes)
+// stays on its chart: the scale's top above it converted to uint64 out of
+// range, which on amd64 gave 2^63, and the bar rose past the plot's top.
+func TestEnvBarsOfHugeRecordsStayInsideThePlot(t *testing.T) {
+	at := time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC)
+	rec := func(id int64, reserved uint64) EnvRecord {
+		return EnvRecord{ID: id, Label: "r", Time: at.Add(time.Duration(id) * time.Second), Report: memory.Report{
+			Persistent: memory.PoolReport{Kind: memory.PersistentKind{}, Usage: memory.Usage{NumberAllocs: 1, BytesInUse: 1, BytesReserved: reserved}}}}
+	}
+	for _, reserved := range []uint64{18_000_000_000_000_000_000, math.MaxUint64, 1 << 63} {
+		v, err := envViewOf(&EnvRecords{Name: "e", Records: []EnvRecord{rec(1, reserved), rec(2, 1000)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range v.Bars {
+			for _, r := range b.Rects {
+				if r.Y < float64(v.PlotY) || r.Y+r.H > float64(v.PlotBottom)+1e-9 || r.H < 0 {
+					t.Errorf("reserved %d: record %d's %s rect spans y %.1f to %.1f, outside the plot's %d to %d",
+						reserved, b.ID, r.Part, r.Y, r.Y+r.H, v.PlotY, v.PlotBottom)
+				}
+			}
+		}
+		for _, tk := range v.YTicks {
+			if tk.Pos < float64(v.PlotY) || tk.Pos > float64(v.PlotBottom) {
+				t.Errorf("reserved %d: tick %q at y %.1f, outside the plot's %d to %d", reserved, tk.Label, tk.Pos, v.PlotY, v.PlotBottom)
+			}
+		}
+	}
+}
