@@ -1,6 +1,9 @@
 package runtime
 
-import "fmt"
+import (
+	"fmt"
+	"math/bits"
+)
 
 // StorageID names one device allocation of a [Storage].
 type StorageID uint64
@@ -15,8 +18,13 @@ type StorageHandle struct {
 // End is the offset one past the handle's last byte.
 func (h StorageHandle) End() uint64 { return h.Offset + h.Size }
 
+// String writes the range as [Offset, End); a range whose end lies past
+// 2^64 says so, where End wraps to a number below its start.
 func (h StorageHandle) String() string {
-	return fmt.Sprintf("storage %d [%d, %d)", h.ID, h.Offset, h.End())
+	if end, carry := bits.Add64(h.Offset, h.Size, 0); carry == 0 {
+		return fmt.Sprintf("storage %d [%d, %d)", h.ID, h.Offset, end)
+	}
+	return fmt.Sprintf("storage %d [%d, +%d B, past 2^64)", h.ID, h.Offset, h.Size)
 }
 
 // Storage is what a device offers the pools: whole device allocations.
