@@ -257,11 +257,8 @@ func OpenContext(ctx context.Context, name string, opts ...Option) (*Env, error)
 	} else if real, err := filepath.EvalSymlinks(path); err == nil {
 		file = real
 	}
-	for _, side := range []string{file + "-wal", file + "-shm"} {
-		if info, err := os.Lstat(side); err == nil && !info.Mode().IsRegular() {
-			return nil, fmt.Errorf("%w: %s is a %s where the environment's %s keeps its write-ahead log or its index",
-				ErrNotEnvironment, side, fileType(info.Mode()), path)
-		}
+	if err := checkSideFiles(path, file); err != nil {
+		return nil, err
 	}
 	if err := checkHeader(path); err != nil {
 		return nil, err
@@ -277,6 +274,16 @@ func OpenContext(ctx context.Context, name string, opts ...Option) (*Env, error)
 		return nil, fmt.Errorf("environment %q: %s cannot be opened for writing (to read it, open it ReadOnly): %w", name, path, err)
 	}
 	f.Close()
+	if file == path {
+		// A link to a file not made yet names one now: SQLite keeps the
+		// log next to it, which is where sameFile looks.
+		if real, err := filepath.EvalSymlinks(path); err == nil && real != path {
+			file = real
+			if err := checkSideFiles(path, file); err != nil {
+				return nil, err
+			}
+		}
+	}
 	db, err := sql.Open("sqlite", dsn(path, c.busyTimeout, ""))
 	if err != nil {
 		return nil, fmt.Errorf("environment %q: %w", name, err)
@@ -304,6 +311,18 @@ func OpenContext(ctx context.Context, name string, opts ...Option) (*Env, error)
 		return nil, fmt.Errorf("environment %q: %w", name, err)
 	}
 	return &Env{name: name, path: path, file: file, db: db, opened: opened, pinned: pinned, busy: c.busyTimeout, now: c.now}, nil
+}
+
+// checkSideFiles refuses a log or index next to file (path with its links
+// resolved) that is not a regular file.
+func checkSideFiles(path, file string) error {
+	for _, side := range []string{file + "-wal", file + "-shm"} {
+		if info, err := os.Lstat(side); err == nil && !info.Mode().IsRegular() {
+			return fmt.Errorf("%w: %s is a %s where the environment's %s keeps its write-ahead log or its index",
+				ErrNotEnvironment, side, fileType(info.Mode()), path)
+		}
+	}
+	return nil
 }
 
 // openReadOnly opens an existing file without writing anything next to it.

@@ -254,6 +254,39 @@ func TestReadOnlyReaderThroughALinkReadsTheLog(t *testing.T) {
 	require.Equal(t, []string{"link"}, names, "List names what Open opens")
 }
 
+// A writer whose path is a link to a file not made yet makes the file and
+// writes into it: the link was resolved only where the file already
+// existed, so the writer looked for SQLite's log next to the link, found
+// none there, and refused every Put with ErrReplaced ("its write-ahead log
+// ... is gone"), losing the record.
+func TestWriterThroughALinkToAFileNotYetMadeWrites(t *testing.T) {
+	ctx := context.Background()
+	targetDir, linkDir := t.TempDir(), t.TempDir()
+	target := filepath.Join(targetDir, "target.sqlite")
+	require.NoError(t, os.Symlink(target, filepath.Join(linkDir, "link.sqlite")))
+
+	env, err := Open("link", WithDir(linkDir))
+	require.NoError(t, err)
+	_, err = env.Put(ctx, "first", sampleRecord{Seq: 1})
+	require.NoError(t, err)
+	_, err = env.Put(ctx, "second", sampleRecord{Seq: 2})
+	require.NoError(t, err)
+	recs, err := env.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	require.NoError(t, env.Close())
+
+	info, err := os.Lstat(filepath.Join(linkDir, "link.sqlite"))
+	require.NoError(t, err)
+	require.NotZero(t, info.Mode()&fs.ModeSymlink, "the link stays a link")
+	reader, err := Open("target", WithDir(targetDir), ReadOnly())
+	require.NoError(t, err)
+	defer reader.Close()
+	recs, err = reader.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, recs, 2, "the records are in the file the link names")
+}
+
 // The unwritable test runs its checks as a user that owns neither the
 // environments nor their directories: re-executed as nobody when the
 // tests run as root (who may write anything), in process otherwise.
