@@ -2,6 +2,8 @@ package htmlreport
 
 import (
 	"fmt"
+	"math"
+	"math/bits"
 	"strings"
 	"time"
 
@@ -86,7 +88,7 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 		e.Records[0].Time.UTC().Format("2006-01-02 15:04:05"), e.Records[n-1].Time.UTC().Format("2006-01-02 15:04:05 UTC"))
 	var most uint64
 	for _, r := range e.Records {
-		most = max(most, r.Report.Usage().BytesReserved)
+		most = max(most, stackHeight(r.Report))
 	}
 	s := scale{top: topOf(most), base: float64(v.PlotBottom), height: envPlotHeight}
 	v.YTicks = byteTicks(s.top, s)
@@ -129,6 +131,28 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 	}
 	v.Legend = cs.legend
 	return v, nil
+}
+
+// stackHeight is the top of a record's bar: each drawn pool's reserved
+// or live bytes, whichever is more, on the reserved bytes of the pools
+// under it (a decoded report may hold more live than reserved), saturating
+// at 2^64-1.
+func stackHeight(r memory.Report) uint64 {
+	var base, top uint64
+	add := func(a, b uint64) uint64 {
+		if s, carry := bits.Add64(a, b, 0); carry == 0 {
+			return s
+		}
+		return math.MaxUint64
+	}
+	for _, p := range append(append([]memory.PoolReport(nil), r.Dynamic...), r.Persistent) {
+		if p.Usage.BytesReserved == 0 {
+			continue
+		}
+		top = max(top, add(base, max(p.Usage.BytesReserved, p.Usage.BytesInUse)))
+		base = add(base, p.Usage.BytesReserved)
+	}
+	return top
 }
 
 // abbreviate cuts s to n characters, marking the cut.

@@ -37,3 +37,26 @@ func TestEnvBarsOfHugeRecordsStayInsideThePlot(t *testing.T) {
 		}
 	}
 }
+
+// A record whose pool has more bytes live than reserved (a report the
+// environment holds is any JSON that decodes; vkrt records and report's
+// own totals check stacks each pool's larger figure) stays inside its
+// chart: the scale counted reserved bytes only, and the live bar of 5,000 B
+// over 1,000 B reserved rose four plots above the top.
+func TestEnvBarsOfMoreLiveThanReservedStayInsideThePlot(t *testing.T) {
+	at := time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC)
+	v, err := envViewOf(&EnvRecords{Name: "e", Records: []EnvRecord{{ID: 1, Label: "r", Time: at, Report: memory.Report{
+		Dynamic:    []memory.PoolReport{{Kind: memory.DirectKind{}, Usage: memory.Usage{NumberAllocs: 1, BytesInUse: 5000, BytesReserved: 1000}}},
+		Persistent: memory.PoolReport{Kind: memory.PersistentKind{}, Usage: memory.Usage{NumberAllocs: 1, BytesInUse: 10, BytesReserved: 100}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range v.Bars {
+		for _, r := range b.Rects {
+			if r.Y < float64(v.PlotY) || r.Y+r.H > float64(v.PlotBottom)+1e-9 || r.H < 0 {
+				t.Errorf("record %d's %s rect of %s spans y %.1f to %.1f, outside the plot's %d to %d",
+					b.ID, r.Part, r.Pool, r.Y, r.Y+r.H, v.PlotY, v.PlotBottom)
+			}
+		}
+	}
+}
