@@ -140,18 +140,24 @@ func checkNotAnInput(flag, out string, inputs ...string) error {
 	return nil
 }
 
-// envFile is the file of the environment name, an input of the commands
-// that read or write its records ("" where the name is none or invalid:
-// the command says so itself).
-func envFile(name string) string {
+// envFiles are the files of the environment name, inputs of the commands
+// that read or write its records: its file, and the write-ahead log and
+// index SQLite keeps beside the file it names through links, which may
+// hold records the file does not yet (nil where the name is none or
+// invalid: the command says so itself).
+func envFiles(name string) []string {
 	if name == "" {
-		return ""
+		return nil
 	}
 	path, err := environment.Path(name)
 	if err != nil {
-		return ""
+		return nil
 	}
-	return path
+	real := path
+	if resolved, err := filepath.EvalSymlinks(path); err == nil {
+		real = resolved
+	}
+	return []string{path, real + "-wal", real + "-shm"}
 }
 
 // sameFile says whether a and b name one regular file that exists.

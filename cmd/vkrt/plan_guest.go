@@ -134,7 +134,7 @@ func planWasm(cmd *cobra.Command, path string, args []string, f planWasmFlags) e
 	}
 	if f.out != "" {
 		// A plan that cannot be written is found now, not after the runs.
-		if err := checkOutput("--out", f.out, path, f.guest.layout, envFile(f.guest.env)); err != nil {
+		if err := checkOutput("--out", f.out, append([]string{path, f.guest.layout}, envFiles(f.guest.env)...)...); err != nil {
 			return err
 		}
 	}

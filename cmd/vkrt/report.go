@@ -66,7 +66,7 @@ func runReport(cmd *cobra.Command, paths []string, f reportFlags) error {
 		return err
 	}
 	// A page that cannot be written is found now, not after the replays.
-	if err := checkOutput("--html", f.html, append([]string{f.layout, f.plan, envFile(f.env)}, paths...)...); err != nil {
+	if err := checkOutput("--html", f.html, append(append([]string{f.layout, f.plan}, envFiles(f.env)...), paths...)...); err != nil {
 		return err
 	}
 	layouts := htmlreport.Layouts{Default: base, DefaultName: "default layout"}

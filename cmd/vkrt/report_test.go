@@ -221,3 +221,30 @@ func TestReportShowsProgressWithinATrace(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, stderr, "no progress when stderr is not a terminal")
 }
+
+// The environment's write-ahead log and its index are its files too: a
+// page written over the log took the records committed in it with it (5
+// records a killed writer left in the log, listed before, none after).
+func TestReportRefusesToWriteOverTheEnvironmentsLogOrIndex(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	writer, err := environment.Open("open")
+	require.NoError(t, err)
+	defer writer.Close()
+	body, err := json.Marshal(sampleMemoryRecord("in the log", 1))
+	require.NoError(t, err)
+	_, err = writer.PutJSON(t.Context(), environment.KindMemory, "in the log", body)
+	require.NoError(t, err)
+	for _, side := range []string{"-wal", "-shm"} {
+		path := writer.Path() + side
+		before, err := os.ReadFile(path)
+		require.NoError(t, err)
+		_, _, err = execute(t, "report", "--html", path, "--env", "open")
+		require.ErrorContains(t, err, "is the input file", side)
+		after, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(before, after), "%s is left as it was", side)
+	}
+	recs, err := writer.Query(t.Context(), environment.Query{})
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+}
