@@ -210,11 +210,16 @@ type Env struct {
 	snapshot bool
 	openedAs filesState
 	busy     time.Duration
-	retired  []*sql.DB  // pools a read-only Env replaced, closed by Close
-	copies   []string   // private directories its pools read, removed by Close
-	mu       sync.Mutex // guards db, snapshot, openedAs, retired and copies of a read-only Env
-	now      func() time.Time
-	closed   atomic.Bool
+	// retired are the pools a read-only Env replaced while reads still
+	// used them, each with the private directories it reads: the last of
+	// those reads closes it and removes them, or Close does.
+	retired map[*sql.DB][]string
+	// readers counts the reads in flight on each pool of a read-only Env.
+	readers map[*sql.DB]int
+	copies  []string   // private directories the current pool reads
+	mu      sync.Mutex // guards db, snapshot, openedAs, retired, readers and copies of a read-only Env
+	now     func() time.Time
+	closed  atomic.Bool
 }
 
 // Open opens the environment name, creating it (and its directory) unless
@@ -572,10 +577,11 @@ func (e *Env) Close() error {
 	// its own pool and copy.
 	e.mu.Lock()
 	db, retired, copies := e.db, e.retired, e.copies
-	e.copies = nil
+	e.copies, e.retired = nil, nil
 	e.mu.Unlock()
-	for _, r := range retired {
+	for r, dirs := range retired {
 		r.Close()
+		copies = append(copies, dirs...)
 	}
 	var closeErr error
 	if e.pinned != nil {
@@ -641,6 +647,12 @@ func (e *Env) read(fn func(db *sql.DB) error) error {
 	for attempt := 0; ; attempt++ {
 		e.mu.Lock()
 		db, snapshot, opened := e.db, e.snapshot, e.openedAs
+		if e.readOnly && db != nil {
+			if e.readers == nil {
+				e.readers = map[*sql.DB]int{}
+			}
+			e.readers[db]++
+		}
 		e.mu.Unlock()
 		if !e.readOnly {
 			if err := e.sameFile(); err != nil {
@@ -653,6 +665,9 @@ func (e *Env) read(fn func(db *sql.DB) error) error {
 			}
 		} else {
 			err := fn(db)
+			if e.readOnly {
+				e.doneReading(db)
+			}
 			if !snapshot || !e.changedSince(opened) {
 				return err
 			}
@@ -663,6 +678,25 @@ func (e *Env) read(fn func(db *sql.DB) error) error {
 		if err := e.reopenReadOnly(); err != nil {
 			return err
 		}
+	}
+}
+
+// doneReading ends a read on db; the last read of a pool that was
+// replaced meanwhile closes it and removes the copy it read.
+func (e *Env) doneReading(db *sql.DB) {
+	e.mu.Lock()
+	e.readers[db]--
+	if e.readers[db] > 0 {
+		e.mu.Unlock()
+		return
+	}
+	delete(e.readers, db)
+	dirs, retired := e.retired[db]
+	delete(e.retired, db)
+	e.mu.Unlock()
+	if retired {
+		db.Close()
+		removeAll(dirs)
 	}
 }
 
@@ -684,12 +718,23 @@ func (e *Env) reopenReadOnly() error {
 		fresh.Close() // Close has run and will not see it
 		return fmt.Errorf("environment %q: %w", e.name, ErrClosed)
 	}
-	// The old pool may be in use by a concurrent read: it is closed with
-	// the environment, not now.
-	if e.db != nil {
-		e.retired = append(e.retired, e.db)
+	// The old pool may be in use by a concurrent read: the last such read
+	// closes it, or Close does; one unused goes now. Kept open, every pool
+	// replaced held its file open until Close, one more for each time a
+	// writer changed the files.
+	old, oldCopies := e.db, e.copies
+	if old != nil && e.readers[old] > 0 {
+		if e.retired == nil {
+			e.retired = map[*sql.DB][]string{}
+		}
+		e.retired[old] = oldCopies
+		old, oldCopies = nil, nil
 	}
 	e.db, e.snapshot, e.openedAs = fresh.db, fresh.snapshot, fresh.openedAs
-	e.copies = append(e.copies, fresh.copies...)
+	e.copies = fresh.copies
+	if old != nil {
+		old.Close()
+	}
+	removeAll(oldCopies)
 	return nil
 }

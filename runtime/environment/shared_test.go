@@ -550,3 +550,44 @@ func TestReadOnlyOpenOfALogWithoutItsIndexThatCannotBeCopiedFailsClearly(t *test
 	require.NotErrorIs(t, err, fs.ErrNotExist, "the environment exists; only the copy could not be made")
 	require.Equal(t, before, dirContents(t, dir), "a failed open changes nothing")
 }
+
+// openFiles counts the process's open file descriptors.
+func openFiles(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd to count open files: %v", err)
+	}
+	return len(fds)
+}
+
+// A long-lived reader opens the environment again each time a writer has
+// changed it; the pool it replaces is closed once no read uses it. Every
+// pool was kept open until Close: 100 writers, each opening, writing a
+// record and closing, left the reader holding 100 more open files.
+func TestReadOnlyReaderClosesThePoolsItReplaces(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	put := func(seq int) {
+		w, err := Open("e", WithDir(dir))
+		require.NoError(t, err)
+		_, err = w.Put(ctx, "x", sampleRecord{Seq: seq})
+		require.NoError(t, err)
+		require.NoError(t, w.Close())
+	}
+	put(0)
+	r, err := Open("e", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Query(ctx, Query{})
+	require.NoError(t, err)
+	before := openFiles(t)
+	const writers = 100
+	for i := 1; i <= writers; i++ {
+		put(i)
+		recs, err := r.Query(ctx, Query{})
+		require.NoError(t, err)
+		require.Len(t, recs, i+1)
+	}
+	require.LessOrEqual(t, openFiles(t), before+2, "open files after %d writers came and went", writers)
+}
