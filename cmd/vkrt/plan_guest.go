@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -185,7 +186,9 @@ func planWasm(cmd *cobra.Command, path string, args []string, f planWasmFlags) e
 		if jerr != nil {
 			return jerr
 		}
-		fmt.Fprintf(stdout, "%s\n", out)
+		if _, werr := fmt.Fprintf(stdout, "%s\n", out); werr != nil {
+			return errors.Join(err, fmt.Errorf("writing the --json line: %w", werr))
+		}
 	} else {
 		printPlanWasm(stdout, line, f.out)
 	}

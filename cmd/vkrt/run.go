@@ -267,7 +267,11 @@ func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry,
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s\n", out)
+		if _, err := fmt.Fprintf(stdout, "%s\n", out); err != nil {
+			// The line is the run's result: one lost fails the command,
+			// keeping a guest's own exit code.
+			runErr = errors.Join(runErr, fmt.Errorf("writing the --json line: %w", err))
+		}
 	}
 	var exit *wasmhost.ExitError
 	if errors.As(runErr, &exit) {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	json "github.com/goccy/go-json"
@@ -308,4 +309,47 @@ func TestPlanVerifyThatFailsSaysSoWhereThePlanIsWritten(t *testing.T) {
 	require.NotContains(t, stdout, "use it with --layout")
 	_, err = os.Stat(out)
 	require.NoError(t, err, "the plan is written all the same")
+}
+
+// fullWriter refuses every write, as stdout on a full disk does.
+type fullWriter struct{}
+
+func (fullWriter) Write([]byte) (int, error) { return 0, syscall.ENOSPC }
+
+// The --json line is the run's result: one that could not be written
+// fails the command, as records, replay and devices do; run ignored the
+// error and exited 0 with nothing written (vkrt run --json > /dev/full).
+func TestRunJSONLineThatCannotBeWrittenFails(t *testing.T) {
+	devicesOrSkip(t)
+	ok := watFile(t, `(module (memory (export "memory") 1) (func (export "_start")))`)
+	argc := watFile(t, exitWithArgc)
+	for _, c := range []struct {
+		guest string
+		code  int
+	}{{ok, 1}, {argc, 11}} {
+		_, _, err := execute(t, "run", guestArgs(t, "--json", c.guest)...)
+		if c.code == 1 {
+			require.NoError(t, err, "written, the line succeeds")
+		}
+		err = executeToFullStdout(t, "run", guestArgs(t, "--json", c.guest)...)
+		require.ErrorIs(t, err, syscall.ENOSPC)
+		require.Equal(t, c.code, exitCodeOf(err), "a guest's own exit code is kept")
+	}
+	buffer := watFile(t, `(module
+  (import "vkrt_v1" "buffer_create" (func $create (param i64 i32) (result i32)))
+  (memory (export "memory") 1)
+  (func (export "_start") (drop (call $create (i64.const 1024) (i32.const 0)))))`)
+	_, _, err := execute(t, "plan", guestArgs(t, "--json", buffer)...)
+	require.NoError(t, err, "written, plan's line succeeds")
+	require.ErrorIs(t, executeToFullStdout(t, "plan", guestArgs(t, "--json", buffer)...), syscall.ENOSPC, "plan --json")
+}
+
+// executeToFullStdout runs `vkrt name args...` with a stdout that refuses
+// every write.
+func executeToFullStdout(t *testing.T, name string, args ...string) error {
+	t.Helper()
+	rootCmd.SetOut(fullWriter{})
+	rootCmd.SetArgs(append([]string{name}, args...))
+	defer func() { rootCmd.SetArgs(nil); rootCmd.SetOut(nil) }()
+	return rootCmd.ExecuteContext(t.Context())
 }
