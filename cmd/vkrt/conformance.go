@@ -95,10 +95,11 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 		return errors.New("--list writes no report: --json and --junit need the suite run, without --list")
 	}
 	if f.list {
+		w := &stickyWriter{w: stdout}
 		for _, ch := range selected {
-			fmt.Fprintf(stdout, "%s\n    %s\n", ch.Name, ch.Rule)
+			fmt.Fprintf(w, "%s\n    %s\n", ch.Name, ch.Rule)
 		}
-		return nil
+		return w.err
 	}
 	// A report that cannot be written is found now, not after the suite.
 	for i, out := range []struct{ flag, path, other string }{{"--json", f.json, ""}, {"--junit", f.junit, f.json}} {

@@ -77,6 +77,22 @@ func writeOutput(flag, path string, write func(io.Writer) error) (err error) {
 	return err
 }
 
+// stickyWriter keeps the first error of the writes to w, for output
+// written in many Fprintf calls whose errors are checked once at the end.
+type stickyWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stickyWriter) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	s.err = err
+	return n, err
+}
+
 // linkTarget is the file path names, through symbolic links, whether it
 // exists or not: a link to a file not yet made names that file.
 func linkTarget(path string) string {

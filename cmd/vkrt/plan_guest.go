@@ -190,7 +190,9 @@ func planWasm(cmd *cobra.Command, path string, args []string, f planWasmFlags) e
 			return errors.Join(err, fmt.Errorf("writing the --json line: %w", werr))
 		}
 	} else {
-		printPlanWasm(stdout, line, f.out)
+		if werr := printPlanWasm(stdout, line, f.out); werr != nil {
+			return errors.Join(err, fmt.Errorf("writing the summary: %w", werr))
+		}
 	}
 	return err
 }
@@ -231,7 +233,8 @@ func measureGuest(ctx context.Context, s *guestSession, f planWasmFlags) (*guest
 	return &g, err
 }
 
-func printPlanWasm(w io.Writer, l planWasmLine, out string) {
+func printPlanWasm(to io.Writer, l planWasmLine, out string) error {
+	w := &stickyWriter{w: to}
 	fmt.Fprintf(w, "dry run:  %.2f s, %s of device memory held; the guest's buffers peaked at %s live, its pools at %s reserved\n",
 		l.DryRun.WallS, memory.FormatBytes(l.DryRun.DeviceBytes), memory.FormatBytes(l.DryRun.PeakLiveBytes), memory.FormatBytes(l.DryRun.ReservedPeakBytes))
 	fmt.Fprintf(w, "plan:     %s\n", describePlan(l.Plan, l.Capacity))
@@ -253,6 +256,7 @@ func printPlanWasm(w io.Writer, l planWasmLine, out string) {
 			verdict, v.WallS, v.Spills, memory.FormatBytes(v.PeakLiveBytes), memory.FormatBytes(v.ReservedPeakBytes),
 			memory.FormatBytes(l.Capacity), memory.FormatBytes(v.PersistentBytes), memory.FormatBytes(v.DeviceBytesPeak), v.DeviceAllocs, binds)
 	}
+	return w.err
 }
 
 // describePlan says in a line what a plan reserves and how.

@@ -353,3 +353,17 @@ func executeToFullStdout(t *testing.T, name string, args ...string) error {
 	defer func() { rootCmd.SetArgs(nil); rootCmd.SetOut(nil) }()
 	return rootCmd.ExecuteContext(t.Context())
 }
+
+// A summary written in many lines fails the command when stdout refuses
+// it, as a JSON line does: vkrt plan WORKLOAD without --out (the summary
+// is all it gives) and vkrt conformance --list exited 0 with nothing
+// written.
+func TestTextOutputThatCannotBeWrittenFails(t *testing.T) {
+	require.ErrorIs(t, executeToFullStdout(t, "conformance", "--list"), syscall.ENOSPC, "conformance --list")
+	devicesOrSkip(t)
+	buffer := watFile(t, `(module
+  (import "vkrt_v1" "buffer_create" (func $create (param i64 i32) (result i32)))
+  (memory (export "memory") 1)
+  (func (export "_start") (drop (call $create (i64.const 1024) (i32.const 0)))))`)
+	require.ErrorIs(t, executeToFullStdout(t, "plan", guestArgs(t, buffer)...), syscall.ENOSPC, "plan")
+}
