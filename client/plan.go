@@ -10,6 +10,7 @@ import (
 	"github.com/vkrt/vkrt/dryrun/plan"
 	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/memory"
+	"github.com/vkrt/vkrt/runtime/environment"
 )
 
 // ErrPlanSpilled: the real run under a measured plan did not fit it; some
@@ -38,9 +39,13 @@ type MeasureOptions struct {
 	Verify bool
 	// Label, when set, records the pools into the client's environment:
 	// "<Label>: dry run" after the dry run and "<Label>: real run" after the
-	// verification.
+	// verification. A label either record would refuse is refused before
+	// the workload runs.
 	Label string
 }
+
+// dryRunLabel and realRunLabel end the labels of MeasurePlan's records.
+const dryRunLabel, realRunLabel = ": dry run", ": real run"
 
 // Measurement is what MeasurePlan saw and did.
 type Measurement struct {
@@ -89,6 +94,14 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 	if _, err := target.openReport(); err != nil {
 		return nil, err
 	}
+	// So is a label its records would refuse, not after the dry run.
+	if opts.Label != "" {
+		for _, run := range []string{dryRunLabel, realRunLabel} {
+			if err := environment.CheckLabel(opts.Label + run); err != nil {
+				return nil, err
+			}
+		}
+	}
 	layout := c.opened
 	if opts.Layout != nil {
 		layout = *opts.Layout
@@ -124,7 +137,7 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 	probe.trace = nil
 	probe.mu.Unlock()
 	if opts.Label != "" {
-		if _, err := c.RecordMemory(WithStream(ctx, probe), opts.Label+": dry run"); err != nil {
+		if _, err := c.RecordMemory(WithStream(ctx, probe), opts.Label+dryRunLabel); err != nil {
 			return m, err
 		}
 	}
@@ -150,7 +163,7 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 	m.RealWall = time.Since(start)
 	m.Verified, m.Spills, m.Real = true, target.Spills(), target.Report()
 	if opts.Label != "" {
-		if _, err := c.RecordMemory(realCtx, opts.Label+": real run"); err != nil {
+		if _, err := c.RecordMemory(realCtx, opts.Label+realRunLabel); err != nil {
 			return m, err
 		}
 	}

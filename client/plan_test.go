@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,6 +13,7 @@ import (
 	"github.com/vkrt/vkrt/device/cpu"
 	"github.com/vkrt/vkrt/dryrun"
 	"github.com/vkrt/vkrt/memory"
+	"github.com/vkrt/vkrt/runtime/environment"
 )
 
 // allocations is a workload that reserves sizes and frees them all; extra
@@ -175,4 +177,23 @@ func TestMeasurePlanBoundsTheTrace(t *testing.T) {
 	require.NoError(t, err, "exactly the bound")
 	require.Equal(t, 100, m.Trace.Allocations)
 	require.Len(t, m.Trace.Events, 200)
+}
+
+// A label its records would refuse is refused before the workload runs:
+// a label of 4,090 B, 4,096 B with ": dry run" added past the records'
+// limit, ran the whole dry run and then failed with no plan installed.
+func TestMeasurePlanRefusesItsRecordsLabelBeforeTheWorkloadRuns(t *testing.T) {
+	env, records := recordsEnv(t)
+	c := openOnCPU(t, sparse, UseEnvironment(env))
+	ctx := context.Background()
+	for _, label := range []string{strings.Repeat("x", 4090), "nul\x00inside", "\xff"} {
+		ran := false
+		_, err := c.MeasurePlan(ctx, func(context.Context) error { ran = true; return nil }, MeasureOptions{Label: label, Verify: true})
+		require.ErrorIs(t, err, environment.ErrInvalidRecord, "label of %d B", len(label))
+		require.False(t, ran, "label of %d B: the workload ran for records that could not be written", len(label))
+	}
+	require.Zero(t, records())
+	_, err := c.MeasurePlan(ctx, allocations(c, 0, 1000), MeasureOptions{Label: strings.Repeat("x", 4086), Verify: true})
+	require.NoError(t, err, "the longest label whose records fit")
+	require.Equal(t, 2, records())
 }
