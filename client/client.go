@@ -151,6 +151,8 @@ type Client struct {
 	// a record in flight finishes, and one after sees ErrClosed (or the
 	// environment opened again), instead of writing to a closed database.
 	recording sync.RWMutex
+	// envOpening is held while the environment is opened (see environment).
+	envOpening sync.Mutex
 
 	bufferID atomic.Uint64 // the last buffer id handed out; not under mu
 }
@@ -399,23 +401,36 @@ func (c *Client) forgetReplaced(env *environment.Env) {
 }
 
 // environment is the environment RecordMemory writes to, opening the
-// default one the first time.
+// default one the first time. Opening waits for other writers, up to the
+// busy timeout: it holds envOpening, not c.mu, which streams being made or
+// closed, layouts and Close take.
 func (c *Client) environment(ctx context.Context) (*environment.Env, error) {
+	c.envOpening.Lock()
+	defer c.envOpening.Unlock()
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed.Load() {
+		c.mu.Unlock()
 		return nil, fmt.Errorf("client: recording: %w", errClientClosed)
 	}
-	if c.env != nil {
-		return c.env, nil
+	if env := c.env; env != nil {
+		c.mu.Unlock()
+		return env, nil
 	}
-	name := c.envName
+	name, opts := c.envName, c.envOpts
+	c.mu.Unlock()
 	if name == "" {
 		name = environment.DefaultName
 	}
-	env, err := environment.OpenContext(ctx, name, c.envOpts...)
+	env, err := environment.OpenContext(ctx, name, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed.Load() {
+		// Close ran meanwhile and found no environment to close.
+		env.Close()
+		return nil, fmt.Errorf("client: recording: %w", errClientClosed)
 	}
 	c.env, c.ownsEnv = env, true
 	return env, nil

@@ -3,10 +3,12 @@ package client
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -447,4 +449,46 @@ func TestStreamMemoryCleanupIsTheStreamsOwn(t *testing.T) {
 	require.Zero(t, streams[1].Usage().BytesReserved)
 	require.NoError(t, streams[1].Close())
 	streams[1].MemoryCleanup() // closed: nothing to do, no panic
+}
+
+// A first record waits for the environment while another writer holds its
+// lock (up to the busy timeout); the client's other work does not wait
+// with it. The open held the client's lock, so a stream made meanwhile (a
+// guest starting on the same host) took 9.8 s, until the record gave up.
+func TestOpeningTheEnvironmentHoldsUpNothingElse(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(environment.DirEnvVar, dir)
+	env, err := environment.Open(environment.DefaultName)
+	require.NoError(t, err)
+	path := env.Path()
+	require.NoError(t, env.Close())
+	// Another writer's transaction, as another process's would be.
+	other, err := sql.Open("sqlite", "file:"+path)
+	require.NoError(t, err)
+	defer other.Close()
+	conn, err := other.Conn(context.Background())
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.ExecContext(context.Background(), "BEGIN IMMEDIATE")
+	require.NoError(t, err)
+
+	c := openOnCPU(t, sparse)
+	recorded := make(chan error, 1)
+	go func() { _, err := c.RecordMemory(context.Background(), "waits"); recorded <- err }()
+	time.Sleep(200 * time.Millisecond) // the record is waiting for the lock
+	start := time.Now()
+	s, err := c.NewStream()
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.NotEmpty(t, c.Streams())
+	took := time.Since(start)
+	select {
+	case err := <-recorded:
+		t.Fatalf("the record did not wait for the other writer: %v", err)
+	default:
+	}
+	_, err = conn.ExecContext(context.Background(), "ROLLBACK")
+	require.NoError(t, err)
+	require.NoError(t, <-recorded, "the record is written once the other writer is done")
+	require.Less(t, took, time.Second, "a stream made while the record waited")
 }
