@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	json "github.com/goccy/go-json"
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/dryrun/plan"
@@ -344,10 +345,18 @@ func TestRunJSONLineThatCannotBeWrittenFails(t *testing.T) {
 	require.ErrorIs(t, executeToFullStdout(t, "plan", guestArgs(t, "--json", buffer)...), syscall.ENOSPC, "plan --json")
 }
 
-// executeToFullStdout runs `vkrt name args...` with a stdout that refuses
-// every write.
+// executeToFullStdout runs `vkrt name args...` as execute does, with a
+// stdout that refuses every write.
 func executeToFullStdout(t *testing.T, name string, args ...string) error {
 	t.Helper()
+	for _, c := range rootCmd.Commands() {
+		if c.Name() == name {
+			c.Flags().VisitAll(func(f *pflag.Flag) {
+				require.NoError(t, f.Value.Set(f.DefValue))
+				f.Changed = false
+			})
+		}
+	}
 	rootCmd.SetOut(fullWriter{})
 	rootCmd.SetArgs(append([]string{name}, args...))
 	defer func() { rootCmd.SetArgs(nil); rootCmd.SetOut(nil) }()
