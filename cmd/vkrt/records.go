@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	json "github.com/goccy/go-json"
 	"github.com/spf13/cobra"
@@ -217,11 +218,12 @@ const recordTimeLayout = "2006-01-02 15:04:05Z"
 // break the table or hide what it holds (one unicode.IsPrint refuses: a
 // control or format character such as a newline, a tab or a right-to-left
 // override, a line or paragraph separator, a space other than ' '), or
-// starts with a double quote; then it is quoted with Go escapes, so two
+// starts with a double quote, or is not UTF-8 (another program wrote it:
+// its bytes would show as U+FFFD); then it is quoted with Go escapes, so two
 // labels never show as one cell ("a\nb" and the label of those six
 // characters did).
 func tableCell(label string) string {
-	if !strings.HasPrefix(label, `"`) && strings.IndexFunc(label, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
+	if utf8.ValidString(label) && !strings.HasPrefix(label, `"`) && strings.IndexFunc(label, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
 		return label
 	}
 	return strconv.Quote(label)

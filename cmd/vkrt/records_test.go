@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"fmt"
 	"io/fs"
 	"os"
@@ -386,4 +387,27 @@ func TestRecordsListsARecordWhoseTotalsOverflowWithoutFigures(t *testing.T) {
 		"no wrapped total is shown: %s", lines[4])
 	require.Contains(t, lines[5], "after the overflow")
 	require.Contains(t, lines[5], memory.FormatBytes(1<<20+512))
+}
+
+// A label that is not UTF-8 (written by another program: Put refuses one)
+// is quoted too: its bytes went to the terminal as they are, where "a\xffb"
+// shows as the label a, U+FFFD, b does.
+func TestRecordsQuotesALabelThatIsNotUTF8(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(environment.DirEnvVar, dir)
+	out, _ := labelledRecordsTable(t, "a\ufffdb")
+	require.Contains(t, out, "a\ufffdb")
+	raw, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "labels.sqlite"))
+	require.NoError(t, err)
+	defer raw.Close()
+	body, err := json.Marshal(sampleMemoryRecord("a\xffb", 1))
+	require.NoError(t, err)
+	_, err = raw.Exec("INSERT INTO records (kind, label, time_ns, body) VALUES ('memory', CAST(? AS TEXT), 1, ?)", []byte("a\xffb"), string(body))
+	require.NoError(t, err)
+	out, err = executeRecords(t, "--env", "labels")
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.Len(t, lines, 3, out)
+	require.Contains(t, lines[2], `"a\xffb"`)
+	require.NotContains(t, out, "a\xffb")
 }
