@@ -276,6 +276,10 @@ func OpenContext(ctx context.Context, name string, opts ...Option) (*Env, error)
 	// of this user's next to it, which the owner's writers cannot use.
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
+		if dest, lerr := os.Readlink(path); lerr == nil && errors.Is(err, fs.ErrNotExist) {
+			// Nothing to read: the link names a file in no directory.
+			return nil, fmt.Errorf("environment %q: %s is a link to %s, which cannot be made: %w", name, path, dest, err)
+		}
 		return nil, fmt.Errorf("environment %q: %s cannot be opened for writing (to read it, open it ReadOnly): %w", name, path, err)
 	}
 	f.Close()

@@ -287,6 +287,20 @@ func TestWriterThroughALinkToAFileNotYetMadeWrites(t *testing.T) {
 	require.Len(t, recs, 2, "the records are in the file the link names")
 }
 
+// A link to a file in a directory that does not exist is refused naming
+// the link's target; the refusal advised opening it ReadOnly to read it,
+// where there is nothing to read.
+func TestWriterThroughALinkIntoNoDirectorySaysSo(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(t.TempDir(), "no-such-dir", "target.sqlite")
+	require.NoError(t, os.Symlink(target, filepath.Join(dir, "link.sqlite")))
+	_, err := Open("link", WithDir(dir))
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.ErrorContains(t, err, target)
+	require.NotContains(t, err.Error(), "ReadOnly")
+	require.NoDirExists(t, filepath.Dir(target), "nothing is made for the link")
+}
+
 // The unwritable test runs its checks as a user that owns neither the
 // environments nor their directories: re-executed as nobody when the
 // tests run as root (who may write anything), in process otherwise.
