@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"math"
 	"reflect"
 	"unicode/utf8"
 
 	json "github.com/goccy/go-json"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/memory"
@@ -79,7 +81,18 @@ func goFunc(f abiFunc) api.GoModuleFunc {
 		if !g.memResolved {
 			g.mem, g.memResolved = guestMemory(mod), true
 		}
-		stack[0] = uint64(call(g, g.mem, stack))
+		status := call(g, g.mem, stack)
+		if status != ESUCCESS && ctx.Err() != nil {
+			// The run's deadline cut the call short: the guest ends at it,
+			// as wazero ends one whose context is done, rather than being
+			// handed the failure to exit with as its own.
+			code := sys.ExitCodeDeadlineExceeded
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				code = sys.ExitCodeContextCanceled
+			}
+			panic(sys.NewExitError(code))
+		}
+		stack[0] = uint64(status)
 	}
 }
 

@@ -2,12 +2,16 @@ package wasmhost
 
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/client"
+	"github.com/vkrt/vkrt/runtime/environment"
 )
 
 // sleeperWAT sleeps 10 s in one poll_oneoff on a relative clock
@@ -95,4 +99,40 @@ func TestLastErrorOfARefusedAllocationNamesNoOtherGuest(t *testing.T) {
 	for _, other := range []string{"3000001", "3.00 MB", "stream", "limit", "in use 3"} {
 		require.NotContains(t, msg, other, "last_error: %s", msg)
 	}
+}
+
+// recordThenExitWAT records once and exits with memory_record's status.
+const recordThenExitWAT = `(module
+  (import "vkrt_v1" "memory_record" (func $record (param i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "waits")
+  (func (export "_start") (call $exit (call $record (i32.const 16) (i32.const 5)))))`
+
+// A host call the deadline cuts short ends the guest at its deadline, as
+// a sleep does: the guest was handed the failure (EIO from a record
+// waiting on another writer's lock) and exited with it, so the run read
+// as the guest's own exit code 29, not as a deadline.
+func TestTheDeadlineEndsAGuestInsideAHostCall(t *testing.T) {
+	dir := t.TempDir()
+	c := openClient(t, client.WithEnvironment("locked", environment.WithDir(dir)))
+	h := newHost(t, context.Background(), c)
+	m := compile(t, h, wat(t, recordThenExitWAT))
+	other, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "locked.sqlite"))
+	require.NoError(t, err)
+	defer other.Close()
+	conn, err := other.Conn(context.Background())
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.ExecContext(context.Background(), "BEGIN IMMEDIATE")
+	require.NoError(t, err)
+	defer conn.ExecContext(context.Background(), "ROLLBACK")
+
+	start := time.Now()
+	res, err := h.Run(context.Background(), m, WithDeadline(300*time.Millisecond))
+	require.ErrorIs(t, err, ErrDeadline)
+	var exit *ExitError
+	require.False(t, errors.As(err, &exit), "the guest's exit after the deadline: %v", err)
+	require.Zero(t, res.ExitCode)
+	require.Less(t, time.Since(start), 5*time.Second)
 }
