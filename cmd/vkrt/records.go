@@ -78,7 +78,7 @@ type recordLine struct {
 	ID     int64           `json:"id"`
 	Kind   string          `json:"kind"`
 	Label  string          `json:"label"`
-	Time   time.Time       `json:"time"`
+	Time   *time.Time      `json:"time"` // null where the stored time is not a number
 	Record json.RawMessage `json:"record"`
 }
 
@@ -93,7 +93,11 @@ func listRecords(ctx context.Context, out io.Writer, envName string, q environme
 		_, undecodable := memoryRecords(entries, "written as stored")
 		enc := json.NewEncoder(out)
 		for _, e := range entries {
-			line := recordLine{ID: e.ID, Kind: e.Kind, Label: e.Label, Time: e.Time.UTC(), Record: e.Body}
+			line := recordLine{ID: e.ID, Kind: e.Kind, Label: e.Label, Record: e.Body}
+			if !e.Time.IsZero() {
+				t := e.Time.UTC()
+				line.Time = &t
+			}
 			if err := enc.Encode(line); err != nil {
 				return fmt.Errorf("writing record %d: %w", e.ID, err)
 			}
@@ -114,7 +118,11 @@ func listRecords(ctx context.Context, out io.Writer, envName string, q environme
 			reserved, inUse = memory.FormatBytes(u.BytesReserved), memory.FormatBytes(u.BytesInUse)
 			peak = strconv.FormatUint(peakPages(rec.Report), 10)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Time.UTC().Format(recordTimeLayout), e.Kind, tableCell(e.Label),
+		when := "-"
+		if !e.Time.IsZero() {
+			when = e.Time.UTC().Format(recordTimeLayout)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, when, e.Kind, tableCell(e.Label),
 			pools, reserved, inUse, peak)
 	}
 	if err := tw.Flush(); err != nil {
@@ -149,12 +157,14 @@ func queryEnvironment(ctx context.Context, name string, q environment.Query) ([]
 func memoryRecords(entries []environment.Entry, shown string) (records []*memory.Record, undecodable *undecodableError) {
 	records = make([]*memory.Record, len(entries))
 	for i, e := range entries {
-		if e.Kind != memory.RecordKind {
+		if e.Kind != memory.RecordKind && !e.Time.IsZero() {
 			continue
 		}
 		var rec memory.Record
-		err := e.Decode(&rec)
-		if err == nil {
+		err := error(nil)
+		if e.Time.IsZero() {
+			err = fmt.Errorf("record %d: %w", e.ID, errRecordTime)
+		} else if err = e.Decode(&rec); err == nil {
 			err = checkTotals(e, rec.Report)
 		}
 		if err != nil {
@@ -185,6 +195,10 @@ func (e *undecodableError) Error() string {
 }
 
 func (e *undecodableError) Unwrap() []error { return e.Errs }
+
+// errRecordTime: a record whose stored time is not a number, as only
+// another program writing the environment's file can leave.
+var errRecordTime = errors.New("its stored time is not a number of nanoseconds")
 
 // errTotalsOverflow: a memory record whose pools' figures add up past what
 // 64 bits hold; summed, they would wrap to a small number and be shown as

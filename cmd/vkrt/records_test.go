@@ -411,3 +411,36 @@ func TestRecordsQuotesALabelThatIsNotUTF8(t *testing.T) {
 	require.Contains(t, lines[2], `"a\xffb"`)
 	require.NotContains(t, out, "a\xffb")
 }
+
+// A record whose stored time is not a number (another program's row) is
+// listed with no time and reported as undecodable, and the records around
+// it are listed as they are: the whole listing failed on it before.
+func TestRecordsListsARecordWhoseTimeIsNotANumber(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(environment.DirEnvVar, dir)
+	seedEnvironment(t, "bench")
+	raw, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "bench.sqlite"))
+	require.NoError(t, err)
+	body, err := json.Marshal(sampleMemoryRecord("foreign", 1))
+	require.NoError(t, err)
+	_, err = raw.Exec("INSERT INTO records (kind, label, time_ns, body) VALUES ('memory', 'foreign', 'abc', ?)", string(body))
+	require.NoError(t, err)
+	require.NoError(t, raw.Close())
+
+	out, err := executeRecords(t, "--env", "bench")
+	require.ErrorIs(t, err, errRecordTime)
+	require.ErrorContains(t, err, "1 of 4 records could not be decoded")
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.Len(t, lines, 5, "a header and every record, the foreign one included: %s", out)
+	require.Contains(t, lines[4], "foreign")
+	require.Equal(t, "-", strings.Fields(lines[4])[1], "no time is made up: %s", lines[4])
+	require.Contains(t, lines[1], "model loaded")
+
+	out, err = executeRecords(t, "--env", "bench", "--json")
+	require.ErrorIs(t, err, errRecordTime)
+	var foreign map[string]any
+	require.NoError(t, json.Unmarshal([]byte(strings.Split(out, "\n")[3]), &foreign))
+	require.Equal(t, "foreign", foreign["label"])
+	require.Contains(t, foreign, "time")
+	require.Nil(t, foreign["time"])
+}

@@ -31,7 +31,7 @@ type EnvRecords struct {
 type UndecodableRecord struct {
 	ID     int64
 	Label  string
-	Time   time.Time
+	Time   time.Time // the zero Time where the record has none
 	Reason string
 }
 
@@ -77,7 +77,11 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 	v := &envView{Name: e.Name, Width: chartWidth, Height: envHeight, PlotX: marginLeft, PlotY: marginTop,
 		PlotRight: marginLeft + plotWidth, PlotBottom: marginTop + envPlotHeight}
 	for _, r := range e.Undecodable {
-		v.Undecodable = append(v.Undecodable, fmt.Sprintf("#%d %s, %s: %s", r.ID, r.Label, r.Time.UTC().Format("2006-01-02 15:04:05 UTC"), r.Reason))
+		when := "no time"
+		if !r.Time.IsZero() {
+			when = r.Time.UTC().Format("2006-01-02 15:04:05 UTC")
+		}
+		v.Undecodable = append(v.Undecodable, fmt.Sprintf("#%d %s, %s: %s", r.ID, r.Label, when, r.Reason))
 	}
 	n := len(e.Records)
 	if n == 0 {

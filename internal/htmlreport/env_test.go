@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/vkrt/vkrt/memory"
 )
 
@@ -59,4 +61,17 @@ func TestEnvBarsOfMoreLiveThanReservedStayInsideThePlot(t *testing.T) {
 			}
 		}
 	}
+}
+
+// An undecodable record with no time (its stored time was not a number)
+// says so rather than showing the zero Time's year 1.
+func TestAnUndecodableRecordWithNoTimeSaysSo(t *testing.T) {
+	at := time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)
+	v, err := envViewOf(&EnvRecords{Name: "e", Undecodable: []UndecodableRecord{
+		{ID: 4, Label: "foreign", Reason: "its stored time is not a number"},
+		{ID: 5, Label: "wrapped", Time: at, Reason: "bytes_reserved"},
+	}})
+	require.NoError(t, err)
+	require.Equal(t, []string{"#4 foreign, no time: its stored time is not a number",
+		"#5 wrapped, 2026-12-02 14:00:00 UTC: bytes_reserved"}, v.Undecodable)
 }

@@ -453,3 +453,39 @@ func TestAFileMovedUnderSQLiteIsReplacedNotReadOnly(t *testing.T) {
 	require.ErrorIs(t, err, ErrReplaced)
 	require.NotErrorIs(t, err, fs.ErrPermission)
 }
+
+// A row another program wrote with a time that is not an integer (SQLite
+// keeps what a column is given) reads with the zero Time, and the rows
+// around it as they are: scanned as an integer, it failed every query and
+// Get of it.
+func TestARowWhoseTimeIsNotANumberReadsWithNoTime(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filledEnvironment(t, dir, "foreign", 2)
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO records (kind, label, time_ns, body) VALUES ('sample', 'foreign', 'abc', '{}'), ('sample', 'real', 1.5, '{}')`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	env, err := Open("foreign", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	defer env.Close()
+	entries, err := env.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, entries, 4)
+	for _, e := range entries[:2] {
+		require.False(t, e.Time.IsZero(), "record %d", e.ID)
+	}
+	for _, e := range entries[2:] {
+		require.True(t, e.Time.IsZero(), "record %d (%s) has a time it was not given: %v", e.ID, e.Label, e.Time)
+	}
+	got, err := env.Get(ctx, entries[2].ID)
+	require.NoError(t, err)
+	require.Equal(t, "foreign", got.Label)
+	require.True(t, got.Time.IsZero())
+	last, err := env.Query(ctx, Query{Last: 1})
+	require.NoError(t, err)
+	require.Len(t, last, 1)
+	require.Equal(t, "real", last[0].Label)
+}

@@ -31,8 +31,11 @@ type Entry struct {
 	ID    int64
 	Kind  string
 	Label string
-	Time  time.Time
-	Body  []byte
+	// Time is when the record was put; the zero Time where the stored time
+	// is not an integer, which only another program writing the file can
+	// leave (SQLite keeps what a column is given, whatever its type).
+	Time time.Time
+	Body []byte
 }
 
 // Decode unmarshals the body into v. A number that does not fit its field
@@ -142,7 +145,7 @@ func (e *Env) Get(ctx context.Context, id int64) (Entry, error) {
 	}
 	var ent Entry
 	err := e.read(func(db *sql.DB) (err error) {
-		ent, err = scanEntry(db.QueryRowContext(ctx, "SELECT id, kind, label, time_ns, body FROM records WHERE id = ?", id))
+		ent, err = scanEntry(db.QueryRowContext(ctx, "SELECT "+entryColumns+" FROM records WHERE id = ?", id))
 		return err
 	})
 	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, errNoTable) {
@@ -187,7 +190,7 @@ func (e *Env) Query(ctx context.Context, q Query) ([]Entry, error) {
 	default:
 		where, args = append(where, "time_ns >= ?"), append(args, q.Since.UnixNano())
 	}
-	stmt := "SELECT id, kind, label, time_ns, body FROM records"
+	stmt := "SELECT " + entryColumns + " FROM records"
 	if len(where) > 0 {
 		stmt += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -248,14 +251,21 @@ func QueryAs[T Record](ctx context.Context, e *Env, q Query) ([]Typed[T], error)
 
 type scanner interface{ Scan(dest ...any) error }
 
+// entryColumns are what scanEntry reads. A time that is not an integer
+// reads as NULL: scanned as one, a row another program wrote with a time
+// of 'abc' failed the whole query, and every listing with it.
+const entryColumns = "id, kind, label, CASE typeof(time_ns) WHEN 'integer' THEN time_ns END, body"
+
 func scanEntry(s scanner) (Entry, error) {
 	var ent Entry
-	var ns int64
+	var ns sql.NullInt64
 	var body string
 	if err := s.Scan(&ent.ID, &ent.Kind, &ent.Label, &ns, &body); err != nil {
 		return Entry{}, err
 	}
-	ent.Time = time.Unix(0, ns)
+	if ns.Valid {
+		ent.Time = time.Unix(0, ns.Int64)
+	}
 	ent.Body = []byte(body)
 	return ent, nil
 }
