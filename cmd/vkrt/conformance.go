@@ -168,6 +168,11 @@ var errProbe = errors.New("probe")
 // touched. A FIFO or a device is left alone: opening one would wait for, or
 // end, its reader; it is opened when the report is written.
 func checkOutput(flag, path string, inputs ...string) error {
+	if path == "-" {
+		// conformance's reports take "-" for stdout; these outputs are
+		// files, and "-" would make one of that name.
+		return fmt.Errorf("%s -: name the file to write (it does not write to stdout)", flag)
+	}
 	if err := checkNotAnInput(flag, path, inputs...); err != nil {
 		return err
 	}

@@ -248,3 +248,23 @@ func TestReportRefusesToWriteOverTheEnvironmentsLogOrIndex(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 }
+
+// "-" names no file for report --html or plan --out (conformance's
+// reports take it for stdout): each made a file named "-" in the working
+// directory and exited 0.
+func TestFileOutputsRefuseADash(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	seedEnvironment(t, "bench")
+	trace, err := filepath.Abs(filepath.Join("..", "..", "testdata", "traces", "gpt2_train.trace.gz"))
+	require.NoError(t, err)
+	t.Chdir(t.TempDir())
+	for _, args := range [][]string{
+		{"report", "--html", "-", "--env", "bench"},
+		{"plan", trace, "--out", "-"},
+	} {
+		_, _, err := execute(t, args[0], args[1:]...)
+		require.ErrorContains(t, err, "name the file to write", "%v", args)
+		_, err = os.Stat("-")
+		require.ErrorIs(t, err, os.ErrNotExist, "%v made a file named -", args)
+	}
+}
