@@ -43,6 +43,9 @@ pictures: vkrt ## redraw docs/report-llama_generate.png from the report page (ne
 figures: ## rewrite the README's measured plan table from `vkrt replay --plan --markdown`
 	$(GO) test ./cmd/vkrt -run TestREADMEPlanTableIsTheCommandsOutput -count=1 -update
 
+fuzz: ## fuzz every parser and the allocator, FUZZTIME each (default 30s), stopping at a failing input
+	FUZZTIME=$(or $(FUZZTIME),30s) bash ci/fuzz.sh
+
 bench: ## run the benchmarks
 	$(GO) test -run '^$$' -bench . ./...
 
