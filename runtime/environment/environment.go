@@ -441,7 +441,7 @@ func copyWithLog(name, path string) (dir string, state filesState, err error) {
 			err = copyFile(path, filepath.Join(dir, filepath.Base(path)))
 		}
 		if err == nil {
-			err = copyFile(log, filepath.Join(dir, filepath.Base(log)))
+			err = copyLog(log, filepath.Join(dir, filepath.Base(log)))
 		}
 		if err != nil {
 			if dir != "" {

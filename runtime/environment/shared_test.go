@@ -1,6 +1,7 @@
 package environment
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -590,4 +591,50 @@ func TestReadOnlyReaderClosesThePoolsItReplaces(t *testing.T) {
 		require.Len(t, recs, i+1)
 	}
 	require.LessOrEqual(t, openFiles(t), before+2, "open files after %d writers came and went", writers)
+}
+
+// A log without its index is copied only as far as SQLite reads it: a log
+// of four records followed by a gigabyte of zeros (truncate -s 1G) was
+// copied whole into the temporary directory.
+func TestReadOnlyReaderCopiesOnlyTheLogsCommittedFrames(t *testing.T) {
+	ctx := context.Background()
+	const n = 4
+	dir := logWithoutIndex(t, n)
+	log := filepath.Join(dir, "copied.sqlite-wal")
+	info, err := os.Stat(log)
+	require.NoError(t, err)
+	valid := info.Size()
+	require.NoError(t, os.Truncate(log, 1<<30))
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+
+	reader, err := Open("copied", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	defer reader.Close()
+	recs, err := reader.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, recs, n, "every committed record is read")
+	require.Len(t, reader.copies, 1)
+	copied, err := os.Stat(filepath.Join(reader.copies[0], "copied.sqlite-wal"))
+	require.NoError(t, err)
+	require.LessOrEqual(t, copied.Size(), valid, "the copy of a %d B log padded to 1 GiB", valid)
+	require.Positive(t, copied.Size())
+}
+
+// A log whose header is not a log's holds nothing SQLite reads: it is
+// copied empty, and the main file's records are read.
+func TestReadOnlyReaderCopiesALogOfGarbageEmpty(t *testing.T) {
+	dir := logWithoutIndex(t, 2)
+	log := filepath.Join(dir, "copied.sqlite-wal")
+	require.NoError(t, os.WriteFile(log, bytes.Repeat([]byte{0x5a}, 1<<20), 0o644))
+	t.Setenv("TMPDIR", t.TempDir())
+	reader, err := Open("copied", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	defer reader.Close()
+	recs, err := reader.Query(context.Background(), Query{})
+	require.NoError(t, err)
+	require.Empty(t, recs, "the records were in the log, which is garbage now")
+	copied, err := os.Stat(filepath.Join(reader.copies[0], "copied.sqlite-wal"))
+	require.NoError(t, err)
+	require.Zero(t, copied.Size())
 }
