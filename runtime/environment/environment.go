@@ -461,6 +461,15 @@ func copyWithLog(name, path string) (dir string, state filesState, err error) {
 }
 
 func copyFile(from, to string) error {
+	return copyInto(from, to, func(src io.Reader, dst *os.File) error {
+		_, err := io.Copy(dst, src)
+		return err
+	})
+}
+
+// copyInto has copy write what it takes of the file at from into a new
+// file at to.
+func copyInto(from, to string, copy func(src io.Reader, dst *os.File) error) error {
 	src, err := os.Open(from)
 	if err != nil {
 		return err
@@ -470,7 +479,7 @@ func copyFile(from, to string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(dst, src); err != nil {
+	if err := copy(src, dst); err != nil {
 		dst.Close()
 		return err
 	}

@@ -27,28 +27,18 @@ const (
 // a gigabyte, made with truncate) fill the temporary directory; a log
 // with no valid header is copied empty, as SQLite ignores it.
 func copyLog(from, to string) error {
-	src, err := os.Open(from)
-	if err != nil {
+	return copyInto(from, to, func(src io.Reader, dst *os.File) error {
+		w := bufio.NewWriter(dst)
+		committed, err := copyCommittedFrames(bufio.NewReaderSize(src, 1<<16), w)
+		if err == nil {
+			err = w.Flush()
+		}
+		if err == nil {
+			// Frames past the last commit were written as they came: cut them.
+			err = dst.Truncate(committed)
+		}
 		return err
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(dst)
-	committed, err := copyCommittedFrames(bufio.NewReaderSize(src, 1<<16), w)
-	if err == nil {
-		err = w.Flush()
-	}
-	if err == nil {
-		// Frames past the last commit were written as they came: cut them.
-		err = dst.Truncate(committed)
-	}
-	if cerr := dst.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	})
 }
 
 // copyCommittedFrames copies the log from r to w and returns how many of
