@@ -444,3 +444,16 @@ func TestRecordsListsARecordWhoseTimeIsNotANumber(t *testing.T) {
 	require.Contains(t, foreign, "time")
 	require.Nil(t, foreign["time"])
 }
+
+// A label glob whose range has its ends reversed is refused before the
+// environment is opened: GLOB matched nothing with it, and records listed
+// an empty table, exit 0.
+func TestRecordsRefusesAReversedRangeInTheLabelGlob(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	seedEnvironment(t, "bench")
+	_, err := executeRecords(t, "--env", "bench", "--label", "[z-a]*")
+	require.EqualError(t, err, `--label: label glob "[z-a]*" has a set at byte 0 whose range z-a matches nothing (its ends are reversed: a-z)`)
+	out, err := executeRecords(t, "--env", "bench", "--label", "[a-z]*")
+	require.NoError(t, err)
+	require.Contains(t, out, "model loaded")
+}

@@ -313,6 +313,18 @@ func TestQuerySelects(t *testing.T) {
 	_, err = env.Query(ctx, Query{LabelGlob: "after [the"})
 	require.ErrorIs(t, err, ErrInvalidRecord)
 	require.ErrorContains(t, err, "never closes")
+	for _, glob := range []string{"[z-a]*", "after [^t-a]he*", "[a-cz-b]"} {
+		_, err = env.Query(ctx, Query{LabelGlob: glob})
+		require.ErrorIs(t, err, ErrInvalidRecord, glob)
+		require.ErrorContains(t, err, "matches nothing", glob)
+	}
+	for _, glob := range []string{"[a-z]*", "[-a]*", "[a-]*", "[]-a]*", "[a-c-e]*", "after [t-t]he*"} {
+		_, err = env.Query(ctx, Query{LabelGlob: glob})
+		require.NoError(t, err, glob)
+	}
+	ranged, err := env.Query(ctx, Query{LabelGlob: "after [s-u]he*"})
+	require.NoError(t, err)
+	require.NotEmpty(t, ranged)
 	_, err = env.Query(ctx, Query{Last: -1})
 	require.ErrorIs(t, err, ErrInvalidRecord)
 	_, err = env.Query(ctx, Query{Kind: "No Such"})

@@ -321,8 +321,9 @@ func validateGlob(glob string) error {
 }
 
 // CheckLabelGlob says what is wrong with a Query's LabelGlob, if anything:
-// a set ('[') that never closes. A command line checks its flag with it
-// before it opens an environment.
+// a set ('[') that never closes, or one with a range whose ends are
+// reversed ("[z-a]"), which GLOB would silently treat as matching nothing.
+// A command line checks its flag with it before it opens an environment.
 func CheckLabelGlob(glob string) error {
 	for i := 0; i < len(glob); i++ {
 		if glob[i] != '[' {
@@ -339,9 +340,35 @@ func CheckLabelGlob(glob string) error {
 		if end < 0 {
 			return fmt.Errorf("label glob %q opens a set at byte %d that never closes", glob, i)
 		}
+		if lo, hi, ok := reversedRange(glob[i+1 : j+end]); ok {
+			return fmt.Errorf("label glob %q has a set at byte %d whose range %c-%c matches nothing (its ends are reversed: %c-%c)", glob, i, lo, hi, hi, lo)
+		}
 		i = j + end
 	}
 	return nil
+}
+
+// reversedRange finds a range of a set's members (what lies between '['
+// and ']') whose low end is past its high end, read as SQLite's GLOB reads
+// a set: a '-' between two characters is a range, a '-' first or last is
+// itself, and a range's high end starts no other.
+func reversedRange(set string) (lo, hi rune, ok bool) {
+	set = strings.TrimPrefix(set, "^")
+	runes := []rune(set)
+	prior := rune(-1)
+	for k := 0; k < len(runes); k++ {
+		r := runes[k]
+		if r == '-' && prior >= 0 && k+1 < len(runes) {
+			if prior > runes[k+1] {
+				return prior, runes[k+1], true
+			}
+			prior = -1
+			k++
+			continue
+		}
+		prior = r
+	}
+	return 0, 0, false
 }
 
 // failedWrite is a failed write's error, told as ErrReplaced where the
