@@ -41,7 +41,7 @@ func (f *guestFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.device, "device", 0, "Vulkan device index (vkrt devices lists them)")
 	fl.StringVar(&f.env, "env", environment.DefaultName, "environment the guest's memory records go to")
 	fl.DurationVar(&f.timeout, "timeout", 0, "end the guest after this long (0: no deadline)")
-	fl.Uint64Var(&f.maxDeviceBytes, "max-device-bytes", 0, "quota of device bytes the guest's live buffers may hold (0: none)")
+	fl.Uint64Var(&f.maxDeviceBytes, "max-device-bytes", 0, "quota of device bytes the guest's live buffers may hold; its pools may then reserve at most twice that plus a page of each pool it fills (ABI.md, Limits of a run; 0: none)")
 	fl.Uint32Var(&f.maxHandles, "max-handles", wasmhost.DefaultMaxHandles, fmt.Sprintf("quota of live buffer handles (1 to %d)", maxGuestHandles))
 	fl.Uint32Var(&f.maxMemoryPages, "max-memory-pages", wasmhost.DefaultMaxMemoryPages, fmt.Sprintf("limit of the guest's linear memory in 64 KiB pages (1 to %d)", wasmhost.MaxMemoryPages))
 	fl.StringVar(&f.cacheDir, "compile-cache", defaultCompileCache(), "directory of compiled guests ('' compiles every time)")
