@@ -39,7 +39,7 @@ func BenchmarkHostCall(b *testing.B) {
 }
 
 // BenchmarkGuestStart is a host started afresh, compiling a Go guest (the
-// bench guest, 2.5 MB) and running it to its end: cold compiles it, cached
+// bench guest, 2.6 MB) and running it to its end: cold compiles it, cached
 // finds it in the compilation cache directory a host before it filled, as a
 // restarted process would. cpu-ms/op is the process's CPU time per start;
 // the compiler uses both cores, so cold it can exceed the clock.
