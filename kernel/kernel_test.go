@@ -422,3 +422,29 @@ func TestEmptyLaunchesPassAndGridsOfNoWorkGroupWithWorkAreRefused(t *testing.T) 
 		}
 	}
 }
+
+// An empty launch has no output for a device that ends a shader's loops
+// early to leave unwritten, so the loop limit does not refuse it: a softmax
+// of 2^20 rows of no column on one work group (23,068,672 loop iterations
+// by LoopTrips), a transpose of 2^20 x 0 and a matmul of M = 0 or N = 0
+// with K = 2^24 were refused on lavapipe's limits, though the package
+// documentation says an empty launch succeeds on any grid.
+func TestEmptyLaunchesPassTheLoopLimit(t *testing.T) {
+	limits := testLimits
+	limits.MaxStorageBufferRange = 1 << 32
+	limits.MaxLoopIterations = 65535
+	one := [3]uint32{1, 1, 1}
+	for _, l := range []Launch{Softmax(1<<20, 0), LayerNorm(1<<20, 0, 1e-5), Transpose(1<<20, 0), MatMul(0, 0, 1<<24), MatMul(0, 4, 1<<24), MatMul(4, 0, 1<<24)} {
+		require.Greater(t, LoopTrips(l.Kernel, one, l.Push), limits.MaxLoopIterations, "%s %s", l.Kernel.Name, pushString(l.Kernel, l.Push))
+		sizes := BindingSizes(l.Kernel, one, l.Push)
+		hs := make([]vkruntime.StorageHandle, len(sizes))
+		for i, n := range sizes {
+			hs[i] = handle(vkruntime.StorageID(i+1), 0, max(n, 16))
+		}
+		require.NoError(t, Validate(l.Kernel, one, hs, l.Push, limits), "%s %s", l.Kernel.Name, pushString(l.Kernel, l.Push))
+	}
+	// A launch with work past the limit is still refused.
+	l := Softmax(1<<12, 1)
+	hs := []vkruntime.StorageHandle{handle(1, 0, 4<<12), handle(2, 0, 4<<12)}
+	requireRefused(t, Validate(l.Kernel, one, hs, l.Push, limits), "softmax", "loop iterations")
+}
