@@ -389,7 +389,7 @@ func Validate(k Kernel, grid [3]uint32, bindings []vkruntime.StorageHandle, push
 	if len(bindings) != len(k.Bindings) {
 		return fail("%d bindings given, the kernel has %d (%s)", len(bindings), len(k.Bindings), bindingNames(k))
 	}
-	if uint32(len(push)) != k.PushSize() {
+	if uint64(len(push)) != uint64(k.PushSize()) {
 		return fail("%d B of push constants given, the kernel takes %d B (%s)", len(push), k.PushSize(), pushNames(k))
 	}
 	if k.PushSize() > limits.MaxPushConstantsSize {
@@ -480,7 +480,7 @@ func Validate(k Kernel, grid [3]uint32, bindings []vkruntime.StorageHandle, push
 // size than it takes.
 func BindingSizes(k Kernel, grid [3]uint32, push []byte) []uint64 {
 	canon, ok := catalogueKernel(k.Name)
-	if !ok || uint32(len(push)) != canon.PushSize() {
+	if !ok || uint64(len(push)) != uint64(canon.PushSize()) {
 		return nil
 	}
 	return canon.need(pushValues(push), grid)

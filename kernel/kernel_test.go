@@ -448,3 +448,19 @@ func TestEmptyLaunchesPassTheLoopLimit(t *testing.T) {
 	hs := []vkruntime.StorageHandle{handle(1, 0, 4<<12), handle(2, 0, 4<<12)}
 	requireRefused(t, Validate(l.Kernel, one, hs, l.Push, limits), "softmax", "loop iterations")
 }
+
+// Push constants are counted in full: 4 GiB + 12 B of them passed as
+// matmul's 12 B, their length cut to 32 bits, in Validate and in
+// BindingSizes alike.
+func TestPushConstantsPastFourGiBAreRefused(t *testing.T) {
+	size := uint64(1)<<32 + 12
+	if size > math.MaxInt {
+		t.Skip("int is 32 bits")
+	}
+	mm := MatMul(4, 4, 4)
+	push := make([]byte, int(size)) // untouched past its first page
+	copy(push, mm.Push)
+	hs := []vkruntime.StorageHandle{handle(1, 0, 64), handle(2, 0, 64), handle(3, 0, 64)}
+	requireRefused(t, Validate(mm.Kernel, mm.Grid, hs, push, testLimits), "matmul", "B of push constants given")
+	require.Nil(t, BindingSizes(mm.Kernel, mm.Grid, push))
+}
