@@ -567,16 +567,21 @@ const portableGroups = 65535
 // ElementGrid covers n elements with one invocation each (256 per work
 // group), spilling into y past 65535 work groups so it fits any device.
 func ElementGrid(n uint64) [3]uint32 {
-	return RowGrid((n + elementGroup - 1) / elementGroup)
+	return RowGrid(ceilDiv(n, elementGroup))
 }
 
-// RowGrid is a grid of groups work groups, spilling into y past 65535.
+// RowGrid is a grid of groups work groups, spilling into y past 65535. It
+// fits any device: past 65535 x 65535 it is that many, and the kernels that
+// stride over their grid loop over the rest.
 func RowGrid(groups uint64) [3]uint32 {
 	if groups <= portableGroups {
 		return [3]uint32{uint32(groups), 1, 1}
 	}
-	return [3]uint32{portableGroups, uint32((groups + portableGroups - 1) / portableGroups), 1}
+	return [3]uint32{portableGroups, uint32(min(ceilDiv(groups, portableGroups), portableGroups)), 1}
 }
+
+// ceilDiv is a / b rounded up, without the wrap of (a + b - 1) / b.
+func ceilDiv(a, b uint64) uint64 { return a/b + min(a%b, 1) }
 
 func pack(values ...uint32) []byte {
 	b := make([]byte, 4*len(values))

@@ -464,3 +464,26 @@ func TestPushConstantsPastFourGiBAreRefused(t *testing.T) {
 	requireRefused(t, Validate(mm.Kernel, mm.Grid, hs, push, testLimits), "matmul", "B of push constants given")
 	require.Nil(t, BindingSizes(mm.Kernel, mm.Grid, push))
 }
+
+// The grid helpers give grids every device allows: past 65535 x 65535 work
+// groups RowGrid spilled 65536 or more into y, so Softmax(2^32 - 1, 0), an
+// empty launch, came with grid (65535, 65537, 1) and was refused, and
+// ElementGrid's rounding wrapped to no work group past 2^64 - 256 elements.
+func TestGridHelpersFitEveryDevice(t *testing.T) {
+	for _, groups := range []uint64{1, portableGroups, portableGroups + 1, portableGroups * portableGroups, portableGroups*portableGroups + 1, math.MaxUint32, math.MaxUint64} {
+		grid := RowGrid(groups)
+		require.LessOrEqual(t, grid[0], uint32(portableGroups), "RowGrid(%d)", groups)
+		require.LessOrEqual(t, grid[1], uint32(portableGroups), "RowGrid(%d)", groups)
+		require.GreaterOrEqual(t, uint64(grid[0])*uint64(grid[1]), min(groups, portableGroups*portableGroups), "RowGrid(%d)", groups)
+	}
+	for _, n := range []uint64{1, math.MaxUint32, math.MaxUint64 - 255, math.MaxUint64} {
+		grid := ElementGrid(n)
+		require.NotZero(t, grid[0], "ElementGrid(%d)", n)
+		require.LessOrEqual(t, grid[1], uint32(portableGroups), "ElementGrid(%d)", n)
+	}
+	require.Equal(t, [3]uint32{portableGroups, 257, 1}, ElementGrid(math.MaxUint32), "as before up to 2^32 elements")
+	for _, l := range []Launch{Softmax(math.MaxUint32, 0), LayerNorm(math.MaxUint32, 0, 1e-5)} {
+		hs := make([]vkruntime.StorageHandle, len(l.Kernel.Bindings))
+		require.NoError(t, Validate(l.Kernel, l.Grid, hs, l.Push, testLimits), "%s %s on %v", l.Kernel.Name, pushString(l.Kernel, l.Push), l.Grid)
+	}
+}
