@@ -410,7 +410,9 @@ func (s *Storage) Dealloc(id vkruntime.StorageID) {
 	defer s.mu.Unlock()
 	if p, ok := s.pages[id]; ok {
 		s.forget(id, p)
-		s.deferred = append(s.deferred, p)
+		if p.virtual == nil { // a range holds no memory to hand back
+			s.deferred = append(s.deferred, p)
+		}
 	}
 }
 

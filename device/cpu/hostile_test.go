@@ -124,3 +124,24 @@ func largeRangeOverOnePage(t *testing.T) (d *cpu.Device, v, m vkruntime.StorageH
 	require.NoError(t, s.Bind(v.ID, []vkruntime.SparseBind{{Size: g, Memory: m.ID}}))
 	return d, v, m
 }
+
+// A virtual range is no allocation however it is released: one released
+// by Dealloc counted as a page until the next Flush (Allocations went from
+// 1 to 2 while the storage held the one page), as none does on vk.
+func TestVirtualRangesReleasedByDeallocAreNoAllocations(t *testing.T) {
+	const g = 64 << 10
+	d := newDevice(t, cpu.WithSparseGranule(g))
+	s := d.Storage().(*cpu.Storage)
+	m, err := s.Alloc(g)
+	require.NoError(t, err)
+	v, err := s.ReserveVirtual(1 << 20)
+	require.NoError(t, err)
+	require.Equal(t, 1, s.Allocations())
+	s.Dealloc(v.ID)
+	require.Equal(t, 1, s.Allocations(), "the page alone")
+	require.EqualValues(t, g, s.Allocated())
+	s.Dealloc(m.ID)
+	require.Equal(t, 1, s.Allocations(), "the page, released, until the Flush")
+	s.Flush()
+	require.Zero(t, s.Allocations())
+}
