@@ -145,3 +145,21 @@ func TestVirtualRangesReleasedByDeallocAreNoAllocations(t *testing.T) {
 	s.Flush()
 	require.Zero(t, s.Allocations())
 }
+
+// A transpose looks at its context as it goes, as the other kernels do: a
+// 4096 x 4096 one ran to its end over 300 ms and more past a 20 ms
+// deadline and returned nil, its output written whole.
+func TestTransposeStopsWhenTheContextEnds(t *testing.T) {
+	d := newDevice(t)
+	const rows, cols = 4096, 4096
+	x, err := d.Storage().Alloc(4 * rows * cols)
+	require.NoError(t, err)
+	out, err := d.Storage().Alloc(4 * rows * cols)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = d.Dispatch(ctx, []kernel.Op{kernel.Transpose(rows, cols).With(x, out)})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), time.Second)
+}
