@@ -163,3 +163,17 @@ func TestTransposeStopsWhenTheContextEnds(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Less(t, time.Since(start), time.Second)
 }
+
+// A matmul with no output (N = 0, or M = 0) returns at once: one of
+// (2^32 - 1) x 0 by K = 0, over bindings of 0 B, walked every row of
+// nothing for 25 s.
+func TestEmptyMatMulsReturnAtOnce(t *testing.T) {
+	d := newDevice(t)
+	for _, l := range []kernel.Launch{kernel.MatMul(math.MaxUint32, 0, 0), kernel.MatMul(0, math.MaxUint32, 0)} {
+		l.Grid = [3]uint32{1, 1, 1}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		err := d.Dispatch(ctx, []kernel.Op{l.With(make([]vkruntime.StorageHandle, 3)...)})
+		cancel()
+		require.NoError(t, err, "matmul %x", l.Push)
+	}
+}
