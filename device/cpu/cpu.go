@@ -1,7 +1,7 @@
 // Package cpu is a pure-Go device.Device: its storage is host memory,
 // counted against a heap size and a memory limit like a GPU's, and it runs
-// every kernel of the kernel package on the CPU with the float64 references
-// of internal/cpuref. It is the portable device: dry runs, measured plans
+// every kernel of the kernel package on the CPU with the float64 arithmetic
+// of internal/cpuref's references. It is the portable device: dry runs, measured plans
 // and the client's tests run on it without cgo or a Vulkan driver, and its
 // results are what a GPU's are checked against.
 //

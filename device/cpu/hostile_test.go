@@ -11,6 +11,7 @@ import (
 
 	"github.com/vkrt/vkrt/device"
 	"github.com/vkrt/vkrt/device/cpu"
+	"github.com/vkrt/vkrt/internal/cpuref"
 	"github.com/vkrt/vkrt/kernel"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -176,4 +177,60 @@ func TestEmptyMatMulsReturnAtOnce(t *testing.T) {
 		cancel()
 		require.NoError(t, err, "matmul %x", l.Push)
 	}
+}
+
+// A long row stops when its context ends, not only the rows before it: a
+// softmax of one row of 2^24 columns ran its 0.6 s whole past a deadline
+// a tenth of that and returned nil, a layer norm of it and a matmul of one
+// row by K x N = 2^13 x 2^12 ran theirs whole before they returned
+// DeadlineExceeded.
+func TestLongRowsStopWhenTheContextEnds(t *testing.T) {
+	d := newDevice(t)
+	alloc := func(n uint64) vkruntime.StorageHandle {
+		h, err := d.Storage().Alloc(max(n, 4))
+		require.NoError(t, err)
+		t.Cleanup(func() { d.Storage().Dealloc(h.ID) })
+		return h
+	}
+	for _, l := range []kernel.Launch{kernel.Softmax(1, 1<<24), kernel.LayerNorm(1, 1<<24, 1e-5), kernel.MatMul(1, 1<<12, 1<<13)} {
+		sizes := kernel.BindingSizes(l.Kernel, l.Grid, l.Push)
+		hs := make([]vkruntime.StorageHandle, len(sizes))
+		for i, n := range sizes {
+			hs[i] = alloc(n)
+		}
+		// Timed whole first (the faster of two runs, the first touching
+		// fresh pages), so the deadline falls inside the row however fast
+		// the host runs it.
+		whole := time.Duration(math.MaxInt64)
+		for range 2 {
+			start := time.Now()
+			require.NoError(t, d.Dispatch(t.Context(), []kernel.Op{l.With(hs...)}), l.Kernel.Name)
+			whole = min(whole, time.Since(start))
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), whole/10)
+		start := time.Now()
+		err := d.Dispatch(ctx, []kernel.Op{l.With(hs...)})
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded, l.Kernel.Name)
+		require.Less(t, time.Since(start), whole/2, "%s: %v whole", l.Kernel.Name, whole)
+	}
+
+	// Paced, they still compute the reference's results bit for bit, in
+	// rows longer than the stretch between looks at the context.
+	const rows, cols = 3, 70001
+	x, gamma, beta := ramp(rows*cols, 3), ramp(cols, 1), ramp(cols, 0.5)
+	for i := range x {
+		x[i] += float32(i%1001) / 1001
+	}
+	xh := put(t, d, x)
+	out := func(n int) vkruntime.StorageHandle { return put(t, d, make([]float32, n)) }
+	sm, ln, mm := out(rows*cols), out(rows*cols), out(rows*300)
+	require.NoError(t, d.Dispatch(t.Context(), []kernel.Op{
+		kernel.Softmax(rows, cols).With(xh, sm),
+		kernel.LayerNorm(rows, cols, 1e-5).With(xh, put(t, d, gamma), put(t, d, beta), ln),
+		kernel.MatMul(rows, 300, 300).With(vkruntime.StorageHandle{ID: xh.ID, Size: 4 * rows * 300}, vkruntime.StorageHandle{ID: xh.ID, Size: 4 * 300 * 300}, mm),
+	}))
+	require.Equal(t, cpuref.Softmax(x, rows, cols), get(t, d, sm), "softmax")
+	require.Equal(t, cpuref.LayerNorm(x, gamma, beta, rows, cols, float64(float32(1e-5))), get(t, d, ln), "layernorm (eps as its f32 push constant)")
+	require.Equal(t, cpuref.MatMul(x[:rows*300], x[:300*300], rows, 300, 300), get(t, d, mm), "matmul")
 }

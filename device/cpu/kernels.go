@@ -39,14 +39,9 @@ func run(ctx context.Context, op kernel.Op, mem [][]byte) error {
 	case "gelu":
 		return unary(ctx, mem, int(push(0)), cpuref.GELU)
 	case "softmax":
-		rows, cols := int(push(0)), int(push(1))
-		return byRows(ctx, rows, cols, mem[0], mem[1], func(x []float32) []float32 { return cpuref.Softmax(x, 1, cols) })
+		return softmax(ctx, int(push(0)), int(push(1)), mem[0], mem[1])
 	case "layernorm":
-		rows, cols, eps := int(push(0)), int(push(1)), pushF(2)
-		gamma, beta := floats(mem[1], cols), floats(mem[2], cols)
-		return byRows(ctx, rows, cols, mem[0], mem[3], func(x []float32) []float32 {
-			return cpuref.LayerNorm(x, gamma, beta, 1, cols, eps)
-		})
+		return layerNorm(ctx, int(push(0)), int(push(1)), pushF(2), mem)
 	case "reduce_sum":
 		return reduceSum(ctx, int(push(0)), op.Grid, mem[0], mem[1])
 	case "matmul":
@@ -63,8 +58,6 @@ func getFloat(b []byte, i int) float32  { return math.Float32frombits(word(b, i)
 func putFloat(b []byte, i int, v float32) {
 	putWord(b, i, math.Float32bits(v))
 }
-
-func floats(b []byte, n int) []float32 { return cpuref.Floats(b[:4*n]) }
 
 func putFloats(b []byte, v []float32) {
 	for i, x := range v {
@@ -97,22 +90,139 @@ func unary(ctx context.Context, mem [][]byte, n int, f func(x []float32) []float
 	return nil
 }
 
-// byRows applies f to each row of a rows×cols matrix; a row is read whole
-// before its output is written, so in and out may be the same buffer.
-func byRows(ctx context.Context, rows, cols int, in, out []byte, f func(row []float32) []float32) error {
-	if cols == 0 {
+// pacer paces loops over elements, looking at ctx once a chunk of them is
+// done however the loops split the work, so that a kernel stops within a
+// row: the row kernels and matmul ran a whole row (or matmul's row of
+// N x K multiply-adds) through the reference between looks, over half a
+// second for a softmax row of 2^24 columns.
+type pacer struct {
+	ctx  context.Context
+	done int // elements since the last look, under chunk
+}
+
+// add counts n more elements (at most what a chunk has left) and, once a
+// chunk is done, says whether ctx has ended.
+func (p *pacer) add(n int) error {
+	if p.done += n; p.done < chunk {
+		return nil
+	}
+	p.done = 0
+	return p.ctx.Err()
+}
+
+// over runs f on [0, n) in pieces [lo, hi) that end where a chunk does.
+func (p *pacer) over(n int, f func(lo, hi int)) error {
+	for lo := 0; lo < n; {
+		hi := min(n, lo+chunk-p.done)
+		f(lo, hi)
+		if err := p.add(hi - lo); err != nil {
+			return err
+		}
+		lo = hi
+	}
+	return nil
+}
+
+// floats reads n floats of b, paced.
+func (p *pacer) floats(b []byte, n int) ([]float32, error) {
+	v := make([]float32, n)
+	err := p.over(n, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			v[i] = getFloat(b, i)
+		}
+	})
+	return v, err
+}
+
+// softmax is cpuref.Softmax's arithmetic, a row at a time; each row is read
+// whole before its output is written, so in and out may be one buffer.
+func softmax(ctx context.Context, rows, cols int, in, out []byte) error {
+	if err := ctx.Err(); err != nil || cols == 0 {
 		// Rows of no columns write nothing, as on a GPU; walking up to 2^32
 		// of them took over a minute for a launch with empty bindings.
-		return ctx.Err()
+		return err
 	}
-	rowBytes := 4 * cols
+	p := pacer{ctx: ctx}
 	for r := range rows {
-		if r%max(1, chunk/max(1, cols)) == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
+		x := in[4*r*cols:]
+		m := math.Inf(-1)
+		err := p.over(cols, func(lo, hi int) {
+			for c := lo; c < hi; c++ {
+				m = max(m, float64(getFloat(x, c)))
 			}
+		})
+		if err != nil {
+			return err
 		}
-		putFloats(out[r*rowBytes:], f(cpuref.Floats(in[r*rowBytes:(r+1)*rowBytes])))
+		var s float64
+		err = p.over(cols, func(lo, hi int) {
+			for c := lo; c < hi; c++ {
+				s += math.Exp(float64(getFloat(x, c)) - m)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		y := out[4*r*cols:]
+		err = p.over(cols, func(lo, hi int) {
+			for c := lo; c < hi; c++ {
+				putFloat(y, c, float32(math.Exp(float64(getFloat(x, c))-m)/s))
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// layerNorm is cpuref.LayerNorm's arithmetic, a row at a time over x =
+// mem[0] with gamma and beta (mem[1], mem[2]) into mem[3], which may be x.
+func layerNorm(ctx context.Context, rows, cols int, eps float64, mem [][]byte) error {
+	if err := ctx.Err(); err != nil || cols == 0 {
+		return err
+	}
+	p := pacer{ctx: ctx}
+	gamma, err := p.floats(mem[1], cols)
+	if err != nil {
+		return err
+	}
+	beta, err := p.floats(mem[2], cols)
+	if err != nil {
+		return err
+	}
+	for r := range rows {
+		x := mem[0][4*r*cols:]
+		var mean, q float64
+		err := p.over(cols, func(lo, hi int) {
+			for c := lo; c < hi; c++ {
+				mean += float64(getFloat(x, c))
+			}
+		})
+		if err != nil {
+			return err
+		}
+		mean /= float64(cols)
+		err = p.over(cols, func(lo, hi int) {
+			for c := lo; c < hi; c++ {
+				v := float64(getFloat(x, c))
+				q += (v - mean) * (v - mean)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		inv := 1 / math.Sqrt(q/float64(cols)+eps)
+		y := mem[3][4*r*cols:]
+		err = p.over(cols, func(lo, hi int) {
+			for c := lo; c < hi; c++ {
+				v := float64(getFloat(x, c))
+				putFloat(y, c, float32((v-mean)*inv*float64(gamma[c])+float64(beta[c])))
+			}
+		})
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -198,21 +308,40 @@ func reduceSum(ctx context.Context, n int, grid [3]uint32, x, out []byte) error 
 }
 
 func matMul(ctx context.Context, m, n, k int, mem [][]byte) error {
-	if m == 0 || n == 0 {
+	if err := ctx.Err(); err != nil || m == 0 || n == 0 {
 		// No output to write: walking 2^32 - 1 rows of none took 25 s
 		// over bindings of 0 B.
-		return ctx.Err()
+		return err
 	}
-	a, b := floats(mem[0], m*k), floats(mem[1], k*n)
-	c := make([]float32, 0, m*n)
-	rowsPerLook := max(1, chunk/max(1, n*k))
-	for r := 0; r < m; r += rowsPerLook {
-		if err := ctx.Err(); err != nil {
+	// cpuref.MatMul's arithmetic, each row written as it is done; a and b
+	// are read paced too, a 2^13 x 2^12 b being a tenth of a second.
+	p := pacer{ctx: ctx}
+	a, err := p.floats(mem[0], m*k)
+	if err != nil {
+		return err
+	}
+	b, err := p.floats(mem[1], k*n)
+	if err != nil {
+		return err
+	}
+	row := make([]float64, n)
+	for i := range m {
+		clear(row)
+		for x := range k {
+			av := float64(a[i*k+x])
+			for j, bv := range b[x*n : (x+1)*n] {
+				row[j] += av * float64(bv)
+			}
+			if err := p.add(min(n, chunk-p.done)); err != nil {
+				return err
+			}
+		}
+		for j, v := range row {
+			putFloat(mem[2], i*n+j, float32(v))
+		}
+		if err := p.add(min(n, chunk-p.done)); err != nil {
 			return err
 		}
-		rows := min(rowsPerLook, m-r)
-		c = append(c, cpuref.MatMul(a[r*k:(r+rows)*k], b, rows, n, k)...)
 	}
-	putFloats(mem[2], c)
 	return nil
 }
