@@ -138,13 +138,19 @@ func Scale(x []float32, alpha float32) []float32 {
 }
 
 // MaxRelError is the largest |want - got| / (1 + |want|) over the
-// elements, and its index; lengths that differ are an infinite error.
+// elements, and its index; lengths that differ are an infinite error, and
+// so is a NaN or an infinity against anything but the same. Equal values
+// (the same infinity, or NaN against NaN) are none, where the formula
+// gives NaN.
 func MaxRelError(want, got []float32) (float64, int) {
 	if len(want) != len(got) {
 		return math.Inf(1), -1
 	}
 	worst, at := 0.0, -1
 	for i := range want {
+		if want[i] == got[i] || math.IsNaN(float64(want[i])) && math.IsNaN(float64(got[i])) {
+			continue
+		}
 		d := math.Abs(float64(want[i])-float64(got[i])) / (1 + math.Abs(float64(want[i])))
 		if d > worst || math.IsNaN(d) {
 			worst, at = d, i
