@@ -50,7 +50,7 @@ const (
 func WithName(name string) Option { return func(c config) config { c.name = name; return c } }
 
 // WithAlignment sets the alignment of binding offsets and slices, a power of
-// two of at least 4 bytes.
+// two of at least 4 bytes and below 4 GiB, the most one page may be.
 func WithAlignment(bytes uint64) Option {
 	return func(c config) config { c.alignment = bytes; return c }
 }
@@ -114,6 +114,10 @@ func New(opts ...Option) (*Device, error) {
 	}
 	if c.maxPageSize == 0 {
 		c.maxPageSize = min(maxBindingRange, c.memorySize) / c.alignment * c.alignment
+		if c.maxPageSize == 0 {
+			// Such a device ran, but every memory manager refused it.
+			return nil, fmt.Errorf("cpu: alignment %d leaves no page below 4 GiB that is a multiple of it", c.alignment)
+		}
 	}
 	if c.maxPageSize%c.alignment != 0 || c.maxPageSize > maxBindingRange {
 		return nil, fmt.Errorf("cpu: max page size %d is not a multiple of the %d B alignment below 4 GiB", c.maxPageSize, c.alignment)

@@ -234,3 +234,16 @@ func TestLongRowsStopWhenTheContextEnds(t *testing.T) {
 	require.Equal(t, cpuref.LayerNorm(x, gamma, beta, rows, cols, float64(float32(1e-5))), get(t, d, ln), "layernorm (eps as its f32 push constant)")
 	require.Equal(t, cpuref.MatMul(x[:rows*300], x[:300*300], rows, 300, 300), get(t, d, mm), "matmul")
 }
+
+// An alignment of 4 GiB or more leaves no page a binding may cover (each
+// is below 4 GiB and a multiple of the alignment): New made such a device,
+// with a max page size of 0, that every memory manager then refused.
+func TestNewRefusesAlignmentsThatLeaveNoPage(t *testing.T) {
+	for _, align := range []uint64{1 << 32, 1 << 40} {
+		_, err := cpu.New(cpu.WithAlignment(align), cpu.WithMemorySize(4*align))
+		require.ErrorContains(t, err, "no page", "alignment %d", align)
+	}
+	d := newDevice(t, cpu.WithAlignment(1<<31), cpu.WithMemorySize(1<<33))
+	require.EqualValues(t, 1<<31, d.Properties().MaxPageSize)
+	require.NoError(t, d.Properties().Validate())
+}
