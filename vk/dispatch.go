@@ -107,7 +107,7 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 	}
 	defer d.end()
 	limits := d.Limits()
-	var handles []vkruntime.StorageHandle
+	var handles, unrun []vkruntime.StorageHandle
 	live := make([]kernel.Op, 0, len(ops))
 	for i, op := range ops {
 		if err := kernel.Validate(op.Kernel, op.Grid, op.Bindings, op.Push, limits); err != nil {
@@ -117,7 +117,13 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 			return err
 		}
 		if op.Grid[0] == 0 || op.Grid[1] == 0 || op.Grid[2] == 0 {
-			continue // nothing to run
+			// Nothing to run, but its bindings are checked as every op's.
+			for _, h := range op.Bindings {
+				if h.Size > 0 {
+					unrun = append(unrun, h)
+				}
+			}
+			continue
 		}
 		live = append(live, op)
 		for _, h := range op.Bindings {
@@ -125,6 +131,9 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 				handles = append(handles, h)
 			}
 		}
+	}
+	if err := d.storage.check(unrun...); err != nil {
+		return err
 	}
 	if len(live) == 0 {
 		return nil

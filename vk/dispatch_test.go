@@ -32,6 +32,16 @@ func TestDispatchChecksHandlesAndChangesNothingOnError(t *testing.T) {
 	err = run(t, d, kernel.ReLU(n+1), x, out)
 	require.ErrorIs(t, err, kernel.ErrInvalidDispatch)
 
+	// An op that runs no work group binds nothing, and its bindings are
+	// checked all the same: it dispatched a freed handle, and one past its
+	// page, and returned nil.
+	empty := kernel.ReLU(0)
+	require.Zero(t, empty.Grid[0])
+	err = d.Dispatch(t.Context(), []kernel.Op{kernel.ReLU(n).With(x, out), empty.With(gone, gone)})
+	require.ErrorIs(t, err, vkruntime.ErrNotFound)
+	err = d.Dispatch(t.Context(), []kernel.Op{empty.With(x, handle(out.ID, 0, page+16))})
+	require.ErrorContains(t, err, "outside its page")
+
 	err = d.Dispatch(t.Context(), []kernel.Op{kernel.ReLU(n).With(x, out), kernel.ReLU(n+4).With(x, out)})
 	require.ErrorContains(t, err, "op 1 of 2")
 

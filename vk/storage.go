@@ -350,12 +350,9 @@ func (s *Storage) pin(handles ...vkruntime.StorageHandle) ([]pinned, error) {
 	defer s.mu.Unlock()
 	out := make([]pinned, len(handles))
 	for i, h := range handles {
-		p, ok := s.pages[h.ID]
-		if !ok {
-			return nil, fmt.Errorf("vkrt: %v: %w (the device's storage holds %d pages)", h, vkruntime.ErrNotFound, len(s.pages))
-		}
-		if h.Offset > p.size || h.Size > p.size-h.Offset {
-			return nil, fmt.Errorf("vkrt: %v lies outside its page of %d B", h, p.size)
+		p, err := s.pageOf(h)
+		if err != nil {
+			return nil, err
 		}
 		out[i] = pinned{page: p, offset: h.Offset, size: h.Size}
 	}
@@ -365,17 +362,39 @@ func (s *Storage) pin(handles ...vkruntime.StorageHandle) ([]pinned, error) {
 	return out, nil
 }
 
+// check is pin's check without the pin: the bindings of an op that runs
+// no work group are bound nowhere, and must name live memory all the same.
+func (s *Storage) check(handles ...vkruntime.StorageHandle) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range handles {
+		if _, err := s.pageOf(h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pageOf is the live page h lies in; the caller holds s.mu.
+func (s *Storage) pageOf(h vkruntime.StorageHandle) (*page, error) {
+	p, ok := s.pages[h.ID]
+	if !ok {
+		return nil, fmt.Errorf("vkrt: %v: %w (the device's storage holds %d pages)", h, vkruntime.ErrNotFound, len(s.pages))
+	}
+	if h.Offset > p.size || h.Size > p.size-h.Offset {
+		return nil, fmt.Errorf("vkrt: %v lies outside its page of %d B", h, p.size)
+	}
+	return p, nil
+}
+
 // pinOne is pin of a single handle, without a slice: the path of every
 // small transfer.
 func (s *Storage) pinOne(h vkruntime.StorageHandle) (pinned, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, ok := s.pages[h.ID]
-	if !ok {
-		return pinned{}, fmt.Errorf("vkrt: %v: %w (the device's storage holds %d pages)", h, vkruntime.ErrNotFound, len(s.pages))
-	}
-	if h.Offset > p.size || h.Size > p.size-h.Offset {
-		return pinned{}, fmt.Errorf("vkrt: %v lies outside its page of %d B", h, p.size)
+	p, err := s.pageOf(h)
+	if err != nil {
+		return pinned{}, err
 	}
 	p.pins++
 	return pinned{page: p, offset: h.Offset, size: h.Size}, nil
