@@ -2,6 +2,9 @@ package wasmhost
 
 import (
 	"context"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,4 +51,41 @@ func TestCloseEndsRunningGuestsWithErrClosed(t *testing.T) {
 	_, err = h.Compile(context.Background(), guestWAT(t, "", ""))
 	require.ErrorIs(t, err, ErrClosed)
 	require.NoError(t, h.Close(context.Background()), "a second Close does nothing")
+}
+
+// A Compile that Close overtakes is ErrClosed or a module: Close closed the
+// runtime under the compile, whose wazero then panicked (a write to the map
+// the close had cleared), and Compile said the module was refused.
+func TestCompileRacingCloseIsErrClosed(t *testing.T) {
+	c := openClient(t)
+	// Functions enough that a compile takes a while for Close to overtake.
+	var extra strings.Builder
+	for i := range 200 {
+		fmt.Fprintf(&extra, "(func $f%d (result i32) (i32.add (i32.const %d) (call $h0)))\n", i, i)
+	}
+	wasm := guestWAT(t, extra.String(), `(drop (call $create (i64.const 4096) (i32.const 0)))`)
+	for i := range 300 {
+		h, err := New(context.Background(), c)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for j := range errs {
+			wg.Go(func() {
+				m, err := h.Compile(context.Background(), wasm)
+				errs[j] = err
+				if m != nil {
+					m.Close(context.Background())
+				}
+			})
+		}
+		// Close at a different point of the compiles each time.
+		time.Sleep(time.Duration(i%20) * 50 * time.Microsecond)
+		require.NoError(t, h.Close(context.Background()))
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				require.ErrorIs(t, err, ErrClosed, "iteration %d", i)
+			}
+		}
+	}
 }

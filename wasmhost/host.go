@@ -59,6 +59,9 @@ type Host struct {
 	mu     sync.Mutex
 	closed bool           // Close was called
 	runs   sync.WaitGroup // the Runs under way
+	// compiles are the Compiles under way, which Close waits for before it
+	// closes the runtime: wazero's close clears what a compile writes to.
+	compiles sync.WaitGroup
 	// closing is closed by Close: a guest asleep (poll_oneoff on a
 	// clock) wakes and ends. sleepers counts the guests asleep, which
 	// Close waits out before it closes their modules: wazero's close
@@ -113,7 +116,7 @@ const guestFeatures = api.CoreFeaturesV2 &^ api.CoreFeatureReferenceTypes
 
 // Close ends the host's runtime and its guests, and returns once every Run
 // has returned: a guest inside a host call (a launch) ends when the call
-// does. Their Runs, and any Run or Compile after, fail with ErrClosed. The
+// does. A Compile under way finishes first. Their Runs, and any Run or Compile after, fail with ErrClosed. The
 // client stays open. A second Close does nothing.
 func (h *Host) Close(ctx context.Context) error {
 	h.mu.Lock()
@@ -125,6 +128,7 @@ func (h *Host) Close(ctx context.Context) error {
 	close(h.closing)
 	h.mu.Unlock()
 	h.sleepers.Wait() // every sleeper has woken and ends
+	h.compiles.Wait()
 	err := h.rt.CloseWithExitCode(ctx, closedExitCode)
 	h.runs.Wait()
 	if h.cache != nil {
@@ -158,9 +162,14 @@ var wasmMagic = []byte{0x00, 'a', 's', 'm'}
 // table of at most the host's entries, and functions of at most 50,000
 // locals each (see checkLocals). Anything else is ErrRefused.
 func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
-	if h.isClosed() {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
 		return nil, ErrClosed
 	}
+	h.compiles.Add(1)
+	h.mu.Unlock()
+	defer h.compiles.Done()
 	if !bytes.HasPrefix(wasm, wasmMagic) {
 		if len(wasm) == 0 {
 			return nil, fmt.Errorf("%w: not a WebAssembly binary (it is empty)", ErrRefused)
