@@ -62,6 +62,11 @@ type Host struct {
 	// compiles are the Compiles under way, which Close waits for before it
 	// closes the runtime: wazero's close clears what a compile writes to.
 	compiles sync.WaitGroup
+	// cacheMu keeps a host's compiles with a compilation cache one at a
+	// time: wazero makes a module it reads from the cache visible to other
+	// compiles before it has made its entry points, and a Run of one of
+	// theirs panicked.
+	cacheMu sync.Mutex
 	// closing is closed by Close: a guest asleep (poll_oneoff on a
 	// clock) wakes and ends. sleepers counts the guests asleep, which
 	// Close waits out before it closes their modules: wazero's close
@@ -184,7 +189,13 @@ func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
+	if h.cache != nil {
+		h.cacheMu.Lock()
+	}
 	cm, err := compileModule(ctx, h.rt, wasm)
+	if h.cache != nil {
+		h.cacheMu.Unlock()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
