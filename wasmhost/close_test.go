@@ -89,3 +89,60 @@ func TestCompileRacingCloseIsErrClosed(t *testing.T) {
 		}
 	}
 }
+
+// A second Close, made while the first waits for a guest, returns once the
+// guest's Run has, as the first does: it returned at once, with the guest
+// still inside a host call (a write to its stdout here).
+func TestASecondCloseWaitsForTheGuests(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	writer := compile(t, h, wat(t, `(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $fdw (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) "\10\00\00\00\01\00\00\00x")
+  (func (export "_start")
+    (drop (call $fdw (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 32)))))`))
+	out := &blockingWriter{entered: make(chan struct{}), release: make(chan struct{})}
+	ran := make(chan error, 1)
+	go func() {
+		_, err := h.Run(context.Background(), writer, WithStdout(out))
+		ran <- err
+	}()
+	select {
+	case <-out.entered:
+	case err := <-ran:
+		t.Fatalf("the guest ended before its write: %v", err)
+	}
+	first := make(chan error, 1)
+	go func() { first <- h.Close(context.Background()) }()
+	require.Eventually(t, h.isClosed, 10*time.Second, time.Millisecond)
+	second := make(chan error, 1)
+	go func() { second <- h.Close(context.Background()) }()
+	select {
+	case err := <-second:
+		second <- err
+		t.Error("the second Close returned while a guest still ran")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(out.release)
+	require.NoError(t, <-first)
+	require.NoError(t, <-second)
+	select {
+	case err := <-ran:
+		require.ErrorIs(t, err, ErrClosed)
+	default:
+		t.Fatal("Close returned before the guest's Run did")
+	}
+}
+
+// blockingWriter holds the first write until release is closed.
+type blockingWriter struct {
+	once             sync.Once
+	entered, release chan struct{}
+}
+
+func (w *blockingWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.entered) })
+	<-w.release
+	return len(p), nil
+}

@@ -73,6 +73,9 @@ type Host struct {
 	// writes what poll_oneoff read before it slept (a data race).
 	closing  chan struct{}
 	sleepers sync.WaitGroup
+	// done is closed once Close has ended every guest: a second Close
+	// waits for it.
+	done chan struct{}
 }
 
 // closedExitCode is the exit code Close ends running guests with, which
@@ -91,7 +94,7 @@ func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 	}
 	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true).WithMemoryLimitPages(cfg.maxMemoryPages).
 		WithCoreFeatures(guestFeatures)
-	h := &Host{c: c, cfg: cfg, kernels: newKernelTable(), closing: make(chan struct{})}
+	h := &Host{c: c, cfg: cfg, kernels: newKernelTable(), closing: make(chan struct{}), done: make(chan struct{})}
 	if cfg.cacheDir != "" {
 		cache, err := wazero.NewCompilationCacheWithDir(cfg.cacheDir)
 		if err != nil {
@@ -121,17 +124,20 @@ const guestFeatures = api.CoreFeaturesV2 &^ api.CoreFeatureReferenceTypes
 
 // Close ends the host's runtime and its guests, and returns once every Run
 // has returned: a guest inside a host call (a launch) ends when the call
-// does. A Compile under way finishes first. Their Runs, and any Run or Compile after, fail with ErrClosed. The
-// client stays open. A second Close does nothing.
+// does. Their Runs, and any Run or Compile after, fail with ErrClosed; a
+// Compile under way finishes first. The client stays open. A second Close
+// returns once the first has, and does nothing else.
 func (h *Host) Close(ctx context.Context) error {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
+		<-h.done
 		return nil
 	}
 	h.closed = true
 	close(h.closing)
 	h.mu.Unlock()
+	defer close(h.done)
 	h.sleepers.Wait() // every sleeper has woken and ends
 	h.compiles.Wait()
 	err := h.rt.CloseWithExitCode(ctx, closedExitCode)
