@@ -155,6 +155,10 @@ type Client struct {
 	envOpening sync.Mutex
 
 	bufferID atomic.Uint64 // the last buffer id handed out; not under mu
+
+	// done is closed once Close has closed the device: a second Close
+	// waits for it.
+	done chan struct{}
 }
 
 // Open opens a client with a default stream on the device WithBackend
@@ -192,7 +196,7 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("client: initial layout %v: %w", c.layout, err)
 	}
 	cl := &Client{
-		dev: dev, storage: storage, props: props, streams: map[vkruntime.StreamID]*Stream{}, layout: c.layout, opened: c.layout,
+		dev: dev, storage: storage, props: props, streams: map[vkruntime.StreamID]*Stream{}, layout: c.layout, opened: c.layout, done: make(chan struct{}),
 		env: c.env, envName: c.envName, envOpts: c.envOpts, logger: c.logger,
 	}
 	if c.envName != "" {
@@ -350,14 +354,17 @@ func (c *Client) CallingStream(ctx context.Context) (*Stream, error) {
 }
 
 // Close closes every stream and the device, and the environment the client
-// opened. Buffers are unusable afterwards.
+// opened. Buffers are unusable afterwards. A second Close returns once the
+// first has, and does nothing else.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed.Load() {
 		c.mu.Unlock()
+		<-c.done
 		return nil
 	}
 	c.closed.Store(true)
+	defer close(c.done)
 	streams := make([]*Stream, 0, len(c.streams))
 	for _, s := range c.streams {
 		streams = append(streams, s)

@@ -312,3 +312,44 @@ func TestClientCloseWaitsForAStreamClosing(t *testing.T) {
 		st.mu.Unlock()
 	}
 }
+
+// A second Close, made while the first still hands the streams' pages back,
+// returns once the device is closed, as the first does: it returned nil at
+// once, and its caller went on as if the device were closed.
+func TestASecondClientCloseWaitsForTheFirst(t *testing.T) {
+	d, err := cpu.New()
+	require.NoError(t, err)
+	st := &closeOrderStorage{Storage: d.Storage()}
+	c, err := Open(context.Background(), WithBackend(&closeOrderDevice{Device: d, st: st}))
+	require.NoError(t, err)
+	_, err = c.Create(context.Background(), make([]byte, 4096))
+	require.NoError(t, err)
+
+	hold, entered := make(chan struct{}), make(chan struct{})
+	st.mu.Lock()
+	st.hold, st.entered = hold, entered
+	st.mu.Unlock()
+	first := make(chan error, 1)
+	go func() { first <- c.Close() }()
+	<-entered // the first Close is handing the buffer's page back
+	second := make(chan error, 1)
+	go func() { second <- c.Close() }()
+	select {
+	case err := <-second:
+		second <- err
+		st.mu.Lock()
+		closed := st.closed
+		st.mu.Unlock()
+		if !closed {
+			t.Error("the second Close returned before the device was closed")
+		}
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(hold)
+	require.NoError(t, <-first)
+	require.NoError(t, <-second)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	require.True(t, st.closed)
+	require.Empty(t, st.late)
+}
