@@ -24,27 +24,28 @@ func TestCloseEndsRunningGuestsWithErrClosed(t *testing.T) {
 	type outcome struct {
 		res *Result
 		err error
-		at  time.Time
 	}
 	done := make(chan outcome, 1)
 	go func() {
 		res, err := h.Run(context.Background(), spin)
-		done <- outcome{res, err, time.Now()}
+		done <- outcome{res, err}
 	}()
 	require.Eventually(t, func() bool { return liveBuffers(c) == 1 }, 30*time.Second, time.Millisecond, "the guest made its buffer")
 
 	require.NoError(t, h.Close(context.Background()))
-	closed := time.Now()
+	// Run has returned once Close has: what it does before it returns, the
+	// guest's buffer freed, is done. (Its result reaches done a moment
+	// later: the goroutine sends it after Run returns, so a receive that
+	// did not wait failed 9 runs in 30 under -race.)
+	require.Zero(t, liveBuffers(c), "Close returned before the guest's Run freed its buffer")
 	var got outcome
 	select {
 	case got = <-done:
-	default:
-		t.Fatal("Close returned before the guest's Run did")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the guest's Run did not return")
 	}
 	require.ErrorIs(t, got.err, ErrClosed)
 	require.NotNil(t, got.res)
-	require.False(t, got.at.After(closed))
-	require.Zero(t, liveBuffers(c), "the guest's buffer is freed")
 
 	_, err := h.Run(context.Background(), spin)
 	require.ErrorIs(t, err, ErrClosed)
