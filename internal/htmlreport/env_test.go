@@ -1,6 +1,7 @@
 package htmlreport
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -24,14 +25,7 @@ func TestEnvBarsOfHugeRecordsStayInsideThePlot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, b := range v.Bars {
-			for _, r := range b.Rects {
-				if r.Y < float64(v.PlotY) || r.Y+r.H > float64(v.PlotBottom)+1e-9 || r.H < 0 {
-					t.Errorf("reserved %d: record %d's %s rect spans y %.1f to %.1f, outside the plot's %d to %d",
-						reserved, b.ID, r.Part, r.Y, r.Y+r.H, v.PlotY, v.PlotBottom)
-				}
-			}
-		}
+		requireRectsInsidePlot(t, v, fmt.Sprintf("reserved %d", reserved))
 		for _, tk := range v.YTicks {
 			if tk.Pos < float64(v.PlotY) || tk.Pos > float64(v.PlotBottom) {
 				t.Errorf("reserved %d: tick %q at y %.1f, outside the plot's %d to %d", reserved, tk.Label, tk.Pos, v.PlotY, v.PlotBottom)
@@ -53,14 +47,7 @@ func TestEnvBarsOfMoreLiveThanReservedStayInsideThePlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range v.Bars {
-		for _, r := range b.Rects {
-			if r.Y < float64(v.PlotY) || r.Y+r.H > float64(v.PlotBottom)+1e-9 || r.H < 0 {
-				t.Errorf("record %d's %s rect of %s spans y %.1f to %.1f, outside the plot's %d to %d",
-					b.ID, r.Part, r.Pool, r.Y, r.Y+r.H, v.PlotY, v.PlotBottom)
-			}
-		}
-	}
+	requireRectsInsidePlot(t, v, "5,000 B live over 1,000 B reserved")
 }
 
 // An undecodable record with no time (its stored time was not a number)
@@ -74,4 +61,17 @@ func TestAnUndecodableRecordWithNoTimeSaysSo(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"#4 foreign, no time: its stored time is not a number",
 		"#5 wrapped, 2026-12-02 14:00:00 UTC: bytes_reserved"}, v.Undecodable)
+}
+
+// requireRectsInsidePlot reports every bar rect of v outside its plot.
+func requireRectsInsidePlot(t *testing.T, v *envView, what string) {
+	t.Helper()
+	for _, b := range v.Bars {
+		for _, r := range b.Rects {
+			if r.Y < float64(v.PlotY) || r.Y+r.H > float64(v.PlotBottom)+1e-9 || r.H < 0 {
+				t.Errorf("%s: record %d's %s rect of %s spans y %.1f to %.1f, outside the plot's %d to %d",
+					what, b.ID, r.Part, r.Pool, r.Y, r.Y+r.H, v.PlotY, v.PlotBottom)
+			}
+		}
+	}
 }
