@@ -3,7 +3,6 @@ package client
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/device/cpu"
+	"github.com/vkrt/vkrt/internal/envtest"
 	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 	"github.com/vkrt/vkrt/runtime/environment"
@@ -462,15 +462,7 @@ func TestOpeningTheEnvironmentHoldsUpNothingElse(t *testing.T) {
 	require.NoError(t, err)
 	path := env.Path()
 	require.NoError(t, env.Close())
-	// Another writer's transaction, as another process's would be.
-	other, err := sql.Open("sqlite", "file:"+path)
-	require.NoError(t, err)
-	defer other.Close()
-	conn, err := other.Conn(context.Background())
-	require.NoError(t, err)
-	defer conn.Close()
-	_, err = conn.ExecContext(context.Background(), "BEGIN IMMEDIATE")
-	require.NoError(t, err)
+	release := envtest.HoldWriteLock(t, path)
 
 	c := openOnCPU(t, sparse)
 	recorded := make(chan error, 1)
@@ -487,8 +479,7 @@ func TestOpeningTheEnvironmentHoldsUpNothingElse(t *testing.T) {
 		t.Fatalf("the record did not wait for the other writer: %v", err)
 	default:
 	}
-	_, err = conn.ExecContext(context.Background(), "ROLLBACK")
-	require.NoError(t, err)
+	require.NoError(t, release())
 	require.NoError(t, <-recorded, "the record is written once the other writer is done")
 	require.Less(t, took, time.Second, "a stream made while the record waited")
 }

@@ -2,7 +2,6 @@ package wasmhost
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/client"
+	"github.com/vkrt/vkrt/internal/envtest"
 	"github.com/vkrt/vkrt/runtime/environment"
 )
 
@@ -118,15 +118,7 @@ func TestTheDeadlineEndsAGuestInsideAHostCall(t *testing.T) {
 	c := openClient(t, client.WithEnvironment("locked", environment.WithDir(dir)))
 	h := newHost(t, context.Background(), c)
 	m := compile(t, h, wat(t, recordThenExitWAT))
-	other, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "locked.sqlite"))
-	require.NoError(t, err)
-	defer other.Close()
-	conn, err := other.Conn(context.Background())
-	require.NoError(t, err)
-	defer conn.Close()
-	_, err = conn.ExecContext(context.Background(), "BEGIN IMMEDIATE")
-	require.NoError(t, err)
-	defer conn.ExecContext(context.Background(), "ROLLBACK")
+	envtest.HoldWriteLock(t, filepath.Join(dir, "locked.sqlite"))
 
 	start := time.Now()
 	res, err := h.Run(context.Background(), m, WithDeadline(300*time.Millisecond))
