@@ -132,8 +132,10 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 			}
 		}
 	}
-	if err := d.storage.check(unrun...); err != nil {
-		return err
+	if len(unrun) > 0 { // the storage's lock is not taken for nothing
+		if err := d.storage.check(unrun...); err != nil {
+			return err
+		}
 	}
 	if len(live) == 0 {
 		return nil
