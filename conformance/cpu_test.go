@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/conformance"
+	"github.com/vkrt/vkrt/device"
 	"github.com/vkrt/vkrt/device/cpu"
 )
 
@@ -23,5 +24,22 @@ func TestCPUDeviceConforms(t *testing.T) {
 		r, ok := rep.Result(name)
 		require.True(t, ok, name)
 		require.Equal(t, conformance.NotSupported, r.Status, name)
+	}
+}
+
+// A correct device whose largest allocation is a few MiB passes too: the
+// checks size their buffers and pages to it. With 4 MiB buffers and pages
+// the out-of-memory and install checks failed such a device for asking
+// more than any allocation may hold.
+func TestADeviceOfSmallPagesConforms(t *testing.T) {
+	for _, page := range []uint64{1 << 20, 3 << 20} {
+		open := func(ctx context.Context, cfg device.Config) (device.Device, error) {
+			return cpu.New(cpu.WithMemoryLimit(cfg.MemoryLimit), cpu.WithMaxPageSize(page))
+		}
+		rep := conformance.RunDevice(context.Background(), conformance.OnDevice(open), conformance.Options{})
+		for _, name := range rep.Failed() {
+			r, _ := rep.Result(name)
+			t.Errorf("pages of %d B: %s failed: %v", page, name, r.Evidence)
+		}
 	}
 }

@@ -298,17 +298,18 @@ func deviceChecks(open OpenClient) []Check {
 				cl := openClient(c, open, DeviceConfig{MemoryLimit: deviceLimit})
 				bufs, err := fillDevice(c, cl)
 				defer freeAll(c, bufs)
+				size := fillSize(cl.Properties())
 				if err == nil {
-					c.Fatalf("%d buffers of %d B under a limit of %d B all succeeded", len(bufs), deviceLimit/4, deviceLimit)
+					c.Fatalf("%d buffers of %d B under a limit of %d B all succeeded", len(bufs), size, deviceLimit)
 				}
 				if !errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
-					c.Errorf("buffer %d of %d B under a limit of %d B: %v (%T), which is not ErrOutOfDeviceMemory", len(bufs), deviceLimit/4, deviceLimit, err, err)
+					c.Errorf("buffer %d of %d B under a limit of %d B: %v (%T), which is not ErrOutOfDeviceMemory", len(bufs), size, deviceLimit, err, err)
 				}
 				var ae *client.AllocationError
 				if !errors.As(err, &ae) {
 					c.Errorf("%v (%T) is not a *client.AllocationError", err, err)
-				} else if ae.Size != deviceLimit/4 {
-					c.Errorf("the error names %d B, %d B were asked: %v", ae.Size, deviceLimit/4, err)
+				} else if ae.Size != size {
+					c.Errorf("the error names %d B, %d B were asked: %v", ae.Size, size, err)
 				}
 			},
 		},
@@ -320,8 +321,9 @@ func deviceChecks(open OpenClient) []Check {
 				ctx := c.Context()
 				bufs, err := fillDevice(c, cl)
 				defer func() { freeAll(c, bufs) }()
+				size := fillSize(cl.Properties())
 				if err == nil || len(bufs) < 2 {
-					c.Fatalf("%d buffers of %d B under a limit of %d B, then: %v", len(bufs), deviceLimit/4, deviceLimit, err)
+					c.Fatalf("%d buffers of %d B under a limit of %d B, then: %v", len(bufs), size, deviceLimit, err)
 				}
 				want := pattern(11, 4096)
 				if err := bufs[0].Write(ctx, 0, want); err != nil {
@@ -340,9 +342,9 @@ func deviceChecks(open OpenClient) []Check {
 				last := bufs[len(bufs)-1]
 				freeBuffer(c, last)
 				bufs = bufs[:len(bufs)-1]
-				b, err := cl.Empty(ctx, deviceLimit/4)
+				b, err := cl.Empty(ctx, size)
 				if err != nil {
-					c.Errorf("a buffer of %d B after freeing one of that size: %v", deviceLimit/4, err)
+					c.Errorf("a buffer of %d B after freeing one of that size: %v", size, err)
 				} else {
 					bufs = append(bufs, b)
 				}
@@ -383,16 +385,21 @@ func deviceChecks(open OpenClient) []Check {
 				if budget == 0 || budget > heap {
 					c.Errorf("budget %d B with a heap of %d B", budget, heap)
 				}
-				buf, err := cl.Empty(c.Context(), 64<<20)
+				// 64 MiB, or the device's largest page where that is less.
+				size := uint64(64 << 20)
+				if p := cl.Properties().MaxPageSize; p != 0 && p < size {
+					size = p
+				}
+				buf, err := cl.Empty(c.Context(), size)
 				if err != nil {
-					c.Fatalf("a buffer of 64 MiB: %v", err)
+					c.Fatalf("a buffer of %d B: %v", size, err)
 				}
 				defer freeBuffer(c, buf)
 				if err := buf.Write(c.Context(), 0, []byte{1}); err != nil {
 					c.Fatalf("writing the buffer: %v", err)
 				}
 				if _, after, _ := b.Budget(); after <= usage {
-					c.Errorf("usage %d B before a 64 MiB buffer, %d B after", usage, after)
+					c.Errorf("usage %d B before a buffer of %d B, %d B after", usage, size, after)
 				}
 			},
 		},
@@ -501,12 +508,28 @@ func freeAll(c *checkState, bufs []*client.Buffer) {
 	}
 }
 
-// fillDevice makes buffers of a quarter of the limit until the device
-// refuses one (or eight fit), writing a byte into each so it is held.
+// fillSize is the size of fillDevice's buffers: a quarter of the limit,
+// or the device's largest page where that is less (a device may allocate
+// no more than a few MiB at once; a buffer past every pool is refused for
+// its size, not for want of memory).
+func fillSize(p vkruntime.DeviceProperties) uint64 {
+	size := uint64(deviceLimit / 4)
+	if p.MaxPageSize != 0 && p.MaxPageSize < size {
+		size = p.MaxPageSize
+		if a := p.Alignment; a > 1 && size >= a {
+			size -= size % a
+		}
+	}
+	return size
+}
+
+// fillDevice makes buffers of fillSize until the device refuses one (or
+// twice the limit fits), writing a byte into each so it is held.
 func fillDevice(c *checkState, cl *client.Client) ([]*client.Buffer, error) {
 	var bufs []*client.Buffer
-	for range 8 {
-		b, err := cl.Empty(c.Context(), deviceLimit/4)
+	size := fillSize(cl.Properties())
+	for range 2 * deviceLimit / size {
+		b, err := cl.Empty(c.Context(), size)
 		if err != nil {
 			return bufs, err
 		}
@@ -941,8 +964,14 @@ func checkPoolsInUse(c *checkState, cl *client.Client) {
 
 func checkInstallAppliesToNewStreams(c *checkState, cl *client.Client) {
 	ctx := c.Context()
-	page, slice := uint64(256<<10), uint64(64<<10)
-	l := memory.SlicedLayout(memory.SlicedPool{PageSize: page, MaxSlice: &slice}, memory.SlicedPool{PageSize: 4 << 20})
+	// Pages of 4 MiB, or the device's largest page where that is less.
+	large := uint64(4 << 20)
+	if p := cl.Properties(); p.MaxPageSize != 0 && p.MaxPageSize < large {
+		large = p.MaxPageSize
+	}
+	page := min(uint64(256<<10), large)
+	slice := page / 4
+	l := memory.SlicedLayout(memory.SlicedPool{PageSize: page, MaxSlice: &slice}, memory.SlicedPool{PageSize: large})
 	if err := cl.InstallMemoryPools(ctx, l); err != nil {
 		c.Fatalf("installing %v: %v", l, err)
 	}
