@@ -245,30 +245,20 @@ var catalogue = []Kernel{
 	},
 	{
 		Name: "matmul",
-		Doc: "c = a b for row-major a (M x K), b (K x N), c (M x N); tiled 128 x 128 per work group, 8 x 8 per invocation; " +
+		Doc: "c = a b for row-major a (M x K), b (K x N), c (M x N); tiled 128 x 128 per work group, 8 x 8 per invocation, " +
+			"a work group taking tiles with the grid's stride; " +
 			"f32 fused multiply-adds in order of k: c[i][j] within 2^-23 (K + 2) S_ij + (K + 1) 2^-126 of the float64 result, S_ij = sum_k |a[i][k] b[k][j]|, " +
 			"where S_ij is under 2^127; past that partial sums may overflow (a +Inf and a -Inf make NaN), and only a NaN the float64 result has is kept",
 		Bindings:  []Binding{in("a"), in("b"), out("c")},
 		Push:      []PushField{u32("M", 0), u32("N", 4), u32("K", 8)},
 		WorkGroup: [3]uint32{256, 1, 1},
-		Grid:      "at least (ceil(N / 128), ceil(M / 128), 1)",
+		Grid:      "any, of at least one work group where M x N > 0; MatMul(M, N, K) gives one per 128 x 128 tile, up to 65535 in x and y (the kernel loops with the grid's stride)",
 		need: func(p pushValues, _ [3]uint32) []uint64 {
 			m, n, k := p.u32(0), p.u32(1), p.u32(2)
 			return []uint64{words(product(m, k)), words(product(k, n)), words(product(m, n))}
 		},
 		// The output: with K = 0 it is all zeros, still to be written.
-		work: func(p pushValues) uint64 { return product(p.u32(0), p.u32(1)) },
-		checkGrid: func(p pushValues, grid [3]uint32) error {
-			m, n := p.u32(0), p.u32(1)
-			if m == 0 || n == 0 {
-				return nil
-			}
-			wantX, wantY := (n+matmulTile-1)/matmulTile, (m+matmulTile-1)/matmulTile
-			if uint64(grid[0]) < wantX || uint64(grid[1]) < wantY {
-				return fmt.Errorf("grid %v leaves part of the %d x %d output undone: it needs at least (%d, %d, 1)", grid, m, n, wantX, wantY)
-			}
-			return nil
-		},
+		work:    func(p pushValues) uint64 { return product(p.u32(0), p.u32(1)) },
 		inPlace: []bool{false, false, true},
 	},
 	{
@@ -657,7 +647,8 @@ func ReduceSum(n uint32) Launch {
 // MatMul is c = a b for a (m x k), b (k x n), c (m x n), row-major.
 // Bindings: a, b, c.
 func MatMul(m, n, k uint32) Launch {
-	grid := [3]uint32{(n + matmulTile - 1) / matmulTile, (m + matmulTile - 1) / matmulTile, 1}
+	tiles := func(n uint32) uint32 { return min(n/matmulTile+min(n%matmulTile, 1), portableGroups) }
+	grid := [3]uint32{tiles(n), tiles(m), 1}
 	return Launch{Kernel: mustKernel("matmul"), Grid: grid, Push: pack(m, n, k)}
 }
 

@@ -22,7 +22,11 @@ func LoopTrips(k Kernel, grid [3]uint32, push []byte) uint64 {
 		rows, cols := p.u32(0), p.u32(1)
 		return ceil(rows, groups) * (1 + 3*(ceil(cols, elementGroup)+1) + 2*reduction)
 	case "matmul":
-		return ceil(p.u32(2), 8) + 1
+		// Per output tile the K loop and its exit; per row of tiles the
+		// column loop's entry and exit.
+		by := ceil(ceil(p.u32(0), matmulTile), uint64(grid[1]))
+		bx := ceil(ceil(p.u32(1), matmulTile), uint64(grid[0]))
+		return by * (2 + bx*(ceil(p.u32(2), 8)+2))
 	case "transpose":
 		rows, cols := p.u32(0), p.u32(1)
 		by := ceil(ceil(rows, transposeTile), uint64(grid[1]))

@@ -180,6 +180,42 @@ func TestMatMulMatchesTheCPU(t *testing.T) {
 	}
 }
 
+// A work group takes matmul's output tiles with the grid's stride: a grid
+// of fewer work groups than tiles gives the same product.
+func TestMatMulTakesTilesWithTheGridsStride(t *testing.T) {
+	d := openTestDevice(t)
+	m, n, k := 300, 260, 12
+	a, b := pseudoRandom(m*k, 5, 1), pseudoRandom(k*n, 6, 1)
+	for _, grid := range [][3]uint32{{1, 1, 1}, {2, 1, 1}, {1, 2, 1}, {3, 3, 1}} {
+		c := floatBuffer(t, d, pseudoRandom(m*n, 7, 5))
+		l := kernel.MatMul(uint32(m), uint32(n), uint32(k))
+		l.Grid = grid
+		require.NoError(t, run(t, d, l, floatBuffer(t, d, a), floatBuffer(t, d, b), c), "grid %v", grid)
+		devtest.RequireClose(t, cpuref.MatMul(a, b, m, n, k), readFloats(t, d, c), 1e-5*float64(k), fmt.Sprintf("matmul on grid %v", grid))
+	}
+}
+
+// A product of more than 65,535 tiles in a row (N past 8,388,480, which no
+// grid holds at one work group a tile) runs, some work groups taking two.
+func TestMatMulPastTheGridsTiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("16.8 million invocations: seconds on lavapipe")
+	}
+	d := openTestDevice(t)
+	wide := 1<<23 + 300 // 65,538 tiles of 128 columns
+	row := pseudoRandom(wide, 8, 1)
+	l := kernel.MatMul(1, uint32(wide), 1)
+	require.Equal(t, [3]uint32{65535, 1, 1}, l.Grid)
+	c := floatBuffer(t, d, make([]float32, wide))
+	require.NoError(t, run(t, d, l, floatBuffer(t, d, []float32{2}), floatBuffer(t, d, row), c))
+	got := readFloats(t, d, c)
+	for i, v := range row {
+		if got[i] != 2*v {
+			t.Fatalf("column %d of %d: %v, want %v", i, wide, got[i], 2*v)
+		}
+	}
+}
+
 // A batch runs in order, each op seeing the one before: relu(a + b) * 2.
 func TestBatchOrdersItsOps(t *testing.T) {
 	d := openTestDevice(t)

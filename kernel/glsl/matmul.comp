@@ -9,7 +9,9 @@
 // shared-memory stages: while one is multiplied, the next tile is already
 // loaded into registers. When K and N are multiples of 4 the tiles come in
 // 16-byte loads; otherwise element by element. Edges are zero-padded on
-// load and masked on store. Grid: (ceil(N / 128), ceil(M / 128), 1).
+// load and masked on store. A work group takes output tiles with the grid's
+// stride in both dimensions, so any grid of at least one work group is
+// correct: (ceil(N / 128), ceil(M / 128), 1) up to 65535 in x and y.
 layout(local_size_x = 256, local_size_y = 1, local_size_z = 1) in;
 layout(std430, binding = 0) readonly buffer A { float a[]; };
 layout(std430, binding = 0) readonly buffer A4 { vec4 a4[]; };
@@ -51,13 +53,12 @@ void store_tiles(uint s, uint tid, vec4 va, vec4 vb) {
 	Bs[s][tid / 32][tid % 32] = vb;
 }
 
-void main() {
-	uint tid = gl_LocalInvocationID.x;
-	uint row0 = gl_WorkGroupID.y * BM;
-	uint col0 = gl_WorkGroupID.x * BN;
+uint tiles_of(uint n, uint tile) { return n / tile + (n % tile != 0 ? 1 : 0); }
+
+// mul_tile computes the output tile at (row0, col0).
+void mul_tile(uint row0, uint col0, uint tid, bool vec) {
 	uint ty = tid / 16; // 16 x 16 invocations
 	uint tx = tid % 16;
-	bool vec = p.K % 4 == 0 && p.N % 4 == 0;
 
 	float acc[8][8];
 	[[unroll]] for (uint i = 0; i < 8; i++)
@@ -82,6 +83,8 @@ void main() {
 			[[unroll]] for (uint i = 0; i < 8; i++)
 				[[unroll]] for (uint j = 0; j < 8; j++) acc[i][j] = fma(ra[i], rb[j], acc[i][j]);
 		}
+		// The last barrier also keeps the next output tile's first
+		// store from overwriting a stage still being read.
 		if (more) store_tiles(1 - s, tid, na, nb);
 		barrier();
 	}
@@ -94,4 +97,12 @@ void main() {
 			if (gn < p.N) c[gm * p.N + gn] = acc[i][j];
 		}
 	}
+}
+
+void main() {
+	uint tid = gl_LocalInvocationID.x;
+	bool vec = p.K % 4 == 0 && p.N % 4 == 0;
+	for (uint by = gl_WorkGroupID.y; by < tiles_of(p.M, BM); by += gl_NumWorkGroups.y)
+		for (uint bx = gl_WorkGroupID.x; bx < tiles_of(p.N, BN); bx += gl_NumWorkGroups.x)
+			mul_tile(by * BM, bx * BN, tid, vec);
 }
