@@ -42,10 +42,33 @@ func main() {
 	torchScript := flag.String("torch-script", "cmd/vkrt-gpubench/torch_ref.py", "PyTorch reference script; empty to skip")
 	validation := flag.Bool("validation", false, "run under the Khronos validation layer")
 	flag.Parse()
+	if err := checkFlags(*copyBytes, *copyReps, *matmulN, *matmulReps, *trials); err != nil {
+		fmt.Fprintln(os.Stderr, "vkrt-gpubench:", err)
+		os.Exit(2)
+	}
 	if err := run(*device, *copyBytes, *copyReps, uint32(*matmulN), *matmulReps, *trials, *torchScript, *validation); err != nil {
 		fmt.Fprintln(os.Stderr, "vkrt-gpubench:", err)
 		os.Exit(1)
 	}
+}
+
+// checkFlags refuses figures the measurements cannot take: no repetition or
+// trial to time, a copy of no whole 16-byte word, or a matrix of no element
+// or of more elements than a push constant counts.
+func checkFlags(copyBytes uint64, copyReps int, matmulN uint, matmulReps, trials int) error {
+	switch {
+	case copyReps < 1:
+		return fmt.Errorf("-copy-reps %d: at least one copy is timed", copyReps)
+	case matmulReps < 1:
+		return fmt.Errorf("-matmul-reps %d: at least one product is timed", matmulReps)
+	case trials < 1:
+		return fmt.Errorf("-trials %d: at least one trial is timed", trials)
+	case copyBytes < 16 || copyBytes/4 > math.MaxUint32:
+		return fmt.Errorf("-copy-bytes %d: from 16 B to %d B (the copy kernel counts 32-bit words)", copyBytes, uint64(math.MaxUint32)*4)
+	case matmulN < 1 || matmulN > math.MaxUint16:
+		return fmt.Errorf("-matmul %d: from 1 to %d (the kernels count the N x N elements in 32 bits)", matmulN, math.MaxUint16)
+	}
+	return nil
 }
 
 type results struct {
@@ -205,8 +228,8 @@ func measureCopies(d *vk.Device, size uint64, reps, trials int, res *results) er
 		kernelOps[i] = copyOp
 		bufferOps[i] = vk.CopyPair{Dst: dst, Src: src}
 	}
-	_ = d.Dispatch(context.Background(), kernelOps[:3])
-	_ = d.CopyBatch(context.Background(), bufferOps[:3])
+	_ = d.Dispatch(context.Background(), kernelOps[:min(3, reps)])
+	_ = d.CopyBatch(context.Background(), bufferOps[:min(3, reps)])
 	tk, err := best(trials, func() error { return d.Dispatch(context.Background(), kernelOps) })
 	if err != nil {
 		return err
