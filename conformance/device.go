@@ -385,11 +385,7 @@ func deviceChecks(open OpenClient) []Check {
 				if budget == 0 || budget > heap {
 					c.Errorf("budget %d B with a heap of %d B", budget, heap)
 				}
-				// 64 MiB, or the device's largest page where that is less.
-				size := uint64(64 << 20)
-				if p := cl.Properties().MaxPageSize; p != 0 && p < size {
-					size = p
-				}
+				size := upToLargestPage(cl.Properties(), 64<<20)
 				buf, err := cl.Empty(c.Context(), size)
 				if err != nil {
 					c.Fatalf("a buffer of %d B: %v", size, err)
@@ -508,12 +504,11 @@ func freeAll(c *checkState, bufs []*client.Buffer) {
 	}
 }
 
-// fillSize is the size of fillDevice's buffers: a quarter of the limit,
-// or the device's largest page where that is less (a device may allocate
-// no more than a few MiB at once; a buffer past every pool is refused for
-// its size, not for want of memory).
-func fillSize(p vkruntime.DeviceProperties) uint64 {
-	size := uint64(deviceLimit / 4)
+// upToLargestPage is size, or the device's largest page where that is
+// less, in whole alignment units: a device may allocate no more than a few
+// MiB at once, and a buffer past every pool is refused for its size, not
+// for want of memory.
+func upToLargestPage(p vkruntime.DeviceProperties, size uint64) uint64 {
 	if p.MaxPageSize != 0 && p.MaxPageSize < size {
 		size = p.MaxPageSize
 		if a := p.Alignment; a > 1 && size >= a {
@@ -522,6 +517,10 @@ func fillSize(p vkruntime.DeviceProperties) uint64 {
 	}
 	return size
 }
+
+// fillSize is the size of fillDevice's buffers: a quarter of the limit,
+// or the device's largest page where that is less.
+func fillSize(p vkruntime.DeviceProperties) uint64 { return upToLargestPage(p, deviceLimit/4) }
 
 // fillDevice makes buffers of fillSize until the device refuses one (or
 // twice the limit fits), writing a byte into each so it is held.
@@ -964,11 +963,7 @@ func checkPoolsInUse(c *checkState, cl *client.Client) {
 
 func checkInstallAppliesToNewStreams(c *checkState, cl *client.Client) {
 	ctx := c.Context()
-	// Pages of 4 MiB, or the device's largest page where that is less.
-	large := uint64(4 << 20)
-	if p := cl.Properties(); p.MaxPageSize != 0 && p.MaxPageSize < large {
-		large = p.MaxPageSize
-	}
+	large := upToLargestPage(cl.Properties(), 4<<20)
 	page := min(uint64(256<<10), large)
 	slice := page / 4
 	l := memory.SlicedLayout(memory.SlicedPool{PageSize: page, MaxSlice: &slice}, memory.SlicedPool{PageSize: large})
