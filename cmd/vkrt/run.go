@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -84,7 +85,7 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 	if f.maxMemoryPages == 0 || f.maxMemoryPages > wasmhost.MaxMemoryPages {
 		return nil, fmt.Errorf("--max-memory-pages %d: want 1 to %d", f.maxMemoryPages, wasmhost.MaxMemoryPages)
 	}
-	wasm, err := os.ReadFile(path)
+	wasm, err := readGuest(path)
 	if err != nil {
 		return nil, err
 	}
@@ -137,6 +138,43 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 	}}
 	return s, nil
 }
+
+// maxGuestBytes is the largest module vkrt reads, V8's limit: a Go guest
+// is a few MB.
+var maxGuestBytes int64 = 1 << 30
+
+// readGuest reads the module at path, at most maxGuestBytes of it. A file
+// that does not start as WebAssembly is read no further than its first 4
+// bytes, which Compile refuses: /dev/zero, a stream with no end, was read
+// until the process died out of memory.
+func readGuest(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > maxGuestBytes {
+		return nil, fmt.Errorf("%s: a module of %d B; vkrt reads at most %d B", path, fi.Size(), maxGuestBytes)
+	}
+	head := make([]byte, len(wasmMagic))
+	n, err := io.ReadFull(f, head)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		return nil, err
+	}
+	if n < len(head) || !bytes.Equal(head, wasmMagic) {
+		return head[:n], nil
+	}
+	rest, err := io.ReadAll(io.LimitReader(f, maxGuestBytes-int64(n)+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(n+len(rest)) > maxGuestBytes {
+		return nil, fmt.Errorf("%s: a module of more than %d B; vkrt reads at most %d B", path, maxGuestBytes, maxGuestBytes)
+	}
+	return append(head, rest...), nil
+}
+
+var wasmMagic = []byte{0x00, 'a', 's', 'm'}
 
 func (s *guestSession) close(ctx context.Context) error {
 	return errors.Join(s.module.Close(ctx), s.host.Close(ctx), s.client.Close())

@@ -273,6 +273,51 @@ func TestRunRefusesGuestLimitsItCannotHonour(t *testing.T) {
 	}
 }
 
+// A guest file is read no further than the command can use it: /dev/zero
+// (not WebAssembly from its first byte) and a stream of WebAssembly's magic
+// and zeros without end were read until the process died out of memory; a
+// file past the most vkrt reads is refused without being read.
+func TestRunReadsNoMoreOfAGuestThanItCanRun(t *testing.T) {
+	devicesOrSkip(t)
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero:", err)
+	}
+	defer func(n int64) { maxGuestBytes = n }(maxGuestBytes)
+	maxGuestBytes = 1 << 20
+	dir := t.TempDir()
+	zero := filepath.Join(dir, "zero.wasm")
+	require.NoError(t, os.Symlink("/dev/zero", zero))
+	big := filepath.Join(dir, "big.wasm")
+	require.NoError(t, os.WriteFile(big, append([]byte("\x00asm\x01\x00\x00\x00"), make([]byte, maxGuestBytes)...), 0o644))
+	for _, cmd := range []string{"run", "plan"} {
+		_, _, err := execute(t, cmd, guestArgs(t, zero)...)
+		require.ErrorContains(t, err, "not a WebAssembly binary (it starts 00 00 00 00)", cmd)
+
+		_, _, err = execute(t, cmd, guestArgs(t, big)...)
+		require.EqualError(t, err, fmt.Sprintf("%s: a module of %d B; vkrt reads at most %d B", big, maxGuestBytes+8, maxGuestBytes), cmd)
+
+		r, w, err := os.Pipe()
+		require.NoError(t, err)
+		go func() {
+			defer w.Close()
+			if _, err := w.Write([]byte("\x00asm\x01\x00\x00\x00")); err != nil {
+				return
+			}
+			zeros := make([]byte, 64<<10)
+			for {
+				if _, err := w.Write(zeros); err != nil {
+					return
+				}
+			}
+		}()
+		endless := filepath.Join(dir, cmd+"-endless.wasm")
+		require.NoError(t, os.Symlink(fmt.Sprintf("/proc/self/fd/%d", r.Fd()), endless))
+		_, _, err = execute(t, cmd, guestArgs(t, endless)...)
+		r.Close()
+		require.EqualError(t, err, fmt.Sprintf("%s: a module of more than %d B; vkrt reads at most %d B", endless, maxGuestBytes, maxGuestBytes), cmd)
+	}
+}
+
 // A compilation cache the user's cache directory cannot hold is a note on
 // stderr, and the guest runs compiled; a host that cannot start for another
 // reason is that reason alone.
