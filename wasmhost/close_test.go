@@ -3,12 +3,19 @@ package wasmhost
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+
+	"github.com/vkrt/vkrt/client"
+	"github.com/vkrt/vkrt/internal/envtest"
+	"github.com/vkrt/vkrt/runtime/environment"
 )
 
 // Close ends the guests that run: their Runs fail with ErrClosed (not nil,
@@ -91,28 +98,40 @@ func TestCompileRacingCloseIsErrClosed(t *testing.T) {
 	}
 }
 
-// A second Close, made while the first waits for a guest, returns once the
+// A second Close, while the first waits for a guest, returns once the
 // guest's Run has, as the first does: it returned at once, with the guest
-// still inside a host call (a write to its stdout here).
+// still inside a host call (a record waiting on another writer's lock
+// here).
 func TestASecondCloseWaitsForTheGuests(t *testing.T) {
-	c := openClient(t)
-	h := newHost(t, context.Background(), c)
-	writer := compile(t, h, wat(t, `(module
-  (import "wasi_snapshot_preview1" "fd_write" (func $fdw (param i32 i32 i32 i32) (result i32)))
+	dir := t.TempDir()
+	c := openClient(t, client.WithEnvironment("locked", environment.WithDir(dir)))
+	entered := make(chan struct{})
+	var once sync.Once
+	ctx := experimental.WithFunctionListenerFactory(context.Background(), experimental.FunctionListenerFactoryFunc(
+		func(def api.FunctionDefinition) experimental.FunctionListener {
+			if def.Name() != "memory_record" {
+				return nil
+			}
+			return experimental.FunctionListenerFunc(func(context.Context, api.Module, api.FunctionDefinition, []uint64, experimental.StackIterator) {
+				once.Do(func() { close(entered) })
+			})
+		}))
+	h := newHost(t, ctx, c)
+	recorder := compile(t, h, wat(t, `(module
+  (import "vkrt_v1" "memory_record" (func $record (param i32 i32) (result i32)))
   (memory (export "memory") 1)
-  (data (i32.const 0) "\10\00\00\00\01\00\00\00x")
-  (func (export "_start")
-    (drop (call $fdw (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 32)))))`))
-	out := &blockingWriter{entered: make(chan struct{}), release: make(chan struct{})}
+  (data (i32.const 16) "waits")
+  (func (export "_start") (drop (call $record (i32.const 16) (i32.const 5)))))`))
+	release := envtest.HoldWriteLock(t, filepath.Join(dir, "locked.sqlite"))
 	ran := make(chan error, 1)
 	go func() {
-		_, err := h.Run(context.Background(), writer, WithStdout(out))
+		_, err := h.Run(context.Background(), recorder)
 		ran <- err
 	}()
 	select {
-	case <-out.entered:
+	case <-entered:
 	case err := <-ran:
-		t.Fatalf("the guest ended before its write: %v", err)
+		t.Fatalf("the guest ended before its record: %v", err)
 	}
 	first := make(chan error, 1)
 	go func() { first <- h.Close(context.Background()) }()
@@ -125,7 +144,7 @@ func TestASecondCloseWaitsForTheGuests(t *testing.T) {
 		t.Error("the second Close returned while a guest still ran")
 	case <-time.After(200 * time.Millisecond):
 	}
-	close(out.release)
+	require.NoError(t, release())
 	require.NoError(t, <-first)
 	require.NoError(t, <-second)
 	select {
@@ -134,16 +153,4 @@ func TestASecondCloseWaitsForTheGuests(t *testing.T) {
 	default:
 		t.Fatal("Close returned before the guest's Run did")
 	}
-}
-
-// blockingWriter holds the first write until release is closed.
-type blockingWriter struct {
-	once             sync.Once
-	entered, release chan struct{}
-}
-
-func (w *blockingWriter) Write(p []byte) (int, error) {
-	w.once.Do(func() { close(w.entered) })
-	<-w.release
-	return len(p), nil
 }
