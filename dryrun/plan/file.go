@@ -307,6 +307,13 @@ func Runs(streams []*trace.Trace, opts Options) (File, error) {
 	if len(streams) == 0 {
 		return File{}, fmt.Errorf("%w: no stream to plan from", ErrCannotPlan)
 	}
+	// Each run is one stream's, the later ones as the first: a run's
+	// need is measured on the first stream it allocates on.
+	for _, t := range streams {
+		if err := oneStream(t); err != nil {
+			return File{}, err
+		}
+	}
 	device := deviceOrH200(opts.Device)
 	ro := replay.Options{Device: device}
 	dry, err := replay.Run(streams[0], memory.VirtualLayout(memory.VirtualPlan{}), ro)

@@ -169,3 +169,15 @@ func TestPlanFilesOfOlderVersionsStillRead(t *testing.T) {
 	vp, _ = back.Layout.Virtual()
 	require.Equal(t, memory.VirtualMark{Ordinal: 0, Bytes: 3014656}, vp.Settled)
 }
+
+// Every run a plan is made from is one stream's: a later run that
+// allocates on several streams is refused as the first would be, not
+// measured by its first stream alone (its other streams' need was left
+// out of the planned bytes).
+func TestRunsRefusesALaterRunOfSeveralStreams(t *testing.T) {
+	first := tracetest.Inline(t, "a 1 1000 0\na 2 2000 0\nf 1\nf 2\n")
+	second := tracetest.Inline(t, "a 1 1000 0\na 2 5000000 7\nf 1\nf 2\n")
+	_, err := Runs([]*trace.Trace{first, second}, Options{Strength: Strong})
+	require.ErrorIs(t, err, ErrCannotPlan)
+	require.ErrorContains(t, err, "streams 0 and 7")
+}
