@@ -70,7 +70,8 @@ type planVerification struct {
 }
 
 // planCapacity is what a plan expects to reserve: the pages of its capped
-// pools and arena, or a virtual plan's planned bytes.
+// pools and arena, or a virtual plan's planned bytes; 2^64 - 1 where they
+// add up past it (a layout that asks that much plans something).
 func planCapacity(l memory.Layout) uint64 {
 	var n uint64
 	if v, ok := l.Virtual(); ok {
@@ -79,16 +80,28 @@ func planCapacity(l memory.Layout) uint64 {
 	if pools, ok := l.Sliced(); ok {
 		for _, p := range pools {
 			if p.Pages != nil {
-				n += p.PageSize * *p.Pages
+				hi, lo := bits.Mul64(p.PageSize, *p.Pages)
+				if hi != 0 {
+					lo = math.MaxUint64
+				}
+				n = addSaturated(n, lo)
 			}
 		}
 	}
 	if a, ok := l.Arena(); ok {
 		for _, p := range a.Pages {
-			n += p
+			n = addSaturated(n, p)
 		}
 	}
 	return n
+}
+
+// addSaturated is a+b, or 2^64 - 1 where that wraps.
+func addSaturated(a, b uint64) uint64 {
+	if sum, carry := bits.Add64(a, b, 0); carry == 0 {
+		return sum
+	}
+	return math.MaxUint64
 }
 
 // reportedCapacity is planCapacity as the pools hold it, from their
@@ -101,13 +114,7 @@ func reportedCapacity(l memory.Layout, rep memory.Report) uint64 {
 		return v.PlannedBytes
 	}
 	var n uint64
-	add := func(b uint64) {
-		if sum, carry := bits.Add64(n, b, 0); carry == 0 {
-			n = sum
-		} else {
-			n = math.MaxUint64
-		}
-	}
+	add := func(b uint64) { n = addSaturated(n, b) }
 	for _, pr := range rep.Dynamic {
 		switch k := pr.Kind.(type) {
 		case memory.SlicedKind:

@@ -52,3 +52,18 @@ func TestReplayLayoutFileOfNonJSONGivesOneShortLine(t *testing.T) {
 	require.Less(t, len(errorLine(err)), 300)
 	require.NotContains(t, errorLine(err), "\n")
 }
+
+// A layout whose capped pages add up past 2^64 plans as much as it can
+// hold, not nothing: planCapacity wrapped to 0 and the table left out its
+// spills column as for an unplanned layout.
+func TestPlanCapacityPast2To64IsNotNoPlan(t *testing.T) {
+	pages := func(n uint64) *uint64 { return &n }
+	huge := memory.SlicedLayout(memory.SlicedPool{PageSize: 1 << 62, Pages: pages(4)})
+	require.Equal(t, uint64(1<<64-1), planCapacity(huge))
+	two := memory.SlicedLayout(memory.SlicedPool{PageSize: 1 << 63, Pages: pages(1)}, memory.SlicedPool{PageSize: 1 << 63, Pages: pages(1)})
+	require.Equal(t, uint64(1<<64-1), planCapacity(two))
+
+	out, _, err := executeReplay(t, "--layout", `{"Sliced":[{"page_size":4611686018427387904,"pages":4}]}`, smallTrace(t, t.TempDir()))
+	require.NoError(t, err)
+	require.Contains(t, out, "spills")
+}
