@@ -321,7 +321,7 @@ func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry,
 // growth is how far a run reserved past a plan's capacity and what its
 // persistent pool holds; 0 without a plan (capacity 0): nothing to grow past.
 func growth(reservedPeak, capacity, persistent uint64) uint64 {
-	if capacity == 0 || reservedPeak <= capacity+persistent {
+	if capacity == 0 || reservedPeak <= capacity || reservedPeak-capacity <= persistent {
 		return 0
 	}
 	return reservedPeak - capacity - persistent

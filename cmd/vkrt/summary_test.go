@@ -67,3 +67,14 @@ func TestPlanCapacityPast2To64IsNotNoPlan(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, out, "spills")
 }
+
+// Growth past a plan is measured without wrapping: a virtual plan of
+// 2^64 - 1 planned bytes (a hand-written one) and a persistent pool
+// holding bytes read as growth of what was reserved less the persistent
+// bytes, plus one.
+func TestGrowthPastAPlanNearTheTopOfUint64(t *testing.T) {
+	require.Zero(t, growth(2<<20, 1<<64-1, 1000))
+	require.Zero(t, growth(2<<20, 1000, 1<<64-1))
+	require.Equal(t, uint64(1000), growth(3000, 1500, 500))
+	require.Zero(t, growth(3000, 0, 0), "no plan, no growth")
+}
