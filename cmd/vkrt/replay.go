@@ -194,10 +194,20 @@ type replayFigures struct {
 }
 
 func figuresOf(r *replay.Result) replayFigures {
-	capacity := reportedCapacity(r.Layout, r.Report)
+	capacity := streamsCapacity(r)
 	return replayFigures{Layout: r.Layout, ReservedPeakBytes: r.ReservedPeakBytes, DriverAllocs: r.DriverAllocs,
 		BindCalls: r.BindCalls, Binds: r.Binds, Spills: r.Spills, PlanCapacity: capacity,
 		GrowthBytes: growth(r.ReservedPeakBytes, capacity, persistentBytes(r))}
+}
+
+// streamsCapacity is what the layout plans for every stream the replay
+// made pools for: each stream's pools follow the layout on their own.
+func streamsCapacity(r *replay.Result) uint64 {
+	var n uint64
+	for _, s := range r.Streams {
+		n = addSaturated(n, reportedCapacity(r.Layout, s.Report))
+	}
+	return n
 }
 
 // persistentBytes is what every stream's persistent pool holds at the end

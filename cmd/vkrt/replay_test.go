@@ -566,3 +566,19 @@ func TestReplayJSONGivesEveryStreamsPools(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, out, `"streams"`, "one stream: its report alone")
 }
+
+// Each stream of a trace takes the layout's pools of its own, so a plan's
+// capacity is what every stream's pools hold: two streams each within
+// its one capped page grew nothing, where the first stream's capacity
+// alone showed the second's page as growth with no spill.
+func TestReplayCapacityCountsEveryStreamsPools(t *testing.T) {
+	path := writeTrace(t, "two.trace", "a 1 1000000 0\na 2 1000000 1\nf 1\nf 2\n")
+	out, _, err := execute(t, "replay", "--json", "--layout", `{"Sliced":[{"page_size":1000001,"pages":1,"max_slice":1000001}]}`, path)
+	require.NoError(t, err)
+	var line replayJSONLine
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &line))
+	require.Zero(t, line.Spills)
+	require.Equal(t, uint64(2*1000016), line.ReservedPeakBytes)
+	require.Equal(t, uint64(2*1000016), line.PlanCapacity, "one page of 1,000,016 B a stream")
+	require.Zero(t, line.GrowthBytes, out)
+}
