@@ -150,7 +150,7 @@ func layoutFile(path string) (memory.Layout, error) {
 // guestLayout reads a guest's --layout as replayLayout does, but a plan
 // file (`vkrt plan --out`, of traces or of a guest) is returned unchecked,
 // with its layout: the device it must be for is the one the guest runs
-// on, which planInEffect checks it against once the client is open.
+// on, which checkPlanOn checks it against once the client is open.
 func guestLayout(arg string) (memory.Layout, *plan.File, error) {
 	if l, err := memory.ParseLayout(arg); err == nil {
 		return l, nil, nil
@@ -201,15 +201,14 @@ func readLayoutArg(path string) (_ memory.Layout, pf *plan.File, _ error) {
 	return read.Layout, &read, nil
 }
 
-// planInEffect is the plan the guest's pools on client c follow: layout,
-// read from arg, or the zero layout. A plan file pf (`vkrt plan --out`)
-// records the device it was made for: the replay's device model for traces,
-// the device measured for a guest. A run places on c's device, so a plan
-// made for another alignment or sparse granule is a
-// *plan.DeviceMismatchError. A virtual plan on a device without
-// sparse residency builds the SubSlices pools and plans nothing: stderr is
-// told once, rather than the run reporting a capacity it never had.
-func planInEffect(arg string, pf *plan.File, layout memory.Layout, c *client.Client, stderr io.Writer) (memory.Layout, error) {
+// checkPlanOn checks the --layout a guest runs under on client c: layout,
+// read from arg. A plan file pf (`vkrt plan --out`) records the device it
+// was made for: the replay's device model for traces, the device measured
+// for a guest. A run places on c's device, so a plan made for another
+// alignment or sparse granule is a *plan.DeviceMismatchError. A virtual
+// plan on a device without sparse residency builds the SubSlices pools and
+// plans nothing: stderr is told once.
+func checkPlanOn(arg string, pf *plan.File, layout memory.Layout, c *client.Client, stderr io.Writer) error {
 	granule := c.SparseGranule()
 	if pf != nil {
 		// Memory size and page size are left out: the plan's bytes are a
@@ -220,16 +219,12 @@ func planInEffect(arg string, pf *plan.File, layout memory.Layout, c *client.Cli
 		props := c.Properties()
 		props.MemorySize, props.MaxPageSize = pf.Device.MemorySize, pf.Device.MaxPageSize
 		if _, err := pf.For(props, granule); err != nil {
-			return memory.Layout{}, fmt.Errorf("%s: %w", arg, err)
+			return fmt.Errorf("%s: %w", arg, err)
 		}
 	}
-	if planCapacity(layout) == 0 {
-		return memory.Layout{}, nil
-	}
-	if v, ok := layout.Virtual(); ok && granule == 0 {
+	if v, ok := layout.Virtual(); ok && v.PlannedBytes != 0 && granule == 0 {
 		fmt.Fprintf(stderr, "vkrt: --layout is a virtual plan (%s in %d slots), but this device has no sparse residency: the guest runs under the SubSlices pools, unplanned\n",
 			memory.FormatBytes(v.PlannedBytes), len(v.Slots))
-		return memory.Layout{}, nil
 	}
-	return layout, nil
+	return nil
 }

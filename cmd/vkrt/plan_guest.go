@@ -109,10 +109,7 @@ func addSaturated(a, b uint64) uint64 {
 // the pools round them (planCapacity takes the layout's figures as
 // written, and a page of 1,000,001 B held 1,000,016 B, which read as
 // growth past the plan with nothing spilled).
-func reportedCapacity(l memory.Layout, rep memory.Report) uint64 {
-	if v, ok := l.Virtual(); ok {
-		return v.PlannedBytes
-	}
+func reportedCapacity(rep memory.Report) uint64 {
 	var n uint64
 	add := func(b uint64) { n = addSaturated(n, b) }
 	for _, pr := range rep.Dynamic {
@@ -123,6 +120,10 @@ func reportedCapacity(l memory.Layout, rep memory.Report) uint64 {
 			}
 		case memory.ArenaKind:
 			add(k.PageBytes)
+		case memory.VirtualKind:
+			// What the pool expects: a plan past the device memory
+			// expects the device's.
+			add(k.PlannedBytes)
 		}
 	}
 	return n

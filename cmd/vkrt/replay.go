@@ -205,7 +205,7 @@ func figuresOf(r *replay.Result) replayFigures {
 func streamsCapacity(r *replay.Result) uint64 {
 	var n uint64
 	for _, s := range r.Streams {
-		n = addSaturated(n, reportedCapacity(r.Layout, s.Report))
+		n = addSaturated(n, reportedCapacity(s.Report))
 	}
 	return n
 }

@@ -14,6 +14,7 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/dryrun/replay"
 	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/internal/tlsfref"
 	"github.com/vkrt/vkrt/internal/tracetest"
@@ -581,4 +582,19 @@ func TestReplayCapacityCountsEveryStreamsPools(t *testing.T) {
 	require.Equal(t, uint64(2*1000016), line.ReservedPeakBytes)
 	require.Equal(t, uint64(2*1000016), line.PlanCapacity, "one page of 1,000,016 B a stream")
 	require.Zero(t, line.GrowthBytes, out)
+}
+
+// A virtual plan expecting more than the device memory expects the
+// device's, and its capacity is what the pool expects: the line gave the
+// plan's figure beside a report whose pool planned the device's.
+func TestReplayCapacityOfAVirtualPlanIsWhatThePoolExpects(t *testing.T) {
+	path := writeTrace(t, "one.trace", "a 1 1000 0\nf 1\n")
+	out, _, err := execute(t, "replay", "--json", "--layout", `{"Virtual":{"planned_bytes":1000000000000000}}`, path)
+	require.NoError(t, err)
+	var line replayJSONLine
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &line))
+	k, ok := line.Report.Dynamic[0].Kind.(memory.VirtualKind)
+	require.True(t, ok, out)
+	require.Equal(t, replay.H200().MemorySize, k.PlannedBytes)
+	require.Equal(t, k.PlannedBytes, line.PlanCapacity)
 }

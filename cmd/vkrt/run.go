@@ -62,10 +62,6 @@ type guestSession struct {
 	host   *wasmhost.Host
 	module *wasmhost.Module
 	run    []wasmhost.RunOption
-	// plan is the --layout the guest's pools follow as a plan; zero when
-	// none does (a preset, or a virtual plan on a device without sparse
-	// residency, which builds the SubSlices pools instead).
-	plan memory.Layout
 }
 
 func openGuest(ctx context.Context, path string, args []string, f guestFlags, stdout, stderr io.Writer) (*guestSession, error) {
@@ -103,8 +99,7 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 	if err != nil {
 		return nil, err
 	}
-	planned, err := planInEffect(f.layout, pf, layout, c, stderr)
-	if err != nil {
+	if err := checkPlanOn(f.layout, pf, layout, c, stderr); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("--layout: %w", err)
 	}
@@ -131,7 +126,7 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 		c.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	s := &guestSession{client: c, host: h, module: m, plan: planned, run: []wasmhost.RunOption{
+	s := &guestSession{client: c, host: h, module: m, run: []wasmhost.RunOption{
 		wasmhost.WithArgs(append([]string{filepath.Base(path)}, args...)...),
 		wasmhost.WithStdout(stdout), wasmhost.WithStderr(stderr), wasmhost.WithClocks(),
 		wasmhost.WithDeadline(f.timeout), wasmhost.WithMaxDeviceBytes(f.maxDeviceBytes), wasmhost.WithMaxHandles(f.maxHandles),
@@ -292,7 +287,7 @@ func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry,
 			Usage: res.Usage, Report: res.Report, ReservedPeak: res.PeakReservedBytes,
 			LiveBytesPeak: res.PeakBytes, HandlesPeak: res.PeakHandles, MemoryPages: res.MemoryPages,
 			Calls: res.Calls, FailedCalls: res.FailedCalls, LastError: res.LastError,
-			Spills: res.Spills, PlanCapacity: reportedCapacity(s.plan, res.Report),
+			Spills: res.Spills, PlanCapacity: reportedCapacity(res.Report),
 		}
 		stats := s.client.StorageStats()
 		line.DeviceBytesPeak, line.DeviceAllocs, line.DeviceAllocationsPeak = stats.BytesPeak, stats.Allocs, stats.AllocationsPeak
