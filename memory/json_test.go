@@ -3,6 +3,7 @@ package memory
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -356,4 +357,40 @@ func TestLayoutFileGzippedReadsAsThePlainOne(t *testing.T) {
 	require.NoError(t, os.WriteFile(wrong, gzread.Pack([]byte(`{"Slced":[]}`)), 0o644))
 	_, err = ReadLayoutFile(wrong)
 	require.ErrorContains(t, err, "(gzipped)")
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += n
+	return n, err
+}
+
+// A gzipped file that cannot hold a layout is refused by what its head
+// unpacks to, as a plain one is by its head: it was unpacked whole, up to
+// the 1 GiB bound (a gzipped gigabyte of zeros, 1 MB on disk, took 3 GB
+// of memory to refuse).
+func TestLayoutFileGzippedNonJSONIsRefusedByItsHead(t *testing.T) {
+	packed := gzread.Pack(bytes.Repeat([]byte("not json at all "), 32<<20/16))
+	r := &countingReader{r: bytes.NewReader(packed)}
+	_, err := ReadLayout(r, "big.bin.gz")
+	require.ErrorContains(t, err, "holds no layout")
+	require.Less(t, len(err.Error()), 300, "%.400s", err)
+	require.Less(t, r.n, len(packed)/4, "read %d of %d packed bytes", r.n, len(packed))
+
+	// A gzipped layout padded past the head still reads.
+	doc := append(bytes.Repeat([]byte(" \n"), 100), `{"Sliced":[{"page_size":4096}]}`...)
+	l, err := ReadLayout(bytes.NewReader(gzread.Pack(doc)), "padded.json.gz")
+	require.NoError(t, err)
+	require.Equal(t, LayoutSliced, l.Kind())
+	// As does one of two members, the first shorter than the head.
+	two := append(gzread.Pack([]byte(`{"Sliced":`)), gzread.Pack([]byte(`[{"page_size":4096}]}`+strings.Repeat(" ", 100)))...)
+	l, err = ReadLayout(bytes.NewReader(two), "two.json.gz")
+	require.NoError(t, err)
+	require.Equal(t, LayoutSliced, l.Kind())
 }

@@ -295,15 +295,30 @@ func ReadLayout(r io.Reader, name string) (Layout, error) {
 	}
 	head = head[:n]
 	gzipped := gzread.IsGzip(head)
-	if start := bytes.TrimLeft(head, " \t\r\n"); !gzipped && len(start) > 0 && start[0] != '{' && start[0] != '"' && n == cap(head) {
-		return Layout{}, fmt.Errorf("memory: layout file %s holds no layout: want a layout JSON literal or a preset name, starts with %s",
-			name, abbreviate(start))
-	}
 	// The head read goes back in front of the rest, so a pipe reads as a
-	// file does; a gzipped file is bounded by what it unpacks to.
-	// Padding is dropped as it is read: it costs neither memory nor parsing.
+	// file does.
+	src := io.MultiReader(bytes.NewReader(head), r)
+	what := ""
+	if gzipped {
+		// A gzipped file's head is what it unpacks to: the packed bytes
+		// read to unpack it go back in front of the rest too.
+		var packed bytes.Buffer
+		head = nil
+		if zr, _, err := gzread.Reader(io.TeeReader(src, &packed)); err == nil {
+			head = make([]byte, 64)
+			n, _ = io.ReadFull(zr, head)
+			head = head[:n]
+		}
+		src, what = io.MultiReader(&packed, src), " (gzipped)"
+	}
+	if start := bytes.TrimLeft(head, " \t\r\n"); len(start) > 0 && start[0] != '{' && start[0] != '"' && len(head) == 64 {
+		return Layout{}, fmt.Errorf("memory: layout file %s%s holds no layout: want a layout JSON literal or a preset name, starts with %s",
+			name, what, abbreviate(start))
+	}
+	// A gzipped file is bounded by what it unpacks to. Padding is dropped
+	// as it is read: it costs neither memory nor parsing.
 	var squeezer strictjson.Squeezer
-	data, _, err := gzread.ReadAllWith(io.MultiReader(bytes.NewReader(head), r), MaxLayoutFileBytes, squeezer.Append)
+	data, _, err := gzread.ReadAllWith(src, MaxLayoutFileBytes, squeezer.Append)
 	if err != nil {
 		return Layout{}, fmt.Errorf("memory: layout file %s: %w", name, err)
 	}
