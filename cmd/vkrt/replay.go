@@ -469,8 +469,11 @@ func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
 	// BenchmarkReplayOnTheDevice in vk).
 	head := []string{"trace", "events", "peak live", "reserved peak", "ratio", "driver allocs", "bind calls"}
 	// Under a plan (--layout FILE), what the run needed past it: the
-	// warnings that say so go to the replay's discarded logger.
-	underPlan := len(rows) > 0 && planCapacity(rows[0].dry.Layout) > 0
+	// warnings that say so go to the replay's discarded logger. A layout
+	// that plans no bytes may count spills too (slots alone, a growable
+	// pool).
+	underPlan := len(rows) > 0 && planCapacity(rows[0].dry.Layout) > 0 ||
+		slices.ContainsFunc(rows, func(r replayRow) bool { return r.dry.Spills > 0 })
 	if underPlan {
 		head = append(head, "spills")
 	}

@@ -598,3 +598,18 @@ func TestReplayCapacityOfAVirtualPlanIsWhatThePoolExpects(t *testing.T) {
 	require.Equal(t, replay.H200().MemorySize, k.PlannedBytes)
 	require.Equal(t, k.PlannedBytes, line.PlanCapacity)
 }
+
+// A layout that plans no bytes may still count spills (a virtual plan of
+// slots alone that the run leaves, a growable pool of a plan's way out):
+// the table shows them, where it left out the column as for no plan.
+func TestReplayShowsSpillsOfALayoutThatPlansNoBytes(t *testing.T) {
+	path := writeTrace(t, "one.trace", "a 1 1000 0\nf 1\n")
+	for _, layout := range []string{`{"Virtual":{"planned_bytes":0,"slots":[16,0]}}`, `{"Sliced":[{"page_size":1048576,"grow":true}]}`} {
+		stdout, _, err := execute(t, "replay", "--layout", layout, path)
+		require.NoError(t, err)
+		lines := strings.Split(stdout, "\n")
+		require.True(t, strings.HasSuffix(strings.TrimSpace(lines[0]), "spills"), "%s: %s", layout, lines[0])
+		fields := strings.Fields(lines[1])
+		require.Equal(t, "1", fields[len(fields)-1], "%s: %s", layout, lines[1])
+	}
+}
