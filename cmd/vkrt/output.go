@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"github.com/vkrt/vkrt/runtime/environment"
 )
@@ -28,7 +29,10 @@ func writeOutput(flag, path string, write func(io.Writer) error) (err error) {
 			err = fmt.Errorf("%s %s: %w", flag, path, err)
 		}
 	}()
-	target := linkTarget(path)
+	target, err := linkTarget(path)
+	if err != nil {
+		return err
+	}
 	// A file written over keeps its permissions; a new one gets what the
 	// umask leaves of 0666, as a file the shell's > makes.
 	perm := os.FileMode(0)
@@ -94,22 +98,23 @@ func (s *stickyWriter) Write(p []byte) (int, error) {
 }
 
 // linkTarget is the file path names, through symbolic links, whether it
-// exists or not: a link to a file not yet made names that file.
-func linkTarget(path string) string {
+// exists or not: a link to a file not yet made names that file. Links that
+// lead to no file (a loop) are ELOOP, as the kernel says of them.
+func linkTarget(path string) (string, error) {
 	if resolved, err := filepath.EvalSymlinks(path); err == nil {
-		return resolved
+		return resolved, nil
 	}
 	for range 40 { // as many links as the kernel follows
 		dest, err := os.Readlink(path)
 		if err != nil {
-			return path
+			return path, nil
 		}
 		if !filepath.IsAbs(dest) {
 			dest = filepath.Join(filepath.Dir(path), dest)
 		}
 		path = dest
 	}
-	return path
+	return "", syscall.ELOOP
 }
 
 // createTemp makes a new file beside target for writeOutput, with the

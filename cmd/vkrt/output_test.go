@@ -212,3 +212,23 @@ func TestOutputThroughALinkToAFileNotYetMade(t *testing.T) {
 	noTemporaryFiles(t, dir)
 	noTemporaryFiles(t, filepath.Dir(target))
 }
+
+// An output named by a loop of symbolic links is refused, as the shell's
+// > refuses it, before anything runs: the loop's link was replaced by the
+// plan and the command exited 0.
+func TestOutputThroughALoopOfLinksIsRefused(t *testing.T) {
+	tr := writeTrace(t, "run.trace", shortRun)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.plan"), filepath.Join(dir, "b.plan")
+	require.NoError(t, os.Symlink("b.plan", a))
+	require.NoError(t, os.Symlink("a.plan", b))
+	_, _, err := execute(t, "plan", tr, "--out", a)
+	require.ErrorIs(t, err, syscall.ELOOP)
+	require.ErrorContains(t, err, "--out "+a)
+	for _, link := range []string{a, b} {
+		fi, err := os.Lstat(link)
+		require.NoError(t, err)
+		require.NotZero(t, fi.Mode()&os.ModeSymlink, "%s is still a link", link)
+	}
+	noTemporaryFiles(t, dir)
+}
