@@ -222,18 +222,27 @@ func IsFileHead(r io.Reader) bool {
 }
 
 // SkipSpace reads the JSON whitespace at the head of r, leaving r at the
-// first byte past it (or at its end).
+// first byte past it (or at its end). More whitespace than a plan or
+// layout file may hold (memory.MaxLayoutFileBytes) is a
+// *gzread.TooLargeError: an endless stream of it (`yes ' '` into a pipe)
+// is refused, not read for ever.
 func SkipSpace(r *bufio.Reader) error {
+	var skipped int64
 	for {
-		c, err := r.ReadByte()
-		if err != nil {
+		if _, err := r.Peek(1); err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return err
 		}
-		if !strings.ContainsRune(jsonSpace, rune(c)) {
-			return r.UnreadByte()
+		buf, _ := r.Peek(r.Buffered())
+		n := len(buf) - len(bytes.TrimLeft(buf, jsonSpace))
+		_, _ = r.Discard(n) // n bytes are buffered
+		if n < len(buf) {
+			return nil
+		}
+		if skipped += int64(n); skipped > memory.MaxLayoutFileBytes {
+			return &gzread.TooLargeError{Limit: memory.MaxLayoutFileBytes}
 		}
 	}
 }

@@ -1,8 +1,10 @@
 package plan
 
 import (
+	"bufio"
 	"bytes"
 	stdjson "encoding/json"
+	"io"
 	"strings"
 	"testing"
 
@@ -180,4 +182,28 @@ func TestRunsRefusesALaterRunOfSeveralStreams(t *testing.T) {
 	_, err := Runs([]*trace.Trace{first, second}, Options{Strength: Strong})
 	require.ErrorIs(t, err, ErrCannotPlan)
 	require.ErrorContains(t, err, "streams 0 and 7")
+}
+
+// spaces is an endless stream of JSON whitespace, as `yes ' '` gives.
+type spaces struct{}
+
+var spacesChunk = bytes.Repeat([]byte(" \n"), 32<<10)
+
+func (spaces) Read(p []byte) (int, error) { return copy(p, spacesChunk), nil }
+
+// Whitespace at a file's head counts towards the bound of what a plan or
+// layout file may hold: `yes ' ' | vkrt replay --layout /dev/stdin` read
+// it for ever.
+func TestSkipSpaceIsBounded(t *testing.T) {
+	err := SkipSpace(bufio.NewReaderSize(spaces{}, 64<<10))
+	var tooLarge *gzread.TooLargeError
+	require.ErrorAs(t, err, &tooLarge)
+	require.Equal(t, int64(memory.MaxLayoutFileBytes), tooLarge.Limit)
+
+	br := bufio.NewReader(strings.NewReader(" \t\r\n  {\"x\":1}"))
+	require.NoError(t, SkipSpace(br))
+	rest, err := io.ReadAll(br)
+	require.NoError(t, err)
+	require.Equal(t, `{"x":1}`, string(rest))
+	require.NoError(t, SkipSpace(bufio.NewReader(strings.NewReader("  \n"))), "a stream of whitespace alone ends")
 }
