@@ -107,6 +107,10 @@ const growableCap = 65535
 // (direct, arena) still gets a strong plan, then without the comparison.
 func Derive(report memory.Report, opts Options) (memory.Layout, error) {
 	if opts.Trace != nil {
+		// A stream built by hand is checked as a replay checks it.
+		if err := opts.Trace.Check(); err != nil {
+			return memory.Layout{}, err
+		}
 		if err := oneStream(opts.Trace); err != nil {
 			return memory.Layout{}, err
 		}

@@ -357,3 +357,21 @@ func TestAStrongPlanStandsWhereTheBasicOneDoesNotFit(t *testing.T) {
 	require.NoError(t, err)
 	require.LessOrEqual(t, run.ReservedPeakBytes, uint64(40<<20))
 }
+
+// A stream built by hand that Read could not have made is ErrMalformed at
+// Derive, as at replay.Run: an index past its allocations or a negative
+// count panicked, and a reservation made twice gave a basic plan.
+func TestDeriveRefusesAMalformedStream(t *testing.T) {
+	dry, err := replay.Run(tracetest.Inline(t, "a 1 1000 0\nf 1\n"), memory.VirtualLayout(memory.VirtualPlan{}), replay.Options{})
+	require.NoError(t, err)
+	for _, tr := range []*trace.Trace{
+		{Name: "past", Allocations: 1, Events: []trace.Event{{Op: trace.OpAlloc, Index: 0, Size: 10}, {Op: trace.OpFree, Index: 5}}},
+		{Name: "negative", Allocations: -1, Events: []trace.Event{{Op: trace.OpAlloc, Index: 0, Size: 10}}},
+		{Name: "twice", Allocations: 2, Events: []trace.Event{{Op: trace.OpAlloc, Index: 0, Size: 10}, {Op: trace.OpAlloc, Index: 0, Size: 10}}},
+	} {
+		for _, s := range []Strength{Basic, Strong} {
+			_, err := Derive(dry.Report, Options{Strength: s, Trace: tr})
+			require.ErrorIs(t, err, trace.ErrMalformed, "%s, strength %d", tr.Name, s)
+		}
+	}
+}
