@@ -613,3 +613,24 @@ func TestReplayShowsSpillsOfALayoutThatPlansNoBytes(t *testing.T) {
 		require.Equal(t, "1", fields[len(fields)-1], "%s: %s", layout, lines[1])
 	}
 }
+
+// The PyTorch figure of a second run is read from the table that has the
+// column: a row of another table further down (here with fewer columns
+// before it) gave its own cell at that column's place.
+func TestRecordedPyTorchReadsTheTableWithTheColumn(t *testing.T) {
+	readme := filepath.Join(t.TempDir(), "README.md")
+	require.NoError(t, os.WriteFile(readme, []byte(`# Second runs
+
+| trace | peak live bytes | PyTorch expandable segments |
+| --- | --- | --- |
+| a | 100 | 1.070× (153) |
+
+Other figures:
+
+| trace | steps | batch |
+| --- | --- | --- |
+| b | 6 | 8 |
+`), 0o644))
+	require.Equal(t, "1.070× (153)", recordedPyTorch(readme, "a"))
+	require.Equal(t, "?", recordedPyTorch(readme, "b"))
+}

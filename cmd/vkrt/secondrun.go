@@ -83,7 +83,13 @@ func recordedPyTorch(readme, name string) string {
 	column := -1
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		cells := strings.Split(strings.Trim(strings.TrimSpace(sc.Text()), "|"), "|")
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, "|") {
+			// A table ends: the next one has columns of its own.
+			column = -1
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
 		for i := range cells {
 			cells[i] = strings.TrimSpace(cells[i])
 		}
