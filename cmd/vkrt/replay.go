@@ -247,7 +247,7 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 		}
 		// One that holds the second run of none of the traces is a
 		// mistake, not a table of dashes.
-		if !slices.ContainsFunc(paths, func(p string) bool { return secondRunPath(f.secondRuns, trace.NameOf(p)) != "" }) {
+		if !slices.ContainsFunc(paths, func(p string) bool { return secondRunPath(f.secondRuns, p) != "" }) {
 			return fmt.Errorf("--second-runs %s holds the second run of none of the traces (NAME.trace.gz or NAME.trace, NAME as the first run's)", f.secondRuns)
 		}
 	}
@@ -348,7 +348,7 @@ func replayTrace(path string, layout memory.Layout, f replayFlags, bar *replayPr
 	}
 	if f.secondRuns != "" {
 		bar.stage("second run of "+tr.Name, bar.total(long, 1))
-		if row.second, err = replaySecondRun(tr, planned, layout, f.secondRuns); err != nil {
+		if row.second, err = replaySecondRun(tr, path, planned, layout, f.secondRuns); err != nil {
 			return replayRow{}, err
 		}
 	}

@@ -634,3 +634,27 @@ Other figures:
 	require.Equal(t, "1.070× (153)", recordedPyTorch(readme, "a"))
 	require.Equal(t, "?", recordedPyTorch(readme, "b"))
 }
+
+// A trace whose file name shows escaped (here a no-break space, which
+// unicode.IsPrint refuses) finds its second run by the file's own name:
+// it was looked for under the escaped one, and none was found.
+func TestSecondRunOfATraceWhoseNameShowsEscaped(t *testing.T) {
+	dir := t.TempDir()
+	first := filepath.Join(dir, "my\u00a0run.trace")
+	require.NoError(t, os.WriteFile(first, []byte(shortRun), 0o644))
+	seconds := filepath.Join(dir, "second")
+	require.NoError(t, os.Mkdir(seconds, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(seconds, "my\u00a0run.trace"), []byte(longRun), 0o644))
+	stdout, _, err := executeReplay(t, "--plan", "--json", "--second-runs", seconds, first)
+	require.NoError(t, err)
+	var line struct {
+		Trace     string `json:"trace"`
+		SecondRun *struct {
+			PeakLiveBytes uint64 `json:"peak_live_bytes"`
+		} `json:"second_run"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(stdout)), &line))
+	require.Equal(t, `my\u00a0run`, line.Trace, "the name shows escaped")
+	require.NotNil(t, line.SecondRun, stdout)
+	require.Equal(t, uint64(45_000_000), line.SecondRun.PeakLiveBytes)
+}

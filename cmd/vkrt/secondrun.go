@@ -24,9 +24,12 @@ type secondRun struct {
 
 var secondRunHead = []string{"second run: peak live", "under the first run's plan", "PyTorch expandable", "first run under its plan"}
 
-// secondRunPath is the second run of the trace named name in dir,
-// NAME.trace.gz or NAME.trace, or "" where there is none.
-func secondRunPath(dir, name string) string {
+// secondRunPath is the second run in dir of the trace read from first,
+// NAME.trace.gz or NAME.trace, or "" where there is none. NAME is the
+// first run's file name less its suffixes, as it is on disk (the trace's
+// name shows some characters escaped).
+func secondRunPath(dir, first string) string {
+	name := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(first), ".gz"), ".trace")
 	for _, file := range []string{name + ".trace.gz", name + ".trace"} {
 		path := filepath.Join(dir, file)
 		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
@@ -36,10 +39,11 @@ func secondRunPath(dir, name string) string {
 	return ""
 }
 
-// replaySecondRun finds first's second run in dir (nil when there is
-// none) and runs each under the other's plan.
-func replaySecondRun(first *trace.Trace, firstPlan, layout memory.Layout, dir string) (*secondRun, error) {
-	path := secondRunPath(dir, first.Name)
+// replaySecondRun finds the second run in dir of first, read from
+// firstPath (nil when there is none), and runs each under the other's
+// plan.
+func replaySecondRun(first *trace.Trace, firstPath string, firstPlan, layout memory.Layout, dir string) (*secondRun, error) {
+	path := secondRunPath(dir, firstPath)
 	if path == "" {
 		return nil, nil
 	}
