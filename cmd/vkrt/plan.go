@@ -166,35 +166,30 @@ func guestLayout(arg string) (memory.Layout, *plan.File, error) {
 	return l, pf, nil
 }
 
-// layoutPeekBytes is how much of a --layout file is looked at to tell a
-// plan file from a layout: a gzipped plan's first 64 bytes unpack from far
-// less.
-const layoutPeekBytes = 4 << 10
-
 // readLayoutArg reads the file (or pipe: /dev/stdin, a shell's <(…)) a
-// --layout names, once: whether it holds a plan file is told from a peek
-// at its head, and the same reader then gives it whole. pf is the plan
-// file, nil for a layout.
+// --layout names, once: whether it holds a plan file is told from its head,
+// unpacked where it is gzipped and past any whitespace (a few megabytes of
+// it pack into a few kilobytes), and the bytes read to tell go back in
+// front of the rest. pf is the plan file, nil for a layout.
 func readLayoutArg(path string) (_ memory.Layout, pf *plan.File, _ error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return memory.Layout{}, nil, err
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, layoutPeekBytes)
-	// JSON may start with any amount of whitespace: the peek starts past it.
+	br := bufio.NewReader(f)
+	// JSON may start with any amount of whitespace: the head is past it.
 	if err := plan.SkipSpace(br); err != nil {
 		return memory.Layout{}, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	head, err := br.Peek(layoutPeekBytes)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return memory.Layout{}, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if !plan.IsFileHead(bytes.NewReader(head)) {
-		l, err := memory.ReadLayout(br, path)
+	var seen bytes.Buffer
+	isPlan := plan.IsFileHead(io.TeeReader(br, &seen))
+	rest := io.MultiReader(&seen, br)
+	if !isPlan {
+		l, err := memory.ReadLayout(rest, path)
 		return l, nil, err
 	}
-	read, err := plan.Read(br, path)
+	read, err := plan.Read(rest, path)
 	if err != nil {
 		return memory.Layout{}, nil, err
 	}

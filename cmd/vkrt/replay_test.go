@@ -16,6 +16,7 @@ import (
 
 	"github.com/vkrt/vkrt/dryrun/replay"
 	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/internal/gzread"
 	"github.com/vkrt/vkrt/internal/tlsfref"
 	"github.com/vkrt/vkrt/internal/tracetest"
 	"github.com/vkrt/vkrt/memory"
@@ -657,4 +658,26 @@ func TestSecondRunOfATraceWhoseNameShowsEscaped(t *testing.T) {
 	require.Equal(t, `my\u00a0run`, line.Trace, "the name shows escaped")
 	require.NotNil(t, line.SecondRun, stdout)
 	require.Equal(t, uint64(45_000_000), line.SecondRun.PeakLiveBytes)
+}
+
+// A gzipped plan file led by more whitespace than the packed bytes
+// --layout peeked at unpack to (a few megabytes of it pack into a few
+// kilobytes) is a plan file as the plain one is: it was read as a layout
+// and refused for naming "vkrt_plan" and "device".
+func TestReplayTakesAGzippedPlanFileLedByWhitespace(t *testing.T) {
+	first := writeTrace(t, "first.trace", shortRun)
+	out := filepath.Join(t.TempDir(), "first.plan")
+	_, _, err := execute(t, "plan", first, "--out", out)
+	require.NoError(t, err)
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	padded := filepath.Join(t.TempDir(), "padded.plan.gz")
+	packed := gzread.Pack(append(bytes.Repeat([]byte(" \n"), 10<<20), data...))
+	require.Greater(t, len(packed), 4<<10, "the padding alone packs past the 4 KiB --layout peeked at")
+	require.NoError(t, os.WriteFile(padded, packed, 0o644))
+	want, _, err := execute(t, "replay", "--layout", out, first)
+	require.NoError(t, err)
+	got, _, err := execute(t, "replay", "--layout", padded, first)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
 }
