@@ -85,11 +85,47 @@ func (d *fileDevice) UnmarshalJSON(data []byte) error {
 	return dec.Decode((*plain)(d))
 }
 
+// MaxFileTraces bounds the runs a plan file names: a plan is made from a
+// few runs of one workload, and each name held costs more than its bytes
+// in the file (a gzipped file of empty names took 25 bytes of memory a
+// byte).
+const MaxFileTraces = 1 << 16
+
 type fileJSON struct {
 	Version *uint64            `json:"vkrt_plan"`
 	Device  *fileDevice        `json:"device"`
-	Traces  []string           `json:"traces"`
+	Traces  traceNames         `json:"traces"`
 	Layout  stdjson.RawMessage `json:"layout"`
+}
+
+// traceNames are a plan file's trace names, at most MaxFileTraces of them.
+type traceNames []string
+
+func (n *traceNames) UnmarshalJSON(data []byte) error {
+	dec := stdjson.NewDecoder(bytes.NewReader(data))
+	open, err := dec.Token()
+	switch {
+	case err != nil:
+		return fmt.Errorf("traces: %w", err)
+	case open == nil:
+		*n = nil
+		return nil
+	case open != stdjson.Delim('['):
+		return fmt.Errorf("traces: want an array of names, got %q", data[:min(len(data), 40)])
+	}
+	var names []string
+	for dec.More() {
+		if len(names) == MaxFileTraces {
+			return fmt.Errorf("traces: more than %d names", MaxFileTraces)
+		}
+		var name string
+		if err := dec.Decode(&name); err != nil {
+			return err // unwrapped: the file's decoder names the member
+		}
+		names = append(names, name)
+	}
+	*n = names
+	return nil
 }
 
 func (f File) MarshalJSON() ([]byte, error) {
@@ -315,6 +351,9 @@ func (f File) For(d vkruntime.DeviceProperties, granule uint64) (memory.Layout, 
 func Runs(streams []*trace.Trace, opts Options) (File, error) {
 	if len(streams) == 0 {
 		return File{}, fmt.Errorf("%w: no stream to plan from", ErrCannotPlan)
+	}
+	if len(streams) > MaxFileTraces {
+		return File{}, fmt.Errorf("%w: %d streams, more than the %d a plan file names", ErrCannotPlan, len(streams), MaxFileTraces)
 	}
 	// Each run is one stream's, the later ones as the first: a run's
 	// need is measured on the first stream it allocates on.

@@ -207,3 +207,34 @@ func TestSkipSpaceIsBounded(t *testing.T) {
 	require.Equal(t, `{"x":1}`, string(rest))
 	require.NoError(t, SkipSpace(bufio.NewReader(strings.NewReader("  \n"))), "a stream of whitespace alone ends")
 }
+
+// A plan file names at most MaxFileTraces runs: a gzipped file of empty
+// names took 25 bytes of memory a byte of plan (100 MB of them, 432 KB on
+// disk, 2.5 GB), so a gigabyte would take tens. Runs refuses to make a
+// plan of more, which no plan file could hold.
+func TestPlanFileNamesABoundedNumberOfTraces(t *testing.T) {
+	doc := func(n int) []byte {
+		names := strings.TrimSuffix(strings.Repeat(`"",`, n), ",")
+		return []byte(`{"vkrt_plan":3,"device":{"alignment":16,"max_page_size":4294967280,"memory_size":150000000000,"sparse_granule":65536},"traces":[` +
+			names + `],"layout":"Virtual"}`)
+	}
+	pf, err := DecodeFile(doc(MaxFileTraces))
+	require.NoError(t, err)
+	require.Len(t, pf.Traces, MaxFileTraces)
+	_, err = DecodeFile(doc(MaxFileTraces + 1))
+	require.ErrorIs(t, err, ErrPlanFile)
+	require.ErrorContains(t, err, "more than")
+	_, err = DecodeFile([]byte(`{"vkrt_plan":3,"device":{"alignment":16,"max_page_size":1,"memory_size":1,"sparse_granule":0},"traces":[1],"layout":"Virtual"}`))
+	require.ErrorIs(t, err, ErrPlanFile)
+	pf, err = DecodeFile([]byte(`{"vkrt_plan":3,"device":{"alignment":16,"max_page_size":1,"memory_size":1,"sparse_granule":0},"traces":null,"layout":"Virtual"}`))
+	require.NoError(t, err)
+	require.Nil(t, pf.Traces)
+
+	tr := tracetest.Inline(t, "a 1 1000 0\nf 1\n")
+	many := make([]*trace.Trace, MaxFileTraces+1)
+	for i := range many {
+		many[i] = tr
+	}
+	_, err = Runs(many, Options{Strength: Strong})
+	require.ErrorIs(t, err, ErrCannotPlan)
+}
