@@ -176,7 +176,10 @@ func DecodeFile(data []byte) (File, error) {
 	var raw fileJSON
 	if err := dec.Decode(&raw); err != nil {
 		var typeErr *stdjson.UnmarshalTypeError
-		if errors.As(err, &typeErr) && strings.HasPrefix(typeErr.Value, "number") {
+		// A number that does not fit a number's field; the decoder gives
+		// the literal ("number -1"), but not for a number where a name
+		// belongs, a value of the wrong type.
+		if errors.As(err, &typeErr) && strings.HasPrefix(typeErr.Value, "number ") {
 			num := strings.TrimSpace(strings.TrimPrefix(typeErr.Value, "number"))
 			return File{}, fmt.Errorf("%w: %w", ErrPlanFile, &strictjson.NumberError{Number: num, Type: typeErr.Type.String(), Field: typeErr.Field})
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/vkrt/vkrt/dryrun/replay"
 	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/internal/gzread"
+	"github.com/vkrt/vkrt/internal/strictjson"
 	"github.com/vkrt/vkrt/internal/tracetest"
 	"github.com/vkrt/vkrt/memory"
 )
@@ -237,4 +238,19 @@ func TestPlanFileNamesABoundedNumberOfTraces(t *testing.T) {
 	}
 	_, err = Runs(many, Options{Strength: Strong})
 	require.ErrorIs(t, err, ErrCannotPlan)
+}
+
+// A number where a plan file wants a name is a value of the wrong type,
+// not one that does not fit: it read "number  does not fit field traces
+// of type string", the number left out.
+func TestPlanFileNumberForANameIsTheWrongType(t *testing.T) {
+	_, err := DecodeFile([]byte(`{"vkrt_plan":3,"device":{"alignment":16,"max_page_size":1,"memory_size":1,"sparse_granule":0},"traces":[5],"layout":"Virtual"}`))
+	require.ErrorIs(t, err, ErrPlanFile)
+	require.NotErrorIs(t, err, strictjson.ErrNumberDoesNotFit)
+	require.ErrorContains(t, err, "cannot unmarshal number")
+	require.ErrorContains(t, err, "traces")
+
+	_, err = DecodeFile([]byte(`{"vkrt_plan":-3,"device":{"alignment":16,"max_page_size":1,"memory_size":1,"sparse_granule":0},"traces":[],"layout":"Virtual"}`))
+	require.ErrorIs(t, err, strictjson.ErrNumberDoesNotFit)
+	require.ErrorContains(t, err, "number -3 does not fit field vkrt_plan")
 }
