@@ -54,8 +54,9 @@ is derived from it and the stream is replayed again under the plan.
 
 --bench times the layout beside a reference, in this process and on the
 same stream: AMD's Vulkan Memory Allocator's TLSF placement in a virtual
-block (written again in Go, internal/tlsfref; one 32 GiB block, alignment
-32), the peer testdata/traces/README.md records. Each side's ns/event is the
+block (written again in Go, internal/tlsfref; one 32 GiB block, or the
+power of two a stream needs past it, alignment 32), the peer
+testdata/traces/README.md records. Each side's ns/event is the
 wall-clock time from the stream's first event to its last over its events,
 the setup (reading, making the pools) not counted. The two sides run one
 after the other, --passes times each, alternating, each pass after a
@@ -526,7 +527,7 @@ func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
 	if len(rows) > 0 {
 		fmt.Fprintf(w, "\nlayout: %s\n", summarizeLayout(rows[0].dry.Layout))
 		if f.bench {
-			fmt.Fprintf(w, "ref: VMA's TLSF virtual block (one 32 GiB block, alignment 32); ns/event: the best of %d passes each, alternating\n",
+			fmt.Fprintf(w, "ref: VMA's TLSF virtual block (one 32 GiB block, or the power of two a stream needs past it; alignment 32); ns/event: the best of %d passes each, alternating\n",
 				f.passes)
 		}
 	}

@@ -171,6 +171,15 @@ func TestReplayBenchTableShowsTheReferenceBeside(t *testing.T) {
 	require.ErrorContains(t, err, "--passes 0")
 }
 
+// A stream past the reference's 32 GiB block is timed in a larger one:
+// one of 40 GB live failed the whole row, the layout's figures with it.
+func TestReplayBenchTimesAStreamPastTheReferencesBlock(t *testing.T) {
+	big := writeTrace(t, "big.trace", "a 1 40000000000 0\na 2 16 0\nf 1\nf 2\n")
+	out, _, err := executeReplay(t, "--bench", "--passes", "1", big)
+	require.NoError(t, err)
+	require.Regexp(t, `big .* 40\.00 GB .*×\s+1\.000×\n`, out, "the row, the reference's extent last")
+}
+
 // The table shows what the binds cost beside the device allocations: the
 // bind submissions, as --json's bind_calls, with no plan and under it.
 func TestReplayTableShowsTheBindSubmissions(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/internal/tracetest"
 )
 
@@ -253,6 +254,25 @@ func TestShippedStreamsReachVMAsExtent(t *testing.T) {
 		require.Equal(t, len(tr.Events), timing.Events)
 		require.Positive(t, timing.Elapsed)
 	}
+}
+
+// A stream the 32 GiB block cannot hold is replayed in a larger one, as a
+// growable block grows: one of 40 GB live failed the reference, and with it
+// the whole --bench row. The shipped streams stay in the 32 GiB block.
+func TestAStreamPastTheBlockIsReplayedInALargerOne(t *testing.T) {
+	tr, err := trace.Read("big", strings.NewReader("a 1 40000000000 0\na 2 30000000000 0\nf 1\na 3 50000000000 0\n"))
+	require.NoError(t, err)
+	res, timing, err := Measure(tr)
+	require.NoError(t, err)
+	require.EqualValues(t, 128<<30, res.BlockBytes, "an extent of 120 GB, past 64 GiB")
+	require.EqualValues(t, 80000000000, res.PeakLiveBytes)
+	require.EqualValues(t, 40000000000+30000000000+50000000000, res.ExtentBytes, "the hole of 40 GB does not hold 50 GB: past the 30 GB")
+	require.Equal(t, 4, timing.Events)
+
+	small := tracetest.Read(t, "resnet50_train")
+	res, _, err = Measure(small)
+	require.NoError(t, err)
+	require.EqualValues(t, VMABlockSize, res.BlockBytes)
 }
 
 func BenchmarkReplay(b *testing.B) {
