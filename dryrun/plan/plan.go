@@ -95,6 +95,11 @@ func plannableBytes(t *trace.Trace) error {
 	return nil
 }
 
+// maxStrongAllocations bounds the allocations of a stream a strong plan is
+// derived from: it gives each a slot, and the pools take no more than
+// memory.MaxArenaSlots. A variable so a test need not make 2^24 of them.
+var maxStrongAllocations = memory.MaxArenaSlots
+
 // growableCap is the page cap of a pool measured "uncapped": a capped pool
 // routes by max_slice alone, so capping it later at its peak keeps the
 // routing the measurement saw.
@@ -116,6 +121,10 @@ func Derive(report memory.Report, opts Options) (memory.Layout, error) {
 		}
 		if err := plannableBytes(opts.Trace); err != nil {
 			return memory.Layout{}, err
+		}
+		if n := opts.Trace.Allocations; opts.Strength == Strong && n > maxStrongAllocations {
+			return memory.Layout{}, fmt.Errorf("%w: %s makes %d allocations, more than the %d slots a strong plan holds (one each): plan a shorter run of it, or a basic plan",
+				ErrCannotPlan, opts.Trace.Name, n, maxStrongAllocations)
 		}
 	}
 	if k, ok := measuredVirtual(report); ok && (opts.Strength == Basic || opts.Strength == Strong) {

@@ -361,6 +361,25 @@ func TestAStrongPlanStandsWhereTheBasicOneDoesNotFit(t *testing.T) {
 // A stream built by hand that Read could not have made is ErrMalformed at
 // Derive, as at replay.Run: an index past its allocations or a negative
 // count panicked, and a reservation made twice gave a basic plan.
+// A stream of more allocations than a strong plan has slots is refused
+// before it is planned: it ran the whole search, minutes for 2^24 of them,
+// and only then did the pools refuse the plan's slots. A basic plan of it
+// stands.
+func TestAStrongPlanOfMoreAllocationsThanSlotsIsRefusedFirst(t *testing.T) {
+	defer func(n int) { maxStrongAllocations = n }(maxStrongAllocations)
+	maxStrongAllocations = 2
+	tr := tracetest.Inline(t, "a 1 1000 0\na 2 1000 0\nf 1\na 3 500 0\nf 2\nf 3\n")
+	for _, l := range []memory.Layout{memory.VirtualLayout(memory.VirtualPlan{}), memory.SubSlicesLayout()} {
+		dry, err := replay.Run(tr, l, replay.Options{NoSparse: l.Kind() != memory.VirtualLayout(memory.VirtualPlan{}).Kind()})
+		require.NoError(t, err)
+		_, err = Derive(dry.Report, Options{Strength: Strong, Trace: tr})
+		require.ErrorIs(t, err, ErrCannotPlan)
+		require.ErrorContains(t, err, "3 allocations, more than the 2 slots")
+		_, err = Derive(dry.Report, Options{Strength: Basic, Trace: tr})
+		require.NoError(t, err)
+	}
+}
+
 func TestDeriveRefusesAMalformedStream(t *testing.T) {
 	dry, err := replay.Run(tracetest.Inline(t, "a 1 1000 0\nf 1\n"), memory.VirtualLayout(memory.VirtualPlan{}), replay.Options{})
 	require.NoError(t, err)
