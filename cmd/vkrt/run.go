@@ -124,7 +124,7 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 	if err != nil {
 		h.Close(ctx)
 		c.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, &compileError{fmt.Errorf("%s: %w", path, err)}
 	}
 	s := &guestSession{client: c, host: h, module: m, run: []wasmhost.RunOption{
 		wasmhost.WithArgs(append([]string{filepath.Base(path)}, args...)...),
@@ -133,6 +133,14 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 	}}
 	return s, nil
 }
+
+// compileError is a module the host would not compile: a result of the
+// run (--json gives it a line, as a module refused when it loads), where
+// the other errors of openGuest are the command's.
+type compileError struct{ err error }
+
+func (e *compileError) Error() string { return e.err.Error() }
+func (e *compileError) Unwrap() error { return e.err }
 
 // maxGuestBytes is the largest module vkrt reads, V8's limit: a Go guest
 // is a few MB.
@@ -186,14 +194,16 @@ func (e *exitCode) Unwrap() error { return e.err }
 
 // runLine is `vkrt run --json`'s line.
 type runLine struct {
-	Workload string        `json:"workload"`
-	Status   string        `json:"status"`
-	ExitCode uint32        `json:"exit_code"`
-	Error    string        `json:"error,omitempty"`
-	WallS    float64       `json:"wall_s"`
-	DryRun   bool          `json:"dry_run"`
-	Usage    memory.Usage  `json:"usage"`
-	Report   memory.Report `json:"report"`
+	Workload string       `json:"workload"`
+	Status   string       `json:"status"`
+	ExitCode uint32       `json:"exit_code"`
+	Error    string       `json:"error,omitempty"`
+	WallS    float64      `json:"wall_s"`
+	DryRun   bool         `json:"dry_run"`
+	Usage    memory.Usage `json:"usage"`
+	// Report is the guest's stream's; none for a module refused at
+	// compile, which had no stream.
+	Report *memory.Report `json:"report,omitempty"`
 	// DeviceBytesPeak, DeviceAllocs, DeviceAllocationsPeak and
 	// DeviceBindCalls are the device's own figures (the client's storage,
 	// which only the guest used): the most device memory held at once, the
@@ -258,7 +268,7 @@ device holds nothing, launches are checked and dropped, reads give zeros.`,
 	}
 	f.register(cmd)
 	cmd.Flags().BoolVar(&dry, "dry", false, "run the guest as a dry run")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object summarising the run (the guest's output goes to stderr)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object summarising the run, also for a module refused at compile (no report then); the guest's output goes to stderr")
 	rootCmd.AddCommand(cmd)
 }
 
@@ -273,6 +283,16 @@ func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry,
 		guestOut = cmd.ErrOrStderr()
 	}
 	s, err := openGuest(ctx, path, args, f, guestOut, cmd.ErrOrStderr())
+	var refused *compileError
+	if asJSON && errors.As(err, &refused) {
+		line, merr := json.Marshal(runLine{Workload: path, Status: runStatus(err), Error: err.Error(), DryRun: dry})
+		if merr == nil {
+			_, merr = fmt.Fprintf(stdout, "%s\n", line)
+		}
+		if merr != nil {
+			return errors.Join(err, fmt.Errorf("writing the --json line: %w", merr))
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -284,7 +304,7 @@ func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry,
 	if asJSON && res != nil {
 		line := runLine{
 			Workload: path, Status: runStatus(runErr), ExitCode: res.ExitCode, WallS: res.Wall.Seconds(), DryRun: res.DryRun,
-			Usage: res.Usage, Report: res.Report, ReservedPeak: res.PeakReservedBytes,
+			Usage: res.Usage, Report: &res.Report, ReservedPeak: res.PeakReservedBytes,
 			LiveBytesPeak: res.PeakBytes, HandlesPeak: res.PeakHandles, MemoryPages: res.MemoryPages,
 			Calls: res.Calls, FailedCalls: res.FailedCalls, LastError: res.LastError,
 			Spills: res.Spills, PlanCapacity: reportedCapacity(res.Report),

@@ -71,6 +71,17 @@ func TestRunExitCodes(t *testing.T) {
 	_, _, err = execute(t, "run", guestArgs(t, notWasm)...)
 	require.Equal(t, 1, exitCodeOf(err))
 	require.ErrorContains(t, err, "not a WebAssembly binary")
+	// A module refused at compile is a result of the run too: --json gives
+	// it its line, as one refused when it loads (it printed none).
+	for _, refused := range []string{notWasm, watFile(t, `(module)`)} {
+		out, _, err = execute(t, "run", guestArgs(t, refused, "--json")...)
+		require.Equal(t, 1, exitCodeOf(err))
+		var line runLine
+		require.NoError(t, json.Unmarshal([]byte(out), &line), "%q", out)
+		require.Equal(t, "refused", line.Status)
+		require.Equal(t, refused, line.Workload)
+		require.Equal(t, err.Error(), line.Error)
+	}
 
 	loop := watFile(t, `(module (func (export "_start") (loop $l (br $l))))`)
 	out, _, err = execute(t, "run", guestArgs(t, loop, "--timeout", "200ms", "--json")...)
