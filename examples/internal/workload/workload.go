@@ -90,10 +90,18 @@ func Expect(what string, b *guest.Buffer, reference func() []float32) {
 	}
 	want := reference()
 	if e, at := cpuref.MaxRelError(want, got); e > Tolerance {
-		fmt.Fprintf(os.Stderr, "MISMATCH %s: element %d: want %v, got %v (relative error %.3g > %.3g)\n",
-			what, at, want[at], got[at], e, Tolerance)
+		fmt.Fprintln(os.Stderr, mismatch(what, want, got, e, at))
 		os.Exit(1)
 	}
+}
+
+// mismatch says how got differs from want: at the element of the largest
+// relative error e, or in length, where MaxRelError names no element (-1).
+func mismatch(what string, want, got []float32, e float64, at int) string {
+	if at < 0 || at >= len(want) || at >= len(got) {
+		return fmt.Sprintf("MISMATCH %s: %d elements, want %d", what, len(got), len(want))
+	}
+	return fmt.Sprintf("MISMATCH %s: element %d: want %v, got %v (relative error %.3g > %.3g)", what, at, want[at], got[at], e, Tolerance)
 }
 
 // Sizes are the command-line arguments of an example: how many steps it

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/internal/cpuref"
 )
 
 func TestParse(t *testing.T) {
@@ -44,4 +46,16 @@ func TestLargest(t *testing.T) {
 	base := []int{8, 96, 16}
 	require.Equal(t, 8, Sizes{Steps: 1, Scale: 1}.Largest(base))
 	require.Equal(t, 192, Sizes{Steps: 5, Scale: 2}.Largest(base))
+}
+
+// A result of another length is told as such: MaxRelError names no element
+// then (-1), and the message indexed want[-1], so the guest panicked
+// instead of saying MISMATCH.
+func TestMismatchOfAnotherLength(t *testing.T) {
+	want, got := []float32{1, 2}, []float32{1}
+	e, at := cpuref.MaxRelError(want, got)
+	require.Equal(t, "MISMATCH logits: 1 elements, want 2", mismatch("logits", want, got, e, at))
+	want, got = []float32{1, 2}, []float32{1, 3}
+	e, at = cpuref.MaxRelError(want, got)
+	require.Equal(t, "MISMATCH logits: element 1: want 2, got 3 (relative error 0.333 > 0.002)", mismatch("logits", want, got, e, at))
 }
