@@ -103,36 +103,7 @@ func TestCompileRacingCloseIsErrClosed(t *testing.T) {
 // still inside a host call (a record waiting on another writer's lock
 // here).
 func TestASecondCloseWaitsForTheGuests(t *testing.T) {
-	dir := t.TempDir()
-	c := openClient(t, client.WithEnvironment("locked", environment.WithDir(dir)))
-	entered := make(chan struct{})
-	var once sync.Once
-	ctx := experimental.WithFunctionListenerFactory(context.Background(), experimental.FunctionListenerFactoryFunc(
-		func(def api.FunctionDefinition) experimental.FunctionListener {
-			if def.Name() != "memory_record" {
-				return nil
-			}
-			return experimental.FunctionListenerFunc(func(context.Context, api.Module, api.FunctionDefinition, []uint64, experimental.StackIterator) {
-				once.Do(func() { close(entered) })
-			})
-		}))
-	h := newHost(t, ctx, c)
-	recorder := compile(t, h, wat(t, `(module
-  (import "vkrt_v1" "memory_record" (func $record (param i32 i32) (result i32)))
-  (memory (export "memory") 1)
-  (data (i32.const 16) "waits")
-  (func (export "_start") (drop (call $record (i32.const 16) (i32.const 5)))))`))
-	release := envtest.HoldWriteLock(t, filepath.Join(dir, "locked.sqlite"))
-	ran := make(chan error, 1)
-	go func() {
-		_, err := h.Run(context.Background(), recorder)
-		ran <- err
-	}()
-	select {
-	case <-entered:
-	case err := <-ran:
-		t.Fatalf("the guest ended before its record: %v", err)
-	}
+	h, ran, release := heldInARecord(t, "")
 	first := make(chan error, 1)
 	go func() { first <- h.Close(context.Background()) }()
 	require.Eventually(t, h.isClosed, 10*time.Second, time.Millisecond)
@@ -153,4 +124,60 @@ func TestASecondCloseWaitsForTheGuests(t *testing.T) {
 	default:
 		t.Fatal("Close returned before the guest's Run did")
 	}
+}
+
+// A guest Close ends while it is inside a host call gets ErrClosed however
+// it then ends: returning, or exiting 0 by proc_exit, which Run took for a
+// guest that finished (nil), as wazero does not look at a closed module's
+// state on the way into proc_exit.
+func TestAGuestClosedInAHostCallIsErrClosedHoweverItEnds(t *testing.T) {
+	for _, ending := range []string{"", "(call $exit (i32.const 0))"} {
+		h, ran, release := heldInARecord(t, ending)
+		closed := make(chan error, 1)
+		go func() { closed <- h.Close(context.Background()) }()
+		require.Eventually(t, h.isClosed, 10*time.Second, time.Millisecond)
+		require.NoError(t, release())
+		require.NoError(t, <-closed)
+		require.ErrorIs(t, <-ran, ErrClosed, "ending %q", ending)
+	}
+}
+
+// heldInARecord is a host running a guest that records, then does ending,
+// with a lock held on the record's environment: it returns once the guest
+// is inside the host call, where it waits until release; ran gets its
+// Run's error.
+func heldInARecord(t *testing.T, ending string) (h *Host, ran <-chan error, release func() error) {
+	t.Helper()
+	dir := t.TempDir()
+	c := openClient(t, client.WithEnvironment("locked", environment.WithDir(dir)))
+	entered := make(chan struct{})
+	var once sync.Once
+	ctx := experimental.WithFunctionListenerFactory(context.Background(), experimental.FunctionListenerFactoryFunc(
+		func(def api.FunctionDefinition) experimental.FunctionListener {
+			if def.Name() != "memory_record" {
+				return nil
+			}
+			return experimental.FunctionListenerFunc(func(context.Context, api.Module, api.FunctionDefinition, []uint64, experimental.StackIterator) {
+				once.Do(func() { close(entered) })
+			})
+		}))
+	h = newHost(t, ctx, c)
+	recorder := compile(t, h, wat(t, `(module
+  (import "vkrt_v1" "memory_record" (func $record (param i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "waits")
+  (func (export "_start") (drop (call $record (i32.const 16) (i32.const 5))) `+ending+`))`))
+	release = envtest.HoldWriteLock(t, filepath.Join(dir, "locked.sqlite"))
+	result := make(chan error, 1)
+	go func() {
+		_, err := h.Run(context.Background(), recorder)
+		result <- err
+	}()
+	select {
+	case <-entered:
+	case err := <-result:
+		t.Fatalf("the guest ended before its record: %v", err)
+	}
+	return h, result, release
 }

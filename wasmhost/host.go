@@ -409,6 +409,11 @@ func (h *Host) classify(runCtx context.Context, res *Result, err error) error {
 		switch code := exit.ExitCode(); {
 		case code == closedExitCode && h.isClosed():
 			return fmt.Errorf("%w: it ended the guest", ErrClosed)
+		case code == 0 && h.isClosed():
+			// Closed while in a host call, the guest then exited by
+			// proc_exit, which wazero lets through: it is ended as a
+			// guest that returns then is.
+			return fmt.Errorf("%w: it ended the guest", ErrClosed)
 		case (code == sys.ExitCodeDeadlineExceeded || code == sys.ExitCodeContextCanceled) && runCtx.Err() != nil:
 			return fmt.Errorf("%w: %w", ErrDeadline, runCtx.Err())
 		case code == 0:
