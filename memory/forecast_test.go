@@ -72,3 +72,25 @@ func TestAnOutgrownPlanWarnsOnceWithPlannedAndNeededBytes(t *testing.T) {
 	require.Contains(t, logged.String(), "planned_bytes=5242880")
 	require.Contains(t, logged.String(), "needed_bytes=6291456", "both planned pages and the 1 MiB page past the first cap")
 }
+
+// A reservation that spills past a full capped pool to a growing one is one
+// spill, whether the growing pool goes past its forecast for it or is a
+// plan's way out.
+func TestASpillToAGrowingPoolCountsOnce(t *testing.T) {
+	m, _ := newTestManager(t, SlicedLayout(SlicedPool{PageSize: 512, Pages: u64(1)},
+		SlicedPool{PageSize: 512, Pages: u64(1), Grow: true}, SlicedPool{PageSize: 1024, Grow: true}))
+	m.SetLogger(slog.New(slog.DiscardHandler))
+	mustReserve(t, m, 512, Eager) // the first pool
+	require.Zero(t, m.Spills())
+	mustReserve(t, m, 512, Eager) // spills to the second pool, within its forecast
+	require.Equal(t, uint64(1), m.Spills())
+	mustReserve(t, m, 512, Eager) // spills to the second pool, past its forecast
+	require.Equal(t, uint64(2), m.Spills())
+
+	m, _ = newTestManager(t, SlicedLayout(SlicedPool{PageSize: 512, Pages: u64(1)}, SlicedPool{PageSize: 1024, Grow: true}))
+	m.SetLogger(slog.New(slog.DiscardHandler))
+	mustReserve(t, m, 512, Eager)
+	mustReserve(t, m, 512, Eager) // spills to the way out
+	require.Equal(t, uint64(1), m.Spills())
+	require.NoError(t, m.checkInvariants())
+}

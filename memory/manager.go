@@ -374,6 +374,7 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy bool) (int16, int32,
 	var capBytes, usedBytes uint64
 	for n, i := range candidates {
 		p := m.pools[i]
+		counted := m.spills
 		ref, err := p.reserve(aligned, size, lazy)
 		if err == errPoolFull {
 			c, u, _ := p.capacity()
@@ -388,7 +389,9 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy bool) (int16, int32,
 			spilled = true
 			m.warnFull(candidates[:n], int(i), size)
 		}
-		if spilled {
+		// A growing pool counted the reservation as a spill already
+		// when it went past its forecast: one reservation, one spill.
+		if spilled && m.spills == counted {
 			m.spills++
 		}
 		if m.arena != nil {
