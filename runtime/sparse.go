@@ -84,23 +84,29 @@ func CheckOverlappingBinds(binds []SparseBind) error {
 
 // overlappingBinds finds two binds of one submission that name the same
 // bytes of the range, which a device may apply in either order: i < j,
-// ok false where there are none. A long submission is checked through a
-// sorted copy of its offsets, so it costs n log n.
+// ok false where there are none. A bind of 0 B names no bytes. A long
+// submission is checked through a sorted copy of its offsets, so it costs
+// n log n.
 func overlappingBinds(binds []SparseBind) (i, j int, ok bool) {
 	if len(binds) <= 16 {
 		for j := 1; j < len(binds); j++ {
 			lo, hi := binds[j].Offset, binds[j].Offset+binds[j].Size
+			if lo == hi {
+				continue
+			}
 			for i := range j {
-				if a := &binds[i]; a.Offset < hi && lo < a.Offset+a.Size {
+				if a := &binds[i]; a.Size != 0 && a.Offset < hi && lo < a.Offset+a.Size {
 					return i, j, true
 				}
 			}
 		}
 		return 0, 0, false
 	}
-	order := make([]int, len(binds))
-	for k := range order {
-		order[k] = k
+	order := make([]int, 0, len(binds))
+	for k := range binds {
+		if binds[k].Size != 0 {
+			order = append(order, k)
+		}
 	}
 	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(binds[a].Offset, binds[b].Offset) })
 	for k := 1; k < len(order); k++ {

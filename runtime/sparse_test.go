@@ -7,8 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Binds that only touch are apart; two that share a byte, in any order
-// among the others, are found, lowest index first.
+// Binds that only touch are apart, and a bind of 0 B names no bytes; two
+// that share a byte, in any order among the others, are found, lowest
+// index first.
 func TestOverlappingBinds(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -23,6 +24,11 @@ func TestOverlappingBinds(t *testing.T) {
 		{"out of order", []SparseBind{{Offset: 32, Size: 8}, {Offset: 0, Size: 8}, {Offset: 4, Size: 8}}, 1, 2, true},
 		{"long, apart", spaced(40, 8, -1), 0, 0, false},
 		{"long, one overlap", spaced(40, 8, 30), 30, 31, true},
+		{"none inside a bind", []SparseBind{{Offset: 0, Size: 24}, {Offset: 8, Size: 0, Memory: 1}}, 0, 0, false},
+		{"none at a bind", []SparseBind{{Offset: 8, Size: 8}, {Offset: 8, Size: 0}}, 0, 0, false},
+		{"long, none at a bind", append(spaced(40, 8, -1), SparseBind{Offset: 80}), 0, 0, false},
+		{"long, none at a bind first", append([]SparseBind{{Offset: 80}}, spaced(40, 8, -1)...), 0, 0, false},
+		{"long, none inside a bind", append(spaced(40, 8, -1), SparseBind{Offset: 84}), 0, 0, false},
 	} {
 		i, j, ok := overlappingBinds(c.binds)
 		if ok != c.ok || (ok && (i != c.i || j != c.j)) {
