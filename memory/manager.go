@@ -557,9 +557,13 @@ func (m *Manager) PoolUsages(dst []Usage) []Usage {
 	return append(dst, m.persistent.usage)
 }
 
-// Spills counts the reservations since the last Install that did not land in
-// the first pool accepting their size: a full capped pool spilled to the
-// next one, or the arena plan missed.
+// Spills counts, since the last Install, the ways the run departed from its
+// layout's plan: a reservation that did not land in the first pool
+// accepting its size (a full capped pool spilled to the next one, or the
+// arena plan missed), a page a forecast pool took past its cap, a growth of
+// a virtual pool past its planned bytes, and the reservation at which a run
+// left a virtual plan's stream. One reservation can count twice: one that
+// leaves the plan's stream and grows the pool past it.
 func (m *Manager) Spills() uint64 { return m.spills }
 
 // dynamicUsage is the usage of the dynamic pools alone.
