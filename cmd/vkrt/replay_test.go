@@ -394,6 +394,20 @@ func TestReplayBesidePyTorch(t *testing.T) {
 	require.Contains(t, out, fmt.Sprintf("%.3f× (%d)", line.PyTorch.Expandable.Ratio, line.PyTorch.Expandable.DeviceAllocs))
 }
 
+// A second run behind a broken link is an error naming it, not a trace
+// with no second run.
+func TestReplaySecondRunBehindABrokenLinkFails(t *testing.T) {
+	dir := t.TempDir()
+	first := filepath.Join(dir, "run.trace")
+	require.NoError(t, os.WriteFile(first, []byte(shortRun), 0o644))
+	seconds := filepath.Join(dir, "second")
+	require.NoError(t, os.Mkdir(seconds, 0o755))
+	require.NoError(t, os.Symlink(filepath.Join(dir, "gone.trace"), filepath.Join(seconds, "run.trace")))
+	_, _, err := executeReplay(t, "--plan", "--second-runs", seconds, first)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.ErrorContains(t, err, filepath.Join(seconds, "run.trace"))
+}
+
 // --second-runs names a directory: one that is not there, or holds the
 // second run of none of the traces, is an error, not a table of dashes;
 // the second runs, gzipped or not, show in the table and in --json, not

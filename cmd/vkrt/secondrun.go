@@ -27,12 +27,14 @@ var secondRunHead = []string{"second run: peak live", "under the first run's pla
 // secondRunPath is the second run in dir of the trace read from first,
 // NAME.trace.gz or NAME.trace, or "" where there is none. NAME is the
 // first run's file name less its suffixes, as it is on disk (the trace's
-// name shows some characters escaped).
+// name shows some characters escaped). A link counts as there even when
+// what it names is not, so reading it fails naming it: a broken link was
+// taken for no second run.
 func secondRunPath(dir, first string) string {
 	name := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(first), ".gz"), ".trace")
 	for _, file := range []string{name + ".trace.gz", name + ".trace"} {
 		path := filepath.Join(dir, file)
-		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
 			return path
 		}
 	}
