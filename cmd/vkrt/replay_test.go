@@ -394,14 +394,21 @@ func TestReplayBesidePyTorch(t *testing.T) {
 	require.Contains(t, out, fmt.Sprintf("%.3f× (%d)", line.PyTorch.Expandable.Ratio, line.PyTorch.Expandable.DeviceAllocs))
 }
 
+// firstRunAndSecondsDir is a directory holding a first run, run.trace,
+// and an empty directory for its second runs.
+func firstRunAndSecondsDir(t *testing.T) (dir, first, seconds string) {
+	dir = t.TempDir()
+	first = filepath.Join(dir, "run.trace")
+	require.NoError(t, os.WriteFile(first, []byte(shortRun), 0o644))
+	seconds = filepath.Join(dir, "second")
+	require.NoError(t, os.Mkdir(seconds, 0o755))
+	return dir, first, seconds
+}
+
 // A second run behind a broken link is an error naming it, not a trace
 // with no second run.
 func TestReplaySecondRunBehindABrokenLinkFails(t *testing.T) {
-	dir := t.TempDir()
-	first := filepath.Join(dir, "run.trace")
-	require.NoError(t, os.WriteFile(first, []byte(shortRun), 0o644))
-	seconds := filepath.Join(dir, "second")
-	require.NoError(t, os.Mkdir(seconds, 0o755))
+	dir, first, seconds := firstRunAndSecondsDir(t)
 	require.NoError(t, os.Symlink(filepath.Join(dir, "gone.trace"), filepath.Join(seconds, "run.trace")))
 	_, _, err := executeReplay(t, "--plan", "--second-runs", seconds, first)
 	require.ErrorIs(t, err, os.ErrNotExist)
@@ -413,11 +420,7 @@ func TestReplaySecondRunBehindABrokenLinkFails(t *testing.T) {
 // the second runs, gzipped or not, show in the table and in --json, not
 // only in --markdown.
 func TestReplaySecondRunsShowAndMustExist(t *testing.T) {
-	dir := t.TempDir()
-	first := filepath.Join(dir, "run.trace")
-	require.NoError(t, os.WriteFile(first, []byte(shortRun), 0o644))
-	seconds := filepath.Join(dir, "second")
-	require.NoError(t, os.Mkdir(seconds, 0o755))
+	dir, first, seconds := firstRunAndSecondsDir(t)
 	var zipped bytes.Buffer
 	zw := gzip.NewWriter(&zipped)
 	_, err := zw.Write([]byte(longRun))
