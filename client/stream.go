@@ -48,6 +48,13 @@ func (s *Stream) Err() error {
 	return s.failed
 }
 
+// Closed says whether the stream is closed, by its Close or its client's.
+func (s *Stream) Closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed || s.c.closed.Load()
+}
+
 // Layout is the pool layout installed on the stream.
 func (s *Stream) Layout() memory.Layout {
 	s.mu.Lock()

@@ -363,3 +363,20 @@ func TestRecordQuota(t *testing.T) {
 	require.Equal(t, uint32(1100-maxRecords), exit.Code, "every record past the quota was refused")
 	require.Contains(t, res.LastError, "at most 1024 records")
 }
+
+// sync on a stream the host program closed before passing it with OnStream
+// fails as the buffer calls on it do (EIO); it answered 0.
+func TestSyncOnAClosedStreamFails(t *testing.T) {
+	c := openClient(t)
+	h, log := newLoggedHost(t, c)
+	s, err := c.NewStream()
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	m := compile(t, h, guestWAT(t, "", `(drop (call $create (i64.const 16) (i32.const 0))) (drop (call $sync))`))
+	_, err = h.Run(context.Background(), m, OnStream(s))
+	require.NoError(t, err)
+	require.Equal(t, `==> vkrt_v1.buffer_create(size=16,out_handle=0)
+<== status=29
+==> vkrt_v1.sync()
+<== status=29`, hostCalls(log.String()))
+}

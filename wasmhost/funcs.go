@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"unicode/utf8"
@@ -238,9 +239,13 @@ func launch(g *instance, mem api.Memory, stack []uint64) Errno {
 
 func syncStream(g *instance, _ api.Memory, _ []uint64) Errno {
 	// Launches wait for their work; sync only reports a stream the device
-	// failed under.
+	// failed under, or one the host program closed (it answered 0 there,
+	// while every buffer call failed).
 	if err := g.stream.Err(); err != nil {
 		return g.fail(err)
+	}
+	if g.stream.Closed() {
+		return g.fail(fmt.Errorf("the guest's stream %d is closed: %w", g.stream.ID(), client.ErrClosed))
 	}
 	return ESUCCESS
 }
