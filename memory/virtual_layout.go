@@ -216,14 +216,15 @@ func unmarshalVirtualKind(body []byte) (PoolKind, error) {
 }
 
 // sparseGranuleOf is the storage's sparse granule where a Virtual pool
-// can use it, else 0 (the SubSlices pools stand in).
+// can use it, else 0 (the SubSlices pools stand in). A granule past the
+// storage's largest allocation is of no use: one allocation must back it.
 func (m *Manager) sparseGranuleOf() (vkruntime.SparseStorage, uint64) {
 	s, ok := m.storage.(vkruntime.SparseStorage)
 	if !ok {
 		return nil, 0
 	}
 	granule := s.SparseGranule()
-	if granule == 0 || granule&(granule-1) != 0 || granule%m.props.Alignment != 0 {
+	if granule == 0 || granule&(granule-1) != 0 || granule%m.props.Alignment != 0 || granule > m.limit() {
 		return nil, 0
 	}
 	return s, granule

@@ -854,3 +854,32 @@ func TestAPlanPastTheAddressSpaceIsInvalid(t *testing.T) {
 	_, err = NewManager(s, testProps, fits)
 	require.NoError(t, err, "a plan inside the space installs")
 }
+
+// limitedSparseStorage is a sparseStorage that allocates at most limit
+// bytes at once.
+type limitedSparseStorage struct {
+	*sparseStorage
+	limit uint64
+}
+
+func (s limitedSparseStorage) MaxAllocationSize() uint64 { return s.limit }
+
+// A storage whose largest allocation is smaller than its sparse granule
+// cannot back a granule with one allocation: the Virtual layout stands
+// aside for the SubSlices pools, as on a storage without sparse residency.
+// Its chunks were a granule each, 64 KiB asked of a storage that allocates
+// 4 KiB at most.
+func TestAGranulePastTheLargestAllocationIsNoSparseResidency(t *testing.T) {
+	s := limitedSparseStorage{newSparseStorage(64 << 10), 4 << 10}
+	m, err := NewManager(s, vkruntime.DeviceProperties{Alignment: 16, MaxPageSize: 4 << 10, MemorySize: 1 << 20}, VirtualLayout(VirtualPlan{}))
+	require.NoError(t, err)
+	for _, size := range []uint64{100, 4000, 2 << 10} {
+		_, err := m.Reserve(size, Eager)
+		require.NoError(t, err)
+	}
+	_, virtual := m.Report().Dynamic[0].Kind.(VirtualKind)
+	require.False(t, virtual, "%v", m.Report().Dynamic[0].Kind)
+	for id, size := range s.live {
+		require.LessOrEqual(t, size, uint64(4<<10), "allocation %d", id)
+	}
+}
