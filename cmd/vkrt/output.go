@@ -19,7 +19,8 @@ import (
 // and renamed into place, so a failed write leaves no half-written file
 // and an old one intact; a symbolic link is followed, so the file it
 // points to is replaced and the link kept. A FIFO, a terminal or another
-// device (/dev/stdout) is written in place, never replaced by a file.
+// device (/dev/stdout) is written in place, never replaced by a file, and
+// so is a file in a directory where no file may be made.
 func writeOutput(flag, path string, write func(io.Writer) error) (err error) {
 	if path == "" {
 		return fmt.Errorf("%s: no file named", flag)
@@ -46,6 +47,12 @@ func writeOutput(flag, path string, write func(io.Writer) error) (err error) {
 		perm = fi.Mode().Perm()
 	}
 	tmp, err := createTemp(target)
+	if perm != 0 && (errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS)) {
+		// A file that may be written in a directory where no file may be
+		// made (the shell's > writes it): written over in place, so a
+		// failed write leaves it cut short, as > does.
+		return writeOver(target, write)
+	}
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
@@ -132,7 +139,35 @@ func createTemp(target string) (*os.File, error) {
 // writeInPlace writes to a file that is not a regular one (a FIFO, a
 // device) as it is.
 func writeInPlace(path string, write func(io.Writer) error) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	return writeOpened(path, os.O_WRONLY, write)
+}
+
+// writeOver writes a regular file over from its start and cuts it at the
+// end of what was written. A write that fails before its first byte (as
+// checkOutput's probe does) leaves the file as it was.
+func writeOver(path string, write func(io.Writer) error) error {
+	var n int64
+	return writeOpened(path, os.O_WRONLY, func(w io.Writer) error {
+		return write(countingWriter{w, &n})
+	}, func(f *os.File) error { return f.Truncate(n) })
+}
+
+// countingWriter counts into n the bytes written to w.
+type countingWriter struct {
+	w io.Writer
+	n *int64
+}
+
+func (c countingWriter) Write(p []byte) (int, error) {
+	k, err := c.w.Write(p)
+	*c.n += int64(k)
+	return k, err
+}
+
+// writeOpened opens path with flag, writes it through a buffer, and calls
+// each of then on the file once the write has succeeded.
+func writeOpened(path string, flag int, write func(io.Writer) error, then ...func(*os.File) error) error {
+	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
 		return err
 	}
@@ -144,6 +179,12 @@ func writeInPlace(path string, write func(io.Writer) error) error {
 	if err := w.Flush(); err != nil {
 		f.Close()
 		return err
+	}
+	for _, step := range then {
+		if err := step(f); err != nil {
+			f.Close()
+			return err
+		}
 	}
 	return f.Close()
 }

@@ -232,3 +232,40 @@ func TestOutputThroughALoopOfLinksIsRefused(t *testing.T) {
 	}
 	noTemporaryFiles(t, dir)
 }
+
+// A file that may be written in a directory where no file may be made is
+// written over in place, as the shell's > writes it: the temporary file
+// beside it could not be made, and the command refused before the work.
+// The check before the work leaves the file as it was. (An immutable
+// directory stands for one the user may not write, since root may write
+// any.)
+func TestOutputInADirectoryWhereNoFileMayBeMade(t *testing.T) {
+	tr := writeTrace(t, "run.trace", shortRun)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "workload.plan")
+	old := strings.Repeat("an old plan, longer than the new one\n", 100)
+	require.NoError(t, os.WriteFile(out, []byte(old), 0o644))
+	if err := exec.Command("chattr", "+i", dir).Run(); err != nil {
+		t.Skipf("chattr +i: %v (the file system or the user cannot make a directory immutable)", err)
+	}
+	defer exec.Command("chattr", "-i", dir).Run()
+	if f, err := os.CreateTemp(dir, "probe"); err == nil {
+		f.Close()
+		os.Remove(f.Name())
+		t.Skip("the immutable directory still takes new files")
+	}
+
+	_, _, err := execute(t, "plan", "--out", out, filepath.Join(dir, "missing.trace"))
+	require.ErrorIs(t, err, os.ErrNotExist, "the check before the work passed, then the trace was missing")
+	require.ErrorContains(t, err, "missing.trace")
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.Equal(t, old, string(data), "the check before the work changed nothing")
+
+	_, _, err = execute(t, "plan", tr, "--out", out)
+	require.NoError(t, err)
+	data, err = os.ReadFile(out)
+	require.NoError(t, err)
+	require.Contains(t, string(data), "vkrt_plan")
+	require.NotContains(t, string(data), "an old plan", "the file is cut where the plan ends")
+}
