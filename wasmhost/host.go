@@ -170,8 +170,9 @@ var wasmMagic = []byte{0x00, 'a', 's', 'm'}
 // Compile checks and compiles a guest: WebAssembly whose sections hold what
 // they claim to, with a _start taking and returning nothing, importing from
 // vkrt_v1 only functions it has with their signatures, with at most one
-// table of at most the host's entries, and functions of at most 50,000
-// locals each (see checkLocals). Anything else is ErrRefused.
+// table of at most the host's entries, functions of at most 50,000 locals
+// each (see checkLocals) and of control flow that compiles in seconds (see
+// checkControl). Anything else is ErrRefused.
 func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	h.mu.Lock()
 	if h.closed {
@@ -191,6 +192,9 @@ func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	walk, err := readModule(wasm)
 	if err == nil {
 		err = checkLocals(walk, len(wasm))
+	}
+	if err == nil {
+		err = checkControl(walk)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRefused, err)

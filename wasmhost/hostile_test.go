@@ -3,6 +3,7 @@ package wasmhost
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"testing"
 
@@ -11,7 +12,8 @@ import (
 )
 
 // hostileModules are modules whose counts would make wazero's decoder
-// allocate far more than their size, or panic; the walk refuses each.
+// allocate far more than their size, or panic, or its compiler take
+// seconds to minutes; the walk refuses each.
 // None of them may reach wazero in this process.
 func hostileModules() []struct{ name, wasm, err string } {
 	// locals is a function declaring n locals of type i32 in one entry.
@@ -46,7 +48,48 @@ func hostileModules() []struct{ name, wasm, err string } {
 			"custom section: name subsection 1: 4294967295 function names cannot fit in the 1 B left (each takes at least 2 B)"},
 		{"data of 2^32 - 1 bytes", string(binaryModule(section(sectionData, []byte{1, 1}, leb(0xffffffff, 1), []byte{0}))),
 			"data section: data segments[0]: its bytes of 4294967295 B cannot fit in the 1 B left"},
+		// wazero's compiler takes time quadratic in a function's control
+		// flow: seconds to minutes for each of these.
+		{"20,000 blocks", control(0, bytes.Repeat([]byte{2, 0x40, 0x0b}, 20000)),
+			tooMuchControl(0, 20000)},
+		{"50,000 blocks", control(0, bytes.Repeat([]byte{2, 0x40, 0x0b}, 50000)),
+			tooMuchControl(0, 50000)},
+		{"200,000 nested blocks", control(0, append(bytes.Repeat([]byte{2, 0x40}, 200000), bytes.Repeat([]byte{0x0b}, 200000)...)),
+			tooMuchControl(0, 200000)},
+		{"20,000 ifs", control(0, bytes.Repeat([]byte{0x41, 0, 4, 0x40, 0x0b}, 20000)),
+			tooMuchControl(0, 20000)},
+		{"20,000 br_ifs", control(0, bytes.Join([][]byte{{2, 0x40}, bytes.Repeat([]byte{0x41, 0, 0x0d, 0}, 20000), {0x0b}}, nil)),
+			tooMuchControl(0, 20001)},
+		{"a br_table of 100,000 labels", control(0, bytes.Join([][]byte{{2, 0x40, 0x41, 0, 0x0e}, leb(100000, 1), make([]byte, 100001), {0x0b}}, nil)),
+			tooMuchControl(0, 100002)},
+		{"10,001 loops after an imported function", control(1, bytes.Repeat([]byte{3, 0x40, 0x0b}, maxFunctionControl+1)),
+			tooMuchControl(1, 10001)},
+		{"4 functions of 10,000 loops", manyFunctions(4, controlBody(bytes.Repeat([]byte{3, 0x40, 0x0b}, maxFunctionControl))),
+			"the squares of its functions' counts of control-flow points sum to 400000000; the host allows at most 300000000"},
 	}
+}
+
+// tooMuchControl is the walk's refusal of function i of n control-flow
+// points.
+func tooMuchControl(i, n int) string {
+	return fmt.Sprintf("function %d has %d control-flow points (block, loop, if, else, br, br_if, br_table labels); the host allows at most %d", i, n, maxFunctionControl)
+}
+
+// controlBody is a function body of no locals whose instructions are code.
+func controlBody(code []byte) []byte {
+	b := append(append([]byte{0}, code...), 0x0b)
+	return append(leb(uint32(len(b)), 1), b...)
+}
+
+// control is a module of one function whose instructions are code, after
+// imports imported functions.
+func control(imports int, code []byte) string {
+	typ := section(sectionType, []byte{1, 0x60, 0, 0})
+	var imported []byte
+	if imports > 0 {
+		imported = section(sectionImport, leb(uint32(imports), 1), bytes.Repeat(bytes.Join([][]byte{wasmName("m"), wasmName("f"), {importFunc, 0}}, nil), imports))
+	}
+	return string(binaryModule(typ, imported, section(sectionFunction, []byte{1, 0}), section(sectionCode, []byte{1}, controlBody(code))))
 }
 
 // TestHostileModulesWalk: the walk refuses every hostile module, without
@@ -57,6 +100,9 @@ func TestHostileModulesWalk(t *testing.T) {
 			m, err := readModule([]byte(tc.wasm))
 			if err == nil {
 				err = checkLocals(m, len(tc.wasm))
+			}
+			if err == nil {
+				err = checkControl(m)
 			}
 			require.EqualError(t, err, tc.err)
 		})

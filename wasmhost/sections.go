@@ -3,6 +3,7 @@ package wasmhost
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // A module's binary is walked before wazero sees it. wazero's decoder is not
@@ -16,9 +17,10 @@ import (
 // vectors' counts cannot fit in what is left of their sections, each element
 // taking at least the bytes the smallest valid one of its kind takes: what
 // wazero then allocates decoding the module is bounded by the module's size.
-// Locals are counted, for checkLocals to bound. The walk parses no function
-// body and validates nothing wazero validates; it accepts every module
-// wazero decodes that is valid.
+// Locals are counted, for checkLocals to bound, and each function body's
+// control-flow points, for checkControl (see body.go). The walk validates
+// nothing wazero validates; it accepts every module wazero decodes that is
+// valid.
 
 // wasmModule is what the walk of a module finds.
 type wasmModule struct {
@@ -31,6 +33,14 @@ type wasmModule struct {
 	// function's index.
 	locals, mostLocals uint64
 	mostLocalsFunc     uint32
+	// controlSquares is the sum of the squares of the functions' counts of
+	// control-flow points (see bodyControl); mostControl the largest
+	// count, and mostControlFunc that function's index.
+	controlSquares, mostControl uint64
+	mostControlFunc             uint32
+	// unread is why the walk could not read the first body it could not
+	// read to its end; wazero refuses such a module.
+	unread error
 }
 
 // signed skips a signed LEB128 of at most n bytes; its value is wazero's
@@ -325,7 +335,10 @@ func (r *wasmReader) data() error {
 }
 
 // readCode reads the size of function body i and its locals, which must
-// fit in it; the instructions after them are wazero's to read.
+// fit in it, and counts the control-flow points of its instructions. A
+// body whose instructions the walk cannot read to their end is counted up
+// to there and left to wazero, whose validation refuses it before
+// compiling anything.
 func (m *wasmModule) readCode(r *wasmReader, i uint32) error {
 	size, err := r.u32()
 	if err != nil {
@@ -351,6 +364,20 @@ func (m *wasmModule) readCode(r *wasmReader, i uint32) error {
 	m.locals += locals
 	if locals > m.mostLocals {
 		m.mostLocals, m.mostLocalsFunc = locals, m.importedFuncs+i
+	}
+	n, err := bodyControl(b)
+	if err != nil && m.unread == nil {
+		m.unread = fmt.Errorf("function %d: %w", m.importedFuncs+i, err)
+	}
+	// n is at most the body's size, less than 2^32: its square fits, and
+	// the sum stops at the largest uint64.
+	if sq := n * n; m.controlSquares > math.MaxUint64-sq {
+		m.controlSquares = math.MaxUint64
+	} else {
+		m.controlSquares += sq
+	}
+	if n > m.mostControl {
+		m.mostControl, m.mostControlFunc = n, m.importedFuncs+i
 	}
 	return nil
 }
@@ -430,6 +457,21 @@ func checkLocals(m wasmModule, size int) error {
 	}
 	if limit := max(maxModuleLocals, uint64(size)); m.locals > limit {
 		return fmt.Errorf("its functions declare %d locals in all; the host allows at most %d in a module of %d B", m.locals, limit, size)
+	}
+	return nil
+}
+
+// checkControl refuses a module with a function of more than
+// maxFunctionControl control-flow points, or whose functions' counts have
+// squares summing past maxModuleControlSquares.
+func checkControl(m wasmModule) error {
+	if m.mostControl > maxFunctionControl {
+		return fmt.Errorf("function %d has %d control-flow points (block, loop, if, else, br, br_if, br_table labels); the host allows at most %d",
+			m.mostControlFunc, m.mostControl, maxFunctionControl)
+	}
+	if m.controlSquares > maxModuleControlSquares {
+		return fmt.Errorf("the squares of its functions' counts of control-flow points sum to %d; the host allows at most %d",
+			m.controlSquares, maxModuleControlSquares)
 	}
 	return nil
 }

@@ -91,8 +91,13 @@ func TestVectorCounts(t *testing.T) {
 
 // wazeroV2Compiles compiles wasm with every WebAssembly 2.0 feature.
 func wazeroV2Compiles(wasm []byte) error {
+	return wazeroCompiles(wazero.NewRuntimeConfigInterpreter().WithCoreFeatures(api.CoreFeaturesV2), wasm)
+}
+
+// wazeroCompiles compiles wasm in a runtime of config rc.
+func wazeroCompiles(rc wazero.RuntimeConfig, wasm []byte) error {
 	ctx := context.Background()
-	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCoreFeatures(api.CoreFeaturesV2))
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
 	defer rt.Close(ctx)
 	cm, err := rt.CompileModule(ctx, wasm)
 	if err == nil {
