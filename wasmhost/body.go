@@ -27,18 +27,38 @@ import (
 //
 // Spread over functions the cost stays about that of the points' squares:
 // 3 functions of 10,000 loops compiled in 5.1 s, 30 of 3,162 in 4.7 s, 300
-// of 1,000 in 5.2 s (ifs: 5.0, 5.0, 5.8 s). The Go guests the host runs
-// (examples/transformer.wasm and mlp.wasm, the tests' guests) count at
-// most 2,181 in a function (one of Go's runtime) and 3.7e7 to 5.2e7 for
-// the sum of their functions' squares; the walk takes 8 ms beside the 1.1
-// to 2.2 s transformer.wasm compiles in. checkControl allows maxFunctionControl
+// of 1,000 in 5.2 s (ifs: 5.0, 5.0, 5.8 s).
+//
+// Locals multiply it: each control-flow point the compiler carries a local
+// through costs in proportion to the function's locals and parameters.
+// 1,000 ifs and then a read of each of 5,000 locals (25 KB) compiled in 28
+// s, 100 nested loops around 20,000 locals (127 KB) in 34 s. The time
+// follows points × (locals and parameters)²: at 10^9, 10 ifs and 10,000
+// locals compiled in 1.8 s, 100 and 3,162 in 3.5 s, 1,000 and 1,000 in
+// 1.3 to 4.0 s (nested loops 2.3, 2.7, 2.8 s), 10,000 ifs and 316 locals
+// in 4.9 s (10,000 ifs alone 1.9 s), on that machine under other work: a
+// point squared costs about what 5 to 15 of that product do, and the
+// product counts for an eighth of one.
+//
+// The Go guests the host runs (examples/transformer.wasm and mlp.wasm, the
+// tests' guests) count at most 2,181 points in a function (one of Go's
+// runtime) and 3.7 to 5.2×10^7 for the sum of their functions' squares;
+// their points times the square of their locals and parameters make at
+// most 340,011 in a function and 1.3×10^7 in all. The walk takes 8 ms beside the 1.1 to 2.2 s
+// transformer.wasm compiles in. checkControl allows maxFunctionControl
 // points in a function, 4.6 times Go's most (1.9 s of loops, the worst
-// kind), and maxModuleControlSquares for the sum of the squares of a
-// module's functions' counts, 5.8 times Go's most: about 5 s of compile
-// however the points are spread.
+// kind), maxFunctionControlLocals for its points times the square of its
+// locals and parameters, 2,900 times Go's most, and maxModuleControlCost
+// for the sum over the functions of their points squared plus that product
+// over controlLocalsWeight, 5.6 times Go's most: about 5 s of compile
+// however it is spread (2 functions of 5,000 ifs and then reads of 447
+// locals, 3.0×10^8, compiled in 4.0 s; 10,000 ifs and 316 locals,
+// 2.2×10^8, in 3.9 s).
 const (
-	maxFunctionControl      = 10000
-	maxModuleControlSquares = 3 * maxFunctionControl * maxFunctionControl
+	maxFunctionControl       = 10000
+	maxFunctionControlLocals = 1_000_000_000
+	controlLocalsWeight      = 8
+	maxModuleControlCost     = 3 * maxFunctionControl * maxFunctionControl
 )
 
 // errUnknownInstruction stops the walk of a body at an instruction it does

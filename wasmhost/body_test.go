@@ -127,7 +127,7 @@ func TestBodyInstructions(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, m.unread)
 		require.Equal(t, control, m.mostControl)
-		require.Equal(t, control*control, m.controlSquares)
+		require.Equal(t, control*control+control*5*5/controlLocalsWeight, m.controlCost) // 5 locals
 		require.NoError(t, validates(wasm))
 	}
 	for _, in := range ins {
@@ -198,7 +198,7 @@ func TestUnknownInstructions(t *testing.T) {
 }
 
 // TestControlAtTheBounds: a function of maxFunctionControl blocks, and
-// three of them (maxModuleControlSquares), are read, allowed and compiled;
+// three of them (maxModuleControlCost), are read, allowed and compiled;
 // a block more in a function, or a fourth function of one block, is
 // refused.
 func TestControlAtTheBounds(t *testing.T) {
@@ -214,16 +214,16 @@ func TestControlAtTheBounds(t *testing.T) {
 		err                  string
 	}{
 		{wasm: module(blocks(1), blocks(maxFunctionControl)), most: maxFunctionControl, squares: maxFunctionControl*maxFunctionControl + 1, which: 1},
-		{wasm: module(blocks(maxFunctionControl), blocks(maxFunctionControl), blocks(maxFunctionControl)), most: maxFunctionControl, squares: maxModuleControlSquares},
+		{wasm: module(blocks(maxFunctionControl), blocks(maxFunctionControl), blocks(maxFunctionControl)), most: maxFunctionControl, squares: maxModuleControlCost},
 		{wasm: module(blocks(1), blocks(maxFunctionControl+1)), most: maxFunctionControl + 1, squares: (maxFunctionControl+1)*(maxFunctionControl+1) + 1, which: 1,
 			err: tooMuchControl(1, maxFunctionControl+1)},
-		{wasm: module(blocks(maxFunctionControl), blocks(maxFunctionControl), blocks(maxFunctionControl), blocks(1)), most: maxFunctionControl, squares: maxModuleControlSquares + 1,
-			err: "the squares of its functions' counts of control-flow points sum to 300000001; the host allows at most 300000000"},
+		{wasm: module(blocks(maxFunctionControl), blocks(maxFunctionControl), blocks(maxFunctionControl), blocks(1)), most: maxFunctionControl, squares: maxModuleControlCost + 1,
+			err: "its functions' control-flow points squared, plus their points times the square of their locals and parameters over 8, make 300000001; the host allows at most 300000000"},
 	} {
 		m, err := readModule(tc.wasm)
 		require.NoError(t, err)
 		require.NoError(t, m.unread)
-		require.Equal(t, []uint64{tc.most, tc.squares, tc.which}, []uint64{m.mostControl, m.controlSquares, uint64(m.mostControlFunc)})
+		require.Equal(t, []uint64{tc.most, tc.squares, tc.which}, []uint64{m.mostControl, m.controlCost, uint64(m.mostControlFunc)})
 		if tc.err != "" {
 			require.EqualError(t, checkControl(m), tc.err)
 			continue
@@ -235,17 +235,61 @@ func TestControlAtTheBounds(t *testing.T) {
 
 // TestGoGuestsControl: the walk reads every body of the Go guests to its
 // end, and their control flow is well inside the bounds: a function of at
-// most a quarter of maxFunctionControl points, squares summing to at most
-// a quarter of maxModuleControlSquares.
+// most a quarter of maxFunctionControl points and a thousandth of
+// maxFunctionControlLocals, a module of at most a quarter of
+// maxModuleControlCost.
 func TestGoGuestsControl(t *testing.T) {
 	for _, pkg := range []string{"examples/transformer", "examples/mlp", "wasmhost/testdata/guests/sdk"} {
 		m, err := readModule(buildGuest(t, pkg))
 		require.NoError(t, err, pkg)
 		require.NoError(t, m.unread, pkg)
 		require.NoError(t, checkControl(m), pkg)
-		t.Logf("%s: at most %d control-flow points in function %d, squares summing to %d", pkg, m.mostControl, m.mostControlFunc, m.controlSquares)
+		t.Logf("%s: at most %d control-flow points (function %d), %d points times locals squared (function %d), cost %d",
+			pkg, m.mostControl, m.mostControlFunc, m.mostControlLocals, m.mostControlLocalsFunc, m.controlCost)
 		require.Positive(t, m.mostControl, pkg)
 		require.LessOrEqual(t, m.mostControl, uint64(maxFunctionControl/4), pkg)
-		require.LessOrEqual(t, m.controlSquares, uint64(maxModuleControlSquares/4), pkg)
+		require.LessOrEqual(t, m.mostControlLocals, uint64(maxFunctionControlLocals/1000), pkg)
+		require.LessOrEqual(t, m.controlCost, uint64(maxModuleControlCost/4), pkg)
+	}
+}
+
+// TestControlLocalsAtTheBounds: a function whose control-flow points times
+// the square of its locals and parameters make maxFunctionControlLocals,
+// of locals or of parameters and locals, is allowed and compiled, and two
+// of them; one local more, or a third such function, is refused.
+func TestControlLocalsAtTheBounds(t *testing.T) {
+	ifs := bytes.Repeat([]byte{0x41, 0, 4, 0x40, 0x0b}, 10)
+	atBound := localsBody(10000, ifs) // 10 × 10,000²
+	// Type 1 has 5,000 parameters.
+	typ := section(sectionType, []byte{2, 0x60, 0, 0, 0x60}, leb(5000, 1), bytes.Repeat([]byte{0x7f}, 5000), []byte{0})
+	module := func(bodies ...[]byte) []byte {
+		return binaryModule(typ, section(sectionFunction, leb(uint32(len(bodies)), 1), make([]byte, len(bodies))),
+			section(sectionCode, leb(uint32(len(bodies)), 1), bytes.Join(bodies, nil)))
+	}
+	const cost = 10*10 + maxFunctionControlLocals/controlLocalsWeight
+	for _, tc := range []struct {
+		wasm       []byte
+		most, cost uint64
+		err        string
+	}{
+		{wasm: module(atBound), most: maxFunctionControlLocals, cost: cost},
+		{wasm: binaryModule(typ, section(sectionFunction, []byte{1, 1}), section(sectionCode, []byte{1}, localsBody(5000, ifs))),
+			most: maxFunctionControlLocals, cost: cost},
+		{wasm: module(atBound, atBound), most: maxFunctionControlLocals, cost: 2 * cost},
+		{wasm: module(localsBody(10001, ifs)), most: 10 * 10001 * 10001, cost: 10*10 + 10*10001*10001/controlLocalsWeight,
+			err: "function 0: its control-flow points times the square of its locals and parameters make 1000200010; the host allows at most 1000000000"},
+		{wasm: module(atBound, atBound, atBound), most: maxFunctionControlLocals, cost: 3 * cost,
+			err: "its functions' control-flow points squared, plus their points times the square of their locals and parameters over 8, make 375000300; the host allows at most 300000000"},
+	} {
+		m, err := readModule(tc.wasm)
+		require.NoError(t, err)
+		require.NoError(t, m.unread)
+		require.Equal(t, []uint64{tc.most, tc.cost}, []uint64{m.mostControlLocals, m.controlCost})
+		if tc.err != "" {
+			require.EqualError(t, checkControl(m), tc.err)
+			continue
+		}
+		require.NoError(t, checkControl(m))
+		require.NoError(t, validates(tc.wasm))
 	}
 }

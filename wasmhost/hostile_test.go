@@ -65,8 +65,51 @@ func hostileModules() []struct{ name, wasm, err string } {
 		{"10,001 loops after an imported function", control(1, bytes.Repeat([]byte{3, 0x40, 0x0b}, maxFunctionControl+1)),
 			tooMuchControl(1, 10001)},
 		{"4 functions of 10,000 loops", manyFunctions(4, controlBody(bytes.Repeat([]byte{3, 0x40, 0x0b}, maxFunctionControl))),
-			"the squares of its functions' counts of control-flow points sum to 400000000; the host allows at most 300000000"},
+			"its functions' control-flow points squared, plus their points times the square of their locals and parameters over 8, make 400000000; the host allows at most 300000000"},
+		// Locals multiply it: 28 s and 34 s.
+		{"1,000 ifs and then 5,000 locals read (25 KB)", string(localsControl(0, 5000, ifsThenReads(1000, 5000))),
+			"function 0: its control-flow points times the square of its locals and parameters make 25000000000; the host allows at most 1000000000"},
+		{"100 nested loops around 20,000 locals", string(localsControl(0, 20000, nestedAround(100, 20000))),
+			"function 0: its control-flow points times the square of its locals and parameters make 40000000000; the host allows at most 1000000000"},
+		{"1,000 ifs and then 5,000 parameters read", string(localsControl(5000, 0, ifsThenReads(1000, 5000))),
+			"function 0: its control-flow points times the square of its locals and parameters make 25000000000; the host allows at most 1000000000"},
+		{"3 functions of 1,000 ifs and 1,000 locals", manyFunctions(3, localsBody(1000, ifsThenReads(1000, 1000))),
+			"its functions' control-flow points squared, plus their points times the square of their locals and parameters over 8, make 378000000; the host allows at most 300000000"},
 	}
+}
+
+// localsBody is a function body declaring locals i32 locals whose
+// instructions are code.
+func localsBody(locals uint32, code []byte) []byte {
+	b := bytes.Join([][]byte{{1}, leb(locals, 1), {0x7f}, code, {0x0b}}, nil)
+	return append(leb(uint32(len(b)), 1), b...)
+}
+
+// localsControl is a module of one function of params i32 parameters and
+// locals i32 locals whose instructions are code.
+func localsControl(params, locals uint32, code []byte) []byte {
+	typ := section(sectionType, []byte{1, 0x60}, leb(params, 1), bytes.Repeat([]byte{0x7f}, int(params)), []byte{0})
+	return binaryModule(typ, section(sectionFunction, []byte{1, 0}), section(sectionCode, []byte{1}, localsBody(locals, code)))
+}
+
+// ifsThenReads is n empty ifs and then a read of each of the first vars
+// locals.
+func ifsThenReads(n, vars int) []byte {
+	code := bytes.Repeat([]byte{0x41, 0, 4, 0x40, 0x0b}, n)
+	for i := 0; i < vars; i++ {
+		code = append(append(append(code, 0x20), leb(uint32(i), 1)...), 0x1a)
+	}
+	return code
+}
+
+// nestedAround is n nested loops around a read and a write of each of the
+// first vars locals.
+func nestedAround(n, vars int) []byte {
+	code := bytes.Repeat([]byte{3, 0x40}, n)
+	for i := 0; i < vars; i++ {
+		code = append(append(append(append(code, 0x20), leb(uint32(i), 1)...), 0x21), leb(uint32(i), 1)...)
+	}
+	return append(code, bytes.Repeat([]byte{0x0b}, n)...)
 }
 
 // tooMuchControl is the walk's refusal of function i of n control-flow

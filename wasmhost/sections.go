@@ -33,11 +33,17 @@ type wasmModule struct {
 	// function's index.
 	locals, mostLocals uint64
 	mostLocalsFunc     uint32
-	// controlSquares is the sum of the squares of the functions' counts of
-	// control-flow points (see bodyControl); mostControl the largest
-	// count, and mostControlFunc that function's index.
-	controlSquares, mostControl uint64
-	mostControlFunc             uint32
+	// mostControl is the most control-flow points (see bodyControl) a
+	// function has, and mostControlFunc that function's index;
+	// mostControlLocals the most a function's points times the square of
+	// its locals and parameters make, and mostControlLocalsFunc that
+	// function's index. controlCost sums what the compile of each function
+	// costs (see maxModuleControlCost).
+	controlCost, mostControl, mostControlLocals uint64
+	mostControlFunc, mostControlLocalsFunc      uint32
+	// typeParams is how many parameters each type has; funcTypes the type
+	// of each of the module's own functions.
+	typeParams, funcTypes []uint32
 	// unread is why the walk could not read the first body it could not
 	// read to its end; wazero refuses such a module.
 	unread error
@@ -149,15 +155,19 @@ func (m *wasmModule) readSection(id byte, s *wasmReader) error {
 				return err
 			}
 			if c == 0x4e { // a recursion group
-				return vector(s, "types of a recursion group", minFuncType, func(uint32) error { return s.funcType() })
+				return vector(s, "types of a recursion group", minFuncType, func(uint32) error { return m.funcType(s) })
 			}
 			s.off--
-			return s.funcType()
+			return m.funcType(s)
 		})
 	case sectionImport:
 		return m.readImports(s)
 	case sectionFunction:
-		return vector(s, "functions", 1, func(uint32) error { _, err := s.u32(); return err })
+		return vector(s, "functions", 1, func(uint32) error {
+			t, err := s.u32()
+			m.funcTypes = append(m.funcTypes, t)
+			return err
+		})
 	case sectionTable:
 		return vector(s, "tables", minTable, func(uint32) error {
 			t, err := s.table()
@@ -210,17 +220,19 @@ func (m *wasmModule) readSection(id byte, s *wasmReader) error {
 	return nil
 }
 
-// valueTypes skips a vector of value types, of one byte at least each.
-func (r *wasmReader) valueTypes(what string) error {
+// valueTypes skips a vector of value types, of one byte at least each, and
+// returns how many there are.
+func (r *wasmReader) valueTypes(what string) (uint32, error) {
 	n, err := r.count(what, 1)
 	for i := uint32(0); i < n && err == nil; i++ {
 		err = r.valueType()
 	}
-	return err
+	return n, err
 }
 
-// funcType skips a function type: 0x60, its parameters and its results.
-func (r *wasmReader) funcType() error {
+// funcType reads a function type, 0x60, its parameters and its results,
+// and keeps how many parameters it has.
+func (m *wasmModule) funcType(r *wasmReader) error {
 	c, err := r.byte()
 	if err != nil {
 		return err
@@ -228,10 +240,13 @@ func (r *wasmReader) funcType() error {
 	if c != 0x60 {
 		return fmt.Errorf("a function type starting %#x", c)
 	}
-	if err := r.valueTypes("parameters"); err != nil {
+	params, err := r.valueTypes("parameters")
+	if err != nil {
 		return err
 	}
-	return r.valueTypes("results")
+	m.typeParams = append(m.typeParams, params)
+	_, err = r.valueTypes("results")
+	return err
 }
 
 // constExpr skips a constant expression up to its end, knowing the
@@ -369,17 +384,30 @@ func (m *wasmModule) readCode(r *wasmReader, i uint32) error {
 	if err != nil && m.unread == nil {
 		m.unread = fmt.Errorf("function %d: %w", m.importedFuncs+i, err)
 	}
-	// n is at most the body's size, less than 2^32: its square fits, and
-	// the sum stops at the largest uint64.
-	if sq := n * n; m.controlSquares > math.MaxUint64-sq {
-		m.controlSquares = math.MaxUint64
-	} else {
-		m.controlSquares += sq
-	}
 	if n > m.mostControl {
 		m.mostControl, m.mostControlFunc = n, m.importedFuncs+i
 	}
+	vars := locals
+	if i < uint32(len(m.funcTypes)) && m.funcTypes[i] < uint32(len(m.typeParams)) {
+		vars += uint64(m.typeParams[m.funcTypes[i]])
+	}
+	// Past 2^22 points or 2^20 locals a function is refused whatever the
+	// rest: the caps keep the products from overflowing.
+	n, vars = min(n, 1<<22), min(vars, 1<<20)
+	product := n * vars * vars
+	if product > m.mostControlLocals {
+		m.mostControlLocals, m.mostControlLocalsFunc = product, m.importedFuncs+i
+	}
+	m.controlCost = addUpTo(m.controlCost, n*n+product/controlLocalsWeight)
 	return nil
+}
+
+// addUpTo is a+b, or the largest uint64 if that is less.
+func addUpTo(a, b uint64) uint64 {
+	if a > math.MaxUint64-b {
+		return math.MaxUint64
+	}
+	return a + b
 }
 
 // readNames reads the "name" section's subsections: the module's name,
@@ -462,16 +490,21 @@ func checkLocals(m wasmModule, size int) error {
 }
 
 // checkControl refuses a module with a function of more than
-// maxFunctionControl control-flow points, or whose functions' counts have
-// squares summing past maxModuleControlSquares.
+// maxFunctionControl control-flow points, or whose points times the square
+// of its locals and parameters make more than maxFunctionControlLocals, or
+// whose functions cost more than maxModuleControlCost in all.
 func checkControl(m wasmModule) error {
 	if m.mostControl > maxFunctionControl {
 		return fmt.Errorf("function %d has %d control-flow points (block, loop, if, else, br, br_if, br_table labels); the host allows at most %d",
 			m.mostControlFunc, m.mostControl, maxFunctionControl)
 	}
-	if m.controlSquares > maxModuleControlSquares {
-		return fmt.Errorf("the squares of its functions' counts of control-flow points sum to %d; the host allows at most %d",
-			m.controlSquares, maxModuleControlSquares)
+	if m.mostControlLocals > maxFunctionControlLocals {
+		return fmt.Errorf("function %d: its control-flow points times the square of its locals and parameters make %d; the host allows at most %d",
+			m.mostControlLocalsFunc, m.mostControlLocals, maxFunctionControlLocals)
+	}
+	if m.controlCost > maxModuleControlCost {
+		return fmt.Errorf("its functions' control-flow points squared, plus their points times the square of their locals and parameters over %d, make %d; the host allows at most %d",
+			controlLocalsWeight, m.controlCost, maxModuleControlCost)
 	}
 	return nil
 }

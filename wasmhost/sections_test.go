@@ -126,7 +126,8 @@ func TestLocalsAtTheBounds(t *testing.T) {
 		section(sectionFunction, []byte{1, 0}), section(sectionCode, []byte{1, 8, 2}, leb(maxFunctionLocals-1, 1), []byte{0x7f, 1, 0x7e, 0x0b}))
 	m, err := readModule(wasm)
 	require.NoError(t, err)
-	require.Equal(t, wasmModule{importedFuncs: 1, locals: maxFunctionLocals, mostLocals: maxFunctionLocals, mostLocalsFunc: 1}, m)
+	require.Equal(t, wasmModule{importedFuncs: 1, locals: maxFunctionLocals, mostLocals: maxFunctionLocals, mostLocalsFunc: 1,
+		typeParams: []uint32{0}, funcTypes: []uint32{0}}, m)
 	require.NoError(t, checkLocals(m, len(wasm)))
 	require.NoError(t, wazeroV2Compiles(wasm))
 }
