@@ -54,11 +54,19 @@ import (
 // however it is spread (2 functions of 5,000 ifs and then reads of 447
 // locals, 3.0×10^8, compiled in 4.0 s; 10,000 ifs and 316 locals,
 // 2.2×10^8, in 3.9 s).
+//
+// A larger module may cost controlCostPerByte for each of its bytes if that
+// is more, as its compile takes longer anyway: the Go guests cost 13 to 15
+// a byte (4.05×10^7 for transformer.wasm's 3 MB), so a Go guest of any
+// size stays 6 times inside it, and a hostile module costs about 2 s of
+// compile a megabyte past 3 MB (a function of maxFunctionControl points
+// takes some 30 KB of blocks, loops or ifs).
 const (
 	maxFunctionControl       = 10000
 	maxFunctionControlLocals = 1_000_000_000
 	controlLocalsWeight      = 8
 	maxModuleControlCost     = 3 * maxFunctionControl * maxFunctionControl
+	controlCostPerByte       = 100
 )
 
 // errUnknownInstruction stops the walk of a body at an instruction it does

@@ -225,10 +225,10 @@ func TestControlAtTheBounds(t *testing.T) {
 		require.NoError(t, m.unread)
 		require.Equal(t, []uint64{tc.most, tc.squares, tc.which}, []uint64{m.mostControl, m.controlCost, uint64(m.mostControlFunc)})
 		if tc.err != "" {
-			require.EqualError(t, checkControl(m), tc.err)
+			require.EqualError(t, checkControl(m, len(tc.wasm)), tc.err)
 			continue
 		}
-		require.NoError(t, checkControl(m))
+		require.NoError(t, checkControl(m, len(tc.wasm)))
 		require.NoError(t, validates(tc.wasm))
 	}
 }
@@ -243,7 +243,7 @@ func TestGoGuestsControl(t *testing.T) {
 		m, err := readModule(buildGuest(t, pkg))
 		require.NoError(t, err, pkg)
 		require.NoError(t, m.unread, pkg)
-		require.NoError(t, checkControl(m), pkg)
+		require.NoError(t, checkControl(m, 0), pkg) // within the budget of any size
 		t.Logf("%s: at most %d control-flow points (function %d), %d points times locals squared (function %d), cost %d",
 			pkg, m.mostControl, m.mostControlFunc, m.mostControlLocals, m.mostControlLocalsFunc, m.controlCost)
 		require.Positive(t, m.mostControl, pkg)
@@ -251,6 +251,17 @@ func TestGoGuestsControl(t *testing.T) {
 		require.LessOrEqual(t, m.mostControlLocals, uint64(maxFunctionControlLocals/1000), pkg)
 		require.LessOrEqual(t, m.controlCost, uint64(maxModuleControlCost/4), pkg)
 	}
+}
+
+// A module larger than 3 MB may cost controlCostPerByte a byte: the
+// budget grows with it, as its compile time does.
+func TestControlBudgetGrowsWithTheModule(t *testing.T) {
+	m := wasmModule{mostControl: 100, controlCost: 4e8}
+	require.NoError(t, checkControl(m, 4_000_000))
+	require.EqualError(t, checkControl(m, 3_999_999),
+		"its functions' control-flow points squared, plus their points times the square of their locals and parameters over 8, make 400000000; the host allows at most 399999900")
+	require.EqualError(t, checkControl(m, 1000),
+		"its functions' control-flow points squared, plus their points times the square of their locals and parameters over 8, make 400000000; the host allows at most 300000000")
 }
 
 // TestControlLocalsAtTheBounds: a function whose control-flow points times
@@ -286,10 +297,10 @@ func TestControlLocalsAtTheBounds(t *testing.T) {
 		require.NoError(t, m.unread)
 		require.Equal(t, []uint64{tc.most, tc.cost}, []uint64{m.mostControlLocals, m.controlCost})
 		if tc.err != "" {
-			require.EqualError(t, checkControl(m), tc.err)
+			require.EqualError(t, checkControl(m, len(tc.wasm)), tc.err)
 			continue
 		}
-		require.NoError(t, checkControl(m))
+		require.NoError(t, checkControl(m, len(tc.wasm)))
 		require.NoError(t, validates(tc.wasm))
 	}
 }

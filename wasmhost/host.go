@@ -194,7 +194,7 @@ func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 		err = checkLocals(walk, len(wasm))
 	}
 	if err == nil {
-		err = checkControl(walk)
+		err = checkControl(walk, len(wasm))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRefused, err)

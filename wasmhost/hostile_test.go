@@ -145,7 +145,7 @@ func TestHostileModulesWalk(t *testing.T) {
 				err = checkLocals(m, len(tc.wasm))
 			}
 			if err == nil {
-				err = checkControl(m)
+				err = checkControl(m, len(tc.wasm))
 			}
 			require.EqualError(t, err, tc.err)
 		})

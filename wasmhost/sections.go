@@ -489,11 +489,13 @@ func checkLocals(m wasmModule, size int) error {
 	return nil
 }
 
-// checkControl refuses a module with a function of more than
-// maxFunctionControl control-flow points, or whose points times the square
-// of its locals and parameters make more than maxFunctionControlLocals, or
-// whose functions cost more than maxModuleControlCost in all.
-func checkControl(m wasmModule) error {
+// checkControl refuses a module of size bytes with a function of more
+// than maxFunctionControl control-flow points, or whose points times the
+// square of its locals and parameters make more than
+// maxFunctionControlLocals, or whose functions cost more than
+// maxModuleControlCost in all (or controlCostPerByte a byte, if that is
+// more).
+func checkControl(m wasmModule, size int) error {
 	if m.mostControl > maxFunctionControl {
 		return fmt.Errorf("function %d has %d control-flow points (block, loop, if, else, br, br_if, br_table labels); the host allows at most %d",
 			m.mostControlFunc, m.mostControl, maxFunctionControl)
@@ -502,9 +504,9 @@ func checkControl(m wasmModule) error {
 		return fmt.Errorf("function %d: its control-flow points times the square of its locals and parameters make %d; the host allows at most %d",
 			m.mostControlLocalsFunc, m.mostControlLocals, maxFunctionControlLocals)
 	}
-	if m.controlCost > maxModuleControlCost {
+	if limit := max(maxModuleControlCost, controlCostPerByte*uint64(size)); m.controlCost > limit {
 		return fmt.Errorf("its functions' control-flow points squared, plus their points times the square of their locals and parameters over %d, make %d; the host allows at most %d",
-			controlLocalsWeight, m.controlCost, maxModuleControlCost)
+			controlLocalsWeight, m.controlCost, limit)
 	}
 	return nil
 }
