@@ -362,7 +362,7 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 	callCtx := context.WithValue(runCtx, instanceKey{}, inst)
 
 	res := &Result{DryRun: inst.dry}
-	mod, err := h.rt.InstantiateModule(callCtx, m.compiled, moduleConfig(cfg, h.sleeper(runCtx), h.output(runCtx)))
+	mod, err := h.rt.InstantiateModule(callCtx, m.compiled, moduleConfig(cfg, h.sleeper(runCtx)))
 	if err == nil {
 		_, err = mod.ExportedFunction("_start").Call(callCtx)
 		if mem := guestMemory(mod); mem != nil {
@@ -476,49 +476,7 @@ func (h *Host) sleeper(runCtx context.Context) sys.Nanosleep {
 	}
 }
 
-// output is a guest's standard output or error, w, ending the guest at the
-// run's deadline or when the host closes while a write blocks (a pipe
-// nobody reads), as a sleep does: the write goes on from a goroutine of
-// its own, and from a copy, since the guest's memory is the guest's again
-// once it has ended. Writes are one at a time: one the guest is ended
-// during is the last of its run. A plain Write held a guest of 300 ms
-// deadline, and Close with it, until the reader went away.
-func (h *Host) output(runCtx context.Context) func(w io.Writer) io.Writer {
-	return func(w io.Writer) io.Writer {
-		return writerFunc(func(p []byte) (int, error) {
-			type result struct {
-				n   int
-				err error
-			}
-			done := make(chan result, 1)
-			p = bytes.Clone(p)
-			go func() {
-				n, err := w.Write(p)
-				done <- result{n, err}
-			}()
-			code := uint32(sys.ExitCodeDeadlineExceeded)
-			select {
-			case r := <-done:
-				return r.n, r.err
-			case <-runCtx.Done():
-			case <-h.closing:
-				code = closedExitCode
-			}
-			select {
-			case r := <-done: // the write finished too: nothing is left writing
-				return r.n, r.err
-			default:
-				panic(sys.NewExitError(code))
-			}
-		})
-	}
-}
-
-type writerFunc func(p []byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
-func moduleConfig(cfg runConfig, sleep sys.Nanosleep, output func(io.Writer) io.Writer) wazero.ModuleConfig {
+func moduleConfig(cfg runConfig, sleep sys.Nanosleep) wazero.ModuleConfig {
 	mc := wazero.NewModuleConfig().WithName("").WithStartFunctions().WithArgs(cfg.args...)
 	for _, kv := range cfg.env {
 		mc = mc.WithEnv(kv[0], kv[1])
@@ -530,12 +488,12 @@ func moduleConfig(cfg runConfig, sleep sys.Nanosleep, output func(io.Writer) io.
 		}
 		mc = mc.WithFSConfig(fs)
 	}
-	out, errOut := io.Discard, io.Discard
-	if cfg.stdout != nil {
-		out = output(cfg.stdout)
+	out, errOut := cfg.stdout, cfg.stderr
+	if out == nil {
+		out = io.Discard
 	}
-	if cfg.stderr != nil {
-		errOut = output(cfg.stderr)
+	if errOut == nil {
+		errOut = io.Discard
 	}
 	mc = mc.WithStdout(out).WithStderr(errOut)
 	if cfg.clocks {
