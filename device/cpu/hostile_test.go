@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	goruntime "runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,7 +184,9 @@ func TestEmptyMatMulsReturnAtOnce(t *testing.T) {
 // softmax of one row of 2^24 columns ran its 0.6 s whole past a deadline
 // a tenth of that and returned nil, a layer norm of it and a matmul of one
 // row by K x N = 2^13 x 2^12 ran theirs whole before they returned
-// DeadlineExceeded.
+// DeadlineExceeded. The context here ends at a chosen look rather than at a
+// time, so the test does not hang on how fast the host runs the row: timed,
+// a run slowed by fresh pages set a deadline the next run beat.
 func TestLongRowsStopWhenTheContextEnds(t *testing.T) {
 	d := newDevice(t)
 	alloc := func(n uint64) vkruntime.StorageHandle {
@@ -198,21 +201,17 @@ func TestLongRowsStopWhenTheContextEnds(t *testing.T) {
 		for i, n := range sizes {
 			hs[i] = alloc(n)
 		}
-		// Timed whole first (the faster of two runs, the first touching
-		// fresh pages), so the deadline falls inside the row however fast
-		// the host runs it.
-		whole := time.Duration(math.MaxInt64)
-		for range 2 {
-			start := time.Now()
-			require.NoError(t, d.Dispatch(t.Context(), []kernel.Op{l.With(hs...)}), l.Kernel.Name)
-			whole = min(whole, time.Since(start))
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), whole/10)
-		start := time.Now()
-		err := d.Dispatch(ctx, []kernel.Op{l.With(hs...)})
-		cancel()
+		whole := &endsAtLook{Context: t.Context()}
+		require.NoError(t, d.Dispatch(whole, []kernel.Op{l.With(hs...)}), l.Kernel.Name)
+		looks := whole.looks.Load()
+		// One row of 2^24 elements (or multiply-adds past 2^25) is hundreds
+		// of chunks; a kernel that looked only between rows looked twice.
+		require.Greater(t, looks, int64(64), "%s looked at its context %d times in one row", l.Kernel.Name, looks)
+
+		ending := &endsAtLook{Context: t.Context(), endAt: looks / 2}
+		err := d.Dispatch(ending, []kernel.Op{l.With(hs...)})
 		require.ErrorIs(t, err, context.DeadlineExceeded, l.Kernel.Name)
-		require.Less(t, time.Since(start), whole/2, "%s: %v whole", l.Kernel.Name, whole)
+		require.Equal(t, looks/2, ending.looks.Load(), "%s went on looking after its context ended", l.Kernel.Name)
 	}
 
 	// Paced, they still compute the reference's results bit for bit, in
@@ -246,4 +245,19 @@ func TestNewRefusesAlignmentsThatLeaveNoPage(t *testing.T) {
 	d := newDevice(t, cpu.WithAlignment(1<<31), cpu.WithMemorySize(1<<33))
 	require.EqualValues(t, 1<<31, d.Properties().MaxPageSize)
 	require.NoError(t, d.Properties().Validate())
+}
+
+// endsAtLook is a context whose Err counts the calls made to it and, from
+// call endAt on (when endAt > 0), says the deadline has passed.
+type endsAtLook struct {
+	context.Context
+	endAt int64
+	looks atomic.Int64
+}
+
+func (c *endsAtLook) Err() error {
+	if n := c.looks.Add(1); c.endAt > 0 && n >= c.endAt {
+		return context.DeadlineExceeded
+	}
+	return c.Context.Err()
 }
