@@ -167,6 +167,20 @@ type Module struct {
 
 var wasmMagic = []byte{0x00, 'a', 's', 'm'}
 
+// checkBinary is what a module must pass before wazero sees it: wazero's
+// decoder trusts the counts it reads, so the walk comes first, then the
+// bounds on locals and on control flow that keep its compiler to seconds.
+func checkBinary(wasm []byte) (wasmModule, error) {
+	walk, err := readModule(wasm)
+	if err == nil {
+		err = checkLocals(walk, len(wasm))
+	}
+	if err == nil {
+		err = checkControl(walk, len(wasm))
+	}
+	return walk, err
+}
+
 // Compile checks and compiles a guest: WebAssembly whose sections hold what
 // they claim to, with a _start taking and returning nothing, importing from
 // vkrt_v1 only functions it has with their signatures, with at most one
@@ -188,14 +202,7 @@ func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 		}
 		return nil, fmt.Errorf("%w: not a WebAssembly binary (it starts % x)", ErrRefused, wasm[:min(len(wasm), 4)])
 	}
-	// wazero's decoder trusts the counts it reads: the walk comes first.
-	walk, err := readModule(wasm)
-	if err == nil {
-		err = checkLocals(walk, len(wasm))
-	}
-	if err == nil {
-		err = checkControl(walk, len(wasm))
-	}
+	walk, err := checkBinary(wasm)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
 	}

@@ -216,10 +216,7 @@ func FuzzReadModule(f *testing.F) {
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig().WithCoreFeatures(guestFeatures).WithMemoryLimitPages(16))
 	f.Cleanup(func() { rt.Close(ctx) })
 	f.Fuzz(func(t *testing.T, wasm []byte) {
-		walk, err := readModule(wasm)
-		if err == nil {
-			err = checkLocals(walk, len(wasm))
-		}
+		walk, err := checkBinary(wasm)
 		if err != nil || len(wasm) > 4096 {
 			return
 		}
