@@ -8,9 +8,11 @@ import (
 // A run that left its plan's stream foresees its peak by its plan's
 // profile (VirtualPlan.Profile) and grows by it (foreseenChunk): in steps of
 // a fourth of what it holds up to 17/20 of the foreseen peak, kept at or
-// below the planned run's peak, where the plain policy grows by the
-// shortfall; and never by a unit past the foreseen peak, only by the
-// shortfall or a fortieth of what it holds. Without a plan, or while a run
+// below the planned run's peak (once it holds 3/2 of that, in steps of a
+// sixteenth up to 3/5 of the foreseen peak), where the plain policy grows
+// by the shortfall; and never by a unit past the foreseen peak, only by
+// the shortfall (twice it once past, up to a fourteenth of what it holds)
+// or a fortieth of what it holds. Without a plan, or while a run
 // follows its plan, nothing changes. Generated pairs (gen.Run runs 1 and
 // 2, each under the other's plan), served within min(1.03×, PyTorch
 // expandable) in PyTorch's device allocations, seeds 1–9 / 10–20 / 21–30:
@@ -23,7 +25,18 @@ import (
 //   - with the settled start (plans of version 3), 4/5 62 / 74 / 63 of
 //     72 / 88 / 80, 17/20 63 / 76 / 64; not kept: 2/3 59 / 74, 5/6 61 / 75,
 //     21/25 62 / 76, 7/8 62 / 75, 9/10 63 / 74, fine steps of a 30th
-//     60 / 67, of a 60th 61 / 74.
+//     60 / 67, of a 60th 61 / 74;
+//   - with a run that outgrew the planned run foreseeing past it and a
+//     shortfall past the foreseen peak taken twice, 63 / 76 / 65 (and
+//     62 / 68 of 80 / 80 on seeds 31–40 / 41–50, against 61 / 68). Each
+//     alone moved runs across the bounds both ways: past the planned peak
+//     at 3/2 of it with steps of a 16th up to 17/20 of the foreseen peak
+//     62 / 77 / 66, up to 3/4 62 / 76 / 67, up to 3/5 62 / 77 / 65; at
+//     once past it 61 / 76 / 65; steps of a 32nd 63 / 76 / 64; the
+//     shortfall twice up to a 14th 64 / 75 / 64, a 10th 64 / 75 / 63.
+//     Not kept either: a unit of a 24th or 32nd of the plan 60 / 75 / 63
+//     and 62 / 73 / 64, trusting the foresight after a sixth of the planned
+//     growth 63 / 74 / 66, an eighth 63 / 75 / 64.
 const (
 	// foreseeSafeNum/foreseeSafeDen: the share of the foreseen peak the
 	// run grows towards in large steps.
@@ -33,6 +46,28 @@ const (
 	// its growth to its peak, at the reservation the run has reached. Sooner,
 	// the two runs' growth is too little to compare.
 	foreseeMinGrowth = 10
+	// foreseeOutgrownNum/foreseeOutgrownDen: a run holding more than this
+	// share of the planned run's peak has outgrown the planned run, and
+	// foresees past its peak (foreseenChunk). Runs of one workload differ
+	// up to tenfold: conv_training_10_run2 peaked at 1.29 GB under a plan
+	// of 199 MB and grew by its shortfalls, 34 device allocations against
+	// PyTorch's 31 (31 so, 1.0196×).
+	foreseeOutgrownNum, foreseeOutgrownDen = 3, 2
+	// foreseeOutgrownSafeNum: the share (over foreseeSafeDen) of the
+	// foreseen peak an outgrown run grows towards in large steps, less
+	// than foreseeSafeNum: a foresight past the planned run is scaled
+	// further and errs more (transformer_training_1_run1 foresaw 11.3 GB
+	// for a peak of 7.7 GB).
+	foreseeOutgrownSafeNum = 12
+	// foreseeOutgrownStep: an outgrown run's large steps are what it holds
+	// over this, at the most.
+	foreseeOutgrownStep = 16
+	// foreseeRepeatStep: a shortfall past the foreseen peak takes twice
+	// itself, up to what the pool holds over this: a run growing past its
+	// foresight grows by reservations of one size in a row, as a model's
+	// layers do (generation_17_run1: 7 device allocations, PyTorch's count,
+	// against 8).
+	foreseeRepeatStep = 14
 )
 
 // profileAt is the most bytes the planned run needed at once up to its
@@ -83,22 +118,32 @@ func mulDiv(a, b, c uint64) uint64 {
 // adjusted by the peak the run foresees (see foreseenPeak) when it has
 // left its plan: up to 17/20 of the foreseen peak, or of the planned
 // run's if that is less, at least a fourth of what it holds, in few
-// device allocations as the foresight is safely below the peak; a chunk
-// that would pass the foreseen peak stops at it, or takes the shortfall or
-// a fortieth of what it holds if more, so the last chunk spares little
-// when the peak comes as foreseen.
+// device allocations as the foresight is safely below the peak; once the
+// run holds 3/2 of the planned run's peak, up to 3/5 of the foreseen peak
+// in steps of a sixteenth of what it holds. A chunk that would pass the
+// foreseen peak stops at it, or takes the shortfall or a fortieth of what
+// it holds if more, so the last chunk spares little when the peak comes
+// as foreseen; a shortfall past the foreseen peak takes twice itself, up
+// to a fourteenth of what the pool holds.
 func (p *virtualPool) foreseenChunk(short, held, want uint64) uint64 {
 	pred, peak, ok := p.foreseenPeak()
 	if !ok {
 		return want
 	}
-	if mark := mulDiv(min(pred, peak), foreseeSafeNum, foreseeSafeDen); held+short <= mark {
-		return max(want, min(mark-held, held/virtualFollowStep))
+	foreseen, safeNum, step := min(pred, peak), uint64(foreseeSafeNum), held/virtualFollowStep
+	if outgrown := mulDiv(peak, foreseeOutgrownNum, foreseeOutgrownDen); held > outgrown {
+		foreseen, safeNum, step = pred, foreseeOutgrownSafeNum, held/foreseeOutgrownStep
+	}
+	if mark := mulDiv(foreseen, safeNum, foreseeSafeDen); held+short <= mark {
+		return max(want, min(mark-held, step))
 	}
 	if held+want <= pred {
 		return want
 	}
 	fine := max((short+p.granule-1)&^(p.granule-1), held/virtualGrowthDivisor)
+	if held+short >= pred {
+		fine = max(fine, min(2*short, held/foreseeRepeatStep))
+	}
 	if pred > held {
 		fine = max(fine, pred-held)
 	}
