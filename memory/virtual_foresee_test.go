@@ -120,7 +120,7 @@ func TestARunFollowingTheSettledStartTakesItAtOnce(t *testing.T) {
 	// A run of another model leaves the plan at its first reservation
 	// and never takes the settled start's memory.
 	m, s := newVirtualManager(t, plan)
-	mustReserve(t, m, 10*mib, Eager)
+	mustReserve(t, m, 3*mib, Eager)
 	require.Less(t, m.Usage().BytesReserved, uint64(40*mib))
 	require.Equal(t, 1, s.allocs)
 }
