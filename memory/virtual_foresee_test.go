@@ -26,16 +26,25 @@ func halfRun(t *testing.T, plan VirtualPlan) (peakReserved uint64, allocs int) {
 	return peakReserved, s.allocs
 }
 
+// steadyPlan is the plan of a run that reserves 4 MiB of weights and then
+// a hundred reservations of 1 MiB, kept to its end: 104 MiB planned, its
+// profile growing 1 MiB a reservation.
+func steadyPlan() VirtualPlan {
+	const mib = 1 << 20
+	plan := VirtualPlan{PlannedBytes: 104 * mib, Slots: []VirtualSlot{{Size: 4 * mib, Offset: 0}}}
+	for k := range uint64(101) {
+		plan.Profile = append(plan.Profile, VirtualMark{Ordinal: k, Bytes: (4 + k) * mib})
+	}
+	return plan
+}
+
 // A run that leaves its plan foresees its peak from the plan's profile:
 // growing half as fast as the planned run, it ends within 3 % of its 54
 // MiB where the same plan without a profile grows in the plan's units (a
 // sixteenth of 104 MiB) and ends up to a unit past its peak.
 func TestARunThatLeavesItsPlanForeseesItsPeakFromTheProfile(t *testing.T) {
 	const mib = 1 << 20
-	plan := VirtualPlan{PlannedBytes: 104 * mib, Slots: []VirtualSlot{{Size: 4 * mib, Offset: 0}}}
-	for k := range uint64(101) {
-		plan.Profile = append(plan.Profile, VirtualMark{Ordinal: k, Bytes: (4 + k) * mib})
-	}
+	plan := steadyPlan()
 	const peakLive = 54 * mib
 	withProfile, allocs := halfRun(t, plan)
 	require.GreaterOrEqual(t, withProfile, uint64(peakLive))
@@ -166,10 +175,7 @@ func TestAVirtualPlanPastTheDeviceExpectsTheDevice(t *testing.T) {
 // device allocations (1.0113×) against 60 (1.0184×).
 func TestARunThatOutgrowsItsPlannedRunForeseesPastIt(t *testing.T) {
 	const mib = 1 << 20
-	plan := VirtualPlan{PlannedBytes: 104 * mib, Slots: []VirtualSlot{{Size: 4 * mib, Offset: 0}}}
-	for k := range uint64(101) {
-		plan.Profile = append(plan.Profile, VirtualMark{Ordinal: k, Bytes: (4 + k) * mib})
-	}
+	plan := steadyPlan()
 	m, s := newVirtualManager(t, plan)
 	mustReserve(t, m, 4*mib, Eager)
 	var peakReserved uint64
