@@ -56,8 +56,8 @@ const (
 	// foreseeOutgrownSafeNum: the share (over foreseeSafeDen) of the
 	// foreseen peak an outgrown run grows towards in large steps, less
 	// than foreseeSafeNum: a foresight past the planned run is scaled
-	// further and errs more (transformer_training_1_run1 foresaw 11.3 GB
-	// for a peak of 7.7 GB).
+	// further and errs more (transformer_training_1_run1, under the plan
+	// of its 568 MB second run, foresaw up to 17.7 GB for a peak of 7.7 GB).
 	foreseeOutgrownSafeNum = 12
 	// foreseeOutgrownStep: an outgrown run's large steps are what it holds
 	// over this, at the most.
