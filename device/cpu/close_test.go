@@ -15,20 +15,22 @@ import (
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
-// gateCtx holds a dispatch inside its kernel: the device looks at Err once
-// on entry and then between chunks of work, so the second look is made
-// from within the kernel, where gateCtx blocks until released.
-type gateCtx struct {
+// lookCtx is a context that counts the device's looks at Err (once on
+// entry, then between chunks of work) and lets a test act on each: onLook
+// gets the look's number and returns what that look sees, or nil for the
+// parent's Err.
+type lookCtx struct {
 	context.Context
-	looks   atomic.Int32
-	entered chan struct{}
-	release chan struct{}
+	looks  atomic.Int64
+	onLook func(n int64) error
 }
 
-func (c *gateCtx) Err() error {
-	if c.looks.Add(1) == 2 {
-		close(c.entered)
-		<-c.release
+func (c *lookCtx) Err() error {
+	n := c.looks.Add(1)
+	if c.onLook != nil {
+		if err := c.onLook(n); err != nil {
+			return err
+		}
 	}
 	return c.Context.Err()
 }
@@ -45,10 +47,19 @@ func TestCloseWaitsForCallsInFlight(t *testing.T) {
 	other, err := d.Storage().Alloc(4)
 	require.NoError(t, err)
 
-	ctx := &gateCtx{Context: t.Context(), entered: make(chan struct{}), release: make(chan struct{})}
+	// The second look is made from within the kernel: it waits there
+	// until released.
+	entered, release := make(chan struct{}), make(chan struct{})
+	ctx := &lookCtx{Context: t.Context(), onLook: func(n int64) error {
+		if n == 2 {
+			close(entered)
+			<-release
+		}
+		return nil
+	}}
 	dispatched := make(chan error, 1)
 	go func() { dispatched <- d.Dispatch(ctx, []kernel.Op{kernel.FillWords(n, 1).With(out)}) }()
-	<-ctx.entered
+	<-entered
 
 	closed := make(chan struct{}, 2)
 	go func() { require.NoError(t, d.Close()); closed <- struct{}{} }()
@@ -67,7 +78,7 @@ func TestCloseWaitsForCallsInFlight(t *testing.T) {
 		t.Fatal("Close returned while a dispatch was running")
 	case <-time.After(100 * time.Millisecond):
 	}
-	close(ctx.release)
+	close(release)
 	require.NoError(t, <-dispatched, "the dispatch admitted before Close ran to its end")
 	<-closed
 	<-closed

@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	goruntime "runtime"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,11 +159,11 @@ func TestTransposeStopsWhenTheContextEnds(t *testing.T) {
 	out, err := d.Storage().Alloc(4 * rows * cols)
 	require.NoError(t, err)
 	op := []kernel.Op{kernel.Transpose(rows, cols).With(x, out)}
-	whole := &endsAtLook{Context: t.Context()}
+	whole := &lookCtx{Context: t.Context()}
 	require.NoError(t, d.Dispatch(whole, op))
 	looks := whole.looks.Load()
 	require.Greater(t, looks, int64(64), "a transpose of 2^24 words looked at its context %d times", looks)
-	ending := &endsAtLook{Context: t.Context(), endAt: 3}
+	ending := endingAt(t, 3)
 	require.ErrorIs(t, d.Dispatch(ending, op), context.DeadlineExceeded)
 	require.Equal(t, int64(3), ending.looks.Load(), "the transpose went on looking after its context ended")
 }
@@ -204,14 +203,14 @@ func TestLongRowsStopWhenTheContextEnds(t *testing.T) {
 		for i, n := range sizes {
 			hs[i] = alloc(n)
 		}
-		whole := &endsAtLook{Context: t.Context()}
+		whole := &lookCtx{Context: t.Context()}
 		require.NoError(t, d.Dispatch(whole, []kernel.Op{l.With(hs...)}), l.Kernel.Name)
 		looks := whole.looks.Load()
 		// One row of 2^24 elements (or multiply-adds past 2^25) is hundreds
 		// of chunks; a kernel that looked only between rows looked twice.
 		require.Greater(t, looks, int64(64), "%s looked at its context %d times in one row", l.Kernel.Name, looks)
 
-		ending := &endsAtLook{Context: t.Context(), endAt: looks / 2}
+		ending := endingAt(t, looks/2)
 		err := d.Dispatch(ending, []kernel.Op{l.With(hs...)})
 		require.ErrorIs(t, err, context.DeadlineExceeded, l.Kernel.Name)
 		require.Equal(t, looks/2, ending.looks.Load(), "%s went on looking after its context ended", l.Kernel.Name)
@@ -250,17 +249,13 @@ func TestNewRefusesAlignmentsThatLeaveNoPage(t *testing.T) {
 	require.NoError(t, d.Properties().Validate())
 }
 
-// endsAtLook is a context whose Err counts the calls made to it and, from
-// call endAt on (when endAt > 0), says the deadline has passed.
-type endsAtLook struct {
-	context.Context
-	endAt int64
-	looks atomic.Int64
-}
-
-func (c *endsAtLook) Err() error {
-	if n := c.looks.Add(1); c.endAt > 0 && n >= c.endAt {
-		return context.DeadlineExceeded
-	}
-	return c.Context.Err()
+// endingAt is a context whose deadline has passed from the device's look
+// at number n on, whenever that comes.
+func endingAt(t *testing.T, n int64) *lookCtx {
+	return &lookCtx{Context: t.Context(), onLook: func(k int64) error {
+		if k >= n {
+			return context.DeadlineExceeded
+		}
+		return nil
+	}}
 }
