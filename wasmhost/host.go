@@ -73,6 +73,12 @@ type Host struct {
 	// writes what poll_oneoff read before it slept (a data race).
 	closing  chan struct{}
 	sleepers sync.WaitGroup
+	// writing is held for reading by every guest inside a write to its
+	// standard output or error, and for writing by Close while it closes
+	// the guests' modules: wazero's close clears the file table fd_write
+	// read before calling the writer (a data race). A write that blocks
+	// ends at the run's deadline or at closing, so Close waits for none.
+	writing sync.RWMutex
 	// done is closed once Close has ended every guest: a second Close
 	// waits for it.
 	done chan struct{}
@@ -140,7 +146,9 @@ func (h *Host) Close(ctx context.Context) error {
 	defer close(h.done)
 	h.sleepers.Wait() // every sleeper has woken and ends
 	h.compiles.Wait()
+	h.writing.Lock()
 	err := h.rt.CloseWithExitCode(ctx, closedExitCode)
+	h.writing.Unlock()
 	h.runs.Wait()
 	if h.cache != nil {
 		err = errors.Join(err, h.cache.Close(ctx))
@@ -369,7 +377,7 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 	callCtx := context.WithValue(runCtx, instanceKey{}, inst)
 
 	res := &Result{DryRun: inst.dry}
-	mod, err := h.rt.InstantiateModule(callCtx, m.compiled, moduleConfig(cfg, h.sleeper(runCtx)))
+	mod, err := h.rt.InstantiateModule(callCtx, m.compiled, moduleConfig(cfg, h.sleeper(runCtx), h.output(runCtx)))
 	if err == nil {
 		_, err = mod.ExportedFunction("_start").Call(callCtx)
 		if mem := guestMemory(mod); mem != nil {
@@ -483,7 +491,54 @@ func (h *Host) sleeper(runCtx context.Context) sys.Nanosleep {
 	}
 }
 
-func moduleConfig(cfg runConfig, sleep sys.Nanosleep) wazero.ModuleConfig {
+// output is a guest's standard output or error, w, ending the guest at the
+// run's deadline or when the host closes while a write blocks (a pipe
+// nobody reads), as a sleep does: the write goes on from a goroutine of its
+// own, and from a copy, since the guest's memory is the guest's again once
+// it has ended. A write the guest is ended during is the last of its run,
+// and goes on until w takes it or fails. A plain Write held a guest of
+// 300 ms deadline, and Close with it, until the reader went away.
+func (h *Host) output(runCtx context.Context) func(w io.Writer) io.Writer {
+	return func(w io.Writer) io.Writer {
+		return writerFunc(func(p []byte) (int, error) {
+			h.writing.RLock()
+			defer h.writing.RUnlock()
+			if h.isClosed() {
+				panic(sys.NewExitError(closedExitCode))
+			}
+			type result struct {
+				n   int
+				err error
+			}
+			done := make(chan result, 1)
+			p = bytes.Clone(p)
+			go func() {
+				n, err := w.Write(p)
+				done <- result{n, err}
+			}()
+			code := uint32(sys.ExitCodeDeadlineExceeded)
+			select {
+			case r := <-done:
+				return r.n, r.err
+			case <-runCtx.Done():
+			case <-h.closing:
+				code = closedExitCode
+			}
+			select {
+			case r := <-done: // the write finished too: nothing is left writing
+				return r.n, r.err
+			default:
+				panic(sys.NewExitError(code))
+			}
+		})
+	}
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func moduleConfig(cfg runConfig, sleep sys.Nanosleep, output func(io.Writer) io.Writer) wazero.ModuleConfig {
 	mc := wazero.NewModuleConfig().WithName("").WithStartFunctions().WithArgs(cfg.args...)
 	for _, kv := range cfg.env {
 		mc = mc.WithEnv(kv[0], kv[1])
@@ -495,12 +550,12 @@ func moduleConfig(cfg runConfig, sleep sys.Nanosleep) wazero.ModuleConfig {
 		}
 		mc = mc.WithFSConfig(fs)
 	}
-	out, errOut := cfg.stdout, cfg.stderr
-	if out == nil {
-		out = io.Discard
+	out, errOut := io.Discard, io.Discard
+	if cfg.stdout != nil {
+		out = output(cfg.stdout)
 	}
-	if errOut == nil {
-		errOut = io.Discard
+	if cfg.stderr != nil {
+		errOut = output(cfg.stderr)
 	}
 	mc = mc.WithStdout(out).WithStderr(errOut)
 	if cfg.clocks {

@@ -166,7 +166,9 @@ func WithReadOnlyDir(hostDir, guestPath string) RunOption {
 }
 
 // WithStdout and WithStderr are where the guest's output goes; without
-// them it is discarded.
+// them it is discarded. A guest whose write blocks (a pipe nobody reads)
+// ends at its deadline, or when the host closes, as a sleeping one does;
+// the write it was ended in goes on without it.
 func WithStdout(w io.Writer) RunOption {
 	return func(c runConfig) runConfig { c.stdout = w; return c }
 }

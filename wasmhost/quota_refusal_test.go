@@ -102,7 +102,3 @@ func TestQuotaPeakAfterARefusal(t *testing.T) {
 	require.Equal(t, uint64(1<<20), res.PeakReservedBytes)
 	require.Equal(t, uint64(1<<20), res.PeakDeviceBytes, "the guest's two pages")
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

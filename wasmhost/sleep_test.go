@@ -3,6 +3,7 @@ package wasmhost
 import (
 	"context"
 	"errors"
+	"io"
 	"path/filepath"
 	"testing"
 	"time"
@@ -127,4 +128,42 @@ func TestTheDeadlineEndsAGuestInsideAHostCall(t *testing.T) {
 	require.False(t, errors.As(err, &exit), "the guest's exit after the deadline: %v", err)
 	require.Zero(t, res.ExitCode)
 	require.Less(t, time.Since(start), 5*time.Second)
+}
+
+// writerWAT writes 64 KiB to standard output, again and again.
+const writerWAT = `(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 2)
+  (func (export "_start")
+    (i32.store (i32.const 0) (i32.const 1024))
+    (i32.store (i32.const 4) (i32.const 65536))
+    (loop $l (drop (call $write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8))) (br $l))))`
+
+// A guest whose standard output blocks (a pipe nobody reads) ends at its
+// deadline, and when the host closes, as a sleeping one does: its write
+// held it, and Close with it, until the reader went away.
+func TestTheDeadlineEndsAGuestWhoseOutputBlocks(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	m := compile(t, h, wat(t, writerWAT))
+	r, w := io.Pipe()
+	t.Cleanup(func() { r.Close() })
+	go func() { r.Read(make([]byte, 100<<10)) }() // the first write goes through, then nothing is read
+
+	start := time.Now()
+	res, err := h.Run(context.Background(), m, WithStdout(w), WithDeadline(300*time.Millisecond))
+	require.ErrorIs(t, err, ErrDeadline)
+	require.Zero(t, res.ExitCode)
+	require.Less(t, time.Since(start), 5*time.Second, "the guest's write held it past its deadline")
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.Run(context.Background(), m, WithStdout(w))
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the guest's write blocks
+	start = time.Now()
+	require.NoError(t, h.Close(context.Background()))
+	require.ErrorIs(t, <-done, ErrClosed)
+	require.Less(t, time.Since(start), 5*time.Second, "Close waited for the guest's write")
 }
