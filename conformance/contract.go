@@ -350,6 +350,20 @@ func checkDispatchEmpty(c *checkState, cl *client.Client) {
 	}
 }
 
+// cancelSide is the side of the largest square matrix of floats one
+// binding of rangeBytes bytes holds, a multiple of 16 (the kernels' tile) where
+// it is at least 16.
+func cancelSide(rangeBytes uint64) uint32 {
+	side := uint32(min(math.Sqrt(float64(rangeBytes/4)), 1<<16))
+	for uint64(side)*uint64(side)*4 > rangeBytes {
+		side--
+	}
+	if side >= 16 {
+		side &^= 15
+	}
+	return max(side, 1)
+}
+
 func checkDispatchCancel(c *checkState, cl *client.Client) {
 	d := cl.Device()
 	x := rawAlloc(c, d.Storage(), 4096)
@@ -368,6 +382,11 @@ func checkDispatchCancel(c *checkState, cl *client.Client) {
 		err error
 	)
 	for _, m = range []uint32{384, 768} {
+		// Each operand is one binding: on a device whose storage-buffer
+		// range is less than 4m² B the product is as large as it allows.
+		if r := d.Limits().MaxStorageBufferRange; r != 0 {
+			m = min(m, cancelSide(r))
+		}
 		a, b := rawAlloc(c, d.Storage(), 4*uint64(m)*uint64(m)), rawAlloc(c, d.Storage(), 4*uint64(m)*uint64(m))
 		out = rawAlloc(c, d.Storage(), 4*uint64(m)*uint64(m))
 		for i, h := range []vkruntime.StorageHandle{a, b} {

@@ -27,12 +27,14 @@ func TestCPUDeviceConforms(t *testing.T) {
 	}
 }
 
-// A correct device whose largest allocation is a few MiB passes too: the
-// checks size their buffers and pages to it. With 4 MiB buffers and pages
-// the out-of-memory and install checks failed such a device for asking
-// more than any allocation may hold.
+// A correct device whose largest allocation is a few MiB, or 256 KiB,
+// passes too: the checks size their buffers, pages and products to it.
+// With 4 MiB buffers and pages the out-of-memory and install checks failed
+// such a device for asking more than any allocation may hold; at 256 KiB
+// the churn and cleanup checks installed pages of 1 MiB, and the cancelled
+// dispatch bound operands of 768² floats.
 func TestADeviceOfSmallPagesConforms(t *testing.T) {
-	for _, page := range []uint64{1 << 20, 3 << 20} {
+	for _, page := range []uint64{256 << 10, 1 << 20, 3 << 20} {
 		open := func(ctx context.Context, cfg device.Config) (device.Device, error) {
 			return cpu.New(cpu.WithMemoryLimit(cfg.MemoryLimit), cpu.WithMaxPageSize(page))
 		}

@@ -695,11 +695,14 @@ func checkOddTransfers(c *checkState, t StorageTarget) {
 
 // churnLayouts are the layouts the churn runs under: every preset and a
 // sliced ladder, covering sliced, exclusive, direct and (inside a
-// persistent window) persistent pools.
+// persistent window) persistent pools. The ladder's pages are at most the
+// device's largest: a layout whose pages no allocation can hold is refused
+// at install (a device whose largest allocation is 256 KiB failed churn
+// and cleanup so).
 func churnLayouts(p vkruntime.DeviceProperties) []memory.Layout {
-	page := max(64<<10, p.Alignment)
-	slice := max(16<<10, p.Alignment)
-	big := max(1<<20, p.Alignment)
+	big := upToLargestPage(p, max(1<<20, p.Alignment))
+	page := min(max(64<<10, p.Alignment), big)
+	slice := min(max(16<<10, p.Alignment), page)
 	return []memory.Layout{
 		memory.SubSlicesLayout(),
 		memory.ExclusivePagesLayout(),
