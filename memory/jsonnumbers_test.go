@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -78,6 +79,31 @@ func TestDecodeUintTuplesRefusesPastTheLimitAtOnce(t *testing.T) {
 	got, err := decodeUintTuples([]byte(`[[1,2],[3,4]]`), "test", 2, 2, numberName)
 	require.NoError(t, err)
 	require.Equal(t, []uint64{1, 2, 3, 4}, got)
+}
+
+// An array is read into one slice of its length, counted from its commas
+// before any number is read, and one past the limit by its commas alone:
+// no number of it is read or held. A 2^24-slot plan took 1.8 GB and 9 s
+// while the slice grew by appending.
+func TestDecodeUintTuplesReadsIntoOneSliceOfTheArraysLength(t *testing.T) {
+	const n = 100_000
+	flat := "[" + strings.Repeat("12345,", n-1) + "12345]"
+	got, err := decodeUintTuples([]byte(flat), "test", 0, n, numberName)
+	require.NoError(t, err)
+	require.Len(t, got, n)
+	require.Equal(t, n, cap(got), "the slice grew past the array's length")
+	tuples := "[" + strings.Repeat("[1,2,3],", n-1) + "[1,2,3]]"
+	got, err = decodeUintTuples([]byte(tuples), "test", 3, n, numberName)
+	require.NoError(t, err)
+	require.Equal(t, 3*n, cap(got))
+
+	raw := []byte(flat)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = decodeUintTuples(raw, "test", 0, n-1, numberName)
+	runtime.ReadMemStats(&after)
+	require.EqualError(t, err, fmt.Sprintf("memory: test: more than %d elements", n-1))
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(n), "refusing an array past its limit allocated for its numbers")
 }
 
 // The scanner reads exactly what the general decoder reads from valid

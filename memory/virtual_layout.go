@@ -108,27 +108,27 @@ func (p *VirtualPlan) unmarshalBody(body []byte) error {
 		return err
 	}
 	if len(slots) > 0 {
-		out.Slots = make([]VirtualSlot, len(slots))
-		for i, s := range slots {
-			out.Slots[i] = VirtualSlot{Size: s[0], Offset: s[1]}
+		out.Slots = make([]VirtualSlot, len(slots)/2)
+		for i := range out.Slots {
+			out.Slots[i] = VirtualSlot{Size: slots[2*i], Offset: slots[2*i+1]}
 		}
 	}
 	marks, err := decodeUintPairs(o.members["profile"], "profile", "profile mark %d", "ordinal", "bytes")
 	if err != nil {
 		return err
 	}
-	for _, m := range marks {
-		out.Profile = append(out.Profile, VirtualMark{Ordinal: m[0], Bytes: m[1]})
+	for i := 0; i < len(marks); i += 2 {
+		out.Profile = append(out.Profile, VirtualMark{Ordinal: marks[i], Bytes: marks[i+1]})
 	}
 	settled, err := decodeUintPairs(o.members["settled"], "settled", "settled mark %d", "ordinal", "bytes")
 	if err != nil {
 		return err
 	}
 	switch {
-	case len(settled) > 1:
-		return fmt.Errorf("memory: Virtual layout settled: want one [ordinal, bytes] pair, got %d", len(settled))
-	case len(settled) == 1:
-		out.Settled = VirtualMark{Ordinal: settled[0][0], Bytes: settled[0][1]}
+	case len(settled) > 2:
+		return fmt.Errorf("memory: Virtual layout settled: want one [ordinal, bytes] pair, got %d", len(settled)/2)
+	case len(settled) == 2:
+		out.Settled = VirtualMark{Ordinal: settled[0], Bytes: settled[1]}
 	}
 	*p = out
 	return nil
@@ -154,8 +154,9 @@ func appendUintPairs(b []byte, member string, n int, pair func(i int) (uint64, u
 }
 
 // decodeUintPairs reads a member of a Virtual layout that is one flat
-// array of pairs of numbers, [first, second, …]; absent or null is none.
-func decodeUintPairs(raw []byte, member, item, first, second string) ([][2]uint64, error) {
+// array of pairs of numbers, [first, second, …], as read: pair i is
+// numbers 2i and 2i+1. Absent or null is none.
+func decodeUintPairs(raw []byte, member, item, first, second string) ([]uint64, error) {
 	if raw == nil || isJSONNull(raw) {
 		return nil, nil
 	}
@@ -174,11 +175,7 @@ func decodeUintPairs(raw []byte, member, item, first, second string) ([][2]uint6
 	if len(nums)%2 != 0 {
 		return nil, fmt.Errorf("memory: Virtual layout %s: want [%s, %s, …] pairs, got %d numbers", member, first, second, len(nums))
 	}
-	out := make([][2]uint64, len(nums)/2)
-	for i := range out {
-		out[i] = [2]uint64{nums[2*i], nums[2*i+1]}
-	}
-	return out, nil
+	return nums, nil
 }
 
 // VirtualKind: one virtual range, device memory bound granule by granule
