@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 	"sync"
 	"time"
@@ -356,6 +357,11 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 	for _, o := range opts {
 		cfg = o(cfg)
 	}
+	dirs, roots, err := openGuestDirs(cfg.dirs)
+	if err != nil {
+		return nil, err
+	}
+	defer closeRoots(roots)
 	start := time.Now()
 	s, owned := cfg.stream, false
 	if s == nil {
@@ -377,7 +383,7 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 	callCtx := context.WithValue(runCtx, instanceKey{}, inst)
 
 	res := &Result{DryRun: inst.dry}
-	mod, err := h.rt.InstantiateModule(callCtx, m.compiled, moduleConfig(cfg, h.sleeper(runCtx), h.output(runCtx)))
+	mod, err := h.rt.InstantiateModule(callCtx, m.compiled, moduleConfig(cfg, dirs, h.sleeper(runCtx), h.output(runCtx)))
 	if err == nil {
 		_, err = mod.ExportedFunction("_start").Call(callCtx)
 		if mem := guestMemory(mod); mem != nil {
@@ -538,17 +544,19 @@ type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
-func moduleConfig(cfg runConfig, sleep sys.Nanosleep, output func(io.Writer) io.Writer) wazero.ModuleConfig {
+// moduleConfig is a guest's configuration: dirs are cfg.dirs as the guest
+// reads them (openGuestDirs).
+func moduleConfig(cfg runConfig, dirs []fs.FS, sleep sys.Nanosleep, output func(io.Writer) io.Writer) wazero.ModuleConfig {
 	mc := wazero.NewModuleConfig().WithName("").WithStartFunctions().WithArgs(cfg.args...)
 	for _, kv := range cfg.env {
 		mc = mc.WithEnv(kv[0], kv[1])
 	}
-	if len(cfg.dirs) > 0 {
-		fs := wazero.NewFSConfig()
-		for _, d := range cfg.dirs {
-			fs = fs.WithReadOnlyDirMount(d[0], d[1])
+	if len(dirs) > 0 {
+		fsc := wazero.NewFSConfig()
+		for i, d := range cfg.dirs {
+			fsc = fsc.WithFSMount(dirs[i], d[1])
 		}
-		mc = mc.WithFSConfig(fs)
+		mc = mc.WithFSConfig(fsc)
 	}
 	out, errOut := io.Discard, io.Discard
 	if cfg.stdout != nil {

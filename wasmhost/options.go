@@ -157,7 +157,12 @@ func WithEnv(name, value string) RunOption {
 }
 
 // WithReadOnlyDir grants the guest a host directory, read-only, at
-// guestPath. Without it the guest has no filesystem.
+// guestPath. Without it the guest has no filesystem. No path or symbolic
+// link in it leads outside it, and the guest reads only its regular files
+// and directories: a FIFO, device or socket it may list and stat, but a
+// read of one is refused (EPERM), since it could hold the guest inside the
+// host's call past its deadline. A directory that cannot be opened refuses
+// the run (ErrRefused).
 func WithReadOnlyDir(hostDir, guestPath string) RunOption {
 	return func(c runConfig) runConfig {
 		c.dirs = append(append([][2]string(nil), c.dirs...), [2]string{hostDir, guestPath})

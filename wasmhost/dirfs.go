@@ -1,0 +1,74 @@
+package wasmhost
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+// guestDir is a host directory as a guest reads it (WithReadOnlyDir):
+// through an os.Root, so that no path or symbolic link leads outside it
+// (wazero's own directory mount followed a link in it to any file of the
+// host), and with only its regular files and directories opened on the
+// host. Opening a FIFO blocks until a writer comes, and reading a device or
+// a socket may block for ever: the guest sat inside the host's open or
+// read, past its deadline and Close. Any other file the guest may list and
+// stat (wazero stats a file by opening it), but not read.
+type guestDir struct{ root fs.FS }
+
+func (d guestDir) Open(name string) (fs.File, error) {
+	info, err := fs.Stat(d.root, name)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			// A path the root refuses (one leading outside it) reads as a
+			// file the guest may not open, not as an I/O error.
+			err = &fs.PathError{Op: "open", Path: name, Err: fs.ErrPermission}
+		}
+		return nil, err
+	}
+	if !info.Mode().IsRegular() && !info.IsDir() {
+		return unreadable{name, info}, nil
+	}
+	return d.root.Open(name)
+}
+
+// unreadable is a file of a granted directory that is neither regular nor
+// a directory: it stats as the host's, and reads nothing.
+type unreadable struct {
+	name string
+	info fs.FileInfo
+}
+
+func (u unreadable) Stat() (fs.FileInfo, error) { return u.info, nil }
+
+func (u unreadable) Read([]byte) (int, error) {
+	return 0, &fs.PathError{Op: "read", Path: u.name, Err: fs.ErrPermission}
+}
+
+func (u unreadable) Close() error { return nil }
+
+// openGuestDirs opens the directories of dirs ([host, guest] pairs) as
+// guests read them, and returns the roots to close after the run.
+func openGuestDirs(dirs [][2]string) ([]fs.FS, []*os.Root, error) {
+	var (
+		fsys  []fs.FS
+		roots []*os.Root
+	)
+	for _, d := range dirs {
+		root, err := os.OpenRoot(d[0])
+		if err != nil {
+			closeRoots(roots)
+			return nil, nil, fmt.Errorf("%w: the directory granted at %s: %w", ErrRefused, d[1], err)
+		}
+		roots = append(roots, root)
+		fsys = append(fsys, guestDir{root.FS()})
+	}
+	return fsys, roots, nil
+}
+
+func closeRoots(roots []*os.Root) {
+	for _, r := range roots {
+		r.Close()
+	}
+}

@@ -1,0 +1,95 @@
+package wasmhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// readerWAT opens name in the first granted directory and reads up to 64
+// bytes of it: it exits with 100 plus the errno where the open fails, 200
+// plus it where the read does, and the bytes read otherwise.
+func readerWAT(name string) string {
+	return fmt.Sprintf(`(module
+  (import "wasi_snapshot_preview1" "path_open" (func $open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_read" (func $read (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 0) %q)
+  (func (export "_start") (local $e i32)
+    (local.set $e (call $open (i32.const 3) (i32.const 1) (i32.const 0) (i32.const %d) (i32.const 0)
+      (i64.const 2) (i64.const 0) (i32.const 0) (i32.const 512)))
+    (if (local.get $e) (then (call $exit (i32.add (i32.const 100) (local.get $e)))))
+    (i32.store (i32.const 520) (i32.const 1024))
+    (i32.store (i32.const 524) (i32.const 64))
+    (local.set $e (call $read (i32.load (i32.const 512)) (i32.const 520) (i32.const 1) (i32.const 528)))
+    (if (local.get $e) (then (call $exit (i32.add (i32.const 200) (local.get $e)))))
+    (call $exit (i32.load (i32.const 528)))))`, name, len(name))
+}
+
+// A granted directory reads its regular files and directories only, and
+// nothing outside it: a FIFO in it held the guest inside the host's open,
+// past the run's deadline and the host's Close (now it opens, to be
+// listed and stat'd, and reads nothing), and a symbolic link in it led to
+// any file of the host.
+func TestAGrantedDirectoryReadsItsRegularFilesOnly(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "data"), []byte("hello"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "secret"), []byte("not yours"), 0o644))
+	require.NoError(t, os.Symlink(filepath.Join(outside, "secret"), filepath.Join(dir, "out")))
+	require.NoError(t, os.Symlink("data", filepath.Join(dir, "in")))
+	fifo := filepath.Join(dir, "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	run := func(name string) (uint32, error) {
+		t.Helper()
+		m := compile(t, h, wat(t, readerWAT(name)))
+		done := make(chan error, 1)
+		go func() {
+			_, err := h.Run(context.Background(), m, WithReadOnlyDir(dir, "/data"), WithDeadline(time.Minute))
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			var exit *ExitError
+			if err == nil {
+				return 0, nil
+			}
+			if !errors.As(err, &exit) {
+				return 0, err
+			}
+			return exit.Code, nil
+		case <-time.After(10 * time.Second):
+			// Let a guest blocked opening the FIFO go, so the test ends.
+			if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+				w.Close()
+			}
+			<-done
+			return 0, fmt.Errorf("%s: the guest was still inside the host's open after 10 s", name)
+		}
+	}
+
+	code, err := run("data")
+	require.NoError(t, err)
+	require.Equal(t, uint32(5), code, "the regular file's 5 bytes")
+	code, err = run("in")
+	require.NoError(t, err)
+	require.Equal(t, uint32(5), code, "a link to a file inside reads it")
+	for _, name := range []string{"out", "../" + filepath.Base(outside) + "/secret"} {
+		code, err = run(name)
+		require.NoError(t, err)
+		require.True(t, code > 100 && code < 200, "%s: the open was not refused (exit %d)", name, code)
+	}
+	code, err = run("fifo")
+	require.NoError(t, err)
+	require.True(t, code > 200 && code < 300, "fifo: the read was not refused (exit %d)", code)
+}
