@@ -100,10 +100,10 @@ func TestCompileRacingCloseIsErrClosed(t *testing.T) {
 
 // A second Close, while the first waits for a guest, returns once the
 // guest's Run has, as the first does: it returned at once, with the guest
-// still inside a host call (a record waiting on another writer's lock
-// here).
+// still inside a host call (held there by a listener that, as a device's
+// wait might, does not end when the guest's context does).
 func TestASecondCloseWaitsForTheGuests(t *testing.T) {
-	h, ran, release := heldInARecord(t, "")
+	h, ran, release := heldInAHostCall(t)
 	first := make(chan error, 1)
 	go func() { first <- h.Close(context.Background()) }()
 	require.Eventually(t, h.isClosed, 10*time.Second, time.Millisecond)
@@ -115,7 +115,7 @@ func TestASecondCloseWaitsForTheGuests(t *testing.T) {
 		t.Error("the second Close returned while a guest still ran")
 	case <-time.After(200 * time.Millisecond):
 	}
-	require.NoError(t, release())
+	release()
 	require.NoError(t, <-first)
 	require.NoError(t, <-second)
 	// Close returns once Run has; the result reaches ran a moment later
@@ -144,6 +144,38 @@ func TestAGuestClosedInAHostCallIsErrClosedHoweverItEnds(t *testing.T) {
 	}
 }
 
+// Close ends a guest waiting inside a host call that watches its context
+// (a record waiting on another writer's lock here): it cancels every
+// guest's context before it closes the runtime, rather than closing the
+// guests' modules under them, and so returns with the lock still held.
+func TestCloseEndsAGuestWaitingInAHostCall(t *testing.T) {
+	h, ran, release := heldInARecord(t, "")
+	t.Cleanup(func() { _ = release() })
+	closed := make(chan error, 1)
+	go func() { closed <- h.Close(context.Background()) }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		require.NoError(t, release())
+		t.Fatal("Close waited for the other writer's lock")
+	}
+	require.ErrorIs(t, <-ran, ErrClosed)
+}
+
+// heldInAHostCall runs a guest that calls memory_record and holds it on
+// the way in, inside the host call, until release: Close's cancelling of
+// its context does not end the wait.
+func heldInAHostCall(t *testing.T) (h *Host, ran <-chan error, release func()) {
+	t.Helper()
+	gate := make(chan struct{})
+	var released sync.Once
+	release = func() { released.Do(func() { close(gate) }) }
+	h, ran = runRecorder(t, openClient(t), "", gate, func() {})
+	t.Cleanup(release) // before the host's Close, which waits for the guest
+	return h, ran, release
+}
+
 // heldInARecord is a host running a guest that records, then does ending,
 // with a lock held on the record's environment: it returns once the guest
 // is inside the host call, where it waits until release; ran gets its
@@ -152,6 +184,18 @@ func heldInARecord(t *testing.T, ending string) (h *Host, ran <-chan error, rele
 	t.Helper()
 	dir := t.TempDir()
 	c := openClient(t, client.WithEnvironment("locked", environment.WithDir(dir)))
+	h, ran = runRecorder(t, c, ending, nil, func() {
+		release = envtest.HoldWriteLock(t, filepath.Join(dir, "locked.sqlite"))
+	})
+	return h, ran, release
+}
+
+// runRecorder runs, on a host over c, a guest that records its memory and
+// then ends as ending says, once start has run, and returns when the
+// guest is on its way into the record; a gate that is not nil holds it
+// there until closed.
+func runRecorder(t *testing.T, c *client.Client, ending string, gate <-chan struct{}, start func()) (*Host, <-chan error) {
+	t.Helper()
 	entered := make(chan struct{})
 	var once sync.Once
 	ctx := experimental.WithFunctionListenerFactory(context.Background(), experimental.FunctionListenerFactoryFunc(
@@ -161,16 +205,19 @@ func heldInARecord(t *testing.T, ending string) (h *Host, ran <-chan error, rele
 			}
 			return experimental.FunctionListenerFunc(func(context.Context, api.Module, api.FunctionDefinition, []uint64, experimental.StackIterator) {
 				once.Do(func() { close(entered) })
+				if gate != nil {
+					<-gate
+				}
 			})
 		}))
-	h = newHost(t, ctx, c)
+	h := newHost(t, ctx, c)
 	recorder := compile(t, h, wat(t, `(module
   (import "vkrt_v1" "memory_record" (func $record (param i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
   (memory (export "memory") 1)
   (data (i32.const 16) "waits")
   (func (export "_start") (drop (call $record (i32.const 16) (i32.const 5))) `+ending+`))`))
-	release = envtest.HoldWriteLock(t, filepath.Join(dir, "locked.sqlite"))
+	start()
 	result := make(chan error, 1)
 	go func() {
 		_, err := h.Run(context.Background(), recorder)
@@ -181,5 +228,5 @@ func heldInARecord(t *testing.T, ending string) (h *Host, ran <-chan error, rele
 	case err := <-result:
 		t.Fatalf("the guest ended before its record: %v", err)
 	}
-	return h, result, release
+	return h, result
 }

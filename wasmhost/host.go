@@ -74,12 +74,14 @@ type Host struct {
 	// writes what poll_oneoff read before it slept (a data race).
 	closing  chan struct{}
 	sleepers sync.WaitGroup
-	// writing is held for reading by every guest inside a write to its
-	// standard output or error, and for writing by Close while it closes
-	// the guests' modules: wazero's close clears the file table fd_write
-	// read before calling the writer (a data race). A write that blocks
-	// ends at the run's deadline or at closing, so Close waits for none.
-	writing sync.RWMutex
+	// ending ends with Close, and every Run's context with it: wazero then
+	// stops the guest, which closes its own module, so Close closes the
+	// runtime with no guest left in it. wazero's close of a running
+	// guest's module, from Close's goroutine, clears what a host call of
+	// the guest may be reading (the file table fd_write read before
+	// calling the writer: a data race).
+	ending context.Context
+	endAll context.CancelFunc
 	// done is closed once Close has ended every guest: a second Close
 	// waits for it.
 	done chan struct{}
@@ -102,6 +104,7 @@ func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true).WithMemoryLimitPages(cfg.maxMemoryPages).
 		WithCoreFeatures(guestFeatures)
 	h := &Host{c: c, cfg: cfg, kernels: newKernelTable(), closing: make(chan struct{}), done: make(chan struct{})}
+	h.ending, h.endAll = context.WithCancel(context.Background())
 	if cfg.cacheDir != "" {
 		cache, err := wazero.NewCompilationCacheWithDir(cfg.cacheDir)
 		if err != nil {
@@ -130,8 +133,10 @@ func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 const guestFeatures = api.CoreFeaturesV2 &^ api.CoreFeatureReferenceTypes
 
 // Close ends the host's runtime and its guests, and returns once every Run
-// has returned: a guest inside a host call (a launch) ends when the call
-// does. Their Runs, and any Run or Compile after, fail with ErrClosed; a
+// has returned. It ends every Run's context first: a guest running, asleep,
+// blocked writing its output, or inside a host call that watches its
+// context (a launch, a record waiting for another writer's lock) ends at
+// once; one inside a host call that does not ends when the call does. Their Runs, and any Run or Compile after, fail with ErrClosed; a
 // Compile under way finishes first. The client stays open. A second Close
 // returns once the first has, and does nothing else.
 func (h *Host) Close(ctx context.Context) error {
@@ -145,12 +150,11 @@ func (h *Host) Close(ctx context.Context) error {
 	close(h.closing)
 	h.mu.Unlock()
 	defer close(h.done)
+	h.endAll()        // every guest ends, and closes its own module
 	h.sleepers.Wait() // every sleeper has woken and ends
 	h.compiles.Wait()
-	h.writing.Lock()
-	err := h.rt.CloseWithExitCode(ctx, closedExitCode)
-	h.writing.Unlock()
 	h.runs.Wait()
+	err := h.rt.CloseWithExitCode(ctx, closedExitCode)
 	if h.cache != nil {
 		err = errors.Join(err, h.cache.Close(ctx))
 	}
@@ -371,10 +375,12 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 		}
 		owned = true
 	}
-	runCtx := ctx
+	runCtx, endRun := context.WithCancel(ctx)
+	defer endRun()
+	defer context.AfterFunc(h.ending, endRun)()
 	if cfg.deadline > 0 {
 		var cancel context.CancelFunc
-		runCtx, cancel = context.WithTimeout(ctx, cfg.deadline)
+		runCtx, cancel = context.WithTimeout(runCtx, cfg.deadline)
 		defer cancel()
 	}
 	allocsBefore := h.c.StorageStats().Allocs
@@ -432,7 +438,7 @@ func (h *Host) classify(runCtx context.Context, res *Result, err error) error {
 		// when its context is done; only a context that is done makes
 		// them a deadline.
 		switch code := exit.ExitCode(); {
-		case code == closedExitCode && h.isClosed():
+		case (code == closedExitCode || code == sys.ExitCodeContextCanceled) && h.isClosed():
 			return fmt.Errorf("%w: it ended the guest", ErrClosed)
 		case code == 0 && h.isClosed():
 			// Closed while in a host call, the guest then exited by
@@ -447,6 +453,9 @@ func (h *Host) classify(runCtx context.Context, res *Result, err error) error {
 			res.ExitCode = code
 			return &ExitError{Code: code}
 		}
+	}
+	if runCtx.Err() != nil && h.isClosed() {
+		return fmt.Errorf("%w: it ended the guest", ErrClosed)
 	}
 	if runCtx.Err() != nil {
 		return fmt.Errorf("%w: %w", ErrDeadline, runCtx.Err())
@@ -507,8 +516,6 @@ func (h *Host) sleeper(runCtx context.Context) sys.Nanosleep {
 func (h *Host) output(runCtx context.Context) func(w io.Writer) io.Writer {
 	return func(w io.Writer) io.Writer {
 		return writerFunc(func(p []byte) (int, error) {
-			h.writing.RLock()
-			defer h.writing.RUnlock()
 			if h.isClosed() {
 				panic(sys.NewExitError(closedExitCode))
 			}
