@@ -27,14 +27,15 @@ func TestCPUDeviceConforms(t *testing.T) {
 	}
 }
 
-// A correct device whose largest allocation is a few MiB, or 256 KiB,
-// passes too: the checks size their buffers, pages and products to it.
-// With 4 MiB buffers and pages the out-of-memory and install checks failed
-// such a device for asking more than any allocation may hold; at 256 KiB
-// the churn and cleanup checks installed pages of 1 MiB, and the cancelled
-// dispatch bound operands of 768² floats.
+// A correct device whose largest allocation is a few MiB, or down to
+// 128 KiB, passes too: the checks size their buffers, pages and products
+// to it. With 4 MiB buffers and pages the out-of-memory and install checks
+// failed such a device for asking more than any allocation may hold; at
+// 256 KiB the churn and cleanup checks installed pages of 1 MiB, and the
+// cancelled dispatch bound operands of 768² floats; at 128 KiB the
+// concurrent streams made buffers of up to 200,000 B.
 func TestADeviceOfSmallPagesConforms(t *testing.T) {
-	for _, page := range []uint64{256 << 10, 1 << 20, 3 << 20} {
+	for _, page := range []uint64{128 << 10, 256 << 10, 1 << 20, 3 << 20} {
 		open := func(ctx context.Context, cfg device.Config) (device.Device, error) {
 			return cpu.New(cpu.WithMemoryLimit(cfg.MemoryLimit), cpu.WithMaxPageSize(page))
 		}

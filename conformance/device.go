@@ -1080,6 +1080,9 @@ func checkRecordsRoundTrip(c *checkState, open OpenClient) {
 func checkConcurrentStreams(c *checkState, cl *client.Client) {
 	const workers, rounds = 4, 8
 	layouts := []memory.Layout{memory.SubSlicesLayout(), memory.ExclusivePagesLayout(), memory.DirectLayout()}
+	// The odd-sized buffers go up to 200,000 B, or the device's largest
+	// page where that is less: past it every pool refuses them.
+	extraMax := upToLargestPage(cl.Properties(), 200000)
 	var wg sync.WaitGroup
 	for w := range workers {
 		s, err := cl.NewStream()
@@ -1103,7 +1106,7 @@ func checkConcurrentStreams(c *checkState, cl *client.Client) {
 				}
 				n := uint32(257 + 31*w + r)
 				a, b := floats(n, uint64(w*100+r)), floats(n, uint64(w*100+r+50))
-				extra := pattern(uint64(w*1000+r), uint64(1+(w*7919+r*104729)%200000))
+				extra := pattern(uint64(w*1000+r), 1+uint64(w*7919+r*104729)%extraMax)
 				var bufs []*client.Buffer
 				create := func(data []byte) *client.Buffer {
 					x, err := cl.Create(ctx, data)
