@@ -68,18 +68,14 @@ type Host struct {
 	// compiles before it has made its entry points, and a Run of one of
 	// theirs panicked.
 	cacheMu sync.Mutex
-	// closing is closed by Close: a guest asleep (poll_oneoff on a
-	// clock) wakes and ends. sleepers counts the guests asleep, which
-	// Close waits out before it closes their modules: wazero's close
-	// writes what poll_oneoff read before it slept (a data race).
-	closing  chan struct{}
-	sleepers sync.WaitGroup
 	// ending ends with Close, and every Run's context with it: wazero then
-	// stops the guest, which closes its own module, so Close closes the
-	// runtime with no guest left in it. wazero's close of a running
+	// stops the guest, a guest asleep or blocked writing its output wakes
+	// (sleeper, output), and each closes its own module, so Close closes
+	// the runtime with no guest left in it. wazero's close of a running
 	// guest's module, from Close's goroutine, clears what a host call of
 	// the guest may be reading (the file table fd_write read before
-	// calling the writer: a data race).
+	// calling the writer, what poll_oneoff read before it slept: data
+	// races).
 	ending context.Context
 	endAll context.CancelFunc
 	// done is closed once Close has ended every guest: a second Close
@@ -103,7 +99,7 @@ func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 	}
 	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true).WithMemoryLimitPages(cfg.maxMemoryPages).
 		WithCoreFeatures(guestFeatures)
-	h := &Host{c: c, cfg: cfg, kernels: newKernelTable(), closing: make(chan struct{}), done: make(chan struct{})}
+	h := &Host{c: c, cfg: cfg, kernels: newKernelTable(), done: make(chan struct{})}
 	h.ending, h.endAll = context.WithCancel(context.Background())
 	if cfg.cacheDir != "" {
 		cache, err := wazero.NewCompilationCacheWithDir(cfg.cacheDir)
@@ -136,9 +132,10 @@ const guestFeatures = api.CoreFeaturesV2 &^ api.CoreFeatureReferenceTypes
 // has returned. It ends every Run's context first: a guest running, asleep,
 // blocked writing its output, or inside a host call that watches its
 // context (a launch, a record waiting for another writer's lock) ends at
-// once; one inside a host call that does not ends when the call does. Their Runs, and any Run or Compile after, fail with ErrClosed; a
-// Compile under way finishes first. The client stays open. A second Close
-// returns once the first has, and does nothing else.
+// once; one inside a host call that does not ends when the call does.
+// Their Runs, and any Run or Compile after, fail with ErrClosed; a Compile
+// under way finishes first. The client stays open. A second Close returns
+// once the first has, and does nothing else.
 func (h *Host) Close(ctx context.Context) error {
 	h.mu.Lock()
 	if h.closed {
@@ -147,11 +144,9 @@ func (h *Host) Close(ctx context.Context) error {
 		return nil
 	}
 	h.closed = true
-	close(h.closing)
 	h.mu.Unlock()
 	defer close(h.done)
-	h.endAll()        // every guest ends, and closes its own module
-	h.sleepers.Wait() // every sleeper has woken and ends
+	h.endAll() // every guest ends, and closes its own module
 	h.compiles.Wait()
 	h.runs.Wait()
 	err := h.rt.CloseWithExitCode(ctx, closedExitCode)
@@ -473,37 +468,34 @@ func inStartFunction(err error) bool {
 }
 
 // sleeper is a guest's sleep (poll_oneoff on a clock, with clocks
-// granted): it wakes at its time, or ends the guest at the run's deadline
-// or when the host closes, as wazero ends a guest whose context is done
-// (the exit codes classify reads). A plain time.Sleep held a guest of
-// 300 ms deadline 10 s, and Close with it.
+// granted): it wakes at its time, or ends the guest when the run's context
+// ends (its deadline, or Close), as wazero ends a guest whose context is
+// done. A plain time.Sleep held a guest of 300 ms deadline 10 s, and Close
+// with it.
 func (h *Host) sleeper(runCtx context.Context) sys.Nanosleep {
 	return func(ns int64) {
 		if ns <= 0 {
 			return
 		}
-		h.mu.Lock()
-		if h.closed {
-			h.mu.Unlock()
-			panic(sys.NewExitError(closedExitCode))
-		}
-		h.sleepers.Add(1)
-		h.mu.Unlock()
 		t := time.NewTimer(time.Duration(ns))
 		defer t.Stop()
-		var ended error
 		select {
 		case <-t.C:
 		case <-runCtx.Done():
-			ended = sys.NewExitError(sys.ExitCodeDeadlineExceeded)
-		case <-h.closing:
-			ended = sys.NewExitError(closedExitCode)
-		}
-		h.sleepers.Done()
-		if ended != nil {
-			panic(ended)
+			panic(h.ended())
 		}
 	}
+}
+
+// ended is the exit a sleep or a blocked write ends its guest with once
+// the run's context is done: Close's where the host is closed (Close sets
+// closed before it ends the contexts), the deadline's otherwise; classify
+// reads them.
+func (h *Host) ended() *sys.ExitError {
+	if h.isClosed() {
+		return sys.NewExitError(closedExitCode)
+	}
+	return sys.NewExitError(sys.ExitCodeDeadlineExceeded)
 }
 
 // output is a guest's standard output or error, w, ending the guest at the
@@ -516,8 +508,8 @@ func (h *Host) sleeper(runCtx context.Context) sys.Nanosleep {
 func (h *Host) output(runCtx context.Context) func(w io.Writer) io.Writer {
 	return func(w io.Writer) io.Writer {
 		return writerFunc(func(p []byte) (int, error) {
-			if h.isClosed() {
-				panic(sys.NewExitError(closedExitCode))
+			if runCtx.Err() != nil {
+				panic(h.ended())
 			}
 			type result struct {
 				n   int
@@ -529,19 +521,16 @@ func (h *Host) output(runCtx context.Context) func(w io.Writer) io.Writer {
 				n, err := w.Write(p)
 				done <- result{n, err}
 			}()
-			code := uint32(sys.ExitCodeDeadlineExceeded)
 			select {
 			case r := <-done:
 				return r.n, r.err
 			case <-runCtx.Done():
-			case <-h.closing:
-				code = closedExitCode
 			}
 			select {
 			case r := <-done: // the write finished too: nothing is left writing
 				return r.n, r.err
 			default:
-				panic(sys.NewExitError(code))
+				panic(h.ended())
 			}
 		})
 	}
