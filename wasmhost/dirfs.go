@@ -15,10 +15,14 @@ import (
 // a socket may block for ever: the guest sat inside the host's open or
 // read, past its deadline and Close. Any other file the guest may list and
 // stat (wazero stats a file by opening it), but not read.
-type guestDir struct{ root fs.FS }
+type guestDir struct {
+	root      *os.Root
+	fsys      fs.FS // root.FS()
+	guestPath string
+}
 
 func (d guestDir) Open(name string) (fs.File, error) {
-	info, err := fs.Stat(d.root, name)
+	info, err := fs.Stat(d.fsys, name)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			// A path the root refuses (one leading outside it) reads as a
@@ -30,7 +34,7 @@ func (d guestDir) Open(name string) (fs.File, error) {
 	if !info.Mode().IsRegular() && !info.IsDir() {
 		return unreadable{name, info}, nil
 	}
-	return d.root.Open(name)
+	return d.fsys.Open(name)
 }
 
 // unreadable is a file of a granted directory that is neither regular nor
@@ -49,26 +53,22 @@ func (u unreadable) Read([]byte) (int, error) {
 func (u unreadable) Close() error { return nil }
 
 // openGuestDirs opens the directories of dirs ([host, guest] pairs) as
-// guests read them, and returns the roots to close after the run.
-func openGuestDirs(dirs [][2]string) ([]fs.FS, []*os.Root, error) {
-	var (
-		fsys  []fs.FS
-		roots []*os.Root
-	)
+// guests read them; closeGuestDirs closes them after the run.
+func openGuestDirs(dirs [][2]string) ([]guestDir, error) {
+	var out []guestDir
 	for _, d := range dirs {
 		root, err := os.OpenRoot(d[0])
 		if err != nil {
-			closeRoots(roots)
-			return nil, nil, fmt.Errorf("%w: the directory granted at %s: %w", ErrRefused, d[1], err)
+			closeGuestDirs(out)
+			return nil, fmt.Errorf("%w: the directory granted at %s: %w", ErrRefused, d[1], err)
 		}
-		roots = append(roots, root)
-		fsys = append(fsys, guestDir{root.FS()})
+		out = append(out, guestDir{root: root, fsys: root.FS(), guestPath: d[1]})
 	}
-	return fsys, roots, nil
+	return out, nil
 }
 
-func closeRoots(roots []*os.Root) {
-	for _, r := range roots {
-		r.Close()
+func closeGuestDirs(dirs []guestDir) {
+	for _, d := range dirs {
+		d.root.Close()
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"strings"
 	"sync"
 	"time"
@@ -356,11 +355,11 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 	for _, o := range opts {
 		cfg = o(cfg)
 	}
-	dirs, roots, err := openGuestDirs(cfg.dirs)
+	dirs, err := openGuestDirs(cfg.dirs)
 	if err != nil {
 		return nil, err
 	}
-	defer closeRoots(roots)
+	defer closeGuestDirs(dirs)
 	start := time.Now()
 	s, owned := cfg.stream, false
 	if s == nil {
@@ -542,15 +541,15 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // moduleConfig is a guest's configuration: dirs are cfg.dirs as the guest
 // reads them (openGuestDirs).
-func moduleConfig(cfg runConfig, dirs []fs.FS, sleep sys.Nanosleep, output func(io.Writer) io.Writer) wazero.ModuleConfig {
+func moduleConfig(cfg runConfig, dirs []guestDir, sleep sys.Nanosleep, output func(io.Writer) io.Writer) wazero.ModuleConfig {
 	mc := wazero.NewModuleConfig().WithName("").WithStartFunctions().WithArgs(cfg.args...)
 	for _, kv := range cfg.env {
 		mc = mc.WithEnv(kv[0], kv[1])
 	}
 	if len(dirs) > 0 {
 		fsc := wazero.NewFSConfig()
-		for i, d := range cfg.dirs {
-			fsc = fsc.WithFSMount(dirs[i], d[1])
+		for _, d := range dirs {
+			fsc = fsc.WithFSMount(d, d.guestPath)
 		}
 		mc = mc.WithFSConfig(fsc)
 	}
