@@ -10,7 +10,7 @@ import (
 // A plan's slots are millions of numbers: they are read here straight from
 // the JSON into integers, rather than through a raw value apiece (which
 // took a 2^24-slot plan 4.4 GB and half a minute to read), and an array
-// past its limit is refused at the number past it, not once it is read.
+// past its limit is refused by its count of commas, before it is read.
 
 // decodeUintTuples reads a JSON array of non-negative integers, flat
 // ([a, b, …], tuple 0) or of arrays of exactly tuple of them ([[a, b, c],
