@@ -351,15 +351,11 @@ func checkDispatchEmpty(c *checkState, cl *client.Client) {
 }
 
 // cancelSide is the side of the largest square matrix of floats one
-// binding of rangeBytes bytes holds, a multiple of 16 (the kernels' tile) where
-// it is at least 16.
+// binding of rangeBytes bytes holds, at least 1.
 func cancelSide(rangeBytes uint64) uint32 {
-	side := uint32(min(math.Sqrt(float64(rangeBytes/4)), 1<<16))
-	for uint64(side)*uint64(side)*4 > rangeBytes {
+	side := uint32(math.Sqrt(float64(rangeBytes / 4)))
+	for side > 1 && uint64(side)*uint64(side)*4 > rangeBytes {
 		side--
-	}
-	if side >= 16 {
-		side &^= 15
 	}
 	return max(side, 1)
 }
