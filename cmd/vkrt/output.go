@@ -19,8 +19,10 @@ import (
 // and renamed into place, so a failed write leaves no half-written file
 // and an old one intact; a symbolic link is followed, so the file it
 // points to is replaced and the link kept. A FIFO, a terminal or another
-// device (/dev/stdout) is written in place, never replaced by a file, and
-// so is a file in a directory where no file may be made.
+// device is written in place, never replaced by a file, and so is a file
+// in a directory where no file may be made. A name of one of the
+// command's open descriptors (/dev/stdout, /dev/fd/N) is written through
+// that descriptor.
 func writeOutput(flag, path string, write func(io.Writer) error) (err error) {
 	if path == "" {
 		return fmt.Errorf("%s: no file named", flag)
@@ -30,6 +32,13 @@ func writeOutput(flag, path string, write func(io.Writer) error) (err error) {
 			err = fmt.Errorf("%s %s: %w", flag, path, err)
 		}
 	}()
+	if f, ok := descriptorOf(path); ok {
+		// The command's own standard output, error or another open
+		// descriptor (/dev/stdout, /dev/fd/N): written through it, so that
+		// the shell's >> appends and a pipe gets the bytes, where opening
+		// the name anew would write over the file behind it, or fail.
+		return writeThrough(f, write)
+	}
 	target, err := linkTarget(path)
 	if err != nil {
 		return err
@@ -122,6 +131,57 @@ func linkTarget(path string) (string, error) {
 		path = dest
 	}
 	return "", syscall.ELOOP
+}
+
+// descriptors are the open descriptors outputs were written through, kept
+// so that none is closed when its file is collected: the same descriptor
+// may be written again (checkOutput's probe, then the output).
+var descriptors = map[int]*os.File{0: os.Stdin, 1: os.Stdout, 2: os.Stderr}
+
+// descriptorOf is the process's open descriptor that path names, through
+// symbolic links, as /dev/stdout, /dev/fd/N or /proc/self/fd/N do.
+func descriptorOf(path string) (*os.File, bool) {
+	for range 40 { // as many links as the kernel follows
+		if fd, ok := descriptorNumber(filepath.Clean(path)); ok {
+			f, open := descriptors[fd]
+			if !open {
+				f = os.NewFile(uintptr(fd), path)
+				descriptors[fd] = f
+			}
+			return f, true
+		}
+		dest, err := os.Readlink(path)
+		if err != nil {
+			return nil, false
+		}
+		if !filepath.IsAbs(dest) {
+			dest = filepath.Join(filepath.Dir(path), dest)
+		}
+		path = dest
+	}
+	return nil, false
+}
+
+// descriptorNumber is N where path is /dev/fd/N, /proc/self/fd/N or
+// /proc/PID/fd/N of this process.
+func descriptorNumber(path string) (int, bool) {
+	dir, name := filepath.Split(path)
+	switch dir {
+	case "/dev/fd/", "/proc/self/fd/", "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/":
+	default:
+		return 0, false
+	}
+	fd, err := strconv.Atoi(name)
+	return fd, err == nil && fd >= 0 && strconv.Itoa(fd) == name
+}
+
+// writeThrough writes to an open descriptor, leaving it open.
+func writeThrough(f *os.File, write func(io.Writer) error) error {
+	w := bufio.NewWriter(f)
+	if err := write(w); err != nil {
+		return err
+	}
+	return w.Flush()
 }
 
 // createTemp makes a new file beside target for writeOutput, with the

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -268,4 +269,40 @@ func TestOutputInADirectoryWhereNoFileMayBeMade(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(data), "vkrt_plan")
 	require.NotContains(t, string(data), "an old plan", "the file is cut where the plan ends")
+}
+
+// An output named by an open descriptor of the command (/dev/stdout,
+// /dev/fd/N, /proc/self/fd/N) is written through it: a file the shell
+// opened to append keeps what it held, and a pipe gets the bytes, where
+// opening the name anew wrote over the file and failed on the pipe.
+func TestOutputToAnOpenDescriptorIsWrittenThroughIt(t *testing.T) {
+	first := writeTrace(t, "first.trace", shortRun)
+	log := filepath.Join(t.TempDir(), "log.txt")
+	require.NoError(t, os.WriteFile(log, []byte("an earlier line\n"), 0o644))
+	appended, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	defer appended.Close()
+	_, _, err = execute(t, "plan", first, "--out", "/dev/fd/"+strconv.Itoa(int(appended.Fd())))
+	require.NoError(t, err)
+	got, err := os.ReadFile(log)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(got), "an earlier line\n{\"vkrt_plan\""), "the plan is appended to the file: %q", got)
+
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	read := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		read <- string(b)
+	}()
+	_, _, err = execute(t, "report", "--html", "/proc/self/fd/"+strconv.Itoa(int(w.Fd())), first)
+	w.Close()
+	require.NoError(t, err)
+	select {
+	case page := <-read:
+		require.Contains(t, page, "<html")
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing came through the pipe")
+	}
 }
