@@ -44,6 +44,12 @@ type Kernel struct {
 	// work is what the launch computes, in the kernel's own unit (elements,
 	// output values); 0 is an empty launch.
 	work func(push pushValues) uint64
+	// busy is the most work groups that find work of their own (an
+	// element, a row, a tile): a grid of more runs the rest idle.
+	busy func(push pushValues) uint64
+	// writesEmpty: an empty launch still writes (reduce_sum's work groups
+	// each write their sum of no element).
+	writesEmpty bool
 	// checkGrid, where set, rejects grids that leave work undone or that
 	// the shader's 32-bit index arithmetic would wrap on.
 	checkGrid func(push pushValues, grid [3]uint32) error
@@ -104,6 +110,7 @@ func elementwise(name, doc string, bindings []Binding, push ...PushField) Kernel
 			return sizes
 		},
 		work:      func(p pushValues) uint64 { return p.u32(0) },
+		busy:      elementGroups,
 		checkGrid: func(p pushValues, grid [3]uint32) error { return stepLoops(p.u32(0), grid, elementGroup) },
 		revisits:  elementRevisits,
 		inPlace:   everyBinding(len(bindings)),
@@ -196,6 +203,7 @@ var catalogue = []Kernel{
 			return []uint64{n, n}
 		},
 		work:      rowsTimesCols,
+		busy:      rowGroups,
 		checkGrid: func(p pushValues, grid [3]uint32) error { return stepLoops(p.u32(0), grid, 1) },
 		revisits:  func(p pushValues, grid [3]uint32) bool { return revisits(p.u32(0), grid, 1) },
 		inPlace:   []bool{true, true},
@@ -215,6 +223,7 @@ var catalogue = []Kernel{
 			return []uint64{n, cols, cols, n}
 		},
 		work:      rowsTimesCols,
+		busy:      rowGroups,
 		checkGrid: func(p pushValues, grid [3]uint32) error { return stepLoops(p.u32(0), grid, 1) },
 		revisits:  func(p pushValues, grid [3]uint32) bool { return revisits(p.u32(0), grid, 1) },
 		// gamma and beta are read by every row, after other work groups
@@ -233,7 +242,9 @@ var catalogue = []Kernel{
 		need: func(p pushValues, grid [3]uint32) []uint64 {
 			return []uint64{words(p.u32(0)), words(product(uint64(grid[0]), uint64(grid[1])))}
 		},
-		work: func(p pushValues) uint64 { return p.u32(0) },
+		work:        func(p pushValues) uint64 { return p.u32(0) },
+		busy:        elementGroups,
+		writesEmpty: true,
 		// An element taken twice is summed twice.
 		checkGrid: func(p pushValues, grid [3]uint32) error {
 			if n := p.u32(0); revisits(n, grid, elementGroup) {
@@ -259,6 +270,7 @@ var catalogue = []Kernel{
 		},
 		// The output: with K = 0 it is all zeros, still to be written.
 		work:    func(p pushValues) uint64 { return product(p.u32(0), p.u32(1)) },
+		busy:    func(p pushValues) uint64 { return tileGroups(p.u32(0), p.u32(1), matmulTile) },
 		inPlace: []bool{false, false, true},
 	},
 	{
@@ -273,8 +285,31 @@ var catalogue = []Kernel{
 			return []uint64{n, n}
 		},
 		work:    rowsTimesCols,
+		busy:    func(p pushValues) uint64 { return tileGroups(p.u32(0), p.u32(1), transposeTile) },
 		inPlace: []bool{false, true},
 	},
+}
+
+// elementGroups is the work groups of an element kernel that find an
+// element of their own, 256 to a group.
+func elementGroups(p pushValues) uint64 { return ceilDiv(p.u32(0), elementGroup) }
+
+// rowGroups is the work groups of a row kernel that find a row of their
+// own: none where the rows have no columns.
+func rowGroups(p pushValues) uint64 {
+	if p.u32(1) == 0 {
+		return 0
+	}
+	return p.u32(0)
+}
+
+// tileGroups is the tiles of side tile over a rows x cols matrix: the
+// work groups that find one of their own.
+func tileGroups(rows, cols, tile uint64) uint64 {
+	if rows == 0 || cols == 0 {
+		return 0
+	}
+	return ceilDiv(rows, tile) * ceilDiv(cols, tile)
 }
 
 const matmulTile = 128
@@ -350,6 +385,57 @@ type Limits struct {
 	// (lavapipe: 65,535); a launch with work that LoopTrips says may need
 	// more is refused rather than left part unwritten.
 	MaxLoopIterations uint64
+}
+
+// BusyGroups is the most work groups of a launch of k with push that find
+// work of their own (an element, a row, a tile); a grid of more runs the
+// rest idle. It is 0 for an empty launch, and for a kernel not of the
+// catalogue or push constants not of its size, which [Validate] refuses.
+func BusyGroups(k Kernel, push []byte) uint64 {
+	canon, found := catalogueKernel(k.Name)
+	if !found || uint64(len(push)) != uint64(canon.PushSize()) {
+		return 0
+	}
+	return canon.busy(pushValues(push))
+}
+
+// CheckIdleGroups refuses a grid of more work groups than a launch of k
+// with push keeps busy, past the grid the catalogue's typed launches make
+// for that many ([RowGrid] of them): the extra ones find nothing to do,
+// and only hold the device (65535 x 65535 of them, for a fill of one
+// element, held lavapipe for half an hour). [Validate] takes such grids,
+// as the kernels' contract does; a host that runs launches for others
+// under a deadline refuses them, since no device stops a dispatch once
+// submitted. An empty launch passes on any grid, as it does Validate.
+// The error is a *[DispatchError].
+func CheckIdleGroups(k Kernel, grid [3]uint32, push []byte) error {
+	busy := BusyGroups(k, push)
+	if busy == 0 {
+		return nil
+	}
+	most := max(busy, groups(RowGrid(busy)))
+	// z past 1 is Validate's to refuse.
+	if runs := groups(grid); runs > most {
+		return &DispatchError{Kernel: k.Name, Reason: fmt.Sprintf(
+			"grid %v runs %d work groups, and at most %d of them find work for the push constants %s: the rest would only hold the device",
+			grid, runs, busy, pushString(k, push))}
+	}
+	return nil
+}
+
+// NoOp says whether a launch writes nothing, so that a device need not
+// run it: a grid with a dimension of 0 runs no work group, and an empty
+// launch writes nothing but for reduce_sum's sums of no element. A launch
+// is checked ([Validate]) whether or not it is one.
+func NoOp(k Kernel, grid [3]uint32, push []byte) bool {
+	if grid[0] == 0 || grid[1] == 0 || grid[2] == 0 {
+		return true
+	}
+	canon, found := catalogueKernel(k.Name)
+	if !found || uint64(len(push)) != uint64(canon.PushSize()) {
+		return false
+	}
+	return !canon.writesEmpty && canon.work(pushValues(push)) == 0
 }
 
 // Validate checks a dispatch without a device: that k is a kernel of the

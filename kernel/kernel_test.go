@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -495,4 +496,63 @@ func TestGridHelpersFitEveryDevice(t *testing.T) {
 		hs := make([]vkruntime.StorageHandle, len(l.Kernel.Bindings))
 		require.NoError(t, Validate(l.Kernel, l.Grid, hs, l.Push, testLimits), "%s %s on %v", l.Kernel.Name, pushString(l.Kernel, l.Push), l.Grid)
 	}
+}
+
+// The typed launches' grids keep every work group they run busy, as far as
+// RowGrid's spill into y allows, so CheckIdleGroups passes them at every
+// size, up to the 32-bit push constants' largest.
+func TestTypedLaunchesPassTheIdleGroupCheck(t *testing.T) {
+	sizes := []uint32{1, 2, 255, 256, 257, 4096, 65535, 65536, 256*65535 + 1, 1 << 24, 1<<32 - 1}
+	for _, n := range sizes {
+		for _, l := range []Launch{FillWords(n, 7), CopyWords(n), Add(n), Mul(n), Scale(n, 2), ReLU(n), GELU(n), ReduceSum(n)} {
+			require.NoError(t, CheckIdleGroups(l.Kernel, l.Grid, l.Push), "%s(%d), grid %v", l.Kernel.Name, n, l.Grid)
+		}
+		for _, m := range []uint32{1, 3, 200} {
+			for _, l := range []Launch{Softmax(n, m), LayerNorm(n, m, 1e-5), Softmax(m, n), MatMul(n, m, 5), MatMul(m, n, 0), Transpose(n, m), Transpose(m, n)} {
+				require.NoError(t, CheckIdleGroups(l.Kernel, l.Grid, l.Push), "%s %s, grid %v", l.Kernel.Name, pushString(l.Kernel, l.Push), l.Grid)
+			}
+		}
+	}
+}
+
+// A grid of more work groups than the launch keeps busy is refused by
+// CheckIdleGroups (not by Validate, whose contract takes any grid), with
+// the counts; an empty launch passes on any grid.
+func TestAGridOfIdleWorkGroupsIsRefused(t *testing.T) {
+	for _, c := range []struct {
+		l    Launch
+		grid [3]uint32
+		busy uint64
+	}{
+		{FillWords(1, 7), [3]uint32{65535, 1024, 1}, 1},
+		{FillWords(257, 7), [3]uint32{3, 1, 1}, 2},
+		{ReduceSum(1), [3]uint32{2, 1, 1}, 1},
+		{Softmax(4, 8), [3]uint32{5, 1, 1}, 4},
+		{MatMul(128, 129, 3), [3]uint32{2, 2, 1}, 2},
+		{Transpose(32, 32), [3]uint32{1, 2, 1}, 1},
+	} {
+		require.Equal(t, c.busy, BusyGroups(c.l.Kernel, c.l.Push), c.l.Kernel.Name)
+		err := CheckIdleGroups(c.l.Kernel, c.grid, c.l.Push)
+		require.ErrorIs(t, err, ErrInvalidDispatch, "%s on grid %v", c.l.Kernel.Name, c.grid)
+		require.ErrorContains(t, err, fmt.Sprintf("runs %d work groups, and at most %d of them find work", groups(c.grid), c.busy))
+	}
+	for _, l := range []Launch{FillWords(0, 7), Softmax(5, 0), MatMul(0, 9, 9), Transpose(9, 0), ReduceSum(0)} {
+		require.Zero(t, BusyGroups(l.Kernel, l.Push), l.Kernel.Name)
+		require.NoError(t, CheckIdleGroups(l.Kernel, [3]uint32{65535, 65535, 1}, l.Push), "%s: an empty launch passes on any grid", l.Kernel.Name)
+	}
+	// Push constants not of the kernel's size are Validate's to refuse.
+	require.NoError(t, CheckIdleGroups(FillWords(1, 7).Kernel, [3]uint32{65535, 65535, 1}, []byte{1}))
+}
+
+// An empty launch writes nothing, so a device need not run it, but for
+// reduce_sum's sums of no element; a grid with a dimension of 0 runs no
+// work group at all.
+func TestNoOpLaunches(t *testing.T) {
+	big := [3]uint32{65535, 65535, 1}
+	require.True(t, NoOp(FillWords(0, 7).Kernel, big, FillWords(0, 7).Push))
+	require.True(t, NoOp(MatMul(0, 4, 4).Kernel, big, MatMul(0, 4, 4).Push))
+	require.False(t, NoOp(MatMul(4, 4, 0).Kernel, big, MatMul(4, 4, 0).Push), "K = 0 writes M x N zeros")
+	require.False(t, NoOp(ReduceSum(0).Kernel, big, ReduceSum(0).Push), "reduce_sum writes each group's sum of nothing")
+	require.False(t, NoOp(FillWords(1, 7).Kernel, [3]uint32{1, 1, 1}, FillWords(1, 7).Push))
+	require.True(t, NoOp(FillWords(1, 7).Kernel, [3]uint32{1, 0, 1}, FillWords(1, 7).Push))
 }

@@ -116,8 +116,10 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 			}
 			return err
 		}
-		if op.Grid[0] == 0 || op.Grid[1] == 0 || op.Grid[2] == 0 {
-			// Nothing to run, but its bindings are checked as every op's.
+		if kernel.NoOp(op.Kernel, op.Grid, op.Push) {
+			// Nothing to run (an empty launch on any grid would still run
+			// every work group it names, idle), but its bindings are
+			// checked as every op's.
 			for _, h := range op.Bindings {
 				if h.Size > 0 {
 					unrun = append(unrun, h)

@@ -3,8 +3,10 @@
 package vk
 
 import (
+	"context"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -50,5 +52,32 @@ func TestDispatchChecksHandlesAndChangesNothingOnError(t *testing.T) {
 	}
 	require.NoError(t, kernel.Validate(kernel.ReLU(n).Kernel, kernel.ReLU(n).Grid, []vkruntime.StorageHandle{gone, out}, kernel.ReLU(n).Push, d.Limits()),
 		"kernel.Validate does not look the handles up")
+	d.Storage().Flush()
+}
+
+// An empty launch writes nothing, so it is not submitted on any grid: on
+// 65535 x 65535 work groups lavapipe ran the idle groups for about half an
+// hour, past any deadline its caller had. Its bindings are checked all
+// the same, and reduce_sum's, whose groups write their sums of nothing,
+// still runs.
+func TestAnEmptyLaunchOnALargeGridIsNotRun(t *testing.T) {
+	d := openTestDevice(t)
+	out := floatBuffer(t, d, []float32{5, 5, 5, 5})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	big := [3]uint32{65535, 65535, 1}
+	empty := kernel.Op{Kernel: kernel.FillWords(0, 7).Kernel, Grid: big, Bindings: []vkruntime.StorageHandle{out}, Push: kernel.FillWords(0, 7).Push}
+	require.NoError(t, d.Dispatch(ctx, []kernel.Op{empty, empty}), "the empty launches return at once")
+	require.Equal(t, []float32{5, 5, 5, 5}, readFloats(t, d, out))
+
+	gone := alloc(t, d, 16)
+	d.Storage().Dealloc(gone.ID)
+	empty.Bindings = []vkruntime.StorageHandle{gone}
+	require.ErrorIs(t, d.Dispatch(ctx, []kernel.Op{empty}), vkruntime.ErrNotFound)
+
+	sums := kernel.ReduceSum(0)
+	x := floatBuffer(t, d, []float32{1})
+	require.NoError(t, d.Dispatch(ctx, []kernel.Op{{Kernel: sums.Kernel, Grid: [3]uint32{4, 1, 1}, Bindings: []vkruntime.StorageHandle{x, out}, Push: sums.Push}}))
+	require.Equal(t, []float32{0, 0, 0, 0}, readFloats(t, d, out), "each of reduce_sum's four groups wrote its sum of nothing")
 	d.Storage().Flush()
 }

@@ -218,6 +218,12 @@ func abiCases(t testing.TB) []abiCase {
 			log:  create16Log + "\n==> vkrt_v1.launch(desc=1024,desc_len=39)\n<== status=28", lastError: "1 bindings given, the kernel has 3"},
 		{name: "launch: a grid past the device's limit", extra: dataAt(patched(fill, 16, u32(0x80000000)...)), body: create16 + `(drop (call $launch (i32.const 1024) (i32.const 44)))`,
 			log: create16Log + "\n==> vkrt_v1.launch(desc=1024,desc_len=44)\n<== status=28"},
+		{name: "launch: a grid of work groups with nothing to do", extra: dataAt(patched(patched(fill, 16, u32(65535)...), 20, u32(1024)...)),
+			body: create16 + `(drop (call $launch (i32.const 1024) (i32.const 44)))`,
+			log:  create16Log + "\n==> vkrt_v1.launch(desc=1024,desc_len=44)\n<== status=28", lastError: "runs 67107840 work groups, and at most 1 of them find work"},
+		{name: "launch: an empty one on a large grid", extra: dataAt(patched(patched(patched(fill, 32, u32(0)...), 16, u32(65535)...), 20, u32(65535)...)),
+			body: create16 + `(drop (call $launch (i32.const 1024) (i32.const 44)))`,
+			log:  create16Log + "\n==> vkrt_v1.launch(desc=1024,desc_len=44)\n<== status=0"},
 
 		// Layouts: EINVAL, EBUSY.
 		{name: "install malformed layout JSON", extra: `(data (i32.const 1024) "{\"Sliced\":[{\"page_size\":")`, body: `(drop (call $install (i32.const 1024) (i32.const 24)))`,

@@ -15,6 +15,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/vkrt/vkrt/client"
+	"github.com/vkrt/vkrt/kernel"
 	"github.com/vkrt/vkrt/memory"
 )
 
@@ -229,6 +230,14 @@ func launch(g *instance, mem api.Memory, stack []uint64) Errno {
 	ops, err := g.host.kernels.parse(data, g)
 	if err != nil {
 		return g.fail(err)
+	}
+	// A grid of work groups that find nothing to do would hold the device
+	// past the guest's deadline, and its neighbours' launches behind it:
+	// no device stops a dispatch once submitted.
+	for i, op := range ops {
+		if err := kernel.CheckIdleGroups(op.Kernel, op.Grid, op.Push); err != nil {
+			return g.fail(fmt.Errorf("launch %d of %d: %w", i, len(ops), err))
+		}
 	}
 	if err := g.stream.LaunchBatch(g.ctx, ops); err != nil {
 		return g.fail(err)

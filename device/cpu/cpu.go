@@ -263,8 +263,8 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 		}
 	}
 	for _, op := range ops {
-		if op.Grid[0] == 0 || op.Grid[1] == 0 || op.Grid[2] == 0 {
-			continue // no work group runs
+		if kernel.NoOp(op.Kernel, op.Grid, op.Push) {
+			continue // it writes nothing
 		}
 		// Viewed only now: an earlier op of the batch may have written a
 		// virtual range this one reads. Only the bytes the kernel touches
