@@ -90,18 +90,26 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 		return nil, err
 	}
 	clientOpts := []client.Option{client.WithDevice(f.device), client.WithLayout(layout)}
+	var made madeFiles
 	if f.env != environment.DefaultName {
 		// The default environment is opened at the guest's first record, if
 		// it makes one.
 		clientOpts = append(clientOpts, client.WithEnvironment(f.env))
+		made = environmentToMake(f.env)
 	}
 	c, err := client.Open(ctx, clientOpts...)
 	if err != nil {
+		made.remove()
+		return nil, err
+	}
+	// A run refused before the guest starts leaves no environment it made.
+	refuse := func(err error) (*guestSession, error) {
+		c.Close()
+		made.remove()
 		return nil, err
 	}
 	if err := checkPlanOn(f.layout, pf, layout, c, stderr); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("--layout: %w", err)
+		return refuse(fmt.Errorf("--layout: %w", err))
 	}
 	hostOpts := []wasmhost.Option{wasmhost.WithMaxMemoryPages(f.maxMemoryPages)}
 	h, err := wasmhost.New(ctx, c, append(hostOpts, wasmhost.WithCompilationCacheDir(f.cacheDir))...)
@@ -117,14 +125,22 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 		h, err = uncached, err2
 	}
 	if err != nil {
-		c.Close()
-		return nil, err
+		return refuse(err)
 	}
 	m, err := h.Compile(ctx, wasm)
+	if err != nil && f.cacheDir != "" && damagedCacheEntry(err) {
+		// Not the module's fault: the cache is a convenience.
+		damaged := err
+		var fresh *wasmhost.Host
+		if fresh, m, err = compileThroughFreshCache(ctx, c, hostOpts, f.cacheDir, wasm); err == nil {
+			fmt.Fprintf(stderr, "vkrt: the compilation cache %s held a damaged entry for %s (%v); compiled the guest anew and replaced the entry\n", f.cacheDir, path, damaged)
+			h.Close(ctx)
+			h = fresh
+		}
+	}
 	if err != nil {
 		h.Close(ctx)
-		c.Close()
-		return nil, &compileError{fmt.Errorf("%s: %w", path, err)}
+		return refuse(&compileError{fmt.Errorf("%s: %w", path, err)})
 	}
 	s := &guestSession{client: c, host: h, module: m, run: []wasmhost.RunOption{
 		wasmhost.WithArgs(append([]string{filepath.Base(path)}, args...)...),

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -431,4 +432,68 @@ func TestTextOutputThatCannotBeWrittenFails(t *testing.T) {
   (memory (export "memory") 1)
   (func (export "_start") (drop (call $create (i64.const 1024) (i32.const 0)))))`)
 	require.ErrorIs(t, executeToFullStdout(t, "plan", guestArgs(t, buffer)...), syscall.ENOSPC, "plan")
+}
+
+// A damaged entry of the compilation cache is not the module's fault: the
+// guest is compiled anew, the entry replaced, and the next run reads it
+// without a word (the module was refused on every run, the cache blamed
+// on the module).
+func TestADamagedCompilationCacheEntryIsReplaced(t *testing.T) {
+	devicesOrSkip(t)
+	guest := watFile(t, exitWithArgc)
+	cache := t.TempDir()
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	run := func() (string, error) {
+		_, stderr, err := execute(t, "run", "--compile-cache", cache, guest)
+		return stderr, err
+	}
+	_, err := run()
+	require.Equal(t, 11, exitCodeOf(err))
+	var entries []string
+	require.NoError(t, filepath.WalkDir(cache, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			entries = append(entries, path)
+		}
+		return err
+	}))
+	require.NotEmpty(t, entries, "the cache holds the compiled guest")
+	for _, e := range entries {
+		require.NoError(t, os.WriteFile(e, []byte("WAZEVO"), 0o644)) // cut short
+	}
+	stderr, err := run()
+	require.Equal(t, 11, exitCodeOf(err), "the guest ran: %v", err)
+	require.Contains(t, stderr, "held a damaged entry for "+guest)
+	for _, e := range entries {
+		fi, err := os.Stat(e)
+		require.NoError(t, err)
+		require.Greater(t, fi.Size(), int64(len("WAZEVO")), "%s was replaced", e)
+	}
+	stderr, err = run()
+	require.Equal(t, 11, exitCodeOf(err))
+	require.Empty(t, stderr, "the replaced entry reads back")
+}
+
+// A module refused before it runs leaves no environment behind: --env
+// made the environment's file, and its directory, before the module was
+// read.
+func TestARefusedModuleMakesNoEnvironment(t *testing.T) {
+	devicesOrSkip(t)
+	notWasm := filepath.Join(t.TempDir(), "not.wasm")
+	require.NoError(t, os.WriteFile(notWasm, []byte("garbage\n"), 0o644))
+	envDir := filepath.Join(t.TempDir(), "envs", "more")
+	t.Setenv(environment.DirEnvVar, envDir)
+	for _, cmd := range []string{"run", "plan"} {
+		_, _, err := execute(t, cmd, "--env", "fresh", notWasm)
+		require.ErrorContains(t, err, "not a WebAssembly binary", cmd)
+		_, statErr := os.Stat(filepath.Dir(envDir))
+		require.ErrorIs(t, statErr, fs.ErrNotExist, "%s made no environment directory", cmd)
+	}
+	// An environment that was there stays.
+	require.NoError(t, os.MkdirAll(envDir, 0o755))
+	_, _, err := execute(t, "run", "--env", "fresh", watFile(t, `(module (memory 1) (func (export "_start")))`))
+	require.NoError(t, err)
+	_, _, err = execute(t, "run", "--env", "fresh", notWasm)
+	require.Error(t, err)
+	_, err = os.Stat(filepath.Join(envDir, "fresh.sqlite"))
+	require.NoError(t, err, "the environment made by the run before stays")
 }
