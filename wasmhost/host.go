@@ -258,8 +258,14 @@ func checkModule(cm wazero.CompiledModule) error {
 	}
 	for _, f := range cm.ImportedFunctions() {
 		mod, name, _ := f.Import()
-		if mod != ModuleName {
+		if mod == wasi_snapshot_preview1.ModuleName {
 			continue
+		}
+		if mod != ModuleName {
+			// wazero's own word for it was "module[vkrt_v2] not
+			// instantiated", naming neither the import nor the host.
+			return fmt.Errorf("it imports %s.%s; this host serves %s and %s only", abbreviate([]byte(mod)), abbreviate([]byte(name)),
+				ModuleName, wasi_snapshot_preview1.ModuleName)
 		}
 		fn, ok := abiByName[name]
 		if !ok {
