@@ -260,9 +260,15 @@ func printPlanWasm(to io.Writer, l planWasmLine, out string) error {
 		if v.DeviceBindCalls > 0 {
 			binds = fmt.Sprintf(" and %d sparse-binding submissions", v.DeviceBindCalls)
 		}
-		fmt.Fprintf(w, "verify:   %s in %.2f s: %d spills; %s live and %s reserved at peak (the plan's %s and the persistent pool's %s), %s of device memory in %d device allocations%s\n",
+		// A run that spilled reserved past the plan, in the pools it
+		// spilled to: the parts are said so that they add up.
+		past := ""
+		if planned := l.Capacity + v.PersistentBytes; v.ReservedPeakBytes > planned {
+			past = fmt.Sprintf(", and %s past them", memory.FormatBytes(v.ReservedPeakBytes-planned))
+		}
+		fmt.Fprintf(w, "verify:   %s in %.2f s: %d spills; %s live and %s reserved at peak (the plan's %s and the persistent pool's %s%s), %s of device memory in %d device allocations%s\n",
 			verdict, v.WallS, v.Spills, memory.FormatBytes(v.PeakLiveBytes), memory.FormatBytes(v.ReservedPeakBytes),
-			memory.FormatBytes(l.Capacity), memory.FormatBytes(v.PersistentBytes), memory.FormatBytes(v.DeviceBytesPeak), v.DeviceAllocs, binds)
+			memory.FormatBytes(l.Capacity), memory.FormatBytes(v.PersistentBytes), past, memory.FormatBytes(v.DeviceBytesPeak), v.DeviceAllocs, binds)
 	}
 	return w.err
 }

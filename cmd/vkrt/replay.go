@@ -550,7 +550,8 @@ func writeReplayMarkdown(w io.Writer, rows []replayRow, f replayFlags) error {
 	b.WriteString("| " + strings.Join(head, " | ") + " |\n|" + strings.Repeat(" --- |", len(head)) + "\n")
 	for _, r := range rows {
 		d := r.dry
-		cells := []string{d.Trace, fmt.Sprint(d.Events), memory.FormatBytes(d.PeakLiveBytes),
+		// A | in a trace's name would end its cell.
+		cells := []string{strings.ReplaceAll(d.Trace, "|", `\|`), fmt.Sprint(d.Events), memory.FormatBytes(d.PeakLiveBytes),
 			fmt.Sprintf("%.3f× (%d)", d.Ratio(), d.DriverAllocs)}
 		if r.plan != nil {
 			p := r.plan

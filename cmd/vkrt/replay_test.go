@@ -707,3 +707,14 @@ func TestReplayTakesAGzippedPlanFileLedByWhitespace(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want, got)
 }
+
+// A | in a trace's name is escaped in its Markdown cell, which it ended.
+func TestReplayMarkdownEscapesABarInATraceName(t *testing.T) {
+	tr := writeTrace(t, "pipe|x.trace", "a 1 1000 0\nf 1\n")
+	out, _, err := executeReplay(t, "--markdown", tr)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	row := lines[len(lines)-1]
+	require.True(t, strings.HasPrefix(row, `| pipe\|x |`), row)
+	require.Equal(t, strings.Count(lines[0], " | "), strings.Count(row, " | "), "the row has the header's cells: %s", row)
+}

@@ -341,7 +341,7 @@ func (o Options) searchSteps() int {
 func arenaLayout(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps int, report func(done, total int)) (memory.Layout, error) {
 	d := deviceOrH200(device)
 	if t.Allocations == 0 {
-		return memory.Layout{}, fmt.Errorf("%w: the stream %s has no allocations", ErrCannotPlan, t.Name)
+		return memory.Layout{}, fmt.Errorf("%w: %s has no allocations", ErrCannotPlan, t.Name)
 	}
 	lifetimes := lifetimesOf(t, d.Alignment)
 	a, _, err := planArena(lifetimes, d.MaxPageSize, searchSteps, report)
