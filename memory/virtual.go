@@ -969,10 +969,19 @@ func (p *virtualPool) ensureRange() error {
 		modest = uint64(1) << bits.Len64(need-1)
 	}
 	size := p.space
-	if r, ok := p.sparse.(vkruntime.VirtualSpaceReporter); ok && r.VirtualSpaceLeft() < p.addrSpace/virtualWholeRangesLeft {
-		// Half the space is taken: this pool takes what it needs and
-		// leaves the rest to the streams after it.
-		size = min(size, modest)
+	if r, ok := p.sparse.(vkruntime.VirtualSpaceReporter); ok {
+		switch left := r.VirtualSpaceLeft(); {
+		case left < p.addrSpace/virtualWholeRangesLeft:
+			// Half the space is taken: this pool takes what it needs and
+			// leaves the rest to the streams after it.
+			size = min(size, modest)
+		case size > left/2:
+			// A heap of more than half the address space: a whole first
+			// range would leave the streams after it little or nothing
+			// (4 TiB over 1 TiB: the first stream's took it all, and the
+			// second was refused 4 B). It takes half of what is left.
+			size = min(size, max((left/2)&^(p.granule-1), modest))
+		}
 	}
 	for tight := false; ; tight = true {
 		h, err := p.sparse.ReserveVirtual(size)

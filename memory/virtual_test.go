@@ -883,3 +883,25 @@ func TestAGranulePastTheLargestAllocationIsNoSparseResidency(t *testing.T) {
 		require.LessOrEqual(t, size, uint64(4<<10), "allocation %d", id)
 	}
 }
+
+// A heap larger than half the device's sparse address space does not let
+// the first stream's range take the space: each first range takes at most
+// half of what is left, and every stream after finds room (with a heap of
+// 4x the space the second stream was refused 4 B; of 2x, the third).
+func TestAHeapLargerThanTheAddressSpaceLeavesRoomForEveryStream(t *testing.T) {
+	for _, times := range []uint64{1, 2, 4} {
+		s := reportingSparse{newSparseStorage(testGranule)}
+		props := testProps
+		props.MemorySize = times * s.MaxVirtualSize()
+		for i := range 50 {
+			left := s.VirtualSpaceLeft()
+			m, err := NewManager(s, props, VirtualLayout(VirtualPlan{}))
+			require.NoError(t, err)
+			h := mustReserve(t, m, 3*testGranule, Eager)
+			_, err = m.Resolve(h)
+			require.NoError(t, err, "heap of %dx the space: stream %d, %d B of address space left", times, i, left)
+			require.LessOrEqual(t, m.pools[0].(*virtualPool).space, max(left/2, uint64(virtualTightRange)), "stream %d takes at most half of what is left", i)
+			require.NoError(t, m.Free(h))
+		}
+	}
+}
