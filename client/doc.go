@@ -49,5 +49,7 @@
 // a stream that did not make it is *ForeignBufferError (ErrForeignBuffer);
 // a read or write outside a buffer is *RangeError (ErrOutOfRange). A
 // refused call changes nothing: a launch is checked against every buffer's
-// size before any buffer a dry run made is given device memory.
+// size before any buffer a dry run made is given device memory (where the
+// device then refuses one of them memory, those given it before keep it:
+// see LaunchBatch).
 package client

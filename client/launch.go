@@ -36,7 +36,10 @@ func Op(l kernel.Launch, buffers ...*Buffer) LaunchOp {
 // LaunchBatch runs ops in order in one submission, each one's writes
 // visible to the next, and waits for them: one round trip to the device
 // instead of one per launch. Every op is checked before any runs, so a
-// refused batch changes nothing. Under a dry run the ops are checked and
+// refused batch runs nothing and writes no byte. One refused for device
+// memory may leave buffers of it that a dry run made holding the memory
+// they were given before the one refused: they keep it while they live,
+// and need it to be used. Under a dry run the ops are checked and
 // dropped.
 func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 	if err := ctx.Err(); err != nil {
