@@ -57,6 +57,11 @@ func contractChecks(open OpenClient) []Check {
 			run:  func(c *checkState) { checkClosedClassified(c, open) },
 		},
 		{
+			Name: "device/largest-binding",
+			Rule: "A kernel binding as much as the device says one binding may hold (its storage-buffer range and largest allocation, up to 64 MiB here) writes every word of it, and transfers deep into that allocation move exactly their bytes",
+			run:  withClient(open, checkLargestBinding),
+		},
+		{
 			Name: "device/storage-figures",
 			Rule: "Allocations counts device allocations as Allocated counts bytes (one more per Alloc, a released one until it is flushed, back where it started once all are flushed); under a memory limit Limit reports it, Allocated never passes it and only an allocation that would pass it is refused",
 			run:  func(c *checkState) { checkStorageFigures(c, open) },
@@ -129,6 +134,63 @@ func checkPartialTransfers(c *checkState, cl *client.Client) {
 		}
 	}
 	expectBytes(c, d, h, mirror, "the allocation after refused uploads of more bytes than their ranges")
+}
+
+// largestBindingCap bounds the binding checkLargestBinding makes: a
+// device's storage-buffer range may be gigabytes.
+const largestBindingCap = 64 << 20
+
+// checkLargestBinding fills the largest binding the device claims (up to
+// largestBindingCap) and reads every word back, then writes and reads odd
+// ranges deep into it: a device that honours less than its limits say, or
+// moves bytes wrongly past the first few megabytes, passed every other
+// check, whose bindings are small.
+func checkLargestBinding(c *checkState, cl *client.Client) {
+	d, ctx := cl.Device(), c.Context()
+	size := uint64(largestBindingCap)
+	if r := d.Limits().MaxStorageBufferRange; r != 0 {
+		size = min(size, r)
+	}
+	size = upToLargestPage(cl.Properties(), size) &^ 3
+	h := rawAlloc(c, d.Storage(), size)
+	const value = 0x5eed1234
+	fill := kernel.FillWords(uint32(size/4), value)
+	if err := d.Dispatch(ctx, []kernel.Op{fill.With(h)}); err != nil {
+		c.Fatalf("a fill of %d B, one binding: %v", size, err)
+	}
+	got, ok := deviceBytes(c, d, h)
+	if !ok {
+		return
+	}
+	bad, first := 0, -1
+	for i := 0; i+4 <= len(got); i += 4 {
+		if binary.LittleEndian.Uint32(got[i:]) != value {
+			if first < 0 {
+				first = i
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		c.Errorf("a fill of %d B in one binding left %d of its %d words unwritten, the first at byte %d", size, bad, size/4, first)
+	}
+	if size < 1<<20 {
+		return // the transfer checks reach as deep into a small binding
+	}
+	for i, r := range []struct{ off, n uint64 }{{size - 4099, 4099}, {size/2 + 1, 1000}, {size - 1, 1}, {size * 3 / 4, 65536}} {
+		rng := sub(h, r.off, r.n)
+		data := pattern(uint64(1800+i), r.n)[:r.n]
+		if err := d.Upload(ctx, rng, data); err != nil {
+			c.Errorf("Upload of %d B at byte %d of %d: %v", r.n, r.off, size, err)
+			continue
+		}
+		back := make([]byte, r.n)
+		if err := d.Download(ctx, rng, back); err != nil {
+			c.Errorf("Download of %d B at byte %d of %d: %v", r.n, r.off, size, err)
+			continue
+		}
+		compareBytes(c, data, back, fmt.Sprintf("%d B at byte %d of an allocation of %d B read back", r.n, r.off, size))
+	}
 }
 
 // bindAlign is the offset alignment bindings need on the device.

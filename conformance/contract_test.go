@@ -7,6 +7,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -30,28 +31,36 @@ import (
 type contractFlaw int
 
 const (
-	noContractFlaw       contractFlaw = iota
-	padsShortUpload                   // an upload of fewer bytes than its range zeroes the rest of the range
-	readsRangeTail                    // a download of fewer bytes than its range reads the end of the range
-	uploadsOnePast                    // an upload writes one zero byte past the bytes it was given
-	runsBatchReversed                 // a batch's ops run last first
-	runsAsItChecks                    // each op of a batch runs once checked, before the next is checked
-	leavesChecksToDriver              // an op failing kernel.Validate runs anyway, its bindings reaching to the end of their allocations
-	ignoresGridZ                      // a grid's z of 0 runs as 1
-	reducesIgnoringGrid               // reduce_sum leaves the total in out[0] whatever the grid
-	ignoresContext                    // a dispatch runs to its end whatever its context says
-	transfersUnordered                // a cancelled dispatch runs on while later transfers go ahead of it
-	unclassifiedNotFound              // a dispatch of a released allocation fails with a plain error
-	uncountedReleases                 // Allocations drops at Dealloc while Allocated waits for Flush
-	unreportedLimit                   // Limit is 0 though the storage enforces one
-	refusesAtTheLimit                 // an allocation that would fill the limit exactly is refused
-	releasesWrongSize                 // Dealloc gives back the newest allocation's size in Allocated, not its own
-	freesNeighbour                    // Dealloc frees the allocation made just before too
-	sharedStaging                     // concurrent uploads share one staging buffer
-	panicsWhenConcurrent              // two dispatches at once panic
-	unclassifiedClosed                // after Close, calls fail with plain errors
-	skipsIdleGrids                    // an op whose grid runs no work group is dropped from its batch, work or not
-	refusesEmptyLaunches              // a launch whose first push constant (n, rows, M) is 0 is refused
+	noContractFlaw           contractFlaw = iota
+	padsShortUpload                       // an upload of fewer bytes than its range zeroes the rest of the range
+	readsRangeTail                        // a download of fewer bytes than its range reads the end of the range
+	uploadsOnePast                        // an upload writes one zero byte past the bytes it was given
+	runsBatchReversed                     // a batch's ops run last first
+	runsAsItChecks                        // each op of a batch runs once checked, before the next is checked
+	leavesChecksToDriver                  // an op failing kernel.Validate runs anyway, its bindings reaching to the end of their allocations
+	ignoresGridZ                          // a grid's z of 0 runs as 1
+	reducesIgnoringGrid                   // reduce_sum leaves the total in out[0] whatever the grid
+	ignoresContext                        // a dispatch runs to its end whatever its context says
+	transfersUnordered                    // a cancelled dispatch runs on while later transfers go ahead of it
+	unclassifiedNotFound                  // a dispatch of a released allocation fails with a plain error
+	uncountedReleases                     // Allocations drops at Dealloc while Allocated waits for Flush
+	unreportedLimit                       // Limit is 0 though the storage enforces one
+	refusesAtTheLimit                     // an allocation that would fill the limit exactly is refused
+	releasesWrongSize                     // Dealloc gives back the newest allocation's size in Allocated, not its own
+	freesNeighbour                        // Dealloc frees the allocation made just before too
+	sharedStaging                         // concurrent uploads share one staging buffer
+	panicsWhenConcurrent                  // two dispatches at once panic
+	unclassifiedClosed                    // after Close, calls fail with plain errors
+	skipsIdleGrids                        // an op whose grid runs no work group is dropped from its batch, work or not
+	refusesEmptyLaunches                  // a launch whose first push constant (n, rows, M) is 0 is refused
+	addsOneUlpOff                         // add's every output is one ulp above a + b
+	addWritesPastItsOutput                // add writes 4 bytes just past its output, into what lies there
+	addWritesItsInput                     // add changes the last element of its input a
+	addWrongPastFourThousand              // add's last output is off for n past 4099
+	layerNormWithoutEps                   // layernorm runs with eps 0, whatever its push constants say
+	mulSaturates                          // mul gives the largest float where a + b is infinite
+	dropsLargeBindings                    // a dispatch binding more than 4 MiB returns nil and runs nothing
+	readsDeepRangesLate                   // a download from past 4 MiB into an allocation reads 4 bytes later
 )
 
 func (f contractFlaw) String() string {
@@ -59,7 +68,9 @@ func (f contractFlaw) String() string {
 		"runs batches reversed", "runs ops as it checks them", "leaves checks to the driver", "ignores the grid's z",
 		"reduces ignoring the grid", "ignores the context", "transfers unordered after a cancel", "unclassified not found",
 		"uncounted releases", "unreported limit", "refuses at the limit", "releases the wrong size", "frees a neighbour",
-		"shared staging buffer", "panics when concurrent", "unclassified closed", "skips idle grids", "refuses empty launches"}[f]
+		"shared staging buffer", "panics when concurrent", "unclassified closed", "skips idle grids", "refuses empty launches",
+		"adds one ulp off", "add writes past its output", "add writes its input", "add wrong past 4099", "layernorm without eps",
+		"mul saturates", "drops large bindings", "reads deep ranges late"}[f]
 }
 
 type flawedDevice struct {
@@ -233,14 +244,84 @@ func (d *flawedDevice) upload(ctx context.Context, dst vkruntime.StorageHandle, 
 }
 
 func (d *flawedDevice) download(ctx context.Context, src vkruntime.StorageHandle, dst []byte) error {
+	if d.flaw == readsDeepRangesLate && src.Offset > 4<<20 && src.End()+4 <= d.storage.end(src.ID) {
+		src.Offset += 4
+	}
 	if d.flaw == readsRangeTail && uint64(len(dst)) < src.Size {
 		src = vkruntime.StorageHandle{ID: src.ID, Offset: src.End() - uint64(len(dst)), Size: uint64(len(dst))}
 	}
 	return d.Device.Download(ctx, src, dst)
 }
 
+// wrongAfter runs ops and then breaks the outputs of the kernel the flaw
+// is in, as a device whose kernel computed them wrongly would.
+func (d *flawedDevice) wrongAfter(ctx context.Context, ops []kernel.Op) error {
+	if err := d.Device.Dispatch(ctx, ops); err != nil {
+		return err
+	}
+	word := func(h vkruntime.StorageHandle, i uint64, f func(float32) float32) {
+		at := vkruntime.StorageHandle{ID: h.ID, Offset: h.Offset + 4*i, Size: 4}
+		var b [4]byte
+		if d.Device.Download(ctx, at, b[:]) == nil {
+			binary.LittleEndian.PutUint32(b[:], math.Float32bits(f(math.Float32frombits(binary.LittleEndian.Uint32(b[:])))))
+			_ = d.Device.Upload(ctx, at, b[:])
+		}
+	}
+	for _, op := range ops {
+		n := uint64(binary.LittleEndian.Uint32(op.Push))
+		switch {
+		case op.Kernel.Name == "add" && n > 0:
+			out := op.Bindings[2]
+			switch d.flaw {
+			case addsOneUlpOff:
+				for i := range n {
+					word(out, i, func(v float32) float32 { return math.Nextafter32(v, float32(math.Inf(1))) })
+				}
+			case addWritesPastItsOutput:
+				align := max(d.Properties().Alignment, 4)
+				if past := (out.End() + align - 1) / align * align; past+4 <= d.storage.end(out.ID) {
+					_ = d.Device.Upload(ctx, vkruntime.StorageHandle{ID: out.ID, Offset: past, Size: 4}, []byte{0xde, 0xad, 0xbe, 0xef})
+				}
+			case addWritesItsInput:
+				word(op.Bindings[0], n-1, func(v float32) float32 { return v + 1 })
+			case addWrongPastFourThousand:
+				if n > 4099 {
+					word(out, n-1, func(v float32) float32 { return v + 1 })
+				}
+			}
+		case op.Kernel.Name == "mul" && d.flaw == mulSaturates:
+			for i := range n {
+				word(op.Bindings[2], i, func(v float32) float32 {
+					if math.IsInf(float64(v), 0) {
+						return float32(math.Copysign(math.MaxFloat32, float64(v)))
+					}
+					return v
+				})
+			}
+		}
+	}
+	return nil
+}
+
 func (d *flawedDevice) dispatch(ctx context.Context, ops []kernel.Op) error {
 	switch d.flaw {
+	case addsOneUlpOff, addWritesPastItsOutput, addWritesItsInput, addWrongPastFourThousand, mulSaturates:
+		return d.wrongAfter(ctx, ops)
+	case layerNormWithoutEps:
+		ops = slices.Clone(ops)
+		for i, op := range ops {
+			if op.Kernel.Name == "layernorm" {
+				ops[i].Push = append(slices.Clone(op.Push[:8]), 0, 0, 0, 0)
+			}
+		}
+	case dropsLargeBindings:
+		for _, op := range ops {
+			for _, h := range op.Bindings {
+				if h.Size > 4<<20 {
+					return nil
+				}
+			}
+		}
 	case ignoresContext:
 		ctx = context.Background()
 	case runsBatchReversed:
@@ -355,6 +436,14 @@ func TestFlawedDevicesAreCaught(t *testing.T) {
 		{unclassifiedClosed, []string{"device/closed-classified"}},
 		{skipsIdleGrids, []string{"device/dispatch-empty"}},
 		{refusesEmptyLaunches, []string{"device/dispatch-grid", "device/dispatch-empty"}},
+		{addsOneUlpOff, []string{"kernel/add"}},
+		{addWritesPastItsOutput, []string{"kernel/add"}},
+		{addWritesItsInput, []string{"kernel/add"}},
+		{addWrongPastFourThousand, []string{"kernel/add"}},
+		{layerNormWithoutEps, []string{"kernel/layernorm"}},
+		{mulSaturates, []string{"kernel/mul"}},
+		{dropsLargeBindings, []string{"device/largest-binding"}},
+		{readsDeepRangesLate, []string{"storage/transfer-bounds", "device/largest-binding"}},
 	} {
 		t.Run(tc.flaw.String(), func(t *testing.T) {
 			if tc.flaw == transfersUnordered && tracetest.RaceEnabled {

@@ -12,7 +12,11 @@
 //   - [TestDevice] checks a whole device through the client: the storage
 //     checks on the device's own storage, zero-initialised buffers, transfers
 //     at odd offsets and sizes and of partial ranges, the storage's figures,
-//     every built-in kernel against a CPU reference, dispatches (a batch
+//     every built-in kernel against a CPU reference (exactly where the
+//     kernel package says a kernel is exact, infinities included, up to
+//     65,537 elements, its inputs and the buffers beside its output left
+//     as they were), the largest binding the device claims (up to 64 MiB)
+//     and transfers deep into it, dispatches (a batch
 //     checked before any op runs, batch order, the grid, cancellation),
 //     dry-run fidelity, measured plans, the install errors (invalid layout,
 //     pools in use, stream unavailable), a lost device, the errors of a
@@ -32,5 +36,6 @@
 // needs it says so rather than passing. A panic in a check, or in a
 // goroutine it started, fails that check, and so does a check that runs
 // past its time ([DefaultTimeout], or Options.Timeout outside go test); the
-// suite goes on.
+// suite goes on. Data races are for the race detector: run TestDevice under
+// go test -race, as no check can see one.
 package conformance

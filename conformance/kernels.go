@@ -25,7 +25,8 @@ func bytesOf(v []float32) []byte  { return cpuref.Bytes(v) }
 func floatsOf(b []byte) []float32 { return cpuref.Floats(b) }
 
 // closeFloats reports the elements of got further than tol (relative past
-// magnitude 1) from want: their count and the first.
+// magnitude 1) from want: their count and the first. An infinity wanted is
+// wanted exactly (the difference of two was NaN, and passed).
 func closeFloats(c *checkState, want, got []float32, tol float64, what string) {
 	if len(got) != len(want) {
 		c.Errorf("%s: %d values, want %d", what, len(got), len(want))
@@ -34,7 +35,7 @@ func closeFloats(c *checkState, want, got []float32, tol float64, what string) {
 	bad, first := 0, -1
 	for i := range want {
 		w, g := float64(want[i]), float64(got[i])
-		if math.IsNaN(g) || math.Abs(w-g) > tol*math.Max(1, math.Abs(w)) {
+		if math.IsNaN(g) || (math.IsInf(w, 0) && g != w) || math.Abs(w-g) > tol*math.Max(1, math.Abs(w)) {
 			if first < 0 {
 				first = i
 			}
@@ -47,30 +48,60 @@ func closeFloats(c *checkState, want, got []float32, tol float64, what string) {
 }
 
 // kernelCase runs one launch on fresh buffers holding inputs and an output
-// of outLen floats, and compares the output with want.
+// of outLen floats, and compares the output with want. Buffers of the
+// output's size made just before and after it (beside it in the pools, as
+// a run's neighbouring buffers are) and the inputs keep their bytes: a
+// kernel writes its output only.
 func kernelCase(c *checkState, cl *client.Client, what string, l kernel.Launch, inputs [][]float32, outLen int, want []float32, tol float64) {
+	// A case whose buffers a device's largest allocation cannot hold is
+	// not one for that device (the larger sizes are for the others).
+	largest := 4 * uint64(max(outLen, 1))
+	for _, in := range inputs {
+		largest = max(largest, 4*uint64(len(in)))
+	}
+	if p := cl.Properties().MaxPageSize; p != 0 && largest > p {
+		return
+	}
 	ctx := c.Context()
 	var bufs []*client.Buffer
 	defer func() { freeAll(c, bufs) }()
-	for _, in := range inputs {
-		b, err := cl.Create(ctx, bytesOf(in))
-		if len(in) == 0 {
-			b, err = cl.Empty(ctx, 4)
-		}
+	kept := map[*client.Buffer][]byte{}
+	create := func(data []byte, what string) *client.Buffer {
+		b, err := cl.Create(ctx, data)
 		if err != nil {
-			c.Errorf("%s: an input of %d floats: %v", what, len(in), err)
-			return
+			c.Errorf("%s: %v", what, err)
+			return nil
 		}
 		bufs = append(bufs, b)
+		kept[b] = data
+		return b
 	}
-	// The output starts dirty: the kernel must write every element.
-	out, err := cl.Create(ctx, bytesOf(floats(uint32(max(outLen, 1)), 77)))
-	if err != nil {
-		c.Errorf("%s: an output of %d floats: %v", what, outLen, err)
+	var bindings []*client.Buffer
+	for _, in := range inputs {
+		data := bytesOf(in)
+		if len(in) == 0 {
+			data = make([]byte, 4)
+		}
+		b := create(data, fmt.Sprintf("%s: an input of %d floats", what, len(in)))
+		if b == nil {
+			return
+		}
+		bindings = append(bindings, b)
+	}
+	size := uint32(max(outLen, 1))
+	if create(bytesOf(floats(size, 78)), what+": the buffer before the output") == nil {
 		return
 	}
-	bufs = append(bufs, out)
-	if err := cl.Run(ctx, l, bufs...); err != nil {
+	// The output starts dirty: the kernel must write every element.
+	out := create(bytesOf(floats(size, 77)), fmt.Sprintf("%s: an output of %d floats", what, outLen))
+	if out == nil {
+		return
+	}
+	delete(kept, out)
+	if create(bytesOf(floats(size, 79)), what+": the buffer after the output") == nil {
+		return
+	}
+	if err := cl.Run(ctx, l, append(bindings, out)...); err != nil {
 		c.Errorf("%s: %v", what, err)
 		return
 	}
@@ -80,10 +111,28 @@ func kernelCase(c *checkState, cl *client.Client, what string, l kernel.Launch, 
 		return
 	}
 	closeFloats(c, want, floatsOf(got)[:outLen], tol, what)
+	for _, b := range bufs {
+		data, ok := kept[b]
+		if !ok {
+			continue
+		}
+		now, err := b.Read(ctx)
+		if err != nil {
+			c.Errorf("%s: reading buffer %d back: %v", what, b.ID(), err)
+			continue
+		}
+		role := "an input"
+		if !slices.Contains(bindings, b) {
+			role = "a buffer beside the output"
+		}
+		compareBytes(c, data, now, fmt.Sprintf("%s: %s, which the kernel must not write,", what, role))
+	}
 }
 
-// elementSizes are around the 256-invocation work group.
-var elementSizes = []uint32{1, 3, 255, 257, 1000, 4099}
+// elementSizes are around the 256-invocation work group, and past the
+// 65536 elements of 256 work groups (a kernel wrong only past 4099
+// elements passed).
+var elementSizes = []uint32{1, 3, 255, 257, 1000, 4099, 65537}
 
 type kernelCheck struct {
 	kernel string
@@ -100,16 +149,28 @@ func unaryCase(l func(n uint32) kernel.Launch, ref func([]float32) []float32, to
 	}
 }
 
+// binaryCase checks an exact element kernel at every size, and on
+// operands whose results overflow or are infinite, signed zeros among them
+// (none is subnormal, which a device may flush, or NaN, which it need not
+// keep): all within [-2, 2), a device turning infinities into the largest
+// float passed.
 func binaryCase(l func(n uint32) kernel.Launch, ref func(a, b float32) float32) func(c *checkState, cl *client.Client) {
 	return func(c *checkState, cl *client.Client) {
-		for _, n := range elementSizes {
-			a, b := floats(n, uint64(n)), floats(n, uint64(n)+1)
-			want := make([]float32, n)
+		run := func(what string, a, b []float32) {
+			want := make([]float32, len(a))
 			for i := range want {
 				want[i] = ref(a[i], b[i])
 			}
-			kernelCase(c, cl, fmt.Sprintf("n=%d", n), l(n), [][]float32{a, b}, int(n), want, 1e-6)
+			n := uint32(len(a))
+			kernelCase(c, cl, what, l(n), [][]float32{a, b}, int(n), want, 0)
 		}
+		for _, n := range elementSizes {
+			run(fmt.Sprintf("n=%d", n), floats(n, uint64(n)), floats(n, uint64(n)+1))
+		}
+		inf := float32(math.Inf(1))
+		run("infinities and overflow",
+			[]float32{3e38, -3e38, inf, -inf, 1.5, float32(math.Copysign(0, -1)), 1e-10, 2, inf},
+			[]float32{3e38, 2, 1, 2, -1.5, 0, 1e-10, -0.5, 3})
 	}
 }
 
@@ -126,27 +187,37 @@ func kernelCatalogueChecks() []kernelCheck {
 			}
 		}},
 		{"copy", "copy moves exactly n 32-bit words at every n", unaryCase(kernel.CopyWords, slices.Clone[[]float32], 0)},
-		{"add", "add matches a + b on the CPU at every n", binaryCase(kernel.Add, func(a, b float32) float32 { return a + b })},
-		{"mul", "mul matches a * b on the CPU at every n", binaryCase(kernel.Mul, func(a, b float32) float32 { return a * b })},
-		{"scale", "scale matches alpha * x on the CPU at every n", unaryCase(func(n uint32) kernel.Launch { return kernel.Scale(n, -2.5) }, func(x []float32) []float32 { return cpuref.Scale(x, -2.5) }, 1e-6)},
+		{"add", "add matches a + b on the CPU exactly at every n, infinities and overflow included, and writes its output only", binaryCase(kernel.Add, func(a, b float32) float32 { return a + b })},
+		{"mul", "mul matches a * b on the CPU exactly at every n, infinities and overflow included, and writes its output only", binaryCase(kernel.Mul, func(a, b float32) float32 { return a * b })},
+		{"scale", "scale matches alpha * x on the CPU exactly at every n", unaryCase(func(n uint32) kernel.Launch { return kernel.Scale(n, -2.5) }, func(x []float32) []float32 { return cpuref.Scale(x, -2.5) }, 0)},
 		{"relu", "relu matches max(x, 0) on the CPU at every n", unaryCase(kernel.ReLU, cpuref.ReLU, 0)},
 		{"gelu", "gelu matches the tanh approximation on the CPU within 1e-5 at every n", unaryCase(kernel.GELU, cpuref.GELU, 1e-5)},
 		{"softmax", "softmax matches a float64 CPU softmax within 1e-5 per row at ragged shapes", func(c *checkState, cl *client.Client) {
-			for _, s := range [][2]uint32{{1, 1}, {3, 257}, {17, 5}, {2, 1000}} {
+			for _, s := range [][2]uint32{{1, 1}, {3, 257}, {17, 5}, {2, 1000}, {300, 33}} {
 				x := floats(s[0]*s[1], uint64(s[1]))
 				kernelCase(c, cl, fmt.Sprintf("%dx%d", s[0], s[1]), kernel.Softmax(s[0], s[1]), [][]float32{x}, int(s[0]*s[1]),
 					cpuref.Softmax(x, int(s[0]), int(s[1])), 1e-5)
 			}
 		}},
-		{"layernorm", "layernorm matches a float64 CPU layer norm within 1e-4 at ragged shapes", func(c *checkState, cl *client.Client) {
-			for _, s := range [][2]uint32{{1, 3}, {5, 257}, {3, 1000}} {
+		{"layernorm", "layernorm matches a float64 CPU layer norm within 1e-4 at ragged shapes, eps included (a constant row gives beta)", func(c *checkState, cl *client.Client) {
+			for _, s := range [][2]uint32{{1, 3}, {5, 257}, {3, 1000}, {300, 17}} {
 				x, g, b := floats(s[0]*s[1], 1), floats(s[1], 2), floats(s[1], 3)
 				kernelCase(c, cl, fmt.Sprintf("%dx%d", s[0], s[1]), kernel.LayerNorm(s[0], s[1], 1e-5), [][]float32{x, g, b}, int(s[0]*s[1]),
 					cpuref.LayerNorm(x, g, b, int(s[0]), int(s[1]), 1e-5), 1e-4)
 			}
+			// A row of one value has no variance: eps alone keeps its
+			// normalisation finite (0 / sqrt(eps), so beta); a device
+			// ignoring eps gives NaN there and passed the random rows.
+			const rows, cols = 3, 64
+			x, g, b := floats(rows*cols, 5), floats(cols, 6), floats(cols, 7)
+			for i := cols; i < 2*cols; i++ {
+				x[i] = 1.25
+			}
+			kernelCase(c, cl, "a constant row", kernel.LayerNorm(rows, cols, 1e-3), [][]float32{x, g, b}, rows*cols,
+				cpuref.LayerNorm(x, g, b, rows, cols, 1e-3), 1e-4)
 		}},
 		{"reduce_sum", "reduce_sum matches a float64 CPU sum within 1e-5 of the sum of magnitudes at every n", func(c *checkState, cl *client.Client) {
-			for _, n := range append(slices.Clone(elementSizes), 10007) {
+			for _, n := range append(slices.Clone(elementSizes), 10007, 300007) {
 				x := floats(n, uint64(n)+9)
 				var sum, mag float64
 				for _, v := range x {
@@ -157,7 +228,7 @@ func kernelCatalogueChecks() []kernelCheck {
 			}
 		}},
 		{"matmul", "matmul matches a float64 CPU product within 1e-5 per term at shapes off the 128 tile", func(c *checkState, cl *client.Client) {
-			for _, s := range [][3]uint32{{1, 1, 1}, {3, 129, 5}, {130, 7, 129}, {33, 257, 9}} {
+			for _, s := range [][3]uint32{{1, 1, 1}, {3, 129, 5}, {130, 7, 129}, {33, 257, 9}, {300, 70, 300}} {
 				m, n, k := s[0], s[1], s[2]
 				a, b := floats(m*k, 1), floats(k*n, 2)
 				kernelCase(c, cl, fmt.Sprintf("%dx%dx%d", m, n, k), kernel.MatMul(m, n, k), [][]float32{a, b}, int(m*n),
@@ -165,7 +236,7 @@ func kernelCatalogueChecks() []kernelCheck {
 			}
 		}},
 		{"transpose", "transpose matches the CPU exactly at shapes off the 32 tile", func(c *checkState, cl *client.Client) {
-			for _, s := range [][2]uint32{{1, 1}, {1, 100}, {33, 65}, {100, 3}} {
+			for _, s := range [][2]uint32{{1, 1}, {1, 100}, {33, 65}, {100, 3}, {300, 257}} {
 				x := floats(s[0]*s[1], 4)
 				kernelCase(c, cl, fmt.Sprintf("%dx%d", s[0], s[1]), kernel.Transpose(s[0], s[1]), [][]float32{x}, int(s[0]*s[1]),
 					cpuref.Transpose(x, int(s[0]), int(s[1])), 0)
