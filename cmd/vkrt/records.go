@@ -7,15 +7,13 @@ import (
 	"io"
 	"math/bits"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	json "github.com/goccy/go-json"
 	"github.com/spf13/cobra"
 
+	"github.com/vkrt/vkrt/internal/printable"
 	"github.com/vkrt/vkrt/memory"
 	"github.com/vkrt/vkrt/runtime/environment"
 )
@@ -236,12 +234,7 @@ const recordTimeLayout = "2006-01-02 15:04:05Z"
 // its bytes would show as U+FFFD); then it is quoted with Go escapes, so two
 // labels never show as one cell ("a\nb" and the label of those six
 // characters did).
-func tableCell(label string) string {
-	if utf8.ValidString(label) && !strings.HasPrefix(label, `"`) && strings.IndexFunc(label, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
-		return label
-	}
-	return strconv.Quote(label)
-}
+func tableCell(label string) string { return printable.Label(label) }
 
 // peakPages sums every pool's high-water mark: the device allocations a
 // plan capped at this report would hold at most.

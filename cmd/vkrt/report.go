@@ -10,6 +10,7 @@ import (
 
 	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/internal/htmlreport"
+	"github.com/vkrt/vkrt/internal/printable"
 	"github.com/vkrt/vkrt/runtime/environment"
 )
 
@@ -71,14 +72,14 @@ func runReport(cmd *cobra.Command, paths []string, f reportFlags) error {
 	}
 	layouts := htmlreport.Layouts{Default: base, DefaultName: "default layout"}
 	if f.layout != reportDefaultLayout {
-		layouts.DefaultName = "layout " + filepath.Base(f.layout)
+		layouts.DefaultName = "layout " + printable.Label(filepath.Base(f.layout))
 	}
 	if f.plan != "" {
 		l, err := layoutFlag("--plan", f.plan)
 		if err != nil {
 			return err
 		}
-		layouts.Plan = &htmlreport.PlanFrom{Layout: l, Source: "given by --plan " + filepath.Base(f.plan)}
+		layouts.Plan = &htmlreport.PlanFrom{Layout: l, Source: "given by --plan " + printable.Label(filepath.Base(f.plan))}
 	}
 	var (
 		page        htmlreport.Page

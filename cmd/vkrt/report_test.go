@@ -268,3 +268,19 @@ func TestFileOutputsRefuseADash(t *testing.T) {
 		require.ErrorIs(t, err, os.ErrNotExist, "%v made a file named -", args)
 	}
 }
+
+// A --layout or --plan file's name is shown quoted where it holds a rune
+// that is not printable: a bidirectional override in it turned the
+// verdict's figures after it around.
+func TestReportQuotesALayoutFileNameThatIsNotPrintable(t *testing.T) {
+	first := writeTrace(t, "first.trace", shortRun)
+	layout := filepath.Join(t.TempDir(), "lay\u202eout.json")
+	require.NoError(t, os.WriteFile(layout, []byte(`"Direct"`), 0o644))
+	out := filepath.Join(t.TempDir(), "page.html")
+	_, _, err := execute(t, "report", "--html", out, "--layout", layout, "--plan", layout, first)
+	require.NoError(t, err)
+	page, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.NotContains(t, string(page), "\u202e", "the override is not in the page")
+	require.Contains(t, string(page), `lay\u202eout.json`)
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vkrt/vkrt/internal/printable"
 	"github.com/vkrt/vkrt/memory"
 )
 
@@ -81,7 +82,7 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 		if !r.Time.IsZero() {
 			when = r.Time.UTC().Format("2006-01-02 15:04:05 UTC")
 		}
-		v.Undecodable = append(v.Undecodable, fmt.Sprintf("#%d %s, %s: %s", r.ID, r.Label, when, r.Reason))
+		v.Undecodable = append(v.Undecodable, fmt.Sprintf("#%d %s, %s: %s", r.ID, printable.Label(r.Label), when, r.Reason))
 	}
 	n := len(e.Records)
 	if n == 0 {
@@ -110,10 +111,10 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 		u := r.Report.Usage()
 		bar := envBar{ID: r.ID, Live: u.BytesInUse, Reserv: u.BytesReserved, LabelX: x + width/2}
 		if slot >= 22 {
-			bar.Label = abbreviate(r.Label, envLabelChars) + " · " + r.Time.UTC().Format(clock)
+			bar.Label = abbreviate(printable.Label(r.Label), envLabelChars) + " · " + r.Time.UTC().Format(clock)
 		}
 		var title strings.Builder
-		fmt.Fprintf(&title, "#%d %s, %s\nlive %s (%s B), reserved %s (%s B)", r.ID, r.Label, r.Time.UTC().Format("2006-01-02 15:04:05 UTC"),
+		fmt.Fprintf(&title, "#%d %s, %s\nlive %s (%s B), reserved %s (%s B)", r.ID, printable.Label(r.Label), r.Time.UTC().Format("2006-01-02 15:04:05 UTC"),
 			memory.FormatBytes(u.BytesInUse), group(u.BytesInUse), memory.FormatBytes(u.BytesReserved), group(u.BytesReserved))
 		var base uint64
 		for _, p := range append(append([]memory.PoolReport(nil), r.Report.Dynamic...), r.Report.Persistent) {

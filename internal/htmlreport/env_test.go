@@ -3,6 +3,7 @@ package htmlreport
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,4 +75,24 @@ func requireRectsInsidePlot(t *testing.T, v *envView, what string) {
 			}
 		}
 	}
+}
+
+// A label a guest chose is shown as vkrt records shows it: one with a
+// bidirectional override or a line break is quoted, in the bar's caption,
+// its hover title and the list of undecodable records. Raw, an override
+// turned the caption's own time around (14:39:38 read 83:93:41), and line
+// breaks put made-up figures at the top of the title.
+func TestEnvLabelsCannotRewriteTheFiguresBesideThem(t *testing.T) {
+	at := time.Date(2026, 12, 3, 14, 39, 38, 0, time.UTC)
+	rep := memory.Report{Persistent: memory.PoolReport{Kind: memory.PersistentKind{}, Usage: memory.Usage{NumberAllocs: 1, BytesInUse: 1, BytesReserved: 10}}}
+	v, err := envViewOf(&EnvRecords{Name: "e",
+		Records: []EnvRecord{
+			{ID: 1, Label: "after step\u202e", Time: at, Report: rep},
+			{ID: 2, Label: "x\nlive 0 B (0 B)\n", Time: at.Add(time.Second), Report: rep},
+		},
+		Undecodable: []UndecodableRecord{{ID: 3, Label: "y\u202e", Time: at, Reason: "bytes_reserved"}}})
+	require.NoError(t, err)
+	require.Equal(t, `"after step\u202e" · 14:39:38`, v.Bars[0].Label)
+	require.True(t, strings.HasPrefix(v.Bars[1].Title, `#2 "x\nlive 0 B (0 B)\n", 2026-12-03 14:39:39 UTC`+"\n"), v.Bars[1].Title)
+	require.Equal(t, []string{`#3 "y\u202e", 2026-12-03 14:39:38 UTC: bytes_reserved`}, v.Undecodable)
 }

@@ -513,6 +513,8 @@ func fileType(m fs.FileMode) string {
 		return "device"
 	case m.IsDir():
 		return "directory"
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
 	}
 	return m.Type().String()
 }

@@ -219,6 +219,12 @@ func TestLogOrIndexThatIsNotAFileIsRefused(t *testing.T) {
 			require.ErrorIs(t, err, ErrNotEnvironment, side)
 			require.ErrorContains(t, err, path+side+" is a directory")
 		}
+		// A link is named as one (it was "a L---------").
+		require.NoError(t, os.Remove(path+side))
+		require.NoError(t, os.Symlink(filepath.Join(t.TempDir(), "elsewhere"), path+side))
+		_, err := Open("sides", WithDir(dir))
+		require.ErrorIs(t, err, ErrNotEnvironment, side)
+		require.ErrorContains(t, err, path+side+" is a symbolic link")
 	}
 }
 
@@ -319,6 +325,11 @@ func checkUnwritable(dir string) error {
 		}
 		if !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "ReadOnly") {
 			return fmt.Errorf("%s: want fs.ErrPermission naming %s and ReadOnly, got %v", name, path, err)
+		}
+		// A writable file in a directory that is not: the directory is
+		// named, where the file alone was blamed.
+		if dirOf := "its directory " + filepath.Dir(path) + " is not writable"; name == "dir" && !strings.Contains(err.Error(), dirOf) {
+			return fmt.Errorf("%s: want %q, got %v", name, dirOf, err)
 		}
 		for _, side := range []string{"-wal", "-shm", "-journal"} {
 			if _, err := os.Lstat(path + side); err == nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path/filepath"
 	"os"
 	"strings"
 	"time"
@@ -265,9 +266,14 @@ func dbError(path string, busy time.Duration, err error) error {
 	if err == nil || !errors.As(err, &se) {
 		return err
 	}
-	if se.Code() == sqlite3.SQLITE_READONLY_DBMOVED {
+	switch se.Code() {
+	case sqlite3.SQLITE_READONLY_DBMOVED:
 		// SQLite's own finding that the file went from under it.
 		return fmt.Errorf("%w: %s: %w", ErrReplaced, path, err)
+	case sqlite3.SQLITE_READONLY_DIRECTORY:
+		// The file may be writable: SQLite makes its write-ahead log and
+		// index beside it, in a directory it may not write.
+		return fmt.Errorf("%s cannot be written: its directory %s is not writable, where SQLite keeps its write-ahead log (%w; to read it, open it ReadOnly): %w", path, filepath.Dir(path), fs.ErrPermission, err)
 	}
 	switch se.Code() & 0xff {
 	case sqlite3.SQLITE_CORRUPT:

@@ -1,0 +1,23 @@
+// Package printable shows strings that came from users and guests (record
+// labels, file names) so that they cannot act on what shows them: a
+// terminal, a table, a page.
+package printable
+
+import (
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Label is s as it is, or s quoted as Go quotes it where s holds a rune
+// that is not printable (a newline, an escape, a bidirectional override
+// that would turn the text after it around), is not valid UTF-8, or starts
+// with a double quote (so a label shown quoted is told from one that starts
+// with a quote).
+func Label(s string) string {
+	if utf8.ValidString(s) && !strings.HasPrefix(s, `"`) && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
+		return s
+	}
+	return strconv.Quote(s)
+}
