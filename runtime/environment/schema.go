@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"path/filepath"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
