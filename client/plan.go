@@ -142,6 +142,11 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 		}
 	}
 
+	if m.Trace.Allocations == 0 {
+		// Said plainly: the planner's own word was "the stream stream 1
+		// dry run has no allocations".
+		return m, fmt.Errorf("client: the dry run of the workload made no buffer on its stream, so there is nothing to plan: %w", plan.ErrCannotPlan)
+	}
 	// The exact stream lets even a basic plan re-measure under the capped
 	// pools' own routing.
 	po := opts.Plan

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vkrt/vkrt/device/cpu"
 	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/dryrun/plan"
 	"github.com/vkrt/vkrt/memory"
 	"github.com/vkrt/vkrt/runtime/environment"
 )
@@ -88,6 +89,11 @@ func TestMeasurePlanNeedsDrainedStream(t *testing.T) {
 	workErr := errors.New("workload failed")
 	_, err = c.MeasurePlan(ctx, func(context.Context) error { return workErr }, MeasureOptions{})
 	require.ErrorIs(t, err, workErr)
+
+	// A workload that makes no buffer is told so, as ErrCannotPlan.
+	_, err = c.MeasurePlan(ctx, func(context.Context) error { return nil }, MeasureOptions{})
+	require.ErrorIs(t, err, plan.ErrCannotPlan)
+	require.ErrorContains(t, err, "the dry run of the workload made no buffer on its stream, so there is nothing to plan")
 }
 
 // MeasurePlan without a layout measures under the one the client was
