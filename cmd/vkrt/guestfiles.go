@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -99,8 +100,8 @@ func compileThroughFreshCache(ctx context.Context, c *client.Client, hostOpts []
 	return h, m, nil
 }
 
-// replaceFile writes src's bytes over dst, through a temporary file beside
-// it renamed into place.
+// replaceFile writes src's bytes over dst as writeOutput writes a file:
+// through a temporary file beside it, renamed into place.
 func replaceFile(src, dst string) error {
 	data, err := os.ReadFile(src)
 	if err != nil {
@@ -109,21 +110,8 @@ func replaceFile(src, dst string) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	tmp, err := createTemp(dst)
-	if err != nil {
+	return writeOutput("--compile-cache", dst, func(w io.Writer) error {
+		_, err := w.Write(data)
 		return err
-	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Close()
-	} else {
-		tmp.Close()
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), dst)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
+	})
 }

@@ -120,7 +120,18 @@ func linkTarget(path string) (string, error) {
 	if resolved, err := filepath.EvalSymlinks(path); err == nil {
 		return resolved, nil
 	}
-	for range 40 { // as many links as the kernel follows
+	return followLinks(path, func(string) bool { return false })
+}
+
+// followLinks follows path's symbolic links one at a time, asking stop of
+// each name on the way (path first), and returns the name stop took or the
+// first that is no link. Past as many links as the kernel follows it is
+// ELOOP.
+func followLinks(path string, stop func(string) bool) (string, error) {
+	for range 40 {
+		if stop(path) {
+			return path, nil
+		}
 		dest, err := os.Readlink(path)
 		if err != nil {
 			return path, nil
@@ -141,25 +152,22 @@ var descriptors = map[int]*os.File{0: os.Stdin, 1: os.Stdout, 2: os.Stderr}
 // descriptorOf is the process's open descriptor that path names, through
 // symbolic links, as /dev/stdout, /dev/fd/N or /proc/self/fd/N do.
 func descriptorOf(path string) (*os.File, bool) {
-	for range 40 { // as many links as the kernel follows
-		if fd, ok := descriptorNumber(filepath.Clean(path)); ok {
-			f, open := descriptors[fd]
-			if !open {
-				f = os.NewFile(uintptr(fd), path)
-				descriptors[fd] = f
-			}
-			return f, true
-		}
-		dest, err := os.Readlink(path)
-		if err != nil {
-			return nil, false
-		}
-		if !filepath.IsAbs(dest) {
-			dest = filepath.Join(filepath.Dir(path), dest)
-		}
-		path = dest
+	var (
+		fd    int
+		found bool
+	)
+	if _, err := followLinks(path, func(name string) bool {
+		fd, found = descriptorNumber(filepath.Clean(name))
+		return found
+	}); err != nil || !found {
+		return nil, false
 	}
-	return nil, false
+	f, open := descriptors[fd]
+	if !open {
+		f = os.NewFile(uintptr(fd), path)
+		descriptors[fd] = f
+	}
+	return f, true
 }
 
 // descriptorNumber is N where path is /dev/fd/N, /proc/self/fd/N or
@@ -231,12 +239,7 @@ func writeOpened(path string, flag int, write func(io.Writer) error, then ...fun
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriter(f)
-	if err := write(w); err != nil {
-		f.Close()
-		return err
-	}
-	if err := w.Flush(); err != nil {
+	if err := writeThrough(f, write); err != nil {
 		f.Close()
 		return err
 	}
