@@ -392,11 +392,18 @@ type Limits struct {
 // rest idle. It is 0 for an empty launch, and for a kernel not of the
 // catalogue or push constants not of its size, which [Validate] refuses.
 func BusyGroups(k Kernel, push []byte) uint64 {
-	canon, found := catalogueKernel(k.Name)
-	if !found || uint64(len(push)) != uint64(canon.PushSize()) {
+	canon, ok := catalogued(k, push)
+	if !ok {
 		return 0
 	}
 	return canon.busy(pushValues(push))
+}
+
+// catalogued is the catalogue's kernel of k's name, where push is of its
+// size: what BusyGroups and NoOp read push by.
+func catalogued(k Kernel, push []byte) (Kernel, bool) {
+	canon, found := catalogueKernel(k.Name)
+	return canon, found && uint64(len(push)) == uint64(canon.PushSize())
 }
 
 // CheckIdleGroups refuses a grid of more work groups than a launch of k
@@ -431,11 +438,8 @@ func NoOp(k Kernel, grid [3]uint32, push []byte) bool {
 	if grid[0] == 0 || grid[1] == 0 || grid[2] == 0 {
 		return true
 	}
-	canon, found := catalogueKernel(k.Name)
-	if !found || uint64(len(push)) != uint64(canon.PushSize()) {
-		return false
-	}
-	return !canon.writesEmpty && canon.work(pushValues(push)) == 0
+	canon, ok := catalogued(k, push)
+	return ok && !canon.writesEmpty && canon.work(pushValues(push)) == 0
 }
 
 // Validate checks a dispatch without a device: that k is a kernel of the
