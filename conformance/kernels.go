@@ -65,7 +65,14 @@ func kernelCase(c *checkState, cl *client.Client, what string, l kernel.Launch, 
 	ctx := c.Context()
 	var bufs []*client.Buffer
 	defer func() { freeAll(c, bufs) }()
-	kept := map[*client.Buffer][]byte{}
+	// kept are the buffers the kernel must leave as they were, with their
+	// bytes and what they are.
+	type keptBuffer struct {
+		b          *client.Buffer
+		data       []byte
+		what, role string
+	}
+	var kept []keptBuffer
 	create := func(data []byte, what string) *client.Buffer {
 		b, err := cl.Create(ctx, data)
 		if err != nil {
@@ -73,7 +80,13 @@ func kernelCase(c *checkState, cl *client.Client, what string, l kernel.Launch, 
 			return nil
 		}
 		bufs = append(bufs, b)
-		kept[b] = data
+		return b
+	}
+	keep := func(data []byte, what, role string) *client.Buffer {
+		b := create(data, what)
+		if b != nil {
+			kept = append(kept, keptBuffer{b, data, what, role})
+		}
 		return b
 	}
 	var bindings []*client.Buffer
@@ -82,14 +95,14 @@ func kernelCase(c *checkState, cl *client.Client, what string, l kernel.Launch, 
 		if len(in) == 0 {
 			data = make([]byte, 4)
 		}
-		b := create(data, fmt.Sprintf("%s: an input of %d floats", what, len(in)))
+		b := keep(data, fmt.Sprintf("%s: an input of %d floats", what, len(in)), "an input")
 		if b == nil {
 			return
 		}
 		bindings = append(bindings, b)
 	}
 	size := uint32(max(outLen, 1))
-	if create(bytesOf(floats(size, 78)), what+": the buffer before the output") == nil {
+	if keep(bytesOf(floats(size, 78)), what+": the buffer before the output", "a buffer beside the output") == nil {
 		return
 	}
 	// The output starts dirty: the kernel must write every element.
@@ -97,8 +110,7 @@ func kernelCase(c *checkState, cl *client.Client, what string, l kernel.Launch, 
 	if out == nil {
 		return
 	}
-	delete(kept, out)
-	if create(bytesOf(floats(size, 79)), what+": the buffer after the output") == nil {
+	if keep(bytesOf(floats(size, 79)), what+": the buffer after the output", "a buffer beside the output") == nil {
 		return
 	}
 	if err := cl.Run(ctx, l, append(bindings, out)...); err != nil {
@@ -111,21 +123,13 @@ func kernelCase(c *checkState, cl *client.Client, what string, l kernel.Launch, 
 		return
 	}
 	closeFloats(c, want, floatsOf(got)[:outLen], tol, what)
-	for _, b := range bufs {
-		data, ok := kept[b]
-		if !ok {
-			continue
-		}
-		now, err := b.Read(ctx)
+	for _, k := range kept {
+		now, err := k.b.Read(ctx)
 		if err != nil {
-			c.Errorf("%s: reading buffer %d back: %v", what, b.ID(), err)
+			c.Errorf("%s: reading it back: %v", k.what, err)
 			continue
 		}
-		role := "an input"
-		if !slices.Contains(bindings, b) {
-			role = "a buffer beside the output"
-		}
-		compareBytes(c, data, now, fmt.Sprintf("%s: %s, which the kernel must not write,", what, role))
+		compareBytes(c, k.data, now, fmt.Sprintf("%s: %s, which the kernel must not write,", what, k.role))
 	}
 }
 
@@ -152,8 +156,8 @@ func unaryCase(l func(n uint32) kernel.Launch, ref func([]float32) []float32, to
 // binaryCase checks an exact element kernel at every size, and on
 // operands whose results overflow or are infinite, signed zeros among them
 // (none is subnormal, which a device may flush, or NaN, which it need not
-// keep): all within [-2, 2), a device turning infinities into the largest
-// float passed.
+// keep): with every operand in [-2, 2), a device turning infinities into
+// the largest float passed.
 func binaryCase(l func(n uint32) kernel.Launch, ref func(a, b float32) float32) func(c *checkState, cl *client.Client) {
 	return func(c *checkState, cl *client.Client) {
 		run := func(what string, a, b []float32) {
