@@ -120,7 +120,7 @@ func listRecords(ctx context.Context, out io.Writer, envName string, q environme
 		if !e.Time.IsZero() {
 			when = e.Time.UTC().Format(recordTimeLayout)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, when, e.Kind, tableCell(e.Label),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, when, e.Kind, printable.Label(e.Label),
 			pools, reserved, inUse, peak)
 	}
 	if err := tw.Flush(); err != nil {
@@ -225,16 +225,6 @@ func checkTotals(e environment.Entry, r memory.Report) error {
 // recordTimeLayout is a record's time in the table: UTC, as --json and
 // report give it (the table gave local time with no zone).
 const recordTimeLayout = "2006-01-02 15:04:05Z"
-
-// tableCell shows a label as it is unless it holds a character that would
-// break the table or hide what it holds (one unicode.IsPrint refuses: a
-// control or format character such as a newline, a tab or a right-to-left
-// override, a line or paragraph separator, a space other than ' '), or
-// starts with a double quote, or is not UTF-8 (another program wrote it:
-// its bytes would show as U+FFFD); then it is quoted with Go escapes, so two
-// labels never show as one cell ("a\nb" and the label of those six
-// characters did).
-func tableCell(label string) string { return printable.Label(label) }
 
 // peakPages sums every pool's high-water mark: the device allocations a
 // plan capped at this report would hold at most.

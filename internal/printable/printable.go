@@ -11,10 +11,11 @@ import (
 )
 
 // Label is s as it is, or s quoted as Go quotes it where s holds a rune
-// that is not printable (a newline, an escape, a bidirectional override
-// that would turn the text after it around), is not valid UTF-8, or starts
-// with a double quote (so a label shown quoted is told from one that starts
-// with a quote).
+// that is not printable (one unicode.IsPrint refuses: a newline, a tab, an
+// escape, a bidirectional override that would turn the text after it
+// around, a space other than ' '), is not valid UTF-8 (its bytes would show
+// as U+FFFD), or starts with a double quote: so two labels never show as
+// one ("a\nb" and the label of those six characters did).
 func Label(s string) string {
 	if utf8.ValidString(s) && !strings.HasPrefix(s, `"`) && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
 		return s
