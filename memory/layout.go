@@ -509,7 +509,8 @@ func decodeSlicedPools(raw []byte, what string) ([]SlicedPool, error) {
 }
 
 // MarshalJSON writes the externally tagged form: "SubSlices",
-// "ExclusivePages", "Direct", {"Sliced":[...]} or {"Arena":{...}}.
+// "ExclusivePages", "Direct", {"Sliced":[...]}, {"Arena":{...}}, or
+// "Virtual" ({"Virtual":{...}} with a plan).
 func (l Layout) MarshalJSON() ([]byte, error) {
 	switch l.kind {
 	case LayoutSubSlices, LayoutExclusivePages, LayoutDirect:

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"math/bits"
+	"os"
 	"strings"
 
 	json "github.com/goccy/go-json"
@@ -19,8 +21,26 @@ import (
 	"github.com/vkrt/vkrt/wasmhost"
 )
 
-// isWasm says whether `vkrt plan` was given a guest rather than traces.
-func isWasm(path string) bool { return strings.HasSuffix(path, ".wasm") }
+// isWasm says whether `vkrt plan` was given a guest rather than traces: a
+// name ending in .wasm, or a regular file that begins as WebAssembly does
+// (`vkrt run` takes a guest by any name). Only a regular file is read
+// here: a pipe's first bytes would be lost to the trace reader after it.
+func isWasm(path string) bool {
+	if strings.HasSuffix(path, ".wasm") {
+		return true
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false // the trace reader says why
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	head := make([]byte, len(wasmMagic))
+	_, err = io.ReadFull(f, head)
+	return err == nil && bytes.Equal(head, wasmMagic)
+}
 
 // planWasmFlags are `vkrt plan WORKLOAD.wasm`'s flags.
 type planWasmFlags struct {

@@ -287,3 +287,25 @@ func TestPlanGuestRecordsItsDevice(t *testing.T) {
 	require.NoError(t, err, "a plan without a device still loads")
 	require.Equal(t, planCapacity(pf.Layout), line.PlanCapacity)
 }
+
+// vkrt plan takes a guest by what it holds as vkrt run does, not only by
+// a .wasm name; a pipe is never read ahead of the trace reader, and a file
+// that is not WebAssembly is read as a trace.
+func TestPlanTakesAGuestByItsContent(t *testing.T) {
+	devicesOrSkip(t)
+	mlp := wasmtest.GoFile(t, "examples/mlp", "mlp.wasm")
+	module, err := os.ReadFile(mlp)
+	require.NoError(t, err)
+	renamed := filepath.Join(t.TempDir(), "mlp.bin")
+	require.NoError(t, os.WriteFile(renamed, module, 0o644))
+	out, errOut, err := execute(t, "plan", guestArgs(t, renamed, "--", "--steps", "2")...)
+	require.NoError(t, err, errOut)
+	require.Contains(t, out, "dry run:  ", "planned as a guest")
+
+	// A trace under any name is still a trace.
+	first := writeTrace(t, "first.bin", shortRun)
+	planFile := filepath.Join(t.TempDir(), "workload.plan")
+	_, errOut, err = execute(t, "plan", first, "--out", planFile)
+	require.NoError(t, err, errOut)
+	require.FileExists(t, planFile)
+}
