@@ -159,6 +159,12 @@ type Client struct {
 	// done is closed once Close has closed the device: a second Close
 	// waits for it.
 	done chan struct{}
+	// ending ends when Close begins, and with it every transfer and launch
+	// in flight on the client's streams (see callContext): Close waits for
+	// each stream's lock, which a launch holds until it returns, so a long
+	// one held Close for as long as it ran.
+	ending   context.Context
+	endCalls context.CancelFunc
 }
 
 // Open opens a client with a default stream on the device WithBackend
@@ -199,6 +205,7 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 		dev: dev, storage: storage, props: props, streams: map[vkruntime.StreamID]*Stream{}, layout: c.layout, opened: c.layout, done: make(chan struct{}),
 		env: c.env, envName: c.envName, envOpts: c.envOpts, logger: c.logger,
 	}
+	cl.ending, cl.endCalls = context.WithCancel(context.Background())
 	if c.envName != "" {
 		env, err := environment.OpenContext(ctx, c.envName, c.envOpts...)
 		if err != nil {
@@ -354,8 +361,11 @@ func (c *Client) CallingStream(ctx context.Context) (*Stream, error) {
 }
 
 // Close closes every stream and the device, and the environment the client
-// opened. Buffers are unusable afterwards. A second Close returns once the
-// first has, and does nothing else.
+// opened. Buffers are unusable afterwards. Launches and transfers of 1 MiB
+// or more in flight on the client's streams are ended, as their contexts'
+// end would end them, and fail with ErrClosed; smaller transfers finish
+// first. The device finishes what it already runs before Close returns.
+// A second Close returns once the first has, and does nothing else.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed.Load() {
@@ -374,6 +384,7 @@ func (c *Client) Close() error {
 	env, ownsEnv := c.env, c.ownsEnv
 	c.env = nil
 	c.mu.Unlock()
+	c.endCalls() // the streams' locks come free as their calls end
 	var errs []error
 	for _, s := range streams {
 		s.release()
@@ -388,6 +399,34 @@ func (c *Client) Close() error {
 }
 
 func (c *Client) nextBufferID() uint64 { return c.bufferID.Add(1) }
+
+// callContext is ctx, ended also when Close begins, for a call that may
+// wait long on the device (long: a launch, a transfer of
+// closeEndsTransfersFrom bytes or more); done releases it. Such a call
+// ended by Close fails as its own context's end would fail it, and
+// closedBy says so. A short transfer is left to finish (microseconds):
+// the cancellable context costs about 0.9 µs, six times a small
+// transfer's whole cost.
+func (c *Client) callContext(ctx context.Context, long bool) (context.Context, func()) {
+	if !long {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(c.ending, func() { cancel(errClientClosed) })
+	return ctx, func() { stop(); cancel(nil) }
+}
+
+// closeEndsTransfersFrom is the smallest transfer Close ends in flight.
+const closeEndsTransfersFrom = 1 << 20
+
+// closedBy is err of a call under a callContext, marked as ErrClosed where
+// Close is what ended the call.
+func closedBy(ctx context.Context, err error) error {
+	if err != nil && !errors.Is(err, ErrClosed) && errors.Is(context.Cause(ctx), errClientClosed) {
+		return fmt.Errorf("%w: %w", errClientClosed, err)
+	}
+	return err
+}
 
 // forgetReplaced drops env, which the client opened and whose file was
 // removed or replaced under it, so that the next record opens the file now

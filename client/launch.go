@@ -50,7 +50,9 @@ func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 	// refused is the buffer the device refused memory, told in the
 	// error (the sum of every binding's size was, backed ones included).
 	var refused uint64
-	return s.withMemoryOf(&refused, func() error {
+	ctx, done := s.c.callContext(ctx, !dry)
+	defer done()
+	return closedBy(ctx, s.withMemoryOf(&refused, func() error {
 		for n, op := range ops {
 			for i, b := range op.Buffers {
 				if err := s.owns(b); err != nil {
@@ -113,7 +115,7 @@ func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 			b.zeroPending = false
 		}
 		return nil
-	})
+	}))
 }
 
 func batchError(n, of int, err error) error {

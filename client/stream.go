@@ -177,6 +177,8 @@ func (s *Stream) alloc(ctx context.Context, size uint64, data []byte) (*Buffer, 
 	if dry {
 		mapping = memory.Lazy
 	}
+	ctx, done := s.c.callContext(ctx, !dry && len(data) >= closeEndsTransfersFrom)
+	defer done()
 	var b *Buffer
 	err := s.withMemory(size, func() error {
 		h, err := s.mgr.Reserve(size, mapping)
@@ -211,7 +213,7 @@ func (s *Stream) alloc(ctx context.Context, size uint64, data []byte) (*Buffer, 
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, closedBy(ctx, err)
 	}
 	return b, nil
 }
@@ -343,7 +345,9 @@ func (s *Stream) Write(ctx context.Context, b *Buffer, offset uint64, data []byt
 		return err
 	}
 	dry := dryrun.Active(ctx)
-	return s.withMemory(bufferSize(b), func() error {
+	ctx, done := s.c.callContext(ctx, !dry && len(data) >= closeEndsTransfersFrom)
+	defer done()
+	return closedBy(ctx, s.withMemory(bufferSize(b), func() error {
 		if err := s.owns(b); err != nil {
 			return err
 		}
@@ -357,7 +361,7 @@ func (s *Stream) Write(ctx context.Context, b *Buffer, offset uint64, data []byt
 			return err
 		}
 		return s.upload(ctx, b, offset, data)
-	})
+	}))
 }
 
 // Back gives b device memory now where a dry run made it without any, as
@@ -412,7 +416,9 @@ func (s *Stream) read(ctx context.Context, b *Buffer, offset, n uint64, dst func
 		return err
 	}
 	dry := dryrun.Active(ctx)
-	return s.withMemory(bufferSize(b), func() error {
+	ctx, done := s.c.callContext(ctx, !dry && n >= closeEndsTransfersFrom)
+	defer done()
+	return closedBy(ctx, s.withMemory(bufferSize(b), func() error {
 		if err := s.owns(b); err != nil {
 			return err
 		}
@@ -437,7 +443,7 @@ func (s *Stream) read(ctx context.Context, b *Buffer, offset, n uint64, dst func
 			return fmt.Errorf("client: reading %d B of buffer %d at %d: %w", n, b.id, offset, err)
 		}
 		return nil
-	})
+	}))
 }
 
 // Free returns b to the stream's pools. Freeing twice is ErrNotFound; once

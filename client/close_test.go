@@ -1,0 +1,41 @@
+package client
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/kernel"
+)
+
+// Close ends the launches and transfers in flight on the client's streams:
+// they fail as closed (ErrClosed) where they held Close until they had run
+// to their end. On the pure-Go device, whose speed every machine shares
+// within a few times: a batch that would take minutes there is still
+// running when Close comes (a GPU could finish it first). A device ends
+// what it already runs before Close returns; vk leaves an abandoned
+// submission to finish as a call's own context ending does.
+func TestCloseEndsTheCallsInFlight(t *testing.T) {
+	c := openOnCPU(t, nil)
+	ctx := context.Background()
+	const m = 512
+	a, err := c.Empty(ctx, 4*m*m)
+	require.NoError(t, err)
+	b, err := c.Empty(ctx, 4*m*m)
+	require.NoError(t, err)
+	y, err := c.Empty(ctx, 4*m*m)
+	require.NoError(t, err)
+	var ops []LaunchOp
+	for range 256 {
+		ops = append(ops, Op(kernel.MatMul(m, m, m), a, b, y), Op(kernel.MatMul(m, m, m), y, b, a))
+	}
+	launched := make(chan error, 1)
+	go func() { launched <- c.LaunchBatch(ctx, ops) }()
+	time.Sleep(100 * time.Millisecond) // the batch is under way, or Close refuses it
+	require.NoError(t, c.Close())
+	require.ErrorIs(t, <-launched, ErrClosed, "the batch was ended by Close, not run to its end")
+	_, err = y.Read(ctx)
+	require.ErrorIs(t, err, ErrClosed)
+}
