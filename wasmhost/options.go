@@ -193,6 +193,11 @@ func WithClocks() RunOption {
 // OnStream runs the guest on s instead of a stream of its own; what the
 // guest still holds when it ends is freed, and s stays open. A measurement
 // (client.MeasurePlan) runs a guest on the stream it measures this way.
+// A quota (WithMaxDeviceBytes) bounds what the stream's pools reserve,
+// which are shared: on a stream where others hold buffers (the host, a
+// guest run on it at the same time) theirs count against the guest's
+// quota, and a refusal's last_error gives the stream's figures. Give a
+// guest under a quota a stream of its own.
 func OnStream(s *client.Stream) RunOption {
 	return func(c runConfig) runConfig { c.stream = s; return c }
 }
