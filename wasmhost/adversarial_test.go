@@ -268,7 +268,10 @@ func TestOtherGuestsHandles(t *testing.T) {
 	require.Equal(t, uint32(100*EBADF+EBADF), exit.Code, "EBADF for both of the holder's handles")
 	require.Equal(t, uint64(3), liveBuffers(c), "the holder's buffers are untouched")
 	cancel()
-	require.ErrorIs(t, <-done, ErrDeadline)
+	err = <-done
+	require.ErrorIs(t, err, ErrCanceled, "the caller canceled the run; no deadline passed")
+	require.NotErrorIs(t, err, ErrDeadline)
+	require.ErrorIs(t, err, context.Canceled)
 	require.Zero(t, liveBuffers(c))
 }
 

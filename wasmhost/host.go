@@ -33,8 +33,12 @@ var (
 	// ErrTrapped: the guest trapped (unreachable, out-of-bounds access,
 	// stack overflow, …).
 	ErrTrapped = errors.New("wasmhost: guest trapped")
-	// ErrDeadline: the guest ran past its deadline and was ended.
+	// ErrDeadline: the guest ran past its deadline (WithDeadline, or the
+	// deadline of Run's context) and was ended.
 	ErrDeadline = errors.New("wasmhost: guest ran past its deadline")
+	// ErrCanceled: Run's context was canceled while the guest ran, and the
+	// guest was ended. It matches context.Canceled too.
+	ErrCanceled = errors.New("wasmhost: guest's run canceled")
 	// ErrClosed: the host was used after Close, or closed while the guest
 	// ran.
 	ErrClosed = errors.New("wasmhost: host closed")
@@ -345,7 +349,7 @@ type instanceKey struct{}
 // Run runs a guest's _start. The guest sees the dry-run mark of ctx
 // (dryrun.With) through is_dry_run, and its buffers follow it. The error is
 // nil when the guest returned or exited 0; *ExitError for another exit
-// code; ErrTrapped, ErrDeadline, ErrClosed or ErrRefused otherwise. The result is
+// code; ErrTrapped, ErrDeadline, ErrCanceled, ErrClosed or ErrRefused otherwise. The result is
 // non-nil whenever the guest was loaded. Whatever the guest still holds is
 // freed before Run returns.
 func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, error) {
@@ -404,7 +408,7 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 	} else if h.isClosed() {
 		err = fmt.Errorf("%w (while loading): %w", ErrClosed, err)
 	} else if runCtx.Err() != nil {
-		err = fmt.Errorf("%w (while loading): %w", ErrDeadline, err)
+		err = fmt.Errorf("%w (while loading): %w", endedBy(runCtx), err)
 	} else {
 		err = fmt.Errorf("%w: %w", ErrRefused, err)
 	}
@@ -446,7 +450,7 @@ func (h *Host) classify(runCtx context.Context, res *Result, err error) error {
 			// guest that returns then is.
 			return fmt.Errorf("%w: it ended the guest", ErrClosed)
 		case (code == sys.ExitCodeDeadlineExceeded || code == sys.ExitCodeContextCanceled) && runCtx.Err() != nil:
-			return fmt.Errorf("%w: %w", ErrDeadline, runCtx.Err())
+			return fmt.Errorf("%w: %w", endedBy(runCtx), runCtx.Err())
 		case code == 0:
 			return nil
 		default:
@@ -458,9 +462,19 @@ func (h *Host) classify(runCtx context.Context, res *Result, err error) error {
 		return fmt.Errorf("%w: it ended the guest", ErrClosed)
 	}
 	if runCtx.Err() != nil {
-		return fmt.Errorf("%w: %w", ErrDeadline, runCtx.Err())
+		return fmt.Errorf("%w: %w", endedBy(runCtx), runCtx.Err())
 	}
 	return fmt.Errorf("%w: %w", ErrTrapped, err)
+}
+
+// endedBy is the class of a run its context ended, once the host is known
+// open: ErrDeadline for a deadline, ErrCanceled for a cancellation by the
+// caller (a run's deadline was reported for both).
+func endedBy(runCtx context.Context) error {
+	if errors.Is(runCtx.Err(), context.Canceled) {
+		return ErrCanceled
+	}
+	return ErrDeadline
 }
 
 // inStartFunction reports whether an error of InstantiateModule came from

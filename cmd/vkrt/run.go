@@ -255,6 +255,8 @@ func runStatus(err error) string {
 		return "exit"
 	case errors.Is(err, wasmhost.ErrDeadline):
 		return "deadline"
+	case errors.Is(err, wasmhost.ErrCanceled):
+		return "canceled"
 	case errors.Is(err, wasmhost.ErrTrapped):
 		return "trapped"
 	case errors.Is(err, wasmhost.ErrRefused):
