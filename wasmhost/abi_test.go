@@ -10,6 +10,7 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/wasmhost/guest"
 )
 
@@ -385,4 +386,18 @@ func TestSyncOnAClosedStreamFails(t *testing.T) {
 <== status=29
 ==> vkrt_v1.sync()
 <== status=29`, hostCalls(log.String()))
+}
+
+// A stream of another client is refused before the guest starts, where each
+// of its buffer calls failed with EIO.
+func TestAStreamOfAnotherClientIsRefused(t *testing.T) {
+	c, other := openClient(t), openClient(t)
+	h, log := newLoggedHost(t, c)
+	s, err := other.NewStream()
+	require.NoError(t, err)
+	m := compile(t, h, guestWAT(t, "", `(drop (call $create (i64.const 16) (i32.const 0)))`))
+	res, err := h.Run(context.Background(), m, OnStream(s))
+	require.ErrorIs(t, err, client.ErrForeignStream)
+	require.Nil(t, res, "no guest was loaded")
+	require.Empty(t, hostCalls(log.String()), "the guest never ran")
 }

@@ -365,6 +365,13 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 	for _, o := range opts {
 		cfg = o(cfg)
 	}
+	if cfg.stream != nil {
+		// A stream of another client: every buffer call of the guest
+		// would fail, one by one, as EIO.
+		if _, err := h.c.CallingStream(client.WithStream(ctx, cfg.stream)); err != nil {
+			return nil, fmt.Errorf("wasmhost: OnStream: %w", err)
+		}
+	}
 	dirs, err := openGuestDirs(cfg.dirs)
 	if err != nil {
 		return nil, err
