@@ -1005,6 +1005,12 @@ func (p *virtualPool) ensureRange() error {
 		if !errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
 			return err
 		}
+		if fit := max((need+p.granule-1)&^(p.granule-1), p.slotsEnd+p.granule); smaller < fit && fit < size {
+			// Halving passed over what the pool needs, which the space
+			// left may still hold: a plan's places ending at 322 GB in
+			// 354 GB left were refused at 360 GB, then 180 GB.
+			smaller = fit
+		}
 		if smaller < need || smaller <= p.slotsEnd {
 			return fmt.Errorf("%w (a virtual pool's range: every stream's virtual pool holds one, from a fourth of the heap down to %s once the space is short; with more streams than it holds, give some a layout without sparse binding, such as sub-slices)",
 				err, FormatBytes(virtualTightRange))

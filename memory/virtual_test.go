@@ -905,3 +905,25 @@ func TestAHeapLargerThanTheAddressSpaceLeavesRoomForEveryStream(t *testing.T) {
 		}
 	}
 }
+
+// A pool whose planned places need more address space than is left for
+// its whole first range, but no more than is left, takes a range of what
+// it needs: halving from the whole range passed over it (places ending at
+// 322 GB, 354 GB left: 360 GB refused, then 180 GB, too small) and the
+// reservation was refused with the space to hold it.
+func TestARangeOfWhatThePlanNeedsIsTriedBeforeGivingUp(t *testing.T) {
+	s := newSparseStorage(testGranule)
+	_, err := s.ReserveVirtual(s.MaxVirtualSize() - 330<<30)
+	require.NoError(t, err)
+	props := testProps
+	props.MemorySize = 150e9
+	plan := VirtualPlan{PlannedBytes: 1 << 20, Slots: []VirtualSlot{{Size: 1 << 20, Offset: 300 << 30}}}
+	m, err := NewManager(s, props, VirtualLayout(plan))
+	require.NoError(t, err)
+	h := mustReserve(t, m, 1<<20, Eager)
+	_, err = m.Resolve(h)
+	require.NoError(t, err, "330 GiB of address space hold the planned places")
+	p := m.pools[0].(*virtualPool)
+	require.GreaterOrEqual(t, p.space, p.slotsEnd+testGranule)
+	require.LessOrEqual(t, p.space, uint64(330<<30))
+}
