@@ -29,10 +29,16 @@ func deriveVirtual(k memory.VirtualKind, opts Options) (memory.Layout, error) {
 	if opts.Strength == Basic || opts.Trace == nil {
 		return memory.VirtualLayout(memory.VirtualPlan{PlannedBytes: k.NeededPeakBytes}), nil
 	}
-	return virtualSlots(opts.Trace, opts.Device, opts.searchSteps(), opts.Progress)
+	return virtualSlots(opts.Trace, opts.Device, k.GranuleSize, opts.searchSteps(), opts.Progress)
 }
 
-func virtualSlots(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps int, report func(done, total int)) (memory.Layout, error) {
+// virtualSlots places the stream on the granule it was measured on (0:
+// the replay model's), so the plan's pages and its planned memory are
+// those of the device the run will have.
+func virtualSlots(t *trace.Trace, device vkruntime.DeviceProperties, granule uint64, searchSteps int, report func(done, total int)) (memory.Layout, error) {
+	if granule == 0 {
+		granule = replay.H200Granule
+	}
 	arena, err := arenaLayout(t, device, searchSteps, report)
 	if err != nil {
 		return memory.Layout{}, err
@@ -44,7 +50,7 @@ func virtualSlots(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps
 		// Pages start on granules, so the arena's packing within a page
 		// is the packing of granules.
 		bases[i] = end
-		end += alignUp(size, replay.H200Granule)
+		end += alignUp(size, granule)
 	}
 	plan := memory.VirtualPlan{Slots: make([]memory.VirtualSlot, len(a.Slots))}
 	for k, s := range a.Slots {
@@ -69,7 +75,7 @@ func virtualSlots(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps
 		}
 		ordinal++
 	}
-	run, err := replay.Run(t, memory.VirtualLayout(plan), replay.Options{Device: device, Observe: observe})
+	run, err := replay.Run(t, memory.VirtualLayout(plan), replay.Options{Device: device, Granule: granule, Observe: observe})
 	if err != nil {
 		return memory.Layout{}, fmt.Errorf("plan: measuring %s under its slots: %w", t.Name, err)
 	}
@@ -78,7 +84,7 @@ func virtualSlots(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps
 		return memory.Layout{}, fmt.Errorf("%w: the replay device has no sparse residency for a virtual plan", ErrCannotPlan)
 	}
 	plan.PlannedBytes = k.NeededPeakBytes
-	plan.Profile = profileOf(grew, plan.PlannedBytes, replay.H200Granule)
+	plan.Profile = profileOf(grew, plan.PlannedBytes, granule)
 	return memory.VirtualLayout(plan), nil
 }
 
