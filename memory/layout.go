@@ -568,8 +568,10 @@ func (l *Layout) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// Validate checks the layout against a device the way Install does, and
-// returns the *InstallError of kind InvalidLayout Install would.
+// Validate checks the layout against a device's properties the way Install
+// does, and returns the *InstallError of kind InvalidLayout Install would.
+// What depends on the storage Install alone checks: pages past its largest
+// allocation, and a Virtual plan's places past its sparse address space.
 func (l Layout) Validate(p vkruntime.DeviceProperties) error {
 	if err := p.Validate(); err != nil {
 		return invalidLayout("%v", err)

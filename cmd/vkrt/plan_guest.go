@@ -342,9 +342,10 @@ allocation stream, install it, and with --verify run the guest for real
 under the plan: the run fits when nothing spills past the plan's caps.
 --out writes the plan as a versioned plan file that records the device it
 was measured on; --layout FILE of vkrt run and vkrt plan takes it back on a
-device of the same alignment and sparse granule and refuses it on another,
-as vkrt replay refuses it unless it was made for its device model. A file
-holding a layout alone (what --out wrote before) is taken as it is.
+device of the same alignment, largest page, memory size and sparse granule
+and refuses it on another, as vkrt replay refuses it unless it was made for
+its device model. A file holding a layout alone (what --out wrote before)
+is taken as it is.
 
 Given allocation streams (TRACE..., runs of one workload), replay them on the
 H200-like device model, plan from the first (its placement, and the device
