@@ -230,6 +230,10 @@ func TestPutRefusesBadInput(t *testing.T) {
 	_, err := env.PutJSON(ctx, "sample", "x", []byte(`{"seq":`))
 	require.ErrorIs(t, err, ErrInvalidRecord)
 	require.ErrorContains(t, err, "not valid JSON")
+	// JSON followed by a NUL and anything: SQLite's json_valid and goccy's
+	// Valid both stop at the NUL, and the record stored was cut there.
+	_, err = env.PutJSON(ctx, "sample", "x", []byte("{}\x00garbage"))
+	require.ErrorIs(t, err, ErrInvalidRecord)
 	_, err = env.PutJSON(ctx, "Sample Kind", "x", []byte(`{}`))
 	require.ErrorIs(t, err, ErrInvalidRecord)
 	require.ErrorContains(t, err, `kind "Sample Kind"`)
@@ -318,7 +322,10 @@ func TestQuerySelects(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidRecord, glob)
 		require.ErrorContains(t, err, "matches nothing", glob)
 	}
-	for _, glob := range []string{"[a-z]*", "[-a]*", "[a-]*", "[]-a]*", "[a-c-e]*", "after [t-t]he*"} {
+	for _, glob := range []string{"[a-z]*", "[-a]*", "[a-]*", "[]-a]*", "[a-c-e]*", "after [t-t]he*",
+		// A ']' first in a set is a member that starts no range in
+		// SQLite's GLOB: ']', '-' and 'A', not a reversed range.
+		"[]-A]*", "[^]-A]*"} {
 		_, err = env.Query(ctx, Query{LabelGlob: glob})
 		require.NoError(t, err, glob)
 	}

@@ -3,6 +3,7 @@ package environment
 import (
 	"context"
 	"database/sql"
+	stdjson "encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -107,7 +108,9 @@ func (e *Env) PutJSON(ctx context.Context, kind, label string, body []byte) (Ent
 	if len(body) > MaxBodyBytes {
 		return Entry{}, fmt.Errorf("%w: body of %q record %q is %d bytes, at most %d allowed", ErrInvalidRecord, kind, label, len(body), MaxBodyBytes)
 	}
-	if !json.Valid(body) {
+	// encoding/json's Valid, not goccy's: goccy's stops at a NUL byte,
+	// taking `{}` followed by NUL and anything at all for JSON.
+	if !stdjson.Valid(body) {
 		return Entry{}, fmt.Errorf("%w: body of %q record %q is not valid JSON (%d bytes)", ErrInvalidRecord, kind, label, len(body))
 	}
 	at := e.now()
@@ -356,7 +359,13 @@ func reversedRange(set string) (lo, hi rune, ok bool) {
 	set = strings.TrimPrefix(set, "^")
 	runes := []rune(set)
 	prior := rune(-1)
-	for k := 0; k < len(runes); k++ {
+	k := 0
+	if len(runes) > 0 && runes[0] == ']' {
+		// A ']' first is a member that starts no range: SQLite reads
+		// "[]-A]" as the set of ']', '-' and 'A'.
+		k = 1
+	}
+	for ; k < len(runes); k++ {
 		r := runes[k]
 		if r == '-' && prior >= 0 && k+1 < len(runes) {
 			if prior > runes[k+1] {
