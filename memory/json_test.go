@@ -388,6 +388,11 @@ func TestLayoutFileGzippedNonJSONIsRefusedByItsHead(t *testing.T) {
 	l, err := ReadLayout(bytes.NewReader(gzread.Pack(doc)), "padded.json.gz")
 	require.NoError(t, err)
 	require.Equal(t, LayoutSliced, l.Kind())
+	// As does a preset name padded past the head, as ParseLayout reads it.
+	padded := "direct" + strings.Repeat(" ", 100)
+	l, err = ReadLayout(strings.NewReader(padded), "padded.json")
+	require.NoError(t, err)
+	require.Equal(t, LayoutDirect, l.Kind())
 	// As does one of two members, the first shorter than the head.
 	two := append(gzread.Pack([]byte(`{"Sliced":`)), gzread.Pack([]byte(`[{"page_size":4096}]}`+strings.Repeat(" ", 100)))...)
 	l, err = ReadLayout(bytes.NewReader(two), "two.json.gz")

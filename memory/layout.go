@@ -311,7 +311,7 @@ func ReadLayout(r io.Reader, name string) (Layout, error) {
 		}
 		src, what = io.MultiReader(&packed, src), " (gzipped)"
 	}
-	if start := bytes.TrimLeft(head, " \t\r\n"); len(start) > 0 && start[0] != '{' && start[0] != '"' && len(head) == 64 {
+	if start := bytes.TrimLeft(head, " \t\r\n"); len(start) > 0 && start[0] != '{' && start[0] != '"' && len(head) == 64 && !presetHead(start) {
 		return Layout{}, fmt.Errorf("memory: layout file %s%s holds no layout: want a layout JSON literal or a preset name, starts with %s",
 			name, what, abbreviate(start))
 	}
@@ -330,6 +330,17 @@ func ReadLayout(r io.Reader, name string) (Layout, error) {
 		return Layout{}, fmt.Errorf("memory: layout file %s: %w", name, err)
 	}
 	return l, nil
+}
+
+// presetHead reports whether a file's head, past its leading white space,
+// is a preset name and white space alone: a preset padded past the head
+// is a layout, as ParseLayout reads it.
+func presetHead(start []byte) bool {
+	switch string(bytes.TrimRight(start, " \t\r\n")) {
+	case "sub-slices", "exclusive-pages", "direct", "virtual":
+		return true
+	}
+	return false
 }
 
 func (p SlicedPool) MarshalJSON() ([]byte, error) {

@@ -63,6 +63,9 @@ func (p VirtualPlan) equal(o VirtualPlan) bool {
 // the SubSlices pools instead.
 func VirtualLayout(p VirtualPlan) Layout {
 	p.Slots, p.Profile = slices.Clone(p.Slots), slices.Clone(p.Profile)
+	if p.Settled.Bytes == 0 {
+		p.Settled = VirtualMark{} // none, as its JSON says
+	}
 	return Layout{kind: LayoutVirtual, virtual: p}
 }
 
@@ -127,7 +130,9 @@ func (p *VirtualPlan) unmarshalBody(body []byte) error {
 	switch {
 	case len(settled) > 2:
 		return fmt.Errorf("memory: Virtual layout settled: want one [ordinal, bytes] pair, got %d", len(settled)/2)
-	case len(settled) == 2:
+	case len(settled) == 2 && settled[1] != 0:
+		// Bytes 0 is no settled start, whatever its ordinal: it is
+		// written as none, and must read back Equal.
 		out.Settled = VirtualMark{Ordinal: settled[0], Bytes: settled[1]}
 	}
 	*p = out
