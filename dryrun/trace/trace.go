@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Op is the kind of a trace event.
@@ -390,7 +391,7 @@ func NameOf(path string) string {
 	name := filepath.Base(path)
 	name = strings.TrimSuffix(name, ".gz")
 	name = strings.TrimSuffix(name, ".trace")
-	if strings.ContainsFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) {
+	if !utf8.ValidString(name) || strings.ContainsFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) {
 		q := strconv.Quote(name)
 		name = q[1 : len(q)-1]
 	}

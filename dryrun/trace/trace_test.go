@@ -273,4 +273,7 @@ func TestNameOfEscapesWhatATerminalActsOn(t *testing.T) {
 	require.Equal(t, "gpt2_train", trace.NameOf("/x/gpt2_train.trace.gz"))
 	require.Equal(t, "naïve run", trace.NameOf("naïve run.trace"))
 	require.Equal(t, `ev\nil\x1b[31m`, trace.NameOf("/tmp/ev\nil\x1b[31m.trace"))
+	// Bytes that are not UTF-8 (0x9b is a terminal's 8-bit CSI) are
+	// escaped too: each decodes as U+FFFD, which is printable.
+	require.Equal(t, `a\x9b31mb`, trace.NameOf("/tmp/a\x9b31mb.trace"))
 }
