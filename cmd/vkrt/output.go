@@ -7,8 +7,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 
 	"github.com/vkrt/vkrt/runtime/environment"
@@ -70,6 +72,8 @@ func writeOutput(flag, path string, write func(io.Writer) error) (err error) {
 		}
 		return err
 	}
+	// Forgotten once it is renamed into place or removed, below.
+	defer tempFiles.Delete(tmp.Name())
 	defer func() {
 		if err != nil {
 			tmp.Close()
@@ -195,13 +199,53 @@ func writeThrough(f *os.File, write func(io.Writer) error) error {
 // createTemp makes a new file beside target for writeOutput, with the
 // permissions the umask leaves of 0666 (os.CreateTemp makes 0600).
 func createTemp(target string) (*os.File, error) {
+	removeOnSignal.Do(removeTempFilesOnSignal)
 	for {
 		name := filepath.Join(filepath.Dir(target), "."+filepath.Base(target)+"."+strconv.FormatUint(rand.Uint64(), 36))
 		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if err == nil {
+			tempFiles.Store(name, struct{}{})
+		}
 		if !errors.Is(err, os.ErrExist) {
 			return f, err
 		}
 	}
+}
+
+// tempFiles are the temporary files createTemp made that are neither
+// renamed into place nor removed yet: a signal that ends the command
+// removes them, so an interrupted write leaves the old file alone and no
+// half-written file beside it.
+var (
+	tempFiles      sync.Map // name → struct{}
+	removeOnSignal sync.Once
+)
+
+// removeTempFilesOnSignal makes SIGINT, SIGTERM and SIGHUP remove
+// tempFiles, then end the process by the same signal, as it ended without
+// the handler (a shell sees 128+N). A signal the process was started with
+// ignored (SIGINT in a shell script's background job) stays ignored.
+func removeTempFilesOnSignal() {
+	var sigs []os.Signal
+	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		if !signal.Ignored(s) {
+			sigs = append(sigs, s)
+		}
+	}
+	if len(sigs) == 0 {
+		return
+	}
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, sigs...)
+	go func() {
+		s := <-c
+		tempFiles.Range(func(name, _ any) bool {
+			os.Remove(name.(string))
+			return true
+		})
+		signal.Reset(s)
+		syscall.Kill(syscall.Getpid(), s.(syscall.Signal))
+	}()
 }
 
 // writeInPlace writes to a file that is not a regular one (a FIFO, a
