@@ -181,7 +181,7 @@ func DecodeFile(data []byte) (File, error) {
 		// belongs, a value of the wrong type.
 		if errors.As(err, &typeErr) && strings.HasPrefix(typeErr.Value, "number ") {
 			num := strings.TrimSpace(strings.TrimPrefix(typeErr.Value, "number"))
-			return File{}, fmt.Errorf("%w: %w", ErrPlanFile, &strictjson.NumberError{Number: num, Type: typeErr.Type.String(), Field: typeErr.Field})
+			return File{}, fmt.Errorf("%w: %w", ErrPlanFile, strictjson.NewNumberError(num, typeErr.Type.String(), typeErr.Field))
 		}
 		return File{}, fmt.Errorf("%w: %v", ErrPlanFile, err)
 	}

@@ -47,6 +47,13 @@ func (e *NumberError) Is(target error) bool { return target == ErrNumberDoesNotF
 
 const maxQuoted = 40
 
+// NewNumberError is the *NumberError for the number literal num that does
+// not fit a field of type typ, its text cut to what every NumberError
+// quotes: a megabyte-long number gives a short error.
+func NewNumberError(num, typ, field string) *NumberError {
+	return &NumberError{Number: quote([]byte(num)), Type: typ, Field: field}
+}
+
 func quote(b []byte) string {
 	if len(b) > maxQuoted {
 		return string(b[:maxQuoted]) + "…"
