@@ -59,8 +59,7 @@ func planTraces(cmd *cobra.Command, paths []string, out string, asJSON bool) err
 	defer bar.clear()
 	streams := make([]*trace.Trace, len(paths))
 	for i, p := range paths {
-		bar.stage("reading "+p, 0)
-		t, err := trace.ReadFile(p)
+		t, err := readTrace(p, bar)
 		if err != nil {
 			return err
 		}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/internal/htmlreport"
 	"github.com/vkrt/vkrt/internal/printable"
 	"github.com/vkrt/vkrt/runtime/environment"
@@ -114,8 +113,7 @@ func runReport(cmd *cobra.Command, paths []string, f reportFlags) error {
 func reportTraces(paths []string, layouts htmlreport.Layouts, bar *replayProgress) ([]*htmlreport.TraceReport, error) {
 	var traces []*htmlreport.TraceReport
 	for _, path := range paths {
-		bar.stage("reading "+path, 0)
-		t, err := trace.ReadFile(path)
+		t, err := readTrace(path, bar)
 		if err != nil {
 			return nil, err
 		}

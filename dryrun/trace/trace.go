@@ -374,13 +374,41 @@ func splitFields(out [][]byte, b []byte) [][]byte {
 
 // ReadFile parses the trace at path; its name is the file name without
 // the .gz and .trace suffixes, and its errors name the path.
-func ReadFile(path string) (*Trace, error) {
+func ReadFile(path string) (*Trace, error) { return ReadFileProgress(path, nil) }
+
+// ReadFileProgress is ReadFile telling progress, as it reads a regular
+// file, how many of its size bytes it has read (the file's, gzipped or
+// not), at most once a mebibyte: a trace of millions of allocations takes
+// seconds to read.
+func ReadFileProgress(path string, progress func(read, size int64)) (*Trace, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("trace: %w", err)
 	}
 	defer f.Close()
-	return read(NameOf(path), path, f)
+	var r io.Reader = f
+	if fi, err := f.Stat(); progress != nil && err == nil && fi.Mode().IsRegular() {
+		r = &progressReader{r: f, size: fi.Size(), progress: progress}
+	}
+	return read(NameOf(path), path, r)
+}
+
+// progressReader tells progress how far r has been read.
+type progressReader struct {
+	r          io.Reader
+	read, told int64
+	size       int64
+	progress   func(read, size int64)
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.read += int64(n)
+	if p.read-p.told >= 1<<20 || (err == io.EOF && p.read != p.told) {
+		p.told = p.read
+		p.progress(p.read, p.size)
+	}
+	return n, err
 }
 
 // NameOf is the name a trace file goes by: its base name without the

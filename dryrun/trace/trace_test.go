@@ -277,3 +277,29 @@ func TestNameOfEscapesWhatATerminalActsOn(t *testing.T) {
 	// escaped too: each decodes as U+FFFD, which is printable.
 	require.Equal(t, `a\x9b31mb`, trace.NameOf("/tmp/a\x9b31mb.trace"))
 }
+
+// ReadFileProgress reads what ReadFile reads, and tells how far it has
+// read the file, up to its whole size, in steps of at least a mebibyte.
+func TestReadFileProgressTellsTheBytesRead(t *testing.T) {
+	var text strings.Builder
+	for i := range 300_000 {
+		fmt.Fprintf(&text, "a %d %d 0\n", i, 64+i%4096)
+	}
+	path := filepath.Join(t.TempDir(), "long.trace")
+	require.NoError(t, os.WriteFile(path, []byte(text.String()), 0o644))
+	want, err := trace.ReadFile(path)
+	require.NoError(t, err)
+	var told [][2]int64
+	got, err := trace.ReadFileProgress(path, func(read, size int64) { told = append(told, [2]int64{read, size}) })
+	require.NoError(t, err)
+	require.Equal(t, want.Events, got.Events)
+	require.Greater(t, len(told), 2, "a file of several mebibytes is told more than once")
+	size := int64(text.Len())
+	for i, c := range told {
+		require.Equal(t, size, c[1])
+		if i > 0 && i < len(told)-1 {
+			require.GreaterOrEqual(t, c[0]-told[i-1][0], int64(1<<20), "at most once a mebibyte, but for the end")
+		}
+	}
+	require.Equal(t, size, told[len(told)-1][0], "the whole file was read")
+}
