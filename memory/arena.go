@@ -1,8 +1,10 @@
 package memory
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	vkruntime "github.com/vkrt/vkrt/runtime"
@@ -19,6 +21,19 @@ type arenaPool struct {
 	cfg   *arenaConfig
 	pages []arenaPage
 	live  liveSlots
+	// extras are reservations the plan did not place, put in the free
+	// room of held pages when the device had no memory for the fallback
+	// pools (placeExtra); their refs follow the slots'. freeExtras are
+	// the indexes of extras no longer live.
+	extras     []arenaExtra
+	freeExtras []int32
+}
+
+// arenaExtra is one reservation placed in the free room of page page.
+type arenaExtra struct {
+	page         int
+	offset, size uint64
+	live         bool
 }
 
 type arenaPage struct {
@@ -62,7 +77,7 @@ func (p *arenaPool) place(k uint64, size, requested uint64, lazy bool) (ref int3
 		return 0, false, nil
 	}
 	pg := &p.pages[slot.Page]
-	if pg.live > 0 && !p.live.free(int(k)) {
+	if pg.live > 0 && (!p.live.free(int(k)) || p.extraOverlaps(int(slot.Page), slot.Offset, slot.Size)) {
 		return 0, false, nil
 	}
 	if !pg.held {
@@ -82,7 +97,107 @@ func (p *arenaPool) place(k uint64, size, requested uint64, lazy bool) (ref int3
 	return int32(k), true, nil
 }
 
+// extraOverlaps reports whether a live extra lies on [off, off+size) of
+// page pg. Extras come only when the device is out of memory: few.
+func (p *arenaPool) extraOverlaps(pg int, off, size uint64) bool {
+	for _, e := range p.extras {
+		if e.live && e.page == pg && e.offset < off+size && off < e.offset+e.size {
+			return true
+		}
+	}
+	return false
+}
+
+// placeExtra puts a reservation of size aligned bytes the plan did not
+// place in the lowest free room of a held page that fits it, when the
+// device refused the fallback pools memory: a run that left its plan
+// (another run of the workload) kept the plan's pages for the few
+// reservations still on it, and was refused past them with the room
+// free (620 MB reserved with 73 MB live, on a device of 889 MB that ran
+// it with no plan). ok is false where no held page has the room.
+func (p *arenaPool) placeExtra(size, requested uint64, lazy bool) (ref int32, ok bool, err error) {
+	for i := range p.pages {
+		pg := &p.pages[i]
+		if !pg.held || p.cfg.pages[i] < size {
+			continue
+		}
+		off, found := p.roomIn(i, size)
+		if !found {
+			continue
+		}
+		if !lazy {
+			if err := p.mapPage(&pg.devicePage); err != nil {
+				return 0, false, err
+			}
+		}
+		e := arenaExtra{page: i, offset: off, size: size, live: true}
+		var at int32
+		if n := len(p.freeExtras); n > 0 {
+			at = p.freeExtras[n-1]
+			p.freeExtras = p.freeExtras[:n-1]
+			p.extras[at] = e
+		} else {
+			at = int32(len(p.extras))
+			p.extras = append(p.extras, e)
+		}
+		pg.live++
+		p.countAlloc(requested, size)
+		return int32(len(p.cfg.slots)) + at, true, nil
+	}
+	return 0, false, nil
+}
+
+// roomIn is the lowest offset of page i where size bytes lie clear of
+// every live place and extra in it.
+func (p *arenaPool) roomIn(i int, size uint64) (uint64, bool) {
+	start, end := p.cfg.pageStart[i], p.cfg.pageStart[i]+p.cfg.pages[i]
+	var taken [][2]uint64
+	p.live.each(func(off, stop uint64) {
+		if off < end && stop > start {
+			taken = append(taken, [2]uint64{off - start, stop - start})
+		}
+	})
+	for _, e := range p.extras {
+		if e.live && e.page == i {
+			taken = append(taken, [2]uint64{e.offset, e.offset + e.size})
+		}
+	}
+	slices.SortFunc(taken, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
+	var at uint64
+	for _, r := range taken {
+		if r[0] >= at && r[0]-at >= size {
+			return at, true
+		}
+		at = max(at, r[1])
+	}
+	return at, p.cfg.pages[i]-min(at, p.cfg.pages[i]) >= size
+}
+
+// extra is the extra of ref, if ref is one.
+func (p *arenaPool) extra(ref int32) (*arenaExtra, bool) {
+	if i := int(ref) - len(p.cfg.slots); i >= 0 {
+		return &p.extras[i], true
+	}
+	return nil, false
+}
+
+// where is ref's page, offset and size.
+func (p *arenaPool) where(ref int32) (int, uint64, uint64) {
+	if e, ok := p.extra(ref); ok {
+		return e.page, e.offset, e.size
+	}
+	s := p.cfg.slots[ref]
+	return int(s.Page), s.Offset, s.Size
+}
+
 func (p *arenaPool) free(ref int32, requested uint64) {
+	if e, ok := p.extra(ref); ok {
+		e.live = false
+		p.freeExtras = append(p.freeExtras, ref-int32(len(p.cfg.slots)))
+		p.pages[e.page].live--
+		p.uncountAlloc(requested, e.size)
+		return
+	}
 	s := p.cfg.slots[ref]
 	p.live.remove(int(ref))
 	p.pages[s.Page].live--
@@ -90,18 +205,15 @@ func (p *arenaPool) free(ref int32, requested uint64) {
 }
 
 func (p *arenaPool) resolve(ref int32) (vkruntime.StorageHandle, error) {
-	s := p.cfg.slots[ref]
-	pg := &p.pages[s.Page]
+	page, off, size := p.where(ref)
+	pg := &p.pages[page]
 	if err := p.mapPage(&pg.devicePage); err != nil {
 		return vkruntime.StorageHandle{}, err
 	}
-	return vkruntime.StorageHandle{ID: pg.handle.ID, Offset: s.Offset, Size: s.Size}, nil
+	return vkruntime.StorageHandle{ID: pg.handle.ID, Offset: off, Size: size}, nil
 }
 
-func (p *arenaPool) locate(ref int32) (int, uint64, uint64) {
-	s := p.cfg.slots[ref]
-	return int(s.Page), s.Offset, s.Size
-}
+func (p *arenaPool) locate(ref int32) (int, uint64, uint64) { return p.where(ref) }
 
 // cleanup returns empty arena pages on an explicit cleanup only.
 func (p *arenaPool) cleanup(explicit bool) {
@@ -118,20 +230,32 @@ func (p *arenaPool) cleanup(explicit bool) {
 }
 
 func (p *arenaPool) checkInvariants() error {
-	// The live places, page by page: inside their page, never overlapping.
+	// The live places and extras, page by page: inside their page, never
+	// overlapping.
 	inPage := make([]int, len(p.pages))
-	var err error
+	var ranges [][2]uint64
+	p.live.each(func(off, end uint64) { ranges = append(ranges, [2]uint64{off, end}) })
+	extras := 0
+	for _, e := range p.extras {
+		if e.live {
+			start := p.cfg.pageStart[e.page]
+			ranges = append(ranges, [2]uint64{start + e.offset, start + e.offset + e.size})
+			extras++
+		}
+	}
+	if len(p.extras)-extras != len(p.freeExtras) {
+		return fmt.Errorf("arena: %d extras, %d live and %d free", len(p.extras), extras, len(p.freeExtras))
+	}
+	slices.SortFunc(ranges, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
 	prevEnd := uint64(0)
-	p.live.each(func(off, end uint64) {
+	for _, r := range ranges {
+		off, end := r[0], r[1]
 		i := sort.Search(len(p.cfg.pageStart), func(i int) bool { return p.cfg.pageStart[i] > off }) - 1
-		if err == nil && (off < prevEnd || end > p.cfg.pageStart[i]+p.cfg.pages[i]) {
-			err = fmt.Errorf("arena: page %d ranges overlap or pass the page at %d", i, off-p.cfg.pageStart[i])
+		if off < prevEnd || end > p.cfg.pageStart[i]+p.cfg.pages[i] {
+			return fmt.Errorf("arena: page %d ranges overlap or pass the page at %d", i, off-p.cfg.pageStart[i])
 		}
 		prevEnd = end
 		inPage[i]++
-	})
-	if err != nil {
-		return err
 	}
 	var held, unmapped, live, reserved uint64
 	for i := range p.pages {

@@ -97,7 +97,9 @@ type ArenaPlan struct {
 	// Slots[k] is where the k-th dynamic reservation after Install goes.
 	Slots []ArenaSlot `json:"slots"`
 	// Fallback pools serve reservations that miss the plan; empty means the
-	// SubSlices preset.
+	// SubSlices preset. One the device has no memory for goes to the lowest
+	// room a held page has free, clear of live slots, if one has it: a run
+	// that left the plan keeps its pages for the slots still live.
 	Fallback []SlicedPool `json:"fallback"`
 }
 

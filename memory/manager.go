@@ -382,6 +382,15 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy bool) (int16, int32,
 			usedBytes += u
 			continue
 		}
+		if err != nil && m.arena != nil && errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
+			// The device has no memory for the fallback pools: the
+			// plan's pages may have room the run no longer uses.
+			if ref, ok, aerr := m.arena.placeExtra(aligned, size, lazy); aerr == nil && ok {
+				m.spills++
+				m.warnLeftArena(size)
+				return poolArena, ref, nil
+			}
+		}
 		if err != nil {
 			return 0, 0, fmt.Errorf("memory: reserve %d B: %w", size, err)
 		}
