@@ -83,6 +83,13 @@ func (p *arenaPool) place(k uint64, size, requested uint64, lazy bool) (ref int3
 	if !pg.held {
 		dp, err := p.openPage(p.cfg.pages[slot.Page], lazy)
 		if err != nil {
+			if errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
+				// The device has no memory for the slot's whole page: the
+				// reservation misses the plan, and the fallback pools take
+				// what it needs (a 128 B reservation of another stream
+				// asked its slot's 1.43 GB page and failed the run).
+				return 0, false, nil
+			}
 			return 0, false, err
 		}
 		pg.devicePage, pg.held = dp, true

@@ -101,3 +101,51 @@ func TestArenaWithoutFallbackUsesSubSlices(t *testing.T) {
 	sub, _ := newTestManager(t, SubSlicesLayout())
 	require.Equal(t, sub.Report().Dynamic, r.Dynamic[1:])
 }
+
+// A reservation on its slot whose page the device has no memory for misses
+// the plan and goes to the fallback pools, which need less: a 128 B
+// reservation of another stream asked its slot's 1.43 GB page, and the
+// refusal failed the run.
+func TestAnArenaPageTheDeviceRefusesSendsItsSlotToTheFallback(t *testing.T) {
+	m, s := newRefusingManager(t, arenaTestLayout())
+	m.SetLogger(slog.New(slog.DiscardHandler))
+	s.refuse = 1 // the arena's 4096 B page
+	h := mustReserve(t, m, 1020, Eager)
+	require.Equal(t, 1, locate(t, m, h).pool, "the fallback pool, after the arena")
+	require.Equal(t, uint64(1), m.Spills())
+	require.Equal(t, []uint64{8192}, s.liveSizes())
+}
+
+// A reservation that misses the plan and that the device has no memory for
+// in the fallback pools takes the lowest room of a held arena page clear of
+// live slots; a planned slot on its bytes then misses the plan, and the
+// room comes back when it is freed.
+func TestAnArenaLendsItsFreeRoomWhenTheDeviceRunsOut(t *testing.T) {
+	m, s := newRefusingManager(t, arenaTestLayout())
+	m.SetLogger(slog.New(slog.DiscardHandler))
+	a := mustReserve(t, m, 1024, Eager) // slot 0: page 0 at 0
+	s.refuse = 1                        // the fallback's page
+	extra := mustReserve(t, m, 3000, Eager)
+	require.Equal(t, where{pool: 0, page: 0, offset: 1024, size: 3008}, locate(t, m, extra), "page 0's room past slot 0")
+	require.Equal(t, []uint64{4096}, s.liveSizes(), "no memory but the arena's page")
+	require.Equal(t, uint64(1), m.Spills())
+	h, err := m.Resolve(extra)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1024), h.Offset)
+	require.NoError(t, m.Free(a))
+	require.NoError(t, m.Free(extra))
+	require.Zero(t, m.Report().Usage().BytesInUse)
+	require.NoError(t, m.checkInvariants())
+
+	// Slot 2 lies at 0, where an extra made while nothing planned is live
+	// goes: the reservation on slot 2 misses the plan.
+	m, s = newRefusingManager(t, arenaTestLayout())
+	m.SetLogger(slog.New(slog.DiscardHandler))
+	require.NoError(t, m.Free(mustReserve(t, m, 1024, Eager))) // slot 0 holds page 0
+	s.refuse = 1
+	extra = mustReserve(t, m, 100, Eager) // ordinal 1: not slot 1's size
+	require.Equal(t, where{pool: 0, page: 0, offset: 0, size: 112}, locate(t, m, extra))
+	b := mustReserve(t, m, 1024, Eager) // ordinal 2: slot 2, at 0
+	require.Equal(t, 1, locate(t, m, b).pool, "slot 2's bytes hold the extra: it goes to the fallback")
+	require.NoError(t, m.checkInvariants())
+}
