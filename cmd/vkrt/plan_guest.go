@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -37,9 +36,8 @@ func isWasm(path string) bool {
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		return false
 	}
-	head := make([]byte, len(wasmMagic))
-	_, err = io.ReadFull(f, head)
-	return err == nil && bytes.Equal(head, wasmMagic)
+	_, wasm, _ := readWasmHead(f)
+	return wasm
 }
 
 // planWasmFlags are `vkrt plan WORKLOAD.wasm`'s flags.

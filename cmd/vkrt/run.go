@@ -175,14 +175,11 @@ func readGuest(path string) ([]byte, error) {
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > maxGuestBytes {
 		return nil, fmt.Errorf("%s: a module of %d B; vkrt reads at most %d B", path, fi.Size(), maxGuestBytes)
 	}
-	head := make([]byte, len(wasmMagic))
-	n, err := io.ReadFull(f, head)
-	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
-		return nil, err
+	head, wasm, err := readWasmHead(f)
+	if err != nil || !wasm {
+		return head, err
 	}
-	if n < len(head) || !bytes.Equal(head, wasmMagic) {
-		return head[:n], nil
-	}
+	n := len(head)
 	rest, err := io.ReadAll(io.LimitReader(f, maxGuestBytes-int64(n)+1))
 	if err != nil {
 		return nil, err
@@ -194,6 +191,17 @@ func readGuest(path string) ([]byte, error) {
 }
 
 var wasmMagic = []byte{0x00, 'a', 's', 'm'}
+
+// readWasmHead reads r's first bytes, up to WebAssembly's magic number's
+// length, and says whether they are it.
+func readWasmHead(r io.Reader) (head []byte, wasm bool, err error) {
+	head = make([]byte, len(wasmMagic))
+	n, err := io.ReadFull(r, head)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		return nil, false, err
+	}
+	return head[:n], bytes.Equal(head[:n], wasmMagic), nil
+}
 
 func (s *guestSession) close(ctx context.Context) error {
 	return errors.Join(s.module.Close(ctx), s.host.Close(ctx), s.client.Close())
