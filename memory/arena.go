@@ -107,6 +107,9 @@ func (p *arenaPool) place(k uint64, size, requested uint64, lazy bool) (ref int3
 // extraOverlaps reports whether a live extra lies on [off, off+size) of
 // page pg. Extras come only when the device is out of memory: few.
 func (p *arenaPool) extraOverlaps(pg int, off, size uint64) bool {
+	if len(p.extras) == len(p.freeExtras) {
+		return false // none live: the planned run's every hit
+	}
 	for _, e := range p.extras {
 		if e.live && e.page == pg && e.offset < off+size && off < e.offset+e.size {
 			return true
