@@ -348,6 +348,28 @@ func TestOutOfMemory(t *testing.T) {
 	require.Equal(t, uint64(600<<10), ae.Size)
 }
 
+// A buffer that the device memory left holds, but not the page its pool
+// would open for it, was refused after the cleanup. The retry now gives it
+// an allocation of its own size.
+func TestTheRetryGivesABufferAnAllocationOfItsOwnSize(t *testing.T) {
+	ctx := context.Background()
+	c := openClient(t, WithMemoryLimit(16<<20), WithLayout(memory.SubSlicesLayout()))
+	storage := c.Device().Storage()
+	big, err := c.Empty(ctx, 9<<20)
+	require.NoError(t, err)
+	require.Equal(t, uint64(9<<20), storage.Allocated())
+	b, err := c.Empty(ctx, 3<<20) // a slice of a 16 MiB page, which does not fit
+	require.NoError(t, err)
+	require.Equal(t, uint64(12<<20), storage.Allocated())
+	want := bytes.Repeat([]byte{7}, 1000)
+	require.NoError(t, b.Write(ctx, 3<<20-1000, want))
+	got, err := b.Stream().ReadAt(ctx, b, 3<<20-1000, 1000)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.NoError(t, b.Free())
+	require.NoError(t, big.Free())
+}
+
 func TestMemoryLimitSizesPresets(t *testing.T) {
 	// The default preset's pages are sized by the limit, not the heap, so a
 	// buffer well under the limit fits.

@@ -33,6 +33,10 @@ type Stream struct {
 	// traceFull: the trace reached measuredAllocations and records no
 	// more; the measurement fails.
 	traceFull bool
+	// tight: the op running is the retry after a cleanup, whose
+	// reservation may take an allocation of its own size where a page
+	// does not fit (memory.Manager.ReserveTight).
+	tight bool
 }
 
 // ID is the stream's id; the default stream is 0.
@@ -151,7 +155,11 @@ func (s *Stream) withMemoryOf(size *uint64, op func() error) error {
 		return err
 	}
 	s.c.cleanup()
-	err = s.locked(op)
+	err = s.locked(func() error {
+		s.tight = true
+		defer func() { s.tight = false }()
+		return op()
+	})
 	if !retryable(err) {
 		return err
 	}
@@ -181,7 +189,11 @@ func (s *Stream) alloc(ctx context.Context, size uint64, data []byte) (*Buffer, 
 	defer done()
 	var b *Buffer
 	err := s.withMemory(size, func() error {
-		h, err := s.mgr.Reserve(size, mapping)
+		reserve := s.mgr.Reserve
+		if s.tight {
+			reserve = s.mgr.ReserveTight
+		}
+		h, err := reserve(size, mapping)
 		if err != nil {
 			return fmt.Errorf("client: stream %d: buffer of %d B: %w", s.id, size, err)
 		}

@@ -77,8 +77,13 @@ type SlicedPool struct {
 	// Grow makes Pages a forecast rather than a limit: past it the pool
 	// keeps adding pages, warns once with what was planned and what came,
 	// and counts each such page as a spill. On an uncapped pool it marks a
-	// plan's way out: every reservation it serves is a spill. Plans set it;
-	// in JSON "grow":true, left out when false.
+	// plan's way out: every reservation it serves is a spill. A list with
+	// a growing pool is a plan, and its pools end in an exclusive one, as
+	// the SubSlices preset's do: a reservation larger than every page
+	// takes a device allocation of its own size there (a spill), and so
+	// does one whose page the device has no memory for, when it is asked
+	// tight (Manager.ReserveTight). Plans set it; in JSON "grow":true,
+	// left out when false.
 	Grow bool `json:"grow,omitempty"`
 }
 

@@ -90,9 +90,15 @@ type Manager struct {
 	pools      []pool // the dynamic pools in routing order
 	persistent *directPool
 	all        []pool // persistent, arena, then pools: indexed by reservation.pool
-	warned     []bool // per dynamic pool; the arena's flag is last
-	routes     []route
-	routeStart [65]uint32 // by bit length of a size: the first route that can hold it
+	warned     []bool // per dynamic pool, the arena's, the plan's growth, then the exact pool's
+	// exact is the index in pools of the layout's last pool when it is
+	// exclusive (-1: none): a reservation whose sliced page the device has
+	// no memory for takes an allocation of its own size there. exactWayOut
+	// says it is a plan's way out, where every reservation is a spill.
+	exact       int
+	exactWayOut bool
+	routes      []route
+	routeStart  [65]uint32 // by bit length of a size: the first route that can hold it
 
 	reservations []reservation
 	unusedSlot   int32 // head of the chain of unused reservation slots, linked by ref
@@ -156,6 +162,10 @@ func (m *Manager) build(l Layout, r resolvedLayout) {
 		m.arena = newArenaPool(r.arena, m.storage, &m.total)
 	}
 	m.pools = make([]pool, len(r.pools))
+	m.exact, m.exactWayOut = -1, false
+	if n := len(r.pools); n > 0 && r.pools[n-1].shape == shapeExclusive {
+		m.exact, m.exactWayOut = n-1, r.pools[n-1].wayOut
+	}
 	for i, c := range r.pools {
 		switch c.shape {
 		case shapeSliced:
@@ -178,7 +188,7 @@ func (m *Manager) build(l Layout, r resolvedLayout) {
 	if m.arena != nil {
 		m.all[poolArena] = m.arena
 	}
-	m.warned = make([]bool, len(m.pools)+2) // the arena's flag, then the virtual plan's growth
+	m.warned = make([]bool, len(m.pools)+3)
 	m.ordinal, m.spills = 0, 0
 	m.routes = buildRoutes(m.pools)
 	for bitLen := range m.routeStart {
@@ -302,15 +312,37 @@ func (m *Manager) Reserve(size uint64, mapping Mapping) (Handle, error) {
 			return Handle{}, reserveFailed(size, err)
 		}
 	}
-	return m.reserveSlow(size, mapping)
+	return m.reserveSlow(size, mapping, false)
+}
+
+// ReserveTight is Reserve as a last resort, for a caller that Reserve
+// refused for device memory and that then gave back what its pools held
+// unused (Cleanup): where the device has no memory for another page of
+// the pool a size goes to, the reservation takes a device allocation of
+// its own size from the layout's last pool, when that is exclusive (the
+// SubSlices preset's, and a plan's way out). A page may be far larger
+// than its reservation: four times it past a plan, 256 MiB in SubSlices.
+// Reserve does not do this itself: an allocation of its own size that
+// fits beside pages held unused leaves them held, where a cleanup first
+// would have made room for the page. A reservation served so is a spill
+// under a plan, and the manager warns once.
+func (m *Manager) ReserveTight(size uint64, mapping Mapping) (Handle, error) {
+	return m.reserveSlow(size, mapping, true)
+}
+
+// mayTakeExact is whether a sliced pool's refusal err may send a tight
+// reservation on to the exact pool: the device had no memory for a page,
+// and the layout has such a pool.
+func (m *Manager) mayTakeExact(err error) bool {
+	return m.exact >= 0 && errors.Is(err, vkruntime.ErrOutOfDeviceMemory)
 }
 
 func reserveFailed(size uint64, err error) error {
 	return fmt.Errorf("memory: reserve %d B: %w", size, err)
 }
 
-// reserveSlow is Reserve past its common case.
-func (m *Manager) reserveSlow(size uint64, mapping Mapping) (Handle, error) {
+// reserveSlow is Reserve past its common case, and ReserveTight when tight.
+func (m *Manager) reserveSlow(size uint64, mapping Mapping, tight bool) (Handle, error) {
 	if mapping != Eager && mapping != Lazy {
 		return Handle{}, fmt.Errorf("%w %d (want Eager or Lazy): reserve %d B", ErrUnknownMapping, int(mapping), size)
 	}
@@ -334,7 +366,7 @@ func (m *Manager) reserveSlow(size uint64, mapping Mapping) (Handle, error) {
 			return Handle{}, fmt.Errorf("memory: reserve %d B: %w", size, err)
 		}
 	} else {
-		if poolIdx, ref, err = m.reserveDynamic(aligned, size, lazy); err != nil {
+		if poolIdx, ref, err = m.reserveDynamic(aligned, size, lazy, tight); err != nil {
 			return Handle{}, err
 		}
 		m.ordinal++
@@ -345,7 +377,7 @@ func (m *Manager) reserveSlow(size uint64, mapping Mapping) (Handle, error) {
 	return m.record(poolIdx, ref, size), nil
 }
 
-func (m *Manager) reserveDynamic(aligned, size uint64, lazy bool) (int16, int32, error) {
+func (m *Manager) reserveDynamic(aligned, size uint64, lazy, tight bool) (int16, int32, error) {
 	spilled := false
 	if m.arena != nil {
 		ref, hit, err := m.arena.place(m.ordinal, aligned, size, lazy)
@@ -358,12 +390,16 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy bool) (int16, int32,
 		spilled = true
 	}
 	r := m.routeOf(aligned)
+	var refused error // the first pool's refusal, so the device is not asked twice
 	if r.sliced != nil && !spilled {
 		// The common case: the first accepting pool is sliced and has room.
 		if ref, err := r.sliced.reserve(aligned, size, lazy); err == nil {
 			return r.slicedAt, ref, nil
 		} else if err != errPoolFull {
-			return 0, 0, reserveFailed(size, err)
+			if !tight || !m.mayTakeExact(err) {
+				return 0, 0, reserveFailed(size, err)
+			}
+			refused = err
 		}
 	}
 	candidates := r.pools
@@ -375,7 +411,15 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy bool) (int16, int32,
 	for n, i := range candidates {
 		p := m.pools[i]
 		counted := m.spills
-		ref, err := p.reserve(aligned, size, lazy)
+		var (
+			ref int32
+			err error
+		)
+		if n == 0 && refused != nil {
+			err = refused
+		} else {
+			ref, err = p.reserve(aligned, size, lazy)
+		}
 		if err == errPoolFull {
 			c, u, _ := p.capacity()
 			capBytes += c
@@ -391,12 +435,27 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy bool) (int16, int32,
 				return poolArena, ref, nil
 			}
 		}
+		exactAfterRefusal := false
+		if sp, sliced := p.(*slicedPool); sliced && tight && err != nil && m.mayTakeExact(err) && m.pools[m.exact].accepts(aligned) {
+			// A page the device has no memory for may be far larger
+			// than the reservation: an allocation of its own size may fit.
+			var xref int32
+			if xref, err = m.pools[m.exact].reserve(aligned, size, lazy); err == nil {
+				m.warnExact(int(i), aligned)
+				spilled = spilled || sp.grow || m.exactWayOut
+				i, ref, exactAfterRefusal = int16(m.exact), xref, true
+			}
+		}
 		if err != nil {
 			return 0, 0, fmt.Errorf("memory: reserve %d B: %w", size, err)
 		}
 		if n != 0 {
 			spilled = true
 			m.warnFull(candidates[:n], int(i), size)
+		}
+		if int(i) == m.exact && m.exactWayOut && !exactAfterRefusal {
+			spilled = true
+			m.warnWayOut(int(i), size)
 		}
 		// A growing pool counted the reservation as a spill already
 		// when it went past its forecast: one reservation, one spill.
@@ -424,6 +483,29 @@ func (m *Manager) warnLeftArena(size uint64) {
 			"reservation", m.ordinal, "bytes", size, "planned_slots", len(m.arena.cfg.slots), "planned_bytes", planned,
 			"needed_bytes", m.total.BytesInUse) // the miss, served, included
 	}
+}
+
+// warnExact warns once per layout that the device had no memory for a
+// page of sliced pool i, and that a reservation took an allocation of its
+// own size in the exact pool instead.
+func (m *Manager) warnExact(i int, aligned uint64) {
+	if m.warned[len(m.pools)+2] {
+		return
+	}
+	m.warned[len(m.pools)+2] = true
+	m.logger.Warn("memory: the device has no memory for another page of a pool; the reservation takes a device allocation of its own size",
+		"pool", i, "page_bytes", m.pools[i].(*slicedPool).pageSize, "bytes", aligned, "to_pool", m.exact)
+}
+
+// warnWayOut warns once per layout (with the plan's growth) that a
+// reservation larger than every page of a plan went to its way out.
+func (m *Manager) warnWayOut(i int, size uint64) {
+	if m.warned[len(m.pools)+1] {
+		return
+	}
+	m.warned[len(m.pools)+1] = true
+	m.logger.Warn("memory: the run needs more device memory than its plan expected: a reservation larger than every planned page takes a device allocation of its own size",
+		"planned_bytes", m.plannedSlicedBytes(), "needed_bytes", m.total.BytesReserved, "pool", i, "bytes", size)
 }
 
 // warnFull warns once per pool and layout about each full pool a

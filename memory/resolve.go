@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -47,6 +48,7 @@ type poolConfig struct {
 	maxSlice  uint64        // sliced
 	capPages  uint64        // sliced; 0 is uncapped
 	grow      bool          // sliced: the cap is a forecast; uncapped, a plan's way out
+	wayOut    bool          // exclusive: a plan's last pool, past its sliced pools
 	maxAlloc  uint64        // exclusive, virtual: the largest reservation it accepts
 	planned   uint64        // virtual: the device memory a plan expects
 	heap      uint64        // virtual and exclusive: the device memory
@@ -179,6 +181,15 @@ func resolveSliced(list []SlicedPool, p vkruntime.DeviceProperties, backendLimit
 			capBytes = sum
 		}
 		pools = append(pools, poolConfig{shape: shapeSliced, pageSize: page, maxSlice: maxSlice, capPages: capPages, grow: sp.Grow})
+	}
+	// A plan (a list with a growing pool) ends as the SubSlices preset
+	// does, in an exclusive pool: what is larger than every page, or what
+	// a page the device has no memory for would have held, takes a device
+	// allocation of its own size. Without it a run larger than its dry
+	// run failed with "buffer too big" past the plan's largest page, or
+	// when a way-out page four times a reservation did not fit.
+	if slices.ContainsFunc(list, func(sp SlicedPool) bool { return sp.Grow }) {
+		pools = append(pools, poolConfig{shape: shapeExclusive, maxAlloc: exclusiveCeiling(p, backendLimit), heap: heap, wayOut: true})
 	}
 	return pools, nil
 }

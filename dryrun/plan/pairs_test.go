@@ -12,6 +12,7 @@ import (
 	"github.com/vkrt/vkrt/internal/gen"
 	"github.com/vkrt/vkrt/internal/tracetest"
 	"github.com/vkrt/vkrt/memory"
+	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
 // crossRunRatio is the most a plan from one run may reserve on another run
@@ -314,6 +315,39 @@ func TestAPlanSmallerThanTheRunNeverFailsIt(t *testing.T) {
 			require.NoError(t, err, "%s plan measured under %s: %s", strength, measured.Kind(), l)
 			require.Positive(t, r.Spills, "%s plan measured under %s: the run outgrew its plan, and it shows", strength, measured.Kind())
 		}
+	}
+}
+
+// On a device without sparse residency a basic plan refused a run larger
+// than its dry run: a buffer past the device's largest page (256 MiB here)
+// was too big for every pool, and one that a way-out page four times its
+// size would hold was refused by the device. The SubSlices preset ran
+// both. Now such a buffer takes a device allocation of its own size.
+func TestABasicPlanServesBuffersPastItsPagesOnAPlainDevice(t *testing.T) {
+	dry := tracetest.Inline(t, "a 1 30000000 0\na 2 30000000 0\nf 1\nf 2\n")
+	for _, c := range []struct {
+		name string
+		run  string
+		mem  uint64
+	}{
+		{"past the largest page", "a 1 30000000 0\na 2 300000000 0\nf 1\nf 2\n", 1 << 30},
+		{"a way-out page the device cannot give", "a 1 30000000 0\na 2 130000000 0\nf 1\nf 2\n", 300 << 20},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			device := vkruntime.DeviceProperties{Alignment: 256, MaxPageSize: 256 << 20, MemorySize: c.mem}
+			ro := replay.Options{Device: device, NoSparse: true}
+			d, err := replay.Run(dry, memory.SubSlicesLayout(), ro)
+			require.NoError(t, err)
+			l, err := Derive(d.Report, Options{Strength: Basic, Trace: dry, Device: device})
+			require.NoError(t, err)
+			require.Equal(t, memory.LayoutSliced, l.Kind())
+			run := tracetest.Inline(t, c.run)
+			_, err = replay.Run(run, memory.SubSlicesLayout(), ro)
+			require.NoError(t, err, "the device holds the run")
+			r, err := replay.Run(run, l, ro)
+			require.NoError(t, err, "%s", l)
+			require.Positive(t, r.Spills)
+		})
 	}
 }
 

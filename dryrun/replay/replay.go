@@ -239,12 +239,13 @@ func (r *replayer) switchTo(e *trace.Event) error {
 
 // retry handles a reservation the pools refused with err: as a client
 // does, when the device is out of memory it gives back what the pools
-// hold unused and tries once more.
+// hold unused and tries once more, tight (an allocation of its own size
+// where a page does not fit).
 func (r *replayer) retry(e *trace.Event, err error) (memory.Handle, error) {
 	var h memory.Handle
 	if errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
 		r.pools.cleanup()
-		if h, err = r.m.Reserve(e.Size, memory.Eager); err == nil {
+		if h, err = r.m.ReserveTight(e.Size, memory.Eager); err == nil {
 			r.res.Retries++
 			return h, nil
 		}

@@ -1,0 +1,84 @@
+package memory
+
+import (
+	"bytes"
+	"log/slog"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// A run larger than its dry run asked for a buffer larger than every page
+// of its plan and failed with "buffer too big", where the SubSlices preset
+// gives such a buffer a device allocation of its own size. A plan's way
+// out now ends the same way, and each such reservation is a spill.
+func TestAPlanGivesAReservationPastEveryPageAnAllocationOfItsOwnSize(t *testing.T) {
+	plan := SlicedLayout(SlicedPool{PageSize: 1 << 20, Pages: u64(2), Grow: true}, SlicedPool{PageSize: 4 << 20, Grow: true})
+	m, s := newRefusingManager(t, plan)
+	var log bytes.Buffer
+	m.SetLogger(slog.New(slog.NewTextHandler(&log, nil)))
+	small := mustReserve(t, m, 1000, Eager)
+	big := mustReserve(t, m, 9<<20+5, Eager)
+	require.Equal(t, uint64(1), m.Spills())
+	require.Equal(t, []uint64{1 << 20, 9<<20 + 16}, s.liveSizes(), "the big reservation takes an allocation of its own size")
+	require.Contains(t, log.String(), "larger than every planned page takes a device allocation of its own size")
+	mustReserve(t, m, 20<<20, Eager)
+	require.Equal(t, uint64(2), m.Spills())
+	require.Equal(t, 1, bytes.Count(log.Bytes(), []byte("WARN")), "the plan warns once")
+	require.NoError(t, m.Free(big))
+	require.NoError(t, m.Free(small))
+	require.NoError(t, m.checkInvariants())
+
+	// A list without a growing pool is a limit, not a plan: past its
+	// largest page a reservation is still refused.
+	m, _ = newRefusingManager(t, SlicedLayout(SlicedPool{PageSize: 1 << 20}))
+	_, err := m.Reserve(2<<20, Eager)
+	require.ErrorIs(t, err, vkruntime.ErrBufferTooBig)
+}
+
+// A reservation routed to a page the device has no memory for failed the
+// run, though the device had room for the reservation itself: a way-out
+// page is up to four times its reservation, and a SubSlices page up to
+// 256 MiB. Asked tight (the retry after a cleanup), it now takes an
+// allocation of its own size when the layout ends in an exclusive pool;
+// only a plan counts that as a spill. Reserve itself still fails, so
+// that its caller cleans up before anything settles for less.
+func TestATightReservationWhosePageIsRefusedTakesAnAllocationOfItsOwnSize(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		layout Layout
+		spills uint64
+	}{
+		{"plan", SlicedLayout(SlicedPool{PageSize: 1 << 20, Pages: u64(1), Grow: true}, SlicedPool{PageSize: 4 << 20, Grow: true}), 1},
+		{"SubSlices", SubSlicesLayout(), 0},
+	} {
+		m, s := newRefusingManager(t, c.layout)
+		var log bytes.Buffer
+		m.SetLogger(slog.New(slog.NewTextHandler(&log, nil)))
+		refusedChangesNothing(t, m, s, 3<<20)
+
+		s.refuse = 1
+		h, err := m.ReserveTight(3<<20, Eager)
+		require.NoError(t, err, c.name)
+		require.Zero(t, s.refuse, c.name)
+		require.Equal(t, []uint64{3 << 20}, s.liveSizes(), c.name)
+		require.Equal(t, c.spills, m.Spills(), c.name)
+		require.Contains(t, log.String(), "the device has no memory for another page of a pool", c.name)
+		require.NoError(t, m.checkInvariants(), c.name)
+
+		// When the device refuses both, the reservation fails as out of
+		// device memory and changes nothing.
+		before, spills, held := m.Report(), m.Spills(), s.liveSizes()
+		s.refuse = 2
+		_, err = m.ReserveTight(3<<20, Eager)
+		require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory, c.name)
+		require.Zero(t, s.refuse, c.name)
+		require.Equal(t, before, m.Report(), c.name)
+		require.Equal(t, spills, m.Spills(), c.name)
+		require.Equal(t, held, s.liveSizes(), c.name)
+		require.NoError(t, m.Free(h), c.name)
+		require.NoError(t, m.checkInvariants(), c.name)
+	}
+}
