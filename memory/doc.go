@@ -33,9 +33,10 @@
 //     when the least recently idled are rebound there, a whole run of
 //     them at a time. Streams' ranges share the device's sparse address
 //     space: a pool starts with a range of a fourth of the heap (past a
-//     plan's places) or half the space left if that is less, or, once
-//     the ranges before it have taken half the space, what it needs
-//     rounded up to a power of two, at least 64 MiB (where the storage
+//     plan's places, a fourth of the places if that is less) or half the
+//     space left if that is less, or, once the ranges before it have
+//     taken half the space, what it needs rounded up to a power of two
+//     (a plan's places to a granule), at least 64 MiB (where the storage
 //     reports the space left); it takes another, as
 //     large as all before it, when its placement outgrows them, and a
 //     cleanup gives back its last ranges that hold nothing; no

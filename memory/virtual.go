@@ -25,6 +25,10 @@ const (
 	// ranges that grow with what a stream places leave room for many
 	// streams, where whole ranges of four heaps left room for one.
 	virtualFirstRangeDivisor = 4
+	// virtualPlanHeadroomDivisor: a planned pool's first range ends past
+	// its places by their size over this, or a fourth of the heap if that
+	// is less.
+	virtualPlanHeadroomDivisor = 4
 	// virtualTightRange: a pool that comes once the ranges before it
 	// have taken half the address space, or whose first range what is
 	// left cannot hold, takes one of what it needs, at least this, and
@@ -333,8 +337,17 @@ func newVirtualPool(c poolConfig, s vkruntime.SparseStorage, total *Usage) *virt
 	p.unbound = p.release
 	p.fullSpace, p.addrSpace = c.space, c.addrSpace
 	p.firstSpace = c.space
-	if quarter := c.heap / virtualFirstRangeDivisor; c.space-c.slotsEnd > quarter {
-		p.firstSpace = c.slotsEnd + max(quarter&^(c.granule-1), c.granule)
+	past := c.heap / virtualFirstRangeDivisor
+	if c.slotsEnd > 0 {
+		// A plan's places hold its run: past them the first range keeps
+		// an eighth of them for a run that outgrows the plan, which takes
+		// more ranges as it grows (takeRange). A fourth of the heap past
+		// 62 GB of places left six streams under one plan no address
+		// space for the sixth, which the default layout ran.
+		past = min(past, c.slotsEnd/virtualPlanHeadroomDivisor)
+	}
+	if c.space-c.slotsEnd > past {
+		p.firstSpace = c.slotsEnd + max(past&^(c.granule-1), c.granule)
 	}
 	p.space = p.firstSpace
 	p.place = newTLSFRange(p.space - c.slotsEnd)
@@ -965,7 +978,12 @@ func (p *virtualPool) ensureRange() error {
 	// modest is what the pool needs, rounded up to a power of two of at
 	// least virtualTightRange: all it takes where the space is short.
 	modest := uint64(virtualTightRange)
-	if need > modest {
+	switch {
+	case p.slotsEnd > 0:
+		// A plan's places are large and known: a power of two past them
+		// wasted up to as much again of the space the streams share.
+		modest = max(modest, (need+p.granule-1)&^(p.granule-1))
+	case need > modest:
 		modest = uint64(1) << bits.Len64(need-1)
 	}
 	size := p.space

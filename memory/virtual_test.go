@@ -927,3 +927,31 @@ func TestARangeOfWhatThePlanNeedsIsTriedBeforeGivingUp(t *testing.T) {
 	require.GreaterOrEqual(t, p.space, p.slotsEnd+testGranule)
 	require.LessOrEqual(t, p.space, uint64(330<<30))
 }
+
+// Streams under one large plan share the device's sparse address space:
+// each pool's first range held the plan's places and a fourth of the heap
+// past them, and once half the space was taken, a power of two of at least
+// the places. Seven streams under a plan of 120 GB of places on a 1 TiB
+// space got ranges, and the eighth none, where nine hold the places. Now
+// a planned pool keeps at most a fourth of its places past them, and
+// exactly what it needs once the space is short: eight get theirs.
+func TestStreamsUnderOneLargePlanShareTheAddressSpace(t *testing.T) {
+	s := reportingSparse{newSparseStorage(2 << 20)}
+	props := testProps
+	props.MemorySize = 150e9
+	const places = 57221 << 21 // 120 GB in 2 MiB granules
+	plan := VirtualLayout(VirtualPlan{PlannedBytes: places, Slots: []VirtualSlot{{Size: places, Offset: 0}}})
+	served := 0
+	for ; served < 10; served++ {
+		m, err := NewManager(s, props, plan)
+		require.NoError(t, err)
+		h, err := m.Reserve(places, Lazy) // the planned slot, backed by none
+		require.NoError(t, err)
+		if _, err := m.Resolve(h); err != nil {
+			require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
+			break
+		}
+		require.NoError(t, m.Free(h))
+	}
+	require.Equal(t, 8, served, "streams whose pools got the plan's places")
+}
