@@ -982,7 +982,7 @@ func (p *virtualPool) ensureRange() error {
 	case p.slotsEnd > 0:
 		// A plan's places are large and known: a power of two past them
 		// wasted up to as much again of the space the streams share.
-		modest = max(modest, (need+p.granule-1)&^(p.granule-1))
+		modest = max(modest, (need+p.granule-1)&^(p.granule-1), p.slotsEnd+p.granule)
 	case need > modest:
 		modest = uint64(1) << bits.Len64(need-1)
 	}
