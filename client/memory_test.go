@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/device/cpu"
+	"github.com/vkrt/vkrt/dryrun"
 	"github.com/vkrt/vkrt/internal/envtest"
 	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
@@ -366,6 +367,25 @@ func TestTheRetryGivesABufferAnAllocationOfItsOwnSize(t *testing.T) {
 	got, err := b.Stream().ReadAt(ctx, b, 3<<20-1000, 1000)
 	require.NoError(t, err)
 	require.Equal(t, want, got)
+	require.NoError(t, b.Free())
+	require.NoError(t, big.Free())
+}
+
+// A buffer made in a dry run and given memory later, as a guest with a
+// quota makes its buffers, gets the same retry: its page was chosen when
+// it was made, and the retry moves it to an allocation of its own size.
+func TestTheRetryGivesADryRunBufferAnAllocationOfItsOwnSize(t *testing.T) {
+	ctx := context.Background()
+	c := openClient(t, WithMemoryLimit(16<<20), WithLayout(memory.SubSlicesLayout()))
+	big, err := c.Empty(ctx, 9<<20)
+	require.NoError(t, err)
+	b, err := c.Empty(dryrun.With(ctx), 3<<20)
+	require.NoError(t, err)
+	require.NoError(t, b.Stream().Back(ctx, b))
+	require.Equal(t, uint64(12<<20), c.Device().Storage().Allocated())
+	got, err := b.Read(ctx)
+	require.NoError(t, err)
+	require.Equal(t, make([]byte, 3<<20), got, "a new buffer reads as zeros")
 	require.NoError(t, b.Free())
 	require.NoError(t, big.Free())
 }

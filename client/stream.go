@@ -34,8 +34,9 @@ type Stream struct {
 	// more; the measurement fails.
 	traceFull bool
 	// tight: the op running is the retry after a cleanup, whose
-	// reservation may take an allocation of its own size where a page
-	// does not fit (memory.Manager.ReserveTight).
+	// reservations, and lazy ones given memory, may take an allocation of
+	// their own size where a page does not fit (memory.Manager.ReserveTight
+	// and ResolveTight).
 	tight bool
 }
 
@@ -242,7 +243,11 @@ func (s *Stream) back(b *Buffer) error {
 	if b.backed {
 		return nil
 	}
-	sh, err := s.mgr.Resolve(b.h)
+	resolve := s.mgr.Resolve
+	if s.tight {
+		resolve = s.mgr.ResolveTight
+	}
+	sh, err := resolve(b.h)
 	if err != nil {
 		return fmt.Errorf("client: stream %d: giving buffer %d (%d B) device memory: %w", s.id, b.id, b.size, err)
 	}

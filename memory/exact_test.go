@@ -82,3 +82,57 @@ func TestATightReservationWhosePageIsRefusedTakesAnAllocationOfItsOwnSize(t *tes
 		require.NoError(t, m.checkInvariants(), c.name)
 	}
 }
+
+// A lazy reservation whose page the device has no memory for holds no
+// bytes: given memory tight, it moves to an allocation of its own size,
+// keeps its handle, and counts as a spill under a plan. Resolve itself
+// still fails and changes nothing.
+func TestATightResolveMovesALazyReservationToAnAllocationOfItsOwnSize(t *testing.T) {
+	plan := SlicedLayout(SlicedPool{PageSize: 8 << 20, Pages: u64(1), Grow: true})
+	m, s := newRefusingManager(t, plan)
+	var log bytes.Buffer
+	m.SetLogger(slog.New(slog.NewTextHandler(&log, nil)))
+	h := mustReserve(t, m, 3<<20, Lazy)
+	before := m.Report()
+	s.refuse = 1
+	_, err := m.Resolve(h)
+	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
+	require.Equal(t, before, m.Report())
+	require.Empty(t, s.liveSizes())
+
+	s.refuse = 1
+	sh, err := m.ResolveTight(h)
+	require.NoError(t, err)
+	require.Zero(t, s.refuse)
+	require.Equal(t, []uint64{3 << 20}, s.liveSizes(), "an allocation of its own size, not the 8 MiB page")
+	require.Equal(t, uint64(3<<20), sh.Size)
+	require.Equal(t, uint64(1), m.Spills())
+	require.Contains(t, log.String(), "the device has no memory for another page of a pool")
+	again, err := m.Resolve(h)
+	require.NoError(t, err)
+	require.Equal(t, sh, again, "the handle names the moved reservation")
+	require.Equal(t, uint64(3<<20), m.Usage().BytesInUse)
+	require.NoError(t, m.checkInvariants())
+	require.NoError(t, m.Free(h))
+	m.Cleanup(true)
+	require.Empty(t, s.liveSizes())
+}
+
+// The largest layout a manager builds, an arena whose fallback is a full
+// list of growing pools and the exclusive pool such a list ends in, has a
+// report that reads back (it was one pool past what a report could hold).
+func TestTheReportOfTheLargestLayoutReadsBack(t *testing.T) {
+	fallback := make([]SlicedPool, MaxLayoutPools)
+	for i := range fallback {
+		fallback[i] = SlicedPool{PageSize: uint64(4096 * (i + 1)), Pages: u64(1), Grow: true}
+	}
+	l := ArenaLayout(ArenaPlan{Pages: []uint64{4096}, Slots: []ArenaSlot{{Size: 1024}}, Fallback: fallback})
+	m, _ := newRefusingManager(t, l)
+	rep := m.Report()
+	require.Len(t, rep.Dynamic, MaxLayoutPools+2)
+	js, err := rep.MarshalJSON()
+	require.NoError(t, err)
+	var back Report
+	require.NoError(t, back.UnmarshalJSON(js))
+	require.Equal(t, rep, back)
+}

@@ -36,6 +36,9 @@ func fuzzLayouts() []Layout {
 			Profile: []VirtualMark{{0, 64}, {1, 192}, {4, 1024}, {9, 4096}}}),
 		VirtualLayout(VirtualPlan{PlannedBytes: 4096, Slots: []VirtualSlot{{64, 0}, {128, 64}, {64, 0}},
 			Profile: []VirtualMark{{0, 64}, {1, 192}, {4, 1024}, {9, 4096}}, Settled: VirtualMark{1, 192}}),
+		// A plan: it ends in an exclusive pool, which tight reservations
+		// also reach when the device refuses a page.
+		SlicedLayout(SlicedPool{PageSize: 512, Pages: u64(2), MaxSlice: u64(128), Grow: true}, SlicedPool{PageSize: 2048, Grow: true}),
 		SlicedLayout(SlicedPool{PageSize: 512, MaxSlice: u64(1024)}),
 	}
 }
@@ -100,9 +103,13 @@ func fuzzRun(t *testing.T, data []byte) []string {
 			mapping := Mapping(op / 8 % 2)
 			expect := expectedSlicedPlacement(m, size, window > 0)
 			refusedBefore := storage.refused
-			h, err := m.Reserve(size, mapping)
+			reserve, tight := m.Reserve, op/16%2 == 1
+			if tight {
+				reserve = m.ReserveTight
+			}
+			h, err := reserve(size, mapping)
 			if err != nil {
-				note("reserve %d: %v", size, errKind(err))
+				note("reserve %d (tight %v): %v", size, tight, errKind(err))
 				if errors.Is(err, vkruntime.ErrDeviceLost) {
 					// The device refused the bind armed below: no reservation
 					// is made, though the memory taken for it may be kept.
@@ -251,8 +258,8 @@ func expectedSlicedPlacement(m *Manager, size uint64, persistent bool) *where {
 		return nil
 	}
 	for i, pl := range m.pools {
-		p := pl.(*slicedPool)
-		if !p.accepts(aligned) {
+		p, sliced := pl.(*slicedPool)
+		if !sliced || !p.accepts(aligned) {
 			continue
 		}
 		// The live slices of each held page, from the pool's slab.
@@ -277,7 +284,7 @@ func expectedSlicedPlacement(m *Manager, size uint64, persistent bool) *where {
 				at = sp[1]
 			}
 		}
-		if p.capPages == 0 || p.held < p.capPages {
+		if p.capPages == 0 || p.held < p.capPages || p.grow {
 			pi := len(p.pages)
 			for j := range p.pages {
 				if !p.pages[j].held {

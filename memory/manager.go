@@ -618,6 +618,40 @@ func (m *Manager) Resolve(h Handle) (vkruntime.StorageHandle, error) {
 	return sh, nil
 }
 
+// ResolveTight is Resolve as a last resort, as ReserveTight is Reserve's:
+// a lazy reservation whose sliced page the device has no memory for, and
+// that so holds no bytes yet, moves to an allocation of its own size in
+// the layout's last pool, when that is exclusive (a spill under a plan;
+// the manager warns once). Its handle stays valid; on error nothing
+// changed.
+func (m *Manager) ResolveTight(h Handle) (vkruntime.StorageHandle, error) {
+	sh, err := m.Resolve(h)
+	if err == nil || !m.mayTakeExact(err) {
+		return sh, err
+	}
+	r, _ := m.lookup(h, "resolve")
+	sp, sliced := m.poolOf(r).(*slicedPool)
+	if !sliced {
+		return sh, err
+	}
+	_, _, size := sp.locate(r.ref)
+	exact := m.pools[m.exact]
+	if !exact.accepts(size) {
+		return sh, err
+	}
+	ref, xerr := exact.reserve(size, r.requested, false)
+	if xerr != nil {
+		return sh, fmt.Errorf("memory: resolve %v (%d B): %w", h, r.requested, xerr)
+	}
+	sp.free(r.ref, r.requested)
+	r.pool, r.ref = firstDynamic+int16(m.exact), ref
+	if sp.grow || m.exactWayOut {
+		m.spills++
+	}
+	m.warnExact(slices.Index(m.pools, pool(sp)), size)
+	return m.Resolve(h)
+}
+
 // Usage is the sum over every pool, kept as reservations come and go: O(1).
 func (m *Manager) Usage() Usage { return m.total }
 

@@ -225,7 +225,9 @@ func (r *Report) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return err
 	}
-	elems, err := decodeArray(raw, "report.dynamic", MaxLayoutPools+1)
+	// The most pools a layout builds: an arena, its fallback list and the
+	// exclusive pool a growing list ends in.
+	elems, err := decodeArray(raw, "report.dynamic", MaxLayoutPools+2)
 	if err != nil {
 		return err
 	}
