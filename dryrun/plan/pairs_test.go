@@ -351,6 +351,27 @@ func TestABasicPlanServesBuffersPastItsPagesOnAPlainDevice(t *testing.T) {
 	}
 }
 
+// A basic plan made from the report of a run under a basic plan, with no
+// stream, is the same plan: the unused exclusive pool the manager ends a
+// plan in is no pool of the plan (each round of planning again gained a
+// capped page of the largest size).
+func TestPlanningFromAPlansReportIsAFixedPoint(t *testing.T) {
+	tr := tracetest.Inline(t, "a 1 3000000 0\na 2 300000 0\nf 1\nf 2\n")
+	device := vkruntime.DeviceProperties{Alignment: 256, MaxPageSize: 256 << 20, MemorySize: 1 << 30}
+	ro := replay.Options{Device: device, NoSparse: true}
+	d, err := replay.Run(tr, memory.SubSlicesLayout(), ro)
+	require.NoError(t, err)
+	l, err := Derive(d.Report, Options{Strength: Basic, Device: device})
+	require.NoError(t, err)
+	for round := range 3 {
+		r, err := replay.Run(tr, l, ro)
+		require.NoError(t, err)
+		next, err := Derive(r.Report, Options{Strength: Basic, Device: device})
+		require.NoError(t, err)
+		require.True(t, next.Equal(l), "round %d: %s became %s", round, l, next)
+	}
+}
+
 // A strong virtual plan profiles its stream's need as the pool counts it:
 // marks in reservation order, growing, the last the planned peak.
 func TestAVirtualPlanProfilesItsStream(t *testing.T) {
