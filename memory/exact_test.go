@@ -2,7 +2,9 @@ package memory
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -135,4 +137,21 @@ func TestTheReportOfTheLargestLayoutReadsBack(t *testing.T) {
 	var back Report
 	require.NoError(t, back.UnmarshalJSON(js))
 	require.Equal(t, rep, back)
+}
+
+// The warnings name pools by their index in Report.Dynamic, which lists an
+// arena first: under an arena they named the pool before.
+func TestWarningsNameThePoolsAsTheReportDoes(t *testing.T) {
+	l := ArenaLayout(ArenaPlan{Pages: []uint64{4096}, Slots: []ArenaSlot{{Size: 1024}},
+		Fallback: []SlicedPool{{PageSize: 8192, Pages: u64(1), Grow: true}}})
+	m, _ := newRefusingManager(t, l)
+	var log bytes.Buffer
+	m.SetLogger(slog.New(slog.NewTextHandler(&log, nil)))
+	mustReserve(t, m, 1024, Eager)
+	mustReserve(t, m, 100000, Eager) // past the plan and every fallback page
+	require.Contains(t, log.String(), "larger than every planned page")
+	var named int
+	_, err := fmt.Sscanf(log.String()[strings.Index(log.String(), " pool=")+1:], "pool=%d", &named)
+	require.NoError(t, err, log.String())
+	require.IsType(t, ExclusiveKind{}, m.Report().Dynamic[named].Kind, "the pool the warning names: %s", log.String())
 }

@@ -20,11 +20,11 @@ func (m *Manager) warnForecastShort(pool int) func(capPages, held uint64) {
 		planned, need := m.plannedSlicedBytes(), m.total.BytesReserved
 		if capPages == 0 {
 			m.logger.Warn("memory: the run needs more device memory than its plan expected: a reservation larger than every planned page goes to the plan's way out",
-				"planned_bytes", planned, "needed_bytes", need, "pool", pool, "pages", held)
+				"planned_bytes", planned, "needed_bytes", need, "pool", m.reportIndex(pool), "pages", held)
 			return
 		}
 		m.logger.Warn("memory: the run needs more device memory than its plan expected: a planned pool needs more pages than its plan expected; it grows",
-			"planned_bytes", planned, "needed_bytes", need, "pool", pool, "planned_pages", capPages, "pages", held)
+			"planned_bytes", planned, "needed_bytes", need, "pool", m.reportIndex(pool), "planned_pages", capPages, "pages", held)
 	}
 }
 

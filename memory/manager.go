@@ -485,6 +485,15 @@ func (m *Manager) warnLeftArena(size uint64) {
 	}
 }
 
+// reportIndex is the index of dynamic pool i in Report.Dynamic, which
+// lists the arena first when there is one: the index the warnings name.
+func (m *Manager) reportIndex(i int) int {
+	if m.arena != nil {
+		return i + 1
+	}
+	return i
+}
+
 // warnExact warns once per layout that the device had no memory for a
 // page of sliced pool i, and that a reservation took an allocation of its
 // own size in the exact pool instead.
@@ -494,7 +503,7 @@ func (m *Manager) warnExact(i int, aligned uint64) {
 	}
 	m.warned[len(m.pools)+2] = true
 	m.logger.Warn("memory: the device has no memory for another page of a pool; the reservation takes a device allocation of its own size",
-		"pool", i, "page_bytes", m.pools[i].(*slicedPool).pageSize, "bytes", aligned, "to_pool", m.exact)
+		"pool", m.reportIndex(i), "page_bytes", m.pools[i].(*slicedPool).pageSize, "bytes", aligned, "to_pool", m.reportIndex(m.exact))
 }
 
 // warnWayOut warns once per layout (with the plan's growth) that a
@@ -505,7 +514,7 @@ func (m *Manager) warnWayOut(i int, size uint64) {
 	}
 	m.warned[len(m.pools)+1] = true
 	m.logger.Warn("memory: the run needs more device memory than its plan expected: a reservation larger than every planned page takes a device allocation of its own size",
-		"planned_bytes", m.plannedSlicedBytes(), "needed_bytes", m.total.BytesReserved, "pool", i, "bytes", size)
+		"planned_bytes", m.plannedSlicedBytes(), "needed_bytes", m.total.BytesReserved, "pool", m.reportIndex(i), "bytes", size)
 }
 
 // warnFull warns once per pool and layout about each full pool a
@@ -518,7 +527,7 @@ func (m *Manager) warnFull(full []int16, landed int, size uint64) {
 		m.warned[j] = true
 		c, u, _ := m.pools[j].capacity()
 		m.logger.Warn("memory: a capped pool is full and spills to the next one; the plan was short",
-			"pool", j, "capacity_bytes", c, "used_bytes", u, "bytes", size, "to_pool", landed)
+			"pool", m.reportIndex(int(j)), "capacity_bytes", c, "used_bytes", u, "bytes", size, "to_pool", m.reportIndex(landed))
 	}
 }
 
