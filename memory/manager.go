@@ -321,7 +321,7 @@ func (m *Manager) Reserve(size uint64, mapping Mapping) (Handle, error) {
 // the pool a size goes to, the reservation takes a device allocation of
 // its own size from the layout's last pool, when that is exclusive (the
 // SubSlices preset's, and a plan's way out). A page may be far larger
-// than its reservation: four times it past a plan, 256 MiB in SubSlices.
+// than its reservation: a plan's largest, or 256 MiB in SubSlices.
 // Reserve does not do this itself: an allocation of its own size that
 // fits beside pages held unused leaves them held, where a cleanup first
 // would have made room for the page. A reservation served so is a spill
@@ -436,7 +436,7 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy, tight bool) (int16,
 			}
 		}
 		exactAfterRefusal := false
-		if sp, sliced := p.(*slicedPool); sliced && tight && err != nil && m.mayTakeExact(err) && m.pools[m.exact].accepts(aligned) {
+		if sp, sliced := p.(*slicedPool); tight && err != nil && sliced && m.mayTakeExact(err) && m.pools[m.exact].accepts(aligned) {
 			// A page the device has no memory for may be far larger
 			// than the reservation: an allocation of its own size may fit.
 			var xref int32
@@ -652,12 +652,13 @@ func (m *Manager) ResolveTight(h Handle) (vkruntime.StorageHandle, error) {
 	if xerr != nil {
 		return sh, fmt.Errorf("memory: resolve %v (%d B): %w", h, r.requested, xerr)
 	}
+	from := int(r.pool) - firstDynamic
 	sp.free(r.ref, r.requested)
 	r.pool, r.ref = firstDynamic+int16(m.exact), ref
 	if sp.grow || m.exactWayOut {
 		m.spills++
 	}
-	m.warnExact(slices.Index(m.pools, pool(sp)), size)
+	m.warnExact(from, size)
 	return m.Resolve(h)
 }
 
