@@ -180,7 +180,7 @@ func (m *Manager) build(l Layout, r resolvedLayout) {
 			m.pools[i] = newDirectPool(m.storage, &m.total, exclusiveCeiling(m.props, m.limit()), m.props.MemorySize, false)
 		case shapeVirtual:
 			vp := newVirtualPool(c, m.storage.(vkruntime.SparseStorage), &m.total)
-			vp.outgrown, vp.leftPlan = m.warnOutgrown, m.warnLeftPlan
+			vp.outgrown, vp.leftPlan, vp.placesLost = m.warnOutgrown, m.warnLeftPlan, m.warnPlacesPastSpace
 			m.pools[i] = vp
 		}
 	}

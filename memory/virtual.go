@@ -140,7 +140,11 @@ type virtualPool struct {
 	ordinal   uint64        // reservations so far
 	aheadTo   uint64        // the plan's places below it had memory bound ahead
 	leftPlan  func(ordinal, size uint64)
-	live      liveSlots // the live planned places by offset
+	// placesLost: the pool forgot its plan at reservation ordinal, of
+	// size bytes, as the address space left could not hold places bytes
+	// of planned places (forgetPlan).
+	placesLost func(ordinal, size, places uint64)
+	live       liveSlots // the live planned places by offset
 	// opened: the run left its plan and then found no address space for a
 	// reservation above the planned places, so their area was opened to
 	// TLSF (openSlotArea): the live planned reservations are blocks there,
@@ -379,6 +383,10 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 	// The next reservation goes to its planned slot while the run follows
 	// the plan, otherwise by TLSF above the slots.
 	wasFollowing := p.following
+	if wasFollowing && !p.ranged && p.live.n == 0 && p.placesPastSpace() {
+		p.forgetPlan(size)
+		wasFollowing = false
+	}
 	var (
 		ref int32
 		off uint64
@@ -437,6 +445,40 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 	}
 	p.countAlloc(requested, size)
 	return ref, nil
+}
+
+// placesPastSpace says whether the device's sparse address space has
+// less left than the plan's places span, so the pool could never take a
+// range that holds them (ensureRange): streams given one large plan
+// take such ranges one after another, and the last ones find the space
+// gone (six streams under a plan of 62 GB of places, of 443 GB that
+// ranges may take: the sixth was refused its range with 22 GB left,
+// where the default layout ran all six).
+func (p *virtualPool) placesPastSpace() bool {
+	r, ok := p.sparse.(vkruntime.VirtualSpaceReporter)
+	return ok && r.VirtualSpaceLeft() < p.slotsEnd+p.granule
+}
+
+// spaceShort says whether the ranges of every stream have taken half the
+// device's sparse address space or more, as far as the storage tells.
+func (p *virtualPool) spaceShort() bool {
+	r, ok := p.sparse.(vkruntime.VirtualSpaceReporter)
+	return ok && r.VirtualSpaceLeft() < p.addrSpace/virtualWholeRangesLeft
+}
+
+// forgetPlan makes a pool with nothing live, whose plan's places the
+// address space can no longer hold, a pool with no plan: it places from
+// the low end of a range of what it needs and grows by its shortfalls,
+// not towards the plan, whose run is not the one that came. Warned once
+// and counted as a spill, as leaving a plan is.
+func (p *virtualPool) forgetPlan(size uint64) {
+	places := p.slotsEnd
+	p.following = false
+	p.openSlotArea(false)
+	p.plannedB, p.profile, p.settled, p.unit = 0, nil, VirtualMark{}, VirtualChunkUnit
+	if p.placesLost != nil {
+		p.placesLost(p.ordinal, size, places)
+	}
 }
 
 // stayOnPlan undoes placeOnPlan's step along the plan for a refused
@@ -539,8 +581,20 @@ func (p *virtualPool) placeOnPlan(size uint64) (ref int32, off uint64, ok bool) 
 // in a range taken for it (reserve's rare case, kept out of its way).
 // Where no range is left, it tries every free block that may fit, then the
 // planned places' area (leaving says this reservation leaves the plan:
-// refused, it closes the area again and keeps the run on its plan).
+// refused, it closes the area again and keeps the run on its plan); once
+// half the address space is taken, that area comes first.
 func (p *virtualPool) placeInNewRange(size uint64, leaving bool) (int32, uint64, error) {
+	opensArea := p.slotsEnd > 0 && !p.following && p.slotAreaHolds(size)
+	if opensArea && p.spaceShort() {
+		// Half the address space is taken: the run's own planned places,
+		// which it has left, go before more of what the streams share
+		// (six streams under a plan of 62 GB of places took ranges above
+		// their places until the sixth found none).
+		p.openSlotArea(leaving)
+		if b, off, ok := p.place.allocAny(size); ok {
+			return b, off, nil
+		}
+	}
 	took, err := p.takeRange(size)
 	if err != nil {
 		return 0, 0, err
@@ -551,7 +605,7 @@ func (p *virtualPool) placeInNewRange(size uint64, leaving bool) (int32, uint64,
 		}
 	} else if b, off, ok := p.place.allocAny(size); ok {
 		return b, p.slotsEnd + off, nil
-	} else if p.slotsEnd > 0 && !p.following && p.slotAreaHolds(size) {
+	} else if opensArea && p.slotsEnd > 0 {
 		p.openSlotArea(leaving)
 		if b, off, ok := p.place.allocAny(size); ok {
 			return b, off, nil
@@ -571,7 +625,8 @@ func (p *virtualPool) placeInNewRange(size uint64, leaving bool) (int32, uint64,
 // plan's places may spread over far more address space than its run's
 // live bytes, so without this a run could find no address space left
 // with the heap far from full. It is the last resort, taken when no
-// range is left for a reservation of a run that had left its plan, and
+// range is left (or, with half the address space taken, before another
+// range) for a reservation of a run that had left its plan, and
 // only for one that a free stretch of the area then holds (slotAreaHolds,
 // which allocAny finds): until then placement is as before. It is also
 // taken when the run leaves its plan with nothing planned live, as

@@ -351,6 +351,19 @@ func resolveVirtual(plan VirtualPlan, p vkruntime.DeviceProperties, backendLimit
 	return resolvedLayout{pools: []poolConfig{c}, notes: notes}, nil
 }
 
+// warnPlacesPastSpace warns, once per layout, that the stream runs
+// without its plan, whose places the device's sparse address space could
+// no longer hold; it is counted as a spill.
+func (m *Manager) warnPlacesPastSpace(ordinal, size, places uint64) {
+	m.spills++
+	if m.warned[len(m.pools)] {
+		return
+	}
+	m.warned[len(m.pools)] = true
+	m.logger.Warn("memory: the device's sparse address space left cannot hold the plan's places, taken by the streams before; this stream runs without its plan",
+		"reservation", ordinal, "bytes", size, "places_bytes", places)
+}
+
 // warnLeftPlan warns, once per layout, that the run stopped following its
 // plan's stream; it is counted as a spill.
 func (m *Manager) warnLeftPlan(ordinal, size uint64) {

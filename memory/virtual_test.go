@@ -955,3 +955,70 @@ func TestStreamsUnderOneLargePlanShareTheAddressSpace(t *testing.T) {
 	}
 	require.Equal(t, 8, served, "streams whose pools got the plan's places")
 }
+
+// A stream whose first planned place the device's sparse address space can
+// no longer hold the plan's places for (the streams before took it) runs
+// without its plan, warned once and counted as a spill, where its pool was
+// refused its range: past the eighth stream under a 120 GB plan in 1 TiB,
+// each stream's first reservation failed with the heap nearly empty.
+func TestStreamsPastWhatTheAddressSpaceHoldsOfAPlanRunWithoutIt(t *testing.T) {
+	s := reportingSparse{newSparseStorage(2 << 20)}
+	props := testProps
+	props.MemorySize = 150e9
+	const places = 57221 << 21 // 120 GB in 2 MiB granules
+	plan := VirtualLayout(VirtualPlan{PlannedBytes: 4 << 20,
+		Slots: []VirtualSlot{{Size: 2 << 20, Offset: 0}, {Size: 2 << 20, Offset: places - 2<<20}}})
+	for stream := range 12 {
+		m, err := NewManager(s, props, plan)
+		require.NoError(t, err)
+		var log bytes.Buffer
+		m.SetLogger(slog.New(slog.NewTextHandler(&log, nil)))
+		placesFit := s.VirtualSpaceLeft() >= places+2<<20
+		h, err := m.Reserve(2<<20, Eager) // the first planned place
+		require.NoError(t, err, "stream %d", stream)
+		_, err = m.Resolve(h)
+		require.NoError(t, err)
+		k := m.Report().Dynamic[0].Kind.(VirtualKind)
+		if placesFit {
+			require.Zero(t, m.Spills(), "stream %d follows its plan", stream)
+			require.Equal(t, uint64(4<<20), k.PlannedBytes)
+			continue
+		}
+		require.Equal(t, uint64(1), m.Spills(), "stream %d runs without its plan", stream)
+		require.Zero(t, k.PlannedBytes, "stream %d", stream)
+		require.Contains(t, log.String(), "cannot hold the plan's places")
+		require.Contains(t, log.String(), fmt.Sprintf("places_bytes=%d", uint64(places)))
+		// It grows by its shortfall, not towards the plan.
+		h2, err := m.Reserve(64<<20, Eager)
+		require.NoError(t, err)
+		require.NoError(t, m.Free(h2))
+	}
+	require.Less(t, s.VirtualSpaceLeft(), uint64(places), "the streams that followed the plan took the space")
+}
+
+// A run that left its plan, once half the address space is taken, places
+// in its planned places' own area before it takes another range of what
+// the streams share.
+func TestARunThatLeftItsPlanUsesItsPlacesBeforeMoreAddressSpace(t *testing.T) {
+	s := reportingSparse{newSparseStorage(2 << 20)}
+	props := testProps
+	props.MemorySize = 150e9
+	other, err := s.ReserveVirtual(600 << 30) // another stream's
+	require.NoError(t, err)
+	const places = 5120 << 21 // 10 GiB
+	m, err := NewManager(s, props, VirtualLayout(VirtualPlan{PlannedBytes: 4 << 20,
+		Slots: []VirtualSlot{{Size: 2 << 20, Offset: 0}, {Size: 2 << 20, Offset: places - 2<<20}}}))
+	require.NoError(t, err)
+	mustReserve(t, m, 2<<20, Eager) // follows the plan: the range holds the places
+	ranges := len(s.ranges)
+	// The first leaves the plan with the first place live; neither fits
+	// the granule the range keeps above the places.
+	for _, size := range []uint64{4 << 20, 1 << 30} {
+		h := mustReserve(t, m, size, Eager)
+		require.Len(t, s.ranges, ranges, "no range taken for %d B: %d B of address space left", size, s.VirtualSpaceLeft())
+		at, err := m.Resolve(h)
+		require.NoError(t, err)
+		require.NotEqual(t, other.ID, at.ID)
+		require.Less(t, at.Offset, uint64(places), "placed among the planned places")
+	}
+}
