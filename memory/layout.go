@@ -258,6 +258,9 @@ const (
 	// MaxArenaSlots bounds the slots of an arena plan (24 B each once
 	// decoded: 384 MiB at the bound).
 	MaxArenaSlots = 1 << 24
+	// MaxArenaPages bounds the pages of an arena plan, one device
+	// allocation each.
+	MaxArenaPages = maxPoolPages
 	// MaxLayoutFileBytes bounds a layout file: an arena plan at
 	// MaxArenaSlots written as JSON fits well inside it.
 	MaxLayoutFileBytes = 1 << 30
@@ -475,7 +478,7 @@ func (p *ArenaPlan) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return err
 	}
-	elems, err := decodeArray(raw, "arena plan pages", maxPoolPages)
+	elems, err := decodeArray(raw, "arena plan pages", MaxArenaPages)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,8 @@ import (
 )
 
 const (
-	// maxPoolPages bounds a pool's page cap and an arena's page count.
+	// maxPoolPages bounds a pool's page cap and an arena's page count
+	// (MaxArenaPages).
 	maxPoolPages = 65535
 	// subSlicesBasePage is the page of the first SubSlices pool.
 	subSlicesBasePage = 2 << 20
@@ -198,8 +199,8 @@ func resolveArena(plan ArenaPlan, p vkruntime.DeviceProperties, backendLimit uin
 	switch {
 	case len(plan.Pages) == 0:
 		return resolvedLayout{}, invalidLayout("the arena has no pages")
-	case len(plan.Pages) > maxPoolPages:
-		return resolvedLayout{}, invalidLayout("the arena has %d pages, more than %d", len(plan.Pages), maxPoolPages)
+	case len(plan.Pages) > MaxArenaPages:
+		return resolvedLayout{}, invalidLayout("the arena has %d pages, more than %d", len(plan.Pages), MaxArenaPages)
 	case len(plan.Slots) > MaxArenaSlots:
 		return resolvedLayout{}, invalidLayout("the arena has %d slots, more than %d", len(plan.Slots), MaxArenaSlots)
 	}

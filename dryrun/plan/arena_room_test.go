@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/dryrun/replay"
+	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/internal/gen"
 	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
@@ -22,16 +23,25 @@ func TestAnArenaPlanLendsItsRoomWhenTheDeviceRunsOut(t *testing.T) {
 	dev := vkruntime.DeviceProperties{Alignment: 256, MaxPageSize: 256 << 20, MemorySize: 888801280}
 	opts := replay.Options{Device: dev, NoSparse: true}
 	from, on := gen.Run(40, gen.ConvTraining, 1), gen.Run(40, gen.ConvTraining, 3)
-	dry, err := replay.Run(from, memory.SubSlicesLayout(), opts)
-	require.NoError(t, err)
-	l, err := Derive(dry.Report, Options{Strength: Strong, Trace: from, Device: dev})
-	require.NoError(t, err)
-	_, ok := l.Arena()
-	require.True(t, ok, "a strong plan for a device without sparse residency is an arena")
-	_, err = replay.Run(on, memory.SubSlicesLayout(), opts)
+	l, _, _ := strongArena(t, from, opts)
+	_, err := replay.Run(on, memory.SubSlicesLayout(), opts)
 	require.NoError(t, err, "the device holds the run with no plan")
 	r, err := replay.Run(on, l, opts)
 	require.NoError(t, err, "nor does the plan fail it")
 	require.LessOrEqual(t, r.ReservedPeakBytes, dev.MemorySize)
 	require.Positive(t, r.Spills)
+}
+
+// strongArena is the strong plan of from, measured under SubSlices on the
+// device of opts (without sparse residency, so an arena), its arena plan
+// and from's peak live bytes.
+func strongArena(t *testing.T, from *trace.Trace, opts replay.Options) (memory.Layout, memory.ArenaPlan, uint64) {
+	t.Helper()
+	dry, err := replay.Run(from, memory.SubSlicesLayout(), opts)
+	require.NoError(t, err)
+	l, err := Derive(dry.Report, Options{Strength: Strong, Trace: from, Device: opts.Device})
+	require.NoError(t, err)
+	plan, ok := l.Arena()
+	require.True(t, ok, "a strong plan for a device without sparse residency is an arena")
+	return l, plan, dry.PeakLiveBytes
 }

@@ -140,7 +140,7 @@ func Derive(report memory.Report, opts Options) (memory.Layout, error) {
 	if opts.Trace == nil {
 		return memory.Layout{}, fmt.Errorf("%w: a strong plan needs the dry run's stream, got none", ErrCannotPlan)
 	}
-	strong, err := arenaLayout(opts.Trace, opts.Device, opts.searchSteps(), opts.Progress)
+	strong, err := arenaLayout(opts.Trace, opts.Device, opts.searchSteps(), opts.Progress, true)
 	if err != nil {
 		return memory.Layout{}, err
 	}
@@ -333,8 +333,9 @@ func (o Options) searchSteps() int {
 	return max(o.SearchSteps, 0)
 }
 
-// arenaLayout is the strong plan's arena layout for the stream.
-func arenaLayout(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps int, report func(done, total int)) (memory.Layout, error) {
+// arenaLayout is the strong plan's arena layout for the stream, its pages
+// cut into pieces (cutPages) with pieces.
+func arenaLayout(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps int, report func(done, total int), pieces bool) (memory.Layout, error) {
 	d := deviceOrH200(device)
 	if t.Allocations == 0 {
 		return memory.Layout{}, fmt.Errorf("%w: %s has no allocations", ErrCannotPlan, t.Name)
@@ -343,6 +344,9 @@ func arenaLayout(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps 
 	a, _, err := planArena(lifetimes, d.MaxPageSize, searchSteps, report)
 	if err != nil {
 		return memory.Layout{}, err
+	}
+	if pieces {
+		a = cutPages(a, lifetimes)
 	}
 	plan := memory.ArenaPlan{Pages: a.Pages, Slots: make([]memory.ArenaSlot, len(lifetimes))}
 	for k, l := range lifetimes {
