@@ -50,49 +50,63 @@ func TestArenaPlacesReservationsByOrdinal(t *testing.T) {
 	require.Equal(t, Usage{NumberAllocs: 3, BytesInUse: 3572, BytesPadding: 12, BytesReserved: 5120}, r.Dynamic[0].Usage)
 	require.Equal(t, SlicedKind{PageSize: 8192, MaxSliceSize: 8192}, r.Dynamic[1].Kind)
 
-	// Past the end of the plan: the fallback, counted as a spill.
+	// Past the end of the plan: the run leaves it, and the reservation
+	// takes free room in a held page (the least that fits, by TLSF: page
+	// 1 below slot 3), counted as a spill.
 	e := mustReserve(t, m, 16, Eager)
-	require.Equal(t, 1, locate(t, m, e).pool)
+	require.Equal(t, where{pool: 0, page: 1, offset: 0, size: 16}, locate(t, m, e))
 	require.Equal(t, uint64(1), m.Spills())
 
 	sh, err := m.Resolve(d)
 	require.NoError(t, err)
 	require.Equal(t, uint64(512), sh.Offset)
-	require.Equal(t, 4, s.allocs) // arena pages 0 and 1 (on resolve), the persistent one, the fallback page
+	require.Equal(t, 3, s.allocs) // arena pages 0 and 1 (given memory for e), the persistent one
 }
 
-func TestArenaMissesGoToTheFallback(t *testing.T) {
+// A reservation that misses the plan leaves it: later ones take no slot,
+// even one that fits, and go to the free room of the held pages, then to
+// the fallback pools.
+func TestArenaMissesLeaveThePlan(t *testing.T) {
 	m, _ := newTestManager(t, arenaTestLayout())
 	m.SetLogger(slog.New(slog.DiscardHandler))
-	// Slot 0 wants 1024 B: another size misses.
+	// Slot 0 wants 1024 B: another size misses, and no page is held.
 	a := mustReserve(t, m, 2000, Eager)
 	require.Equal(t, 1, locate(t, m, a).pool)
 	require.Equal(t, uint64(1), m.Spills())
-	// Slot 1 is planned and free.
+	// Slot 1 fits, but the run has left the plan.
 	b := mustReserve(t, m, 2048, Eager)
-	require.Equal(t, 0, locate(t, m, b).pool)
-	// Slot 2's range is free, because a did not take slot 0.
-	c := mustReserve(t, m, 1024, Eager)
-	require.Equal(t, where{pool: 0, page: 0, offset: 0, size: 1024}, locate(t, m, c))
+	require.Equal(t, 1, locate(t, m, b).pool)
+	require.Equal(t, uint64(2), m.Spills())
+	require.Zero(t, m.Report().Dynamic[0].Pages, "the arena holds no page")
 
-	// Install resets the ordinal; a slot whose bytes are still live misses.
+	// Install resets the plan; a slot whose bytes are still live misses,
+	// and takes the room of the page past the live slots.
 	require.ErrorIs(t, m.Install(arenaTestLayout()), &InstallError{Kind: PoolsInUse})
-	for _, h := range []Handle{a, b, c} {
+	for _, h := range []Handle{a, b} {
 		require.NoError(t, m.Free(h))
 	}
 	require.NoError(t, m.Install(arenaTestLayout()))
 	require.Equal(t, uint64(0), m.Spills())
 	x := mustReserve(t, m, 1024, Eager)
 	require.Equal(t, where{pool: 0, page: 0, offset: 0, size: 1024}, locate(t, m, x))
-	mustReserve(t, m, 2048, Eager)
+	z := mustReserve(t, m, 2048, Eager)
 	y := mustReserve(t, m, 1024, Eager) // slot 2 overlaps x, which is live
-	require.Equal(t, 1, locate(t, m, y).pool)
+	require.Equal(t, where{pool: 0, page: 0, offset: 3072, size: 1024}, locate(t, m, y))
 	require.Equal(t, uint64(1), m.Spills())
+	w := mustReserve(t, m, 1024, Eager) // no room left in the held page
+	require.Equal(t, 1, locate(t, m, w).pool)
+	require.NoError(t, m.checkInvariants())
 
-	// Explicit cleanup returns empty arena pages; they come back on use.
-	require.NoError(t, m.Free(x))
+	// Explicit cleanup returns empty arena pages; a run that left the
+	// plan does not take them again.
+	for _, h := range []Handle{x, y, z} {
+		require.NoError(t, m.Free(h))
+	}
 	m.Cleanup(true)
-	require.Equal(t, uint64(1), m.Report().Dynamic[0].Pages)
+	require.Zero(t, m.Report().Dynamic[0].Pages)
+	v := mustReserve(t, m, 16, Eager)
+	require.Equal(t, 1, locate(t, m, v).pool)
+	require.NoError(t, m.checkInvariants())
 }
 
 func TestArenaWithoutFallbackUsesSubSlices(t *testing.T) {
@@ -116,15 +130,14 @@ func TestAnArenaPageTheDeviceRefusesSendsItsSlotToTheFallback(t *testing.T) {
 	require.Equal(t, []uint64{8192}, s.liveSizes())
 }
 
-// A reservation that misses the plan and that the device has no memory for
-// in the fallback pools takes the lowest room of a held arena page clear of
-// live slots; a planned slot on its bytes then misses the plan, and the
-// room comes back when it is freed.
-func TestAnArenaLendsItsFreeRoomWhenTheDeviceRunsOut(t *testing.T) {
+// A reservation that misses the plan takes free room in a held page before
+// the fallback pools, and the room comes back when it is freed; a planned
+// place the run took before it left gives its room back when freed too.
+func TestAnArenaLendsItsFreeRoomToWhatMissesThePlan(t *testing.T) {
 	m, s := newRefusingManager(t, arenaTestLayout())
 	m.SetLogger(slog.New(slog.DiscardHandler))
 	a := mustReserve(t, m, 1024, Eager) // slot 0: page 0 at 0
-	s.refuse = 1                        // the fallback's page
+	s.refuse = 1                        // a fallback page would be refused
 	extra := mustReserve(t, m, 3000, Eager)
 	require.Equal(t, where{pool: 0, page: 0, offset: 1024, size: 3008}, locate(t, m, extra), "page 0's room past slot 0")
 	require.Equal(t, []uint64{4096}, s.liveSizes(), "no memory but the arena's page")
@@ -133,19 +146,14 @@ func TestAnArenaLendsItsFreeRoomWhenTheDeviceRunsOut(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(1024), h.Offset)
 	require.NoError(t, m.Free(a))
+	big := mustReserve(t, m, 1024, Eager) // slot 0's bytes came back
+	require.Equal(t, where{pool: 0, page: 0, offset: 0, size: 1024}, locate(t, m, big))
+	require.NoError(t, m.checkInvariants())
 	require.NoError(t, m.Free(extra))
+	require.NoError(t, m.Free(big))
 	require.Zero(t, m.Report().Usage().BytesInUse)
 	require.NoError(t, m.checkInvariants())
-
-	// Slot 2 lies at 0, where an extra made while nothing planned is live
-	// goes: the reservation on slot 2 misses the plan.
-	m, s = newRefusingManager(t, arenaTestLayout())
-	m.SetLogger(slog.New(slog.DiscardHandler))
-	require.NoError(t, m.Free(mustReserve(t, m, 1024, Eager))) // slot 0 holds page 0
-	s.refuse = 1
-	extra = mustReserve(t, m, 100, Eager) // ordinal 1: not slot 1's size
-	require.Equal(t, where{pool: 0, page: 0, offset: 0, size: 112}, locate(t, m, extra))
-	b := mustReserve(t, m, 1024, Eager) // ordinal 2: slot 2, at 0
-	require.Equal(t, 1, locate(t, m, b).pool, "slot 2's bytes hold the extra: it goes to the fallback")
+	whole := mustReserve(t, m, 4096, Eager) // the page is one room again
+	require.Equal(t, where{pool: 0, page: 0, offset: 0, size: 4096}, locate(t, m, whole))
 	require.NoError(t, m.checkInvariants())
 }

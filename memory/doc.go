@@ -23,7 +23,10 @@
 //     window: exact-fit allocations reused by identical size, kept until an
 //     explicit cleanup. Install leaves it alone.
 //   - The arena pool (the [ArenaLayout]) places the k-th reservation after an
-//     Install at a slot planned offline from a dry run.
+//     Install at a slot planned offline from a dry run, until one misses
+//     its slot: from then on the run takes no slot, and what it reserves
+//     goes to the free room of the pages it holds, by TLSF, before the
+//     fallback pools.
 //   - The virtual pool (the [VirtualLayout]) places every reservation in
 //     ranges of address space by two-level segregated fit (TLSF: the
 //     size's own bin, then the first bin all of whose blocks fit; AMD VMA's

@@ -154,6 +154,9 @@ func (l *liveSlots) remove(k int) {
 	l.n--
 }
 
+// has reports whether a place starting at the offset of index i is live.
+func (l *liveSlots) has(i int) bool { return l.words[i>>6]&(1<<(i&63)) != 0 }
+
 // free reports whether no live place overlaps slot k.
 func (l *liveSlots) free(k int) bool {
 	p := l.last(int(l.x.below[k]))

@@ -388,6 +388,11 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy, tight bool) (int16,
 			return poolArena, ref, nil
 		}
 		spilled = true
+		if ref, ok := m.arena.lend(aligned, size, lazy); ok {
+			m.spills++
+			m.warnLeftArena(size)
+			return poolArena, ref, nil
+		}
 	}
 	r := m.routeOf(aligned)
 	var refused error // the first pool's refusal, so the device is not asked twice
@@ -426,15 +431,6 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy, tight bool) (int16,
 			usedBytes += u
 			continue
 		}
-		if err != nil && m.arena != nil && errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
-			// The device has no memory for the fallback pools: the
-			// plan's pages may have room the run no longer uses.
-			if ref, ok, aerr := m.arena.placeExtra(aligned, size, lazy); aerr == nil && ok {
-				m.spills++
-				m.warnLeftArena(size)
-				return poolArena, ref, nil
-			}
-		}
 		exactAfterRefusal := false
 		if sp, sliced := p.(*slicedPool); tight && err != nil && sliced && m.mayTakeExact(err) && m.pools[m.exact].accepts(aligned) {
 			// A page the device has no memory for may be far larger
@@ -463,6 +459,7 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy, tight bool) (int16,
 			m.spills++
 		}
 		if m.arena != nil {
+			m.arena.left = true
 			m.warnLeftArena(size)
 		}
 		return firstDynamic + i, ref, nil
@@ -479,7 +476,7 @@ func (m *Manager) warnLeftArena(size uint64) {
 		for _, page := range m.arena.cfg.pages {
 			planned = saturatingAdd(planned, page)
 		}
-		m.logger.Warn("memory: the allocation stream left the arena plan; later misses go to the fallback pools",
+		m.logger.Warn("memory: the allocation stream left the arena plan; later reservations go to the free room of its held pages, then to the fallback pools",
 			"reservation", m.ordinal, "bytes", size, "planned_slots", len(m.arena.cfg.slots), "planned_bytes", planned,
 			"needed_bytes", m.total.BytesInUse) // the miss, served, included
 	}

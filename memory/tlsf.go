@@ -50,6 +50,38 @@ func newTLSFRange(size uint64) tlsfRange {
 	return r
 }
 
+// tlsfSpan is a block of a range newTLSFRangeOf builds.
+type tlsfSpan struct {
+	size uint64
+	free bool
+}
+
+// newTLSFRangeOf is a range tiled by spans, in address order from 0, and
+// the blocks they became, in their order. Spans are not empty, and no two
+// free ones touch.
+func newTLSFRangeOf(spans []tlsfSpan) (tlsfRange, []int32) {
+	r := tlsfRange{spare: none, first: none}
+	for i := range r.heads {
+		r.heads[i] = none
+	}
+	ids := make([]int32, len(spans))
+	prev, at := int32(none), uint64(0)
+	for i, s := range spans {
+		b := r.newBlock()
+		r.blocks[b] = tlsfBlock{offset: at, size: s.size, prevPhys: prev, nextPhys: none}
+		if prev == none {
+			r.first = b
+		} else {
+			r.blocks[prev].nextPhys = b
+		}
+		if s.free {
+			r.insertFree(b)
+		}
+		ids[i], prev, at = b, b, at+s.size
+	}
+	return r, ids
+}
+
 // tlsfBin is the bin of a size: its power of two and the next four bits.
 func tlsfBin(size uint64) int {
 	size = max(size, tlsfMinSize)

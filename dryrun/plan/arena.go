@@ -753,15 +753,16 @@ func (t *stabTree) stab(point int32, visit func(int32)) {
 // leaves it holds only the pieces its live slots lie in. Measured by
 // replaying generated runs of seeds 31–100 (other runs, other workloads
 // and streams of several workloads) under strong arena plans on devices
-// without sparse residency of 1.25–4× the largest peak: 357 replays that
-// the default layout ran failed under whole pages, 201 under pieces of
-// an eighth. Of the 297 of seeds 41–100, pieces of a fourth left 180, of
+// without sparse residency of 1.25–4× the largest peak, while an arena
+// lent its room only where the device had no memory for the fallback
+// pools: 357 replays that the default layout ran failed under whole
+// pages, 201 under pieces of an eighth (111 now that it lends first). Of the 297 of seeds 41–100, pieces of a fourth left 180, of
 // a 16th 165 as an eighth does, with more allocations, and no floor 159,
 // cutting arenas of a few hundred kilobytes, such as the transformer
 // example's, into allocations of tens. The 84 strong plans of seeds
 // 41–60 and of the shipped streams, each run under its own, reserve as
 // before in 410 device allocations instead of 96; the 240 runs of seeds
-// 1–30 under the other run's plan reserve 3.00× their peak instead of
+// 1–30 under the other run's plan reserved 3.00× their peak instead of
 // 3.41× (SubSlices, no plan: 2.03×) in 7,070 device allocations instead
 // of 6,452 (SubSlices: 8,234).
 const (
