@@ -26,8 +26,9 @@ type arenaPool struct {
 	// it holds (lend) before the fallback pools.
 	left bool
 	// rooms is that free room, made at the first reservation that looks
-	// for it.
-	rooms *arenaRooms
+	// for it; freshRooms while that reservation is being made.
+	rooms      *arenaRooms
+	freshRooms bool
 	// extras are reservations the plan did not place, put in the free
 	// room of held pages; their refs follow the slots'. freeExtras are
 	// the indexes of extras no longer live.
@@ -89,19 +90,20 @@ func (p *arenaPool) report() PoolReport {
 }
 
 // place reserves the k-th planned slot for size aligned bytes; hit is false
-// when the stream diverged from the plan (past its end, another size, or the
-// range still taken).
-func (p *arenaPool) place(k uint64, size, requested uint64, lazy bool) (ref int32, hit bool, err error) {
+// when the run has left the plan or diverges from it here (past its end,
+// another size, or the range still taken), and when the device refused the
+// slot's page memory, which refused says.
+func (p *arenaPool) place(k uint64, size, requested uint64, lazy bool) (ref int32, hit bool, refused, err error) {
 	if p.left || k >= uint64(len(p.cfg.slots)) {
-		return 0, false, nil
+		return 0, false, nil, nil
 	}
 	slot := p.cfg.slots[k]
 	if slot.Size != size {
-		return 0, false, nil
+		return 0, false, nil, nil
 	}
 	pg := &p.pages[slot.Page]
 	if pg.live > 0 && !p.live.free(int(k)) {
-		return 0, false, nil
+		return 0, false, nil, nil
 	}
 	if !pg.held {
 		dp, err := p.openPage(p.cfg.pages[slot.Page], lazy)
@@ -111,56 +113,58 @@ func (p *arenaPool) place(k uint64, size, requested uint64, lazy bool) (ref int3
 				// reservation misses the plan, and the fallback pools take
 				// what it needs (a 128 B reservation of another stream
 				// asked its slot's 1.43 GB page and failed the run).
-				return 0, false, nil
+				return 0, false, err, nil
 			}
-			return 0, false, err
+			return 0, false, nil, err
 		}
 		pg.devicePage, pg.held = dp, true
 	} else if !lazy {
 		if err := p.mapPage(&pg.devicePage); err != nil {
-			return 0, false, err
+			return 0, false, nil, err
 		}
 	}
 	p.live.add(int(k), size)
 	pg.live++
 	p.countAlloc(requested, size)
-	return int32(k), true, nil
+	return int32(k), true, nil, nil
 }
 
 // lend puts a reservation of size aligned bytes that missed the plan in
-// the free room of a held page, by TLSF, and leaves the plan; ok is false,
-// and nothing changes, where no held page has the room. A run that left
-// its plan (another run of the workload, or another stream under it)
-// keeps the plan's pages for the reservations still on them: with its
-// other reservations in the fallback pools beside them, generated runs of
-// seeds 1–30 under the other run's plan on a device without sparse
-// residency reserved 3.00× their peak (SubSlices with no plan 2.03×) in
-// 7,070 device allocations; in the pages' free room first, 1.68× in
-// 2,796. A run refused past them with the room free had failed: 620 MB
-// reserved with 73 MB live, on a device of 889 MB that ran it with no
-// plan.
-func (p *arenaPool) lend(size, requested uint64, lazy bool) (ref int32, ok bool) {
+// the free room of a held page, by TLSF, and leaves the plan; ok is false
+// where no held page has the room, and err is the device's refusal to give
+// the page memory. Either way nothing placed changes. A run that left its
+// plan (another run of the workload, or another stream under it) keeps
+// the plan's pages for the reservations still on them: with its other
+// reservations in the fallback pools beside them, generated runs of seeds
+// 1–30 under the other run's plan on a device without sparse residency
+// reserved 3.00× their peak (SubSlices with no plan 2.03×) in 7,070 device
+// allocations; in the pages' free room first, 1.68× in 2,796. A run
+// refused past them with the room free had failed: 620 MB reserved with
+// 73 MB live, on a device of 889 MB that ran it with no plan.
+func (p *arenaPool) lend(size, requested uint64, lazy bool) (ref int32, ok bool, err error) {
 	if p.rooms == nil {
-		p.rooms = p.openRooms()
+		p.rooms, p.freshRooms = p.openRooms(), true
 	}
 	rm := p.rooms
-	b, off, ok := rm.r.alloc(size)
-	if !ok {
-		b, off, ok = rm.r.allocAny(size)
+	b := rm.r.find(size)
+	if b == none {
+		b = rm.r.findAny(size)
 	}
-	if !ok {
+	if b == none {
 		p.forgetRooms()
-		return 0, false
+		return 0, false, nil
 	}
-	i := sort.Search(len(rm.base), func(i int) bool { return rm.base[i] > off }) - 1
+	// The block is taken only once its page has memory: a refusal leaves
+	// the bins in their order.
+	i := sort.Search(len(rm.base), func(i int) bool { return rm.base[i] > rm.r.blocks[b].offset }) - 1
 	pg := &p.pages[i]
 	if !lazy {
 		if err := p.mapPage(&pg.devicePage); err != nil {
-			rm.r.release(b)
 			p.forgetRooms()
-			return 0, false
+			return 0, false, err
 		}
 	}
+	b, off, _ := rm.r.take(b, size)
 	e := arenaExtra{page: i, offset: off - rm.base[i], size: size, block: b, live: true}
 	var at int32
 	if n := len(p.freeExtras); n > 0 {
@@ -174,7 +178,7 @@ func (p *arenaPool) lend(size, requested uint64, lazy bool) (ref int32, ok bool)
 	pg.live++
 	p.countAlloc(requested, size)
 	p.left = true
-	return int32(len(p.cfg.slots)) + at, true
+	return int32(len(p.cfg.slots)) + at, true, nil
 }
 
 // forgetRooms drops rooms made for a reservation that found no room
@@ -182,8 +186,19 @@ func (p *arenaPool) lend(size, requested uint64, lazy bool) (ref int32, ok bool)
 // the rooms would not know of.
 func (p *arenaPool) forgetRooms() {
 	if !p.left {
+		p.rooms, p.freshRooms = nil, false
+	}
+}
+
+// settle is told how the reservation that may have made the rooms ended:
+// one refused leaves no rooms it made behind (they would place later
+// reservations otherwise than rooms made later do), one served keeps
+// them.
+func (p *arenaPool) settle(refused bool) {
+	if p.freshRooms && refused {
 		p.rooms = nil
 	}
+	p.freshRooms = false
 }
 
 // openRooms makes the rooms of the pages as they are now.
@@ -356,8 +371,10 @@ func (p *arenaPool) checkInvariants() error {
 	return p.checkCounts("arena", held, unmapped, reserved, live)
 }
 
-// checkRooms checks the rooms' range, and that each live extra and each
-// planned place the rooms know lies in its block.
+// checkRooms checks the rooms' range: each page starts at its base with
+// its whole block, each live extra and planned place is its block's (every
+// live place is known, as the run took none since the rooms were made),
+// and the free bytes are the held pages' less what lies in them.
 func (p *arenaPool) checkRooms() error {
 	rm := p.rooms
 	if rm == nil {
@@ -370,15 +387,44 @@ func (p *arenaPool) checkRooms() error {
 	if _, err := rm.r.check(rm.base[last] + p.cfg.pages[last]); err != nil {
 		return fmt.Errorf("arena rooms: %w", err)
 	}
-	for _, e := range p.extras {
-		if b := &rm.r.blocks[e.block]; e.live && (b.free || b.offset != rm.base[e.page]+e.offset || b.size != e.size) {
-			return fmt.Errorf("arena rooms: extra at %d of page %d is not its block's", e.offset, e.page)
+	var held, lying uint64
+	for i := range p.pages {
+		if rm.r.blocks[rm.whole[i]].offset != rm.base[i] {
+			return fmt.Errorf("arena rooms: page %d's first block is not at its start", i)
+		}
+		if p.pages[i].held {
+			held += p.cfg.pages[i]
 		}
 	}
-	for at, blk := range rm.places {
-		if b := &rm.r.blocks[blk]; b.free || b.size != p.live.ends[at]-p.live.x.starts[at] || !p.live.has(int(at)) {
-			return fmt.Errorf("arena rooms: the place at %d is not its block's", p.live.x.starts[at])
+	for _, e := range p.extras {
+		if !e.live {
+			continue
 		}
+		if b := &rm.r.blocks[e.block]; b.free || b.offset != rm.base[e.page]+e.offset || b.size != e.size {
+			return fmt.Errorf("arena rooms: extra at %d of page %d is not its block's", e.offset, e.page)
+		}
+		lying += e.size
+	}
+	known := 0
+	for at, blk := range rm.places {
+		start, end := p.live.x.starts[at], p.live.ends[at]
+		i := sort.Search(len(p.cfg.pageStart), func(i int) bool { return p.cfg.pageStart[i] > start }) - 1
+		if b := &rm.r.blocks[blk]; b.free || b.size != end-start || b.offset != rm.base[i]+start-p.cfg.pageStart[i] || !p.live.has(int(at)) {
+			return fmt.Errorf("arena rooms: the place at %d is not its block's", start)
+		}
+		lying += end - start
+		known++
+	}
+	if known != p.live.n {
+		return fmt.Errorf("arena rooms: %d of %d live places known", known, p.live.n)
+	}
+	for b := rm.r.first; b != none; b = rm.r.blocks[b].nextPhys {
+		if rm.r.blocks[b].free {
+			lying += rm.r.blocks[b].size
+		}
+	}
+	if lying != held {
+		return fmt.Errorf("arena rooms: %d B free and in use in held pages of %d B", lying, held)
 	}
 	return nil
 }

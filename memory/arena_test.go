@@ -51,8 +51,9 @@ func TestArenaPlacesReservationsByOrdinal(t *testing.T) {
 	require.Equal(t, SlicedKind{PageSize: 8192, MaxSliceSize: 8192}, r.Dynamic[1].Kind)
 
 	// Past the end of the plan: the run leaves it, and the reservation
-	// takes free room in a held page (the least that fits, by TLSF: page
-	// 1 below slot 3), counted as a spill.
+	// takes free room in a held page (by TLSF, which looks in the size's
+	// own bin and then takes the next bin's head: page 1 below slot 3),
+	// counted as a spill.
 	e := mustReserve(t, m, 16, Eager)
 	require.Equal(t, where{pool: 0, page: 1, offset: 0, size: 16}, locate(t, m, e))
 	require.Equal(t, uint64(1), m.Spills())

@@ -366,7 +366,11 @@ func (m *Manager) reserveSlow(size uint64, mapping Mapping, tight bool) (Handle,
 			return Handle{}, fmt.Errorf("memory: reserve %d B: %w", size, err)
 		}
 	} else {
-		if poolIdx, ref, err = m.reserveDynamic(aligned, size, lazy, tight); err != nil {
+		poolIdx, ref, err = m.reserveDynamic(aligned, size, lazy, tight)
+		if m.arena != nil {
+			m.arena.settle(err != nil)
+		}
+		if err != nil {
 			return Handle{}, err
 		}
 		m.ordinal++
@@ -379,19 +383,28 @@ func (m *Manager) reserveSlow(size uint64, mapping Mapping, tight bool) (Handle,
 
 func (m *Manager) reserveDynamic(aligned, size uint64, lazy, tight bool) (int16, int32, error) {
 	spilled := false
+	// arenaRefused: the device refused the arena memory for the
+	// reservation, which the fallback pools may still serve.
+	var arenaRefused error
 	if m.arena != nil {
-		ref, hit, err := m.arena.place(m.ordinal, aligned, size, lazy)
+		ref, hit, refused, err := m.arena.place(m.ordinal, aligned, size, lazy)
 		if err != nil {
 			return 0, 0, fmt.Errorf("memory: reserve %d B: %w", size, err)
 		}
 		if hit {
 			return poolArena, ref, nil
 		}
-		spilled = true
-		if ref, ok := m.arena.lend(aligned, size, lazy); ok {
+		spilled, arenaRefused = true, refused
+		ref, ok, err := m.arena.lend(aligned, size, lazy)
+		switch {
+		case ok:
 			m.spills++
 			m.warnLeftArena(size)
 			return poolArena, ref, nil
+		case errors.Is(err, vkruntime.ErrOutOfDeviceMemory):
+			arenaRefused = err
+		case err != nil:
+			return 0, 0, fmt.Errorf("memory: reserve %d B: %w", size, err)
 		}
 	}
 	r := m.routeOf(aligned)
@@ -408,6 +421,9 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy, tight bool) (int16,
 		}
 	}
 	candidates := r.pools
+	if len(candidates) == 0 && arenaRefused != nil {
+		return 0, 0, reserveFailed(size, arenaRefused)
+	}
 	if len(candidates) == 0 {
 		return 0, 0, fmt.Errorf("%w: asked %d B (%d B aligned), more than any pool of the layout accepts (largest %d B)",
 			vkruntime.ErrBufferTooBig, size, aligned, m.largestAccepted())

@@ -239,12 +239,14 @@ func resolveArena(plan ArenaPlan, p vkruntime.DeviceProperties, backendLimit uin
 		cfg.slots[k] = ArenaSlot{Size: size, Page: s.Page, Offset: s.Offset}
 	}
 	// The pages laid end to end must fit in 64 bits, or slots of different
-	// pages would wrap onto each other.
+	// pages would wrap onto each other; so must they a byte apart, as the
+	// rooms of a run that left the plan lay them (arenaRooms).
 	cfg.pageStart = make([]uint64, len(cfg.pages))
 	for i := 1; i < len(cfg.pages); i++ {
 		start, carry := bits.Add64(cfg.pageStart[i-1], cfg.pages[i-1], 0)
-		if _, last := bits.Add64(start, cfg.pages[i], 0); carry != 0 || last != 0 {
-			return resolvedLayout{}, invalidLayout("the arena's pages add up to more than %d B", uint64(math.MaxUint64))
+		end, last := bits.Add64(start, cfg.pages[i], 0)
+		if _, apart := bits.Add64(end, uint64(i), 0); carry != 0 || last != 0 || apart != 0 {
+			return resolvedLayout{}, invalidLayout("the arena's pages, with a byte between each two, add up to more than %d B", uint64(math.MaxUint64))
 		}
 		cfg.pageStart[i] = start
 	}
