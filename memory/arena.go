@@ -156,7 +156,7 @@ func (p *arenaPool) lend(size, requested uint64, lazy bool) (ref int32, ok bool,
 	}
 	// The block is taken only once its page has memory: a refusal leaves
 	// the bins in their order.
-	i := sort.Search(len(rm.base), func(i int) bool { return rm.base[i] > rm.r.blocks[b].offset }) - 1
+	i := pageAt(rm.base, rm.r.blocks[b].offset)
 	pg := &p.pages[i]
 	if !lazy {
 		if err := p.mapPage(&pg.devicePage); err != nil {
@@ -179,6 +179,11 @@ func (p *arenaPool) lend(size, requested uint64, lazy bool) (ref int32, ok bool,
 	p.countAlloc(requested, size)
 	p.left = true
 	return int32(len(p.cfg.slots)) + at, true, nil
+}
+
+// pageAt is the page holding offset off of pages laid out from starts.
+func pageAt(starts []uint64, off uint64) int {
+	return sort.Search(len(starts), func(i int) bool { return starts[i] > off }) - 1
 }
 
 // forgetRooms drops rooms made for a reservation that found no room
@@ -341,7 +346,7 @@ func (p *arenaPool) checkInvariants() error {
 	prevEnd := uint64(0)
 	for _, r := range ranges {
 		off, end := r[0], r[1]
-		i := sort.Search(len(p.cfg.pageStart), func(i int) bool { return p.cfg.pageStart[i] > off }) - 1
+		i := pageAt(p.cfg.pageStart, off)
 		if off < prevEnd || end > p.cfg.pageStart[i]+p.cfg.pages[i] {
 			return fmt.Errorf("arena: page %d ranges overlap or pass the page at %d", i, off-p.cfg.pageStart[i])
 		}
@@ -408,7 +413,7 @@ func (p *arenaPool) checkRooms() error {
 	known := 0
 	for at, blk := range rm.places {
 		start, end := p.live.x.starts[at], p.live.ends[at]
-		i := sort.Search(len(p.cfg.pageStart), func(i int) bool { return p.cfg.pageStart[i] > start }) - 1
+		i := pageAt(p.cfg.pageStart, start)
 		if b := &rm.r.blocks[blk]; b.free || b.size != end-start || b.offset != rm.base[i]+start-p.cfg.pageStart[i] || !p.live.has(int(at)) {
 			return fmt.Errorf("arena rooms: the place at %d is not its block's", start)
 		}

@@ -72,9 +72,10 @@
 // the externally tagged JSON of the contract, strictly: unknown fields or
 // variants, wrong types, repeated fields, trailing data and numbers that do
 // not fit their field are errors. A layout holds at most [MaxLayoutPools]
-// sliced pools, [MaxArenaSlots] slots and [MaxArenaPages] arena pages. [ParseLayout] takes the command
-// line's preset names (sub-slices, exclusive-pages, direct, virtual) or a
-// JSON literal, [ReadLayoutFile] a file of at most [MaxLayoutFileBytes].
+// sliced pools, [MaxArenaSlots] slots and [MaxArenaPages] arena pages.
+// [ParseLayout] takes the command line's preset names (sub-slices,
+// exclusive-pages, direct, virtual) or a JSON literal, [ReadLayoutFile] a
+// file of at most [MaxLayoutFileBytes].
 //
 // # Reservations
 //

@@ -421,10 +421,10 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy, tight bool) (int16,
 		}
 	}
 	candidates := r.pools
-	if len(candidates) == 0 && arenaRefused != nil {
-		return 0, 0, reserveFailed(size, arenaRefused)
-	}
 	if len(candidates) == 0 {
+		if arenaRefused != nil {
+			return 0, 0, reserveFailed(size, arenaRefused)
+		}
 		return 0, 0, fmt.Errorf("%w: asked %d B (%d B aligned), more than any pool of the layout accepts (largest %d B)",
 			vkruntime.ErrBufferTooBig, size, aligned, m.largestAccepted())
 	}

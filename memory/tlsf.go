@@ -41,12 +41,7 @@ type tlsfBlock struct {
 }
 
 func newTLSFRange(size uint64) tlsfRange {
-	r := tlsfRange{spare: none}
-	for i := range r.heads {
-		r.heads[i] = none
-	}
-	r.blocks = append(r.blocks, tlsfBlock{offset: 0, size: size, prevPhys: none, nextPhys: none})
-	r.insertFree(0)
+	r, _ := newTLSFRangeOf([]tlsfSpan{{size: size, free: true}})
 	return r
 }
 
@@ -57,8 +52,7 @@ type tlsfSpan struct {
 }
 
 // newTLSFRangeOf is a range tiled by spans, in address order from 0, and
-// the blocks they became, in their order. Spans are not empty, and no two
-// free ones touch.
+// the blocks they became, in their order. No two free spans touch.
 func newTLSFRangeOf(spans []tlsfSpan) (tlsfRange, []int32) {
 	r := tlsfRange{spare: none, first: none}
 	for i := range r.heads {

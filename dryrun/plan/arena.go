@@ -746,57 +746,60 @@ func (t *stabTree) stab(point int32, visit func(int32)) {
 // live: a run that leaves the plan early can keep the whole page for one
 // small reservation that lives on, and a run on another stream under the
 // same plan, or of another workload, holds it beside the fallback pools'
-// pages for everything else. cutPages cuts each page where no allocation
-// crosses, into pieces of at least pieceShare of the page and
-// minPieceBytes: where the assignment placed everything, so the plan
-// reserves as much as before, in more device allocations, and a run that
-// leaves it holds only the pieces its live slots lie in. Measured by
-// replaying generated runs of seeds 31–100 (other runs, other workloads
-// and streams of several workloads) under strong arena plans on devices
-// without sparse residency of 1.25–4× the largest peak, while an arena
-// lent its room only where the device had no memory for the fallback
-// pools: 357 replays that the default layout ran failed under whole
-// pages, 201 under pieces of an eighth (111 now that it lends first). Of the 297 of seeds 41–100, pieces of a fourth left 180, of
-// a 16th 165 as an eighth does, with more allocations, and no floor 159,
-// cutting arenas of a few hundred kilobytes, such as the transformer
-// example's, into allocations of tens. The 84 strong plans of seeds
-// 41–60 and of the shipped streams, each run under its own, reserve as
-// before in 410 device allocations instead of 96; the 240 runs of seeds
-// 1–30 under the other run's plan reserved 3.00× their peak instead of
-// 3.41× (SubSlices, no plan: 2.03×) in 7,070 device allocations instead
-// of 6,452 (SubSlices: 8,234).
+// pages for everything else. A strong arena plan's pages are therefore
+// cut (cutPages) where no slot crosses, into pieces of at least
+// pieceShare of the page and minPieceBytes (a page's last piece may be
+// less): the plan reserves as much as before, in more device allocations,
+// and a run that leaves it holds only the pieces its live slots lie in.
+// A virtual plan keeps whole pages: it lays them out in the address range,
+// where memory is bound granule by granule. Measured by replaying
+// generated runs of seeds 31–100 (other runs, other workloads and streams
+// of several workloads) under strong arena plans on devices without
+// sparse residency of 1.25–4× the largest peak, while an arena lent its
+// room only where the device had no memory for the fallback pools: 357
+// replays that the default layout ran failed under whole pages, 201 under
+// pieces of an eighth (111 once it lent first). Of the 297 of seeds
+// 41–100, pieces of a fourth left 180, of a 16th 165 as an eighth does,
+// with more allocations, and pieces of an eighth with no floor 159; the
+// floor keeps small arenas whole (the transformer example's 602 KB one
+// would be up to eight allocations). The 84 strong plans of seeds 41–60 and of
+// the shipped streams, each run under its own, reserve as before in 410
+// device allocations instead of 96; the 240 runs of seeds 1–30 under the
+// other run's plan reserved 3.00× their peak instead of 3.41× (SubSlices,
+// no plan: 2.03×) in 7,070 device allocations instead of 6,452
+// (SubSlices: 8,234).
 const (
 	pieceShare    = 8
 	minPieceBytes = 16 << 20
 )
 
-// cutPages is a cut at every offset of a page that no allocation placed in
-// it crosses, once the piece since the last cut holds its share: the
-// pieces are laid out as the page was, each slot in the piece holding its
-// offset. A plan past memory.MaxArenaPages pages keeps its pages whole.
-func cutPages(a assignment, lifetimes []lifetime) assignment {
-	byPage := make([][]int32, len(a.Pages))
-	for i, pl := range a.Placements {
-		byPage[pl.Page] = append(byPage[pl.Page], int32(i))
+// cutPages is plan with a cut at every offset of a page that no slot
+// crosses, once the piece since the last cut holds its share: the pieces
+// are laid out as the page was, each slot in its piece at the same place.
+// A plan past memory.MaxArenaPages pages keeps its pages whole.
+func cutPages(plan memory.ArenaPlan) memory.ArenaPlan {
+	byPage := make([][]int32, len(plan.Pages))
+	for k, s := range plan.Slots {
+		byPage[s.Page] = append(byPage[s.Page], int32(k))
 	}
-	out := assignment{Placements: make([]placement, len(a.Placements))}
-	for page, ids := range byPage {
-		slices.SortFunc(ids, func(x, y int32) int { return cmp.Compare(a.Placements[x].Offset, a.Placements[y].Offset) })
-		piece := max(a.Pages[page]/pieceShare, minPieceBytes)
+	out := memory.ArenaPlan{Slots: make([]memory.ArenaSlot, len(plan.Slots)), Fallback: plan.Fallback}
+	for page, ks := range byPage {
+		slices.SortFunc(ks, func(x, y int32) int { return cmp.Compare(plan.Slots[x].Offset, plan.Slots[y].Offset) })
+		piece := max(plan.Pages[page]/pieceShare, minPieceBytes)
 		start, reach := uint64(0), uint64(0) // reach: the highest end placed so far
-		for _, id := range ids {
-			off := a.Placements[id].Offset
-			if off >= reach && off-start >= piece {
-				out.Pages = append(out.Pages, off-start)
-				start = off
+		for _, k := range ks {
+			s := plan.Slots[k]
+			if s.Offset >= reach && s.Offset-start >= piece {
+				out.Pages = append(out.Pages, s.Offset-start)
+				start = s.Offset
 			}
-			out.Placements[id] = placement{Page: uint32(len(out.Pages)), Offset: off - start}
-			reach = max(reach, off+lifetimes[id].Size)
+			out.Slots[k] = memory.ArenaSlot{Size: s.Size, Page: uint32(len(out.Pages)), Offset: s.Offset - start}
+			reach = max(reach, s.Offset+s.Size)
 		}
-		out.Pages = append(out.Pages, a.Pages[page]-start)
+		out.Pages = append(out.Pages, plan.Pages[page]-start)
 	}
 	if len(out.Pages) > memory.MaxArenaPages {
-		return a
+		return plan
 	}
 	return out
 }

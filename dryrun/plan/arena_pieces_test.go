@@ -12,7 +12,7 @@ import (
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
-// Cutting an assignment's pages keeps it sound and in place: every
+// Cutting an arena plan's pages keeps it sound and in place: every
 // allocation lies where it did, counted from its page's start, and the
 // pieces reserve what the pages did. A cut falls only where the piece
 // since the last one holds its share.
@@ -24,7 +24,7 @@ func TestCutPagesKeepsEveryAllocationWhereItWas(t *testing.T) {
 		for _, order := range planStrategies {
 			a, err := assignArena(lifetimes, uint64(1)<<(24+rng.IntN(8)), order)
 			require.NoError(t, err)
-			pieces := cutPages(a, lifetimes)
+			pieces := assignmentOf(cutPages(arenaPlanOf(a, lifetimes)))
 			checkAssignment(t, lifetimes, pieces)
 			require.Equal(t, a.Reserved(), pieces.Reserved())
 			cut += len(pieces.Pages) - len(a.Pages)
@@ -49,6 +49,15 @@ func TestCutPagesKeepsEveryAllocationWhereItWas(t *testing.T) {
 		}
 	}
 	require.Positive(t, cut, "no page was cut")
+}
+
+// assignmentOf is the assignment an arena plan holds.
+func assignmentOf(plan memory.ArenaPlan) assignment {
+	a := assignment{Pages: plan.Pages, Placements: make([]placement, len(plan.Slots))}
+	for k, s := range plan.Slots {
+		a.Placements[k] = placement{Page: s.Page, Offset: s.Offset}
+	}
+	return a
 }
 
 // streamEvent is an allocation of size bytes on stream, or the free of

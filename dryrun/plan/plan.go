@@ -140,10 +140,12 @@ func Derive(report memory.Report, opts Options) (memory.Layout, error) {
 	if opts.Trace == nil {
 		return memory.Layout{}, fmt.Errorf("%w: a strong plan needs the dry run's stream, got none", ErrCannotPlan)
 	}
-	strong, err := arenaLayout(opts.Trace, opts.Device, opts.searchSteps(), opts.Progress, true)
+	whole, err := arenaLayout(opts.Trace, opts.Device, opts.searchSteps(), opts.Progress)
 	if err != nil {
 		return memory.Layout{}, err
 	}
+	arena, _ := whole.Arena()
+	strong := memory.ArenaLayout(cutPages(arena))
 	basic, err := planBasic(report, opts)
 	if err != nil {
 		// A basic plan the device cannot hold (its pages measured past the
@@ -333,9 +335,9 @@ func (o Options) searchSteps() int {
 	return max(o.SearchSteps, 0)
 }
 
-// arenaLayout is the strong plan's arena layout for the stream, its pages
-// cut into pieces (cutPages) with pieces.
-func arenaLayout(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps int, report func(done, total int), pieces bool) (memory.Layout, error) {
+// arenaLayout is the arena assignment of the stream as a layout, its
+// pages whole.
+func arenaLayout(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps int, report func(done, total int)) (memory.Layout, error) {
 	d := deviceOrH200(device)
 	if t.Allocations == 0 {
 		return memory.Layout{}, fmt.Errorf("%w: %s has no allocations", ErrCannotPlan, t.Name)
@@ -345,14 +347,16 @@ func arenaLayout(t *trace.Trace, device vkruntime.DeviceProperties, searchSteps 
 	if err != nil {
 		return memory.Layout{}, err
 	}
-	if pieces {
-		a = cutPages(a, lifetimes)
-	}
+	return memory.ArenaLayout(arenaPlanOf(a, lifetimes)), nil
+}
+
+// arenaPlanOf is the arena plan of an assignment of lifetimes.
+func arenaPlanOf(a assignment, lifetimes []lifetime) memory.ArenaPlan {
 	plan := memory.ArenaPlan{Pages: a.Pages, Slots: make([]memory.ArenaSlot, len(lifetimes))}
 	for k, l := range lifetimes {
 		plan.Slots[k] = memory.ArenaSlot{Size: l.Size, Page: a.Placements[k].Page, Offset: a.Placements[k].Offset}
 	}
-	return memory.ArenaLayout(plan), nil
+	return plan
 }
 
 // deviceOrH200 is d, or the replays' default device when d is zero.

@@ -39,9 +39,7 @@ func virtualSlots(t *trace.Trace, device vkruntime.DeviceProperties, granule uin
 	if granule == 0 {
 		granule = replay.H200Granule
 	}
-	// Whole pages: they are laid end to end in the address range, each
-	// from a granule, and a virtual pool holds granules, not pages.
-	arena, err := arenaLayout(t, device, searchSteps, report, false)
+	arena, err := arenaLayout(t, device, searchSteps, report)
 	if err != nil {
 		return memory.Layout{}, err
 	}
