@@ -14,7 +14,10 @@
 //     it, and more than 20 MiB, unused: that one gets a new page where the
 //     device memory holds one and the device grants it. Pages unused for a
 //     whole dealloc period, counted in the pool's reservations, return to
-//     the driver.
+//     the driver. A Sliced layout's pool marked exclusive
+//     ([SlicedPool].Exclusive, a basic plan's) is one, capped at the pages
+//     it holds at once: at its cap it gives back free pages too small for
+//     a request before it takes another.
 //   - The direct pool makes one device allocation per reservation, sized to
 //     the aligned request, and reuses free ones by exact size only. Cached free
 //     allocations go back to the driver, oldest first, when a new one would

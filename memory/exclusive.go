@@ -18,6 +18,11 @@ import (
 // live). Pages that stayed free for a whole period of the pool's
 // reservations go back to the driver.
 //
+// A pool of a plan (SlicedPool.Exclusive) may be capped at a number of
+// pages held at once: at the cap it first gives back free pages too small
+// for the request, and past it a growing pool adds the page and counts a
+// spill where a fixed one is full (errPoolFull).
+//
 // Pages are grouped by size, and a map finds a size's group, so the common
 // reuse of a page of exactly the requested size is a lookup and a pop; only
 // a request that no free page matches exactly searches the groups above.
@@ -31,6 +36,9 @@ type exclusivePool struct {
 	groupOf   map[uint64]int32 // a page size's index in groups
 	served    uint64           // reservations served: the dealloc clock
 	lastSweep uint64
+	capPages  uint64 // pages held at once; 0: uncapped
+	grow      bool   // capPages is a forecast: past it, outgrown is called and the pool grows
+	outgrown  func(capPages, held uint64)
 }
 
 // pageGroup is the held pages of one size. Its free ones are listed
@@ -49,7 +57,7 @@ type exclusivePage struct {
 
 func newExclusivePool(c poolConfig, storage vkruntime.Storage, total *Usage) *exclusivePool {
 	return &exclusivePool{poolBase: poolBase{storage: storage, total: total}, maxAlloc: c.maxAlloc, heap: c.heap,
-		groupOf: map[uint64]int32{}}
+		groupOf: map[uint64]int32{}, capPages: c.capPages, grow: c.grow}
 }
 
 func (p *exclusivePool) accepts(size uint64) bool { return size <= p.maxAlloc }
@@ -58,14 +66,21 @@ func (p *exclusivePool) report() PoolReport {
 	return p.reportWith(ExclusiveKind{MaxAllocSize: p.maxAlloc})
 }
 
-func (p *exclusivePool) capacity() (uint64, uint64, bool) { return 0, 0, false }
+// capacity is what a capped pool's pages would hold were each of the
+// largest size it takes: its cap in bytes, at the most.
+func (p *exclusivePool) capacity() (uint64, uint64, bool) {
+	return saturatingMul(p.capPages, p.maxAlloc), p.usage.BytesInUse + p.usage.BytesPadding, p.capPages != 0
+}
+
+// atCap says whether a capped pool holds as many pages as its cap.
+func (p *exclusivePool) atCap() bool { return p.capPages != 0 && p.pageCount >= p.capPages }
 
 func (p *exclusivePool) reserve(size, requested uint64, lazy bool) (int32, error) {
 	g := p.fitGroup(size)
 	if g < 0 {
 		return p.newPage(size, requested, lazy)
 	}
-	if oversize(p.groups[g].size, size) && p.heapHolds(size) {
+	if oversize(p.groups[g].size, size) && p.heapHolds(size) && !p.atCap() {
 		// A page of its own where the device memory holds it, as the
 		// pools count it (so a dry run's lazy reservation decides as its
 		// real run does), unless the device refuses it all the same: then
@@ -107,9 +122,19 @@ func (p *exclusivePool) heapHolds(size uint64) bool {
 // most of, from a new page.
 func (p *exclusivePool) newPage(size, requested uint64, lazy bool) (int32, error) {
 	below, idle, drop := p.tooSmall(size)
-	var freeing uint64
+	// At its cap a pool gives back the free pages too small for the
+	// request before it takes another: kept, they only hold memory.
+	drop = drop || (p.atCap() && idle > 0)
+	var freeing, dropped uint64
 	if drop {
 		freeing = idle
+		for g := range below {
+			dropped += uint64(len(p.groups[g].free))
+		}
+	}
+	past := p.capPages != 0 && p.pageCount-dropped >= p.capPages
+	if past && !p.grow {
+		return 0, errPoolFull
 	}
 	if err := p.roomForFreeing(size, freeing); err != nil {
 		return 0, err
@@ -137,6 +162,10 @@ func (p *exclusivePool) newPage(size, requested uint64, lazy bool) (int32, error
 	}
 	if drop {
 		p.release(below, func(*exclusivePage) bool { return true })
+	}
+	// A page past the forecast is a spill once the device granted it.
+	if past && p.outgrown != nil {
+		p.outgrown(p.capPages, p.pageCount+1)
 	}
 	p.countPage(dp)
 	ref := takeSlot(&p.pages, &p.spare)
@@ -311,6 +340,9 @@ func (p *exclusivePool) checkInvariants() error {
 	}
 	if err := p.checkCounts("exclusive pool", t.held, t.unmapped, t.reserved, t.inUse); err != nil {
 		return err
+	}
+	if p.capPages != 0 && !p.grow && t.held > p.capPages {
+		return fmt.Errorf("exclusive pool: %d pages held past the cap of %d", t.held, p.capPages)
 	}
 	if len(p.groups) != len(heldOfSize) || len(p.groupOf) != len(p.groups) {
 		return fmt.Errorf("exclusive pool: %d page sizes held, %d groups, %d indexed", len(heldOfSize), len(p.groups), len(p.groupOf))

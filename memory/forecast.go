@@ -28,13 +28,14 @@ func (m *Manager) warnForecastShort(pool int) func(capPages, held uint64) {
 	}
 }
 
-// plannedSlicedBytes is what the capped sliced pools of a plan hold
-// together at their caps (saturating).
+// plannedSlicedBytes is what the capped pools of a plan hold together at
+// their caps (saturating), an exclusive pool's pages counted at the
+// largest size it takes.
 func (m *Manager) plannedSlicedBytes() uint64 {
 	var sum uint64
 	for _, p := range m.pools {
-		if sp, ok := p.(*slicedPool); ok && sp.capPages != 0 {
-			sum = saturatingAdd(sum, saturatingMul(sp.capPages, sp.pageSize))
+		if c, _, capped := p.capacity(); capped {
+			sum = saturatingAdd(sum, c)
 		}
 	}
 	return sum

@@ -39,6 +39,8 @@ func fuzzLayouts() []Layout {
 		// A plan: it ends in an exclusive pool, which tight reservations
 		// also reach when the device refuses a page.
 		SlicedLayout(SlicedPool{PageSize: 512, Pages: u64(2), MaxSlice: u64(128), Grow: true}, SlicedPool{PageSize: 2048, Grow: true}),
+		SlicedLayout(SlicedPool{PageSize: 512, Pages: u64(2), MaxSlice: u64(128), Grow: true},
+			SlicedPool{PageSize: 4096, Pages: u64(2), Grow: true, Exclusive: true}),
 		SlicedLayout(SlicedPool{PageSize: 512, MaxSlice: u64(1024)}),
 	}
 }

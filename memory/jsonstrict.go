@@ -73,6 +73,22 @@ func (o jsonObject) optionalUint64(name string) (*uint64, error) {
 	return &v, nil
 }
 
+// optionalBool is a member that may be left out (false) or be true or
+// false.
+func (o jsonObject) optionalBool(name string) (bool, error) {
+	raw, ok := o.members[name]
+	if !ok {
+		return false, nil
+	}
+	switch string(bytes.TrimSpace(raw)) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("memory: %s: %s: want true or false, got %s", o.what, name, abbreviate(raw))
+}
+
 // raw returns a member that must be present.
 func (o jsonObject) raw(name string) (json.RawMessage, error) {
 	raw, ok := o.members[name]

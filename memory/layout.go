@@ -85,6 +85,15 @@ type SlicedPool struct {
 	// tight (Manager.ReserveTight). Plans set it; in JSON "grow":true,
 	// left out when false.
 	Grow bool `json:"grow,omitempty"`
+	// Exclusive makes the pool one of whole pages: each reservation up to
+	// PageSize takes a page of its own size (a free page it fits is used
+	// again), as the SubSlices preset's last pool does, and Pages caps the
+	// pages held at once. MaxSlice must be nil. A basic plan keeps the
+	// pool its dry run measured exclusive so: sliced pages of the largest
+	// buffer let a smaller one on another run hold most of a page that a
+	// large one then could not use. In JSON "exclusive":true, left out
+	// when false.
+	Exclusive bool `json:"exclusive,omitempty"`
 }
 
 // ArenaSlot is where one planned reservation goes: Size bytes at Offset of
@@ -183,7 +192,8 @@ func (l Layout) String() string {
 }
 
 func (p SlicedPool) equal(o SlicedPool) bool {
-	return p.PageSize == o.PageSize && equalOptional(p.Pages, o.Pages) && equalOptional(p.MaxSlice, o.MaxSlice) && p.Grow == o.Grow
+	return p.PageSize == o.PageSize && equalOptional(p.Pages, o.Pages) && equalOptional(p.MaxSlice, o.MaxSlice) && p.Grow == o.Grow &&
+		p.Exclusive == o.Exclusive
 }
 
 func equalOptional(a, b *uint64) bool {
@@ -207,7 +217,7 @@ func cloneSlicedPools(pools []SlicedPool) []SlicedPool {
 	}
 	out := make([]SlicedPool, len(pools))
 	for i, p := range pools {
-		out[i] = SlicedPool{PageSize: p.PageSize, Pages: cloneOptional(p.Pages), MaxSlice: cloneOptional(p.MaxSlice), Grow: p.Grow}
+		out[i] = SlicedPool{PageSize: p.PageSize, Pages: cloneOptional(p.Pages), MaxSlice: cloneOptional(p.MaxSlice), Grow: p.Grow, Exclusive: p.Exclusive}
 	}
 	return out
 }
@@ -361,6 +371,9 @@ func (p SlicedPool) MarshalJSON() ([]byte, error) {
 	if p.Grow {
 		b = append(b, `,"grow":true`...)
 	}
+	if p.Exclusive {
+		b = append(b, `,"exclusive":true`...)
+	}
 	return append(b, '}'), nil
 }
 
@@ -372,7 +385,7 @@ func appendOptional(b []byte, v *uint64) []byte {
 }
 
 func (p *SlicedPool) UnmarshalJSON(data []byte) error {
-	o, err := decodeObject(data, "sliced pool", "page_size", "pages", "max_slice", "grow")
+	o, err := decodeObject(data, "sliced pool", "page_size", "pages", "max_slice", "grow", "exclusive")
 	if err != nil {
 		return err
 	}
@@ -386,14 +399,11 @@ func (p *SlicedPool) UnmarshalJSON(data []byte) error {
 	if out.MaxSlice, err = o.optionalUint64("max_slice"); err != nil {
 		return err
 	}
-	if raw, ok := o.members["grow"]; ok {
-		switch string(bytes.TrimSpace(raw)) {
-		case "true":
-			out.Grow = true
-		case "false":
-		default:
-			return fmt.Errorf("memory: sliced pool: grow: want true or false, got %s", abbreviate(raw))
-		}
+	if out.Grow, err = o.optionalBool("grow"); err != nil {
+		return err
+	}
+	if out.Exclusive, err = o.optionalBool("exclusive"); err != nil {
+		return err
 	}
 	*p = out
 	return nil

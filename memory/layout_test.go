@@ -17,6 +17,8 @@ func TestInvalidLayouts(t *testing.T) {
 		{"empty list", SlicedLayout(), "the pool list is empty"},
 		{"zero page", SlicedLayout(SlicedPool{PageSize: 0}), "pool 0: page_size is 0"},
 		{"zero slice", SlicedLayout(SlicedPool{PageSize: 4096, MaxSlice: u64(0)}), "pool 0: max_slice is 0"},
+		{"exclusive with slices", SlicedLayout(SlicedPool{PageSize: 4096}, SlicedPool{PageSize: 8192, MaxSlice: u64(4096), Exclusive: true}),
+			"pool 1: an exclusive pool gives each reservation a page of its own; max_slice must be null"},
 		{"slice past page", SlicedLayout(SlicedPool{PageSize: 4096}, SlicedPool{PageSize: 4096, MaxSlice: u64(4097)}),
 			"pool 1: max_slice of 4097 B is larger than its page of 4096 B"},
 		{"slice past rounded page", SlicedLayout(SlicedPool{PageSize: 100, MaxSlice: u64(113)}),

@@ -163,7 +163,7 @@ func (m *Manager) build(l Layout, r resolvedLayout) {
 	}
 	m.pools = make([]pool, len(r.pools))
 	m.exact, m.exactWayOut = -1, false
-	if n := len(r.pools); n > 0 && r.pools[n-1].shape == shapeExclusive {
+	if n := len(r.pools); n > 0 && r.pools[n-1].shape == shapeExclusive && r.pools[n-1].capPages == 0 {
 		m.exact, m.exactWayOut = n-1, r.pools[n-1].wayOut
 	}
 	for i, c := range r.pools {
@@ -175,7 +175,11 @@ func (m *Manager) build(l Layout, r resolvedLayout) {
 			}
 			m.pools[i] = sp
 		case shapeExclusive:
-			m.pools[i] = newExclusivePool(c, m.storage, &m.total)
+			xp := newExclusivePool(c, m.storage, &m.total)
+			if c.grow {
+				xp.outgrown = m.warnForecastShort(i)
+			}
+			m.pools[i] = xp
 		case shapeDirect:
 			m.pools[i] = newDirectPool(m.storage, &m.total, exclusiveCeiling(m.props, m.limit()), m.props.MemorySize, false)
 		case shapeVirtual:

@@ -135,6 +135,11 @@ func modelLayouts(scale uint64) []Layout {
 		SlicedLayout(SlicedPool{PageSize: k(512), Pages: u64(2), MaxSlice: uk(256), Grow: true},
 			SlicedPool{PageSize: k(4096), Pages: u64(1), Grow: true}, SlicedPool{PageSize: k(65536), Grow: true}),
 		SlicedLayout(SlicedPool{PageSize: k(1024), Pages: u64(1)}, SlicedPool{PageSize: k(1024), Pages: u64(2), Grow: true}),
+		// A basic plan's: an exclusive pool capped as a forecast, and one
+		// capped as a limit.
+		SlicedLayout(SlicedPool{PageSize: k(512), Pages: u64(2), MaxSlice: uk(128), Grow: true},
+			SlicedPool{PageSize: k(4096), Pages: u64(2), Grow: true, Exclusive: true}),
+		SlicedLayout(SlicedPool{PageSize: k(512), MaxSlice: uk(128)}, SlicedPool{PageSize: k(4096), Pages: u64(2), Exclusive: true}),
 		SubSlicesLayout(),
 		ExclusivePagesLayout(),
 		DirectLayout(),

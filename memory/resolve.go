@@ -47,8 +47,8 @@ type poolConfig struct {
 	shape     poolShape
 	pageSize  uint64        // sliced
 	maxSlice  uint64        // sliced
-	capPages  uint64        // sliced; 0 is uncapped
-	grow      bool          // sliced: the cap is a forecast; uncapped, a plan's way out
+	capPages  uint64        // sliced and exclusive; 0 is uncapped
+	grow      bool          // sliced and exclusive: the cap is a forecast; uncapped sliced, a plan's way out
 	wayOut    bool          // exclusive: a plan's last pool, past its sliced pools
 	maxAlloc  uint64        // exclusive, virtual: the largest reservation it accepts
 	planned   uint64        // virtual: the device memory a plan expects
@@ -145,6 +145,9 @@ func resolveSliced(list []SlicedPool, p vkruntime.DeviceProperties, backendLimit
 			return nil, invalidLayout("%spool %d: page_size %d B overflows when rounded up to the alignment of %d B", prefix, i, sp.PageSize, p.Alignment)
 		}
 		maxSlice := page
+		if sp.Exclusive && sp.MaxSlice != nil {
+			return nil, invalidLayout("%spool %d: an exclusive pool gives each reservation a page of its own; max_slice must be null", prefix, i)
+		}
 		if sp.MaxSlice != nil {
 			if *sp.MaxSlice == 0 {
 				return nil, invalidLayout("%spool %d: max_slice is 0", prefix, i)
@@ -180,6 +183,10 @@ func resolveSliced(list []SlicedPool, p vkruntime.DeviceProperties, backendLimit
 				return nil, invalidLayout("%spool %d: %d pages of %d B take the capped pools past %d B", prefix, i, capPages, page, uint64(math.MaxUint64))
 			}
 			capBytes = sum
+		}
+		if sp.Exclusive {
+			pools = append(pools, poolConfig{shape: shapeExclusive, maxAlloc: page, heap: heap, capPages: capPages, grow: sp.Grow})
+			continue
 		}
 		pools = append(pools, poolConfig{shape: shapeSliced, pageSize: page, maxSlice: maxSlice, capPages: capPages, grow: sp.Grow})
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/vkrt/vkrt/dryrun/replay"
@@ -22,10 +23,13 @@ import (
 // [File.MarshalJSON]. Version 2 added a virtual plan's profile (how the
 // planned run's need grew, what a run that leaves the plan foresees its
 // peak by), version 3 its settled start (the reservations the planned run
-// never freed, which a run following them takes in one step); [DecodeFile]
-// reads versions 1 to 3, a version-1 plan being one without a profile and
-// a version-2 plan one without a settled start.
-const FileVersion = 3
+// never freed, which a run following them takes in one step), version 4
+// exclusive pools in a Sliced layout or an arena's fallback pools (a basic
+// plan's, memory.SlicedPool.Exclusive); [DecodeFile] reads versions 1 to
+// 4, a version-1 plan being one without a profile, a version-2 plan one
+// without a settled start and a version-3 plan one without exclusive
+// pools.
+const FileVersion = 4
 
 // oldestFileVersion is the oldest version DecodeFile reads.
 const oldestFileVersion = 1
@@ -207,6 +211,9 @@ func DecodeFile(data []byte) (File, error) {
 	if err := l.UnmarshalJSON(raw.Layout); err != nil {
 		return File{}, fmt.Errorf("%w: layout: %w", ErrPlanFile, err)
 	}
+	if *raw.Version < 4 && hasExclusivePool(l) {
+		return File{}, fmt.Errorf("%w: a version-%d plan cannot hold an exclusive pool (version 4 brought it)", ErrPlanFile, *raw.Version)
+	}
 	if vp, ok := l.Virtual(); ok {
 		switch {
 		case len(vp.Profile) > 0 && *raw.Version < 2:
@@ -218,6 +225,16 @@ func DecodeFile(data []byte) (File, error) {
 	d := raw.Device
 	return File{Device: vkruntime.DeviceProperties{Alignment: d.Alignment, MaxPageSize: d.MaxPageSize, MemorySize: d.MemorySize},
 		Granule: d.SparseGranule, Traces: raw.Traces, Layout: l}, nil
+}
+
+// hasExclusivePool says whether a Sliced layout, or an arena's fallback,
+// has a pool marked exclusive.
+func hasExclusivePool(l memory.Layout) bool {
+	pools, ok := l.Sliced()
+	if a, isArena := l.Arena(); isArena {
+		pools, ok = a.Fallback, true
+	}
+	return ok && slices.ContainsFunc(pools, func(p memory.SlicedPool) bool { return p.Exclusive })
 }
 
 // Encode is the plan file's bytes: its JSON and a newline, gzipped when

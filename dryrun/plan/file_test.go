@@ -100,7 +100,7 @@ func TestPlanFileNamesAreExactAndGivenOnce(t *testing.T) {
 		file []byte
 		want string
 	}{
-		{edit(`{"vkrt_plan":3,`, `{"vkrt_plan":3,"vkrt_plan":2,`), `field "vkrt_plan" given twice`},
+		{edit(`{"vkrt_plan":4,`, `{"vkrt_plan":4,"vkrt_plan":2,`), `field "vkrt_plan" given twice`},
 		{edit(`"traces":`, `"layout":"direct","traces":`), `field "layout" given twice`},
 		{edit(`"alignment":16,`, `"alignment":16,"alignment":32,`), `device: json: field "alignment" given twice`},
 		{edit(`"alignment":`, `"Alignment":`), `device: json: unknown field "Alignment"`},
@@ -160,7 +160,7 @@ func TestPlanFilesOfOlderVersionsStillRead(t *testing.T) {
 	require.Equal(t, []memory.VirtualMark{{Ordinal: 0, Bytes: 3014656}, {Ordinal: 1, Bytes: 8126464}}, vp.Profile)
 	require.Zero(t, vp.Settled)
 	_, err = DecodeFile([]byte(strings.Replace(v1, `"vkrt_plan":1`, `"vkrt_plan":0`, 1)))
-	require.ErrorContains(t, err, "version 0, this vkrt reads versions 1 to 3")
+	require.ErrorContains(t, err, "version 0, this vkrt reads versions 1 to 4")
 
 	// A settled start came with version 3.
 	withSettled := strings.Replace(v2, `8126464]`, `8126464],"settled":[0,3014656]`, 1)
@@ -171,6 +171,27 @@ func TestPlanFilesOfOlderVersionsStillRead(t *testing.T) {
 	require.NoError(t, err)
 	vp, _ = back.Layout.Virtual()
 	require.Equal(t, memory.VirtualMark{Ordinal: 0, Bytes: 3014656}, vp.Settled)
+
+	// Exclusive pools came with version 4, in a Sliced layout and in an
+	// arena's fallback.
+	for _, layout := range []string{
+		`{"Sliced":[{"page_size":4096,"pages":2,"max_slice":null,"grow":true,"exclusive":true}]}`,
+		`{"Arena":{"pages":[4096],"slots":[[16,0,0]],"fallback":[{"page_size":4096,"pages":null,"max_slice":null,"exclusive":true}]}}`,
+	} {
+		v3 := strings.Replace(strings.Replace(v1, `"vkrt_plan":1`, `"vkrt_plan":3`, 1),
+			`{"Virtual":{"planned_bytes":8126464,"slots":[3000000,0,5000000,3014656]}}`, layout, 1)
+		_, err = DecodeFile([]byte(v3))
+		require.ErrorIs(t, err, ErrPlanFile)
+		require.ErrorContains(t, err, "a version-3 plan cannot hold an exclusive pool")
+		back, err = DecodeFile([]byte(strings.Replace(v3, `"vkrt_plan":3`, `"vkrt_plan":4`, 1)))
+		require.NoError(t, err, layout)
+		require.JSONEq(t, layout, back.Layout.String())
+	}
+	// The same layouts without the flag still read as version 3.
+	back, err = DecodeFile([]byte(strings.Replace(strings.Replace(v1, `"vkrt_plan":1`, `"vkrt_plan":3`, 1),
+		`{"Virtual":{"planned_bytes":8126464,"slots":[3000000,0,5000000,3014656]}}`, `{"Sliced":[{"page_size":4096,"pages":2,"max_slice":null,"grow":true}]}`, 1)))
+	require.NoError(t, err)
+	require.Equal(t, memory.LayoutSliced, back.Layout.Kind())
 }
 
 // Every run a plan is made from is one stream's: a later run that

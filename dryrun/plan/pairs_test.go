@@ -351,6 +351,31 @@ func TestABasicPlanServesBuffersPastItsPagesOnAPlainDevice(t *testing.T) {
 	}
 }
 
+// A basic plan keeps the pool its dry run measured exclusive exclusive: a
+// 96 MB buffer of another run took a slice of a 480 MB page made for the
+// dry run's largest buffer, and the 480 MB buffer after it found 384 MB
+// free there and the device without memory for another page, where the
+// SubSlices preset gave each its own allocation.
+func TestABasicPlanKeepsAnExclusivePoolExclusive(t *testing.T) {
+	device := vkruntime.DeviceProperties{Alignment: 256, MaxPageSize: 256 << 20, MemorySize: 700_000_000}
+	ro := replay.Options{Device: device, NoSparse: true}
+	dry := tracetest.Inline(t, "a 1 480000000 0\nf 1\na 2 1000000 0\nf 2\n")
+	d, err := replay.Run(dry, memory.SubSlicesLayout(), ro)
+	require.NoError(t, err)
+	l, err := Derive(d.Report, Options{Strength: Basic, Trace: dry, Device: device})
+	require.NoError(t, err)
+	pools, ok := l.Sliced()
+	require.True(t, ok)
+	require.True(t, pools[len(pools)-1].Exclusive, "%s", l)
+	run := tracetest.Inline(t, "a 1 96000000 0\na 2 480000000 0\nf 1\nf 2\n")
+	_, err = replay.Run(run, memory.SubSlicesLayout(), ro)
+	require.NoError(t, err, "the device holds the run")
+	r, err := replay.Run(run, l, ro)
+	require.NoError(t, err, "%s", l)
+	require.Equal(t, uint64(576_000_000), r.ReservedPeakBytes, "each buffer in an allocation of its own size")
+	require.Equal(t, uint64(1), r.Spills, "two exclusive pages where the plan had one")
+}
+
 // A basic plan made from the report of a run under a basic plan, with no
 // stream, is the same plan: the unused exclusive pool the manager ends a
 // plan in is no pool of the plan (each round of planning again gained a
