@@ -63,7 +63,11 @@ func newExclusivePool(c poolConfig, storage vkruntime.Storage, total *Usage) *ex
 func (p *exclusivePool) accepts(size uint64) bool { return size <= p.maxAlloc }
 
 func (p *exclusivePool) report() PoolReport {
-	return p.reportWith(ExclusiveKind{MaxAllocSize: p.maxAlloc})
+	k := ExclusiveKind{MaxAllocSize: p.maxAlloc}
+	if c, _, capped := p.capacity(); capped {
+		k.MaxPoolSize = &c
+	}
+	return p.reportWith(k)
 }
 
 // capacity is what a capped pool's pages would hold were each of the

@@ -33,7 +33,7 @@ func TestAnExclusivePlanPoolGivesEachReservationItsOwnPage(t *testing.T) {
 		}
 		require.NoError(t, err)
 		r := m.Report()
-		require.Equal(t, ExclusiveKind{MaxAllocSize: 8 << 20}, r.Dynamic[1].Kind)
+		require.Equal(t, ExclusiveKind{MaxAllocSize: 8 << 20, MaxPoolSize: u64(16 << 20)}, r.Dynamic[1].Kind, "two pages of at most 8 MiB")
 		require.Equal(t, uint64(9<<20), r.Usage().BytesReserved, "each page is its reservation's size")
 		require.Zero(t, m.Spills(), "two pages, as planned")
 		require.NoError(t, m.checkInvariants())

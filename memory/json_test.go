@@ -48,6 +48,7 @@ func TestPoolKindJSONRoundTrips(t *testing.T) {
 		{SlicedKind{PageSize: 4096, MaxSliceSize: 1024, MaxPoolSize: u64(8192)}, `{"Sliced":{"page_size":4096,"max_slice_size":1024,"max_pool_size":8192}}`},
 		{SlicedKind{PageSize: 4096, MaxSliceSize: 4096}, `{"Sliced":{"page_size":4096,"max_slice_size":4096,"max_pool_size":null}}`},
 		{ExclusiveKind{MaxAllocSize: 1 << 30}, `{"Exclusive":{"max_alloc_size":1073741824}}`},
+		{ExclusiveKind{MaxAllocSize: 1 << 30, MaxPoolSize: u64(2 << 30)}, `{"Exclusive":{"max_alloc_size":1073741824,"max_pool_size":2147483648}}`},
 		{DirectKind{}, `"Direct"`},
 		{PersistentKind{}, `"Persistent"`},
 		{ArenaKind{PageBytes: 3 << 20, Slots: 7}, `{"Arena":{"page_bytes":3145728,"slots":7}}`},

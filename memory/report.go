@@ -28,6 +28,10 @@ type SlicedKind struct {
 // ExclusiveKind: every allocation is a device page of its own.
 type ExclusiveKind struct {
 	MaxAllocSize uint64 `json:"max_alloc_size"`
+	// MaxPoolSize is a capped pool's cap (a plan's, SlicedPool.Exclusive)
+	// at its largest pages: its pages times MaxAllocSize. nil for an
+	// uncapped pool, and left out of the JSON then.
+	MaxPoolSize *uint64 `json:"max_pool_size,omitempty"`
 }
 
 // DirectKind: one device allocation per reservation, reused by exact size.
@@ -56,6 +60,9 @@ func (k SlicedKind) MarshalJSON() ([]byte, error) {
 }
 
 func (k ExclusiveKind) MarshalJSON() ([]byte, error) {
+	if k.MaxPoolSize != nil {
+		return fmt.Appendf(nil, `{"Exclusive":{"max_alloc_size":%d,"max_pool_size":%d}}`, k.MaxAllocSize, *k.MaxPoolSize), nil
+	}
 	return fmt.Appendf(nil, `{"Exclusive":{"max_alloc_size":%d}}`, k.MaxAllocSize), nil
 }
 
@@ -99,12 +106,16 @@ func UnmarshalPoolKind(data []byte) (PoolKind, error) {
 		}
 		return k, nil
 	case "Exclusive":
-		o, err := decodeObject(body, "Exclusive pool kind", "max_alloc_size")
+		o, err := decodeObject(body, "Exclusive pool kind", "max_alloc_size", "max_pool_size")
 		if err != nil {
 			return nil, err
 		}
-		v, err := o.uint64("max_alloc_size")
-		return ExclusiveKind{MaxAllocSize: v}, err
+		var k ExclusiveKind
+		if k.MaxAllocSize, err = o.uint64("max_alloc_size"); err != nil {
+			return nil, err
+		}
+		k.MaxPoolSize, err = o.optionalUint64("max_pool_size")
+		return k, err
 	case "Arena":
 		o, err := decodeObject(body, "Arena pool kind", "page_bytes", "slots")
 		if err != nil {

@@ -136,6 +136,10 @@ func reportedCapacity(rep memory.Report) uint64 {
 			if k.MaxPoolSize != nil {
 				add(*k.MaxPoolSize)
 			}
+		case memory.ExclusiveKind:
+			if k.MaxPoolSize != nil {
+				add(*k.MaxPoolSize)
+			}
 		case memory.ArenaKind:
 			add(k.PageBytes)
 		case memory.VirtualKind:

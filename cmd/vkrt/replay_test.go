@@ -562,6 +562,22 @@ func TestReplayCapacityIsWhatTheCappedPoolsHold(t *testing.T) {
 	require.Zero(t, line.GrowthBytes, out)
 }
 
+// A basic plan's exclusive pool plans its pages at its largest size: a run
+// within its two pages grew nothing past the plan, where a report without
+// the pool's cap showed every byte it held as growth.
+func TestReplayCapacityCountsAnExclusivePoolsCap(t *testing.T) {
+	path := writeTrace(t, "two.trace", "a 1 3000000 0\na 2 4000000 0\nf 1\nf 2\n")
+	out, _, err := execute(t, "replay", "--json", "--layout",
+		`{"Sliced":[{"page_size":4096,"pages":1,"max_slice":null,"grow":true},{"page_size":4000000,"pages":2,"max_slice":null,"grow":true,"exclusive":true}]}`, path)
+	require.NoError(t, err)
+	var line replayJSONLine
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &line))
+	require.Zero(t, line.Spills)
+	require.Equal(t, uint64(7000000), line.ReservedPeakBytes, "a page of each buffer's size")
+	require.Equal(t, uint64(4096+2*4000000), line.PlanCapacity)
+	require.Zero(t, line.GrowthBytes, out)
+}
+
 // The JSON line of a trace of several streams gives every stream's pools:
 // it gave the first stream's alone, so their bytes in use were not the
 // live bytes left at the end.

@@ -249,7 +249,11 @@ func poolLabel(r memory.PoolReport) string {
 		}
 		return s
 	case memory.ExclusiveKind:
-		return "a page of its own each, ≤ " + sizeLabel(k.MaxAllocSize)
+		s := "a page of its own each, ≤ " + sizeLabel(k.MaxAllocSize)
+		if k.MaxPoolSize != nil {
+			s += ", cap " + sizeLabel(*k.MaxPoolSize)
+		}
+		return s
 	case memory.DirectKind:
 		return "direct allocations"
 	case memory.PersistentKind:
