@@ -16,8 +16,9 @@
 //     whole dealloc period, counted in the pool's reservations, return to
 //     the driver. A Sliced layout's pool marked exclusive
 //     ([SlicedPool].Exclusive, a basic plan's) is one, capped at the pages
-//     it holds at once: at its cap it gives back free pages too small for
-//     a request before it takes another.
+//     it holds at once: a forecast (grow) only counts the pages past it as
+//     spills; a limit gives back free pages too small for a request before
+//     it refuses it.
 //   - The direct pool makes one device allocation per reservation, sized to
 //     the aligned request, and reuses free ones by exact size only. Cached free
 //     allocations go back to the driver, oldest first, when a new one would

@@ -19,9 +19,10 @@ import (
 // reservations go back to the driver.
 //
 // A pool of a plan (SlicedPool.Exclusive) may be capped at a number of
-// pages held at once: at the cap it first gives back free pages too small
-// for the request, and past it a growing pool adds the page and counts a
-// spill where a fixed one is full (errPoolFull).
+// pages held at once. A forecast (grow) places as an uncapped pool does and
+// counts each page past it as a spill; a limit gives back free pages too
+// small for a request first, then is full (errPoolFull), and serves a
+// request it would have given a page of its own from a larger free page.
 //
 // Pages are grouped by size, and a map finds a size's group, so the common
 // reuse of a page of exactly the requested size is a lookup and a pop; only
@@ -76,15 +77,20 @@ func (p *exclusivePool) capacity() (uint64, uint64, bool) {
 	return saturatingMul(p.capPages, p.maxAlloc), p.usage.BytesInUse + p.usage.BytesPadding, p.capPages != 0
 }
 
-// atCap says whether a capped pool holds as many pages as its cap.
-func (p *exclusivePool) atCap() bool { return p.capPages != 0 && p.pageCount >= p.capPages }
+// capHolds says whether the pool's cap is a limit it has reached. A
+// forecast (grow) places as an uncapped pool does, only counting the pages
+// past it: a plan measured with its pools uncapped then replays its own
+// run as measured.
+func (p *exclusivePool) capHolds() bool {
+	return p.capPages != 0 && !p.grow && p.pageCount >= p.capPages
+}
 
 func (p *exclusivePool) reserve(size, requested uint64, lazy bool) (int32, error) {
 	g := p.fitGroup(size)
 	if g < 0 {
 		return p.newPage(size, requested, lazy)
 	}
-	if oversize(p.groups[g].size, size) && p.heapHolds(size) && !p.atCap() {
+	if oversize(p.groups[g].size, size) && p.heapHolds(size) && !p.capHolds() {
 		// A page of its own where the device memory holds it, as the
 		// pools count it (so a dry run's lazy reservation decides as its
 		// real run does), unless the device refuses it all the same: then
@@ -126,9 +132,9 @@ func (p *exclusivePool) heapHolds(size uint64) bool {
 // most of, from a new page.
 func (p *exclusivePool) newPage(size, requested uint64, lazy bool) (int32, error) {
 	below, idle, drop := p.tooSmall(size)
-	// At its cap a pool gives back the free pages too small for the
-	// request before it takes another: kept, they only hold memory.
-	drop = drop || (p.atCap() && idle > 0)
+	// At a cap that holds, the pool gives back the free pages too small
+	// for the request before it is refused: kept, they only hold memory.
+	drop = drop || (p.capHolds() && idle > 0)
 	var freeing, dropped uint64
 	if drop {
 		freeing = idle

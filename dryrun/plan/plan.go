@@ -160,18 +160,22 @@ func Derive(report memory.Report, opts Options) (memory.Layout, error) {
 }
 
 // leaner is the layout whose replay of t reserves less at its peak, the
-// candidate on a tie; a candidate that fails to replay loses.
+// candidate on a tie; one that fails to replay loses, and only both
+// failing is an error (a basic plan that did not hold its own run on the
+// device failed the strong plan that did).
 func leaner(t *trace.Trace, candidate, fallback memory.Layout, device vkruntime.DeviceProperties) (memory.Layout, error) {
 	ro := replay.Options{Device: device}
-	fallbackRun, err := replay.Run(t, fallback, ro)
-	if err != nil {
-		return memory.Layout{}, fmt.Errorf("plan: replaying the %s layout: %w", fallback.Kind(), err)
-	}
+	fallbackRun, fallbackErr := replay.Run(t, fallback, ro)
 	candidateRun, err := replay.Run(t, candidate, ro)
-	if err != nil || candidateRun.ReservedPeakBytes > fallbackRun.ReservedPeakBytes {
+	switch {
+	case err != nil && fallbackErr != nil:
+		return memory.Layout{}, fmt.Errorf("plan: replaying the %s layout: %w", fallback.Kind(), fallbackErr)
+	case err != nil:
 		return fallback, nil
+	case fallbackErr != nil || candidateRun.ReservedPeakBytes <= fallbackRun.ReservedPeakBytes:
+		return candidate, nil
 	}
-	return candidate, nil
+	return fallback, nil
 }
 
 // Measured is a dry run of a stream, the plan made from it and the replay

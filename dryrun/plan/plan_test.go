@@ -384,3 +384,22 @@ func TestDeriveRefusesAMalformedStream(t *testing.T) {
 		}
 	}
 }
+
+// Of a strong plan and the basic one, the one that fails to replay its own
+// run loses, whichever it is: a basic plan that the device could not hold
+// made planning fail where the arena plan replayed.
+func TestTheLeanerPlanIsOneThatReplays(t *testing.T) {
+	tr := tracetest.Inline(t, "a 1 3000000 0\na 2 3000000 0\nf 1\nf 2\n")
+	one := uint64(1)
+	replays, fails := memory.SubSlicesLayout(), memory.SlicedLayout(memory.SlicedPool{PageSize: 4 << 20, Pages: &one})
+	for _, c := range []struct{ candidate, fallback, want memory.Layout }{
+		{replays, fails, replays},
+		{fails, replays, replays},
+	} {
+		got, err := leaner(tr, c.candidate, c.fallback, replay.H200())
+		require.NoError(t, err)
+		require.True(t, got.Equal(c.want), "%s", got)
+	}
+	_, err := leaner(tr, fails, fails, replay.H200())
+	require.ErrorIs(t, err, vkruntime.ErrPoolCapacityExceeded)
+}
