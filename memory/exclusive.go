@@ -37,9 +37,7 @@ type exclusivePool struct {
 	groupOf   map[uint64]int32 // a page size's index in groups
 	served    uint64           // reservations served: the dealloc clock
 	lastSweep uint64
-	capPages  uint64 // pages held at once; 0: uncapped
-	grow      bool   // capPages is a forecast: past it, outgrown is called and the pool grows
-	outgrown  func(capPages, held uint64)
+	pageCap
 }
 
 // pageGroup is the held pages of one size. Its free ones are listed
@@ -58,7 +56,7 @@ type exclusivePage struct {
 
 func newExclusivePool(c poolConfig, storage vkruntime.Storage, total *Usage) *exclusivePool {
 	return &exclusivePool{poolBase: poolBase{storage: storage, total: total}, maxAlloc: c.maxAlloc, heap: c.heap,
-		groupOf: map[uint64]int32{}, capPages: c.capPages, grow: c.grow}
+		groupOf: map[uint64]int32{}, pageCap: pageCap{capPages: c.capPages, grow: c.grow}}
 }
 
 func (p *exclusivePool) accepts(size uint64) bool { return size <= p.maxAlloc }
@@ -77,20 +75,15 @@ func (p *exclusivePool) capacity() (uint64, uint64, bool) {
 	return saturatingMul(p.capPages, p.maxAlloc), p.usage.BytesInUse + p.usage.BytesPadding, p.capPages != 0
 }
 
-// capHolds says whether the pool's cap is a limit it has reached. A
-// forecast (grow) places as an uncapped pool does, only counting the pages
-// past it: a plan measured with its pools uncapped then replays its own
-// run as measured.
-func (p *exclusivePool) capHolds() bool {
-	return p.capPages != 0 && !p.grow && p.pageCount >= p.capPages
-}
-
 func (p *exclusivePool) reserve(size, requested uint64, lazy bool) (int32, error) {
 	g := p.fitGroup(size)
 	if g < 0 {
 		return p.newPage(size, requested, lazy)
 	}
-	if oversize(p.groups[g].size, size) && p.heapHolds(size) && !p.capHolds() {
+	// A forecast places as an uncapped pool does, only counting the pages
+	// past it, so a plan measured with its pools uncapped replays its own
+	// run as measured; a limit it has reached keeps the free page.
+	if oversize(p.groups[g].size, size) && p.heapHolds(size) && !p.limitHolds(p.pageCount) {
 		// A page of its own where the device memory holds it, as the
 		// pools count it (so a dry run's lazy reservation decides as its
 		// real run does), unless the device refuses it all the same: then
@@ -132,19 +125,22 @@ func (p *exclusivePool) heapHolds(size uint64) bool {
 // most of, from a new page.
 func (p *exclusivePool) newPage(size, requested uint64, lazy bool) (int32, error) {
 	below, idle, drop := p.tooSmall(size)
-	// At a cap that holds, the pool gives back the free pages too small
-	// for the request before it is refused: kept, they only hold memory.
-	drop = drop || (p.capHolds() && idle > 0)
+	// At a limit it has reached, the pool gives back the free pages too
+	// small for the request before it is refused: kept, they only hold
+	// memory.
+	drop = drop || (p.limitHolds(p.pageCount) && idle > 0)
 	var freeing, dropped uint64
 	if drop {
 		freeing = idle
-		for g := range below {
-			dropped += uint64(len(p.groups[g].free))
+		if p.capPages != 0 {
+			for g := range below {
+				dropped += uint64(len(p.groups[g].free))
+			}
 		}
 	}
-	past := p.capPages != 0 && p.pageCount-dropped >= p.capPages
-	if past && !p.grow {
-		return 0, errPoolFull
+	past, err := p.admit(p.pageCount - dropped)
+	if err != nil {
+		return 0, err
 	}
 	if err := p.roomForFreeing(size, freeing); err != nil {
 		return 0, err
@@ -173,10 +169,7 @@ func (p *exclusivePool) newPage(size, requested uint64, lazy bool) (int32, error
 	if drop {
 		p.release(below, func(*exclusivePage) bool { return true })
 	}
-	// A page past the forecast is a spill once the device granted it.
-	if past && p.outgrown != nil {
-		p.outgrown(p.capPages, p.pageCount+1)
-	}
+	p.granted(past, p.pageCount+1)
 	p.countPage(dp)
 	ref := takeSlot(&p.pages, &p.spare)
 	p.pages[ref] = exclusivePage{devicePage: dp, held: true}
@@ -351,8 +344,8 @@ func (p *exclusivePool) checkInvariants() error {
 	if err := p.checkCounts("exclusive pool", t.held, t.unmapped, t.reserved, t.inUse); err != nil {
 		return err
 	}
-	if p.capPages != 0 && !p.grow && t.held > p.capPages {
-		return fmt.Errorf("exclusive pool: %d pages held past the cap of %d", t.held, p.capPages)
+	if err := p.checkCap("exclusive pool", t.held); err != nil {
+		return err
 	}
 	if len(p.groups) != len(heldOfSize) || len(p.groupOf) != len(p.groups) {
 		return fmt.Errorf("exclusive pool: %d page sizes held, %d groups, %d indexed", len(heldOfSize), len(p.groups), len(p.groupOf))

@@ -17,7 +17,7 @@ func (m *Manager) warnForecastShort(pool int) func(capPages, held uint64) {
 			return
 		}
 		m.warned[len(m.pools)+1] = true
-		planned, need := m.plannedSlicedBytes(), m.total.BytesReserved
+		planned, need := m.plannedCappedBytes(), m.total.BytesReserved
 		if capPages == 0 {
 			m.logger.Warn("memory: the run needs more device memory than its plan expected: a reservation larger than every planned page goes to the plan's way out",
 				"planned_bytes", planned, "needed_bytes", need, "pool", m.reportIndex(pool), "pages", held)
@@ -28,10 +28,18 @@ func (m *Manager) warnForecastShort(pool int) func(capPages, held uint64) {
 	}
 }
 
-// plannedSlicedBytes is what the capped pools of a plan hold together at
+// tellForecastShort hooks warnForecastShort to pool's cap where the cap is
+// a forecast.
+func (m *Manager) tellForecastShort(c *pageCap, pool int) {
+	if c.grow {
+		c.outgrown = m.warnForecastShort(pool)
+	}
+}
+
+// plannedCappedBytes is what the capped pools of a plan hold together at
 // their caps (saturating), an exclusive pool's pages counted at the
 // largest size it takes.
-func (m *Manager) plannedSlicedBytes() uint64 {
+func (m *Manager) plannedCappedBytes() uint64 {
 	var sum uint64
 	for _, p := range m.pools {
 		if c, _, capped := p.capacity(); capped {

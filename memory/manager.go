@@ -170,15 +170,11 @@ func (m *Manager) build(l Layout, r resolvedLayout) {
 		switch c.shape {
 		case shapeSliced:
 			sp := newSlicedPool(c, m.storage, &m.total)
-			if c.grow {
-				sp.outgrown = m.warnForecastShort(i)
-			}
+			m.tellForecastShort(&sp.pageCap, i)
 			m.pools[i] = sp
 		case shapeExclusive:
 			xp := newExclusivePool(c, m.storage, &m.total)
-			if c.grow {
-				xp.outgrown = m.warnForecastShort(i)
-			}
+			m.tellForecastShort(&xp.pageCap, i)
 			m.pools[i] = xp
 		case shapeDirect:
 			m.pools[i] = newDirectPool(m.storage, &m.total, exclusiveCeiling(m.props, m.limit()), m.props.MemorySize, false)
@@ -531,7 +527,7 @@ func (m *Manager) warnWayOut(i int, size uint64) {
 	}
 	m.warned[len(m.pools)+1] = true
 	m.logger.Warn("memory: the run needs more device memory than its plan expected: a reservation larger than every planned page takes a device allocation of its own size",
-		"planned_bytes", m.plannedSlicedBytes(), "needed_bytes", m.total.BytesReserved, "pool", m.reportIndex(i), "bytes", size)
+		"planned_bytes", m.plannedCappedBytes(), "needed_bytes", m.total.BytesReserved, "pool", m.reportIndex(i), "bytes", size)
 }
 
 // warnFull warns once per pool and layout about each full pool a

@@ -12,6 +12,48 @@ import (
 // page; the manager spills to the next accepting pool.
 var errPoolFull = errors.New("memory: pool full at its cap")
 
+// pageCap is a sliced or exclusive pool's cap on the pages it holds at
+// once. A limit refuses the page past it (errPoolFull); a forecast (grow)
+// lets the pool take it, and each page past the forecast is a spill,
+// told to outgrown once the device granted it.
+type pageCap struct {
+	capPages uint64 // 0: uncapped
+	grow     bool
+	outgrown func(capPages, held uint64)
+}
+
+// admit says whether a pool holding held pages may take one more, and
+// whether that page is past the forecast.
+func (c *pageCap) admit(held uint64) (past bool, err error) {
+	past = c.capPages != 0 && held >= c.capPages
+	if past && !c.grow {
+		return past, errPoolFull
+	}
+	return past, nil
+}
+
+// granted tells outgrown of a page past the forecast the device granted,
+// the pool now holding held pages.
+func (c *pageCap) granted(past bool, held uint64) {
+	if past && c.outgrown != nil {
+		c.outgrown(c.capPages, held)
+	}
+}
+
+// limitHolds says whether the cap is a limit a pool holding held pages has
+// reached.
+func (c *pageCap) limitHolds(held uint64) bool {
+	return c.capPages != 0 && !c.grow && held >= c.capPages
+}
+
+// checkCap is the invariant that a pool keeps to a cap that is a limit.
+func (c *pageCap) checkCap(what string, held uint64) error {
+	if c.capPages != 0 && !c.grow && held > c.capPages {
+		return fmt.Errorf("%s: %d pages held past the cap of %d", what, held, c.capPages)
+	}
+	return nil
+}
+
 // pool is one dynamic or persistent pool. Refs name a reservation inside the
 // pool; the manager maps handles to (pool, ref).
 type pool interface {

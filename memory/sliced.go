@@ -16,9 +16,7 @@ type slicedPool struct {
 	poolBase
 	pageSize uint64
 	maxSlice uint64
-	capPages uint64 // 0: uncapped
-	grow     bool   // capPages is a forecast: past it, outgrown is called and the pool grows
-	outgrown func(capPages, held uint64)
+	pageCap
 	nearPage uint64 // an uncapped pool also takes sizes in [nearPage, pageSize]; 0: no such rule
 	pages    []slicedPage
 	held     uint64   // pages held now
@@ -55,7 +53,7 @@ func (b *sliceBlock) isFree() bool { return b.nextFree != inUse }
 
 func newSlicedPool(c poolConfig, storage vkruntime.Storage, total *Usage) *slicedPool {
 	p := &slicedPool{poolBase: poolBase{storage: storage, total: total}, pageSize: c.pageSize,
-		maxSlice: c.maxSlice, capPages: c.capPages, grow: c.grow, spare: none, tree: newFitIndex(c.pageSize)}
+		maxSlice: c.maxSlice, pageCap: pageCap{capPages: c.capPages, grow: c.grow}, spare: none, tree: newFitIndex(c.pageSize)}
 	if c.capPages == 0 {
 		p.nearPage = c.pageSize - c.pageSize/5
 	}
@@ -187,18 +185,15 @@ func (p *slicedPool) tightenBound(pg *slicedPage, pi int) {
 
 // addPage opens a page at the lowest free index.
 func (p *slicedPool) addPage(lazy bool) (int, error) {
-	past := p.capPages != 0 && p.held >= p.capPages
-	if past && !p.grow {
-		return 0, errPoolFull
+	past, err := p.admit(p.held)
+	if err != nil {
+		return 0, err
 	}
 	dp, err := p.openPage(p.pageSize, lazy)
 	if err != nil {
 		return 0, err
 	}
-	// A page past the forecast is a spill once the device granted it.
-	if past && p.outgrown != nil {
-		p.outgrown(p.capPages, p.held+1)
-	}
+	p.granted(past, p.held+1)
 	pi := len(p.pages)
 	if p.holes > 0 {
 		for i := range p.pages {
@@ -416,8 +411,6 @@ func (p *slicedPool) checkInvariants() error {
 		return fmt.Errorf("sliced pool: %d pages of %d B but %d B reserved", held, p.pageSize, p.usage.BytesReserved)
 	case live != p.usage.NumberAllocs:
 		return fmt.Errorf("sliced pool: %d live slices, usage says %d", live, p.usage.NumberAllocs)
-	case p.capPages != 0 && held > p.capPages && !p.grow:
-		return fmt.Errorf("sliced pool: %d pages held past the cap of %d", held, p.capPages)
 	}
-	return nil
+	return p.checkCap("sliced pool", held)
 }
