@@ -40,7 +40,8 @@
 //     when the least recently idled are rebound there, a whole run of
 //     them at a time. Streams' ranges share the device's sparse address
 //     space: a pool starts with a range of a fourth of the heap (past a
-//     plan's places, a fourth of the places if that is less) or half the
+//     plan's places, a fourth of the places if that is less, but no less
+//     than a sixteenth of the heap) or half the
 //     space left if that is less, or, once the ranges before it have
 //     taken half the space, what it needs rounded up to a power of two
 //     (a plan's places to a granule), at least 64 MiB (where the storage

@@ -27,8 +27,19 @@ const (
 	virtualFirstRangeDivisor = 4
 	// virtualPlanHeadroomDivisor: a planned pool's first range ends past
 	// its places by their size over this, or a fourth of the heap if that
-	// is less.
+	// is less, and the heap over virtualPlanHeadroomFloor if that is more.
 	virtualPlanHeadroomDivisor = 4
+	// virtualPlanHeadroomFloor: past a small plan's places the first range
+	// keeps at least the heap over this (8.8 GB on the H200 model). A run
+	// that leaves its plan early places its reservations above the places,
+	// so a fourth of a small plan's places left it little room there, and
+	// it took more ranges: on generated pairs of seeds 21–30 two runs more
+	// passed their bounds under the other run's plan
+	// (dynamic_inference_24_run1 made 12 device allocations for 1.0011× of
+	// its peak, against 11 for 1.0000×). Large plans, whose ranges the
+	// streams sharing the address space must fit, keep a fourth of their
+	// places.
+	virtualPlanHeadroomFloor = 16
 	// virtualTightRange: a pool that comes once the ranges before it
 	// have taken half the address space, or whose first range what is
 	// left cannot hold, takes one of what it needs, at least this, and
@@ -344,11 +355,12 @@ func newVirtualPool(c poolConfig, s vkruntime.SparseStorage, total *Usage) *virt
 	past := c.heap / virtualFirstRangeDivisor
 	if c.slotsEnd > 0 {
 		// A plan's places hold its run: past them the first range keeps
-		// an eighth of them for a run that outgrows the plan, which takes
-		// more ranges as it grows (takeRange). A fourth of the heap past
-		// 62 GB of places left six streams under one plan no address
-		// space for the sixth, which the default layout ran.
-		past = min(past, c.slotsEnd/virtualPlanHeadroomDivisor)
+		// a fourth of them for a run that outgrows the plan or leaves it,
+		// which takes more ranges as it grows (takeRange), and a
+		// sixteenth of the heap at least. A fourth of the heap past 62 GB
+		// of places left six streams under one plan no address space for
+		// the sixth, which the default layout ran.
+		past = min(past, max(c.slotsEnd/virtualPlanHeadroomDivisor, c.heap/virtualPlanHeadroomFloor))
 	}
 	if c.space-c.slotsEnd > past {
 		p.firstSpace = c.slotsEnd + max(past&^(c.granule-1), c.granule)

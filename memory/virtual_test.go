@@ -1022,3 +1022,31 @@ func TestARunThatLeftItsPlanUsesItsPlacesBeforeMoreAddressSpace(t *testing.T) {
 		require.Less(t, at.Offset, uint64(places), "placed among the planned places")
 	}
 }
+
+// A run that leaves a small plan at its first reservation places above the
+// plan's places: the first range keeps a sixteenth of the heap past them,
+// so a run sixteen times the plan still places in one range, where a
+// fourth of the places (16 MiB here) sent each large buffer to a range of
+// its own.
+func TestARunLeavingASmallPlanPlacesInItsFirstRange(t *testing.T) {
+	s := reportingSparse{newSparseStorage(testGranule)}
+	props := testProps
+	props.MemorySize = 160 << 30
+	plan := VirtualPlan{PlannedBytes: 64 << 20, Slots: []VirtualSlot{{Size: 64 << 20, Offset: 0}}}
+	m, err := NewManager(s, props, VirtualLayout(plan))
+	require.NoError(t, err)
+	var live []Handle
+	for _, size := range []uint64{32 << 20, 256 << 20, 256 << 20, 256 << 20, 256 << 20} {
+		h := mustReserve(t, m, size, Eager)
+		_, err := m.Resolve(h)
+		require.NoError(t, err)
+		live = append(live, h)
+	}
+	p := m.pools[0].(*virtualPool)
+	require.False(t, p.following, "the first reservation left the plan")
+	require.Empty(t, p.segs, "the run places in its first range")
+	require.Equal(t, 64<<20+props.MemorySize/virtualPlanHeadroomFloor, p.space, "the places and a sixteenth of the heap")
+	for _, h := range live {
+		require.NoError(t, m.Free(h))
+	}
+}
