@@ -293,8 +293,8 @@ func TestWithoutAPlanTheNextPlacesAboveAreBound(t *testing.T) {
 // A shortfall of a unit or more, one large reservation's, is rounded up to
 // half units, not whole ones: it is still one device allocation, and what
 // it leaves spare, often at the run's peak, is at most half a unit. Smaller
-// shortfalls still take a whole unit, so small reservations do not
-// multiply the allocations.
+// shortfalls take a whole unit once the pool holds two, so small
+// reservations do not multiply the allocations.
 func TestALargeShortfallTakesHalfUnits(t *testing.T) {
 	const unit = VirtualChunkUnit
 	m, s := newVirtualManager(t, VirtualPlan{})
@@ -308,6 +308,36 @@ func TestALargeShortfallTakesHalfUnits(t *testing.T) {
 	require.Equal(t, uint64(unit+unit+unit/2), m.Usage().BytesReserved)
 	require.NoError(t, m.Free(large))
 	require.NoError(t, m.Free(small))
+}
+
+// With no plan, a pool of a unit or two short of less than a unit takes
+// half of what it holds (or the shortfall), not a whole unit: a workload
+// of a unit and a little held two units, nearly twice its peak, where
+// PyTorch's small segments take 2 MiB each. From two units on, a small
+// shortfall takes a whole unit again.
+func TestASmallPoolWithNoPlanGrowsByHalfWhatItHolds(t *testing.T) {
+	const unit = VirtualChunkUnit
+	m, s := newVirtualManager(t, VirtualPlan{})
+	var hs []Handle
+	// reserve takes size past what the pool holds free, so the shortfall is
+	// what comes past it.
+	grow := func(past uint64) uint64 {
+		t.Helper()
+		before := m.Usage()
+		free := before.BytesReserved - before.BytesInUse
+		hs = append(hs, mustReserve(t, m, free+past, Eager))
+		return m.Usage().BytesReserved - before.BytesReserved
+	}
+	require.Equal(t, uint64(unit), grow(testGranule), "the first shortfall takes a unit")
+	require.Equal(t, uint64(unit/2), grow(testGranule), "a unit held: a small shortfall takes half of it")
+	require.Equal(t, uint64(3*unit/4), grow(testGranule), "a unit and a half held: three fourths of a unit")
+	require.Equal(t, uint64(unit), grow(testGranule), "two units and a fourth held: a whole unit, as before")
+	require.Equal(t, uint64(unit), grow(unit/4), "a whole unit")
+	require.Equal(t, 5, s.allocs)
+	for _, h := range hs {
+		require.NoError(t, m.Free(h))
+	}
+	require.NoError(t, m.checkInvariants())
 }
 
 // A plan the run outgrows is a forecast: the pool grows, warns once with

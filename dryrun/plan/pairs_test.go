@@ -204,9 +204,10 @@ func crossRuns(t testing.TB, pairs [][2]*trace.Trace) []pairOutcome {
 // plan's profile foresees only as far as the two runs grow alike, so the
 // misses are reported by name, not hidden. Seeds 1–9 hold what foresight
 // and the settled start gained (53 of 72 served without either, 59 with
-// foresight alone).
+// foresight alone), and what small pools with no plan gained by growing by
+// halves (66 beat PyTorch before).
 func TestGeneratedPairsAgainstPyTorch(t *testing.T) {
-	seeds, wantServed, wantBeaten := 9, 63, 66
+	seeds, wantServed, wantBeaten := 9, 63, 67
 	if tracetest.Quick() {
 		seeds, wantServed, wantBeaten = 1, 8, 7
 	}
