@@ -225,9 +225,15 @@ type virtualPool struct {
 	// reservations so far, and leftNeed the most granules needed at once
 	// before the run left the plan's stream, what both runs needed then:
 	// what foreseenPeak goes by.
-	profile  []VirtualMark
-	made     uint64
-	leftNeed uint64
+	profile []VirtualMark
+	made    uint64
+	// pytorchGrowths counts the times what the pool needed at once passed
+	// pytorchMapped, what PyTorch's expandable segments would have mapped
+	// for it (the need rounded up to 20 MiB): a forecast, as the run goes,
+	// of the device allocations PyTorch would make on it, against which
+	// allocsMade are the pool's own (foreseenChunk spends the difference).
+	pytorchGrowths, pytorchMapped, allocsMade uint64
+	leftNeed                                  uint64
 	// settled is the planned run's settled start (VirtualPlan.Settled).
 	settled VirtualMark
 }
@@ -458,6 +464,10 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 		}
 	}
 	p.neededPeak = max(p.neededPeak, needed)
+	if b := needed << p.shift; b > p.pytorchMapped {
+		p.pytorchGrowths++
+		p.pytorchMapped = (b + VirtualChunkUnit - 1) / VirtualChunkUnit * VirtualChunkUnit
+	}
 	p.made++
 	if wasFollowing {
 		p.closable = nil // the reservation that opened the area stands
@@ -1453,9 +1463,11 @@ func (p *virtualPool) addChunks(short uint64, lazy bool) ([]int, error) {
 		}
 		if err != nil {
 			p.closeSpareChunks(added, peakPages)
+			p.allocsMade -= uint64(len(added))
 			return nil, err
 		}
 		added = append(added, p.addChunk(dp))
+		p.allocsMade++
 		short -= min(short, size)
 	}
 	return added, nil

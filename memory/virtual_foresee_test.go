@@ -189,3 +189,39 @@ func TestARunThatOutgrowsItsPlannedRunForeseesPastIt(t *testing.T) {
 	require.LessOrEqual(t, float64(peakReserved), 1.03*peakLive)
 	require.LessOrEqual(t, s.allocs, 64, "past the planned peak the run grows in large steps")
 }
+
+// A run that took its weights in one device allocation where PyTorch
+// makes one for each has allocations to spare: once it leaves its plan it
+// grows below the foreseen mark in small steps, so a foresight past its
+// peak costs little. The planned run reserves 16 weights of 24 MiB and
+// then 400 of 1 MiB; this run makes the same weights and then 100 of
+// 512 KiB, so the foresight (584 MiB, a run growing half as fast to the
+// end) passes its 434 MiB peak. Large steps to 17/20 of the foresight held
+// 496 MiB, 1.14× the peak, in 3 device allocations.
+func TestARunWithAllocationsToSpareGrowsInSmallSteps(t *testing.T) {
+	const mib = 1 << 20
+	const weights, weight = 16, 24 * mib
+	plan := VirtualPlan{PlannedBytes: weights*weight + 400*mib, Settled: VirtualMark{Ordinal: weights - 1, Bytes: weights * weight}}
+	for k := range uint64(weights) {
+		plan.Slots = append(plan.Slots, VirtualSlot{Size: weight, Offset: k * weight})
+		plan.Profile = append(plan.Profile, VirtualMark{Ordinal: k, Bytes: (k + 1) * weight})
+	}
+	for k := range uint64(400) {
+		plan.Profile = append(plan.Profile, VirtualMark{Ordinal: weights + k, Bytes: weights*weight + (k+1)*mib})
+	}
+	m, s := newVirtualManager(t, plan)
+	for range weights {
+		mustReserve(t, m, weight, Eager)
+	}
+	require.Equal(t, 1, s.allocs, "the settled start in one device allocation")
+	var peakReserved uint64
+	for range 100 {
+		mustReserve(t, m, 512<<10, Eager)
+		peakReserved = max(peakReserved, m.Usage().BytesReserved)
+	}
+	require.NoError(t, m.checkInvariants())
+	const peakLive = weights*weight + 50*mib
+	t.Logf("reserved peak %.4f× peak live in %d device allocations", float64(peakReserved)/peakLive, s.allocs)
+	require.LessOrEqual(t, float64(peakReserved), 1.03*peakLive)
+	require.LessOrEqual(t, s.allocs, weights, "no more device allocations than PyTorch's one for each weight")
+}
