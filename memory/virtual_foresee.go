@@ -70,14 +70,14 @@ const (
 	foreseeRepeatStep = 14
 	// foreseeSpareAllocs/foreseeSpareStep: a run whose pool, counting the
 	// allocation it is about to make, has made this many device
-	// allocations fewer than PyTorch would have so far (as
-	// virtualPool.pytorchGrowths forecasts it) grows below the foreseen
+	// allocations fewer than a pool growing by whole units of its need
+	// would have so far (virtualPool.unitGrowths) grows below the foreseen
 	// mark by its shortfall or a sixteenth of what it holds, not in large
 	// steps: a foresight past the peak then costs a sixteenth at most.
 	// Runs that take their weights in one allocation (the settled start)
 	// have that many to spare. generation_27_run2, foreseeing 532 MiB for
 	// a peak of 413, held 1.097× of it in 3 device allocations where
-	// PyTorch made 20, and holds 1.010× in 5; of the generated runs of
+	// PyTorch made 20, and holds 1.010× in 3; of the generated runs of
 	// seeds 1–40 269 of 320 are served (266 before, none lost); the plain
 	// unit for such steps gave 269 too, losing one.
 	foreseeSpareAllocs, foreseeSpareStep = 4, 16
@@ -148,7 +148,7 @@ func (p *virtualPool) foreseenChunk(short, held, want uint64) uint64 {
 		foreseen, safeNum, step = pred, foreseeOutgrownSafeNum, held/foreseeOutgrownStep
 	}
 	if mark := mulDiv(foreseen, safeNum, foreseeSafeDen); held+short <= mark {
-		if p.pytorchGrowths >= p.allocsMade+1+foreseeSpareAllocs { // this one counted
+		if p.unitGrowths >= p.allocsMade+1+foreseeSpareAllocs { // this one counted
 			// Allocations to spare: smaller steps, as the foresight may be
 			// past the peak.
 			return min(want, max((short+p.granule-1)&^(p.granule-1), held/foreseeSpareStep))
