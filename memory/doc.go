@@ -35,7 +35,11 @@
 //     ranges of address space by two-level segregated fit (TLSF: the
 //     size's own bin, then the first bin all of whose blocks fit; AMD VMA's
 //     policy) and binds device memory only under the granules live
-//     reservations touch. Memory comes from the driver in chunks; granules
+//     reservations touch. Memory comes from the driver in chunks (what
+//     the pool lacks rounded up to [VirtualChunkUnit], or a share of what
+//     it holds: larger where one more device allocation would pass the
+//     count PyTorch's expandable segments would have made by then, which
+//     the pool forecasts as the run goes); granules
 //     left with nothing live stay bound until memory is needed elsewhere,
 //     when the least recently idled are rebound there, a whole run of
 //     them at a time. Streams' ranges share the device's sparse address
