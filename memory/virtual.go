@@ -30,7 +30,7 @@ const (
 	// is less, and the heap over virtualPlanHeadroomFloor if that is more.
 	virtualPlanHeadroomDivisor = 4
 	// virtualPlanHeadroomFloor: past a small plan's places the first range
-	// keeps at least the heap over this (8.8 GB on the H200 model). A run
+	// keeps at least the heap over this (9.4 GB on the H200 model). A run
 	// that leaves its plan early places its reservations above the places,
 	// so a fourth of a small plan's places left it little room there, and
 	// it took more ranges: on generated pairs of seeds 21–30 two runs more
@@ -66,8 +66,9 @@ const (
 	// 21 MB took two units, 1.96× its peak, where PyTorch's small
 	// segments held 1.47×. Pools past two units grow as before. Of the
 	// generated runs of seeds 1–40, 272 of 320 beat PyTorch with no plan
-	// (268 before; a third or a fourth of what is held gave fewer, the
-	// extra device allocations of the small steps).
+	// (268 before; on seeds 1–9 and 31–40, a third of what is held gave
+	// 63 and 63 and a fourth 62 and 64, against 67 and 65: the extra
+	// device allocations of the small steps).
 	virtualSmallPoolStep = 2
 	// virtualPaceStep: with no plan, a pool whose device allocations, this
 	// one counted, would pass what PyTorch would have made by now
@@ -75,10 +76,11 @@ const (
 	// this, so it keeps PyTorch's pace in device allocations; behind it,
 	// it grows by its shortfall as before, and keeps its bytes. Of the
 	// generated runs of seeds 1–40, 288 of 320 beat PyTorch with no plan
-	// (272 before; seeds 10–20 chose it: a 20th gave 282, a 10th 288, an
-	// 8th 285, and passing the pace by one more 287). Seeds 1–9 kept
-	// their 67; the shipped streams kept their lead (bert_dynamic 1.005×
-	// in 22, llama_generate 1.008× in 68 against PyTorch's 97).
+	// (272 before). Chosen on all 40 seeds: a 20th gave 282, an 8th 285,
+	// passing the pace by one more 287, and a 10th 288 too, with 82 on
+	// seeds 10–20 against 80 but 139 on seeds 21–40 against 141. Seeds 1–9
+	// kept their 67; the shipped streams kept their lead (bert_dynamic
+	// 1.005× in 22, llama_generate 1.008× in 68 against PyTorch's 97).
 	virtualPaceStep = 12
 	// With a plan the unit is at most the plan over virtualPlanUnitDivisor,
 	// so a workload of a few megabytes is not given 20 MiB.
@@ -243,8 +245,9 @@ type virtualPool struct {
 	// unitMapped, that need rounded up to whole units (VirtualChunkUnit,
 	// PyTorch's large page), against which allocsMade are the pool's own
 	// device allocations: foreseenChunk spends the difference. It is
-	// PyTorch's count with no fragmentation and no small segments, half of
-	// pytorchCalls on many runs; foresight spending pytorchCalls' larger
+	// PyTorch's count with no fragmentation and no small segments, lower
+	// than pytorchCalls (transformer_training_7_run2: 7 by its last growth,
+	// where PyTorch makes 15); foresight spending pytorchCalls' larger
 	// difference served fewer runs (265 to 268 of 320 against 269).
 	unitGrowths, unitMapped, allocsMade uint64
 	// pytorchCalls forecasts, as the run goes, the mapping calls PyTorch's
@@ -481,10 +484,14 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 			return 0, err
 		}
 	}
-	p.neededPeak = max(p.neededPeak, needed)
-	if b := needed << p.shift; b > p.unitMapped {
-		p.unitGrowths++
-		p.unitMapped = (b + VirtualChunkUnit - 1) / VirtualChunkUnit * VirtualChunkUnit
+	if needed > p.neededPeak {
+		// unitMapped is past any need counted before, so only a new peak
+		// can pass it.
+		p.neededPeak = needed
+		if b := needed << p.shift; b > p.unitMapped {
+			p.unitGrowths++
+			p.unitMapped = ceilMultiple(b, VirtualChunkUnit)
+		}
 	}
 	p.made++
 	if wasFollowing {
@@ -506,21 +513,23 @@ const pytorchSmallSize, pytorchSmallSegment = 1 << 20, 2 << 20
 // forecastPyTorch counts, for a reservation of requested bytes just made,
 // the mapping call PyTorch's expandable segments would make where the
 // live bytes of the request's size class pass what that class has mapped,
-// its live bytes rounded up to the class's segment. With fragmentation
-// left out, the count came within a few of PyTorch's own (modelled by
-// internal/torchalloc) on the generated runs of seeds 1–9.
+// its live bytes rounded up to the class's segment. Fragmentation left
+// out, the same count over a whole trace came close to PyTorch's own
+// (modelled by internal/torchalloc) on the generated runs of seeds 1–9:
+// 15 against 15 on transformer_training_7_run2, at most 10 apart
+// (generation_6_run2: 46 against 36).
 func (p *virtualPool) forecastPyTorch(requested uint64) {
 	if requested <= pytorchSmallSize {
 		p.pytorchSmallLive += requested
 		if p.pytorchSmallLive > p.pytorchSmallMapped {
 			p.pytorchCalls++
-			p.pytorchSmallMapped = (p.pytorchSmallLive + pytorchSmallSegment - 1) / pytorchSmallSegment * pytorchSmallSegment
+			p.pytorchSmallMapped = ceilMultiple(p.pytorchSmallLive, pytorchSmallSegment)
 		}
 		return
 	}
 	if large := p.usage.BytesInUse - p.pytorchSmallLive; large > p.pytorchLargeMapped {
 		p.pytorchCalls++
-		p.pytorchLargeMapped = (large + VirtualChunkUnit - 1) / VirtualChunkUnit * VirtualChunkUnit
+		p.pytorchLargeMapped = ceilMultiple(large, VirtualChunkUnit)
 	}
 }
 
@@ -1467,12 +1476,14 @@ func (p *virtualPool) chunkBytes(short uint64) uint64 {
 	if short >= p.unit && !p.following {
 		round = max(p.unit/2, p.granule)
 	}
-	want := max((short+round-1)/round*round, held/virtualGrowthDivisor)
-	if short < p.unit && held > 0 && p.plannedB == 0 && p.profile == nil {
-		want = min(want, max((short+p.granule-1)&^(p.granule-1), held/virtualSmallPoolStep))
-	}
-	if p.plannedB == 0 && p.profile == nil && p.allocsMade+1 > p.pytorchCalls {
-		want = max(want, held/virtualPaceStep)
+	want := max(ceilMultiple(short, round), held/virtualGrowthDivisor)
+	if p.plannedB == 0 && p.profile == nil {
+		if short < p.unit && held > 0 {
+			want = min(want, p.shortOr(short, held/virtualSmallPoolStep))
+		}
+		if p.allocsMade+1 > p.pytorchCalls {
+			want = max(want, held/virtualPaceStep)
+		}
 	}
 	if held < p.plannedB {
 		if p.following {
@@ -1490,6 +1501,14 @@ func (p *virtualPool) chunkBytes(short uint64) uint64 {
 	want = min(want, max(short, p.heapRoom()))
 	return (want + p.granule - 1) &^ (p.granule - 1)
 }
+
+// shortOr is the shortfall in whole granules, or share if that is more.
+func (p *virtualPool) shortOr(short, share uint64) uint64 {
+	return max((short+p.granule-1)&^(p.granule-1), share)
+}
+
+// ceilMultiple is n rounded up to a multiple of m.
+func ceilMultiple(n, m uint64) uint64 { return (n + m - 1) / m * m }
 
 // heapRoom is what the device memory could still give the pool, as far as
 // it knows: the whole heap less what the pool holds.

@@ -151,14 +151,14 @@ func (p *virtualPool) foreseenChunk(short, held, want uint64) uint64 {
 		if p.unitGrowths >= p.allocsMade+1+foreseeSpareAllocs { // this one counted
 			// Allocations to spare: smaller steps, as the foresight may be
 			// past the peak.
-			return min(want, max((short+p.granule-1)&^(p.granule-1), held/foreseeSpareStep))
+			return min(want, p.shortOr(short, held/foreseeSpareStep))
 		}
 		return max(want, min(mark-held, step))
 	}
 	if held+want <= pred {
 		return want
 	}
-	fine := max((short+p.granule-1)&^(p.granule-1), held/virtualGrowthDivisor)
+	fine := p.shortOr(short, held/virtualGrowthDivisor)
 	if held+short >= pred {
 		fine = max(fine, min(2*short, held/foreseeRepeatStep))
 	}
