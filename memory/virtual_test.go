@@ -341,19 +341,22 @@ func TestASmallPoolWithNoPlanGrowsByHalfWhatItHolds(t *testing.T) {
 }
 
 // With no plan, a pool that would pass PyTorch's pace in device
-// allocations grows by a twelfth of what it holds at least: a hundred
-// buffers of 30 MiB, each a mapping call of PyTorch's expandable
-// segments, took a hundred allocations of their own size, as many as
-// PyTorch; now 77, for at most a twelfth of the peak spare (1.025×).
+// allocations grows by a twelfth of what it holds at least: forty buffers
+// of 30 MiB, each a mapping call of PyTorch's expandable segments, took
+// forty allocations, one for each, as many as PyTorch; the pace's larger
+// step puts the pool an allocation ahead, and it stays there (39), for at
+// most a twelfth of the peak spare. (With a hundred buffers a fortieth of
+// what is held alone takes the count under PyTorch's, so the test keeps
+// to forty, where only the pace does.)
 func TestAPoolWithNoPlanKeepsPyTorchsPaceInAllocations(t *testing.T) {
-	const n, size = 100, 30 << 20
+	const n, size = 40, 30 << 20
 	m, s := newVirtualManager(t, VirtualPlan{})
 	for range n {
 		mustReserve(t, m, size, Eager)
 	}
 	p := m.pools[0].(*virtualPool)
 	require.Equal(t, uint64(n), p.pytorchCalls, "PyTorch maps pages for each buffer")
-	require.Less(t, s.allocs, n*4/5, "fewer device allocations than PyTorch's")
+	require.Less(t, s.allocs, n, "fewer device allocations than PyTorch's")
 	require.LessOrEqual(t, float64(m.Usage().BytesReserved), (1+1.0/virtualPaceStep)*n*size)
 	require.NoError(t, m.checkInvariants())
 	t.Logf("%d device allocations, %.4f× the live bytes", s.allocs, float64(m.Usage().BytesReserved)/(n*size))
