@@ -60,6 +60,24 @@ const (
 	// holds over this, so a last step costs at most 2.5 % of the peak on
 	// large pools and they make few device allocations.
 	virtualGrowthDivisor = 40
+	// virtualSpareAllocs/virtualSpareDivisor: a run under a plan whose
+	// pool, counting the allocation it is about to make, has this many
+	// device allocations to spare against PyTorch's pace
+	// (virtualPool.pytorchCalls) takes at least what it holds over
+	// virtualSpareDivisor, not virtualGrowthDivisor: its last step before
+	// the peak then spares 0.6 % at most, not 2.5 %, on large pools where
+	// PyTorch's 20 MiB pages spare less than 1 %
+	// (transformer_training_22_run2, 5.2 GB under the other run's plan:
+	// 1.0149× in 17 device allocations against PyTorch's 1.0106× in 47;
+	// now 1.0003× in 17). Of the generated runs of seeds 1–40, 272 of 320
+	// are served by the other run's plan (269 before; 4 gained, 1 lost),
+	// and of seeds 41–60, which did not choose it, 139 of 160 (134). Six
+	// or seven to spare served 272 too, nine to twelve 273 (nine: 138 on
+	// seeds 41–60), four 268; a divisor of 80 or 320, 272. With no plan it
+	// is not used: pools at their peak then move idle memory about far more
+	// often (llama_generate: 901 bind submissions against 173, for the same
+	// 1.008×), though 294 of 320 generated runs beat PyTorch so, not 288.
+	virtualSpareAllocs, virtualSpareDivisor = 8, 160
 	// virtualSmallPoolStep: with no plan, a pool short of less than a unit
 	// takes at most what it holds over this (or the shortfall), so a pool
 	// of one or two units grows by half of what it holds: a workload of
@@ -1476,7 +1494,7 @@ func (p *virtualPool) chunkBytes(short uint64) uint64 {
 	if short >= p.unit && !p.following {
 		round = max(p.unit/2, p.granule)
 	}
-	want := max(ceilMultiple(short, round), held/virtualGrowthDivisor)
+	want := max(ceilMultiple(short, round), held/p.growthDivisor())
 	if p.plannedB == 0 && p.profile == nil {
 		if short < p.unit && held > 0 {
 			want = min(want, p.shortOr(short, held/virtualSmallPoolStep))
@@ -1500,6 +1518,16 @@ func (p *virtualPool) chunkBytes(short uint64) uint64 {
 	want = p.foreseenChunk(short, held, want)
 	want = min(want, max(short, p.heapRoom()))
 	return (want + p.granule - 1) &^ (p.granule - 1)
+}
+
+// growthDivisor: a pool short of memory takes at least what it holds over
+// this (virtualGrowthDivisor, or virtualSpareDivisor for a run under a plan
+// with device allocations to spare).
+func (p *virtualPool) growthDivisor() uint64 {
+	if p.plannedB != 0 && p.pytorchCalls >= p.allocsMade+1+virtualSpareAllocs {
+		return virtualSpareDivisor
+	}
+	return virtualGrowthDivisor
 }
 
 // shortOr is the shortfall in whole granules, or share if that is more.

@@ -158,7 +158,7 @@ func (p *virtualPool) foreseenChunk(short, held, want uint64) uint64 {
 	if held+want <= pred {
 		return want
 	}
-	fine := p.shortOr(short, held/virtualGrowthDivisor)
+	fine := p.shortOr(short, held/p.growthDivisor())
 	if held+short >= pred {
 		fine = max(fine, min(2*short, held/foreseeRepeatStep))
 	}

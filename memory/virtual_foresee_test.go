@@ -225,3 +225,29 @@ func TestARunWithAllocationsToSpareGrowsInSmallSteps(t *testing.T) {
 	require.LessOrEqual(t, float64(peakReserved), 1.03*peakLive)
 	require.LessOrEqual(t, s.allocs, weights, "no more device allocations than PyTorch's one for each weight")
 }
+
+// A run under a plan with device allocations to spare against PyTorch's
+// pace takes small steps past the plan (a 160th of what it holds, not a
+// 40th), so its last step before the peak spares little: 2,600 buffers of
+// 1 MiB, each of PyTorch's 2 MiB small segments a mapping call of its own
+// every other buffer, past a plan of 64 of them.
+func TestARunUnderAPlanWithAllocationsToSpareTakesSmallSteps(t *testing.T) {
+	const mib = 1 << 20
+	const planned, buffers = 64, 2600
+	plan := VirtualPlan{PlannedBytes: planned * mib}
+	for k := range uint64(planned) {
+		plan.Slots = append(plan.Slots, VirtualSlot{Size: mib, Offset: k * mib})
+	}
+	m, s := newVirtualManager(t, plan)
+	var peakReserved uint64
+	for range buffers {
+		mustReserve(t, m, mib, Eager)
+		peakReserved = max(peakReserved, m.Usage().BytesReserved)
+	}
+	require.NoError(t, m.checkInvariants())
+	p := m.pools[0].(*virtualPool)
+	ratio := float64(peakReserved) / (buffers * mib)
+	t.Logf("reserved peak %.4f× peak live in %d device allocations; PyTorch's forecast %d", ratio, s.allocs, p.pytorchCalls)
+	require.LessOrEqual(t, ratio, 1.007, "the last step a 160th of what the pool holds")
+	require.LessOrEqual(t, uint64(s.allocs)+virtualSpareAllocs, p.pytorchCalls, "allocations still to spare")
+}
