@@ -39,7 +39,8 @@
 //     the pool lacks rounded up to [VirtualChunkUnit], or a share of what
 //     it holds: larger where one more device allocation would pass the
 //     count PyTorch's expandable segments would have made by then, which
-//     the pool forecasts as the run goes); granules
+//     the pool forecasts as the run goes, smaller where it has several to
+//     spare against that count); granules
 //     left with nothing live stay bound until memory is needed elsewhere,
 //     when the least recently idled are rebound there, a whole run of
 //     them at a time. Streams' ranges share the device's sparse address

@@ -60,23 +60,27 @@ const (
 	// holds over this, so a last step costs at most 2.5 % of the peak on
 	// large pools and they make few device allocations.
 	virtualGrowthDivisor = 40
-	// virtualSpareAllocs/virtualSpareDivisor: a run under a plan whose
-	// pool, counting the allocation it is about to make, has this many
-	// device allocations to spare against PyTorch's pace
-	// (virtualPool.pytorchCalls) takes at least what it holds over
-	// virtualSpareDivisor, not virtualGrowthDivisor: its last step before
-	// the peak then spares 0.6 % at most, not 2.5 %, on large pools where
-	// PyTorch's 20 MiB pages spare less than 1 %
+	// virtualSpareAllocs/virtualSpareDivisor: a pool that, counting the
+	// allocation it is about to make, has this many device allocations to
+	// spare against PyTorch's pace (virtualPool.pytorchCalls) takes at
+	// least what it holds over virtualSpareDivisor, not over
+	// virtualGrowthDivisor, where that is still a unit or more: its last
+	// step before the peak then spares 0.6 % at most, not 2.5 %, on large
+	// pools where PyTorch's 20 MiB pages spare less than 1 %
 	// (transformer_training_22_run2, 5.2 GB under the other run's plan:
 	// 1.0149× in 17 device allocations against PyTorch's 1.0106× in 47;
 	// now 1.0003× in 17). Of the generated runs of seeds 1–40, 272 of 320
-	// are served by the other run's plan (269 before; 4 gained, 1 lost),
-	// and of seeds 41–60, which did not choose it, 139 of 160 (134). Six
-	// or seven to spare served 272 too, nine to twelve 273 (nine: 138 on
-	// seeds 41–60), four 268; a divisor of 80 or 320, 272. With no plan it
-	// is not used: pools at their peak then move idle memory about far more
-	// often (llama_generate: 901 bind submissions against 173, for the same
-	// 1.008×), though 294 of 320 generated runs beat PyTorch so, not 288.
+	// are served by the other run's plan (269 before: three gained, none
+	// lost) and 293 beat PyTorch
+	// with no plan (288); of seeds 41–60, measured once this was chosen
+	// on seeds 1–40 (they broke a tie of eight and nine to spare), 138 and
+	// 146 of 160 (134 and 142). Twelve or sixteen to spare gave 272 and
+	// 291. Below a unit a 160th would be the unit itself, and a pool at
+	// its peak growing by units moves idle memory about far more often
+	// (llama_generate with no plan, where a 160th of 2.3 GB is 14 MB: 901
+	// bind submissions against 173, for the same 1.008×); gpt2_train with
+	// no plan makes 134 device allocations for its 1.001× where it made
+	// 103, against PyTorch's 153.
 	virtualSpareAllocs, virtualSpareDivisor = 8, 160
 	// virtualSmallPoolStep: with no plan, a pool short of less than a unit
 	// takes at most what it holds over this (or the shortfall), so a pool
@@ -126,7 +130,9 @@ const (
 // 20 MiB or more to 10 MiB, and one of less, while the pool holds under
 // two units, to half of what it holds if that is less: see chunkBytes and
 // virtualSmallPoolStep), or a fortieth of what it holds if that is more
-// (a twelfth where it keeps PyTorch's pace, virtualPaceStep): one device allocation per shortfall, as PyTorch makes
+// (a twelfth where it keeps PyTorch's pace, virtualPaceStep; a 160th, if
+// that is a unit or more, with allocations to spare against that pace,
+// virtualSpareDivisor): one device allocation per shortfall, as PyTorch makes
 // one mapping call, but for a shortfall past the largest chunk
 // (virtualChunkDivisor), which takes several. So a pool holds at least
 // 20 MiB once it holds anything; under a plan the unit is at most a
@@ -1521,10 +1527,10 @@ func (p *virtualPool) chunkBytes(short uint64) uint64 {
 }
 
 // growthDivisor: a pool short of memory takes at least what it holds over
-// this (virtualGrowthDivisor, or virtualSpareDivisor for a run under a plan
-// with device allocations to spare).
+// this: virtualGrowthDivisor, or virtualSpareDivisor where that is a unit
+// or more and the pool has device allocations to spare.
 func (p *virtualPool) growthDivisor() uint64 {
-	if p.plannedB != 0 && p.pytorchCalls >= p.allocsMade+1+virtualSpareAllocs {
+	if p.usage.BytesReserved/virtualSpareDivisor >= p.unit && p.pytorchCalls >= p.allocsMade+1+virtualSpareAllocs {
 		return virtualSpareDivisor
 	}
 	return virtualGrowthDivisor
@@ -1709,6 +1715,10 @@ func (p *virtualPool) cleanup(explicit bool) {
 	if !explicit {
 		return
 	}
+	// PyTorch's empty_cache unmaps what its segments hold free: from here
+	// its forecast maps again from what is live.
+	p.pytorchSmallMapped = ceilMultiple(p.pytorchSmallLive, pytorchSmallSegment)
+	p.pytorchLargeMapped = ceilMultiple(p.usage.BytesInUse-p.pytorchSmallLive, VirtualChunkUnit)
 	p.binds, p.journal, p.realising = p.binds[:0], p.journal[:0], p.realising[:0]
 	p.unbinding = unbindOnDevice
 	p.unbindIdle(^uint64(0))

@@ -362,6 +362,38 @@ func TestAPoolWithNoPlanKeepsPyTorchsPaceInAllocations(t *testing.T) {
 	t.Logf("%d device allocations, %.4f× the live bytes", s.allocs, float64(m.Usage().BytesReserved)/(n*size))
 }
 
+// An explicit cleanup is PyTorch's empty_cache: its segments unmap what
+// they hold free, so filling the pool again counts PyTorch's mapping calls
+// again. Without that, a pool that once grew large found itself past
+// PyTorch's pace when it grew again, and took a twelfth of what it held
+// at each step (TestGrowingBuffersOneAtATimeHoldLittleMoreThanTheLargest:
+// 1.0764× the largest buffer against 1.05).
+func TestAnExplicitCleanupForecastsPyTorchMappingAgain(t *testing.T) {
+	const n, size, small = 10, 30 << 20, 1 << 20
+	m, _ := newVirtualManager(t, VirtualPlan{})
+	p := m.pools[0].(*virtualPool)
+	fill := func() []Handle {
+		var hs []Handle
+		for range n {
+			hs = append(hs, mustReserve(t, m, size, Eager), mustReserve(t, m, small, Eager))
+		}
+		return hs
+	}
+	freeAll := func(hs []Handle) {
+		for _, h := range hs {
+			require.NoError(t, m.Free(h))
+		}
+	}
+	freeAll(fill())
+	calls := p.pytorchCalls
+	require.Equal(t, uint64(n+n/2), calls, "a call for each large buffer, one for each 2 MiB of small ones")
+	freeAll(fill())
+	require.Equal(t, calls, p.pytorchCalls, "the freed memory is still mapped")
+	m.Cleanup(true)
+	fill()
+	require.Equal(t, 2*calls, p.pytorchCalls, "unmapped at the cleanup, mapped anew")
+}
+
 // A plan the run outgrows is a forecast: the pool grows, warns once with
 // what was planned and what came, and counts each growth; only the device
 // running out of memory fails a reservation.
