@@ -341,13 +341,13 @@ func TestASmallPoolWithNoPlanGrowsByHalfWhatItHolds(t *testing.T) {
 }
 
 // With no plan, a pool that would pass PyTorch's pace in device
-// allocations grows by a twelfth of what it holds at least: forty buffers
-// of 30 MiB, each a mapping call of PyTorch's expandable segments, took
-// forty allocations, one for each, as many as PyTorch; the pace's larger
-// step puts the pool an allocation ahead, and it stays there (39), for at
-// most a twelfth of the peak spare. (With a hundred buffers a fortieth of
-// what is held alone takes the count under PyTorch's, so the test keeps
-// to forty, where only the pace does.)
+// allocations, less a tenth of it kept in hand, grows by a twelfth of what
+// it holds at least: forty buffers of 30 MiB, each a mapping call of
+// PyTorch's expandable segments, took forty allocations, one for each, as
+// many as PyTorch; the pace's larger steps keep the pool a tenth under
+// that (36; 39 with no margin), for at most a twelfth of the peak spare.
+// (With a hundred buffers a fortieth of what is held alone takes the count
+// under PyTorch's, so the test keeps to forty, where only the pace does.)
 func TestAPoolWithNoPlanKeepsPyTorchsPaceInAllocations(t *testing.T) {
 	const n, size = 40, 30 << 20
 	m, s := newVirtualManager(t, VirtualPlan{})
@@ -356,7 +356,7 @@ func TestAPoolWithNoPlanKeepsPyTorchsPaceInAllocations(t *testing.T) {
 	}
 	p := m.pools[0].(*virtualPool)
 	require.Equal(t, uint64(n), p.pytorchCalls, "PyTorch maps pages for each buffer")
-	require.Less(t, s.allocs, n, "fewer device allocations than PyTorch's")
+	require.LessOrEqual(t, s.allocs, n-n/virtualPaceMargin, "a tenth fewer device allocations than PyTorch's")
 	require.LessOrEqual(t, float64(m.Usage().BytesReserved), (1+1.0/virtualPaceStep)*n*size)
 	require.NoError(t, m.checkInvariants())
 	t.Logf("%d device allocations, %.4f× the live bytes", s.allocs, float64(m.Usage().BytesReserved)/(n*size))

@@ -204,10 +204,11 @@ func crossRuns(t testing.TB, pairs [][2]*trace.Trace) []pairOutcome {
 // plan's profile foresees only as far as the two runs grow alike, so the
 // misses are reported by name, not hidden. Seeds 1–9 hold what foresight
 // and the settled start gained (53 of 72 served without either, 59 with
-// foresight alone), and what small pools with no plan gained by growing by
-// halves (66 beat PyTorch before).
+// foresight alone), what small pools with no plan gained by growing by
+// halves (66 beat PyTorch before), and what the pace's tenth in hand
+// gained (67 before).
 func TestGeneratedPairsAgainstPyTorch(t *testing.T) {
-	seeds, wantServed, wantBeaten := 9, 63, 67
+	seeds, wantServed, wantBeaten := 9, 63, 68
 	if tracetest.Quick() {
 		seeds, wantServed, wantBeaten = 1, 8, 7
 	}
