@@ -71,11 +71,10 @@ const (
 	// 1.0149× in 17 device allocations against PyTorch's 1.0106× in 47;
 	// now 1.0003× in 17). Of the generated runs of seeds 1–40, 272 of 320
 	// are served by the other run's plan (269 before: three gained, none
-	// lost) and 293 beat PyTorch
-	// with no plan (288); of seeds 41–60, measured once this was chosen
-	// on seeds 1–40 (they broke a tie of eight and nine to spare), 138 and
-	// 146 of 160 (134 and 142). Twelve or sixteen to spare gave 272 and
-	// 291. Below a unit a 160th would be the unit itself, and a pool at
+	// lost) and 293 beat PyTorch with no plan (288); of seeds 41–60,
+	// measured once this was chosen on seeds 1–40 (they broke a tie of
+	// eight and nine to spare), 138 and 146 of 160 (134 and 142). Twelve
+	// or sixteen to spare gave 272 and 291. Below a unit a 160th would be the unit itself, and a pool at
 	// its peak growing by units moves idle memory about far more often
 	// (llama_generate with no plan, where a 160th of 2.3 GB is 14 MB: 901
 	// bind submissions against 173, for the same 1.008×); gpt2_train with
@@ -563,10 +562,20 @@ func (p *virtualPool) forecastPyTorch(requested uint64) {
 		}
 		return
 	}
-	if large := p.usage.BytesInUse - p.pytorchSmallLive; large > p.pytorchLargeMapped {
+	if large := p.pytorchLargeLive(); large > p.pytorchLargeMapped {
 		p.pytorchCalls++
 		p.pytorchLargeMapped = ceilMultiple(large, VirtualChunkUnit)
 	}
+}
+
+// pytorchLargeLive is the live bytes of requests past pytorchSmallSize.
+func (p *virtualPool) pytorchLargeLive() uint64 { return p.usage.BytesInUse - p.pytorchSmallLive }
+
+// allocsInHand is how many device allocations the pool has made fewer
+// than PyTorch's forecast count, the one it is about to make counted:
+// negative once it would pass PyTorch's pace.
+func (p *virtualPool) allocsInHand() int64 {
+	return int64(p.pytorchCalls) - int64(p.allocsMade+1)
 }
 
 // unforecastPyTorch takes a freed request out of its size class's live
@@ -1517,7 +1526,7 @@ func (p *virtualPool) chunkBytes(short uint64) uint64 {
 		if short < p.unit && held > 0 {
 			want = min(want, p.shortOr(short, held/virtualSmallPoolStep))
 		}
-		if p.allocsMade+1 > p.pytorchCalls-p.pytorchCalls/virtualPaceMargin {
+		if p.allocsInHand() < int64(p.pytorchCalls/virtualPaceMargin) {
 			want = max(want, held/virtualPaceStep)
 		}
 	}
@@ -1542,7 +1551,7 @@ func (p *virtualPool) chunkBytes(short uint64) uint64 {
 // this: virtualGrowthDivisor, or virtualSpareDivisor where that is a unit
 // or more and the pool has device allocations to spare.
 func (p *virtualPool) growthDivisor() uint64 {
-	if p.usage.BytesReserved/virtualSpareDivisor >= p.unit && p.pytorchCalls >= p.allocsMade+1+virtualSpareAllocs {
+	if p.usage.BytesReserved/virtualSpareDivisor >= p.unit && p.allocsInHand() >= virtualSpareAllocs {
 		return virtualSpareDivisor
 	}
 	return virtualGrowthDivisor
@@ -1730,7 +1739,7 @@ func (p *virtualPool) cleanup(explicit bool) {
 	// PyTorch's empty_cache unmaps what its segments hold free: from here
 	// its forecast maps again from what is live.
 	p.pytorchSmallMapped = ceilMultiple(p.pytorchSmallLive, pytorchSmallSegment)
-	p.pytorchLargeMapped = ceilMultiple(p.usage.BytesInUse-p.pytorchSmallLive, VirtualChunkUnit)
+	p.pytorchLargeMapped = ceilMultiple(p.pytorchLargeLive(), VirtualChunkUnit)
 	p.binds, p.journal, p.realising = p.binds[:0], p.journal[:0], p.realising[:0]
 	p.unbinding = unbindOnDevice
 	p.unbindIdle(^uint64(0))

@@ -252,14 +252,15 @@ func TestAPoolWithAllocationsToSpareTakesSmallSteps(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			worst := 0.0
 			for buffers := c.first; buffers <= c.first+1000; buffers += 100 {
-				m, s := newVirtualManager(t, c.plan)
+				m, _ := newVirtualManager(t, c.plan)
 				var peakReserved uint64
 				for range buffers { // lazy: a dry run, which grows as its real run
 					mustReserve(t, m, mib, Lazy)
 					peakReserved = max(peakReserved, m.Usage().BytesReserved)
 				}
 				p := m.pools[0].(*virtualPool)
-				require.LessOrEqual(t, uint64(s.allocs)+virtualSpareAllocs, p.pytorchCalls, "allocations still to spare")
+				// Lazy chunks reach no driver: the pool's own count.
+				require.LessOrEqual(t, p.allocsMade+virtualSpareAllocs, p.pytorchCalls, "allocations still to spare")
 				worst = max(worst, float64(peakReserved)/float64(buffers*mib))
 			}
 			t.Logf("worst reserved peak %.4f× peak live", worst)
