@@ -12,8 +12,9 @@ import (
 // sixteenth up to 3/5 of the foreseen peak), where the plain policy grows
 // by the shortfall; and never by a unit past the foreseen peak, only by
 // the shortfall (twice it once past, up to a fourteenth of what it holds)
-// or a fortieth of what it holds. Without a plan, or while a run
-// follows its plan, nothing changes. Generated pairs (gen.Run runs 1 and
+// or a fortieth of what it holds. Without a plan, while a run follows
+// its plan, or once it holds twice the plan (virtualOutgrownPlan: it then
+// grows as with no plan), this does nothing. Generated pairs (gen.Run runs 1 and
 // 2, each under the other's plan), served within min(1.03×, PyTorch
 // expandable) in PyTorch's device allocations, seeds 1–9 / 10–20 / 21–30:
 //
