@@ -74,8 +74,9 @@ const (
 	// lost) and 293 beat PyTorch with no plan (288); of seeds 41–60,
 	// measured once this was chosen on seeds 1–40 (they broke a tie of
 	// eight and nine to spare), 138 and 146 of 160 (134 and 142). Twelve
-	// or sixteen to spare gave 272 and 291. Below a unit a 160th would be the unit itself, and a pool at
-	// its peak growing by units moves idle memory about far more often
+	// or sixteen to spare gave 272 and 291. Below a unit a 160th would be
+	// the unit itself, and a pool at its peak growing by units moves idle
+	// memory about far more often
 	// (llama_generate with no plan, where a 160th of 2.3 GB is 14 MB: 901
 	// bind submissions against 173, for the same 1.008×); gpt2_train with
 	// no plan makes 134 device allocations for its 1.001× where it made
@@ -1543,8 +1544,8 @@ func (p *virtualPool) chunkBytes(short uint64) uint64 {
 		round = max(p.unit/2, p.granule)
 	}
 	want := max(ceilMultiple(short, round), held/p.growthDivisor())
-	onItsOwn := p.plannedB != 0 && held/virtualOutgrownPlan > p.plannedB // a hostile plan near 2^64 cannot wrap it
-	if p.plannedB == 0 && p.profile == nil || onItsOwn {
+	noPlan := p.growsAsWithNoPlan(held)
+	if noPlan {
 		if short < p.unit && held > 0 {
 			want = min(want, p.shortOr(short, held/virtualSmallPoolStep))
 		}
@@ -1564,11 +1565,23 @@ func (p *virtualPool) chunkBytes(short uint64) uint64 {
 			want = min(want, p.plannedB-held)
 		}
 	}
-	if !onItsOwn {
+	if !noPlan {
 		want = p.foreseenChunk(short, held, want)
 	}
 	want = min(want, max(short, p.heapRoom()))
 	return (want + p.granule - 1) &^ (p.granule - 1)
+}
+
+// growsAsWithNoPlan says whether a pool holding held bytes grows by the
+// no-plan rules: it has no plan, or holds more than virtualOutgrownPlan
+// times its plan (held is divided, so a hostile plan near 2^64 cannot
+// wrap the product). The plan's foresight (foreseenChunk) applies to the
+// others only; with no plan it would change nothing.
+func (p *virtualPool) growsAsWithNoPlan(held uint64) bool {
+	if p.plannedB == 0 {
+		return p.profile == nil
+	}
+	return held/virtualOutgrownPlan > p.plannedB
 }
 
 // growthDivisor: a pool short of memory takes at least what it holds over

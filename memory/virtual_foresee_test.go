@@ -166,39 +166,32 @@ func TestAVirtualPlanPastTheDeviceExpectsTheDevice(t *testing.T) {
 	require.NoError(t, m.checkInvariants())
 }
 
-// outgrowingRun replays, under steadyPlan, a run of the planned run's
-// reservations, each after the weights ten times the planned run's: it
-// peaks at 1004 MiB, ten times the plan. It returns the most bytes the
-// pool held, the device allocations it made, and PyTorch's mapping calls
-// for the run as the pool forecast them.
-func outgrowingRun(t *testing.T) (peakReserved uint64, allocs int, pytorchCalls uint64) {
-	t.Helper()
+// A run that outgrows its planned run (the planned run's reservations,
+// each after the weights ten times the planned run's: it peaks at 1004
+// MiB, ten times the plan) foresees past the planned peak: past 3/2 of it,
+// it grows in steps of a sixteenth of what it holds towards 3/5 of the
+// peak it foresees; past twice the plan it grows as a pool with no plan
+// does, in PyTorch's device allocations at most (as the pool forecast
+// them), and ends within 3 % of its peak. Capped at the planned peak, its
+// foresight had it grow by its shortfalls in the plan's unit (a sixteenth
+// of the plan) or a fortieth of what it held: 78 device allocations
+// (1.0113×); foreseeing past the plan to its peak, 60 (1.0184×), where
+// PyTorch's 20 MiB pages take 51 mapping calls; now 44 (1.0072×).
+func TestARunThatOutgrowsItsPlannedRun(t *testing.T) {
 	const mib = 1 << 20
 	m, s := newVirtualManager(t, steadyPlan())
 	mustReserve(t, m, 4*mib, Eager)
+	var peakReserved uint64
 	for range 100 {
 		mustReserve(t, m, 10*mib, Eager)
 		peakReserved = max(peakReserved, m.Usage().BytesReserved)
 	}
 	require.NoError(t, m.checkInvariants())
-	return peakReserved, s.allocs, m.pools[0].(*virtualPool).pytorchCalls
-}
-
-// A run that outgrows its planned run foresees past the planned peak: past
-// 3/2 of it, it grows in steps of a sixteenth of what it holds towards 3/5
-// of the peak it foresees; past twice the plan it grows as a pool with no
-// plan does, in PyTorch's device allocations at most, and ends within 3 %
-// of its peak. Capped at the planned peak, its foresight had it grow by its
-// shortfalls in the plan's unit (a sixteenth of the plan) or a fortieth of
-// what it held: 78 device allocations (1.0113×); foreseeing past the plan
-// to its peak, 60 (1.0184×), where PyTorch's 20 MiB pages take 51 mapping
-// calls; now 44 (1.0072×).
-func TestARunThatOutgrowsItsPlannedRun(t *testing.T) {
-	peakReserved, allocs, pytorchCalls := outgrowingRun(t)
-	const peakLive = 1004 << 20
-	t.Logf("reserved peak %.4f× peak live in %d device allocations, PyTorch's %d", float64(peakReserved)/peakLive, allocs, pytorchCalls)
+	const peakLive = 1004 * mib
+	pytorchCalls := m.pools[0].(*virtualPool).pytorchCalls
+	t.Logf("reserved peak %.4f× peak live in %d device allocations, PyTorch's %d", float64(peakReserved)/peakLive, s.allocs, pytorchCalls)
 	require.LessOrEqual(t, float64(peakReserved), 1.03*peakLive)
-	require.LessOrEqual(t, uint64(allocs), pytorchCalls, "no more device allocations than PyTorch's mapping calls")
+	require.LessOrEqual(t, uint64(s.allocs), pytorchCalls, "no more device allocations than PyTorch's mapping calls")
 }
 
 // A run that took its weights in one device allocation where PyTorch
