@@ -57,9 +57,34 @@ func TestPageLargerThanTheDeviceMemoryShrinksWithAWarning(t *testing.T) {
 
 	require.NoError(t, m.Install(ArenaLayout(ArenaPlan{Pages: []uint64{4096}, Fallback: []SlicedPool{{PageSize: 1 << 40}}})))
 	require.Contains(t, logged.String(), "arena fallback pool 0: page_size 1099511627776 B")
+}
 
-	// An arena page cannot shrink (its slots are placed in it): refused.
-	err = m.Install(ArenaLayout(ArenaPlan{Pages: []uint64{200_000_000_000}}))
-	require.ErrorIs(t, err, &InstallError{Kind: InvalidLayout})
-	require.ErrorContains(t, err, "larger than the device memory of 17179869184 B")
+// An arena page cannot shrink (its slots are placed in it), but a plan
+// from a dry run, which needs no device memory, may hold pages larger than
+// the device that runs another run of the workload: the layout installs
+// with a warning, and the device is never asked for that page. Slots on
+// the pages that fit are taken as planned; a reservation on the large
+// page's slot misses the plan and goes to the fallback pools as a spill.
+func TestAnArenaPageLargerThanTheDeviceMemorySendsItsSlotsToTheFallback(t *testing.T) {
+	props := vkruntime.DeviceProperties{Alignment: 256, MaxPageSize: 4 << 30, MemorySize: 16 << 30}
+	s := newRefusingStorage()
+	m, err := NewManager(s, props, DirectLayout())
+	require.NoError(t, err)
+	var logged bytes.Buffer
+	m.SetLogger(slog.New(slog.NewTextHandler(&logged, nil)))
+	require.NoError(t, m.Install(ArenaLayout(ArenaPlan{
+		Pages:    []uint64{4096, 200_000_000_000},
+		Slots:    []ArenaSlot{{Size: 4096, Page: 0, Offset: 0}, {Size: 1 << 20, Page: 1, Offset: 0}},
+		Fallback: []SlicedPool{{PageSize: 8 << 20}},
+	})))
+	require.Contains(t, logged.String(), "arena page 1: 200000000000 B is larger than the device memory of 17179869184 B; its slots go to the fallback pools")
+
+	small := mustReserve(t, m, 4096, Eager)
+	require.Equal(t, where{pool: 0, page: 0, offset: 0, size: 4096}, locate(t, m, small), "a page that fits keeps its slots")
+	big := mustReserve(t, m, 1<<20, Eager)
+	require.Equal(t, 1, locate(t, m, big).pool, "the fallback pool, after the arena")
+	require.Equal(t, uint64(1), m.Spills())
+	require.Equal(t, []uint64{4096, 8 << 20}, s.liveSizes(), "the device was never asked for the large page")
+	require.NoError(t, m.Free(big))
+	require.NoError(t, m.Free(small))
 }

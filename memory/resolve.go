@@ -67,7 +67,10 @@ type poolConfig struct {
 // arenaConfig is an arena plan after rounding and validation.
 type arenaConfig struct {
 	pages []uint64
-	slots []ArenaSlot
+	// pastHeap marks the pages larger than the device memory: never asked
+	// of the device, so their slots miss the plan (see resolveArena).
+	pastHeap []bool
+	slots    []ArenaSlot
 	// index places the slots by where they lie with the pages laid end to
 	// end (pageStart), where slots of different pages never overlap.
 	index     *slotIndex
@@ -211,7 +214,8 @@ func resolveArena(plan ArenaPlan, p vkruntime.DeviceProperties, backendLimit uin
 	case len(plan.Slots) > MaxArenaSlots:
 		return resolvedLayout{}, invalidLayout("the arena has %d slots, more than %d", len(plan.Slots), MaxArenaSlots)
 	}
-	cfg := &arenaConfig{pages: make([]uint64, len(plan.Pages)), slots: make([]ArenaSlot, len(plan.Slots))}
+	cfg := &arenaConfig{pages: make([]uint64, len(plan.Pages)), pastHeap: make([]bool, len(plan.Pages)), slots: make([]ArenaSlot, len(plan.Slots))}
+	var notes []string
 	for i, size := range plan.Pages {
 		if size == 0 {
 			return resolvedLayout{}, invalidLayout("arena page %d has size 0", i)
@@ -224,7 +228,12 @@ func resolveArena(plan ArenaPlan, p vkruntime.DeviceProperties, backendLimit uin
 			return resolvedLayout{}, invalidLayout("arena page %d: %d B is larger than the backend's largest allocation of %d B", i, page, backendLimit)
 		}
 		if page > heapLimit(p) {
-			return resolvedLayout{}, invalidLayout("arena page %d: %d B is larger than the device memory of %d B", i, page, p.MemorySize)
+			// A dry run needs no device memory, so its plan may be larger
+			// than the device that runs a smaller run of the workload. The
+			// page cannot shrink (its slots lie in it), but it need not
+			// fail the run: its reservations go to the fallback pools.
+			notes = append(notes, fmt.Sprintf("arena page %d: %d B is larger than the device memory of %d B; its slots go to the fallback pools", i, page, p.MemorySize))
+			cfg.pastHeap[i] = true
 		}
 		cfg.pages[i] = page
 	}
@@ -263,7 +272,6 @@ func resolveArena(plan ArenaPlan, p vkruntime.DeviceProperties, backendLimit uin
 	}
 	cfg.index = newSlotIndex(laidOut)
 	var pools []poolConfig
-	var notes []string
 	if len(plan.Fallback) == 0 {
 		pools = subSlicesPools(p, backendLimit)
 	} else {
