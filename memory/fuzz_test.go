@@ -41,6 +41,11 @@ func fuzzLayouts() []Layout {
 		SlicedLayout(SlicedPool{PageSize: 512, Pages: u64(2), MaxSlice: u64(128), Grow: true}, SlicedPool{PageSize: 2048, Grow: true}),
 		SlicedLayout(SlicedPool{PageSize: 512, Pages: u64(2), MaxSlice: u64(128), Grow: true},
 			SlicedPool{PageSize: 4096, Pages: u64(2), Grow: true, Exclusive: true}),
+		// A page past the device memory: its slots go to the fallback.
+		ArenaLayout(ArenaPlan{
+			Pages: []uint64{1024, fuzzProps.MemorySize + 16},
+			Slots: []ArenaSlot{{64, 1, 0}, {64, 0, 0}, {128, 1, 64}, {64, 0, 64}, {1024, 0, 0}},
+		}),
 		SlicedLayout(SlicedPool{PageSize: 512, MaxSlice: u64(1024)}),
 	}
 }
