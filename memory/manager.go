@@ -90,7 +90,7 @@ type Manager struct {
 	pools      []pool // the dynamic pools in routing order
 	persistent *directPool
 	all        []pool // persistent, arena, then pools: indexed by reservation.pool
-	warned     []bool // per dynamic pool, the arena's, the plan's growth, then the exact pool's
+	warned     []bool // per dynamic pool, the arena's, the plan's growth, the exact pool's, then held room's
 	// exact is the index in pools of the layout's last pool when it is
 	// exclusive (-1: none): a reservation whose sliced page the device has
 	// no memory for takes an allocation of its own size there. exactWayOut
@@ -188,7 +188,7 @@ func (m *Manager) build(l Layout, r resolvedLayout) {
 	if m.arena != nil {
 		m.all[poolArena] = m.arena
 	}
-	m.warned = make([]bool, len(m.pools)+3)
+	m.warned = make([]bool, len(m.pools)+4)
 	m.ordinal, m.spills = 0, 0
 	m.routes = buildRoutes(m.pools)
 	for bitLen := range m.routeStart {
@@ -320,12 +320,14 @@ func (m *Manager) Reserve(size uint64, mapping Mapping) (Handle, error) {
 // unused (Cleanup): where the device has no memory for another page of
 // the pool a size goes to, the reservation takes a device allocation of
 // its own size from the layout's last pool, when that is exclusive (the
-// SubSlices preset's, and a plan's way out). A page may be far larger
-// than its reservation: a plan's largest, or 256 MiB in SubSlices.
+// SubSlices preset's, and a plan's way out), and where the device has no
+// memory for that either, free room in a page that a sliced pool of larger
+// reservations holds. A page may be far larger than its reservation: a
+// plan's largest, or 256 MiB in SubSlices.
 // Reserve does not do this itself: an allocation of its own size that
 // fits beside pages held unused leaves them held, where a cleanup first
-// would have made room for the page. A reservation served so is a spill
-// under a plan, and the manager warns once.
+// would have made room for the page. A reservation given an allocation of
+// its own size is a spill under a plan; the manager warns once of each.
 func (m *Manager) ReserveTight(size uint64, mapping Mapping) (Handle, error) {
 	return m.reserveSlow(size, mapping, true)
 }
@@ -414,7 +416,7 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy, tight bool) (int16,
 		if ref, err := r.sliced.reserve(aligned, size, lazy); err == nil {
 			return r.slicedAt, ref, nil
 		} else if err != errPoolFull {
-			if !tight || !m.mayTakeExact(err) {
+			if !tight || !errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
 				return 0, 0, reserveFailed(size, err)
 			}
 			refused = err
@@ -458,6 +460,15 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy, tight bool) (int16,
 				i, ref, exactAfterRefusal = int16(m.exact), xref, true
 			}
 		}
+		if err != nil && tight && errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
+			// The device has no memory for a page, nor for an allocation
+			// of the reservation's own size: a pool of larger pages may
+			// still have the room in a page it holds.
+			if j, xref, ok := m.roomInHeldPages(candidates[n+1:], aligned, size, lazy); ok {
+				m.warnHeldRoom(int(i), int(j), aligned)
+				i, ref, err = j, xref, nil
+			}
+		}
 		if err != nil {
 			return 0, 0, fmt.Errorf("memory: reserve %d B: %w", size, err)
 		}
@@ -481,6 +492,31 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy, tight bool) (int16,
 		return firstDynamic + i, ref, nil
 	}
 	return 0, 0, &vkruntime.CapacityError{Size: size, Capacity: capBytes, InUse: usedBytes}
+}
+
+// roomInHeldPages reserves aligned bytes in the free room of a page one of
+// the sliced pools of candidates holds, the first that has it, adding no
+// page; ok is false where none has.
+func (m *Manager) roomInHeldPages(candidates []int16, aligned, size uint64, lazy bool) (int16, int32, bool) {
+	for _, j := range candidates {
+		if sp, ok := m.pools[j].(*slicedPool); ok {
+			if ref, err := sp.reserveHeld(aligned, size, lazy); err == nil {
+				return j, ref, true
+			}
+		}
+	}
+	return 0, 0, false
+}
+
+// warnHeldRoom warns once per layout that a reservation the device had no
+// memory for went to a page pool j held for larger ones.
+func (m *Manager) warnHeldRoom(i, j int, aligned uint64) {
+	if m.warned[len(m.pools)+3] {
+		return
+	}
+	m.warned[len(m.pools)+3] = true
+	m.logger.Warn("memory: the device has no memory for the reservation in its pool; it takes free room in a page of a pool of larger ones",
+		"pool", m.reportIndex(i), "bytes", aligned, "to_pool", m.reportIndex(j))
 }
 
 // warnLeftArena warns once per layout that a reservation missed the arena

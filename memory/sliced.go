@@ -103,9 +103,22 @@ func (p *slicedPool) dropBlock(blocks []sliceBlock, b int32) {
 }
 
 func (p *slicedPool) reserve(size, requested uint64, lazy bool) (int32, error) {
+	return p.reserveIn(size, requested, lazy, true)
+}
+
+// reserveHeld is reserve in the pages the pool holds, adding none:
+// errPoolFull where none has the room.
+func (p *slicedPool) reserveHeld(size, requested uint64, lazy bool) (int32, error) {
+	return p.reserveIn(size, requested, lazy, false)
+}
+
+func (p *slicedPool) reserveIn(size, requested uint64, lazy, addPages bool) (int32, error) {
 	for {
 		pi := p.tree.first(size)
 		if pi < 0 {
+			if !addPages {
+				return 0, errPoolFull
+			}
 			var err error
 			if pi, err = p.addPage(lazy); err != nil {
 				return 0, err
