@@ -99,7 +99,7 @@ func (p *arenaPool) place(k uint64, size, requested uint64, lazy bool) (ref int3
 		return 0, false, nil, nil
 	}
 	slot := p.cfg.slots[k]
-	if slot.Size != size || p.cfg.pastHeap[slot.Page] {
+	if slot.Size != size || p.cfg.pages[slot.Page] > p.cfg.heap {
 		return 0, false, nil, nil
 	}
 	pg := &p.pages[slot.Page]

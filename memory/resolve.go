@@ -67,10 +67,10 @@ type poolConfig struct {
 // arenaConfig is an arena plan after rounding and validation.
 type arenaConfig struct {
 	pages []uint64
-	// pastHeap marks the pages larger than the device memory: never asked
-	// of the device, so their slots miss the plan (see resolveArena).
-	pastHeap []bool
-	slots    []ArenaSlot
+	// heap is the device memory (heapLimit): a page past it is never asked
+	// of the device, so its slots miss the plan (see resolveArena).
+	heap  uint64
+	slots []ArenaSlot
 	// index places the slots by where they lie with the pages laid end to
 	// end (pageStart), where slots of different pages never overlap.
 	index     *slotIndex
@@ -214,7 +214,7 @@ func resolveArena(plan ArenaPlan, p vkruntime.DeviceProperties, backendLimit uin
 	case len(plan.Slots) > MaxArenaSlots:
 		return resolvedLayout{}, invalidLayout("the arena has %d slots, more than %d", len(plan.Slots), MaxArenaSlots)
 	}
-	cfg := &arenaConfig{pages: make([]uint64, len(plan.Pages)), pastHeap: make([]bool, len(plan.Pages)), slots: make([]ArenaSlot, len(plan.Slots))}
+	cfg := &arenaConfig{pages: make([]uint64, len(plan.Pages)), heap: heapLimit(p), slots: make([]ArenaSlot, len(plan.Slots))}
 	var notes []string
 	for i, size := range plan.Pages {
 		if size == 0 {
@@ -227,13 +227,12 @@ func resolveArena(plan ArenaPlan, p vkruntime.DeviceProperties, backendLimit uin
 		if page > backendLimit {
 			return resolvedLayout{}, invalidLayout("arena page %d: %d B is larger than the backend's largest allocation of %d B", i, page, backendLimit)
 		}
-		if page > heapLimit(p) {
+		if page > cfg.heap {
 			// A dry run needs no device memory, so its plan may be larger
 			// than the device that runs a smaller run of the workload. The
 			// page cannot shrink (its slots lie in it), but it need not
 			// fail the run: its reservations go to the fallback pools.
 			notes = append(notes, fmt.Sprintf("arena page %d: %d B is larger than the device memory of %d B; its slots go to the fallback pools", i, page, p.MemorySize))
-			cfg.pastHeap[i] = true
 		}
 		cfg.pages[i] = page
 	}

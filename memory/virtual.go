@@ -76,11 +76,10 @@ const (
 	// eight and nine to spare), 138 and 146 of 160 (134 and 142). Twelve
 	// or sixteen to spare gave 272 and 291. Below a unit a 160th would be
 	// the unit itself, and a pool at its peak growing by units moves idle
-	// memory about far more often
-	// (llama_generate with no plan, where a 160th of 2.3 GB is 14 MB: 901
-	// bind submissions against 173, for the same 1.008×); gpt2_train with
-	// no plan makes 134 device allocations for its 1.001× where it made
-	// 103, against PyTorch's 153.
+	// memory about far more often (llama_generate with no plan, where a
+	// 160th of 2.3 GB is 14 MB: 901 bind submissions against 173, for the
+	// same 1.008×); gpt2_train with no plan makes 134 device allocations
+	// for its 1.001× where it made 103, against PyTorch's 153.
 	virtualSpareAllocs, virtualSpareDivisor = 8, 160
 	// virtualSmallPoolStep: with no plan, a pool short of less than a unit
 	// takes at most what it holds over this (or the shortfall), so a pool

@@ -12,17 +12,17 @@ import (
 
 // A plan never fails a run the device holds with no plan (goal 2 of plans
 // that hold on the real run), on a device with sparse residency in the
-// H200's granules and little memory to spare: each generated run, on
-// devices of 1.05, 1.2 and 1.5 times its peak that run it with no plan,
-// runs under the basic and the strong plan of the other run of its
-// workload. The plans are made for that device from a dry run on the
-// H200-like one, as a dry run needs no device memory; where the dry run's
-// stream does not fit the smaller device under its own plan, Derive
-// refuses to plan and there is nothing to run. Seeds 1–12 pass. Not
-// covered here: with 2 MiB granules 6 runs of seeds 1–12 fail at 1.05
-// times their peak (959 runs under a plan over both granules), and without
-// sparse residency 9 of 509 of seeds 1–9, where arena pages held by their
-// live slots leave the fallback pools too little.
+// H200's granules and little memory to spare: each generated run, on devices
+// of 1.05, 1.2 and 1.5 times its peak that run it with no plan, runs under
+// the basic and the strong plan of the other run of its workload. The plans
+// are made for that device from a dry run on the H200-like one, as a dry run
+// needs no device memory; where the dry run's stream does not fit the
+// smaller device under its own plan, Derive refuses to plan and there is
+// nothing to run. Seeds 1–12 pass (484 runs). Not covered here: with 2 MiB
+// granules 6 runs of seeds 1–12 fail at 1.05 times their peak (959 runs
+// under a plan over both granules), and without sparse residency 14 of 194
+// of seeds 1–9, where arena pages held by their live slots leave the
+// fallback pools too little.
 func TestAPlanNeverFailsARunATightDeviceHolds(t *testing.T) {
 	seeds := 2
 	if testing.Short() {
