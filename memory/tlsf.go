@@ -146,6 +146,24 @@ func (r *tlsfRange) find(size uint64) int32 {
 	return r.heads[fl<<tlsfSLBits|bits.TrailingZeros16(r.slBitmap[fl])]
 }
 
+// largestFree appends to into, up to its capacity, free blocks from the
+// largest bins down, each bin's in its list's order: the blocks find
+// reaches last, as it takes the smallest bin that fits.
+func (r *tlsfRange) largestFree(into []int32) []int32 {
+	for fls := r.flBitmap; fls != 0 && len(into) < cap(into); {
+		fl := 63 - bits.LeadingZeros64(fls)
+		fls &^= 1 << uint(fl)
+		for sls := r.slBitmap[fl]; sls != 0 && len(into) < cap(into); {
+			sl := 15 - bits.LeadingZeros16(sls)
+			sls &^= 1 << uint(sl)
+			for b := r.heads[fl<<tlsfSLBits|sl]; b != none && len(into) < cap(into); b = r.blocks[b].nextFree {
+				into = append(into, b)
+			}
+		}
+	}
+	return into
+}
+
 func (r *tlsfRange) newBlock() int32 {
 	if r.spare != none {
 		b := r.spare

@@ -66,3 +66,29 @@ func TestTLSFUnprependUndoesPrepend(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, uint64(100), off)
 }
+
+// largestFree lists free blocks from the largest bins down, as many as
+// the slice it appends to holds: those find reaches last.
+func TestTLSFLargestFreeListsTheLargestBinsFirst(t *testing.T) {
+	r := newTLSFRange(1 << 20)
+	var blocks []int32
+	for _, size := range []uint64{64, 16, 4096, 16, 1024, 16, 256, 16} {
+		b, _, ok := r.alloc(size)
+		require.True(t, ok)
+		blocks = append(blocks, b)
+	}
+	for _, i := range []int{0, 2, 4, 6} { // holes of 64, 4096, 1024 and 256 B between live blocks of 16
+		r.release(blocks[i])
+	}
+	sizes := func(bs []int32) (out []uint64) {
+		for _, b := range bs {
+			require.True(t, r.blocks[b].free)
+			out = append(out, r.blocks[b].size)
+		}
+		return out
+	}
+	rest := uint64(1<<20) - (64 + 4096 + 1024 + 256 + 4*16)
+	require.Equal(t, []uint64{rest, 4096, 1024}, sizes(r.largestFree(make([]int32, 0, 3))))
+	require.Equal(t, []uint64{rest, 4096, 1024, 256, 64}, sizes(r.largestFree(make([]int32, 0, 8))), "every free block, and no more")
+	require.Empty(t, r.largestFree(nil))
+}

@@ -290,6 +290,45 @@ func TestWithoutAPlanTheNextPlacesAboveAreBound(t *testing.T) {
 	require.NoError(t, m.checkInvariants())
 }
 
+// Idle memory is unbound where TLSF places last, in its largest free
+// blocks: a small hole keeps its memory bound, so the small reservation
+// that reuses it needs no submission. The hand alone, sweeping from the
+// range's start, unbound the small hole first.
+func TestIdleMemoryGoesFromTheLargestFreeBlocksFirst(t *testing.T) {
+	const g = testGranule
+	m, s := newVirtualManager(t, VirtualPlan{})
+	// One chunk of a unit, every granule of it bound by the first
+	// submission (the first reservation and the spare memory above it).
+	var hs []Handle
+	for _, n := range []uint64{1, 1, 1, 32, 1, 264} { // granules 0, 1, 2, 3..34, 35, 36..299
+		hs = append(hs, mustReserve(t, m, n*g, Eager))
+	}
+	require.Equal(t, 1, s.allocs)
+	require.Equal(t, 1, s.calls)
+	hole, err := m.Resolve(hs[1])
+	require.NoError(t, err)
+	require.NoError(t, m.Free(hs[1])) // a hole of one granule
+	require.NoError(t, m.Free(hs[3])) // a hole of 32
+	// Too large for either hole: above the live reservations, over the
+	// last 20 granules bound ahead and 20 unbound.
+	x := mustReserve(t, m, 40*g, Eager)
+	require.Equal(t, 1, s.allocs, "idle memory holds it")
+	require.Equal(t, 2, s.calls)
+	_, bound := s.bound[[2]uint64{uint64(hole.ID), hole.Offset}]
+	require.True(t, bound, "the small hole keeps its memory: the hole of 32 granules gave what was short")
+	y := mustReserve(t, m, g, Eager)
+	sh, err := m.Resolve(y)
+	require.NoError(t, err)
+	require.Equal(t, hole.Offset, sh.Offset, "TLSF reuses the small hole")
+	require.Equal(t, 2, s.calls, "on memory still bound: no submission")
+	for _, h := range []Handle{x, y} {
+		sh, err := m.Resolve(h)
+		require.NoError(t, err)
+		require.NoError(t, s.backed(sh))
+	}
+	require.NoError(t, m.checkInvariants())
+}
+
 // A shortfall of a unit or more, one large reservation's, is rounded up to
 // half units, not whole ones: it is still one device allocation, and what
 // it leaves spare, often at the run's peak, is at most half a unit. Smaller
