@@ -49,7 +49,8 @@ storage that counts device allocations and holds no memory.
 --layout is a preset (virtual, the default; sub-slices, exclusive-pages,
 direct), a layout JSON literal, or a file holding one. The device model has
 sparse residency in 64 KiB granules, as the H200's Vulkan driver reports: the virtual layout
-binds device memory under live bytes only, and the replay counts the binds. With --plan the replay is the dry run: a plan
+binds device memory under live bytes only, and the replay counts the binds (with --json the
+memory they bind and unbind too: bound_bytes, unbound_bytes). With --plan the replay is the dry run: a plan
 is derived from it and the stream is replayed again under the plan.
 
 --bench times the layout beside a reference, in this process and on the
@@ -186,6 +187,8 @@ type replayFigures struct {
 	DriverAllocs      uint64        `json:"driver_allocs"`
 	BindCalls         uint64        `json:"bind_calls"`
 	Binds             uint64        `json:"binds"`
+	BoundBytes        uint64        `json:"bound_bytes"`
+	UnboundBytes      uint64        `json:"unbound_bytes"`
 	Spills            uint64        `json:"spills"`
 	// PlanCapacity is what the layout plans to reserve (a virtual plan's
 	// planned bytes, capped pools' pages; absent for an unplanned layout),
@@ -197,7 +200,8 @@ type replayFigures struct {
 func figuresOf(r *replay.Result) replayFigures {
 	capacity := streamsCapacity(r)
 	return replayFigures{Layout: r.Layout, ReservedPeakBytes: r.ReservedPeakBytes, DriverAllocs: r.DriverAllocs,
-		BindCalls: r.BindCalls, Binds: r.Binds, Spills: r.Spills, PlanCapacity: capacity,
+		BindCalls: r.BindCalls, Binds: r.Binds, BoundBytes: r.BoundBytes, UnboundBytes: r.UnboundBytes,
+		Spills: r.Spills, PlanCapacity: capacity,
 		GrowthBytes: growth(r.ReservedPeakBytes, capacity, persistentBytes(r))}
 }
 

@@ -48,6 +48,8 @@ type replayJSONLine struct {
 	ReservedPeakBytes uint64          `json:"reserved_peak_bytes"`
 	DriverAllocs      uint64          `json:"driver_allocs"`
 	BindCalls         uint64          `json:"bind_calls"`
+	BoundBytes        uint64          `json:"bound_bytes"`
+	UnboundBytes      uint64          `json:"unbound_bytes"`
 	Spills            uint64          `json:"spills"`
 	PlanCapacity      uint64          `json:"plan_capacity_bytes"`
 	GrowthBytes       uint64          `json:"growth_bytes"`
@@ -191,6 +193,9 @@ func TestReplayTableShowsTheBindSubmissions(t *testing.T) {
 	l := parseReplayLines(t, js)[0]
 	require.Positive(t, l.BindCalls)
 	require.Positive(t, l.Plan.BindCalls)
+	// What stays bound at the end is held memory.
+	require.Greater(t, l.BoundBytes, l.UnboundBytes)
+	require.LessOrEqual(t, l.BoundBytes-l.UnboundBytes, l.ReservedPeakBytes, "bound %d B, unbound %d B", l.BoundBytes, l.UnboundBytes)
 	require.Regexp(t, fmt.Sprintf(`resnet50_train .* %d +%d +virtual: .* [0-9.]+× +%d +%d +%d\s*\n`,
 		l.DriverAllocs, l.BindCalls, l.Plan.DriverAllocs, l.Plan.BindCalls, l.Plan.Spills), out)
 }

@@ -9,6 +9,7 @@ import (
 // sparseCounts are a CountingStorage's counters of sparse residency.
 type sparseCounts struct {
 	ranges, calls, binds, unbinds uint64
+	boundBytes, unboundBytes      uint64
 }
 
 // H200Granule is the sparse binding granularity replays assume: the
@@ -84,12 +85,14 @@ func (s *CountingStorage) Bind(_ vkruntime.StorageID, binds []vkruntime.SparseBi
 	if err := vkruntime.CheckOverlappingBinds(binds); err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
-	var bound uint64
+	var bound, boundBytes, unboundBytes uint64
 	for _, b := range binds {
 		if b.Memory == 0 {
+			unboundBytes += b.Size
 			continue
 		}
 		bound++
+		boundBytes += b.Size
 		if a, ok := s.allocation(b.Memory); !ok || b.MemoryOffset > a.size || b.Size > a.size-b.MemoryOffset {
 			return fmt.Errorf("replay: bind of %d B at %d of allocation %d, which is not held or too small", b.Size, b.MemoryOffset, b.Memory)
 		}
@@ -97,5 +100,7 @@ func (s *CountingStorage) Bind(_ vkruntime.StorageID, binds []vkruntime.SparseBi
 	s.sparse.calls++
 	s.sparse.binds += bound
 	s.sparse.unbinds += uint64(len(binds)) - bound
+	s.sparse.boundBytes += boundBytes
+	s.sparse.unboundBytes += unboundBytes
 	return nil
 }

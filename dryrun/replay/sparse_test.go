@@ -161,3 +161,20 @@ func TestRangesAStreamNoLongerNeedsGoBack(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(82<<30), r.PeakLiveBytes, "the third stream at its peak, and a buffer of each before it")
 }
+
+// A replay counts the memory its submissions bind and unbind, as the
+// device's time grows with it. Two buffers of 10 MiB fill the first chunk
+// of 20 MiB (the first binds it all: its own granules and, ahead, the
+// next buffer's); the first freed, a buffer of 12 MiB fits neither its
+// hole nor the chunk, lands above, and takes the hole's memory, unbound,
+// and 2 MiB of a new chunk of 10 MiB.
+func TestAReplayCountsTheMemoryItsSubmissionsMove(t *testing.T) {
+	const mib = 1 << 20
+	tr := tracetest.Inline(t, fmt.Sprintf("a 1 %d 0\na 2 %d 0\nf 1\na 3 %d 0\n", 10*mib, 10*mib, 12*mib))
+	r, err := replay.Run(tr, memory.VirtualLayout(memory.VirtualPlan{}), replay.Options{})
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), r.DriverAllocs)
+	require.Equal(t, uint64(2), r.BindCalls)
+	require.Equal(t, uint64(20+12)*mib, r.BoundBytes, "the first chunk, then the third buffer")
+	require.Equal(t, uint64(10*mib), r.UnboundBytes, "the hole's memory, moved under the third buffer")
+}

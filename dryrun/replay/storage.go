@@ -106,8 +106,10 @@ type StorageCounts struct {
 	// VirtualRanges counts address ranges made for sparse residency (no
 	// memory behind them), BindCalls the submissions binding or unbinding
 	// memory in them (vkQueueBindSparse), Binds and Unbinds the ranges
-	// bound and unbound, one VkSparseMemoryBind each.
+	// bound and unbound, one VkSparseMemoryBind each, and BoundBytes and
+	// UnboundBytes the memory they bound and unbound.
 	VirtualRanges, BindCalls, Binds, Unbinds uint64
+	BoundBytes, UnboundBytes                 uint64
 }
 
 // Counts reads the counters.
@@ -116,5 +118,6 @@ func (s *CountingStorage) Counts() StorageCounts {
 	defer s.mu.Unlock()
 	return StorageCounts{Allocs: s.allocs, Deallocs: s.deallocs, Live: s.allocs - s.deallocs,
 		BytesHeld: s.bytesHeld, PeakBytesHeld: s.peakHeld, VirtualRanges: s.sparse.ranges,
-		BindCalls: s.sparse.calls, Binds: s.sparse.binds, Unbinds: s.sparse.unbinds}
+		BindCalls: s.sparse.calls, Binds: s.sparse.binds, Unbinds: s.sparse.unbinds,
+		BoundBytes: s.sparse.boundBytes, UnboundBytes: s.sparse.unboundBytes}
 }
