@@ -1332,13 +1332,12 @@ func (p *virtualPool) flushStale(g0, g1 int) {
 // unbindIdle unbinds idle granules until the chunks have spare granules
 // for n, or none is idle: first those inside the placement's largest free
 // blocks (lookRange), then those idle longest as the map's hand sweeps
-// round. What the device does with those it binds is
-// p.unbinding's. Each run of idle granules goes whole, though it holds
-// more than n: the spare granules are held either way, and a run cut
-// short leaves bound and unbound granules interleaved where the next
-// reservation lands, each stretch of them a bind of its own (bert_dynamic:
-// 2,845 binds in 501 submissions; whole runs: 2,070, the same memory and
-// submissions).
+// round. What the device does with those it binds is p.unbinding's. Each
+// run of idle granules goes whole, though it holds more than n: the spare
+// granules are held either way, and a run cut short leaves bound and
+// unbound granules interleaved where the next reservation lands, each
+// stretch of them a bind of its own (bert_dynamic: 2,845 binds in 501
+// submissions; whole runs: 2,070, the same memory and submissions).
 func (p *virtualPool) unbindIdle(n uint64) {
 	if p.spareGr >= n || p.gm.idle == 0 {
 		return
