@@ -1331,31 +1331,37 @@ func (p *virtualPool) flushStale(g0, g1 int) {
 
 // unbindIdle unbinds idle granules until the chunks have spare granules
 // for n, or none is idle: first those inside the placement's largest free
-// blocks (lookRange), then those idle longest as the map's hand sweeps
-// round. What the device does with those it binds is p.unbinding's. Each
-// run of idle granules goes whole, though it holds more than n: the spare
+// blocks, then those idle longest as the map's hand sweeps round. TLSF
+// places in its largest free blocks last, as it takes the smallest bin
+// that fits: a small hole is reused soon, and were its granules unbound
+// the reservation that reuses it would need a submission to bind them
+// again. With the hand alone, every submission that bound spare memory
+// under a reservation in a hole bound granules a submission had unbound
+// before (gpt2_train 111 of them, bert_dynamic 198); the generated runs
+// of seeds 1–40 now make 6.8 % fewer submissions under the other run's
+// plan and 7.4 % fewer with no plan (seeds 41–60: 7.5 % and 7.7 %),
+// reserving the same bytes in the same device allocations on every run.
+// What the device does with those it binds is p.unbinding's. Each run of
+// idle granules goes whole, though it holds more than n: the spare
 // granules are held either way, and a run cut short leaves bound and
 // unbound granules interleaved where the next reservation lands, each
 // stretch of them a bind of its own (bert_dynamic: 2,845 binds in 501
 // submissions; whole runs: 2,070, the same memory and submissions).
 func (p *virtualPool) unbindIdle(n uint64) {
 	if p.spareGr >= n || p.gm.idle == 0 {
-		return
+		return // most submissions: the chunks have spare memory
 	}
 	var look [unbindLook]int32
 	for _, blk := range p.place.largestFree(look[:0]) {
 		// A block's runs in turn: unbinding one leaves the blocks before
 		// it without idle granules, so a search from the largest again
 		// would come back here.
-		for g0, g1 := p.lookRange(blk); ; {
+		for g0, g1 := p.lookRange(blk); p.spareGr < n && p.gm.idle > 0; {
 			a, b := p.gm.run(idleBound, g0, g1)
 			if a < 0 {
 				break
 			}
 			p.gm.unbindRun(a, b, true, p.unbound)
-			if p.spareGr >= n || p.gm.idle == 0 {
-				return
-			}
 			g0 = b
 		}
 	}
@@ -1374,16 +1380,7 @@ const (
 )
 
 // lookRange is the granules of free block blk that unbindIdle looks in
-// for idle ones. Memory is unbound in the largest free blocks first
-// because TLSF places there last: it takes the smallest bin that fits,
-// so a small hole is reused soon, and were its granules unbound the
-// reservation that reuses it would need a submission to bind them again.
-// The generated runs of seeds 1–40 made 6.8 % fewer submissions under the
-// other run's plan and 7.4 % fewer with no plan (seeds 41–60: 7.5 % and
-// 7.7 %), reserving the same bytes in the same device allocations on every
-// run; with the hand alone, every submission that bound spare memory under
-// a reservation in a hole bound granules a submission had unbound before
-// (gpt2_train 111 of them, bert_dynamic 198).
+// for idle ones.
 func (p *virtualPool) lookRange(blk int32) (g0, g1 int) {
 	off := p.place.blocks[blk].offset + p.slotsEnd
 	g0 = p.granuleOf(off)
