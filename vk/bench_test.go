@@ -3,6 +3,7 @@
 package vk
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/vkrt/vkrt/kernel"
@@ -61,9 +62,14 @@ func BenchmarkMatMul128(b *testing.B) {
 }
 
 // A sparse bind submission (vkQueueBindSparse, waited on), as a virtual
-// pool makes one per reservation that needs memory bound: one granule, a
-// run of 256 granules in one bind, and 64 granules apart in one submission.
-// Each op binds, the next unbinds, so the figure is per submission.
+// pool makes one per reservation that needs memory bound: contiguous runs
+// of 1 to 16,384 granules in one bind each (64 KiB to 1 GiB on 64 KiB
+// granules), 4,096 of them one granule off 2 MiB alignment, and 16, 64 or
+// 256 single granules apart in one submission.
+// Each op binds, the next unbinds, so the figure is per submission; the
+// ranges and bytes a submission names are reported beside it, so what the
+// device's time grows with (submissions, ranges or bytes) reads off one
+// run.
 func BenchmarkSparseBind(b *testing.B) {
 	d := openTestDevice(b)
 	s := d.storage
@@ -71,29 +77,37 @@ func BenchmarkSparseBind(b *testing.B) {
 	if g == 0 {
 		b.Skipf("device %s has no sparse residency", d.Name())
 	}
-	v, err := s.ReserveVirtual(1024 * g)
+	const granules = 16384
+	v, err := s.ReserveVirtual(2 * granules * g)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.ReleaseVirtual(v.ID)
-	m := alloc(b, d, 256*g)
-	for _, c := range []struct {
+	m := alloc(b, d, granules*g)
+	type bindCase struct {
 		name  string
 		binds []vkruntime.SparseBind
-	}{
-		{"granule", []vkruntime.SparseBind{{Size: g, Memory: m.ID}}},
-		{"run-of-256", []vkruntime.SparseBind{{Size: 256 * g, Memory: m.ID}}},
-		{"64-apart", func() []vkruntime.SparseBind {
-			out := make([]vkruntime.SparseBind, 64)
-			for i := range out {
-				out[i] = vkruntime.SparseBind{Offset: uint64(2*i) * g, Size: g, Memory: m.ID, MemoryOffset: uint64(i) * g}
-			}
-			return out
-		}()},
-	} {
+	}
+	var cases []bindCase
+	for _, n := range []uint64{1, 16, 256, 4096, granules} {
+		cases = append(cases, bindCase{fmt.Sprintf("run-of-%d", n), []vkruntime.SparseBind{{Size: n * g, Memory: m.ID}}})
+	}
+	// The same 256 MiB a granule past 2 MiB alignment, in the range and
+	// in the memory: a driver may map aligned runs with larger pages.
+	cases = append(cases, bindCase{"run-of-4096-unaligned", []vkruntime.SparseBind{{Offset: g, Size: 4096 * g, Memory: m.ID, MemoryOffset: g}}})
+	for _, n := range []int{16, 64, 256} {
+		apart := make([]vkruntime.SparseBind, n)
+		for i := range apart {
+			apart[i] = vkruntime.SparseBind{Offset: uint64(2*i) * g, Size: g, Memory: m.ID, MemoryOffset: uint64(i) * g}
+		}
+		cases = append(cases, bindCase{fmt.Sprintf("%d-apart", n), apart})
+	}
+	for _, c := range cases {
 		unbinds := make([]vkruntime.SparseBind, len(c.binds))
+		var bytes uint64
 		for i, bd := range c.binds {
 			unbinds[i] = vkruntime.SparseBind{Offset: bd.Offset, Size: bd.Size}
+			bytes += bd.Size
 		}
 		b.Run(c.name, func(b *testing.B) {
 			bound := false
@@ -112,6 +126,8 @@ func BenchmarkSparseBind(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(float64(len(c.binds)), "ranges/op")
+			b.ReportMetric(float64(bytes)/(1<<20), "MiB/op")
 		})
 	}
 }
