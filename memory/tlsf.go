@@ -146,6 +146,26 @@ func (r *tlsfRange) find(size uint64) int32 {
 	return r.heads[fl<<tlsfSLBits|bits.TrailingZeros16(r.slBitmap[fl])]
 }
 
+// binFrom is the first bin at or past bin holding a free block, or -1.
+func (r *tlsfRange) binFrom(bin int) int {
+	fl, sl := bin>>tlsfSLBits, uint(bin&(1<<tlsfSLBits-1))
+	if fl >= 64 {
+		return -1
+	}
+	if m := r.slBitmap[fl] & (^uint16(0) << sl); m != 0 {
+		return fl<<tlsfSLBits | bits.TrailingZeros16(m)
+	}
+	if fl+1 >= 64 {
+		return -1
+	}
+	m := r.flBitmap & (^uint64(0) << uint(fl+1))
+	if m == 0 {
+		return -1
+	}
+	fl = bits.TrailingZeros64(m)
+	return fl<<tlsfSLBits | bits.TrailingZeros16(r.slBitmap[fl])
+}
+
 // largestFree appends to into, up to its capacity, free blocks from the
 // largest bins down, each bin's in its list's order: the blocks find
 // reaches last, as it takes the smallest bin that fits.

@@ -92,3 +92,25 @@ func TestTLSFLargestFreeListsTheLargestBinsFirst(t *testing.T) {
 	require.Equal(t, []uint64{rest, 4096, 1024, 256, 64}, sizes(r.largestFree(make([]int32, 0, 8))), "every free block, and no more")
 	require.Empty(t, r.largestFree(nil))
 }
+
+// binFrom finds the next bin holding a free block, at or past the one
+// asked, across powers of two, and -1 past the last.
+func TestTLSFBinFromFindsTheNextBinWithAFreeBlock(t *testing.T) {
+	r := newTLSFRange(1 << 20)
+	var blocks []int32
+	for _, size := range []uint64{64, 16, 4096, 16} {
+		b, _, ok := r.alloc(size)
+		require.True(t, ok)
+		blocks = append(blocks, b)
+	}
+	r.release(blocks[0]) // a hole of 64 B
+	r.release(blocks[2]) // and one of 4096 B
+	rest := tlsfBin(uint64(1<<20) - (64 + 4096 + 2*16))
+	require.Equal(t, tlsfBin(64), r.binFrom(0))
+	require.Equal(t, tlsfBin(64), r.binFrom(tlsfBin(64)))
+	require.Equal(t, tlsfBin(4096), r.binFrom(tlsfBin(64)+1))
+	require.Equal(t, tlsfBin(4096), r.binFrom(tlsfBin(4096)))
+	require.Equal(t, rest, r.binFrom(tlsfBin(4096)+1))
+	require.Equal(t, -1, r.binFrom(rest+1))
+	require.Equal(t, -1, r.binFrom(len(r.heads)-1))
+}

@@ -1173,3 +1173,51 @@ func TestARunLeavingASmallPlanPlacesInItsFirstRange(t *testing.T) {
 		require.NoError(t, m.Free(h))
 	}
 }
+
+// A reservation whose TLSF block lacks memory, while the pool has too
+// little spare memory for it, goes to a free block near it in TLSF's bins
+// whose granules have memory bound: it needs no submission, where binding
+// TLSF's block would unbind idle memory elsewhere to move it there.
+func TestAReservationGoesWhereMemoryIsBoundRatherThanMoveIt(t *testing.T) {
+	const g = testGranule
+	m, s := newVirtualManager(t, VirtualPlan{})
+	// A chunk of a unit, every granule used: granule 0, a hole-to-be of
+	// 12 granules, a granule, and the rest.
+	a := mustReserve(t, m, g, Eager)
+	h := mustReserve(t, m, 12*g, Eager)
+	b := mustReserve(t, m, g, Eager)
+	rest := mustReserve(t, m, VirtualChunkUnit-14*g, Eager)
+	require.Equal(t, 1, s.allocs)
+	require.Equal(t, 1, s.calls)
+	hole, err := m.Resolve(h)
+	require.NoError(t, err)
+	require.NoError(t, m.Free(h))
+	// A unit more, above: the hole's memory moves under it, so the hole's
+	// granules have none now, and a second chunk gives the rest.
+	x := mustReserve(t, m, VirtualChunkUnit, Eager)
+	require.Equal(t, 2, s.allocs)
+	require.Equal(t, 2, s.calls)
+	_, bound := s.bound[[2]uint64{uint64(hole.ID), hole.Offset}]
+	require.False(t, bound, "the hole's memory went to the unit above")
+	// 16 granules above that, and the spare memory above them bound with
+	// them in the same submission: idle, in the free block above.
+	e := mustReserve(t, m, 16*g, Eager)
+	require.Equal(t, 3, s.calls)
+	es, err := m.Resolve(e)
+	require.NoError(t, err)
+	_, bound = s.bound[[2]uint64{uint64(es.ID), es.Offset + 16*g}]
+	require.True(t, bound, "the granule above the 16 has memory bound ahead")
+	// One granule: TLSF's block is the hole, which has no memory; the
+	// free block above the 16 granules does.
+	y := mustReserve(t, m, g, Eager)
+	require.Equal(t, 3, s.calls, "on memory already bound: no submission")
+	ys, err := m.Resolve(y)
+	require.NoError(t, err)
+	require.Equal(t, es.Offset+16*g, ys.Offset, "placed where memory is bound, not in the hole")
+	for _, h := range []Handle{a, b, rest, x, e, y} {
+		sh, err := m.Resolve(h)
+		require.NoError(t, err)
+		require.NoError(t, s.backed(sh))
+	}
+	require.NoError(t, m.checkInvariants())
+}
