@@ -1337,7 +1337,7 @@ func (p *virtualPool) flushStale(g0, g1 int) {
 // again. With the hand alone, every submission that bound spare memory
 // under a reservation in a hole bound granules a submission had unbound
 // before (gpt2_train 111 of them, bert_dynamic 198); the generated runs
-// of seeds 1–40 now make 6.8 % fewer submissions under the other run's
+// of seeds 1–40 made 6.8 % fewer submissions under the other run's
 // plan and 7.4 % fewer with no plan (seeds 41–60: 7.5 % and 7.7 %),
 // reserving the same bytes in the same device allocations on every run.
 // What the device does with those it binds is p.unbinding's. Each run of
