@@ -63,9 +63,10 @@ func TestInterleavedRunsKeepEachRunsStream(t *testing.T) {
 	}
 }
 
-// smallestDevice is the smallest device, in steps of 0.5 % of peak from
-// 1.000 to 1.200 times it, from which on runs succeeds on every larger
-// one of the steps: 1.205 where it fails at 1.200.
+// smallestDevice tries devices of 1.000 to 1.200 times peak, in steps of
+// 0.005, and returns the smallest from which runs succeeds on every step
+// up to 1.200: a run that fails on a device and succeeds on a smaller one
+// counts from above the failure. 1.205 is a failure at 1.200.
 func smallestDevice(peak uint64, runs func(device uint64) bool) float64 {
 	from := 1000
 	for x := 1000; x <= 1200; x += 5 {
