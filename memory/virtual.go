@@ -1788,7 +1788,7 @@ func (p *virtualPool) addChunks(short uint64, lazy bool) ([]int, error) {
 		}
 		added = append(added, p.addChunk(dp))
 		p.allocsMade++
-		want -= min(want, size)
+		want -= size // size <= want: the step is a granule multiple, at least the shortfall
 		short -= min(short, size)
 	}
 	return added, nil

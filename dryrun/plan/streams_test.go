@@ -103,9 +103,7 @@ func BenchmarkStreamsOnATightDevice(b *testing.B) {
 							each = append(each, gen.Run(uint64(seed), shape, uint64(1+i%2)))
 						}
 						tr := interleave(fmt.Sprintf("%s_%d_x%d", shape, seed, streams), each)
-						free, err := replay.Run(tr, memory.VirtualLayout(memory.VirtualPlan{}), replay.Options{})
-						require.NoError(b, err)
-						peak := free.PeakLiveBytes
+						peak := tr.PeakLiveBytes()
 						o := smallestDevice(peak, func(device uint64) bool {
 							d := replay.H200()
 							d.MemorySize = device
