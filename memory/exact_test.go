@@ -191,7 +191,7 @@ func TestATightReservationTheDeviceRefusesTakesRoomInALargerPoolsPage(t *testing
 		require.NoError(t, err, c.name)
 		require.Equal(t, where{pool: 1, page: 0, offset: 6144, size: 256}, locate(t, m, h), c.name)
 		require.Equal(t, held, s.liveSizes(), c.name)
-		require.Contains(t, log.String(), "it takes free room in a page of a pool of larger ones", c.name)
+		require.Contains(t, log.String(), "it takes free room in a page another pool holds", c.name)
 		require.NoError(t, m.checkInvariants(), c.name)
 
 		// No held page has room for 4096 B: it fails and changes nothing.
@@ -207,6 +207,59 @@ func TestATightReservationTheDeviceRefusesTakesRoomInALargerPoolsPage(t *testing
 		for _, h := range small {
 			require.NoError(t, m.Free(h), c.name)
 		}
+		require.NoError(t, m.checkInvariants(), c.name)
+	}
+}
+
+// A tight reservation the device has no memory for takes free room in a
+// page a pool of smaller reservations holds too, when no pool of larger
+// ones has it: a slice past a pool's largest is still a slice of its
+// page. Before, it failed with the room held (see roomInOtherPools for
+// what that cost SubSlices with no plan on devices without sparse
+// residency). Reserve still fails, and so does a tight reservation no held
+// page has the room for, changing nothing; the page serves its own sizes
+// again once the slice is freed.
+func TestATightReservationTheDeviceRefusesTakesRoomInASmallerPoolsPage(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		layout Layout
+	}{
+		{"sliced", SlicedLayout(SlicedPool{PageSize: 8192, MaxSlice: u64(1024)}, SlicedPool{PageSize: 65536})},
+		{"with an exclusive pool", SlicedLayout(SlicedPool{PageSize: 8192, MaxSlice: u64(1024)}, SlicedPool{PageSize: 65536},
+			SlicedPool{PageSize: 1 << 20, Exclusive: true})},
+	} {
+		m, s := newRefusingManager(t, c.layout)
+		var log bytes.Buffer
+		m.SetLogger(slog.New(slog.NewTextHandler(&log, nil)))
+		small := mustReserve(t, m, 512, Eager)
+		require.Equal(t, 0, locate(t, m, small).pool, c.name)
+		held := s.liveSizes()
+		require.Equal(t, []uint64{8192}, held, c.name)
+
+		s.refuse = 100 // the device has no memory left
+		before := m.Report()
+		_, err := m.Reserve(4096, Eager)
+		require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory, "%s: Reserve takes no other pool's room", c.name)
+		require.Equal(t, before, m.Report(), c.name)
+		h, err := m.ReserveTight(4096, Eager)
+		require.NoError(t, err, c.name)
+		require.Equal(t, where{pool: 0, page: 0, offset: 512, size: 4096}, locate(t, m, h), c.name)
+		require.Equal(t, held, s.liveSizes(), "%s: the device was given nothing", c.name)
+		require.Contains(t, log.String(), "it takes free room in a page another pool holds", c.name)
+		require.NoError(t, m.checkInvariants(), c.name)
+
+		// 4096 B more: the page has 3584 B left, so it fails and changes nothing.
+		before = m.Report()
+		_, err = m.ReserveTight(4096, Eager)
+		require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory, c.name)
+		require.Equal(t, before, m.Report(), c.name)
+		require.Equal(t, held, s.liveSizes(), c.name)
+
+		require.NoError(t, m.Free(h), c.name)
+		again := mustReserve(t, m, 1024, Eager)
+		require.Equal(t, where{pool: 0, page: 0, offset: 512, size: 1024}, locate(t, m, again), "%s: the freed room serves the page's own sizes", c.name)
+		require.NoError(t, m.Free(again), c.name)
+		require.NoError(t, m.Free(small), c.name)
 		require.NoError(t, m.checkInvariants(), c.name)
 	}
 }

@@ -183,7 +183,7 @@ func TestEveryStorageFailureThroughTheClientSurfacesAsItsClassAndLeaksNothing(t 
 						// them again when the device refuses: that Alloc takes
 						// the second failure, and the client's retry succeeds.
 						handsBack := c.name == "exclusive-pages" || c.name == "direct"
-						heldRoom := strings.Contains(logged, "it takes free room in a page of a pool of larger ones")
+						heldRoom := strings.Contains(logged, "it takes free room in a page another pool holds")
 						if op == faultstorage.Alloc && run == runs[len(runs)-1] && len(s.Injected()) == run && c.granule == 0 && !handsBack && !heldRoom {
 							require.NotEmpty(t, failures, "%s: the client's retry failed too, so the failure surfaces", armed)
 						}
