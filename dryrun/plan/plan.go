@@ -87,7 +87,7 @@ func plannableBytes(t *trace.Trace) error {
 			continue
 		}
 		if e.Size > maxPlannedBytes-live {
-			return fmt.Errorf("%w: %s line %d: %d B more with %d B live pass the %d B a plan can hold", ErrCannotPlan, t.Name, e.Line, e.Size, live, uint64(maxPlannedBytes))
+			return fmt.Errorf("%w: %s %s: %d B more with %d B live pass the %d B a plan can hold", ErrCannotPlan, t.Name, e.Where(), e.Size, live, uint64(maxPlannedBytes))
 		}
 		sizes[e.Index] = e.Size
 		live += e.Size

@@ -223,7 +223,7 @@ func (r *replayer) events(run []trace.Event, from int) error {
 		a := &r.allocs[e.Index]
 		fm := r.managers[a.owner]
 		if err := fm.Free(a.h); err != nil {
-			return fmt.Errorf("replay: %s line %d: free: %w", r.t.Name, e.Line, err)
+			return fmt.Errorf("replay: %s %s: free: %w", r.t.Name, e.Where(), err)
 		}
 		r.live -= a.size
 		if r.observe != nil {
@@ -237,7 +237,7 @@ func (r *replayer) events(run []trace.Event, from int) error {
 func (r *replayer) switchTo(e *trace.Event) error {
 	m, k, err := r.pools.manager(e.Stream)
 	if err != nil {
-		return fmt.Errorf("replay: %s line %d: stream %d: %w", r.t.Name, e.Line, e.Stream, err)
+		return fmt.Errorf("replay: %s %s: stream %d: %w", r.t.Name, e.Where(), e.Stream, err)
 	}
 	r.m, r.k, r.stream, r.managers = m, k, e.Stream, r.pools.managers
 	return nil
@@ -256,8 +256,8 @@ func (r *replayer) retry(e *trace.Event, err error) (memory.Handle, error) {
 			return h, nil
 		}
 	}
-	return h, fmt.Errorf("replay: %s line %d: %d B with %d B live and %d B reserved: %w",
-		r.t.Name, e.Line, e.Size, r.live, r.pools.storage.Counts().BytesHeld, err)
+	return h, fmt.Errorf("replay: %s %s: %d B with %d B live and %d B reserved: %w",
+		r.t.Name, e.Where(), e.Size, r.live, r.pools.storage.Counts().BytesHeld, err)
 }
 
 // Measure is Run, timed.

@@ -301,3 +301,20 @@ func TestASmallBufferLeavesALargeFreePageFree(t *testing.T) {
 		require.Equal(t, uint64(90<<30+100<<20), r.ReservedPeakBytes, name)
 	}
 }
+
+// A stream with no source (generated, or recorded from a guest's dry run)
+// has no lines: an error names the allocation, where it said "line 0".
+func TestAnErrorInAStreamWithNoSourceNamesTheAllocation(t *testing.T) {
+	tr := &trace.Trace{Name: "made", Allocations: 2, Events: []trace.Event{
+		{Op: trace.OpAlloc, Index: 0, Size: 600 << 10},
+		{Op: trace.OpAlloc, Index: 1, Size: 600 << 10},
+		{Op: trace.OpFree, Index: 0},
+		{Op: trace.OpFree, Index: 1},
+	}}
+	device := replay.H200()
+	device.MemorySize = 1 << 20
+	_, err := replay.Run(tr, memory.SubSlicesLayout(), replay.Options{Device: device, NoSparse: true})
+	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
+	require.ErrorContains(t, err, "replay: made allocation 2: 614400 B with 614400 B live")
+	require.NotContains(t, err.Error(), "line 0")
+}

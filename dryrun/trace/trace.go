@@ -57,6 +57,20 @@ type Event struct {
 	Line   int    // 1-based line number in the source; 0 for generated streams
 }
 
+// Where names the event in an error: its line in the source, or, in a
+// stream with no source (generated, or recorded from a guest's dry run),
+// the allocation it makes or frees, counted from 1.
+func (e *Event) Where() string {
+	switch {
+	case e.Line > 0:
+		return fmt.Sprintf("line %d", e.Line)
+	case e.Op == OpFree:
+		return fmt.Sprintf("free of allocation %d", int64(e.Index)+1)
+	default:
+		return fmt.Sprintf("allocation %d", int64(e.Index)+1)
+	}
+}
+
 // Trace is a parsed allocation stream.
 type Trace struct {
 	Name        string

@@ -303,3 +303,9 @@ func TestReadFileProgressTellsTheBytesRead(t *testing.T) {
 	}
 	require.Equal(t, size, told[len(told)-1][0], "the whole file was read")
 }
+
+func TestWhereNamesTheLineOrTheAllocation(t *testing.T) {
+	require.Equal(t, "line 7", (&trace.Event{Op: trace.OpFree, Index: 2, Line: 7}).Where())
+	require.Equal(t, "allocation 3", (&trace.Event{Op: trace.OpAlloc, Index: 2}).Where())
+	require.Equal(t, "free of allocation 3", (&trace.Event{Op: trace.OpFree, Index: 2}).Where())
+}

@@ -75,14 +75,14 @@ func measureIn(t *trace.Trace, size uint64) (*Result, replay.Timing, error) {
 		if e.Op == trace.OpAlloc {
 			a, err := b.Allocate(e.Size)
 			if err != nil {
-				return nil, replay.Timing{}, fmt.Errorf("tlsfref: %s line %d: %d B with %d B live: %w", t.Name, e.Line, e.Size, live, err)
+				return nil, replay.Timing{}, fmt.Errorf("tlsfref: %s %s: %d B with %d B live: %w", t.Name, e.Where(), e.Size, live, err)
 			}
 			handles[e.Index], sizes[e.Index] = a.Handle, e.Size
 			live += e.Size
 			res.PeakLiveBytes = max(res.PeakLiveBytes, live)
 		} else {
 			if err := b.Free(handles[e.Index]); err != nil {
-				return nil, replay.Timing{}, fmt.Errorf("tlsfref: %s line %d: free: %w", t.Name, e.Line, err)
+				return nil, replay.Timing{}, fmt.Errorf("tlsfref: %s %s: free: %w", t.Name, e.Where(), err)
 			}
 			live -= sizes[e.Index]
 		}
