@@ -180,7 +180,7 @@ func TestMemberNamesListsTopLevelNamesInOrder(t *testing.T) {
 // MemberNames lists what a decoder reading the object token by token
 // finds at its top.
 func FuzzMemberNames(f *testing.F) {
-	for _, s := range []string{`{"a":1,"b":{"c":"d"}}`, `{"x\"y":[1,{"z":2}],"x\"y":null}`, `{}`, `[{"a":1}]`, `"s"`} {
+	for _, s := range []string{`{"a":1,"b":{"c":"d"}}`, `{"x\"y":[1,{"z":2}],"x\"y":null}`, `{}`, `[{"a":1}]`, `"s"`, "{\"\xff\":1,\"\xfe\":2}", "{\"a\x7f\":1}"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
