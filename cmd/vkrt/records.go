@@ -81,16 +81,11 @@ type recordLine struct {
 }
 
 func listRecords(ctx context.Context, out io.Writer, envName string, q environment.Query, asJSON bool) error {
-	entries, err := queryEnvironment(ctx, envName, q)
-	if err != nil {
-		return err
-	}
 	if asJSON {
 		// Every record is written as stored; one the table could not show
 		// still fails the command, as the table does.
-		_, undecodable := memoryRecords(entries, "written as stored")
 		enc := json.NewEncoder(out)
-		for _, e := range entries {
+		undecodable, err := eachRecord(ctx, envName, q, "written as stored", func(e environment.Entry, _ *memory.Record) error {
 			line := recordLine{ID: e.ID, Kind: e.Kind, Label: e.Label, Record: e.Body}
 			if !e.Time.IsZero() {
 				t := e.Time.UTC()
@@ -99,18 +94,22 @@ func listRecords(ctx context.Context, out io.Writer, envName string, q environme
 			if err := enc.Encode(line); err != nil {
 				return fmt.Errorf("writing record %d: %w", e.ID, err)
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		if undecodable != nil {
 			return undecodable
 		}
 		return nil
 	}
-	records, undecodable := memoryRecords(entries, "listed with '-'")
+	// The table holds its rows' text only, not the records.
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTIME\tKIND\tLABEL\tPOOLS\tRESERVED\tIN USE\tPEAK PAGES")
-	for i, e := range entries {
+	undecodable, err := eachRecord(ctx, envName, q, "listed with '-'", func(e environment.Entry, rec *memory.Record) error {
 		pools, reserved, inUse, peak := "-", "-", "-", "-"
-		if rec := records[i]; rec != nil {
+		if rec != nil {
 			u := rec.Report.Usage()
 			pools = strconv.Itoa(len(rec.Report.Dynamic) + 1) // the dynamic pools and the persistent one
 			reserved, inUse = memory.FormatBytes(u.BytesReserved), memory.FormatBytes(u.BytesInUse)
@@ -122,6 +121,10 @@ func listRecords(ctx context.Context, out io.Writer, envName string, q environme
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, when, e.Kind, printable.Label(e.Label),
 			pools, reserved, inUse, peak)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -132,10 +135,15 @@ func listRecords(ctx context.Context, out io.Writer, envName string, q environme
 	return nil
 }
 
-// queryEnvironment opens an environment read-only, so that reading never
-// creates it or gets in the way of a process writing records, and returns
-// the records q selects, oldest first.
-func queryEnvironment(ctx context.Context, name string, q environment.Query) ([]environment.Entry, error) {
+// eachRecord opens an environment read-only, so that reading never
+// creates it or gets in the way of a process writing records, and calls fn
+// with each record q selects, oldest first, a page at a time
+// (environment.Env.Each), and with its decoded memory record: nil for a
+// record of another kind or one that cannot be decoded. Those are named
+// in undecodable, which a reader returns once it has shown the rest; shown
+// says what became of them. An error of fn ends the listing.
+func eachRecord(ctx context.Context, name string, q environment.Query, shown string,
+	fn func(environment.Entry, *memory.Record) error) (undecodable *undecodableError, _ error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -144,38 +152,43 @@ func queryEnvironment(ctx context.Context, name string, q environment.Query) ([]
 		return nil, err
 	}
 	defer env.Close()
-	return env.Query(ctx, q)
-}
-
-// memoryRecords decodes the memory records among entries: records[i] is
-// entry i's, nil for a record of another kind or one that cannot be
-// decoded. A reader shows the rest and then fails with undecodable, which
-// names each record that could not be decoded; shown says what became of
-// them. undecodable is nil when every memory record decodes.
-func memoryRecords(entries []environment.Entry, shown string) (records []*memory.Record, undecodable *undecodableError) {
-	records = make([]*memory.Record, len(entries))
-	for i, e := range entries {
-		if e.Kind != memory.RecordKind && !e.Time.IsZero() {
-			continue
-		}
-		var rec memory.Record
-		err := error(nil)
-		if e.Time.IsZero() {
-			err = fmt.Errorf("record %d: %w", e.ID, errRecordTime)
-		} else if err = e.Decode(&rec); err == nil {
-			err = checkTotals(e, rec.Report)
-		}
+	total := 0
+	err = env.Each(ctx, q, func(e environment.Entry) error {
+		total++
+		rec, err := memoryRecord(e)
 		if err != nil {
 			if undecodable == nil {
-				undecodable = &undecodableError{Total: len(entries), Shown: shown}
+				undecodable = &undecodableError{Shown: shown}
 			}
+			e.Body = nil // named, not kept
 			undecodable.Entries = append(undecodable.Entries, e)
 			undecodable.Errs = append(undecodable.Errs, err)
-			continue
 		}
-		records[i] = &rec
+		return fn(e, rec)
+	})
+	if undecodable != nil {
+		undecodable.Total = total
 	}
-	return records, undecodable
+	return undecodable, err
+}
+
+// memoryRecord decodes a memory record: nil for a record of another kind,
+// and an error for one that cannot be decoded.
+func memoryRecord(e environment.Entry) (*memory.Record, error) {
+	if e.Time.IsZero() {
+		return nil, fmt.Errorf("record %d: %w", e.ID, errRecordTime)
+	}
+	if e.Kind != memory.RecordKind {
+		return nil, nil
+	}
+	var rec memory.Record
+	if err := e.Decode(&rec); err != nil {
+		return nil, err
+	}
+	if err := checkTotals(e, rec.Report); err != nil {
+		return nil, err
+	}
+	return &rec, nil
 }
 
 // undecodableError names the memory records of an environment that could

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vkrt/vkrt/internal/htmlreport"
 	"github.com/vkrt/vkrt/internal/printable"
+	"github.com/vkrt/vkrt/memory"
 	"github.com/vkrt/vkrt/runtime/environment"
 )
 
@@ -134,16 +135,16 @@ func reportTraces(paths []string, layouts htmlreport.Layouts, bar *replayProgres
 // that cannot be decoded are named on the page and in undecodable, and the
 // rest are drawn, as vkrt records lists them.
 func envRecords(ctx context.Context, name string) (_ *htmlreport.EnvRecords, undecodable error, _ error) {
-	entries, err := queryEnvironment(ctx, name, environment.Query{Kind: environment.KindMemory})
+	out := &htmlreport.EnvRecords{Name: name}
+	bad, err := eachRecord(ctx, name, environment.Query{Kind: environment.KindMemory}, "left out of the records chart",
+		func(e environment.Entry, rec *memory.Record) error {
+			if rec != nil {
+				out.Records = append(out.Records, htmlreport.EnvRecord{ID: e.ID, Label: e.Label, Time: e.Time, Report: rec.Report})
+			}
+			return nil
+		})
 	if err != nil {
 		return nil, nil, err
-	}
-	records, bad := memoryRecords(entries, "left out of the records chart")
-	out := &htmlreport.EnvRecords{Name: name}
-	for i, e := range entries {
-		if rec := records[i]; rec != nil {
-			out.Records = append(out.Records, htmlreport.EnvRecord{ID: e.ID, Label: e.Label, Time: e.Time, Report: rec.Report})
-		}
 	}
 	if bad == nil {
 		return out, nil, nil

@@ -31,4 +31,8 @@
 // rather than write where no reader looks. An
 // environment reached through a symbolic link is read with
 // the log next to the file the link points to, where SQLite keeps it.
+//
+// Each lists records a page at a time, so a listing of a large environment
+// holds one page of bodies, not all of them; Query collects what Each
+// lists.
 package environment

@@ -3,6 +3,7 @@ package environment
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -442,4 +443,74 @@ func TestRecordDecodingRefusesNumbersPastTheirField(t *testing.T) {
 	v, err := Decode[sizedRecord](ent)
 	require.NoError(t, err)
 	require.Equal(t, sizedRecord{BytesReserved: 1<<64 - 1, Pages: 1<<32 - 1}, v)
+}
+
+// Each reads a page of records at a time, so a listing of a large
+// environment holds one page, not every record: the records of several
+// pages come in order, once each, with Last and a label glob selecting
+// across page boundaries as Query does; records put while it lists are
+// left out; an error of fn ends it and is returned as it is.
+func TestEachReadsPageByPage(t *testing.T) {
+	env := openTemp(t, "pages")
+	ctx := context.Background()
+	n := 2*EachPage + 3
+	for i := range n {
+		label := "even"
+		if i%2 == 1 {
+			label = "odd"
+		}
+		_, err := env.Put(ctx, label, sampleRecord{Seq: i})
+		require.NoError(t, err)
+	}
+	for _, q := range []Query{{}, {Last: EachPage + 7}, {LabelGlob: "o*"}, {LabelGlob: "e*", Last: EachPage + 1}, {Kind: "sample", Last: 1}, {Kind: "other"}} {
+		want, err := env.Query(ctx, q)
+		require.NoError(t, err)
+		var seqs []int
+		err = env.Each(ctx, q, func(ent Entry) error {
+			rec, err := Decode[sampleRecord](ent)
+			require.NoError(t, err)
+			seqs = append(seqs, rec.Seq)
+			return nil
+		})
+		require.NoError(t, err)
+		var wantSeqs []int
+		for i := range n {
+			if q.LabelGlob == "o*" && i%2 == 0 || q.LabelGlob == "e*" && i%2 == 1 || q.Kind == "other" {
+				continue
+			}
+			wantSeqs = append(wantSeqs, i)
+		}
+		if q.Last > 0 {
+			wantSeqs = wantSeqs[len(wantSeqs)-q.Last:]
+		}
+		require.Equal(t, wantSeqs, seqs, "%+v", q)
+		require.Len(t, want, len(seqs), "%+v: Query lists what Each does", q)
+	}
+
+	listed := 0
+	err := env.Each(ctx, Query{}, func(Entry) error {
+		if listed == 0 {
+			_, err := env.Put(ctx, "late", sampleRecord{Seq: -1})
+			require.NoError(t, err)
+		}
+		listed++
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, n, listed, "a record put while Each lists is left out")
+	all, err := env.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, all, n+1, "and listed by the next")
+
+	stop := errors.New("enough")
+	listed = 0
+	err = env.Each(ctx, Query{}, func(Entry) error {
+		listed++
+		if listed == EachPage+1 {
+			return stop
+		}
+		return nil
+	})
+	require.Same(t, stop, err)
+	require.Equal(t, EachPage+1, listed)
 }

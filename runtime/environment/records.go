@@ -161,24 +161,118 @@ func (e *Env) Get(ctx context.Context, id int64) (Entry, error) {
 }
 
 // Query returns the records q selects, oldest first (in the order they were
-// committed).
+// committed): Each, collected.
 func (e *Env) Query(ctx context.Context, q Query) ([]Entry, error) {
-	if err := e.usable(); err != nil {
+	var out []Entry
+	if err := e.Each(ctx, q, func(ent Entry) error {
+		out = append(out, ent)
+		return nil
+	}); err != nil {
 		return nil, err
 	}
+	return out, nil
+}
+
+// EachPage is how many records Each reads at a time.
+const EachPage = 256
+
+// Each calls fn with each record q selects, oldest first, reading EachPage
+// of them at a time: a listing holds one page at once, not every record
+// (20,000 memory records of 1.7 kB held 140 MB in vkrt records when they
+// were all read first). The records are those stored when Each began:
+// records are never changed or removed, and ones put meanwhile have
+// larger ids than any it lists, so it leaves them out. An error fn
+// returns ends Each and is returned as it is.
+func (e *Env) Each(ctx context.Context, q Query, fn func(Entry) error) error {
+	if err := e.usable(); err != nil {
+		return err
+	}
+	where, args, err := q.clauses()
+	if err != nil {
+		return err
+	}
+	filter := ""
+	if len(where) > 0 {
+		filter = " AND " + strings.Join(where, " AND ")
+	}
+	// The ids to list: past from, up to top. With Last, from is below the
+	// Last-th newest selected id.
+	var from, top int64
+	var found bool
+	err = e.read(func(db *sql.DB) error {
+		var maxID sql.NullInt64
+		if err := db.QueryRowContext(ctx, "SELECT max(id) FROM records").Scan(&maxID); err != nil {
+			return err
+		}
+		top, found, from = maxID.Int64, maxID.Valid, math.MinInt64
+		if !found || q.Last == 0 {
+			return nil
+		}
+		var low sql.NullInt64
+		stmt := "SELECT min(id) FROM (SELECT id FROM records NOT INDEXED WHERE id <= ?" + filter + " ORDER BY id DESC LIMIT ?)"
+		if err := db.QueryRowContext(ctx, stmt, append(append([]any{top}, args...), q.Last)...).Scan(&low); err != nil {
+			return err
+		}
+		found = low.Valid
+		from = low.Int64 - 1
+		return nil
+	})
+	if errors.Is(err, errNoTable) || err == nil && !found {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("environment %q: reading records: %w", e.name, dbError(e.path, e.busy, err))
+	}
+	// NOT INDEXED: by the kind's index SQLite read every record of the
+	// kind and sorted them for each page (20,000 records listed in 11 s,
+	// 7 s read at once); by id, a page reads on from where the last ended.
+	stmt := "SELECT " + entryColumns + " FROM records NOT INDEXED WHERE id > ? AND id <= ?" + filter + " ORDER BY id LIMIT ?"
+	page := make([]Entry, 0, EachPage)
+	for {
+		err := e.read(func(db *sql.DB) error {
+			page = page[:0]
+			rows, err := db.QueryContext(ctx, stmt, append(append([]any{from, top}, args...), EachPage)...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				ent, err := scanEntry(rows)
+				if err != nil {
+					return err
+				}
+				page = append(page, ent)
+			}
+			return rows.Err()
+		})
+		if err != nil && !errors.Is(err, errNoTable) {
+			return fmt.Errorf("environment %q: reading records: %w", e.name, dbError(e.path, e.busy, err))
+		}
+		for _, ent := range page {
+			if err := fn(ent); err != nil {
+				return err
+			}
+		}
+		if len(page) < EachPage {
+			return nil
+		}
+		from = page[len(page)-1].ID
+	}
+}
+
+// clauses are the conditions q puts on records, with their arguments.
+func (q Query) clauses() (where []string, args []any, err error) {
 	if q.Kind != "" {
 		if err := validateKind(q.Kind); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if err := validateGlob(q.LabelGlob); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if q.Last < 0 {
-		return nil, fmt.Errorf("%w: Last is %d, must be 0 (all) or positive", ErrInvalidRecord, q.Last)
+		return nil, nil, fmt.Errorf("%w: Last is %d, must be 0 (all) or positive", ErrInvalidRecord, q.Last)
 	}
-	var where []string
-	var args []any
 	if q.Kind != "" {
 		where, args = append(where, "kind = ?"), append(args, q.Kind)
 	}
@@ -193,39 +287,7 @@ func (e *Env) Query(ctx context.Context, q Query) ([]Entry, error) {
 	default:
 		where, args = append(where, "time_ns >= ?"), append(args, q.Since.UnixNano())
 	}
-	stmt := "SELECT " + entryColumns + " FROM records"
-	if len(where) > 0 {
-		stmt += " WHERE " + strings.Join(where, " AND ")
-	}
-	if q.Last > 0 {
-		stmt = "SELECT * FROM (" + stmt + " ORDER BY id DESC LIMIT ?)"
-		args = append(args, q.Last)
-	}
-	stmt += " ORDER BY id"
-	var out []Entry
-	err := e.read(func(db *sql.DB) error {
-		out = nil
-		rows, err := db.QueryContext(ctx, stmt, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			ent, err := scanEntry(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, ent)
-		}
-		return rows.Err()
-	})
-	if errors.Is(err, errNoTable) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("environment %q: reading records: %w", e.name, dbError(e.path, e.busy, err))
-	}
-	return out, nil
+	return where, args, nil
 }
 
 // QueryAs returns the records of T's kind that q selects, decoded. q.Kind
