@@ -178,7 +178,7 @@ const EachPage = 256
 
 // Each calls fn with each record q selects, oldest first, reading EachPage
 // of them at a time: a listing holds one page at once, not every record
-// (20,000 memory records of 1.7 kB held 140 MB in vkrt records when they
+// (20,000 memory records of 1.7 kB held 145 MB in vkrt records when they
 // were all read first). The records are those stored when Each began:
 // records are never changed or removed, and ones put meanwhile have
 // larger ids than any it lists, so it leaves them out. An error fn
