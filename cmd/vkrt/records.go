@@ -160,8 +160,9 @@ func eachRecord(ctx context.Context, name string, q environment.Query, shown str
 			if undecodable == nil {
 				undecodable = &undecodableError{Shown: shown}
 			}
-			e.Body = nil // named, not kept
-			undecodable.Entries = append(undecodable.Entries, e)
+			named := e
+			named.Body = nil // named, not kept
+			undecodable.Entries = append(undecodable.Entries, named)
 			undecodable.Errs = append(undecodable.Errs, err)
 		}
 		return fn(e, rec)

@@ -218,7 +218,10 @@ func TestRecordsListsTheRestWhenOneRecordCannotBeDecoded(t *testing.T) {
 	out, err = executeRecords(t, "--env", "bench", "--json")
 	require.ErrorIs(t, err, strictjson.ErrNumberDoesNotFit)
 	require.ErrorContains(t, err, "1 of 5 records could not be decoded")
-	require.Len(t, strings.Split(strings.TrimRight(out, "\n"), "\n"), 5, "%s", out)
+	jsonLines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.Len(t, jsonLines, 5, "%s", out)
+	require.Contains(t, jsonLines[3], `"label":"wrapped"`)
+	require.Contains(t, jsonLines[3], `"bytes_reserved":18446744073709551617`, "the bad record as stored")
 }
 
 // labelledRecordsTable is `vkrt records` over an environment of one memory
