@@ -156,23 +156,33 @@ func TestWarningsNameThePoolsAsTheReportDoes(t *testing.T) {
 	require.IsType(t, ExclusiveKind{}, m.Report().Dynamic[named].Kind, "the pool the warning names: %s", log.String())
 }
 
+// withAndWithoutExclusive are the layouts of two sliced pools, small and
+// large, alone and with an exclusive pool after them: a tight reservation
+// tries that pool's own-size allocation before any held page's room.
+func withAndWithoutExclusive(small, large SlicedPool) []struct {
+	name   string
+	layout Layout
+} {
+	return []struct {
+		name   string
+		layout Layout
+	}{
+		{"sliced", SlicedLayout(small, large)},
+		{"with an exclusive pool", SlicedLayout(small, large, SlicedPool{PageSize: 1 << 20, Exclusive: true})},
+	}
+}
+
 // A tight reservation the device has no memory for, in its pool or as an
 // allocation of its own size, takes free room in a page a pool of larger
 // reservations holds before it fails: on devices without sparse residency
 // of 1.05, 1.2, 1.5 and 2 times a generated run's peak, SubSlices with no
 // plan failed runs with such room held (seeds 1–9: 13, 38, 69 and 72 of 72
-// runs run now, 5, 29, 60 and 65 before). Reserve itself still fails, and
+// runs ran with it, 5, 29, 60 and 65 before; roomInHeldPages gives the
+// figures with the smaller pools' pages too). Reserve itself still fails, and
 // so does a tight reservation no held page has the room for, changing
 // nothing.
 func TestATightReservationTheDeviceRefusesTakesRoomInALargerPoolsPage(t *testing.T) {
-	for _, c := range []struct {
-		name   string
-		layout Layout
-	}{
-		{"sliced", SlicedLayout(SlicedPool{PageSize: 1024, MaxSlice: u64(256)}, SlicedPool{PageSize: 8192})},
-		{"with an exclusive pool", SlicedLayout(SlicedPool{PageSize: 1024, MaxSlice: u64(256)}, SlicedPool{PageSize: 8192},
-			SlicedPool{PageSize: 1 << 20, Exclusive: true})},
-	} {
+	for _, c := range withAndWithoutExclusive(SlicedPool{PageSize: 1024, MaxSlice: u64(256)}, SlicedPool{PageSize: 8192}) {
 		m, s := newRefusingManager(t, c.layout)
 		var log bytes.Buffer
 		m.SetLogger(slog.New(slog.NewTextHandler(&log, nil)))
@@ -214,20 +224,13 @@ func TestATightReservationTheDeviceRefusesTakesRoomInALargerPoolsPage(t *testing
 // A tight reservation the device has no memory for takes free room in a
 // page a pool of smaller reservations holds too, when no pool of larger
 // ones has it: a slice past a pool's largest is still a slice of its
-// page. Before, it failed with the room held (see roomInOtherPools for
+// page. Before, it failed with the room held (see roomInHeldPages for
 // what that cost SubSlices with no plan on devices without sparse
 // residency). Reserve still fails, and so does a tight reservation no held
 // page has the room for, changing nothing; the page serves its own sizes
 // again once the slice is freed.
 func TestATightReservationTheDeviceRefusesTakesRoomInASmallerPoolsPage(t *testing.T) {
-	for _, c := range []struct {
-		name   string
-		layout Layout
-	}{
-		{"sliced", SlicedLayout(SlicedPool{PageSize: 8192, MaxSlice: u64(1024)}, SlicedPool{PageSize: 65536})},
-		{"with an exclusive pool", SlicedLayout(SlicedPool{PageSize: 8192, MaxSlice: u64(1024)}, SlicedPool{PageSize: 65536},
-			SlicedPool{PageSize: 1 << 20, Exclusive: true})},
-	} {
+	for _, c := range withAndWithoutExclusive(SlicedPool{PageSize: 8192, MaxSlice: u64(1024)}, SlicedPool{PageSize: 65536}) {
 		m, s := newRefusingManager(t, c.layout)
 		var log bytes.Buffer
 		m.SetLogger(slog.New(slog.NewTextHandler(&log, nil)))

@@ -464,10 +464,7 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy, tight bool) (int16,
 			// The device has no memory for a page, nor for an allocation
 			// of the reservation's own size: a page another pool holds
 			// may still have the room.
-			if j, xref, ok := m.roomInHeldPages(candidates[n+1:], aligned, size, lazy); ok {
-				m.warnHeldRoom(int(i), int(j), aligned)
-				i, ref, err = j, xref, nil
-			} else if j, xref, ok := m.roomInOtherPools(candidates, aligned, size, lazy); ok {
+			if j, xref, ok := m.roomInHeldPages(candidates, n, aligned, size, lazy); ok {
 				m.warnHeldRoom(int(i), int(j), aligned)
 				i, ref, err = j, xref, nil
 			}
@@ -497,37 +494,37 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy, tight bool) (int16,
 	return 0, 0, &vkruntime.CapacityError{Size: size, Capacity: capBytes, InUse: usedBytes}
 }
 
-// roomInHeldPages reserves aligned bytes in the free room of a page one of
-// the sliced pools of candidates holds, the first that has it, adding no
-// page; ok is false where none has.
-func (m *Manager) roomInHeldPages(candidates []int16, aligned, size uint64, lazy bool) (int16, int32, bool) {
-	for _, j := range candidates {
-		if sp, ok := m.pools[j].(*slicedPool); ok {
-			if ref, err := sp.reserveHeld(aligned, size, lazy); err == nil {
-				return j, ref, true
-			}
+// roomInHeldPages reserves aligned bytes in the free room of a page a
+// sliced pool holds, adding no page, for a tight reservation that
+// candidates[n] could not serve: first the later candidates (pools of
+// larger reservations), then the pools that do not accept the size (those
+// of smaller ones), the largest pages first; ok is false where none has
+// it. A slice past a pool's largest is still a slice of its page:
+// placement and freeing go by the page's free blocks, not the pool's
+// limit. With the later candidates only, on devices without sparse
+// residency of 1.1, 1.2, 1.5 and 2 times a generated run's peak,
+// SubSlices with no plan ran 69, 116, 184 and 198 of 200 runs (seeds
+// 1-25); with the smaller pools' pages too, 90, 136, 199 and 200.
+func (m *Manager) roomInHeldPages(candidates []int16, n int, aligned, size uint64, lazy bool) (int16, int32, bool) {
+	try := func(j int16) (int32, bool) {
+		sp, ok := m.pools[j].(*slicedPool)
+		if !ok {
+			return 0, false
+		}
+		ref, err := sp.reserveHeld(aligned, size, lazy)
+		return ref, err == nil
+	}
+	for _, j := range candidates[n+1:] {
+		if ref, ok := try(j); ok {
+			return j, ref, true
 		}
 	}
-	return 0, 0, false
-}
-
-// roomInOtherPools is roomInHeldPages in the sliced pools that do not
-// accept the size (those of smaller reservations), the largest pages
-// first. A slice past a pool's largest is still a slice of its page:
-// placement and freeing go by the page's free blocks, not the pool's
-// limit. Before, a tight reservation failed where such a page held the
-// room: on devices without sparse residency of 1.1, 1.2, 1.5 and 2
-// times a generated run's peak, SubSlices with no plan ran 69, 116, 184
-// and 198 of 200 runs (seeds 1-25), and runs 90, 136, 199 and 200 now.
-func (m *Manager) roomInOtherPools(candidates []int16, aligned, size uint64, lazy bool) (int16, int32, bool) {
-	for j := len(m.pools) - 1; j >= 0; j-- {
-		if slices.Contains(candidates, int16(j)) {
-			continue
+	for j := int16(len(m.pools) - 1); j >= 0; j-- {
+		if slices.Contains(candidates, j) {
+			continue // tried: full, refused, or above
 		}
-		if sp, ok := m.pools[j].(*slicedPool); ok {
-			if ref, err := sp.reserveHeld(aligned, size, lazy); err == nil {
-				return int16(j), ref, true
-			}
+		if ref, ok := try(j); ok {
+			return j, ref, true
 		}
 	}
 	return 0, 0, false

@@ -245,7 +245,10 @@ func (e *Env) Each(ctx context.Context, q Query, fn func(Entry) error) error {
 			}
 			return rows.Err()
 		})
-		if err != nil && !errors.Is(err, errNoTable) {
+		if errors.Is(err, errNoTable) {
+			return nil // the file went: nothing more to list (page holds the last one's)
+		}
+		if err != nil {
 			return fmt.Errorf("environment %q: reading records: %w", e.name, dbError(e.path, e.busy, err))
 		}
 		for _, ent := range page {
