@@ -516,7 +516,7 @@ func (p *ArenaPlan) UnmarshalJSON(data []byte) error {
 		}
 		out.Slots[i] = ArenaSlot{Size: v[0], Page: uint32(v[1]), Offset: v[2]}
 	}
-	if raw, ok := o.members["fallback"]; ok && !isJSONNull(raw) {
+	if raw := o.get("fallback"); raw != nil && !isJSONNull(raw) {
 		if out.Fallback, err = decodeSlicedPools(raw, "arena plan fallback"); err != nil {
 			return err
 		}

@@ -106,7 +106,7 @@ func (p *VirtualPlan) unmarshalBody(body []byte) error {
 	if out.PlannedBytes, err = o.uint64("planned_bytes"); err != nil {
 		return err
 	}
-	slots, err := decodeUintPairs(o.members["slots"], "slots", "slot %d", "size", "offset")
+	slots, err := decodeUintPairs(o.get("slots"), "slots", "slot %d", "size", "offset")
 	if err != nil {
 		return err
 	}
@@ -116,14 +116,14 @@ func (p *VirtualPlan) unmarshalBody(body []byte) error {
 			out.Slots[i] = VirtualSlot{Size: slots[2*i], Offset: slots[2*i+1]}
 		}
 	}
-	marks, err := decodeUintPairs(o.members["profile"], "profile", "profile mark %d", "ordinal", "bytes")
+	marks, err := decodeUintPairs(o.get("profile"), "profile", "profile mark %d", "ordinal", "bytes")
 	if err != nil {
 		return err
 	}
 	for i := 0; i < len(marks); i += 2 {
 		out.Profile = append(out.Profile, VirtualMark{Ordinal: marks[i], Bytes: marks[i+1]})
 	}
-	settled, err := decodeUintPairs(o.members["settled"], "settled", "settled mark %d", "ordinal", "bytes")
+	settled, err := decodeUintPairs(o.get("settled"), "settled", "settled mark %d", "ordinal", "bytes")
 	if err != nil {
 		return err
 	}

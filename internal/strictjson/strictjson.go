@@ -6,7 +6,9 @@
 // decoding (18446744073709551617 into a uint64 reads as 1), so nothing
 // here decodes numbers through it: integers are checked against the JSON
 // grammar and parsed with strconv, and whole values go through
-// encoding/json, which range-checks every numeric field.
+// encoding/json, which range-checks every numeric field. Decoders that read
+// an object level by level split each level with Members, Elements and
+// String, which check the text as encoding/json does in one pass.
 package strictjson
 
 import (
@@ -126,7 +128,14 @@ func ParseUint64(raw []byte) (uint64, error) {
 // Unmarshal decodes data into v as encoding/json does — which refuses a
 // number that does not fit an integer or float field, where goccy/go-json
 // wraps it — and gives such a refusal as a *NumberError.
+//
+// Where v is a json.Unmarshaler (as a pointer to a record or layout is),
+// the text is checked in one pass here and handed to it, as encoding/json
+// would after two passes of its own.
 func Unmarshal(data []byte, v any) error {
+	if u, ok := v.(json.Unmarshaler); ok && Valid(data) {
+		return u.UnmarshalJSON(trimSpace(data))
+	}
 	err := json.Unmarshal(data, v)
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
@@ -220,10 +229,11 @@ func MemberNames(data []byte) []string {
 			}
 			if depth == 1 && next < len(data) && data[next] == ':' {
 				// Valid JSON, so a name of plain ASCII is its bytes: decoding
-				// every name cost a memory record 11 % (BenchmarkDecodeRecord
-				// in memory, 327 µs, 291 µs now). One with an escape or other
-				// bytes is decoded, as the decoder does (invalid UTF-8
-				// becomes U+FFFD there).
+				// every name cost a memory record 11 % when records decoded
+				// through here (BenchmarkDecodeRecord in memory, 327 µs
+				// against 291). One with an escape or other bytes is
+				// decoded, as the decoder does (invalid UTF-8 becomes U+FFFD
+				// there).
 				name, ok := plainName(data[i+1 : end])
 				if !ok && json.Unmarshal(data[i:end+1], &name) != nil {
 					name = string(data[i+1 : end])
