@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
 
@@ -30,14 +31,16 @@ func newReportCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "report --html FILE [--env NAME] [--layout L] [--plan PLAN] [TRACE...]",
 		Short: "draw what the pools held over each stream, and what a plan saved, as one HTML page",
-		Long: `Write one self-contained HTML page (no network: inline SVG and a small
+		Long: fmt.Sprintf(`Write one self-contained HTML page (no network: inline SVG and a small
 script) that charts, for each trace, the live and reserved bytes of every pool
 over the stream under a layout without a plan (--layout, as for vkrt replay)
 and under a plan, with the peak-live floor, the figures to compare and a
 one-line verdict; with --env, also the memory records of an environment in
-the order they were written. A memory record that cannot be decoded is left
-out of that chart and named under it and on stderr, and the command exits
-non-zero once the page is written.
+the order they were written, one bar each, or past %d of them one bar per
+group of records in a row drawing the record of the group that reserved the
+most. A memory record that cannot be decoded is left out of that chart and
+named under it and on stderr, and the command exits non-zero once the page
+is written.
 
 The plan is derived from each trace's own dry run, as 'vkrt replay --plan'
 does, unless --plan names one (a preset, a layout JSON literal, or a file
@@ -45,7 +48,7 @@ holding one), so a stream can be seen under the plan of another run.
 
 On a terminal, stderr shows the stage under way (replaying a trace,
 planning it, replaying it under the plan) and its progress, as vkrt replay
-does.`,
+does.`, htmlreport.MaxEnvBars),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runReport(cmd, args, f)
 		},
@@ -139,7 +142,7 @@ func envRecords(ctx context.Context, name string) (_ *htmlreport.EnvRecords, und
 	bad, err := eachRecord(ctx, name, environment.Query{Kind: environment.KindMemory}, "left out of the records chart",
 		func(e environment.Entry, rec *memory.Record) error {
 			if rec != nil {
-				out.Records = append(out.Records, htmlreport.EnvRecord{ID: e.ID, Label: e.Label, Time: e.Time, Report: rec.Report})
+				out.Add(htmlreport.EnvRecord{ID: e.ID, Label: e.Label, Time: e.Time, Report: rec.Report})
 			}
 			return nil
 		})

@@ -71,6 +71,35 @@ func TestReportWritesTracesAndEnvironment(t *testing.T) {
 	require.NotRegexp(t, regexp.MustCompile(`(?i)(src|href)=|https?://|@import|url\(`), html, "nothing is fetched")
 }
 
+// An environment of more memory records than the chart has bars is drawn
+// in groups of records in a row, each bar the record of its group that
+// reserved the most: here the last of each, as each record reserves more
+// than the one before.
+func TestReportDrawsManyRecordsInGroups(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	env, err := environment.Open("many")
+	require.NoError(t, err)
+	n := 2*htmlreport.MaxEnvBars + 1
+	for i := range n {
+		body, err := json.Marshal(sampleMemoryRecord(fmt.Sprint("step ", i+1), uint64(i+1)))
+		require.NoError(t, err)
+		_, err = env.PutJSON(t.Context(), environment.KindMemory, fmt.Sprint("step ", i+1), body)
+		require.NoError(t, err)
+	}
+	require.NoError(t, env.Close())
+	html := executeReport(t, "--env", "many")
+	// 2×MaxEnvBars records are MaxEnvBars groups of two; the next joins
+	// them into groups of four and stands alone.
+	bars := htmlreport.MaxEnvBars/2 + 1
+	require.Equal(t, bars, strings.Count(html, `<g class="record"`))
+	require.Contains(t, html, fmt.Sprintf("%d memory records, ", n))
+	require.Contains(t, html, fmt.Sprintf(", in %d bars</p>", bars))
+	require.Contains(t, html, "One bar per 4 memory records in a row")
+	require.Contains(t, html, `<g class="record" data-id="4" `)
+	require.Contains(t, html, "<title>records #1 to #4 (4, ")
+	require.Contains(t, html, fmt.Sprintf(`<g class="record" data-id="%d" `, n), "the last record stands alone")
+}
+
 func TestReportDrawsTheRestWhenOneRecordCannotBeDecoded(t *testing.T) {
 	t.Setenv(environment.DirEnvVar, t.TempDir())
 	seedEnvironment(t, "bench")

@@ -12,5 +12,6 @@
 // bucket of events per pixel column, keeping in each bucket the events where
 // the totals reach their minimum and maximum and where each edge of the
 // stacked pools peaks, so every peak on the page is the exact one. The page
-// also charts an environment's memory records in the order they were written.
+// also charts an environment's memory records in the order they were
+// written, in groups of records in a row past [MaxEnvBars] of them.
 package htmlreport

@@ -19,13 +19,112 @@ type EnvRecord struct {
 	Report memory.Report
 }
 
-// EnvRecords are an environment's memory records, oldest first.
+// EnvRecords are an environment's memory records, oldest first, as the
+// chart draws them.
 type EnvRecords struct {
-	Name    string
+	Name string
+	// Records are the records drawn, one bar each: every record, or past
+	// MaxEnvBars of them (given to Add, or set here and grouped when the
+	// page is drawn), the record that reserved the most of each group of
+	// records in a row, Groups[i] saying what Records[i] stands for.
 	Records []EnvRecord
+	Groups  []EnvGroup
 	// Undecodable are the memory records that could not be decoded: they
 	// are named under the chart, not drawn.
 	Undecodable []UndecodableRecord
+	per         int // records a full group holds, once grouped
+}
+
+// MaxEnvBars bounds the environment chart's bars, two pixels each at
+// the least, an even number so groups join two by two: an environment of
+// 20,000 memory records drew a bar a twentieth of a pixel wide for each,
+// on a page of 52 MB.
+const MaxEnvBars = plotWidth / 2 &^ 1
+
+// EnvGroup is the records in a row one bar stands for.
+type EnvGroup struct {
+	Records             int // how many
+	FirstID, LastID     int64
+	FirstTime, LastTime time.Time
+}
+
+// Add appends a record, the next oldest: to the records drawn one bar
+// each, or, past MaxEnvBars of them, to groups of records in a row of a
+// power of two each (the last group may hold fewer), keeping the record
+// of each group that reserved the most. It holds at most MaxEnvBars
+// reports however many records come.
+func (e *EnvRecords) Add(r EnvRecord) {
+	if e.Groups == nil {
+		if len(e.Records) < MaxEnvBars {
+			e.Records = append(e.Records, r)
+			return
+		}
+		e.Groups, e.per = make([]EnvGroup, len(e.Records)), 1
+		for i, rec := range e.Records {
+			e.Groups[i] = aloneGroup(rec)
+		}
+	}
+	last := len(e.Groups) - 1
+	if e.Groups[last].Records == e.per && len(e.Groups) == MaxEnvBars {
+		e.halve()
+		last = len(e.Groups) - 1
+	}
+	if e.Groups[last].Records == e.per {
+		e.Records, e.Groups = append(e.Records, r), append(e.Groups, aloneGroup(r))
+		return
+	}
+	g := &e.Groups[last]
+	g.Records, g.LastID, g.LastTime = g.Records+1, r.ID, r.Time
+	if reserved(r) > reserved(e.Records[last]) {
+		e.Records[last] = r
+	}
+}
+
+// halve joins the MaxEnvBars groups, each full, two by two.
+func (e *EnvRecords) halve() {
+	n := len(e.Groups) / 2
+	for i := range n {
+		a, b := e.Groups[2*i], e.Groups[2*i+1]
+		rec := e.Records[2*i]
+		if reserved(e.Records[2*i+1]) > reserved(rec) {
+			rec = e.Records[2*i+1]
+		}
+		e.Records[i] = rec
+		e.Groups[i] = EnvGroup{Records: a.Records + b.Records, FirstID: a.FirstID, FirstTime: a.FirstTime, LastID: b.LastID, LastTime: b.LastTime}
+	}
+	clear(e.Records[n:]) // their reports go
+	e.Records, e.Groups, e.per = e.Records[:n], e.Groups[:n], 2*e.per
+}
+
+func aloneGroup(r EnvRecord) EnvGroup {
+	return EnvGroup{Records: 1, FirstID: r.ID, LastID: r.ID, FirstTime: r.Time, LastTime: r.Time}
+}
+
+func reserved(r EnvRecord) uint64 { return r.Report.Usage().BytesReserved }
+
+// grouped is e with its records grouped as Add groups them, where they
+// were set past MaxEnvBars without groups.
+func (e *EnvRecords) grouped() *EnvRecords {
+	if e.Groups != nil || len(e.Records) <= MaxEnvBars {
+		return e
+	}
+	g := &EnvRecords{Name: e.Name, Undecodable: e.Undecodable}
+	for _, r := range e.Records {
+		g.Add(r)
+	}
+	return g
+}
+
+// span is how many records e stands for, and the times of the first and
+// last.
+func (e *EnvRecords) span() (n int, first, last time.Time) {
+	if e.Groups == nil {
+		return len(e.Records), e.Records[0].Time, e.Records[len(e.Records)-1].Time
+	}
+	for _, g := range e.Groups {
+		n += g.Records
+	}
+	return n, e.Groups[0].FirstTime, e.Groups[len(e.Groups)-1].LastTime
 }
 
 // UndecodableRecord is a memory record that could not be decoded, and why.
@@ -54,6 +153,9 @@ type envView struct {
 	PlotBottom    int
 	YTicks        []tick
 	Bars          []envBar
+	// Per is the records a bar stands for, where bars stand for groups:
+	// the last may stand for fewer.
+	Per int
 	// Undecodable says which records are not drawn because they could not
 	// be decoded, one line each.
 	Undecodable []string
@@ -84,13 +186,18 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 		}
 		v.Undecodable = append(v.Undecodable, fmt.Sprintf("#%d %s, %s: %s", r.ID, printable.Label(r.Label), when, r.Reason))
 	}
-	n := len(e.Records)
-	if n == 0 {
+	if len(e.Records) == 0 {
 		v.Summary = "no memory records"
 		return v, nil
 	}
+	e = e.grouped()
+	n, first, last := e.span()
 	v.Summary = fmt.Sprintf("%s, %s to %s", plural(uint64(n), "memory record"),
-		e.Records[0].Time.UTC().Format("2006-01-02 15:04:05"), e.Records[n-1].Time.UTC().Format("2006-01-02 15:04:05 UTC"))
+		first.UTC().Format("2006-01-02 15:04:05"), last.UTC().Format("2006-01-02 15:04:05 UTC"))
+	if e.Groups != nil {
+		v.Per = e.per
+		v.Summary += fmt.Sprintf(", in %s", plural(uint64(len(e.Groups)), "bar"))
+	}
 	var most uint64
 	for _, r := range e.Records {
 		most = max(most, stackHeight(r.Report))
@@ -101,10 +208,10 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 	// Bars are labelled with the clock time, and the day too when the
 	// records span more than one.
 	clock := "15:04:05"
-	if e.Records[n-1].Time.Sub(e.Records[0].Time) >= 24*time.Hour || e.Records[0].Time.UTC().Day() != e.Records[n-1].Time.UTC().Day() {
+	if last.Sub(first) >= 24*time.Hour || first.UTC().Day() != last.UTC().Day() {
 		clock = "01-02 15:04"
 	}
-	slot := float64(plotWidth) / float64(n)
+	slot := float64(plotWidth) / float64(len(e.Records))
 	width := min(slot*0.7, envMaxBar)
 	for i, r := range e.Records {
 		x := marginLeft + slot*float64(i) + (slot-width)/2
@@ -114,6 +221,11 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 			bar.Label = abbreviate(printable.Label(r.Label), envLabelChars) + " · " + r.Time.UTC().Format(clock)
 		}
 		var title strings.Builder
+		if e.Groups != nil && e.Groups[i].Records > 1 {
+			g := e.Groups[i]
+			fmt.Fprintf(&title, "records #%d to #%d (%d, %s to %s), the one that reserved the most drawn:\n", g.FirstID, g.LastID, g.Records,
+				g.FirstTime.UTC().Format("2006-01-02 15:04:05"), g.LastTime.UTC().Format("2006-01-02 15:04:05 UTC"))
+		}
 		fmt.Fprintf(&title, "#%d %s, %s\nlive %s (%s B), reserved %s (%s B)", r.ID, printable.Label(r.Label), r.Time.UTC().Format("2006-01-02 15:04:05 UTC"),
 			memory.FormatBytes(u.BytesInUse), group(u.BytesInUse), memory.FormatBytes(u.BytesReserved), group(u.BytesReserved))
 		var base uint64

@@ -96,3 +96,67 @@ func TestEnvLabelsCannotRewriteTheFiguresBesideThem(t *testing.T) {
 	require.True(t, strings.HasPrefix(v.Bars[1].Title, `#2 "x\nlive 0 B (0 B)\n", 2026-12-03 14:39:39 UTC`+"\n"), v.Bars[1].Title)
 	require.Equal(t, []string{`#3 "y\u202e", 2026-12-03 14:39:38 UTC: bytes_reserved`}, v.Undecodable)
 }
+
+// Past MaxEnvBars records the chart draws groups of records in a row, a
+// power of two each but the last, each by the record of the group that
+// reserved the most (the earliest of equals), and holds no more reports
+// than bars: every record is in one group, in order.
+func TestEnvRecordsPastMaxEnvBarsAreDrawnInGroups(t *testing.T) {
+	at := time.Date(2026, 12, 6, 5, 0, 0, 0, time.UTC)
+	rec := func(id int64) EnvRecord {
+		reserved := uint64(id*7919%1000 + 1) // repeats: equals come
+		return EnvRecord{ID: id, Label: fmt.Sprint("r", id), Time: at.Add(time.Duration(id) * time.Second), Report: memory.Report{
+			Persistent: memory.PoolReport{Kind: memory.PersistentKind{}, Usage: memory.Usage{NumberAllocs: 1, BytesInUse: 1, BytesReserved: reserved}}}}
+	}
+	for _, n := range []int{1, MaxEnvBars, MaxEnvBars + 1, 2 * MaxEnvBars, 3*MaxEnvBars + 5, 20_000} {
+		var e EnvRecords
+		all := make([]EnvRecord, n)
+		for i := range all {
+			all[i] = rec(int64(i + 1))
+			e.Add(all[i])
+			require.LessOrEqual(t, len(e.Records), MaxEnvBars, "%d records, after %d", n, i+1)
+		}
+		if n <= MaxEnvBars {
+			require.Nil(t, e.Groups, "%d records", n)
+			require.Equal(t, all, e.Records, "%d records", n)
+			continue
+		}
+		require.Len(t, e.Groups, len(e.Records))
+		per, next := e.Groups[0].Records, int64(1)
+		require.Equal(t, 0, per&(per-1), "%d records: groups of %d, a power of two", n, per)
+		for i, g := range e.Groups {
+			require.Equal(t, next, g.FirstID, "%d records: group %d", n, i)
+			require.Equal(t, g.LastID-g.FirstID+1, int64(g.Records), "%d records: group %d", n, i)
+			if i < len(e.Groups)-1 {
+				require.Equal(t, per, g.Records, "%d records: group %d", n, i)
+			} else {
+				require.LessOrEqual(t, g.Records, per)
+			}
+			require.Equal(t, all[g.FirstID-1].Time, g.FirstTime)
+			require.Equal(t, all[g.LastID-1].Time, g.LastTime)
+			most := all[g.FirstID-1]
+			for _, r := range all[g.FirstID:g.LastID] {
+				if reserved(r) > reserved(most) {
+					most = r
+				}
+			}
+			require.Equal(t, most.ID, e.Records[i].ID, "%d records: group %d draws the record that reserved the most", n, i)
+			next = g.LastID + 1
+		}
+		require.Equal(t, int64(n+1), next, "%d records: every one in a group", n)
+
+		// Records set past MaxEnvBars are grouped the same way when drawn.
+		v, err := envViewOf(&EnvRecords{Name: "e", Records: all})
+		require.NoError(t, err)
+		require.Len(t, v.Bars, len(e.Records))
+		for i, b := range v.Bars {
+			require.Equal(t, e.Records[i].ID, b.ID)
+		}
+		require.Equal(t, per, v.Per)
+		require.Contains(t, v.Summary, fmt.Sprintf("%s, ", plural(uint64(n), "memory record")))
+		require.Contains(t, v.Summary, fmt.Sprintf(", in %s", plural(uint64(len(v.Bars)), "bar")))
+		g := e.Groups[0]
+		require.True(t, strings.HasPrefix(v.Bars[0].Title, fmt.Sprintf("records #1 to #%d (%d, 2026-12-06 05:00:01 to ", g.LastID, g.Records)), v.Bars[0].Title)
+		requireRectsInsidePlot(t, v, fmt.Sprintf("%d records", n))
+	}
+}
