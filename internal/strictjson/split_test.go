@@ -162,3 +162,18 @@ func (h *handed) UnmarshalJSON(data []byte) error {
 	h.text = string(data)
 	return nil
 }
+
+// Unmarshal refuses a nil pointer or a value, as encoding/json does, rather
+// than calling its UnmarshalJSON.
+func TestUnmarshalRefusesWhatEncodingJSONRefuses(t *testing.T) {
+	var nilHanded *handed
+	require.Equal(t, json.Unmarshal([]byte(`{}`), nilHanded), Unmarshal([]byte(`{}`), nilHanded))
+	var inv *json.InvalidUnmarshalError
+	require.ErrorAs(t, Unmarshal([]byte(`{}`), nilHanded), &inv)
+	require.ErrorAs(t, Unmarshal([]byte(`{}`), valueHanded{}), &inv)
+}
+
+// valueHanded is an Unmarshaler by value, which json.Unmarshal refuses.
+type valueHanded struct{}
+
+func (valueHanded) UnmarshalJSON([]byte) error { return nil }

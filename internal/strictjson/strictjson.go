@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -133,7 +134,7 @@ func ParseUint64(raw []byte) (uint64, error) {
 // the text is checked in one pass here and handed to it, as encoding/json
 // would after two passes of its own.
 func Unmarshal(data []byte, v any) error {
-	if u, ok := v.(json.Unmarshaler); ok && Valid(data) {
+	if u, ok := v.(json.Unmarshaler); ok && nonNilPointer(v) && Valid(data) {
 		return u.UnmarshalJSON(trimSpace(data))
 	}
 	err := json.Unmarshal(data, v)
@@ -147,6 +148,13 @@ func Unmarshal(data []byte, v any) error {
 		}
 	}
 	return err
+}
+
+// nonNilPointer says whether v is what json.Unmarshal decodes into, not
+// refuses: a pointer, not nil.
+func nonNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && !rv.IsNil()
 }
 
 // Squeezer drops the white space of JSON text that separates a token from
