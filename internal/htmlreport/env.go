@@ -54,6 +54,11 @@ type EnvGroup struct {
 // of each group that reserved the most. It holds at most MaxEnvBars
 // reports however many records come.
 func (e *EnvRecords) Add(r EnvRecord) {
+	if e.Groups == nil && len(e.Records) > MaxEnvBars {
+		// Set past MaxEnvBars, not added.
+		g := e.grouped()
+		e.Records, e.Groups, e.per = g.Records, g.Groups, g.per
+	}
 	if e.Groups == nil {
 		if len(e.Records) < MaxEnvBars {
 			e.Records = append(e.Records, r)
@@ -65,7 +70,7 @@ func (e *EnvRecords) Add(r EnvRecord) {
 		}
 	}
 	last := len(e.Groups) - 1
-	if e.Groups[last].Records == e.per && len(e.Groups) == MaxEnvBars {
+	if e.Groups[last].Records == e.per && len(e.Groups) >= MaxEnvBars {
 		e.halve()
 		last = len(e.Groups) - 1
 	}

@@ -3,6 +3,7 @@ package htmlreport
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -145,7 +146,12 @@ func TestEnvRecordsPastMaxEnvBarsAreDrawnInGroups(t *testing.T) {
 		}
 		require.Equal(t, int64(n+1), next, "%d records: every one in a group", n)
 
-		// Records set past MaxEnvBars are grouped the same way when drawn.
+		// Records set past MaxEnvBars are grouped the same way when added
+		// to or drawn.
+		set := EnvRecords{Records: slices.Clone(all[:n-1])}
+		set.Add(all[n-1])
+		require.Equal(t, e.Records, set.Records, "%d records", n)
+		require.Equal(t, e.Groups, set.Groups, "%d records", n)
 		v, err := envViewOf(&EnvRecords{Name: "e", Records: all})
 		require.NoError(t, err)
 		require.Len(t, v.Bars, len(e.Records))
