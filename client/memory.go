@@ -205,9 +205,16 @@ func (s *Stream) openReport() (memory.Report, error) {
 	return s.mgr.Report(), nil
 }
 
-// MemoryRecords reads the memory records q selects from env.
+// MemoryRecords reads the memory records q selects from env, all at once.
 func MemoryRecords(ctx context.Context, env *environment.Env, q environment.Query) ([]environment.Typed[MemoryRecord], error) {
 	return environment.QueryAs[MemoryRecord](ctx, env, q)
+}
+
+// EachMemoryRecord calls fn with each memory record q selects from env,
+// oldest first, read a page at a time (environment.EachAs): an
+// environment of many records is listed in the memory of a page.
+func EachMemoryRecord(ctx context.Context, env *environment.Env, q environment.Query, fn func(environment.Typed[MemoryRecord]) error) error {
+	return environment.EachAs(ctx, env, q, fn)
 }
 
 // LiveAllocation is one live buffer, as an allocation error lists them.

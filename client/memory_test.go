@@ -198,6 +198,12 @@ func TestRecordMemory(t *testing.T) {
 	require.Equal(t, uint64(77), recs[1].Value.Report.Usage().BytesInUse)
 	require.Equal(t, s.Report(), recs[1].Value.Report, "the record reads back as the report it was")
 	require.Contains(t, string(recs[0].Body), `"label":"one buffer","report":{"dynamic":[`)
+	var each []environment.Typed[MemoryRecord]
+	require.NoError(t, EachMemoryRecord(ctx, env, environment.Query{}, func(r environment.Typed[MemoryRecord]) error {
+		each = append(each, r)
+		return nil
+	}))
+	require.Equal(t, recs, each, "listed one at a time, the records read back as at once")
 
 	_, err = c.RecordMemory(ctx, "")
 	require.ErrorIs(t, err, environment.ErrInvalidRecord)

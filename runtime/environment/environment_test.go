@@ -368,6 +368,58 @@ func TestTypedQueries(t *testing.T) {
 	require.ErrorContains(t, err, `kind "other"`)
 }
 
+// EachAs lists the records of its type's kind, decoded, across pages, and
+// stops at the first that cannot be decoded, or at fn's error.
+func TestEachAsDecodesPageByPage(t *testing.T) {
+	env := openTemp(t, "typed-pages")
+	ctx := context.Background()
+	n := 2*EachPage + 3
+	for i := range n {
+		_, err := env.Put(ctx, fmt.Sprint("step ", i), sampleRecord{Seq: i})
+		require.NoError(t, err)
+		if i%100 == 0 {
+			_, err = env.Put(ctx, "other", otherRecord{Value: float64(i)})
+			require.NoError(t, err)
+		}
+	}
+	var seqs []int
+	require.NoError(t, EachAs(ctx, env, Query{}, func(r Typed[sampleRecord]) error {
+		require.Equal(t, fmt.Sprint("step ", r.Value.Seq), r.Label)
+		seqs = append(seqs, r.Value.Seq)
+		return nil
+	}))
+	require.Len(t, seqs, n)
+	for i, seq := range seqs {
+		require.Equal(t, i, seq)
+	}
+	all, err := QueryAs[sampleRecord](ctx, env, Query{})
+	require.NoError(t, err)
+	require.Len(t, all, n)
+
+	err = EachAs(ctx, env, Query{Kind: "other"}, func(Typed[sampleRecord]) error { return nil })
+	require.ErrorIs(t, err, ErrKindMismatch)
+
+	stop := errors.New("enough")
+	listed := 0
+	err = EachAs(ctx, env, Query{}, func(Typed[sampleRecord]) error {
+		if listed++; listed == EachPage+1 {
+			return stop
+		}
+		return nil
+	})
+	require.Same(t, stop, err)
+	require.Equal(t, EachPage+1, listed)
+
+	_, err = env.PutJSON(ctx, "sample", "bad", []byte(`{"seq":"not a number","note":""}`))
+	require.NoError(t, err)
+	listed = 0
+	err = EachAs(ctx, env, Query{}, func(Typed[sampleRecord]) error { listed++; return nil })
+	require.Error(t, err)
+	require.Equal(t, n, listed, "every record before the bad one is listed")
+	_, err = QueryAs[sampleRecord](ctx, env, Query{})
+	require.Error(t, err)
+}
+
 func TestClosedEnvironment(t *testing.T) {
 	env, err := Open("closed", WithDir(t.TempDir()))
 	require.NoError(t, err)

@@ -294,27 +294,42 @@ func (q Query) clauses() (where []string, args []any, err error) {
 }
 
 // QueryAs returns the records of T's kind that q selects, decoded. q.Kind
-// must be empty or T's kind.
+// must be empty or T's kind. It holds them all at once: EachAs takes them
+// one at a time.
 func QueryAs[T Record](ctx context.Context, e *Env, q Query) ([]Typed[T], error) {
-	var zero T
-	kind := zero.Kind()
-	if q.Kind != "" && q.Kind != kind {
-		return nil, fmt.Errorf("%w: query asks for kind %q, decoding as %T of kind %q", ErrKindMismatch, q.Kind, zero, kind)
-	}
-	q.Kind = kind
-	entries, err := e.Query(ctx, q)
+	var out []Typed[T]
+	err := EachAs(ctx, e, q, func(r Typed[T]) error {
+		out = append(out, r)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Typed[T], 0, len(entries))
-	for _, ent := range entries {
-		v, err := Decode[T](ent)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, Typed[T]{Entry: ent, Value: v})
+	if out == nil {
+		out = []Typed[T]{}
 	}
 	return out, nil
+}
+
+// EachAs calls fn with each record of T's kind that q selects, decoded,
+// oldest first, reading them as Each does: a page at a time, the records
+// stored when it began. q.Kind must be empty or T's kind. A record that
+// cannot be decoded ends the listing with its error, as an error from fn
+// does with that error.
+func EachAs[T Record](ctx context.Context, e *Env, q Query, fn func(Typed[T]) error) error {
+	var zero T
+	kind := zero.Kind()
+	if q.Kind != "" && q.Kind != kind {
+		return fmt.Errorf("%w: query asks for kind %q, decoding as %T of kind %q", ErrKindMismatch, q.Kind, zero, kind)
+	}
+	q.Kind = kind
+	return e.Each(ctx, q, func(ent Entry) error {
+		v, err := Decode[T](ent)
+		if err != nil {
+			return err
+		}
+		return fn(Typed[T]{Entry: ent, Value: v})
+	})
 }
 
 type scanner interface{ Scan(dest ...any) error }
