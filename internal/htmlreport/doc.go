@@ -7,8 +7,9 @@
 // plan (derived from the trace's own dry run, or one given), and after
 // every event the pools' usage is read through the replay's observer. A
 // chart draws at most [MaxPools] pools: a trace allocating on more streams
-// than that is refused before it is replayed, and one whose streams have
-// more pools in all is not charted; both are [ErrTooManyPools]. Long streams are downsampled to one
+// than that is refused before it is replayed ([ErrTooManyPools]), and one
+// whose streams have more pools in all is charted a stream a band, each
+// stream's pools summed ([Run.ByStream]). Long streams are downsampled to one
 // bucket of events per pixel column, keeping in each bucket the events where
 // the totals reach their minimum and maximum and where each edge of the
 // stacked pools peaks, so every peak on the page is the exact one. The page

@@ -80,6 +80,7 @@ type legendItem struct{ Label, Solid, Pale string }
 
 type chartView struct {
 	Title         string
+	Note          string // how the bands are drawn, where not one a pool
 	Run           string // "default" or "plan"
 	Width, Height int
 	PlotX, PlotY  int
@@ -296,6 +297,13 @@ func chartOf(run *Run, name, title string, top uint64, events int, cs *colours) 
 		PlotW: plotWidth, PlotH: plotHeight, PlotRight: marginLeft + plotWidth, PlotBottom: marginTop + plotHeight, TickEnd: marginTop + plotHeight + 5, LabelX: marginLeft + plotWidth + 8, YTicks: byteTicks(top, s), XTicks: eventTicks(events)}
 	if len(run.Samples) == 0 {
 		return cv, nil
+	}
+	switch streams := len(run.Result.Streams); {
+	case run.ByStream && streams > 1:
+		cv.Note = fmt.Sprintf("Its %d streams have %d pools in all, more than a chart draws (%d): each colour is one stream, its %s summed.",
+			streams, streams*run.PoolsPerStream, MaxPools, plural(uint64(run.PoolsPerStream), "pool"))
+	case run.ByStream:
+		cv.Note = fmt.Sprintf("Its layout has %d pools, more than a chart draws (%d): they are drawn summed, in one colour.", run.PoolsPerStream, MaxPools)
 	}
 	cols := columns(run.Samples, events)
 	pools := active(run)

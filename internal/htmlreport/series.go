@@ -17,9 +17,14 @@ type Run struct {
 	// Pools are the pools of every stream of the trace, in the order the
 	// trace first allocates on the streams, each stream's in report order:
 	// its dynamic pools, then its persistent one. PoolStreams names the
-	// stream of each.
-	Pools       []memory.PoolReport
-	PoolStreams []uint32
+	// stream of each. Where they are more than MaxPools, ByStream is set
+	// and Pools has one entry a stream instead, its pools' usage summed
+	// (its Kind nil), and each stream is charted as one: PoolsPerStream
+	// says how many pools it sums.
+	Pools          []memory.PoolReport
+	PoolStreams    []uint32
+	ByStream       bool
+	PoolsPerStream int
 	// Samples are the downsampled states, every peak kept.
 	Samples []Sample
 	// PeakLiveEvent and PeakReservedEvent are the first events at which
@@ -35,7 +40,12 @@ type Run struct {
 // poolLabel names pool p of the run, with its stream when the trace
 // allocates on more than one.
 func (r *Run) poolLabel(p int) string {
-	if len(r.Result.Streams) > 1 {
+	switch {
+	case r.ByStream && len(r.Result.Streams) > 1:
+		return fmt.Sprintf("stream %d: its %d pools", r.PoolStreams[p], r.PoolsPerStream)
+	case r.ByStream:
+		return fmt.Sprintf("all %d pools", r.PoolsPerStream)
+	case len(r.Result.Streams) > 1:
 		return fmt.Sprintf("stream %d: %s", r.PoolStreams[p], poolLabel(r.Pools[p]))
 	}
 	return poolLabel(r.Pools[p])
@@ -56,6 +66,7 @@ type streamPools struct {
 // stream's pools hold unused.
 type poolsReader struct {
 	perStream      int           // pools per manager: one layout builds the same pools
+	byStream       bool          // each stream's pools read as one, their total
 	streams        []streamPools // stream k's pools are the run's from k*perStream
 	live, reserved []uint64
 	usages         []memory.Usage // scratch for one manager's pools
@@ -75,7 +86,11 @@ func (r *poolsReader) read(m *memory.Manager, idx int) (total memory.Usage) {
 		u := s.m.Usage()
 		if u != s.usage {
 			s.usage = u
-			r.readPools(s.m, k*r.perStream)
+			if r.byStream {
+				r.live[k], r.reserved[k] = u.BytesInUse, u.BytesReserved
+			} else {
+				r.readPools(s.m, k*r.perStream)
+			}
 		}
 		total.BytesInUse += u.BytesInUse
 		total.BytesReserved += u.BytesReserved
@@ -104,11 +119,13 @@ func (r *poolsReader) readPools(m *memory.Manager, first int) {
 // the states at which each pool's edges peak, each state holding every
 // pool). A few streams under the preset with the most pools (12 each)
 // stay well under it; a trace of thousands of streams of one allocation
-// each took minutes and gigabytes for a page nobody could read.
+// each took minutes and gigabytes for a page nobody could read. Past it,
+// a chart draws each stream as one, its pools summed (Run.ByStream): ten
+// streams under SubSlices, 70 pools, were refused a chart.
 const MaxPools = 64
 
 // ErrTooManyPools: a chart of the trace would draw more than MaxPools
-// pools.
+// streams.
 var ErrTooManyPools = errors.New("htmlreport: too many pools to chart")
 
 // Replay replays t under l and charts the pools in buckets buckets of
@@ -140,7 +157,7 @@ func chartedReplay(t *trace.Trace, l memory.Layout, buckets int, step func(done,
 	}
 	// Every stream has a pool at least: refuse before replaying.
 	if len(streamIndex) > MaxPools {
-		return nil, fmt.Errorf("%w: %s allocates on %d streams, each with pools of its own; a chart draws at most %d pools",
+		return nil, fmt.Errorf("%w: %s allocates on %d streams, each with pools of its own; a chart draws at most %d pools, or as many streams with each one's pools summed",
 			ErrTooManyPools, t.Name, len(streamIndex), MaxPools)
 	}
 	var (
@@ -149,21 +166,16 @@ func chartedReplay(t *trace.Trace, l memory.Layout, buckets int, step func(done,
 		peakLive     uint64
 		peakReserved uint64
 		lastReserved uint64
-		tooMany      error
 	)
 	observe := func(i int, m *memory.Manager) {
-		if tooMany != nil {
-			return
-		}
 		if pools == nil {
 			per := len(m.PoolUsages(nil))
 			n := per * len(streamIndex)
-			if n > MaxPools {
-				tooMany = fmt.Errorf("%w: %s under %s has %d pools on each of its %d streams, %d in all; a chart draws at most %d",
-					ErrTooManyPools, t.Name, l.Kind(), per, len(streamIndex), n, MaxPools)
-				return
+			run.ByStream, run.PoolsPerStream = n > MaxPools, per
+			if run.ByStream {
+				n = len(streamIndex)
 			}
-			pools = &poolsReader{perStream: per, streams: make([]streamPools, len(streamIndex)), live: make([]uint64, n), reserved: make([]uint64, n)}
+			pools = &poolsReader{perStream: per, byStream: run.ByStream, streams: make([]streamPools, len(streamIndex)), live: make([]uint64, n), reserved: make([]uint64, n)}
 			ds = NewDownsampler(len(t.Events), buckets, n)
 		}
 		u := pools.read(m, int(eventStream[i]))
@@ -184,14 +196,15 @@ func chartedReplay(t *trace.Trace, l memory.Layout, buckets int, step func(done,
 	if err != nil {
 		return nil, err
 	}
-	if tooMany != nil {
-		return nil, tooMany
-	}
 	if pools != nil && pools.err != nil {
 		return nil, fmt.Errorf("htmlreport: %s: %w", t.Name, pools.err)
 	}
 	run.Result = res
 	for _, s := range res.Streams {
+		if run.ByStream {
+			run.Pools, run.PoolStreams = append(run.Pools, memory.PoolReport{Usage: s.Report.Usage()}), append(run.PoolStreams, s.Stream)
+			continue
+		}
 		for _, p := range append(slices.Clip(s.Report.Dynamic), s.Report.Persistent) {
 			run.Pools, run.PoolStreams = append(run.Pools, p), append(run.PoolStreams, s.Stream)
 		}
