@@ -405,3 +405,20 @@ func TestLayoutFileGzippedNonJSONIsRefusedByItsHead(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, LayoutSliced, l.Kind())
 }
+
+// An object of many members, a name given twice among them, is refused
+// for it, as one of few is (past 16 members the names go into a set: a
+// hostile object of 200,000 would take 2·10^10 comparisons pair by pair).
+func TestAnObjectOfManyMembersIsRefusedForANameGivenTwice(t *testing.T) {
+	for _, n := range []int{3, 17, 200_000} {
+		var b strings.Builder
+		b.WriteString(`{"label":"x","report":{"dynamic":[],"persistent":{}}`)
+		for i := range n {
+			fmt.Fprintf(&b, `,"f%d":1`, i)
+		}
+		b.WriteString(`,"f1":2}`)
+		var rec Record
+		err := strictjson.Unmarshal([]byte(b.String()), &rec)
+		require.ErrorContains(t, err, `field "f1" given twice`, "%d members", n)
+	}
+}

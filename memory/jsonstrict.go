@@ -52,12 +52,8 @@ func decodeObject(data []byte, what string, allowed ...string) (jsonObject, erro
 	if err != nil {
 		return jsonObject{}, fmt.Errorf("memory: %s: %w", what, err)
 	}
-	for i, m := range members {
-		for _, earlier := range members[:i] {
-			if earlier.Name == m.Name {
-				return jsonObject{}, fmt.Errorf("memory: %s: field %s given twice", what, abbreviate([]byte(m.Name)))
-			}
-		}
+	if dup, ok := duplicateName(members); ok {
+		return jsonObject{}, fmt.Errorf("memory: %s: field %s given twice", what, abbreviate([]byte(dup)))
 	}
 	for _, m := range members {
 		if !slices.Contains(allowed, m.Name) {
@@ -65,6 +61,30 @@ func decodeObject(data []byte, what string, allowed ...string) (jsonObject, erro
 		}
 	}
 	return jsonObject{what: what, members: members}, nil
+}
+
+// duplicateName is the first member name given a second time: compared
+// pair by pair in the few members an object here has, by a set in a
+// hostile one of thousands.
+func duplicateName(members []strictjson.Member) (string, bool) {
+	if len(members) > 16 {
+		seen := make(map[string]bool, len(members))
+		for _, m := range members {
+			if seen[m.Name] {
+				return m.Name, true
+			}
+			seen[m.Name] = true
+		}
+		return "", false
+	}
+	for i, m := range members {
+		for _, earlier := range members[:i] {
+			if earlier.Name == m.Name {
+				return m.Name, true
+			}
+		}
+	}
+	return "", false
 }
 
 // uint64 decodes a member that must be present and a non-negative integer.
