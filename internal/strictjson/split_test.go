@@ -177,3 +177,28 @@ func TestUnmarshalRefusesWhatEncodingJSONRefuses(t *testing.T) {
 type valueHanded struct{}
 
 func (valueHanded) UnmarshalJSON([]byte) error { return nil }
+
+// A number that does not fit, refused by encoding/json inside an
+// Unmarshaler, is a *NumberError either way Unmarshal takes.
+func TestUnmarshalGivesANumberErrorFromInsideAnUnmarshaler(t *testing.T) {
+	var w wrapped
+	err := Unmarshal([]byte(`{"u32": 4294967296}`), &w)
+	require.ErrorIs(t, err, ErrNumberDoesNotFit)
+	var ne *NumberError
+	require.ErrorAs(t, err, &ne)
+	require.Equal(t, "4294967296", ne.Number)
+}
+
+// wrapped decodes itself with encoding/json, as a plan file's device does.
+type wrapped struct{ U32 uint32 }
+
+func (w *wrapped) UnmarshalJSON(data []byte) error {
+	var v struct {
+		U32 uint32 `json:"u32"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	w.U32 = v.U32
+	return nil
+}

@@ -134,10 +134,12 @@ func ParseUint64(raw []byte) (uint64, error) {
 // the text is checked in one pass here and handed to it, as encoding/json
 // would after two passes of its own.
 func Unmarshal(data []byte, v any) error {
+	var err error
 	if u, ok := v.(json.Unmarshaler); ok && nonNilPointer(v) && Valid(data) {
-		return u.UnmarshalJSON(trimSpace(data))
+		err = u.UnmarshalJSON(trimSpace(data))
+	} else {
+		err = json.Unmarshal(data, v)
 	}
-	err := json.Unmarshal(data, v)
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
 		if num, ok := strings.CutPrefix(typeErr.Value, "number "); ok {
