@@ -135,7 +135,8 @@ func (o jsonObject) raw(name string) (json.RawMessage, error) {
 }
 
 // memberUint64 is decodeUint64 for the member name, its path joined only
-// for an error: joined for every member, it cost a memory record 16 %.
+// for an error: joined for every member, the joining took 7 % of
+// BenchmarkDecodeRecord's CPU profile.
 func (o jsonObject) memberUint64(raw []byte, name string) (uint64, error) {
 	v, err := strictjson.ParseUint64(raw)
 	if err != nil {
@@ -181,11 +182,7 @@ func decodeArray(raw []byte, what string, limit int) ([]json.RawMessage, error) 
 	if err != nil {
 		return nil, fmt.Errorf("memory: %s: %w", what, err)
 	}
-	out := make([]json.RawMessage, len(elems))
-	for i, e := range elems {
-		out[i] = e
-	}
-	return out, nil
+	return elems, nil
 }
 
 // decodeVariant reads an externally tagged enum value: "Name" for a unit

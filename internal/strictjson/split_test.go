@@ -43,7 +43,7 @@ func TestMembersRefusesWithEncodingJSONsError(t *testing.T) {
 func TestElementsStopsPastTheLimitBeforeReadingOn(t *testing.T) {
 	elems, err := Elements([]byte(`[1, "a" ,[2,3],{}]`), 4)
 	require.NoError(t, err)
-	require.Equal(t, [][]byte{[]byte("1"), []byte(`"a"`), []byte("[2,3]"), []byte("{}")}, elems)
+	require.Equal(t, []json.RawMessage{json.RawMessage("1"), json.RawMessage(`"a"`), json.RawMessage("[2,3]"), json.RawMessage("{}")}, elems)
 
 	elems, err = Elements([]byte(` [ ] `), 0)
 	require.NoError(t, err)

@@ -214,57 +214,18 @@ func structural(c byte) bool {
 
 // MemberNames lists the member names of the JSON object in data, in order,
 // a name given twice listed twice: the check a decoder into a struct or a
-// map cannot make, as it keeps the last. data must be valid JSON (decoded
-// already); it is scanned once, its values skipped without a copy.
+// map cannot make, as it keeps the last. It lists none for anything but a
+// valid object (Members splits it).
 func MemberNames(data []byte) []string {
+	members, err := Members(data)
+	if err != nil {
+		return nil
+	}
 	var names []string
-	depth := 0
-	for i := 0; i < len(data); i++ {
-		switch data[i] {
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-		case '"':
-			end := i + 1
-			for end < len(data) && data[end] != '"' {
-				if data[end] == '\\' {
-					end++
-				}
-				end++
-			}
-			next := end + 1
-			for next < len(data) && (data[next] == ' ' || data[next] == '\t' || data[next] == '\r' || data[next] == '\n') {
-				next++
-			}
-			if depth == 1 && next < len(data) && data[next] == ':' {
-				// Valid JSON, so a name of plain ASCII is its bytes: decoding
-				// every name cost a memory record 11 % when records decoded
-				// through here (BenchmarkDecodeRecord in memory, 327 µs
-				// against 291). One with an escape or other bytes is
-				// decoded, as the decoder does (invalid UTF-8 becomes U+FFFD
-				// there).
-				name, ok := plainName(data[i+1 : end])
-				if !ok && json.Unmarshal(data[i:end+1], &name) != nil {
-					name = string(data[i+1 : end])
-				}
-				names = append(names, name)
-			}
-			i = end
-		}
+	for _, m := range members {
+		names = append(names, m.Name)
 	}
 	return names
-}
-
-// plainName is a member name's bytes as a string where they are printable
-// ASCII with no escape.
-func plainName(b []byte) (string, bool) {
-	for _, c := range b {
-		if c < 0x20 || c >= 0x7f || c == '\\' {
-			return "", false
-		}
-	}
-	return string(b), true
 }
 
 // CheckMembers refuses an object (valid JSON, decoded already) with a
