@@ -188,22 +188,28 @@ func TestRecordMemory(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, b.Free())
 
+	// Both listings are checked against what was recorded, each on its own.
+	check := func(how string, recs []environment.Typed[MemoryRecord]) {
+		t.Helper()
+		require.Len(t, recs, 2, how)
+		require.Equal(t, e1.ID, recs[0].ID, how)
+		require.Equal(t, "one buffer", recs[0].Value.Label, how)
+		require.Equal(t, uint64(12345), recs[0].Value.Report.Usage().BytesInUse, how)
+		require.Equal(t, e2.ID, recs[1].ID, how)
+		require.Equal(t, "other stream", recs[1].Value.Label, how)
+		require.Equal(t, uint64(77), recs[1].Value.Report.Usage().BytesInUse, how)
+		require.Equal(t, s.Report(), recs[1].Value.Report, "%s: the record reads back as the report it was", how)
+		require.Contains(t, string(recs[0].Body), `"label":"one buffer","report":{"dynamic":[`, how)
+	}
 	recs, err := MemoryRecords(ctx, env, environment.Query{})
 	require.NoError(t, err)
-	require.Len(t, recs, 2)
-	require.Equal(t, e1.ID, recs[0].ID)
-	require.Equal(t, "one buffer", recs[0].Value.Label)
-	require.Equal(t, uint64(12345), recs[0].Value.Report.Usage().BytesInUse)
-	require.Equal(t, e2.ID, recs[1].ID)
-	require.Equal(t, uint64(77), recs[1].Value.Report.Usage().BytesInUse)
-	require.Equal(t, s.Report(), recs[1].Value.Report, "the record reads back as the report it was")
-	require.Contains(t, string(recs[0].Body), `"label":"one buffer","report":{"dynamic":[`)
+	check("at once", recs)
 	var each []environment.Typed[MemoryRecord]
 	require.NoError(t, EachMemoryRecord(ctx, env, environment.Query{}, func(r environment.Typed[MemoryRecord]) error {
 		each = append(each, r)
 		return nil
 	}))
-	require.Equal(t, recs, each, "listed one at a time, the records read back as at once")
+	check("one at a time", each)
 
 	_, err = c.RecordMemory(ctx, "")
 	require.ErrorIs(t, err, environment.ErrInvalidRecord)
