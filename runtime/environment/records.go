@@ -163,9 +163,15 @@ func (e *Env) Get(ctx context.Context, id int64) (Entry, error) {
 // Query returns the records q selects, oldest first (in the order they were
 // committed): Each, collected.
 func (e *Env) Query(ctx context.Context, q Query) ([]Entry, error) {
-	var out []Entry
-	if err := e.Each(ctx, q, func(ent Entry) error {
-		out = append(out, ent)
+	return collect(func(fn func(Entry) error) error { return e.Each(ctx, q, fn) })
+}
+
+// collect is what each lists, in order: nil if it lists nothing, and nil
+// with its error if it fails.
+func collect[T any](each func(fn func(T) error) error) ([]T, error) {
+	var out []T
+	if err := each(func(v T) error {
+		out = append(out, v)
 		return nil
 	}); err != nil {
 		return nil, err
@@ -297,11 +303,7 @@ func (q Query) clauses() (where []string, args []any, err error) {
 // must be empty or T's kind. It holds them all at once: EachAs takes them
 // one at a time.
 func QueryAs[T Record](ctx context.Context, e *Env, q Query) ([]Typed[T], error) {
-	var out []Typed[T]
-	err := EachAs(ctx, e, q, func(r Typed[T]) error {
-		out = append(out, r)
-		return nil
-	})
+	out, err := collect(func(fn func(Typed[T]) error) error { return EachAs(ctx, e, q, fn) })
 	if err != nil {
 		return nil, err
 	}
