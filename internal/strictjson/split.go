@@ -140,7 +140,8 @@ func Valid(data []byte) bool {
 
 // String decodes the JSON string in data (white space around it allowed),
 // as json.Unmarshal into a string does: escapes resolved, invalid UTF-8
-// made U+FFFD. It refuses what json.Unmarshal refuses, with its error.
+// made U+FFFD. It refuses what json.Unmarshal refuses, with its error,
+// and any other value, null too (which json.Unmarshal takes as no string).
 func String(data []byte) (string, error) {
 	s := splitter{data: data}
 	s.space()

@@ -146,7 +146,9 @@ func FuzzSplitMatchesEncodingJSON(f *testing.F) {
 		str, err := String(doc)
 		var wantStr string
 		wantErr = json.Unmarshal(doc, &wantStr)
-		if want == nil && wantErr == nil {
+		// A null is no string: json.Unmarshal leaves the string as it
+		// was, String refuses it.
+		if want == nil && wantErr == nil && trimmed[0] == '"' {
 			require.NoError(t, err)
 			require.Equal(t, wantStr, str)
 		} else {
