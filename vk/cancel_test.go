@@ -50,9 +50,10 @@ func slowBatch(t *testing.T, d *Device, h vkruntime.StorageHandle, want time.Dur
 	return ops
 }
 
-// When the context ends, Dispatch stops waiting at once; the batch goes on
-// on the GPU, so the pages it binds stay allocated until it ends (a Flush
-// meanwhile keeps them) and later work on the device comes after it.
+// When the context ends, Dispatch stops waiting at once; the op running
+// goes on on the GPU, so the pages the batch binds stay allocated until it
+// ends (a Flush meanwhile keeps them) and later work on the device comes
+// after it, but the ops after it never run.
 func TestCanceledDispatchKeepsItsMemoryAndOrdersLaterWork(t *testing.T) {
 	d := openTestDevice(t) // Close fails on a page freed while the GPU used it
 	scratch := alloc(t, d, 16)
@@ -60,7 +61,7 @@ func TestCanceledDispatchKeepsItsMemoryAndOrdersLaterWork(t *testing.T) {
 	out := alloc(t, d, 4*n)
 	require.NoError(t, d.Zero(t.Context(), out))
 
-	// The batch runs about 600 ms; the caller stops waiting after 100 ms.
+	// The slow ops run about 600 ms; the caller stops waiting after 100 ms.
 	ops := append(slowBatch(t, d, scratch, 600*time.Millisecond), kernel.FillWords(n, math.Float32bits(7)).With(out))
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
@@ -70,20 +71,63 @@ func TestCanceledDispatchKeepsItsMemoryAndOrdersLaterWork(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Less(t, waited, time.Second, "the wait stopped with the context")
 
-	// The batch still runs: its pages survive a Flush.
+	// The op still runs: its pages survive a Flush.
 	held := d.storage.Allocated()
 	d.storage.Dealloc(scratch.ID)
 	d.storage.Flush()
-	require.Equal(t, held, d.storage.Allocated(), "a page an abandoned batch binds is not freed")
+	require.Equal(t, held, d.storage.Allocated(), "a page an abandoned op binds is not freed")
 
-	// A download comes after the abandoned batch: it sees the fill.
+	// A download comes after the abandoned op; the fill after it never ran.
 	got := readFloats(t, d, out)
 	for i, v := range got {
-		require.Equal(t, float32(7), v, "element %d", i)
+		require.Zero(t, v, "element %d: an op after the context ended ran", i)
 	}
 	d.storage.Flush()
-	require.Less(t, d.storage.Allocated(), held, "freed once the batch ended")
-	t.Logf("the wait stopped %v after the dispatch began; the batch ran to its end after %v", waited, time.Since(start))
+	require.Less(t, d.storage.Allocated(), held, "freed once the op ended")
+	t.Logf("the wait stopped %v after the dispatch began; the op running then ended after %v", waited, time.Since(start))
+}
+
+// A batch under a context that can end runs an op a submission: once the
+// context ends, no op after the one running starts. Under one that cannot,
+// the batch runs whole.
+func TestDispatchRunsNoOpAfterItsContextEnds(t *testing.T) {
+	d := openTestDevice(t)
+	const n = 1024
+	first, second := alloc(t, d, 4*n), alloc(t, d, 4*n)
+	zero := func() {
+		require.NoError(t, d.Zero(t.Context(), first))
+		require.NoError(t, d.Zero(t.Context(), second))
+	}
+	batch := []kernel.Op{kernel.FillWords(n, math.Float32bits(7)).With(first), kernel.FillWords(n, math.Float32bits(9)).With(second)}
+	ctx, cancel := context.WithCancel(t.Context())
+	ended := []int{}
+	afterOpSubmitted = func(i int) {
+		ended = append(ended, i)
+		cancel() // the context ends once the first op has run
+	}
+	t.Cleanup(func() { afterOpSubmitted = nil })
+
+	zero()
+	require.ErrorIs(t, d.Dispatch(ctx, batch), context.Canceled)
+	require.Equal(t, []int{0}, ended, "one op ran, a submission of its own")
+	require.Equal(t, float32(7), readFloats(t, d, first)[n-1], "the op before the context ended ran")
+	require.Equal(t, float32(0), readFloats(t, d, second)[n-1], "the op after it did not")
+
+	// Each op's writes are seen by the next, across submissions.
+	ended = ended[:0]
+	afterOpSubmitted = func(i int) { ended = append(ended, i) }
+	zero()
+	chained := []kernel.Op{kernel.FillWords(n, math.Float32bits(5)).With(first), kernel.CopyWords(n).With(first, second)}
+	require.NoError(t, d.Dispatch(t.Context(), chained))
+	require.Equal(t, []int{0, 1}, ended)
+	require.Equal(t, float32(5), readFloats(t, d, second)[0], "the copy read the fill before it")
+
+	// context.Background() cannot end: one submission.
+	ended = ended[:0]
+	zero()
+	require.NoError(t, d.Dispatch(context.Background(), batch))
+	require.Empty(t, ended, "the batch was one submission")
+	require.Equal(t, float32(9), readFloats(t, d, second)[n-1])
 }
 
 // A 65535 x 65535 grid runs for hours on lavapipe; canceling its context
