@@ -47,9 +47,9 @@ type Device interface {
 	// at once; work already handed to the device may still finish, and the
 	// device keeps the memory it binds alive and orders later calls after it,
 	// but no op starts once ctx has ended, so a batch holds the device past
-	// its caller's deadline no longer than the op running then (vk submits
-	// an op at a time under a context that can end; cpu stops between work
-	// items).
+	// its caller's deadline no longer than the work running then (vk
+	// submits a batch under a context that can end in pieces its pace says
+	// end within 20 ms, one op at least; cpu stops between work items).
 	Dispatch(ctx context.Context, ops []kernel.Op) error
 	// Close releases the device once no work of it runs any more. Every
 	// call that can fail made afterwards, of the device or of its storage

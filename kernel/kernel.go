@@ -44,6 +44,10 @@ type Kernel struct {
 	// work is what the launch computes, in the kernel's own unit (elements,
 	// output values); 0 is an empty launch.
 	work func(push pushValues) uint64
+	// steps, where set, is the launch's arithmetic where it is more than
+	// its work (a matmul's output values each take K multiply-adds): what
+	// Cost counts.
+	steps func(push pushValues) uint64
 	// busy is the most work groups that find work of their own (an
 	// element, a row, a tile): a grid of more runs the rest idle.
 	busy func(push pushValues) uint64
@@ -270,6 +274,7 @@ var catalogue = []Kernel{
 		},
 		// The output: with K = 0 it is all zeros, still to be written.
 		work:    func(p pushValues) uint64 { return product(p.u32(0), p.u32(1)) },
+		steps:   func(p pushValues) uint64 { return product(product(p.u32(0), p.u32(1)), max(p.u32(2), 1)) },
 		busy:    func(p pushValues) uint64 { return tileGroups(p.u32(0), p.u32(1), matmulTile) },
 		inPlace: []bool{false, false, true},
 	},
@@ -428,6 +433,26 @@ func CheckIdleGroups(k Kernel, grid [3]uint32, push []byte) error {
 			grid, runs, busy, pushString(k, push))}
 	}
 	return nil
+}
+
+// Cost estimates what a launch of k with push on grid keeps the device
+// busy for, in invocation steps: the larger of the invocations its grid
+// runs (work groups times the work-group size, idle ones too) and its
+// arithmetic (its elements or output values; a matmul's M x N x K). A
+// device compares launches by it to learn its own pace, so that it can
+// submit work in pieces that each end soon (see vk's Dispatch). It
+// saturates at the largest uint64 rather than wrap.
+func Cost(k Kernel, grid [3]uint32, push []byte) uint64 {
+	invocations := product(product(groups(grid), uint64(grid[2])), product(product(uint64(k.WorkGroup[0]), uint64(k.WorkGroup[1])), uint64(k.WorkGroup[2])))
+	canon, ok := catalogued(k, push)
+	if !ok {
+		return invocations
+	}
+	steps := canon.work
+	if canon.steps != nil {
+		steps = canon.steps
+	}
+	return max(invocations, steps(pushValues(push)))
 }
 
 // NoOp says whether a launch writes nothing, so that a device need not

@@ -556,3 +556,22 @@ func TestNoOpLaunches(t *testing.T) {
 	require.False(t, NoOp(FillWords(1, 7).Kernel, [3]uint32{1, 1, 1}, FillWords(1, 7).Push))
 	require.True(t, NoOp(FillWords(1, 7).Kernel, [3]uint32{1, 0, 1}, FillWords(1, 7).Push))
 }
+
+// Cost is the larger of the invocations a grid runs and the launch's
+// arithmetic, saturating.
+func TestCostCountsInvocationsAndArithmetic(t *testing.T) {
+	fill := FillWords(1000, 0)
+	require.Equal(t, uint64(1024), Cost(fill.Kernel, fill.Grid, fill.Push), "4 groups of 256 invocations for 1000 elements")
+	mm := MatMul(128, 64, 32)
+	require.Equal(t, uint64(128*64*32), Cost(mm.Kernel, mm.Grid, mm.Push), "M x N x K multiply-adds on one tile's 256 invocations")
+	noK := MatMul(128, 64, 0)
+	require.Equal(t, uint64(128*64), Cost(noK.Kernel, noK.Grid, noK.Push), "K = 0 still writes M x N zeros")
+	idle := ReLU(1)
+	require.Equal(t, uint64(65535*16*256), Cost(idle.Kernel, [3]uint32{65535, 16, 1}, idle.Push), "idle work groups cost their invocations")
+	huge := MatMul(math.MaxUint32, math.MaxUint32, math.MaxUint32)
+	require.Equal(t, uint64(math.MaxUint64), Cost(huge.Kernel, huge.Grid, huge.Push), "saturates")
+	sm := Softmax(100, 300)
+	require.Equal(t, uint64(100*300), Cost(sm.Kernel, sm.Grid, sm.Push), "rows x cols")
+	odd := Kernel{Name: "unknown", WorkGroup: [3]uint32{64, 1, 1}}
+	require.Equal(t, uint64(3*64), Cost(odd, [3]uint32{3, 1, 1}, nil), "a kernel not of the catalogue costs its invocations")
+}

@@ -3,8 +3,10 @@
 package vk
 
 import (
+	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/vkrt/vkrt/kernel"
 	vkruntime "github.com/vkrt/vkrt/runtime"
@@ -128,6 +130,41 @@ func BenchmarkSparseBind(b *testing.B) {
 			}
 			b.ReportMetric(float64(len(c.binds)), "ranges/op")
 			b.ReportMetric(float64(bytes)/(1<<20), "MiB/op")
+		})
+	}
+}
+
+// BenchmarkBatchOf64SmallOps is a batch of 64 small fills under a context
+// that cannot end (one submission) and under one that can (submissions by
+// the device's pace, so that no op starts once it has ended):
+// "paced-cost" is the second's time per batch over the first's, measured
+// in one run.
+func BenchmarkBatchOf64SmallOps(b *testing.B) {
+	d := openTestDevice(b)
+	const n, ops = 1024, 64
+	h := alloc(b, d, 4*n)
+	batch := make([]kernel.Op, ops)
+	for i := range batch {
+		batch[i] = kernel.FillWords(n, uint32(i)).With(h)
+	}
+	var oneSubmission float64
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+	}{{"one-submission", context.Background()}, {"paced", b.Context()}} {
+		b.Run(c.name, func(b *testing.B) {
+			start := time.Now()
+			for b.Loop() {
+				if err := d.Dispatch(c.ctx, batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			perBatch := float64(time.Since(start)) / float64(b.N)
+			if c.ctx.Done() == nil {
+				oneSubmission = perBatch
+			} else if oneSubmission > 0 {
+				b.ReportMetric(perBatch/oneSubmission, "paced-cost")
+			}
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,9 +88,22 @@ func TestCanceledDispatchKeepsItsMemoryAndOrdersLaterWork(t *testing.T) {
 	t.Logf("the wait stopped %v after the dispatch began; the op running then ended after %v", waited, time.Since(start))
 }
 
-// A batch under a context that can end runs an op a submission: once the
-// context ends, no op after the one running starts. Under one that cannot,
-// the batch runs whole.
+// submissions records the ops of each submission of a batch run in
+// several, and sets the time each took (0: as measured).
+func submissions(t *testing.T, took time.Duration) *[][2]int {
+	t.Helper()
+	var got [][2]int
+	afterSubmission = func(from, to int) { got = append(got, [2]int{from, to}) }
+	if took > 0 {
+		submissionTook = func(time.Time) time.Duration { return took }
+	}
+	t.Cleanup(func() { afterSubmission, submissionTook = nil, time.Since })
+	return &got
+}
+
+// A batch under a context that can end runs in submissions, the first of
+// one op: once the context ends, no op after the submission running
+// starts. Under one that cannot, the batch runs whole in one.
 func TestDispatchRunsNoOpAfterItsContextEnds(t *testing.T) {
 	d := openTestDevice(t)
 	const n = 1024
@@ -100,34 +114,66 @@ func TestDispatchRunsNoOpAfterItsContextEnds(t *testing.T) {
 	}
 	batch := []kernel.Op{kernel.FillWords(n, math.Float32bits(7)).With(first), kernel.FillWords(n, math.Float32bits(9)).With(second)}
 	ctx, cancel := context.WithCancel(t.Context())
-	ended := []int{}
-	afterOpSubmitted = func(i int) {
-		ended = append(ended, i)
-		cancel() // the context ends once the first op has run
+	ran := submissions(t, 0)
+	afterSubmission = func(from, to int) {
+		*ran = append(*ran, [2]int{from, to})
+		cancel() // the context ends once the first submission has run
 	}
-	t.Cleanup(func() { afterOpSubmitted = nil })
 
 	zero()
 	require.ErrorIs(t, d.Dispatch(ctx, batch), context.Canceled)
-	require.Equal(t, []int{0}, ended, "one op ran, a submission of its own")
+	require.Equal(t, [][2]int{{0, 1}}, *ran, "the first op ran, a submission of its own")
 	require.Equal(t, float32(7), readFloats(t, d, first)[n-1], "the op before the context ended ran")
 	require.Equal(t, float32(0), readFloats(t, d, second)[n-1], "the op after it did not")
 
 	// Each op's writes are seen by the next, across submissions.
-	ended = ended[:0]
-	afterOpSubmitted = func(i int) { ended = append(ended, i) }
+	ran = submissions(t, 0)
+	d.pace.costPerTarget.Store(0) // a submission of one op first
 	zero()
 	chained := []kernel.Op{kernel.FillWords(n, math.Float32bits(5)).With(first), kernel.CopyWords(n).With(first, second)}
 	require.NoError(t, d.Dispatch(t.Context(), chained))
-	require.Equal(t, []int{0, 1}, ended)
+	require.Equal(t, [][2]int{{0, 1}, {1, 2}}, *ran, "two submissions: the first of one op, the next at most twice its cost")
 	require.Equal(t, float32(5), readFloats(t, d, second)[0], "the copy read the fill before it")
 
 	// context.Background() cannot end: one submission.
-	ended = ended[:0]
+	ran = submissions(t, 0)
 	zero()
 	require.NoError(t, d.Dispatch(context.Background(), batch))
-	require.Empty(t, ended, "the batch was one submission")
+	require.Empty(t, *ran, "the batch was one submission")
 	require.Equal(t, float32(9), readFloats(t, d, second)[n-1])
+}
+
+// Submissions of small ops that end quickly take twice as many ops each
+// time, so a batch of 64 fills is 7 submissions, not 64; an op that costs
+// more than the pace allows runs alone, so the context's end waits for it
+// only. The pace is learned across batches.
+func TestDispatchSubmitsByPace(t *testing.T) {
+	d := openTestDevice(t)
+	const n = 1024
+	h := alloc(t, d, 4*n)
+	small := make([]kernel.Op, 64)
+	for i := range small {
+		small[i] = kernel.FillWords(n, uint32(i)).With(h)
+	}
+	ran := submissions(t, time.Microsecond) // each ends well within submissionTarget
+	require.NoError(t, d.Dispatch(t.Context(), small))
+	require.Equal(t, [][2]int{{0, 1}, {1, 3}, {3, 7}, {7, 15}, {15, 31}, {31, 63}, {63, 64}}, *ran)
+	require.Equal(t, uint32(63), math.Float32bits(readFloats(t, d, h)[0]), "the last fill ran last")
+
+	// The next batch starts at the pace learned: two fills' cost (the last
+	// submission's, one fill, doubled).
+	ran = submissions(t, time.Microsecond)
+	const side = 256
+	a, b, c := alloc(t, d, 4*side*side), alloc(t, d, 4*side*side), alloc(t, d, 4*side*side)
+	mixed := append(append(slices.Clone(small[:4]), kernel.MatMul(side, side, side).With(a, b, c)), small[4:8]...)
+	require.NoError(t, d.Dispatch(t.Context(), mixed))
+	require.Equal(t, [][2]int{{0, 2}, {2, 4}, {4, 5}, {5, 9}}, *ran, "the matmul ran alone")
+
+	// A submission that ran past the target makes the next one smaller.
+	ran = submissions(t, 4*submissionTarget)
+	d.pace.costPerTarget.Store(8 * 1024)
+	require.NoError(t, d.Dispatch(t.Context(), small[:16]))
+	require.Equal(t, [][2]int{{0, 8}, {8, 10}, {10, 11}, {11, 12}, {12, 13}, {13, 14}, {14, 15}, {15, 16}}, *ran)
 }
 
 // A 65535 x 65535 grid runs for hours on lavapipe; canceling its context

@@ -57,6 +57,7 @@ type Device struct {
 
 	pipeMu    sync.Mutex
 	pipelines map[string]*pipeline
+	pace      dispatchPace // how much work a submission holds (Dispatch)
 
 	// abandoned holds, per submission whose caller stopped waiting (its
 	// context ended), a channel closed once the GPU finished it and its

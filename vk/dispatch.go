@@ -5,7 +5,9 @@ package vk
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	vulkan "github.com/vulkan-go/vulkan"
@@ -97,17 +99,20 @@ func (d *Device) buildPipeline(k kernel.Kernel) (*pipeline, error) {
 // live allocations of the device's storage and lie inside them; a refused
 // batch changes nothing.
 //
-// Under a context that can end, each op is a submission of its own, waited
-// for before the next is recorded. When ctx ends, Dispatch returns ctx.Err()
-// at once; the op running then finishes on the GPU on its own (no device
-// stops a dispatch once submitted) while the pages the batch binds stay
-// allocated, later work on the device waits for it, and the ops after it
-// never run. Under a context that cannot end (context.Background()) the
-// batch is one submission. A whole batch in one submission held the device
-// past a caller's deadline for as long as the batch ran: a guest launching
-// 40 matmuls of 1024 x 1024 under vkrt run --timeout 2s on lavapipe was
-// ended at 2 s, and the device, with every launch behind it, was held
-// until the command exited at 105 s (3 s an op at a time).
+// Under a context that can end, the batch runs in submissions, each
+// waited for before the next is recorded, each holding the ops that the
+// device's pace (dispatchPace: their kernel.Cost against how long earlier
+// submissions ran) says end within submissionTarget, one op at least.
+// When ctx ends, Dispatch returns ctx.Err() at once; the submission running
+// then finishes on the GPU on its own (no device stops a dispatch once
+// submitted) while the pages the batch binds stay allocated, later work on
+// the device waits for it, and the ops after it never run. Under a context
+// that cannot end (context.Background()) the batch is one submission. A
+// whole batch in one submission held the device past a caller's deadline
+// for as long as the batch ran: a guest launching 40 matmuls of 1024 x 1024
+// under vkrt run --timeout 2s on lavapipe was ended at 2 s, and the device,
+// with every launch behind it, was held until the command exited at 105 s
+// (3 s in submissions).
 func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -177,27 +182,76 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 		}
 	}
 	defer letGo()
-	next := 0
+	costs := make([]uint64, len(live))
 	for i, op := range live {
+		costs[i] = kernel.Cost(op.Kernel, op.Grid, op.Push)
+	}
+	budget := d.pace.budget()
+	next := 0
+	for from := 0; from < len(live); {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		n := boundBindings(op)
+		// The ops the budget holds, one at least.
+		to, cost, n := from+1, costs[from], boundBindings(live[from])
+		for to < len(live) && costs[to] <= budget && cost <= budget-costs[to] {
+			cost += costs[to]
+			n += boundBindings(live[to])
+			to++
+		}
 		holders.Add(1)
-		if err := d.submit(ctx, 1, d.recordOps(live[i:i+1], pipes[i:i+1], pins[next:next+n], i > 0), letGo); err != nil {
+		start := time.Now()
+		if err := d.submit(ctx, uint32(to-from), d.recordOps(live[from:to], pipes[from:to], pins[next:next+n], from > 0), letGo); err != nil {
 			return err
 		}
-		next += n
-		if afterOpSubmitted != nil {
-			afterOpSubmitted(i)
+		budget = d.pace.learn(cost, submissionTook(start))
+		if afterSubmission != nil {
+			afterSubmission(from, to)
 		}
+		from, next = to, next+n
 	}
 	return nil
 }
 
-// afterOpSubmitted, set by tests, is called after each op of a batch run
-// one submission an op has ended on the GPU.
-var afterOpSubmitted func(i int)
+// submissionTook is time.Since, which tests replace to set the pace.
+var submissionTook = time.Since
+
+// afterSubmission, set by tests, is called with the ops [from, to) of a
+// batch once their submission has ended on the GPU, where the batch runs
+// in several.
+var afterSubmission func(from, to int)
+
+// submissionTarget is how long one submission of a batch that its context
+// can end is meant to run: the most a context's end waits for, where the
+// device's pace holds (as long as fenceWaitSlice, the wait's own step).
+const submissionTarget = fenceWaitSlice
+
+// dispatchPace is what a device has learned of its own pace: the cost
+// (kernel.Cost) a submission of ops can hold to end within
+// submissionTarget. It starts at 0, a submission of one op, and after
+// each submission is what its pace would have done in submissionTarget,
+// but at most twice its cost: a batch of small ops takes 1, 2, 4, ... of
+// them a submission, and an op that costs more than the budget runs alone
+// (a 1024 x 1024 matmul after fills: its device time is all the context's
+// end waits for, not also the ops the budget would have put beside it).
+type dispatchPace struct{ costPerTarget atomic.Uint64 }
+
+func (p *dispatchPace) budget() uint64 { return p.costPerTarget.Load() }
+
+// learn takes a submission of cost that ran for took and returns the next
+// budget.
+func (p *dispatchPace) learn(cost uint64, took time.Duration) uint64 {
+	budget := float64(cost) * 2
+	if took > 0 {
+		budget = min(budget, float64(cost)*float64(submissionTarget)/float64(took))
+	}
+	b := uint64(math.MaxUint64)
+	if budget < float64(math.MaxUint64) {
+		b = uint64(budget)
+	}
+	p.costPerTarget.Store(b)
+	return b
+}
 
 // boundBindings is how many of op's bindings are pinned: those of any
 // size.
