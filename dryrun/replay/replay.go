@@ -78,6 +78,8 @@ type Result struct {
 	// Retries counts reservations the device refused that succeeded after
 	// an explicit cleanup, as a client retries them.
 	Retries uint64
+	// managersCleaned counts the managers the retries cleaned up.
+	managersCleaned int
 	// Spills counts reservations that missed their planned place: a full
 	// capped pool or an arena miss.
 	Spills uint64
@@ -143,6 +145,24 @@ type streamPools struct {
 	byStream map[uint32]int
 	managers []*memory.Manager
 	streams  []uint32
+	// changed lists the managers that may have had events since the last
+	// cleanup, once each (dirty); the one at hand is taken as changed
+	// too. A manager left as cleanup left it has nothing more to give
+	// back, and cleaning every stream's at each refusal cost a trace of
+	// 73,000 streams, each refused a page once the device was full, 1,475
+	// cleanups of all of them.
+	changed []int
+	dirty   []bool
+	// cleaned counts the managers cleaned up (for tests).
+	cleaned int
+}
+
+// touch marks manager k as having had events since the last cleanup.
+func (p *streamPools) touch(k int) {
+	if !p.dirty[k] {
+		p.dirty[k] = true
+		p.changed = append(p.changed, k)
+	}
 }
 
 func (p *streamPools) manager(stream uint32) (*memory.Manager, int, error) {
@@ -156,15 +176,21 @@ func (p *streamPools) manager(stream uint32) (*memory.Manager, int, error) {
 	// A plan that spills shows in Spills; the pools need not warn as well.
 	m.SetLogger(slog.New(slog.DiscardHandler))
 	p.byStream[stream] = len(p.managers)
-	p.managers, p.streams = append(p.managers, m), append(p.streams, stream)
+	p.managers, p.streams, p.dirty = append(p.managers, m), append(p.streams, stream), append(p.dirty, false)
+	p.touch(len(p.managers) - 1)
 	return m, len(p.managers) - 1, nil
 }
 
-// cleanup gives back what every stream's pools hold unused.
-func (p *streamPools) cleanup() {
-	for _, m := range p.managers {
-		m.Cleanup(true)
+// cleanup gives back what every stream's pools hold unused: those of the
+// managers changed since the last cleanup, and of the one at hand.
+func (p *streamPools) cleanup(atHand int) {
+	p.touch(atHand)
+	for _, k := range p.changed {
+		p.managers[k].Cleanup(true)
+		p.dirty[k] = false
 	}
+	p.cleaned += len(p.changed)
+	p.changed = p.changed[:0]
 }
 
 // liveAlloc is what a live allocation needs at its free, side by side:
@@ -221,6 +247,9 @@ func (r *replayer) events(run []trace.Event, from int) error {
 			continue
 		}
 		a := &r.allocs[e.Index]
+		if int(a.owner) != r.k {
+			r.pools.touch(int(a.owner))
+		}
 		fm := r.managers[a.owner]
 		if err := fm.Free(a.h); err != nil {
 			return fmt.Errorf("replay: %s %s: free: %w", r.t.Name, e.Where(), err)
@@ -239,6 +268,9 @@ func (r *replayer) switchTo(e *trace.Event) error {
 	if err != nil {
 		return fmt.Errorf("replay: %s %s: stream %d: %w", r.t.Name, e.Where(), e.Stream, err)
 	}
+	// The manager left has had the events since it came to hand.
+	r.pools.touch(r.k)
+	r.pools.touch(k)
 	r.m, r.k, r.stream, r.managers = m, k, e.Stream, r.pools.managers
 	return nil
 }
@@ -250,7 +282,7 @@ func (r *replayer) switchTo(e *trace.Event) error {
 func (r *replayer) retry(e *trace.Event, err error) (memory.Handle, error) {
 	var h memory.Handle
 	if errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
-		r.pools.cleanup()
+		r.pools.cleanup(r.k)
 		if h, err = r.m.ReserveTight(e.Size, memory.Eager); err == nil {
 			r.res.Retries++
 			return h, nil
@@ -308,6 +340,7 @@ func Measure(t *trace.Trace, l memory.Layout, opts Options) (*Result, Timing, er
 	res.ReservedPeakBytes = counts.PeakBytesHeld
 	res.DriverAllocs, res.BindCalls, res.Binds = counts.Allocs, counts.BindCalls, counts.Binds
 	res.BoundBytes, res.UnboundBytes = counts.BoundBytes, counts.UnboundBytes
+	res.managersCleaned = pools.cleaned
 	for i, m := range pools.managers {
 		res.Spills += m.Spills()
 		res.Streams = append(res.Streams, StreamReport{Stream: pools.streams[i], Report: m.Report()})
