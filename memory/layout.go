@@ -274,6 +274,13 @@ const (
 	// MaxLayoutFileBytes bounds a layout file: an arena plan at
 	// MaxArenaSlots written as JSON fits well inside it.
 	MaxLayoutFileBytes = 1 << 30
+	// MaxLayoutStringBytes bounds the bytes in a layout file's strings,
+	// all together, as it is read: a layout's strings are the names of
+	// its variants and members (and a plan file's, of its traces: twice
+	// what the most a plan file names take at 256 bytes each), while a
+	// gigabyte of text in one string, gzipped to 1 MB, cost 3.2 GB and
+	// 13 s to refuse.
+	MaxLayoutStringBytes = 32 << 20
 )
 
 // literalError is a layout literal's decoding error, quoting the literal.
@@ -337,8 +344,11 @@ func ReadLayout(r io.Reader, name string) (Layout, error) {
 	}
 	// A gzipped file is bounded by what it unpacks to. Padding is dropped
 	// as it is read: it costs neither memory nor parsing.
-	var squeezer strictjson.Squeezer
+	squeezer := strictjson.Squeezer{MaxStringBytes: MaxLayoutStringBytes}
 	data, _, err := gzread.ReadAllWith(src, MaxLayoutFileBytes, squeezer.Append)
+	if errors.Is(err, strictjson.ErrStringBytes) {
+		return Layout{}, fmt.Errorf("memory: layout file %s: %w: a layout's strings are the names of its variants and members", name, err)
+	}
 	if err != nil {
 		return Layout{}, fmt.Errorf("memory: layout file %s: %w", name, err)
 	}

@@ -335,12 +335,14 @@ func Read(r io.Reader, name string) (File, error) {
 func readBounded(r io.Reader, limit int64) ([]byte, error) {
 	// Padding is dropped as it is read: it costs neither memory nor
 	// decoding.
-	var squeezer strictjson.Squeezer
+	squeezer := strictjson.Squeezer{MaxStringBytes: memory.MaxLayoutStringBytes}
 	data, _, err := gzread.ReadAllWith(r, limit, squeezer.Append)
 	var tooLarge *gzread.TooLargeError
 	switch {
 	case errors.Is(err, gzread.ErrTrailing):
 		return nil, fmt.Errorf("%w: data after the plan's gzip stream", ErrPlanFile)
+	case errors.Is(err, strictjson.ErrStringBytes):
+		return nil, fmt.Errorf("%w: %w: a plan's strings are the names of its traces, variants and members", ErrPlanFile, err)
 	case errors.Is(err, gzread.ErrUnreadable), errors.As(err, &tooLarge):
 		return nil, fmt.Errorf("%w: %w", ErrPlanFile, err)
 	case err != nil:

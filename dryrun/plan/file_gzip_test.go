@@ -2,6 +2,9 @@ package plan
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +16,7 @@ import (
 	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/internal/gen"
 	"github.com/vkrt/vkrt/internal/gzread"
+	"github.com/vkrt/vkrt/internal/strictjson"
 	"github.com/vkrt/vkrt/internal/tracetest"
 )
 
@@ -126,4 +130,44 @@ func FuzzReadGzippedPlan(f *testing.F) {
 			require.ErrorIs(t, err, ErrPlanFile)
 		}
 	})
+}
+
+// A plan file's strings are names: text past memory.MaxLayoutStringBytes
+// in them is refused as it is read, before the rest is. A trace name of
+// 256 MiB gzipped to 256 KB, which the decoder took whole (a gigabyte
+// cost 5.8 GB and 92 s), is refused after 32 MiB of it.
+func TestAPlanFileWithAGiantNameIsRefusedAsItIsRead(t *testing.T) {
+	head := []byte(`{"vkrt_plan":4,"device":{"alignment":16,"max_page_size":4294967280,"memory_size":150000000000,"sparse_granule":65536},"traces":["`)
+	tail := []byte(`"],"layout":"Direct"}`)
+	var read countingReader
+	name := strings.Repeat("x", 256<<20)
+	read.r = bytes.NewReader(gzread.Pack(slices.Concat(head, []byte(name), tail)))
+	_, err := Read(&read, "giant name")
+	require.ErrorIs(t, err, ErrPlanFile)
+	require.ErrorIs(t, err, strictjson.ErrStringBytes)
+	require.ErrorContains(t, err, "more than 33554432 bytes in strings")
+	require.Less(t, read.n, int64(len(name))/4, "the read stopped near the bound")
+
+	// 65,536 names of 256 bytes, the most a file names, pass.
+	names := make([]string, MaxFileTraces)
+	for i := range names {
+		names[i] = fmt.Sprintf("%0254d", i) // 256 bytes quoted
+	}
+	many, err := json.Marshal(names)
+	require.NoError(t, err)
+	f, err := Read(bytes.NewReader(slices.Concat(head[:len(head)-2], many, tail[2:])), "many names")
+	require.NoError(t, err)
+	require.Len(t, f.Traces, MaxFileTraces)
+}
+
+// countingReader counts the bytes read from r.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }

@@ -80,7 +80,8 @@ func ReadAll(r io.Reader, limit int64) (data []byte, gzipped bool, err error) {
 // appends to data what it makes of the piece (nil: the piece as it is):
 // a reader that drops most of what it reads (the padding of a JSON file)
 // holds what it keeps alone. limit bounds the bytes read, not those kept.
-func ReadAllWith(r io.Reader, limit int64, add func(data, piece []byte) []byte) (data []byte, gzipped bool, err error) {
+// An error from add ends the read, and is returned as it is.
+func ReadAllWith(r io.Reader, limit int64, add func(data, piece []byte) ([]byte, error)) (data []byte, gzipped bool, err error) {
 	br := bufio.NewReader(r)
 	zr, err := unpacker(br)
 	if err != nil {
@@ -94,7 +95,7 @@ func ReadAllWith(r io.Reader, limit int64, add func(data, piece []byte) []byte) 
 		src, gzipped = zr, true
 	}
 	if add == nil {
-		add = func(data, piece []byte) []byte { return append(data, piece...) }
+		add = func(data, piece []byte) ([]byte, error) { return append(data, piece...), nil }
 	}
 	piece := make([]byte, 64<<10)
 	var read int64
@@ -103,7 +104,10 @@ func ReadAllWith(r io.Reader, limit int64, add func(data, piece []byte) []byte) 
 		if read += int64(n); read > limit {
 			return nil, gzipped, &TooLargeError{Limit: limit, Gzipped: gzipped}
 		}
-		data = add(data, piece[:n])
+		var addErr error
+		if data, addErr = add(data, piece[:n]); addErr != nil {
+			return nil, gzipped, addErr
+		}
 		if err == io.EOF && gzipped {
 			next, perr := br.Peek(len(magic))
 			switch {

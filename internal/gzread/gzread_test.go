@@ -82,14 +82,14 @@ func TestReadAllRefusesBombsAndBrokenStreams(t *testing.T) {
 func TestReadAllWithHoldsWhatItKeeps(t *testing.T) {
 	packed := Pack(bytes.Repeat([]byte{'x'}, 64<<20))
 	var seen int
-	keepFew := func(data, piece []byte) []byte {
+	keepFew := func(data, piece []byte) ([]byte, error) {
 		for _, c := range piece {
 			if seen%4096 == 0 {
 				data = append(data, c)
 			}
 			seen++
 		}
-		return data
+		return data, nil
 	}
 	data, gzipped, err := ReadAllWith(bytes.NewReader(packed), 64<<20, keepFew)
 	require.NoError(t, err)
@@ -102,6 +102,18 @@ func TestReadAllWithHoldsWhatItKeeps(t *testing.T) {
 	_, _, err = ReadAllWith(bytes.NewReader(packed), 64<<20-1, keepFew)
 	var tooLarge *TooLargeError
 	require.ErrorAs(t, err, &tooLarge, "the limit counts what is read")
+
+	// add's error ends the read there.
+	boom := errors.New("boom")
+	seen = 0
+	_, _, err = ReadAllWith(bytes.NewReader(packed), 64<<20, func(data, piece []byte) ([]byte, error) {
+		if seen += len(piece); seen > 1<<20 {
+			return nil, boom
+		}
+		return data, nil
+	})
+	require.ErrorIs(t, err, boom)
+	require.Less(t, seen, 2<<20, "nothing was read past the piece add refused")
 }
 
 // A file of several gzip members (bgzip's, or gzip -c a >>f) reads as gzip

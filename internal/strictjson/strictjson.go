@@ -167,15 +167,38 @@ func nonNilPointer(v any) bool {
 // kept as they are. A file padded with a gigabyte of spaces then costs its
 // readers the size of its values alone.
 type Squeezer struct {
+	// MaxStringBytes, where positive, bounds the bytes inside the text's
+	// strings, all of them together (quotes and escapes counted): past it
+	// Append fails with a *StringBytesError. Text whose strings are names
+	// then cannot hide a gigabyte in one.
+	MaxStringBytes int64
+
+	stringBytes              int64
 	inString, escaped, space bool
 	kept                     bool // some byte was kept: last is the latest
 	last                     byte
 }
 
+// ErrStringBytes is text with more bytes in its strings than a Squeezer's
+// MaxStringBytes; the error is a *StringBytesError.
+var ErrStringBytes = errors.New("json: too many bytes in strings")
+
+// StringBytesError is text whose strings hold more than Limit bytes.
+type StringBytesError struct{ Limit int64 }
+
+func (e *StringBytesError) Error() string {
+	return fmt.Sprintf("json: more than %d bytes in strings", e.Limit)
+}
+
+func (e *StringBytesError) Is(target error) bool { return target == ErrStringBytes }
+
 // Append appends src, squeezed as the text so far, to dst.
-func (s *Squeezer) Append(dst, src []byte) []byte {
+func (s *Squeezer) Append(dst, src []byte) ([]byte, error) {
 	for _, c := range src {
 		if s.inString {
+			if s.stringBytes++; s.MaxStringBytes > 0 && s.stringBytes > s.MaxStringBytes {
+				return dst, &StringBytesError{Limit: s.MaxStringBytes}
+			}
 			dst = append(dst, c)
 			switch {
 			case s.escaped:
@@ -199,9 +222,11 @@ func (s *Squeezer) Append(dst, src []byte) []byte {
 		s.space = false
 		dst = append(dst, c)
 		s.last, s.kept = c, true
-		s.inString = c == '"'
+		if s.inString = c == '"'; s.inString {
+			s.stringBytes++
+		}
 	}
-	return dst
+	return dst, nil
 }
 
 func structural(c byte) bool {

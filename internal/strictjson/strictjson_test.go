@@ -125,7 +125,11 @@ func FuzzParseUint64(f *testing.F) {
 // Squeeze is a Squeezer over the whole of b at once.
 func Squeeze(b []byte) []byte {
 	var s Squeezer
-	return s.Append(nil, b)
+	out, err := s.Append(nil, b)
+	if err != nil {
+		panic(err) // no bound set
+	}
+	return out
 }
 
 func TestSqueezeDropsOnlySpaceThatSeparatesNothing(t *testing.T) {
@@ -143,6 +147,34 @@ func TestSqueezeDropsOnlySpaceThatSeparatesNothing(t *testing.T) {
 	}
 }
 
+// MaxStringBytes bounds the bytes of every string together, quotes and
+// escapes counted, read in pieces or at once; white space and other
+// tokens do not count.
+func TestSqueezerBoundsTheBytesInStrings(t *testing.T) {
+	text := `{ "ab" : [ 1, "c\"d" ] }` // strings of 4 and 6 bytes
+	for _, c := range []struct {
+		limit int64
+		ok    bool
+	}{{0, true}, {10, true}, {9, false}, {4, false}, {1, false}} {
+		for cut := range len(text) + 1 {
+			s := Squeezer{MaxStringBytes: c.limit}
+			out, err := s.Append(nil, []byte(text[:cut]))
+			if err == nil {
+				out, err = s.Append(out, []byte(text[cut:]))
+			}
+			if c.ok {
+				require.NoError(t, err, "limit %d", c.limit)
+				require.Equal(t, `{"ab":[1,"c\"d"]}`, string(out))
+				continue
+			}
+			require.ErrorIs(t, err, ErrStringBytes, "limit %d, cut at %d", c.limit, cut)
+			var e *StringBytesError
+			require.ErrorAs(t, err, &e)
+			require.Equal(t, c.limit, e.Limit)
+		}
+	}
+}
+
 // Squeezed text is valid JSON exactly when the text was, and means the
 // same: encoding/json compacts both to the same bytes.
 func FuzzSqueeze(f *testing.F) {
@@ -153,7 +185,10 @@ func FuzzSqueeze(f *testing.F) {
 		// In two pieces, it is squeezed as in one.
 		var s Squeezer
 		at := int(cut % uint(len(in)+1))
-		pieces := s.Append(s.Append(nil, []byte(in[:at])), []byte(in[at:]))
+		head, err := s.Append(nil, []byte(in[:at]))
+		require.NoError(t, err)
+		pieces, err := s.Append(head, []byte(in[at:]))
+		require.NoError(t, err)
 		out := Squeeze([]byte(in))
 		require.Equal(t, string(out), string(pieces), "cut at %d", at)
 		require.Equal(t, json.Valid([]byte(in)), json.Valid(out), "%q squeezed to %q", in, out)
