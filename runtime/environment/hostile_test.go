@@ -500,3 +500,76 @@ func TestARowWhoseTimeIsNotANumberReadsWithNoTime(t *testing.T) {
 	require.Len(t, last, 1)
 	require.Equal(t, "real", last[0].Label)
 }
+
+// Records another program wrote with ids down to the least an integer key
+// takes (-2^63) are listed, with Last too: the first was left out, and a
+// Last reaching it listed nothing.
+func TestRecordsOfNegativeIdsAreListed(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filledEnvironment(t, dir, "negative-ids", 3)
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO records (id, kind, label, time_ns, body) VALUES (-9223372036854775808, 'sample', 'least', 1, '{}'), (-5, 'sample', 'minus five', 1, '{}')`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	env, err := Open("negative-ids", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	defer env.Close()
+	labels := func(q Query) []string {
+		entries, err := env.Query(ctx, q)
+		require.NoError(t, err)
+		var out []string
+		for _, e := range entries {
+			out = append(out, e.Label)
+		}
+		return out
+	}
+	all := []string{"least", "minus five", "record 0", "record 1", "record 2"}
+	require.Equal(t, all, labels(Query{}))
+	require.Equal(t, all, labels(Query{Last: 10}))
+	require.Equal(t, all, labels(Query{Last: 5}))
+	require.Equal(t, all[1:], labels(Query{Last: 4}))
+	require.Equal(t, []string{"least"}, labels(Query{LabelGlob: "least"}))
+}
+
+// A row whose kind, label or body is NULL (another program loosened the
+// schema) reads as empty, and the listing goes on past it: it failed the
+// whole listing, every record with it.
+func TestARowWithNullColumnsReadsAsEmpty(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filledEnvironment(t, dir, "nulls", 2)
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	db.SetMaxOpenConns(1)
+	for _, stmt := range []string{
+		"PRAGMA writable_schema = 1",
+		`UPDATE sqlite_schema SET sql = replace(replace(replace(sql, 'kind    TEXT    NOT NULL', 'kind TEXT'), 'label   TEXT    NOT NULL', 'label TEXT'), 'body    TEXT    NOT NULL', 'body TEXT') WHERE name = 'records'`,
+		"PRAGMA writable_schema = 0",
+	} {
+		_, err = db.Exec(stmt)
+		require.NoError(t, err, stmt)
+	}
+	require.NoError(t, db.Close())
+	db, err = sql.Open("sqlite", path)
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO records (kind, label, time_ns, body) VALUES (NULL, 'no kind', 1, '{}'), ('sample', NULL, 1, '{}'), ('sample', 'no body', 1, NULL)`)
+	require.NoError(t, err, "the schema takes NULLs now")
+	require.NoError(t, db.Close())
+
+	env, err := Open("nulls", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	defer env.Close()
+	entries, err := env.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, entries, 5)
+	require.Equal(t, "", entries[2].Kind)
+	require.Equal(t, "", entries[3].Label)
+	require.Empty(t, entries[4].Body)
+	var decoded int
+	err = EachAs(ctx, env, Query{}, func(Typed[sampleRecord]) error { decoded++; return nil })
+	require.Error(t, err, "the empty body is no record")
+	require.Equal(t, 3, decoded, "the records before it decoded")
+}

@@ -201,8 +201,11 @@ func (e *Env) Each(ctx context.Context, q Query, fn func(Entry) error) error {
 	if len(where) > 0 {
 		filter = " AND " + strings.Join(where, " AND ")
 	}
-	// The ids to list: past from, up to top. With Last, from is below the
-	// Last-th newest selected id.
+	// The ids to list: from on, up to top. With Last, from is the Last-th
+	// newest selected id. Past the first page, the pages go on past the
+	// last id listed. (From past an id below the first, the least id an
+	// integer key takes, -2^63, was never listed, and with Last the id
+	// below it wrapped to the largest: nothing was.)
 	var from, top int64
 	var found bool
 	err = e.read(func(db *sql.DB) error {
@@ -219,8 +222,7 @@ func (e *Env) Each(ctx context.Context, q Query, fn func(Entry) error) error {
 		if err := db.QueryRowContext(ctx, stmt, append(append([]any{top}, args...), q.Last)...).Scan(&low); err != nil {
 			return err
 		}
-		found = low.Valid
-		from = low.Int64 - 1
+		found, from = low.Valid, low.Int64
 		return nil
 	})
 	if errors.Is(err, errNoTable) || err == nil && !found {
@@ -232,7 +234,9 @@ func (e *Env) Each(ctx context.Context, q Query, fn func(Entry) error) error {
 	// NOT INDEXED: by the kind's index SQLite read every record of the
 	// kind and sorted them for each page (20,000 records listed in 11 s,
 	// 7 s read at once); by id, a page reads on from where the last ended.
-	stmt := "SELECT " + entryColumns + " FROM records NOT INDEXED WHERE id > ? AND id <= ?" + filter + " ORDER BY id LIMIT ?"
+	first := "SELECT " + entryColumns + " FROM records NOT INDEXED WHERE id >= ? AND id <= ?" + filter + " ORDER BY id LIMIT ?"
+	next := "SELECT " + entryColumns + " FROM records NOT INDEXED WHERE id > ? AND id <= ?" + filter + " ORDER BY id LIMIT ?"
+	stmt := first
 	page := make([]Entry, 0, EachPage)
 	for {
 		err := e.read(func(db *sql.DB) error {
@@ -265,7 +269,7 @@ func (e *Env) Each(ctx context.Context, q Query, fn func(Entry) error) error {
 		if len(page) < EachPage {
 			return nil
 		}
-		from = page[len(page)-1].ID
+		from, stmt = page[len(page)-1].ID, next
 	}
 }
 
@@ -338,8 +342,10 @@ type scanner interface{ Scan(dest ...any) error }
 
 // entryColumns are what scanEntry reads. A time that is not an integer
 // reads as NULL: scanned as one, a row another program wrote with a time
-// of 'abc' failed the whole query, and every listing with it.
-const entryColumns = "id, kind, label, CASE typeof(time_ns) WHEN 'integer' THEN time_ns END, body"
+// of 'abc' failed the whole query, and every listing with it. A NULL kind,
+// label or body (a schema another program loosened) reads as empty, which
+// the body's decoder refuses, for that record alone.
+const entryColumns = "id, coalesce(kind, ''), coalesce(label, ''), CASE typeof(time_ns) WHEN 'integer' THEN time_ns END, coalesce(body, '')"
 
 func scanEntry(s scanner) (Entry, error) {
 	var ent Entry
