@@ -43,6 +43,7 @@ type config struct {
 	deviceSet bool
 	layout    memory.Layout
 	envName   string
+	envNamed  bool // WithEnvironment was given, with envName even if empty
 	envOpts   []environment.Option
 	env       *environment.Env
 }
@@ -106,11 +107,12 @@ func WithValidation(on bool) Option {
 }
 
 // WithEnvironment makes the environment name (opened with opts) the one
-// RecordMemory writes to. Without this option or UseEnvironment, the
+// RecordMemory writes to; Open opens it, and an invalid name, the empty
+// one too, is an error of Open. Without this option or UseEnvironment, the
 // environment environment.DefaultName is opened at the first record.
 func WithEnvironment(name string, opts ...environment.Option) Option {
 	return func(c config) config {
-		c.envName, c.envOpts, c.env = name, slices.Clone(opts), nil
+		c.envName, c.envOpts, c.env, c.envNamed = name, slices.Clone(opts), nil, true
 		return c
 	}
 }
@@ -118,7 +120,7 @@ func WithEnvironment(name string, opts ...environment.Option) Option {
 // UseEnvironment makes an already open environment the one RecordMemory
 // writes to. The client does not close it.
 func UseEnvironment(env *environment.Env) Option {
-	return func(c config) config { c.env, c.envName, c.envOpts = env, "", nil; return c }
+	return func(c config) config { c.env, c.envName, c.envOpts, c.envNamed = env, "", nil, false; return c }
 }
 
 // Client is one device, its streams and their pools. It is safe for
@@ -206,7 +208,7 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 		env: c.env, envName: c.envName, envOpts: c.envOpts, logger: c.logger,
 	}
 	cl.ending, cl.endCalls = context.WithCancel(context.Background())
-	if c.envName != "" {
+	if c.envNamed { // an empty name too, which Open refuses
 		env, err := environment.OpenContext(ctx, c.envName, c.envOpts...)
 		if err != nil {
 			dev.Close()

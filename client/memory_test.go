@@ -245,6 +245,22 @@ func TestRecordMemoryOpensNamedEnvironment(t *testing.T) {
 	require.Len(t, recs, 1)
 }
 
+// WithEnvironment("") is an error of Open, as any invalid name is: it
+// recorded into the default environment.
+func TestAnEmptyEnvironmentNameIsAnErrorOfOpen(t *testing.T) {
+	dir := t.TempDir()
+	d, err := cpu.New()
+	require.NoError(t, err)
+	_, err = Open(context.Background(), WithBackend(d), WithEnvironment("", environment.WithDir(dir)))
+	require.ErrorIs(t, err, environment.ErrInvalidName)
+	names, err := environment.List(environment.WithDir(dir))
+	require.NoError(t, err)
+	require.Empty(t, names)
+	// UseEnvironment after it is no name at all.
+	c := openOnCPU(t, nil, WithEnvironment(""), UseEnvironment(nil))
+	require.NotNil(t, c)
+}
+
 // A record whose environment's file was removed under the client fails
 // with environment.ErrReplaced (it went into the removed file before), and
 // the next record opens the environment again, creating its file anew.
