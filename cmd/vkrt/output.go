@@ -302,7 +302,7 @@ func writeOpened(path string, flag int, write func(io.Writer) error, then ...fun
 // input gone.
 func checkNotAnInput(flag, out string, inputs ...string) error {
 	for _, in := range inputs {
-		if in != "" && sameFile(out, in) {
+		if in != "" && (sameFile(out, in) || samePath(out, in)) {
 			return fmt.Errorf("%s %s is the input file %s: name another file for the output", flag, out, in)
 		}
 	}
@@ -326,7 +326,30 @@ func envFiles(name string) []string {
 	if resolved, err := filepath.EvalSymlinks(path); err == nil {
 		real = resolved
 	}
-	return []string{path, real + "-wal", real + "-shm"}
+	return []string{path, real + "-wal", real + "-shm", real + "-journal"}
+}
+
+// samePath says whether a and b name one path, whether or not a file is
+// there: an environment's log is an input before SQLite makes it, as a
+// file found there is what the environment's next writer opens as its log
+// (a page was written to ENVFILE-wal while there was none, exit 0).
+func samePath(a, b string) bool {
+	ra, rb := resolvedPath(a), resolvedPath(b)
+	return ra != "" && ra == rb
+}
+
+// resolvedPath is p made absolute, its directory's links followed; "" if
+// it cannot be.
+func resolvedPath(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return ""
+	}
+	dir, base := filepath.Split(abs)
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	return filepath.Join(dir, base)
 }
 
 // sameFile says whether a and b name one regular file that exists.

@@ -276,6 +276,19 @@ func TestReportRefusesToWriteOverTheEnvironmentsLogOrIndex(t *testing.T) {
 	recs, err := writer.Query(t.Context(), environment.Query{})
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
+
+	// Closed cleanly, the environment has no log or index; their paths are
+	// its inputs all the same, and the rollback journal's.
+	path := writer.Path()
+	require.NoError(t, writer.Close())
+	for _, side := range []string{"-wal", "-shm", "-journal"} {
+		_, err := os.Stat(path + side)
+		require.ErrorIs(t, err, os.ErrNotExist, side)
+		_, _, err = execute(t, "report", "--html", path+side, "--env", "open")
+		require.ErrorContains(t, err, "is the input file", side)
+		_, err = os.Stat(path + side)
+		require.ErrorIs(t, err, os.ErrNotExist, "no page was written at %s", side)
+	}
 }
 
 // "-" names no file for report --html or plan --out (conformance's
