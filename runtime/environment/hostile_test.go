@@ -573,3 +573,34 @@ func TestARowWithNullColumnsReadsAsEmpty(t *testing.T) {
 	require.Error(t, err, "the empty body is no record")
 	require.Equal(t, 3, decoded, "the records before it decoded")
 }
+
+// A file marked as an environment of this schema whose records table
+// another program dropped, renamed or changed is refused at a writer's
+// Open (ErrNotEnvironment), and left as it is: the writer opened it and
+// failed every write with SQLite's "no such table".
+func TestAWriterRefusesAnEnvironmentWhoseTableWasChanged(t *testing.T) {
+	for name, stmt := range map[string]string{
+		"dropped": "DROP TABLE records",
+		"renamed": "ALTER TABLE records RENAME TO r2",
+		"no-body": "ALTER TABLE records DROP COLUMN body",
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filledEnvironment(t, dir, name, 2)
+			db, err := sql.Open("sqlite", path)
+			require.NoError(t, err)
+			_, err = db.Exec(stmt)
+			require.NoError(t, err)
+			require.NoError(t, db.Close())
+			before, err := os.ReadFile(path)
+			require.NoError(t, err)
+
+			_, err = Open(name, WithDir(dir))
+			require.ErrorIs(t, err, ErrNotEnvironment)
+			require.ErrorContains(t, err, "another program")
+			after, err := os.ReadFile(path)
+			require.NoError(t, err)
+			require.Equal(t, before, after, "the file is left as it was")
+		})
+	}
+}

@@ -203,7 +203,7 @@ func migrate(ctx context.Context, db *sql.DB, path string, busy time.Duration) e
 		}
 	}
 	if version == SchemaVersion() && !fresh {
-		return nil
+		return checkRecordsTable(ctx, tx, path)
 	}
 	if fresh {
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d", applicationID)); err != nil {
@@ -220,6 +220,41 @@ func migrate(ctx context.Context, db *sql.DB, path string, busy time.Duration) e
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("environment: %s: committing migration: %w", path, dbError(path, busy, err))
+	}
+	return nil
+}
+
+// recordsColumns are the columns of the records table the schema makes.
+var recordsColumns = []string{"id", "kind", "label", "time_ns", "body"}
+
+// checkRecordsTable refuses, with ErrNotEnvironment, a file marked as an
+// environment of this schema whose records table another program dropped
+// or changed: a writer opened it and then failed every write with SQLite's
+// "no such table".
+func checkRecordsTable(ctx context.Context, tx *sql.Tx, path string) error {
+	rows, err := tx.QueryContext(ctx, "SELECT name FROM pragma_table_info('records')")
+	if err != nil {
+		return fmt.Errorf("environment: checking %s: %w", path, dbError(path, 0, err))
+	}
+	defer rows.Close()
+	have := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return fmt.Errorf("environment: checking %s: %w", path, dbError(path, 0, err))
+		}
+		have[name] = true
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("environment: checking %s: %w", path, dbError(path, 0, err))
+	}
+	if len(have) == 0 {
+		return fmt.Errorf("%w: %s is marked as one of schema %d but has no records table (another program dropped it)", ErrNotEnvironment, path, SchemaVersion())
+	}
+	for _, c := range recordsColumns {
+		if !have[c] {
+			return fmt.Errorf("%w: %s is marked as one of schema %d but its records table has no column %s (another program changed it)", ErrNotEnvironment, path, SchemaVersion(), c)
+		}
 	}
 	return nil
 }
