@@ -16,7 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
 )
 
 // DefaultName is the environment used when none is named.
@@ -376,7 +376,7 @@ func openReadOnly(ctx context.Context, name, path, real string, c config) (*Env,
 	if err != nil {
 		db.Close()
 		env.removeCopies()
-		return nil, err
+		return nil, readerError(name, real, err)
 	}
 	if fresh || version == 0 {
 		db.Close() // marked but never migrated: no records table yet
@@ -385,6 +385,20 @@ func openReadOnly(ctx context.Context, name, path, real string, c config) (*Env,
 	}
 	env.db = db
 	return env, nil
+}
+
+// readerError is err, from a reader's open of the file real: where SQLite
+// wanted to write (dbError's permission error, which tells a writer to
+// open the file ReadOnly, as the reader did), it says what beside the
+// file made it want to: a rollback journal it would roll back, or a log or
+// index it cannot use.
+func readerError(name, real string, err error) error {
+	var se *sqlite.Error
+	if !errors.Is(err, fs.ErrPermission) || !errors.As(err, &se) {
+		return err
+	}
+	return fmt.Errorf("environment %q: reading %s: SQLite would write beside it, which a reader does not: a rollback journal (%s), log or index there is damaged or another program's (%w): %w",
+		name, real, filepath.Base(real)+"-journal", fs.ErrPermission, se)
 }
 
 // fileStamp is what a reader sees of one file without reading it.

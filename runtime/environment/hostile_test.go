@@ -604,3 +604,22 @@ func TestAWriterRefusesAnEnvironmentWhoseTableWasChanged(t *testing.T) {
 		})
 	}
 }
+
+// A reader that finds beside the file a rollback journal, log and index
+// SQLite cannot use (another program's) is told so, not told to open the
+// file ReadOnly, as it did.
+func TestAReaderBlockedByFilesBesideItSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	path := filledEnvironment(t, dir, "beside", 2)
+	for _, side := range []string{"-wal", "-shm", "-journal"} {
+		require.NoError(t, os.WriteFile(path+side, []byte(strings.Repeat("<!doctype html>", 500)), 0o644))
+	}
+	_, err := Open("beside", WithDir(dir), ReadOnly())
+	require.ErrorIs(t, err, fs.ErrPermission)
+	require.ErrorContains(t, err, "beside.sqlite-journal")
+	require.NotContains(t, err.Error(), "open it ReadOnly")
+	require.NoError(t, os.Remove(path+"-journal"))
+	env, err := Open("beside", WithDir(dir), ReadOnly())
+	require.NoError(t, err, "without the journal the file reads")
+	require.NoError(t, env.Close())
+}
