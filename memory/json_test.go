@@ -322,7 +322,7 @@ func TestLayoutFileOfNonJSONGivesAShortError(t *testing.T) {
 // gigabyte, gzipped to 1 MB, took 3.2 GB and 13 s to refuse for its data.
 func TestALayoutFileWithAGiantStringIsRefusedAsItIsRead(t *testing.T) {
 	for _, doc := range []struct{ head, tail string }{{`{"Direct":"`, `"}`}, {`{"Sliced":[{"page_size":1048576,"xx":"`, `"}]}`}} {
-		packed := gzread.Pack([]byte(doc.head + strings.Repeat("x", 128<<20) + doc.tail))
+		packed := gzread.Pack([]byte(doc.head + strings.Repeat("x", 48<<20) + doc.tail))
 		_, err := ReadLayout(bytes.NewReader(packed), doc.head)
 		require.ErrorIs(t, err, strictjson.ErrStringBytes, doc.head)
 		require.ErrorContains(t, err, "more than 33554432 bytes in strings")
