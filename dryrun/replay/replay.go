@@ -148,9 +148,9 @@ type streamPools struct {
 	// changed lists the managers that may have had events since the last
 	// cleanup, once each (dirty); the one at hand is taken as changed
 	// too. A manager left as cleanup left it has nothing more to give
-	// back, and cleaning every stream's at each refusal cost a trace of
-	// 73,000 streams, each refused a page once the device was full, 1,475
-	// cleanups of all of them.
+	// back, and cleaning every stream's at each refusal made a trace of
+	// 73,000 streams, each refused a page once the device was full, take
+	// 37 s under sub-slices (2.3 s cleaning these alone).
 	changed []int
 	dirty   []bool
 	// cleaned counts the managers cleaned up (for tests).
