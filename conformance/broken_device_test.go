@@ -32,16 +32,17 @@ type brokenDevice struct {
 type deviceFlaw int
 
 const (
-	notZeroed         deviceFlaw = iota // drops the zero fills that clear new buffers
-	overlappingMemory                   // an allocation may take the second half of the one before
-	misalignedPools                     // the pools are told 4 B when bindings need 256 B
-	genericOOMDevice                    // out of memory reported as a plain error
-	leakingDevice                       // released allocations stay held
-	corruptsAfterUse                    // past 150 reads, every read flips a byte
+	notZeroed          deviceFlaw = iota // drops the zero fills that clear new buffers
+	overlappingMemory                    // an allocation may take the second half of the one before
+	misalignedPools                      // the pools are told 4 B when bindings need 256 B
+	genericOOMDevice                     // out of memory reported as a plain error
+	leakingDevice                        // released allocations stay held
+	corruptsAfterUse                     // past 150 reads, every read flips a byte
+	runsPastItsContext                   // runs a batch whose context has ended, then reports it ended
 )
 
 func (f deviceFlaw) String() string {
-	return [...]string{"not zero-initialised", "overlapping memory", "ignores alignment", "generic out-of-memory error", "leaks", "corrupts a byte after churn"}[f]
+	return [...]string{"not zero-initialised", "overlapping memory", "ignores alignment", "generic out-of-memory error", "leaks", "corrupts a byte after churn", "runs past its context"}[f]
 }
 
 type brokenStorage struct {
@@ -174,6 +175,12 @@ func (d *brokenDevice) Dispatch(ctx context.Context, ops []kernel.Op) error {
 	}
 	d.memoryAccess.Lock()
 	defer d.memoryAccess.Unlock()
+	if d.flaw == runsPastItsContext {
+		if err := d.Device.Dispatch(context.WithoutCancel(ctx), kept); err != nil {
+			return err
+		}
+		return ctx.Err()
+	}
 	return d.Device.Dispatch(ctx, kept)
 }
 
@@ -201,6 +208,7 @@ func TestBrokenDevicesAreCaught(t *testing.T) {
 		{genericOOMDevice, []string{"storage/oom-classified", "device/oom-classified"}},
 		{leakingDevice, []string{"storage/size-accounting", "device/cleanup-returns-memory"}},
 		{corruptsAfterUse, []string{"storage/churn-integrity", "device/churn-integrity"}},
+		{runsPastItsContext, []string{"device/dispatch-cancel"}},
 	} {
 		t.Run(tc.flaw.String(), func(t *testing.T) {
 			open := conformance.OnDevice(brokenOpener(tc.flaw))

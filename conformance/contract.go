@@ -49,7 +49,7 @@ func contractChecks(open OpenClient) []Check {
 		},
 		{
 			Name: "device/dispatch-cancel",
-			Rule: "Dispatch under an ended context returns ctx.Err(); the work a cancelled dispatch left on the device is ordered before later calls, so a write after it is never overwritten by it",
+			Rule: "Dispatch under an ended context returns ctx.Err(), and under a context ended before the call runs no op, writing no byte; the work a cancelled dispatch left on the device is ordered before later calls, so a write after it is never overwritten by it",
 			run:  withClient(open, checkDispatchCancel),
 		},
 		{
@@ -411,11 +411,18 @@ func cancelSide(rangeBytes uint64) uint32 {
 func checkDispatchCancel(c *checkState, cl *client.Client) {
 	d := cl.Device()
 	x := rawAlloc(c, d.Storage(), 4096)
+	before := pattern(1940, x.Size)
+	if err := d.Upload(c.Context(), x, before); err != nil {
+		c.Fatalf("Upload(%v): %v", x, err)
+	}
 	ended, cancel := context.WithCancel(c.Context())
 	cancel()
 	if err := d.Dispatch(ended, []kernel.Op{fillOp(x, 1024, 7)}); !errors.Is(err, context.Canceled) {
 		c.Errorf("a dispatch under a cancelled context: %v, want ctx.Err() (context.Canceled)", err)
 	}
+	// Read back through the device, so a fill it had started would be
+	// ordered before the read: none may have started.
+	expectBytes(c, d, x, before, "a buffer that a dispatch under a context cancelled before the call would have filled")
 	// A product long enough to be cancelled while it runs on a slow
 	// device; on a fast one it finishes first, which the rule allows, and
 	// the product is tried again eight times larger, so that a cancel that
