@@ -40,7 +40,8 @@ Each check has a stable name and a rule, and passes, fails, or is not
 supported (a capability the device lacks, such as a memory budget). A line per
 check goes to stderr on a terminal; a table of every check follows on stdout,
 with the rule and the evidence under each failure. --json and --junit write
-the report to files ("-" for stdout, in place of the table). The exit status
+the report to files ("-" or /dev/stdout for stdout, the table then going to
+stderr). The exit status
 is non-zero when any check fails. --list prints the checks and their rules.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -78,8 +79,13 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 		}
 		o.Run = re
 	}
-	if f.json == "-" && f.junit == "-" {
-		return fmt.Errorf("--json and --junit cannot both go to stdout")
+	if f.json != "" && f.junit != "" && sameOutput(f.json, f.junit, true) {
+		// Two reports in one file or stream would leave only the last, or
+		// two documents no reader takes.
+		if fd, ok := outputDescriptor(f.json, true); ok && fd == 1 {
+			return fmt.Errorf("--json and --junit cannot both go to stdout")
+		}
+		return fmt.Errorf("--junit %s is the --json file too: each report needs a file of its own", f.junit)
 	}
 	var selected []conformance.Check
 	for _, ch := range conformance.DeviceChecks() {
@@ -102,12 +108,8 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 		return w.err
 	}
 	// A report that cannot be written is found now, not after the suite.
-	for i, out := range []struct{ flag, path, other string }{{"--json", f.json, ""}, {"--junit", f.junit, f.json}} {
+	for _, out := range []struct{ flag, path string }{{"--json", f.json}, {"--junit", f.junit}} {
 		if out.path != "" && out.path != "-" {
-			// Two reports in one file would leave only the last.
-			if i == 1 && f.json != "" && f.json != "-" && (f.json == f.junit || sameFile(f.json, f.junit)) {
-				return fmt.Errorf("--junit %s is the --json file too: each report needs a file of its own", f.junit)
-			}
 			if err := checkOutput(out.flag, out.path); err != nil {
 				return err
 			}
@@ -141,6 +143,11 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 				return err
 			}
 		default:
+			// A name of stdout (/dev/stdout) takes the table's place as
+			// "-" does: after the report, the table would spoil it.
+			if fd, ok := outputDescriptor(out.path, false); ok && fd == 1 {
+				toStdout = true
+			}
 			if err := writeOutput(out.flag, out.path, out.write); err != nil {
 				return err
 			}

@@ -279,3 +279,55 @@ func TestConformanceReportThatFailsHalfWayKeepsTheOldFile(t *testing.T) {
 	require.ErrorContains(t, err, "--json "+out+": ")
 	noTemporaryFiles(t, dir)
 }
+
+// Two reports never share a file or stdout, however they are named: a
+// relative name of one file, a link to a file not yet made, "-" and
+// /dev/stdout. Refused before the suite runs, making no file.
+func TestConformanceRefusesOneOutputForBothReports(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	require.NoError(t, os.Symlink("x.json", "link.xml"))
+	for _, junit := range []string{"./x.json", filepath.Join(dir, "x.json"), "link.xml", "../" + filepath.Base(dir) + "/x.json"} {
+		_, _, err := execute(t, "conformance", "--run", "^kernel/add$", "--json", "x.json", "--junit", junit)
+		require.ErrorContains(t, err, "each report needs a file of its own", junit)
+		_, err = os.Stat("x.json")
+		require.ErrorIs(t, err, os.ErrNotExist, "no report was written (--junit %s)", junit)
+	}
+	for _, pair := range [][2]string{{"-", "/dev/stdout"}, {"/dev/stdout", "/proc/self/fd/1"}, {"/dev/fd/1", "-"}} {
+		_, _, err := execute(t, "conformance", "--run", "^kernel/add$", "--json", pair[0], "--junit", pair[1])
+		require.ErrorContains(t, err, "cannot both go to stdout", "%v", pair)
+	}
+}
+
+// withStdout makes the command's descriptor 1 a pipe for fn, and returns
+// what fn's outputs named /dev/stdout wrote through it.
+func withStdout(t *testing.T, fn func()) string {
+	t.Helper()
+	w, read := pipe(t)
+	old := descriptors[1]
+	descriptors[1] = w
+	func() {
+		defer func() { descriptors[1] = old; w.Close() }()
+		fn()
+	}()
+	return read()
+}
+
+// --json /dev/stdout puts the report on stdout as --json - does, and the
+// table on stderr, so stdout holds the report alone.
+func TestConformanceJSONToDevStdoutMovesTheTable(t *testing.T) {
+	devicesOrSkip(t)
+	var out, errOut string
+	var err error
+	piped := withStdout(t, func() {
+		out, errOut, err = execute(t, "conformance", "--run", "^kernel/add$", "--json", "/dev/stdout")
+	})
+	require.NoError(t, err)
+	require.Empty(t, out)
+	var rep struct {
+		Passed int `json:"passed"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(piped), &rep), "stdout holds one JSON report: %q", piped)
+	require.Equal(t, 1, rep.Passed)
+	require.Contains(t, errOut, "1 check: 1 passed")
+}

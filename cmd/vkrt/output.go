@@ -174,6 +174,40 @@ func descriptorOf(path string) (*os.File, bool) {
 	return f, true
 }
 
+// outputDescriptor is the descriptor an output flag's path writes
+// through: 1 for "-" (flag) or a name of the command's standard output
+// (/dev/stdout, /dev/fd/1), N for another open descriptor's name; ok is
+// false for a file.
+func outputDescriptor(path string, dashIsStdout bool) (fd int, ok bool) {
+	if path == "-" && dashIsStdout {
+		return 1, true
+	}
+	if _, err := followLinks(path, func(name string) bool {
+		fd, ok = descriptorNumber(filepath.Clean(name))
+		return ok
+	}); err != nil {
+		return 0, false
+	}
+	return fd, ok
+}
+
+// sameOutput says whether outputs a and b would write one file: through
+// one descriptor, or, their links followed, at one path, whether the file
+// exists yet or not.
+func sameOutput(a, b string, dashIsStdout bool) bool {
+	fa, da := outputDescriptor(a, dashIsStdout)
+	fb, db := outputDescriptor(b, dashIsStdout)
+	if da || db {
+		return da && db && fa == fb
+	}
+	ta, err := linkTarget(a)
+	if err != nil {
+		return false
+	}
+	tb, err := linkTarget(b)
+	return err == nil && (samePath(ta, tb) || sameFile(ta, tb))
+}
+
 // descriptorNumber is N where path is /dev/fd/N, /proc/self/fd/N or
 // /proc/PID/fd/N of this process.
 func descriptorNumber(path string) (int, bool) {

@@ -288,21 +288,32 @@ func TestOutputToAnOpenDescriptorIsWrittenThroughIt(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(string(got), "an earlier line\n{\"vkrt_plan\""), "the plan is appended to the file: %q", got)
 
-	r, w, err := os.Pipe()
-	require.NoError(t, err)
-	defer r.Close()
-	read := make(chan string, 1)
-	go func() {
-		b, _ := io.ReadAll(r)
-		read <- string(b)
-	}()
+	w, read := pipe(t)
 	_, _, err = execute(t, "report", "--html", "/proc/self/fd/"+strconv.Itoa(int(w.Fd())), first)
 	w.Close()
 	require.NoError(t, err)
-	select {
-	case page := <-read:
-		require.Contains(t, page, "<html")
-	case <-time.After(10 * time.Second):
-		t.Fatal("nothing came through the pipe")
+	require.Contains(t, read(), "<html")
+}
+
+// pipe is a pipe's write end, and a function that returns what came
+// through it once that end is closed.
+func pipe(t *testing.T) (*os.File, func() string) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	t.Cleanup(func() { r.Close(); w.Close() })
+	got := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		got <- string(b)
+	}()
+	return w, func() string {
+		select {
+		case s := <-got:
+			return s
+		case <-time.After(10 * time.Second):
+			t.Fatal("nothing came through the pipe")
+			return ""
+		}
 	}
 }
