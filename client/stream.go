@@ -74,8 +74,10 @@ func (s *Stream) Report() memory.Report {
 	return s.mgr.Report()
 }
 
-// Spills counts the stream's reservations since its layout was installed
-// that a full capped pool sent on to the next one: a plan that was short.
+// Spills counts the ways the stream's run departed from its layout's plan
+// since it was installed (memory.Manager.Spills): a reservation a full
+// capped pool sent on or an arena's slot missed, a pool grown past the
+// plan, the run leaving a virtual plan's stream.
 func (s *Stream) Spills() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -325,9 +325,11 @@ type Result struct {
 	// while the guest ran (other work on the client at the same time
 	// included).
 	DeviceAllocs uint64
-	// Spills counts the guest's reservations a full capped pool sent on to
-	// the next since its stream's layout was installed: a plan that was
-	// short.
+	// Spills counts the ways the guest's run departed from its stream's
+	// plan since the layout was installed (memory.Manager.Spills): a
+	// reservation a full capped pool sent on or an arena's slot missed, a
+	// pool grown past the plan, the run leaving a virtual plan's stream. A
+	// miss may cost no memory: PeakReservedBytes says what the run held.
 	Spills uint64
 	// PeakReservedBytes is the most bytes the guest's pools reserved at
 	// once (lazy pages of a dry run included).

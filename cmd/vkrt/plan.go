@@ -99,7 +99,17 @@ func planTraces(cmd *cobra.Command, paths []string, out string, asJSON bool) err
 	}); err != nil {
 		return err
 	}
-	return writePlanTraces(cmd.OutOrStdout(), lines, asJSON)
+	return writePlanTraces(summaryOut(cmd, out), lines, asJSON)
+}
+
+// summaryOut is where plan writes its summary (and a guest its output):
+// stdout, unless --out writes the plan file there (/dev/stdout), which
+// the summary after it would spoil: then stderr.
+func summaryOut(cmd *cobra.Command, out string) io.Writer {
+	if fd, ok := outputDescriptor(out, false); ok && fd == 1 {
+		return cmd.ErrOrStderr()
+	}
+	return cmd.OutOrStdout()
 }
 
 func writePlanTraces(w io.Writer, lines []planTraceLine, asJSON bool) error {

@@ -158,7 +158,7 @@ func planWasm(cmd *cobra.Command, path string, args []string, f planWasmFlags) e
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	stdout := cmd.OutOrStdout()
+	stdout := summaryOut(cmd, f.out)
 	guestOut := stdout
 	if f.json {
 		guestOut = cmd.ErrOrStderr()
@@ -344,9 +344,11 @@ allocation stream, install it, and with --verify run the guest for real
 under the plan: the run fits when nothing spills past the plan's caps.
 --out writes the plan as a versioned plan file that records the device it
 was measured on; --layout FILE of vkrt run and vkrt plan takes it back on a
-device of the same alignment, largest page, memory size and sparse granule
-and refuses it on another, as vkrt replay refuses it unless it was made for
-its device model. A file holding a layout alone (what --out wrote before)
+device of the same alignment and sparse granule and refuses it on another
+(its memory size and largest page may differ: the plan's bytes are a
+forecast the pools grow past), as vkrt replay refuses it unless it was made
+for its device model, those two included. --out /dev/stdout writes the
+plan to stdout, and the guest's output and the summary to stderr. A file holding a layout alone (what --out wrote before)
 is taken as it is.
 
 Given allocation streams (TRACE..., runs of one workload), replay them on the

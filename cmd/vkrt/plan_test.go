@@ -309,3 +309,24 @@ func TestPlanTakesAGuestByItsContent(t *testing.T) {
 	require.NoError(t, err, errOut)
 	require.FileExists(t, planFile)
 }
+
+// plan --out /dev/stdout writes the plan file alone there, and its summary
+// to stderr: the plan read back from stdout is one --layout takes.
+func TestPlanOutToStdoutKeepsTheSummaryOff(t *testing.T) {
+	first := writeTrace(t, "first.trace", shortRun)
+	for _, asJSON := range []bool{false, true} {
+		args := []string{first, "--out", "/dev/stdout"}
+		if asJSON {
+			args = append(args, "--json")
+		}
+		var out, errOut string
+		var err error
+		piped := withStdout(t, func() { out, errOut, err = execute(t, "plan", args...) })
+		require.NoError(t, err)
+		require.Empty(t, out)
+		require.Contains(t, errOut, "first", "the summary")
+		pf, err := plan.DecodeFile([]byte(piped))
+		require.NoError(t, err, "stdout holds the plan file alone: %q", piped)
+		require.Equal(t, []string{"first"}, pf.Traces)
+	}
+}
