@@ -20,7 +20,7 @@ func sparseOf(t StorageTarget) (vkruntime.SparseStorage, bool) {
 func needSparse(c *checkState, t StorageTarget) vkruntime.SparseStorage {
 	s, ok := sparseOf(t)
 	if !ok {
-		c.NotSupportedf("the storage offers no sparse binding (not a vkruntime.SparseStorage, or a granule of 0)")
+		c.NotSupportedf("the storage offers no sparse binding (not a runtime.SparseStorage, or a granule of 0)")
 	}
 	return s
 }
