@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/internal/htmlreport"
 	"github.com/vkrt/vkrt/internal/printable"
 	"github.com/vkrt/vkrt/memory"
@@ -131,7 +132,34 @@ func reportTraces(paths []string, layouts htmlreport.Layouts, bar *replayProgres
 		}
 		traces = append(traces, tr)
 	}
+	distinctNames(traces, paths)
 	return traces, nil
+}
+
+// distinctNames names traces that share a name (a run and its second run
+// in variants/) by the paths they were read from, less the extensions, so
+// the page's headings and anchors tell them apart; the same path given
+// twice is numbered.
+func distinctNames(traces []*htmlreport.TraceReport, paths []string) {
+	count := map[string]int{}
+	for _, tr := range traces {
+		count[tr.Name]++
+	}
+	seen := map[string]int{}
+	for i, tr := range traces {
+		if count[tr.Name] < 2 {
+			continue
+		}
+		dir := filepath.Dir(paths[i])
+		name := trace.NameOf(paths[i])
+		if dir != "." {
+			name = printable.Label(filepath.ToSlash(dir)) + "/" + name
+		}
+		if seen[name]++; seen[name] > 1 {
+			name += fmt.Sprintf(" (%d)", seen[name])
+		}
+		tr.Name = name
+	}
 }
 
 // envRecords reads an environment's memory records, oldest first. Those

@@ -326,3 +326,22 @@ func TestReportQuotesALayoutFileNameThatIsNotPrintable(t *testing.T) {
 	require.NotContains(t, string(page), "\u202e", "the override is not in the page")
 	require.Contains(t, string(page), `lay\u202eout.json`)
 }
+
+// Traces of one name (a run and its second run in variants/) get sections
+// of their own names, told apart by their paths: one heading and anchor
+// each, the same path given twice numbered.
+func TestReportTellsTracesOfOneNameApart(t *testing.T) {
+	t.Chdir(t.TempDir())
+	require.NoError(t, os.Mkdir("variants", 0o755))
+	for _, p := range []string{"run.trace", "variants/run.trace"} {
+		require.NoError(t, os.WriteFile(p, []byte(shortRun), 0o644))
+	}
+	_, _, err := execute(t, "report", "--html", "page.html", "run.trace", "variants/run.trace", "variants/run.trace")
+	require.NoError(t, err)
+	page, err := os.ReadFile("page.html")
+	require.NoError(t, err)
+	for _, name := range []string{"run", "variants/run", "variants/run (2)"} {
+		require.Equal(t, 1, strings.Count(string(page), `id="trace-`+name+`"`), name)
+		require.Equal(t, 1, strings.Count(string(page), "<h2>"+name+"</h2>"), name)
+	}
+}
