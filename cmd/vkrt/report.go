@@ -66,6 +66,15 @@ func runReport(cmd *cobra.Command, paths []string, f reportFlags) error {
 	if len(paths) == 0 && f.env == "" {
 		return errors.New("report: name a trace or an environment (--env)")
 	}
+	if len(paths) == 0 {
+		// An environment's records are drawn as they were recorded: a
+		// layout or plan would change nothing on the page.
+		for _, fl := range []string{"layout", "plan"} {
+			if cmd.Flags().Changed(fl) {
+				return fmt.Errorf("report: --%s applies to traces, and none is named (--env draws the records as they were recorded)", fl)
+			}
+		}
+	}
 	base, err := replayLayout(f.layout)
 	if err != nil {
 		return err

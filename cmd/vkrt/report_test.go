@@ -345,3 +345,19 @@ func TestReportTellsTracesOfOneNameApart(t *testing.T) {
 		require.Equal(t, 1, strings.Count(string(page), "<h2>"+name+"</h2>"), name)
 	}
 }
+
+// --layout and --plan shape the traces' charts: given with an environment
+// alone, which they would not change, they are refused, not ignored.
+func TestReportRefusesALayoutWithNoTraceToApplyItTo(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	seedEnvironment(t, "bench")
+	out := filepath.Join(t.TempDir(), "report.html")
+	for _, args := range [][]string{{"--layout", "sub-slices"}, {"--plan", "sub-slices"}} {
+		_, _, err := execute(t, "report", append([]string{"--html", out, "--env", "bench"}, args...)...)
+		require.ErrorContains(t, err, args[0]+" applies to traces")
+		_, err = os.Stat(out)
+		require.ErrorIs(t, err, os.ErrNotExist)
+	}
+	_, _, err := execute(t, "report", "--html", out, "--env", "bench")
+	require.NoError(t, err)
+}
