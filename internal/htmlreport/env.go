@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/vkrt/vkrt/internal/printable"
 	"github.com/vkrt/vkrt/memory"
@@ -223,7 +225,7 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 		u := r.Report.Usage()
 		bar := envBar{ID: r.ID, Live: u.BytesInUse, Reserv: u.BytesReserved, LabelX: x + width/2}
 		if slot >= 22 {
-			bar.Label = abbreviate(printable.Label(r.Label), envLabelChars) + " · " + r.Time.UTC().Format(clock)
+			bar.Label = abbreviateLabel(r.Label, envLabelChars) + " · " + r.Time.UTC().Format(clock)
 		}
 		var title strings.Builder
 		if e.Groups != nil && e.Groups[i].Records > 1 {
@@ -277,11 +279,35 @@ func stackHeight(r memory.Report) uint64 {
 	return top
 }
 
-// abbreviate cuts s to n characters, marking the cut.
-func abbreviate(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
+// abbreviateLabel is a record's label as printable.Label writes it, cut
+// to n characters, marking the cut. A quoted label is cut between its
+// escapes and keeps its closing quote, so no escape is left half written.
+func abbreviateLabel(label string, n int) string {
+	q := printable.Label(label)
+	if q == label {
+		if r := []rune(label); len(r) > n {
+			return string(r[:n-1]) + "…"
+		}
+		return label
 	}
-	return string(r[:n-1]) + "…"
+	if utf8.RuneCountInString(q) <= n {
+		return q
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	chars := 1
+	for len(label) > 0 {
+		_, size := utf8.DecodeRuneInString(label)
+		piece := strconv.Quote(label[:size]) // one rune, or one byte that is none
+		piece = piece[1 : len(piece)-1]
+		w := utf8.RuneCountInString(piece)
+		if chars+w > n-2 { // room for …"
+			break
+		}
+		b.WriteString(piece)
+		chars += w
+		label = label[size:]
+	}
+	b.WriteString(`…"`)
+	return b.String()
 }

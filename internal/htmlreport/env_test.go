@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -164,5 +165,22 @@ func TestEnvRecordsPastMaxEnvBarsAreDrawnInGroups(t *testing.T) {
 		g := e.Groups[0]
 		require.True(t, strings.HasPrefix(v.Bars[0].Title, fmt.Sprintf("records #1 to #%d (%d, 2026-12-06 05:00:01 to ", g.LastID, g.Records)), v.Bars[0].Title)
 		requireRectsInsidePlot(t, v, fmt.Sprintf("%d records", n))
+	}
+}
+
+// A label cut for its bar keeps whole characters, and a quoted one (it
+// holds what does not print) whole escapes and its closing quote: the cut
+// fell inside an escape ("👩\u200d👩\…).
+func TestAbbreviatedLabelsKeepWholeEscapes(t *testing.T) {
+	for _, tc := range []struct{ label, want string }{
+		{"after the real run", "after the real run"},
+		{"after the second real run", "after the second …"},
+		{"👩\u200d👩\u200d👧\u200d👦 family", `"👩\u200d👩\u200d👧…"`},
+		{"a\x00b", `"a\x00b"`},
+		{"bad \xff byte and more", `"bad \xff byte a…"`},
+	} {
+		got := abbreviateLabel(tc.label, envLabelChars)
+		require.Equal(t, tc.want, got, "%q", tc.label)
+		require.LessOrEqual(t, utf8.RuneCountInString(got), envLabelChars, got)
 	}
 }
