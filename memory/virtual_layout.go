@@ -219,18 +219,30 @@ func unmarshalVirtualKind(body []byte) (PoolKind, error) {
 
 // sparseGranuleOf is the storage's sparse granule where a Virtual pool
 // can use it, else 0 (the SubSlices pools stand in). A granule past the
-// storage's largest allocation is of no use: one allocation must back it.
+// storage's largest allocation or its memory is of no use: one allocation
+// must back it (a device of 4 KiB given 64 KiB granules built a pool that
+// served nothing, not even 1 B). A granule below virtualMinGranule is
+// refused too: the pool keeps bits for each granule of its range, and at
+// 1 B granules a reservation of 8 GiB ran the process out of memory.
 func (m *Manager) sparseGranuleOf() (vkruntime.SparseStorage, uint64) {
 	s, ok := m.storage.(vkruntime.SparseStorage)
 	if !ok {
 		return nil, 0
 	}
 	granule := s.SparseGranule()
-	if granule == 0 || granule&(granule-1) != 0 || granule%m.props.Alignment != 0 || granule > m.limit() {
+	if granule < virtualMinGranule || granule&(granule-1) != 0 || granule%m.props.Alignment != 0 || granule > m.limit() ||
+		(m.props.MemorySize != 0 && granule > m.props.MemorySize) {
 		return nil, 0
 	}
 	return s, granule
 }
+
+// virtualMinGranule is the least sparse granule a virtual pool takes: its
+// largest range (virtualMaxSpace) is then 2^32 granules, which the pool's
+// 32-bit granule counts and chunk offsets hold. Devices bind in 4 KiB or
+// more (64 KiB on the H200); tests bind 256 B granules so that small
+// reservations span many.
+const virtualMinGranule = virtualMaxSpace >> 32
 
 // checkAddressSpace refuses, as an invalid layout, a Virtual plan whose
 // places end past the address space the storage's ranges may take: its

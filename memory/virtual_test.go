@@ -554,18 +554,28 @@ func TestAPlannedRunFollowsItsPlanAcrossACleanup(t *testing.T) {
 		"one submission for each device allocation: what the cleanup unbound is bound ahead again")
 }
 
-// A storage without sparse residency gets the SubSlices pools.
+// A storage without sparse residency gets the SubSlices pools, and so does
+// one whose granule a virtual pool cannot use: none, not a power of two,
+// below virtualMinGranule, or past the device's memory. The pools serve a
+// reservation.
 func TestVirtualLayoutFallsBackToSubSlicesWithoutSparseResidency(t *testing.T) {
-	for _, granule := range []uint64{0, 3 << 20} {
-		s := newSparseStorage(granule)
-		m, err := NewManager(s, testProps, VirtualLayout(VirtualPlan{}))
+	tiny := vkruntime.DeviceProperties{Alignment: 1, MaxPageSize: 4096, MemorySize: 4096}
+	for _, tc := range []struct {
+		granule uint64
+		props   vkruntime.DeviceProperties
+	}{{0, testProps}, {3 << 20, testProps}, {1, tiny}, {virtualMinGranule / 2, tiny}, {64 << 10, tiny}} {
+		s := newSparseStorage(tc.granule)
+		m, err := NewManager(s, tc.props, VirtualLayout(VirtualPlan{}))
 		require.NoError(t, err)
-		sub, err := NewManager(newFakeStorage(), testProps, SubSlicesLayout())
+		sub, err := NewManager(newFakeStorage(), tc.props, SubSlicesLayout())
 		require.NoError(t, err)
 		require.Equal(t, len(sub.Report().Dynamic), len(m.Report().Dynamic))
 		_, isSliced := m.Report().Dynamic[0].Kind.(SlicedKind)
-		require.True(t, isSliced)
+		require.True(t, isSliced, "a granule of %d B", tc.granule)
 		require.True(t, m.Layout().Equal(VirtualLayout(VirtualPlan{})), "the layout asked for is kept")
+		h, err := m.Reserve(100, Eager)
+		require.NoError(t, err, "a granule of %d B", tc.granule)
+		require.NoError(t, m.Free(h))
 	}
 }
 
