@@ -223,7 +223,8 @@ func unmarshalVirtualKind(body []byte) (PoolKind, error) {
 // must back it (a device of 4 KiB given 64 KiB granules built a pool that
 // served nothing, not even 1 B). A granule below virtualMinGranule is
 // refused too: the pool keeps bits for each granule of its range, and at
-// 1 B granules a reservation of 8 GiB ran the process out of memory.
+// 1 B granules one of 256 MiB took 134 MB of heap, and one of 8 GiB ran
+// the process out of memory under an 8 GB limit.
 func (m *Manager) sparseGranuleOf() (vkruntime.SparseStorage, uint64) {
 	s, ok := m.storage.(vkruntime.SparseStorage)
 	if !ok {
