@@ -27,29 +27,32 @@ func measuredVirtual(report memory.Report) (memory.VirtualKind, bool) {
 // slots a run takes while it follows the stream, and the planned memory is
 // what the stream needs under them.
 func deriveVirtual(k memory.VirtualKind, opts Options) (memory.Layout, error) {
+	// Replays place on the granule the stream was measured on (0: the
+	// replay model's), so the plan's memory is that of the device the run
+	// will have.
+	granule := cmp.Or(k.GranuleSize, replay.H200Granule)
 	switch {
 	case opts.Trace == nil:
 		return memory.VirtualLayout(memory.VirtualPlan{PlannedBytes: k.NeededPeakBytes}), nil
 	case opts.Strength == Basic:
-		return basicVirtual(opts.Trace, opts.Device, k)
+		return basicVirtual(opts.Trace, opts.Device, granule, k.NeededPeakBytes)
 	}
-	return virtualSlots(opts.Trace, opts.Device, k.GranuleSize, opts.searchSteps(), opts.Progress)
+	return virtualSlots(opts.Trace, opts.Device, granule, opts.searchSteps(), opts.Progress)
 }
 
 // basicVirtualRounds bounds how often basicVirtual replays its stream.
 const basicVirtualRounds = 4
 
 // basicVirtual is the basic plan of stream t: the device memory its dry
-// run needed, raised to what t needs under that plan. A pool growing
+// run needed (needed), raised to what t needs under that plan. A pool growing
 // towards a plan takes other chunks than one with none, so other granules
 // are bound where TLSF looks, and a reservation may land elsewhere: a
 // stream of 14 reservations needed 153,223,168 B with no plan and one
 // granule more under a plan of that, which then counted a spill on the
 // very run it was measured on. Replayed under the plan until it needs no
-// more than the plan (once more, mostly), it fits its own run.
-func basicVirtual(t *trace.Trace, device vkruntime.DeviceProperties, measured memory.VirtualKind) (memory.Layout, error) {
-	granule := cmp.Or(measured.GranuleSize, replay.H200Granule)
-	plan := memory.VirtualPlan{PlannedBytes: measured.NeededPeakBytes}
+// more than the plan, it fits its own run.
+func basicVirtual(t *trace.Trace, device vkruntime.DeviceProperties, granule, needed uint64) (memory.Layout, error) {
+	plan := memory.VirtualPlan{PlannedBytes: needed}
 	for range basicVirtualRounds {
 		run, err := replay.Run(t, memory.VirtualLayout(plan), replay.Options{Device: device, Granule: granule})
 		if err != nil {
@@ -64,13 +67,10 @@ func basicVirtual(t *trace.Trace, device vkruntime.DeviceProperties, measured me
 	return memory.VirtualLayout(plan), nil
 }
 
-// virtualSlots places the stream on the granule it was measured on (0:
-// the replay model's), so the plan's pages and its planned memory are
-// those of the device the run will have.
+// virtualSlots places the stream on the granule it was measured on, so
+// the plan's pages and its planned memory are those of the device the run
+// will have.
 func virtualSlots(t *trace.Trace, device vkruntime.DeviceProperties, granule uint64, searchSteps int, report func(done, total int)) (memory.Layout, error) {
-	if granule == 0 {
-		granule = replay.H200Granule
-	}
 	arena, err := arenaLayout(t, device, searchSteps, report)
 	if err != nil {
 		return memory.Layout{}, err
