@@ -82,7 +82,7 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 	if f.json != "" && f.junit != "" && sameOutput(f.json, f.junit, true) {
 		// Two reports in one file or stream would leave only the last, or
 		// two documents no reader takes.
-		if fd, ok := outputDescriptor(f.json, true); ok && fd == 1 {
+		if namesStdout(f.json, true) {
 			return fmt.Errorf("--json and --junit cannot both go to stdout")
 		}
 		return fmt.Errorf("--junit %s is the --json file too: each report needs a file of its own", f.junit)
@@ -145,9 +145,7 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 		default:
 			// A name of stdout (/dev/stdout) takes the table's place as
 			// "-" does: after the report, the table would spoil it.
-			if fd, ok := outputDescriptor(out.path, false); ok && fd == 1 {
-				toStdout = true
-			}
+			toStdout = toStdout || namesStdout(out.path, false)
 			if err := writeOutput(out.flag, out.path, out.write); err != nil {
 				return err
 			}

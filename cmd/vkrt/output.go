@@ -156,14 +156,8 @@ var descriptors = map[int]*os.File{0: os.Stdin, 1: os.Stdout, 2: os.Stderr}
 // descriptorOf is the process's open descriptor that path names, through
 // symbolic links, as /dev/stdout, /dev/fd/N or /proc/self/fd/N do.
 func descriptorOf(path string) (*os.File, bool) {
-	var (
-		fd    int
-		found bool
-	)
-	if _, err := followLinks(path, func(name string) bool {
-		fd, found = descriptorNumber(filepath.Clean(name))
-		return found
-	}); err != nil || !found {
+	fd, found := outputDescriptor(path, false)
+	if !found {
 		return nil, false
 	}
 	f, open := descriptors[fd]
@@ -189,6 +183,13 @@ func outputDescriptor(path string, dashIsStdout bool) (fd int, ok bool) {
 		return 0, false
 	}
 	return fd, ok
+}
+
+// namesStdout says whether an output flag's path writes to the command's
+// standard output.
+func namesStdout(path string, dashIsStdout bool) bool {
+	fd, ok := outputDescriptor(path, dashIsStdout)
+	return ok && fd == 1
 }
 
 // sameOutput says whether outputs a and b would write one file: through

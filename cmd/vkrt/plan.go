@@ -106,7 +106,7 @@ func planTraces(cmd *cobra.Command, paths []string, out string, asJSON bool) err
 // stdout, unless --out writes the plan file there (/dev/stdout), which
 // the summary after it would spoil: then stderr.
 func summaryOut(cmd *cobra.Command, out string) io.Writer {
-	if fd, ok := outputDescriptor(out, false); ok && fd == 1 {
+	if namesStdout(out, false) {
 		return cmd.ErrOrStderr()
 	}
 	return cmd.OutOrStdout()
