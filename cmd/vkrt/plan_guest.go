@@ -348,8 +348,8 @@ device of the same alignment and sparse granule and refuses it on another
 (its memory size and largest page may differ: the plan's bytes are a
 forecast the pools grow past), as vkrt replay refuses it unless it was made
 for its device model, those two included. --out /dev/stdout writes the
-plan to stdout, and the guest's output and the summary to stderr. A file holding a layout alone (what --out wrote before)
-is taken as it is.
+plan to stdout, and the guest's output and the summary to stderr. A file
+holding a layout alone (what --out wrote before) is taken as it is.
 
 Given allocation streams (TRACE..., runs of one workload), replay them on the
 H200-like device model, plan from the first (its placement, and the device
