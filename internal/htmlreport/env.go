@@ -284,30 +284,30 @@ func stackHeight(r memory.Report) uint64 {
 // escapes and keeps its closing quote, so no escape is left half written.
 func abbreviateLabel(label string, n int) string {
 	q := printable.Label(label)
-	if q == label {
-		if r := []rune(label); len(r) > n {
-			return string(r[:n-1]) + "…"
-		}
-		return label
-	}
 	if utf8.RuneCountInString(q) <= n {
 		return q
 	}
+	quoted := q != label
+	open, end := "", "…"
+	if quoted {
+		open, end = `"`, `…"`
+	}
 	var b strings.Builder
-	b.WriteByte('"')
-	chars := 1
+	b.WriteString(open)
+	room := n - utf8.RuneCountInString(open) - utf8.RuneCountInString(end)
 	for len(label) > 0 {
 		_, size := utf8.DecodeRuneInString(label)
-		piece := strconv.Quote(label[:size]) // one rune, or one byte that is none
-		piece = piece[1 : len(piece)-1]
-		w := utf8.RuneCountInString(piece)
-		if chars+w > n-2 { // room for …"
+		piece := label[:size]
+		if quoted {
+			piece = strconv.Quote(piece) // one rune, or one byte that is none
+			piece = piece[1 : len(piece)-1]
+		}
+		if room -= utf8.RuneCountInString(piece); room < 0 {
 			break
 		}
 		b.WriteString(piece)
-		chars += w
 		label = label[size:]
 	}
-	b.WriteString(`…"`)
+	b.WriteString(end)
 	return b.String()
 }
