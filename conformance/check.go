@@ -174,21 +174,40 @@ func (o Options) selected(checks []Check) []Check {
 	return out
 }
 
-// runChecks runs the selected checks one after another.
+// runChecks runs the selected checks one after another. Once ctx ends
+// (the run interrupted), no check starts: the one it stopped and those
+// after it are listed as not run, with what ended the run, since a check
+// cut short gives no verdict on the rule.
 func runChecks(ctx context.Context, suite string, checks []Check, o Options) Report {
 	checks = o.selected(checks)
 	rep := Report{Suite: suite, Started: time.Now().UTC()}
 	for i, ch := range checks {
+		if ctx.Err() != nil {
+			rep.interrupt(ctx, checks[i:])
+			break
+		}
 		if o.Started != nil {
 			o.Started(i, len(checks), ch)
 		}
 		r := runCheck(ctx, ch, o.Timeout)
+		if ctx.Err() != nil {
+			rep.interrupt(ctx, checks[i:])
+			break
+		}
 		if o.Finished != nil {
 			o.Finished(i, len(checks), r)
 		}
 		rep.Results = append(rep.Results, r)
 	}
 	return rep
+}
+
+// interrupt records a run that ctx ended before checks had run.
+func (r *Report) interrupt(ctx context.Context, checks []Check) {
+	r.Interrupted = context.Cause(ctx).Error()
+	for _, ch := range checks {
+		r.NotRun = append(r.NotRun, ch.Name)
+	}
 }
 
 // runCheck runs one check in a goroutine of its own, so Fatalf can stop it,

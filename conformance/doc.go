@@ -36,6 +36,7 @@
 // needs it says so rather than passing. A panic in a check, or in a
 // goroutine it started, fails that check, and so does a check that runs
 // past its time ([DefaultTimeout], or Options.Timeout outside go test); the
-// suite goes on. Data races are for the race detector: run TestDevice under
+// suite goes on. A run whose context ends stops: its [Report] holds the
+// checks finished and names the rest, the one it stopped first, as not run. Data races are for the race detector: run TestDevice under
 // go test -race, as no check can see one.
 package conformance

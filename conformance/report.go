@@ -20,6 +20,12 @@ type Report struct {
 	Target  string    `json:"target,omitempty"`
 	Started time.Time `json:"started"`
 	Results []Result  `json:"results"`
+	// Interrupted, when the run was ended before every check had run, says
+	// what ended it (a signal, the run's deadline); NotRun names the
+	// checks that gave no verdict, in order: the one it stopped, if any,
+	// and those after it.
+	Interrupted string   `json:"interrupted,omitempty"`
+	NotRun      []string `json:"not_run,omitempty"`
 }
 
 // Counts tallies the results by status.
@@ -58,8 +64,8 @@ func (r Report) Result(check string) (Result, bool) {
 	return Result{}, false
 }
 
-// OK: no check failed.
-func (r Report) OK() bool { _, fail, _ := r.Counts(); return fail == 0 }
+// OK: every check ran and none failed.
+func (r Report) OK() bool { _, fail, _ := r.Counts(); return fail == 0 && r.Interrupted == "" }
 
 func (r Report) duration() time.Duration {
 	var d time.Duration
@@ -84,17 +90,23 @@ func (r Report) WriteJSON(w io.Writer) error {
 		NotSupported int     `json:"not_supported"`
 		Seconds      float64 `json:"seconds"`
 	}{r, pass, fail, ns, r.duration().Seconds()}
+	if out.Results == nil {
+		out.Results = []Result{} // a run interrupted before its first check
+	}
 	enc := json.NewEncoder(w)
 	return enc.Encode(out)
 }
 
 // JUnitSuites is the JUnit XML document CI systems read: one test suite,
 // one test case per check. A failure carries the rule as its message and
-// the evidence as its text; not supported is a skipped test case.
+// the evidence as its text; not supported is a skipped test case; a check
+// an interrupted run did not run is an error, so that no CI takes the
+// document for a whole run.
 type JUnitSuites struct {
 	XMLName  xml.Name     `xml:"testsuites"`
 	Tests    int          `xml:"tests,attr"`
 	Failures int          `xml:"failures,attr"`
+	Errors   int          `xml:"errors,attr"`
 	Skipped  int          `xml:"skipped,attr"`
 	Time     string       `xml:"time,attr"`
 	Suites   []JUnitSuite `xml:"testsuite"`
@@ -125,10 +137,12 @@ type JUnitCase struct {
 	ClassName string        `xml:"classname,attr"`
 	Time      string        `xml:"time,attr"`
 	Failure   *JUnitMessage `xml:"failure,omitempty"`
+	Error     *JUnitMessage `xml:"error,omitempty"`
 	Skipped   *JUnitMessage `xml:"skipped,omitempty"`
 }
 
-// JUnitMessage is a failure or a skip: the message attribute and the text.
+// JUnitMessage is a failure, an error or a skip: the message attribute and
+// the text.
 type JUnitMessage struct {
 	Message string `xml:"message,attr"`
 	Type    string `xml:"type,attr,omitempty"`
@@ -140,12 +154,16 @@ func seconds(d time.Duration) string { return fmt.Sprintf("%.3f", d.Seconds()) }
 // JUnit is the report as a JUnit document.
 func (r Report) JUnit() JUnitSuites {
 	pass, fail, ns := r.Counts()
+	notRun := len(r.NotRun)
 	s := JUnitSuite{
-		Name: "vkrt conformance: " + r.Suite, Tests: pass + fail + ns, Failures: fail, Skipped: ns,
+		Name: "vkrt conformance: " + r.Suite, Tests: pass + fail + ns + notRun, Failures: fail, Errors: notRun, Skipped: ns,
 		Time: seconds(r.duration()), Timestamp: r.Started.Format(time.RFC3339),
 	}
 	if r.Target != "" {
 		s.Props = []JUnitProperty{{Name: "target", Value: r.Target}}
+	}
+	if r.Interrupted != "" {
+		s.Props = append(s.Props, JUnitProperty{Name: "interrupted", Value: r.Interrupted})
 	}
 	for _, x := range r.Results {
 		tc := JUnitCase{Name: x.Check, ClassName: "conformance." + r.Suite, Time: seconds(x.Duration)}
@@ -157,7 +175,11 @@ func (r Report) JUnit() JUnitSuites {
 		}
 		s.Cases = append(s.Cases, tc)
 	}
-	return JUnitSuites{Tests: s.Tests, Failures: fail, Skipped: ns, Time: s.Time, Suites: []JUnitSuite{s}}
+	for _, name := range r.NotRun {
+		s.Cases = append(s.Cases, JUnitCase{Name: name, ClassName: "conformance." + r.Suite, Time: seconds(0),
+			Error: &JUnitMessage{Message: "not run: the run was interrupted (" + r.Interrupted + ")", Type: "interrupted"}})
+	}
+	return JUnitSuites{Tests: s.Tests, Failures: fail, Errors: notRun, Skipped: ns, Time: s.Time, Suites: []JUnitSuite{s}}
 }
 
 // WriteJUnit writes the report as JUnit XML.
@@ -182,6 +204,9 @@ func (r Report) WriteTable(w io.Writer) error {
 	for _, x := range r.Results {
 		nameW, statusW = max(nameW, len(x.Check)), max(statusW, len(x.Status))
 	}
+	for _, name := range r.NotRun {
+		nameW, statusW = max(nameW, len(name)), max(statusW, len(notRunStatus))
+	}
 	var b strings.Builder
 	row := func(name, status, time string) {
 		fmt.Fprintf(&b, "%-*s  %-*s  %s\n", nameW, name, statusW, status, time)
@@ -205,15 +230,27 @@ func (r Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(&b, "    %s\n", x.Reason)
 		}
 	}
+	for _, name := range r.NotRun {
+		row(name, notRunStatus, "-")
+	}
 	pass, fail, ns := r.Counts()
+	ran := len(r.Results)
 	noun := "checks"
-	if len(r.Results) == 1 {
+	if ran+len(r.NotRun) == 1 {
 		noun = "check"
 	}
-	fmt.Fprintf(&b, "%d %s: %d passed, %d failed, %d not supported (%s)\n", len(r.Results), noun, pass, fail, ns, formatDuration(r.duration()))
+	if len(r.NotRun) > 0 {
+		fmt.Fprintf(&b, "interrupted (%s): %d of %d %s not run\n", r.Interrupted, len(r.NotRun), ran+len(r.NotRun), noun)
+		noun = "run"
+	}
+	fmt.Fprintf(&b, "%d %s: %d passed, %d failed, %d not supported (%s)\n", ran, noun, pass, fail, ns, formatDuration(r.duration()))
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// notRunStatus is the table's result for a check an interrupted run did
+// not run; the JSON report lists those under not_run instead.
+const notRunStatus = "not run"
 
 // formatDuration rounds as the JUnit file's %.3f seconds and the progress
 // line's Round do (a check of 6.9 ms read 6ms here and 7ms there).

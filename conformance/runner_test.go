@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/xml"
+	"errors"
 	"regexp"
 	"slices"
 	"strings"
@@ -170,4 +171,74 @@ device/memory-budget  not supported  1ms
     no VK_EXT_memory_budget
 3 checks: 1 passed, 1 failed, 1 not supported (2.00s)
 `, b.String())
+}
+
+// A run whose context ends stops: the checks done are reported, the one it
+// stopped and the rest are listed as not run with what ended the run, and
+// no report reads as a whole run.
+func TestInterruptedRunListsTheChecksNotRun(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	ran := []string{}
+	check := func(name string) Check {
+		return Check{Name: name, Rule: name, run: func(c *checkState) { ran = append(ran, name) }}
+	}
+	checks := []Check{check("x/first"), check("x/second"), {Name: "x/stopped", Rule: "stopped", run: func(c *checkState) {
+		ran = append(ran, "x/stopped")
+		cancel(errors.New("interrupted by SIGINT"))
+		<-c.Context().Done()
+		c.Errorf("saw %v", c.Context().Err()) // no verdict: dropped
+	}}, check("x/after")}
+	rep := runChecks(ctx, "test", checks, Options{Timeout: time.Minute})
+	require.Equal(t, []string{"x/first", "x/second", "x/stopped"}, ran, "no check starts after the interrupt")
+	require.Len(t, rep.Results, 2)
+	require.Equal(t, []string{"x/stopped", "x/after"}, rep.NotRun)
+	require.Equal(t, "interrupted by SIGINT", rep.Interrupted)
+	require.False(t, rep.OK(), "an interrupted run is not a whole one")
+	require.Empty(t, rep.Failed())
+
+	var js bytes.Buffer
+	require.NoError(t, rep.WriteJSON(&js))
+	var doc struct {
+		Results     []Result `json:"results"`
+		Passed      int      `json:"passed"`
+		Failed      int      `json:"failed"`
+		Interrupted string   `json:"interrupted"`
+		NotRun      []string `json:"not_run"`
+	}
+	require.NoError(t, json.Unmarshal(js.Bytes(), &doc))
+	require.Len(t, doc.Results, 2)
+	require.Equal(t, 2, doc.Passed)
+	require.Equal(t, rep.NotRun, doc.NotRun)
+	require.Equal(t, rep.Interrupted, doc.Interrupted)
+
+	var x bytes.Buffer
+	require.NoError(t, rep.WriteJUnit(&x))
+	var junit JUnitSuites
+	require.NoError(t, xml.Unmarshal(x.Bytes(), &junit))
+	require.Equal(t, 4, junit.Tests)
+	require.Equal(t, 2, junit.Errors)
+	require.Equal(t, 2, junit.Suites[0].Errors)
+	require.Contains(t, junit.Suites[0].Props, JUnitProperty{Name: "interrupted", Value: "interrupted by SIGINT"})
+	cases := junit.Suites[0].Cases
+	require.Len(t, cases, 4)
+	for _, c := range cases[2:] {
+		require.NotNil(t, c.Error, c.Name)
+		require.Equal(t, "not run: the run was interrupted (interrupted by SIGINT)", c.Error.Message)
+	}
+
+	var table bytes.Buffer
+	require.NoError(t, rep.WriteTable(&table))
+	require.Regexp(t, `(?m)^x/stopped +not run +-$`, table.String())
+	require.Regexp(t, `(?m)^x/after +not run +-$`, table.String())
+	require.Contains(t, table.String(), "interrupted (interrupted by SIGINT): 2 of 4 checks not run\n2 run: 2 passed, 0 failed, 0 not supported")
+
+	// Ended before the first check: nothing ran, and the JSON still holds
+	// a list of results.
+	rep = runChecks(ctx, "test", checks, Options{})
+	require.Empty(t, rep.Results)
+	require.Len(t, rep.NotRun, 4)
+	js.Reset()
+	require.NoError(t, rep.WriteJSON(&js))
+	require.Contains(t, js.String(), `"results":[]`)
 }

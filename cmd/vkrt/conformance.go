@@ -41,8 +41,14 @@ supported (a capability the device lacks, such as a memory budget). A line per
 check goes to stderr on a terminal; a table of every check follows on stdout,
 with the rule and the evidence under each failure. --json and --junit write
 the report to files ("-" or /dev/stdout for stdout, the table then going to
-stderr). The exit status
-is non-zero when any check fails. --list prints the checks and their rules.`,
+stderr). The exit status is non-zero when any check fails.
+
+SIGINT, SIGTERM or SIGHUP stops the suite: the reports and the table are
+still written, with the checks done so far and the rest listed as not run
+(the one stopped among them), and the command then ends with 128+N as the
+signal would have ended it. A second signal ends it at once.
+
+--list prints the checks and their rules.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.timeout <= 0 {
@@ -129,7 +135,11 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 	if err := cl.Close(); err != nil {
 		return err
 	}
-	rep := conformance.RunDevice(ctx, open, o)
+	// A signal stops the suite, not the command: the checks run so far are
+	// reported, those left listed as not run, and the command then ends as
+	// the signal would have ended it.
+	var rep conformance.Report
+	stopped := whileInterruptible(ctx, func(ctx context.Context) { rep = conformance.RunDevice(ctx, open, o) })
 	toStdout := false
 	for _, out := range []struct {
 		flag, path string
@@ -158,7 +168,15 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 	if err := rep.WriteTable(table); err != nil {
 		return err
 	}
-	if failed := rep.Failed(); len(failed) > 0 {
+	failed := rep.Failed()
+	if stopped != nil {
+		err := fmt.Errorf("%w: %d of %d checks not run", stopped, len(rep.NotRun), len(rep.Results)+len(rep.NotRun))
+		if len(failed) > 0 {
+			err = fmt.Errorf("%w; %d of those run failed: %v", err, len(failed), failed)
+		}
+		return err
+	}
+	if len(failed) > 0 {
 		return fmt.Errorf("%d of %d checks failed: %v", len(failed), len(rep.Results), failed)
 	}
 	return nil

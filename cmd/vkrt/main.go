@@ -89,11 +89,15 @@ func runCommandLine(args []string, stderr io.Writer) int {
 func exitStatus(err error) int {
 	// A guest that exited non-zero gives vkrt its own exit code.
 	var guest *exitCode
+	var interrupted *interruptedError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &guest) && guest.code > 1 && guest.code < 256:
 		return guest.code
+	case errors.As(err, &interrupted):
+		// As a shell reports a command the signal ended.
+		return 128 + int(interrupted.signal)
 	}
 	return 1
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/vkrt/vkrt/runtime/environment"
@@ -254,12 +256,18 @@ func createTemp(target string) (*os.File, error) {
 var (
 	tempFiles      sync.Map // name → struct{}
 	removeOnSignal sync.Once
+	// interruptRun, while set, is what the next signal does in place of
+	// ending the command: a run that can stop early and still report
+	// (vkrt conformance) sets it for as long as it runs. It is taken once:
+	// a second signal ends the command.
+	interruptRun atomic.Pointer[func(os.Signal)]
 )
 
 // removeTempFilesOnSignal makes SIGINT, SIGTERM and SIGHUP remove
 // tempFiles, then end the process by the same signal, as it ended without
-// the handler (a shell sees 128+N). A signal the process was started with
-// ignored (SIGINT in a shell script's background job) stays ignored.
+// the handler (a shell sees 128+N); while interruptRun is set, a signal
+// calls it instead. A signal the process was started with ignored (SIGINT
+// in a shell script's background job) stays ignored.
 func removeTempFilesOnSignal() {
 	var sigs []os.Signal
 	for _, s := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
@@ -273,14 +281,59 @@ func removeTempFilesOnSignal() {
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, sigs...)
 	go func() {
-		s := <-c
-		tempFiles.Range(func(name, _ any) bool {
-			os.Remove(name.(string))
-			return true
-		})
-		signal.Reset(s)
-		syscall.Kill(syscall.Getpid(), s.(syscall.Signal))
+		for s := range c {
+			if interrupt := interruptRun.Swap(nil); interrupt != nil {
+				(*interrupt)(s)
+				continue
+			}
+			tempFiles.Range(func(name, _ any) bool {
+				os.Remove(name.(string))
+				return true
+			})
+			signal.Reset(s)
+			syscall.Kill(syscall.Getpid(), s.(syscall.Signal))
+		}
 	}()
+}
+
+// whileInterruptible runs run with a context that SIGINT, SIGTERM or
+// SIGHUP cancels, with an interruptedError as its cause, rather than
+// ending the command; a second signal ends it, as does one that comes
+// once run has returned. It returns the signal that cancelled the
+// context, if one did.
+func whileInterruptible(ctx context.Context, run func(context.Context)) *interruptedError {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var got atomic.Pointer[interruptedError]
+	interrupt := func(s os.Signal) {
+		e := &interruptedError{signal: s.(syscall.Signal)}
+		got.Store(e)
+		cancel(e)
+	}
+	interruptRun.Store(&interrupt)
+	removeOnSignal.Do(removeTempFilesOnSignal)
+	run(ctx)
+	interruptRun.CompareAndSwap(&interrupt, nil)
+	return got.Load()
+}
+
+// interruptedError is a run a signal stopped early: the command reports
+// what it has, then ends with the status a shell gives a command the
+// signal ended, 128+N.
+type interruptedError struct{ signal syscall.Signal }
+
+func (e *interruptedError) Error() string { return "interrupted by " + signalName(e.signal) }
+
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	}
+	return s.String()
 }
 
 // writeInPlace writes to a file that is not a regular one (a FIFO, a

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -32,16 +33,9 @@ func TestSignalDuringWriteOutputLeavesNoTemporaryFile(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		dir := t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "r.html"), []byte("old"), 0o644))
-		cmd := exec.Command(os.Args[0], "-test.run=^TestSignalDuringWriteOutputLeavesNoTemporaryFile$")
-		cmd.Env = append(os.Environ(), "VKRT_SIGNAL_HELPER_DIR="+dir)
-		stdout, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		require.NoError(t, cmd.Start())
-		line, err := bufio.NewReader(stdout).ReadString('\n')
-		require.NoError(t, err)
-		require.Equal(t, "writing\n", line)
+		cmd, _, _ := startHelper(t, "TestSignalDuringWriteOutputLeavesNoTemporaryFile", "writing", "VKRT_SIGNAL_HELPER_DIR="+dir)
 		require.NoError(t, cmd.Process.Signal(sig))
-		err = cmd.Wait()
+		err := cmd.Wait()
 		var ee *exec.ExitError
 		require.ErrorAs(t, err, &ee)
 		ws := ee.Sys().(syscall.WaitStatus)
@@ -58,4 +52,24 @@ func TestSignalDuringWriteOutputLeavesNoTemporaryFile(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "old", string(data))
 	}
+}
+
+// startHelper starts this test binary running only the test named, with
+// env added, and reads its stdout up to the line it prints once it is
+// where the caller sends its signal; it returns the process, the rest of
+// its stdout and its stderr, whole once the process has been waited for.
+func startHelper(t *testing.T, test, ready string, env ...string) (*exec.Cmd, *bufio.Reader, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	out := bufio.NewReader(stdout)
+	line, err := out.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, ready+"\n", line)
+	return cmd, out, &stderr
 }
