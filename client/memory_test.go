@@ -43,7 +43,7 @@ func TestInstallMemoryPools(t *testing.T) {
 	require.Equal(t, memory.PoolsInUse, ie.Kind)
 	require.True(t, ie.Transient())
 	require.Equal(t, uint64(1000), ie.BytesInUse)
-	require.Equal(t, "1000 B still live in the pools", err.Error())
+	require.Equal(t, "1000 B still live in the pools, in 1 reservation", err.Error())
 	require.True(t, c.DefaultStream().Layout().Equal(byDefault))
 	require.True(t, c.Layout().Equal(byDefault))
 	got, err := b.Read(ctx)

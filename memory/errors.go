@@ -39,17 +39,25 @@ func (k InstallErrorKind) String() string {
 }
 
 // InstallError is why Install (or NewManager) did not take a layout.
-// BytesInUse is set for PoolsInUse, Reason for InvalidLayout.
+// BytesInUse and AllocsInUse are set for PoolsInUse (the live
+// reservations, which may be of 0 B), Reason for InvalidLayout.
 type InstallError struct {
-	Kind       InstallErrorKind
-	BytesInUse uint64
-	Reason     string
+	Kind        InstallErrorKind
+	BytesInUse  uint64
+	AllocsInUse uint64
+	Reason      string
 }
 
 func (e *InstallError) Error() string {
 	switch e.Kind {
 	case PoolsInUse:
-		return fmt.Sprintf("%d B still live in the pools", e.BytesInUse)
+		switch e.AllocsInUse {
+		case 0: // made by hand, without the count
+			return fmt.Sprintf("%d B still live in the pools", e.BytesInUse)
+		case 1:
+			return fmt.Sprintf("%d B still live in the pools, in 1 reservation", e.BytesInUse)
+		}
+		return fmt.Sprintf("%d B still live in the pools, in %d reservations", e.BytesInUse, e.AllocsInUse)
 	case StreamUnavailable:
 		return "the calling stream is in an error state"
 	case Unsupported:

@@ -798,7 +798,7 @@ func (m *Manager) Install(l Layout) error {
 		return err
 	}
 	if d := m.dynamicUsage(); d.NumberAllocs != 0 {
-		return &InstallError{Kind: PoolsInUse, BytesInUse: d.BytesInUse}
+		return &InstallError{Kind: PoolsInUse, BytesInUse: d.BytesInUse, AllocsInUse: d.NumberAllocs}
 	}
 	m.cleanupDynamic(true)
 	m.storage.Flush()

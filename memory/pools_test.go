@@ -166,9 +166,9 @@ func TestInstallRefusesWhileDynamicBytesAreLive(t *testing.T) {
 	err := m.Install(DirectLayout())
 	var ie *InstallError
 	require.ErrorAs(t, err, &ie)
-	require.Equal(t, InstallError{Kind: PoolsInUse, BytesInUse: 100}, *ie)
+	require.Equal(t, InstallError{Kind: PoolsInUse, BytesInUse: 100, AllocsInUse: 1}, *ie)
 	require.True(t, ie.Transient())
-	require.Equal(t, "100 B still live in the pools", err.Error())
+	require.Equal(t, "100 B still live in the pools, in 1 reservation", err.Error())
 	require.True(t, old.Equal(m.Layout()))
 	// A refused Install changes nothing: the free page stays (it was
 	// cleaned up first, and a guest's refused memory_install gave back its
@@ -285,4 +285,18 @@ func TestUsageMatchesTheReport(t *testing.T) {
 		require.Equal(t, m.Report().Usage(), m.Usage(), "%s", l)
 		require.Equal(t, uint64(6), m.Usage().NumberAllocs)
 	}
+}
+
+// A reservation of 0 B holds the pools as any other, and the refusal
+// counts it rather than saying only that 0 B are live.
+func TestInstallRefusalCountsReservationsOfNoBytes(t *testing.T) {
+	m, _ := newTestManager(t, SlicedLayout(SlicedPool{PageSize: 4096}))
+	h := mustReserve(t, m, 0, Eager)
+	err := m.Install(DirectLayout())
+	var ie *InstallError
+	require.ErrorAs(t, err, &ie)
+	require.Equal(t, InstallError{Kind: PoolsInUse, BytesInUse: 0, AllocsInUse: 1}, *ie)
+	require.Equal(t, "0 B still live in the pools, in 1 reservation", err.Error())
+	require.NoError(t, m.Free(h))
+	require.NoError(t, m.Install(DirectLayout()))
 }

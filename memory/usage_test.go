@@ -58,6 +58,9 @@ func TestInstallErrorMessages(t *testing.T) {
 		transient bool
 	}{
 		{&InstallError{Kind: PoolsInUse, BytesInUse: 4096}, "4096 B still live in the pools", true},
+		{&InstallError{Kind: PoolsInUse, BytesInUse: 4096, AllocsInUse: 3}, "4096 B still live in the pools, in 3 reservations", true},
+		// Reservations of 0 B hold the pools as any other.
+		{&InstallError{Kind: PoolsInUse, BytesInUse: 0, AllocsInUse: 2}, "0 B still live in the pools, in 2 reservations", true},
 		{&InstallError{Kind: StreamUnavailable}, "the calling stream is in an error state", false},
 		{&InstallError{Kind: Unsupported}, "this backend has no configurable memory pools", false},
 		{&InstallError{Kind: InvalidLayout, Reason: "the pool list is empty"}, "the pool layout cannot be honoured: the pool list is empty", false},
