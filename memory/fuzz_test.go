@@ -200,7 +200,7 @@ func fuzzRun(t *testing.T, data []byte) []string {
 				require.ErrorIs(t, err, &InstallError{Kind: InvalidLayout})
 				require.Equal(t, before, m.Report(), "an invalid layout changed the pools")
 			case liveDynamic > 0:
-				require.Equal(t, &InstallError{Kind: PoolsInUse, BytesInUse: liveBytes}, err)
+				require.Equal(t, &InstallError{Kind: PoolsInUse, BytesInUse: liveBytes, AllocsInUse: liveDynamic}, err)
 				require.Equal(t, before, m.Report(), "a refused install changed the pools")
 			default:
 				require.NoError(t, err)
