@@ -285,8 +285,11 @@ error, the clocks, and nothing else: no filesystem, no environment.
 
 Exit status: 0 when the guest returns or exits 0; its own exit code when it
 exits with 1 to 255 (1 past that); 1 with a message when it traps, breaks a
-limit or the host refuses it. --dry runs it as a dry run: the pools see its allocations, the
-device holds nothing, launches are checked and dropped, reads give zeros.`,
+limit or the host refuses it; 128+N when SIGINT, SIGTERM or SIGHUP stops it
+(--json still gives the run's line, status "canceled"; a second signal ends
+the command at once). --dry runs it as a dry run: the pools see its
+allocations, the device holds nothing, launches are checked and dropped,
+reads give zeros.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runGuest(cmd, args[0], args[1:], f, dry, asJSON)
@@ -326,7 +329,20 @@ func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry,
 	if dry {
 		ctx = dryrun.With(ctx)
 	}
-	res, runErr := s.host.Run(ctx, s.module, s.run...)
+	// A signal stops the guest as a cancellation does, so that --json still
+	// gives the run's line; the command then ends as the signal would have
+	// ended it.
+	var (
+		res    *wasmhost.Result
+		runErr error
+	)
+	stopped := whileInterruptible(ctx, func(ctx context.Context) { res, runErr = s.host.Run(ctx, s.module, s.run...) })
+	switch {
+	case stopped != nil && runErr != nil:
+		runErr = fmt.Errorf("%w: %w", stopped, runErr)
+	case stopped != nil:
+		runErr = stopped // the guest ended as the signal came
+	}
 	if asJSON && res != nil {
 		line := runLine{
 			Workload: path, Status: runStatus(runErr), ExitCode: res.ExitCode, WallS: res.Wall.Seconds(), DryRun: res.DryRun,

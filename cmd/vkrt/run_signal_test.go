@@ -1,0 +1,62 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A guest that writes a line, then loops until it is stopped.
+const announceThenLoop = `(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "running\n")
+  (func (export "_start")
+    (i32.store (i32.const 0) (i32.const 16))
+    (i32.store (i32.const 4) (i32.const 8))
+    (drop (call $write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))
+    (loop $l (br $l))))`
+
+// SIGINT or SIGTERM while a guest runs stops it as a cancellation does:
+// --json still gives the run's line, status canceled and the signal named,
+// and the command ends with 128+N.
+func TestRunSignalStopsTheGuestAndKeepsItsLine(t *testing.T) {
+	if guest := os.Getenv("VKRT_RUN_SIGNAL_GUEST"); guest != "" {
+		os.Exit(runCommandLine([]string{"run", "--compile-cache", "", "--json", guest}, os.Stderr))
+	}
+	devicesOrSkip(t)
+	guest := watFile(t, announceThenLoop)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestRunSignalStopsTheGuestAndKeepsItsLine$")
+		cmd.Env = append(os.Environ(), "VKRT_RUN_SIGNAL_GUEST="+guest)
+		// With --json the guest writes to stderr: its line says it runs.
+		stderr, err := cmd.StderrPipe()
+		require.NoError(t, err)
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		running := make([]byte, len("running\n"))
+		_, err = io.ReadFull(stderr, running)
+		require.NoError(t, err)
+		require.Equal(t, "running\n", string(running))
+		require.NoError(t, cmd.Process.Signal(sig))
+		out, err := io.ReadAll(stdout)
+		require.NoError(t, err)
+		rest, err := io.ReadAll(stderr)
+		require.NoError(t, err)
+		err = cmd.Wait()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%v: %s", sig, rest)
+		require.Equal(t, 128+int(sig), ee.ExitCode(), "%v: %s", sig, rest)
+		var line runLine
+		require.NoError(t, json.Unmarshal(out, &line), "%q", out)
+		require.Equal(t, "canceled", line.Status)
+		require.Contains(t, line.Error, "interrupted by "+signalName(sig))
+		require.Contains(t, string(rest), "vkrt: interrupted by "+signalName(sig))
+	}
+}
