@@ -243,9 +243,10 @@ func runCheck(ctx context.Context, ch Check, timeout time.Duration) Result {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		// Past its time (or the run cancelled): the check fails whether or
-		// not it then stops within the grace second, since what it saw
-		// after its context ended proves nothing.
+		// Past its time: the check fails whether or not it then stops
+		// within the grace second, since what it saw after its context
+		// ended proves nothing. (A run cancelled under it waits the same
+		// second; runChecks then lists the check as not run.)
 		select {
 		case <-done:
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
