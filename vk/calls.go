@@ -33,7 +33,7 @@ func newDeviceCalls(inst vulkan.Instance, dev vulkan.Device) (deviceCalls, error
 	var missing *C.char
 	c := C.vkrt_device_new(unsafe.Pointer(inst), unsafe.Pointer(dev), &missing)
 	if c == nil {
-		return deviceCalls{}, fmt.Errorf("vkrt: the device has no %s", C.GoString(missing))
+		return deviceCalls{}, fmt.Errorf("vk: the device has no %s", C.GoString(missing))
 	}
 	return deviceCalls{c: c}, nil
 }
@@ -137,7 +137,7 @@ func (dc deviceCalls) writeStorageBuffers(set vulkan.DescriptorSet, ranges []buf
 		return nil
 	}
 	if len(ranges) > C.VKRT_MAX_WRITES {
-		return fmt.Errorf("vkrt: %d descriptor writes in one set, at most %d", len(ranges), C.VKRT_MAX_WRITES)
+		return fmt.Errorf("vk: %d descriptor writes in one set, at most %d", len(ranges), C.VKRT_MAX_WRITES)
 	}
 	C.vkrt_write_storage_buffers(dc.c, unsafe.Pointer(set), C.uint32_t(len(ranges)), &ranges[0])
 	return nil

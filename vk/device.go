@@ -95,7 +95,7 @@ var _ device.Device = (*Device)(nil)
 func Open(index int, opts ...Option) (*Device, error) {
 	o := newConfig(opts)
 	if o.fractionSet && !(o.memoryFraction > 0 && o.memoryFraction <= 1) {
-		return nil, fmt.Errorf("vkrt: memory fraction %v is outside (0, 1]", o.memoryFraction)
+		return nil, fmt.Errorf("vk: memory fraction %v is outside (0, 1]", o.memoryFraction)
 	}
 	inst, err := acquireInstance(o.validation)
 	if err != nil {
@@ -116,7 +116,7 @@ func Open(index int, opts ...Option) (*Device, error) {
 		if len(physical) == 1 {
 			devices = "device 0 only"
 		}
-		return nil, fmt.Errorf("vkrt: no Vulkan device %d: the loader found %s (vkrt devices lists them)", index, devices)
+		return nil, fmt.Errorf("vk: no Vulkan device %d: the loader found %s (vkrt devices lists them)", index, devices)
 	}
 	d := &Device{inst: inst, physical: physical[index], pipelines: map[string]*pipeline{}}
 	var err2 error
@@ -131,7 +131,7 @@ func Open(index int, opts ...Option) (*Device, error) {
 	limit, err := storageLimit(o, d.info.Heaps[d.heapIndex].Size)
 	if err != nil {
 		d.destroy()
-		return nil, fmt.Errorf("vkrt: device %d (%s): %w", index, d.info.Name, err)
+		return nil, fmt.Errorf("vk: device %d (%s): %w", index, d.info.Name, err)
 	}
 	d.storage = &Storage{dev: d, pages: map[vkruntime.StorageID]*page{}, limit: limit}
 	if err := d.checkValidation(); err != nil {
@@ -177,7 +177,7 @@ func (d *Device) create(staged bool) error {
 		}
 	}
 	if family < 0 {
-		return fmt.Errorf("vkrt: device %d (%s) has no compute queue among its %d queue families", d.info.Index, d.info.Name, len(families))
+		return fmt.Errorf("vk: device %d (%s) has no compute queue among its %d queue families", d.info.Index, d.info.Name, len(families))
 	}
 	sparse := d.info.SparseResidency && sparseFamily >= 0
 	if sparse {
@@ -213,12 +213,12 @@ func (d *Device) create(staged bool) error {
 	r := vulkan.CreateDevice(d.physical, info, nil, &handle)
 	info.Free() // vulkan-go's copy of info, which it would not free
 	if r != vulkan.Success {
-		return fmt.Errorf("vkrt: vkCreateDevice on device %d (%s): %w", d.info.Index, d.info.Name, vkError(r))
+		return fmt.Errorf("vk: vkCreateDevice on device %d (%s): %w", d.info.Index, d.info.Name, vkError(r))
 	}
 	d.handle = handle
 	calls, err := newDeviceCalls(d.inst.handle, handle)
 	if err != nil {
-		return fmt.Errorf("vkrt: device %d (%s): %w", d.info.Index, d.info.Name, err)
+		return fmt.Errorf("vk: device %d (%s): %w", d.info.Index, d.info.Name, err)
 	}
 	d.calls = calls
 	var queue vulkan.Queue
@@ -231,7 +231,7 @@ func (d *Device) create(staged bool) error {
 	}
 	mt, ok := chooseMemoryType(d.info.MemoryTypes, d.info.Heaps, bits)
 	if !ok {
-		return fmt.Errorf("vkrt: device %d (%s) offers no memory type for storage buffers (type bits %#x)", d.info.Index, d.info.Name, bits)
+		return fmt.Errorf("vk: device %d (%s) offers no memory type for storage buffers (type bits %#x)", d.info.Index, d.info.Name, bits)
 	}
 	d.memoryType = uint32(mt.Index)
 	d.heapIndex = mt.Heap
@@ -267,7 +267,7 @@ func (d *Device) createBuffer(size uint64) (vulkan.Buffer, error) {
 func (d *Device) createBufferWith(size uint64, flags vulkan.BufferCreateFlagBits) (vulkan.Buffer, error) {
 	buf, r := d.calls.createBuffer(size, uint32(storageUsage), uint32(flags))
 	if r != vulkan.Success {
-		return nil, fmt.Errorf("vkrt: vkCreateBuffer of %d B: %w", size, vkError(r))
+		return nil, fmt.Errorf("vk: vkCreateBuffer of %d B: %w", size, vkError(r))
 	}
 	return buf, nil
 }
@@ -383,7 +383,7 @@ func (d *Device) budget() (budget, usage uint64, ok bool) {
 // device, or validation errors seen so far.
 func (d *Device) Err() error {
 	if d.lost.Load() {
-		return fmt.Errorf("vkrt: device %d (%s): %w", d.info.Index, d.info.Name, vkruntime.ErrDeviceLost)
+		return fmt.Errorf("vk: device %d (%s): %w", d.info.Index, d.info.Name, vkruntime.ErrDeviceLost)
 	}
 	d.validationMu.Lock()
 	defer d.validationMu.Unlock()
@@ -416,13 +416,13 @@ func (d *Device) usable() error {
 		return d.closedError()
 	}
 	if d.lost.Load() {
-		return fmt.Errorf("vkrt: device %d (%s): %w", d.info.Index, d.info.Name, vkruntime.ErrDeviceLost)
+		return fmt.Errorf("vk: device %d (%s): %w", d.info.Index, d.info.Name, vkruntime.ErrDeviceLost)
 	}
 	return nil
 }
 
 func (d *Device) closedError() error {
-	return fmt.Errorf("vkrt: device %d (%s): %w", d.info.Index, d.info.Name, ErrClosed)
+	return fmt.Errorf("vk: device %d (%s): %w", d.info.Index, d.info.Name, ErrClosed)
 }
 
 // begin admits a call that uses the device's Vulkan objects: it fails on a
@@ -446,7 +446,7 @@ func (d *Device) noteResult(call string, r vulkan.Result) error {
 	if r == vulkan.Success {
 		return nil
 	}
-	err := fmt.Errorf("vkrt: %s on device %d (%s): %w", call, d.info.Index, d.info.Name, vkError(r))
+	err := fmt.Errorf("vk: %s on device %d (%s): %w", call, d.info.Index, d.info.Name, vkError(r))
 	if isDeviceLost(err) {
 		d.lost.Store(true)
 	}

@@ -85,7 +85,7 @@ func (e *unavailableError) Is(target error) bool { return target == device.ErrUn
 
 // ErrNoVulkan: the machine has no Vulkan loader or no Vulkan driver. It
 // matches device.ErrUnavailable.
-var ErrNoVulkan error = &unavailableError{"vkrt: Vulkan is not available"}
+var ErrNoVulkan error = &unavailableError{"vk: Vulkan is not available"}
 
 // ErrNoCgo: the program was built without cgo, which the Vulkan backend
 // needs. It matches device.ErrUnavailable.
@@ -99,7 +99,7 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string {
-	return fmt.Sprintf("vkrt: %d Vulkan validation error(s):\n%s", e.Count, e.Messages)
+	return fmt.Sprintf("vk: %d Vulkan validation error(s):\n%s", e.Count, e.Messages)
 }
 
 // Is makes a *ValidationError match device.ErrValidation.

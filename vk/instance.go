@@ -50,7 +50,7 @@ func newInstance(validation bool) (*instance, error) {
 	inst := &instance{version: version}
 	if validation {
 		if !hasInstanceLayer(validationLayer) {
-			return nil, fmt.Errorf("vkrt: validation asked for, but the layer %s is not installed (Debian: vulkan-validationlayers)", validationLayer)
+			return nil, fmt.Errorf("vk: validation asked for, but the layer %s is not installed (Debian: vulkan-validationlayers)", validationLayer)
 		}
 		inst.messages = newMessages()
 		chained := inst.messages.createInfo()
@@ -71,12 +71,12 @@ func newInstance(validation bool) (*instance, error) {
 			return nil, fmt.Errorf("%w: vkCreateInstance: %w: the loader started no driver: none is installed (Debian: mesa-vulkan-drivers), or the one installed failed to start (this process holds %d Vulkan instances%s)",
 				ErrNoVulkan, vkError(r), liveInstances.Load(), openFiles())
 		}
-		return nil, fmt.Errorf("vkrt: vkCreateInstance: %w", vkError(r))
+		return nil, fmt.Errorf("vk: vkCreateInstance: %w", vkError(r))
 	}
 	if err := vulkan.InitInstance(handle); err != nil {
 		vulkan.DestroyInstance(handle, nil)
 		inst.messages.free()
-		return nil, fmt.Errorf("vkrt: loading instance functions: %w", err)
+		return nil, fmt.Errorf("vk: loading instance functions: %w", err)
 	}
 	inst.handle = handle
 	liveInstances.Add(1)
@@ -123,14 +123,14 @@ var liveInstances atomic.Int64
 func (in *instance) physicalDevices() ([]vulkan.PhysicalDevice, error) {
 	var count uint32
 	if r := vulkan.EnumeratePhysicalDevices(in.handle, &count, nil); r != vulkan.Success {
-		return nil, fmt.Errorf("vkrt: vkEnumeratePhysicalDevices: %w", vkError(r))
+		return nil, fmt.Errorf("vk: vkEnumeratePhysicalDevices: %w", vkError(r))
 	}
 	devices := make([]vulkan.PhysicalDevice, count)
 	if count == 0 {
 		return devices, nil
 	}
 	if r := vulkan.EnumeratePhysicalDevices(in.handle, &count, devices); r != vulkan.Success && r != vulkan.Incomplete {
-		return nil, fmt.Errorf("vkrt: vkEnumeratePhysicalDevices: %w", vkError(r))
+		return nil, fmt.Errorf("vk: vkEnumeratePhysicalDevices: %w", vkError(r))
 	}
 	return devices[:count], nil
 }

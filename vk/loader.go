@@ -74,7 +74,7 @@ func freeC(p unsafe.Pointer) { C.free(p) }
 func createMessenger(instance vulkan.Instance, m *messages) (uint64, error) {
 	var handle C.uint64_t
 	if r := C.vkrt_create_messenger(unsafe.Pointer(instance), m.c, &handle); r != 0 {
-		return 0, fmt.Errorf("vkrt: vkCreateDebugUtilsMessengerEXT: %w", vkError(vulkan.Result(r)))
+		return 0, fmt.Errorf("vk: vkCreateDebugUtilsMessengerEXT: %w", vkError(vulkan.Result(r)))
 	}
 	return uint64(handle), nil
 }

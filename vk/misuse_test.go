@@ -23,7 +23,7 @@ import (
 func TestErrClosedIsTheContractsClass(t *testing.T) {
 	require.ErrorIs(t, ErrClosed, vkruntime.ErrClosed)
 	require.ErrorIs(t, vkruntime.ErrClosed, ErrClosed)
-	err := fmt.Errorf("vkrt: device 0 (x): %w", ErrClosed)
+	err := fmt.Errorf("vk: device 0 (x): %w", ErrClosed)
 	require.ErrorIs(t, err, vkruntime.ErrClosed)
 }
 

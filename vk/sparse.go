@@ -68,9 +68,9 @@ func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
 	defer d.end()
 	switch {
 	case d.sparseGranule == 0:
-		return vkruntime.StorageHandle{}, fmt.Errorf("vkrt: device %d (%s) has no sparse residency", d.info.Index, d.info.Name)
+		return vkruntime.StorageHandle{}, fmt.Errorf("vk: device %d (%s) has no sparse residency", d.info.Index, d.info.Name)
 	case size == 0:
-		return vkruntime.StorageHandle{}, fmt.Errorf("vkrt: a virtual range of 0 B")
+		return vkruntime.StorageHandle{}, fmt.Errorf("vk: a virtual range of 0 B")
 	case size > d.sparseSpace:
 		// Past the whole space is past what the live ranges leave: the
 		// contract's class, which a pool halving its range relies on.
@@ -140,13 +140,13 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 	}
 	pins, err := s.pin(handles...)
 	if err != nil {
-		return fmt.Errorf("vkrt: sparse bind: %w", err)
+		return fmt.Errorf("vk: sparse bind: %w", err)
 	}
 	release := func() { s.unpin(pins) }
 	vp := pins[0].page
 	if !vp.virtual {
 		release()
-		return fmt.Errorf("vkrt: sparse bind into storage %d, which is a page, not a virtual range", virtual)
+		return fmt.Errorf("vk: sparse bind into storage %d, which is a page, not a virtual range", virtual)
 	}
 	g := d.sparseGranule
 	memBinds := make([]sparseBind, len(binds))
@@ -154,11 +154,11 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 	for i, b := range binds {
 		if b.Offset%g != 0 || b.Size%g != 0 || b.MemoryOffset%g != 0 || b.Size == 0 {
 			release()
-			return fmt.Errorf("vkrt: sparse bind %d (%+v): offsets and sizes must be non-zero multiples of the %d B granule", i, b, g)
+			return fmt.Errorf("vk: sparse bind %d (%+v): offsets and sizes must be non-zero multiples of the %d B granule", i, b, g)
 		}
 		if b.Offset > math.MaxUint64-b.Size || b.Offset+b.Size > vp.size {
 			release()
-			return fmt.Errorf("vkrt: sparse bind %d (%+v) lies outside the %d B virtual range", i, b, vp.size)
+			return fmt.Errorf("vk: sparse bind %d (%+v) lies outside the %d B virtual range", i, b, vp.size)
 		}
 		memBinds[i] = newSparseBind(b.Offset, b.Size, nil, 0)
 		if b.Memory != 0 {
@@ -166,7 +166,7 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 			next++
 			if mp.virtual || b.MemoryOffset > mp.held || b.Size > mp.held-b.MemoryOffset {
 				release()
-				return fmt.Errorf("vkrt: sparse bind %d (%+v): storage %d holds %d B of memory", i, b, b.Memory, mp.held)
+				return fmt.Errorf("vk: sparse bind %d (%+v): storage %d holds %d B of memory", i, b, b.Memory, mp.held)
 			}
 			memBinds[i] = newSparseBind(b.Offset, b.Size, mp.memory, b.MemoryOffset)
 		}

@@ -116,7 +116,7 @@ func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 	}
 	defer d.end()
 	if size == 0 {
-		return vkruntime.StorageHandle{}, fmt.Errorf("vkrt: storage allocation of 0 B: a page needs at least one byte")
+		return vkruntime.StorageHandle{}, fmt.Errorf("vk: storage allocation of 0 B: a page needs at least one byte")
 	}
 	heap := d.info.Heaps[d.heapIndex].Size
 	if size > heap {
@@ -137,7 +137,7 @@ func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 	held := req.size
 	if req.memoryTypeBits&(1<<d.memoryType) == 0 {
 		vulkan.DestroyBuffer(d.handle, buffer, nil)
-		return vkruntime.StorageHandle{}, fmt.Errorf("vkrt: storage allocation of %d B: the buffer cannot live in memory type %d (allowed types %#x)", size, d.memoryType, req.memoryTypeBits)
+		return vkruntime.StorageHandle{}, fmt.Errorf("vk: storage allocation of %d B: the buffer cannot live in memory type %d (allowed types %#x)", size, d.memoryType, req.memoryTypeBits)
 	}
 	if maxAlloc != 0 && held > maxAlloc {
 		vulkan.DestroyBuffer(d.handle, buffer, nil)
@@ -379,10 +379,10 @@ func (s *Storage) check(handles ...vkruntime.StorageHandle) error {
 func (s *Storage) pageOf(h vkruntime.StorageHandle) (*page, error) {
 	p, ok := s.pages[h.ID]
 	if !ok {
-		return nil, fmt.Errorf("vkrt: %v: %w (the device's storage holds %d pages)", h, vkruntime.ErrNotFound, len(s.pages))
+		return nil, fmt.Errorf("vk: %v: %w (the device's storage holds %d pages)", h, vkruntime.ErrNotFound, len(s.pages))
 	}
 	if h.Offset > p.size || h.Size > p.size-h.Offset {
-		return nil, fmt.Errorf("vkrt: %v lies outside its page of %d B", h, p.size)
+		return nil, fmt.Errorf("vk: %v lies outside its page of %d B", h, p.size)
 	}
 	return p, nil
 }

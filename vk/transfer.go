@@ -40,7 +40,7 @@ func (d *Device) newHostBuffer(size uint64) (*hostBuffer, error) {
 	}
 	if chosen < 0 {
 		vulkan.DestroyBuffer(d.handle, buf, nil)
-		return nil, fmt.Errorf("vkrt: device %d (%s) has no host-visible coherent memory for a %d B staging buffer", d.info.Index, d.info.Name, size)
+		return nil, fmt.Errorf("vk: device %d (%s) has no host-visible coherent memory for a %d B staging buffer", d.info.Index, d.info.Name, size)
 	}
 	memory, r := d.calls.allocateMemory(req.size, uint32(chosen))
 	if r != vulkan.Success {
@@ -96,7 +96,7 @@ func (p pinned) bytes() []byte {
 // less than dst.Size (the rest is left as it was), not more.
 func (d *Device) Upload(ctx context.Context, dst vkruntime.StorageHandle, data []byte) error {
 	if uint64(len(data)) > dst.Size {
-		return fmt.Errorf("vkrt: upload of %d B into %v of %d B", len(data), dst, dst.Size)
+		return fmt.Errorf("vk: upload of %d B into %v of %d B", len(data), dst, dst.Size)
 	}
 	return d.transfer(ctx, dst, uint64(len(data)), func(p pinned) error {
 		if p.page.mapped != nil {
@@ -123,7 +123,7 @@ func (d *Device) Upload(ctx context.Context, dst vkruntime.StorageHandle, data [
 // less than src.Size, not more.
 func (d *Device) Download(ctx context.Context, src vkruntime.StorageHandle, dst []byte) error {
 	if uint64(len(dst)) > src.Size {
-		return fmt.Errorf("vkrt: download of %d B from %v of %d B", len(dst), src, src.Size)
+		return fmt.Errorf("vk: download of %d B from %v of %d B", len(dst), src, src.Size)
 	}
 	return d.transfer(ctx, src, uint64(len(dst)), func(p pinned) error {
 		if p.page.mapped != nil {
@@ -195,7 +195,7 @@ func (d *Device) uploadPinned(h vkruntime.StorageHandle, data []byte) error {
 // multiples of 4.
 func (d *Device) Fill(ctx context.Context, h vkruntime.StorageHandle, value uint32) error {
 	if h.Offset%4 != 0 || h.Size%4 != 0 {
-		return fmt.Errorf("vkrt: fill of %v: offset and size must be multiples of 4 B", h)
+		return fmt.Errorf("vk: fill of %v: offset and size must be multiples of 4 B", h)
 	}
 	return d.transfer(ctx, h, h.Size, func(p pinned) error {
 		if p.page.mapped != nil {
@@ -228,10 +228,10 @@ func (d *Device) CopyBatch(ctx context.Context, pairs []CopyPair) error {
 	for i, c := range pairs {
 		src, dst := c.Src, c.Dst
 		if src.Size > dst.Size {
-			return fmt.Errorf("vkrt: copy %d: %v (%d B) into %v (%d B)", i, src, src.Size, dst, dst.Size)
+			return fmt.Errorf("vk: copy %d: %v (%d B) into %v (%d B)", i, src, src.Size, dst, dst.Size)
 		}
 		if src.ID == dst.ID && src.Offset < dst.Offset+src.Size && dst.Offset < src.End() {
-			return fmt.Errorf("vkrt: copy %d: %v into %v: the ranges overlap", i, src, dst)
+			return fmt.Errorf("vk: copy %d: %v into %v: the ranges overlap", i, src, dst)
 		}
 		if dst.Size > 0 {
 			handles = append(handles, dst)

@@ -525,3 +525,16 @@ func TestPlanVerifyOfASpillingRunSaysWhatItReservedPastThePlan(t *testing.T) {
 	require.Contains(t, stdout, "verify:   ok")
 	require.NotContains(t, stdout, "past them", "a run within its plan reserved nothing past it")
 }
+
+// A device index past the loader's list is one error line with one
+// "vkrt:", the command's own: the Vulkan backend's errors name their
+// package as every other package's do.
+func TestRunOnAMissingDeviceSaysSoOnce(t *testing.T) {
+	devicesOrSkip(t)
+	loop := watFile(t, `(module (func (export "_start")))`)
+	_, _, err := execute(t, "run", guestArgs(t, loop, "--device", "99")...)
+	require.Error(t, err)
+	line := errorLine(err)
+	require.Contains(t, line, "no Vulkan device 99")
+	require.Equal(t, 1, strings.Count(line, "vkrt:"), line)
+}
