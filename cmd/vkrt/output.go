@@ -258,8 +258,8 @@ var (
 	removeOnSignal sync.Once
 	// interruptRun, while set, is what the next signal does in place of
 	// ending the command: a run that can stop early and still report
-	// (vkrt conformance) sets it for as long as it runs. It is taken once:
-	// a second signal ends the command.
+	// (vkrt conformance, vkrt run) sets it for as long as it runs. It is
+	// taken once: a second signal ends the command.
 	interruptRun atomic.Pointer[func(os.Signal)]
 )
 
