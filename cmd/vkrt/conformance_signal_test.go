@@ -50,16 +50,19 @@ func TestConformanceSignalWritesThePartialReport(t *testing.T) {
 	}
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		dir := t.TempDir()
-		cmd, out, errText := startHelper(t, "TestConformanceSignalWritesThePartialReport", "blocking", "VKRT_CONFORMANCE_SIGNAL_DIR="+dir)
+		cmd, stdout, stderr := startHelper(t, "TestConformanceSignalWritesThePartialReport", "VKRT_CONFORMANCE_SIGNAL_DIR="+dir)
+		awaitLine(t, stdout, "blocking")
 		require.NoError(t, cmd.Process.Signal(sig))
-		table, err := io.ReadAll(out)
+		table, err := io.ReadAll(stdout)
+		require.NoError(t, err)
+		errText, err := io.ReadAll(stderr)
 		require.NoError(t, err)
 		err = cmd.Wait()
 		var ee *exec.ExitError
-		require.ErrorAs(t, err, &ee, "%v: %s", sig, errText.String())
-		require.Equal(t, 128+int(sig), ee.ExitCode(), "%v: %s", sig, errText.String())
+		require.ErrorAs(t, err, &ee, "%v: %s", sig, string(errText))
+		require.Equal(t, 128+int(sig), ee.ExitCode(), "%v: %s", sig, string(errText))
 		name := signalName(sig)
-		require.Contains(t, string(errText.String()), "vkrt: interrupted by "+name+": 3 of 4 checks not run")
+		require.Contains(t, string(errText), "vkrt: interrupted by "+name+": 3 of 4 checks not run")
 
 		require.Contains(t, string(table), "interrupted (interrupted by "+name+"): 3 of 4 checks not run")
 		require.Regexp(t, `(?m)^kernel/fill +pass `, string(table))
@@ -102,8 +105,9 @@ func TestConformanceSignalWritesThePartialReport(t *testing.T) {
 func TestConformanceSecondSignalEndsTheCommand(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "c.json"), []byte("old"), 0o644))
-	cmd, _, _ := startHelper(t, "TestConformanceSignalWritesThePartialReport", "blocking",
+	cmd, stdout, _ := startHelper(t, "TestConformanceSignalWritesThePartialReport",
 		"VKRT_CONFORMANCE_SIGNAL_DIR="+dir, "VKRT_CONFORMANCE_SIGNAL_HANG=1")
+	awaitLine(t, stdout, "blocking")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	// The first stops the suite, which waits a second for the check; the
 	// second comes well within it.

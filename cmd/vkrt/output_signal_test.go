@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -33,7 +32,8 @@ func TestSignalDuringWriteOutputLeavesNoTemporaryFile(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		dir := t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "r.html"), []byte("old"), 0o644))
-		cmd, _, _ := startHelper(t, "TestSignalDuringWriteOutputLeavesNoTemporaryFile", "writing", "VKRT_SIGNAL_HELPER_DIR="+dir)
+		cmd, stdout, _ := startHelper(t, "TestSignalDuringWriteOutputLeavesNoTemporaryFile", "VKRT_SIGNAL_HELPER_DIR="+dir)
+		awaitLine(t, stdout, "writing")
 		require.NoError(t, cmd.Process.Signal(sig))
 		err := cmd.Wait()
 		var ee *exec.ExitError
@@ -55,21 +55,25 @@ func TestSignalDuringWriteOutputLeavesNoTemporaryFile(t *testing.T) {
 }
 
 // startHelper starts this test binary running only the test named, with
-// env added, and reads its stdout up to the line it prints once it is
-// where the caller sends its signal; it returns the process, the rest of
-// its stdout and its stderr, whole once the process has been waited for.
-func startHelper(t *testing.T, test, ready string, env ...string) (*exec.Cmd, *bufio.Reader, *bytes.Buffer) {
+// env added, and returns the process and its stdout and stderr. Read both
+// to their end before waiting for it.
+func startHelper(t *testing.T, test string, env ...string) (cmd *exec.Cmd, stdout, stderr *bufio.Reader) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
+	cmd = exec.Command(os.Args[0], "-test.run=^"+test+"$")
 	cmd.Env = append(os.Environ(), env...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	errOut, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	out := bufio.NewReader(stdout)
-	line, err := out.ReadString('\n')
+	return cmd, bufio.NewReader(out), bufio.NewReader(errOut)
+}
+
+// awaitLine reads the line a helper prints once it is where the caller
+// sends its signal.
+func awaitLine(t *testing.T, r *bufio.Reader, want string) {
+	t.Helper()
+	line, err := r.ReadString('\n')
 	require.NoError(t, err)
-	require.Equal(t, ready+"\n", line)
-	return cmd, out, &stderr
+	require.Equal(t, want+"\n", line)
 }
