@@ -304,17 +304,14 @@ func removeTempFilesOnSignal() {
 func whileInterruptible(ctx context.Context, run func(context.Context)) *interruptedError {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	var got atomic.Pointer[interruptedError]
-	interrupt := func(s os.Signal) {
-		e := &interruptedError{signal: s.(syscall.Signal)}
-		got.Store(e)
-		cancel(e)
-	}
+	interrupt := func(s os.Signal) { cancel(&interruptedError{signal: s.(syscall.Signal)}) }
 	interruptRun.Store(&interrupt)
 	removeOnSignal.Do(removeTempFilesOnSignal)
 	run(ctx)
 	interruptRun.CompareAndSwap(&interrupt, nil)
-	return got.Load()
+	var stopped *interruptedError
+	errors.As(context.Cause(ctx), &stopped)
+	return stopped
 }
 
 // interruptedError is a run a signal stopped early: the command reports
