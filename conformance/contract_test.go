@@ -78,10 +78,16 @@ type flawedDevice struct {
 	flaw    contractFlaw
 	storage *flawedStorage
 
-	queue    sync.Mutex // the dispatches of transfersUnordered, one after another
-	inflight atomic.Int32
-	stagMu   sync.Mutex
-	staging  []byte
+	// The dispatches of transfersUnordered run one after another in the
+	// order they were called: each waits for the channel of the one
+	// before it to close, then closes its own. A mutex would let a later
+	// dispatch run before a cancelled one whose goroutine had not yet
+	// started, hiding the flaw.
+	queueMu   sync.Mutex
+	queueTail chan struct{}
+	inflight  atomic.Int32
+	stagMu    sync.Mutex
+	staging   []byte
 }
 
 type flawedStorage struct {
@@ -367,10 +373,17 @@ func (d *flawedDevice) dispatch(ctx context.Context, ops []kernel.Op) error {
 			}
 		}
 	case transfersUnordered:
+		before, turn := d.queueTurn()
 		done := make(chan error, 1)
 		go func() {
-			d.queue.Lock()
-			defer d.queue.Unlock()
+			defer close(turn)
+			<-before
+			// A product as large as dispatch-cancel's starts late, so the
+			// check's cancel (5 ms in) lands before it ends even on a busy
+			// host whose timer fires late.
+			if slices.ContainsFunc(ops, isCancelledProduct) {
+				time.Sleep(flawedProductDelay)
+			}
 			done <- d.Device.Dispatch(context.Background(), ops)
 		}()
 		select {
@@ -395,6 +408,29 @@ func (d *flawedDevice) dispatch(ctx context.Context, ops []kernel.Op) error {
 		time.Sleep(5 * time.Millisecond)
 	}
 	return d.Device.Dispatch(ctx, ops)
+}
+
+// flawedProductDelay is how long transfersUnordered holds a product back.
+const flawedProductDelay = 100 * time.Millisecond
+
+// isCancelledProduct: op is a product of device/dispatch-cancel's size (two
+// operands of 384 × 384 floats or more), not one of the kernel checks'.
+func isCancelledProduct(op kernel.Op) bool {
+	return op.Kernel.Name == "matmul" && len(op.Bindings) > 0 && op.Bindings[0].Size >= 4*384*384
+}
+
+// queueTurn takes the next place in transfersUnordered's queue: the
+// dispatch runs once before is closed, and closes turn when it is done.
+func (d *flawedDevice) queueTurn() (before <-chan struct{}, turn chan struct{}) {
+	d.queueMu.Lock()
+	defer d.queueMu.Unlock()
+	if d.queueTail == nil {
+		d.queueTail = make(chan struct{})
+		close(d.queueTail)
+	}
+	before, turn = d.queueTail, make(chan struct{})
+	d.queueTail = turn
+	return before, turn
 }
 
 func flawedOpener(f contractFlaw) conformance.OpenClient {
