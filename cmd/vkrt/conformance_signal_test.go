@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,15 +51,7 @@ func TestConformanceSignalWritesThePartialReport(t *testing.T) {
 		dir := t.TempDir()
 		cmd, stdout, stderr := startHelper(t, "TestConformanceSignalWritesThePartialReport", "VKRT_CONFORMANCE_SIGNAL_DIR="+dir)
 		awaitLine(t, stdout, "blocking")
-		require.NoError(t, cmd.Process.Signal(sig))
-		table, err := io.ReadAll(stdout)
-		require.NoError(t, err)
-		errText, err := io.ReadAll(stderr)
-		require.NoError(t, err)
-		err = cmd.Wait()
-		var ee *exec.ExitError
-		require.ErrorAs(t, err, &ee, "%v: %s", sig, string(errText))
-		require.Equal(t, 128+int(sig), ee.ExitCode(), "%v: %s", sig, string(errText))
+		table, errText := signalExit(t, cmd, stdout, stderr, sig)
 		name := signalName(sig)
 		require.Contains(t, string(errText), "vkrt: interrupted by "+name+": 3 of 4 checks not run")
 

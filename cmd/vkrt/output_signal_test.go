@@ -69,6 +69,22 @@ func startHelper(t *testing.T, test string, env ...string) (cmd *exec.Cmd, stdou
 	return cmd, bufio.NewReader(out), bufio.NewReader(errOut)
 }
 
+// signalExit sends sig to a helper, reads what it writes until it ends,
+// and checks that it ended with 128+N, as the signal would have ended it.
+func signalExit(t *testing.T, cmd *exec.Cmd, stdout, stderr *bufio.Reader, sig syscall.Signal) (out, errOut []byte) {
+	t.Helper()
+	require.NoError(t, cmd.Process.Signal(sig))
+	out, err := io.ReadAll(stdout)
+	require.NoError(t, err)
+	errOut, err = io.ReadAll(stderr)
+	require.NoError(t, err)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "%v: %s", sig, errOut)
+	require.Equal(t, 128+int(sig), ee.ExitCode(), "%v: %s", sig, errOut)
+	return out, errOut
+}
+
 // awaitLine reads the line a helper prints once it is where the caller
 // sends its signal.
 func awaitLine(t *testing.T, r *bufio.Reader, want string) {

@@ -174,7 +174,22 @@ func planWasm(cmd *cobra.Command, path string, args []string, f planWasmFlags) e
 		return err
 	}
 	defer s.close(ctx)
-	measure, err := measureGuest(ctx, s, f)
+	// A signal stops the guest as a cancellation does. In the dry run
+	// there is no plan yet and none is written; in the real run the plan
+	// is made, so it is written and reported with the run stopped. The
+	// command then ends as the signal would have ended it.
+	var (
+		measure    *guestMeasurement
+		measureErr error
+	)
+	stopped := whileInterruptible(ctx, func(ctx context.Context) { measure, measureErr = measureGuest(ctx, s, f) })
+	err = measureErr
+	switch {
+	case stopped != nil && measureErr != nil:
+		err = fmt.Errorf("%w: %w", stopped, measureErr)
+	case stopped != nil:
+		err = stopped // the runs were over as the signal came
+	}
 	if measure == nil {
 		return err
 	}
@@ -184,13 +199,13 @@ func planWasm(cmd *cobra.Command, path string, args []string, f planWasmFlags) e
 	}}
 	if measure.real != nil {
 		line.Verify = &planVerification{
-			OK: err == nil, Spills: measure.m.Spills, PeakLiveBytes: measure.real.PeakBytes,
+			OK: measureErr == nil, Spills: measure.m.Spills, PeakLiveBytes: measure.real.PeakBytes,
 			ReservedPeakBytes: measure.real.PeakReservedBytes, DeviceBytesPeak: measure.realStats.BytesPeak,
 			DeviceAllocs: measure.real.DeviceAllocs, DeviceAllocationsPeak: measure.realStats.AllocationsPeak,
 			DeviceBindCalls: measure.realStats.BindCalls - measure.dryStats.BindCalls,
 			WallS:           measure.m.RealWall.Seconds(), PersistentBytes: measure.real.Report.Persistent.Usage.BytesReserved,
 		}
-		if err != nil {
+		if measureErr != nil {
 			line.Verify.Error = err.Error()
 		}
 	}
@@ -350,6 +365,11 @@ forecast the pools grow past), as vkrt replay refuses it unless it was made
 for its device model, those two included. --out /dev/stdout writes the
 plan to stdout, and the guest's output and the summary to stderr. A file
 holding a layout alone (what --out wrote before) is taken as it is.
+
+SIGINT, SIGTERM or SIGHUP stops the guest: stopped in the dry run, the
+command writes no plan; stopped in the --verify run, it writes the plan it
+made and reports the verification as failed. It then ends with 128+N, as
+the signal would have ended it; a second signal ends it at once.
 
 Given allocation streams (TRACE..., runs of one workload), replay them on the
 H200-like device model, plan from the first (its placement, and the device

@@ -2,9 +2,7 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"os"
-	"os/exec"
 	"syscall"
 	"testing"
 
@@ -35,15 +33,7 @@ func TestRunSignalStopsTheGuestAndKeepsItsLine(t *testing.T) {
 		cmd, stdout, stderr := startHelper(t, "TestRunSignalStopsTheGuestAndKeepsItsLine", "VKRT_RUN_SIGNAL_GUEST="+guest)
 		// With --json the guest writes to stderr: its line says it runs.
 		awaitLine(t, stderr, "running")
-		require.NoError(t, cmd.Process.Signal(sig))
-		out, err := io.ReadAll(stdout)
-		require.NoError(t, err)
-		rest, err := io.ReadAll(stderr)
-		require.NoError(t, err)
-		err = cmd.Wait()
-		var ee *exec.ExitError
-		require.ErrorAs(t, err, &ee, "%v: %s", sig, rest)
-		require.Equal(t, 128+int(sig), ee.ExitCode(), "%v: %s", sig, rest)
+		out, rest := signalExit(t, cmd, stdout, stderr, sig)
 		var line runLine
 		require.NoError(t, json.Unmarshal(out, &line), "%q", out)
 		require.Equal(t, "canceled", line.Status)
