@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	json "github.com/goccy/go-json"
 	"github.com/schollz/progressbar/v3"
@@ -60,9 +61,12 @@ power of two a stream needs past it, alignment 32), the peer
 testdata/traces/README.md records. Each side's ns/event is the
 wall-clock time from the stream's first event to its last over its events,
 the setup (reading, making the pools) not counted. The two sides run one
-after the other, --passes times each, alternating, each pass after a
-garbage collection, and the best pass of each side is kept: on a busy
-machine a pass only ever gets slower. "ns ratio" is the layout's over the
+after the other, alternating, each pass after a garbage collection, and
+the best pass of each side is kept: on a busy machine a pass only ever gets
+slower. By default they pass as many times as fill 2 s of the two sides
+together, 5 to 1,000 times each: the best of 7 passes of a shipped stream
+moved by up to a fifth between two runs of the command, the best of 50 by
+under a tenth. --passes N times N passes each. "ns ratio" is the layout's over the
 reference's, "ref extent" the highest end the reference's block reached
 over peak live bytes. With --plan the stream is timed under its plan too,
 alternating with as many more passes of the reference ("plan ns/event",
@@ -83,7 +87,7 @@ live bytes, and device allocations (cudaMalloc calls, or mapping calls).`,
 	cmd.Flags().BoolVar(&f.plan, "plan", false, "derive a plan from the replay and replay under it")
 	cmd.Flags().BoolVar(&f.json, "json", false, "one JSON object per trace and line")
 	cmd.Flags().BoolVar(&f.bench, "bench", false, "report the cost of one replayed event, beside VMA's TLSF placement on the same stream")
-	cmd.Flags().IntVar(&f.passes, "passes", 5, "with --bench: timed passes of each side, alternating; the best of each is kept")
+	cmd.Flags().IntVar(&f.passes, "passes", 0, "with --bench: timed passes of each side, alternating, the best of each kept; 0: as many as fill 2 s of both, 5 to 1,000")
 	cmd.Flags().StringVar(&f.secondRuns, "second-runs", "", "with --plan: a directory of second runs of the traces (same names); each runs under the first run's plan and the other way round")
 	cmd.Flags().BoolVar(&f.pytorch, "pytorch", false, "also replay each stream through a model of PyTorch's caching allocator (default and expandable segments)")
 	cmd.Flags().BoolVar(&f.markdown, "markdown", false, "the table in Markdown, deterministic figures only (the README's plan table)")
@@ -144,8 +148,9 @@ type replayLine struct {
 	BenchPasses          int      `json:"bench_passes,omitempty"`
 	// With --plan too: the best ns/event under the plan, and over the
 	// reference's.
-	PlanNsPerEvent *float64 `json:"plan_ns_per_event,omitempty"`
-	PlanNsRatio    *float64 `json:"plan_ns_ratio,omitempty"`
+	PlanNsPerEvent  *float64 `json:"plan_ns_per_event,omitempty"`
+	PlanNsRatio     *float64 `json:"plan_ns_ratio,omitempty"`
+	PlanBenchPasses int      `json:"plan_bench_passes,omitempty"`
 	// With --second-runs, when the directory holds the trace's second run.
 	SecondRun *secondRunLine `json:"second_run,omitempty"`
 }
@@ -236,8 +241,8 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 	if f.markdown && (f.json || f.bench || f.pytorch) {
 		return errors.New("--markdown is a table of deterministic figures: it takes neither --json nor --bench, and has no columns for --pytorch")
 	}
-	if f.passes < 1 {
-		return fmt.Errorf("--passes %d: at least one pass is timed", f.passes)
+	if f.passes < 0 {
+		return fmt.Errorf("--passes %d: want a number of passes, or 0 for as many as fill %s", f.passes, benchTime)
 	}
 	if cmd.Flags().Changed("passes") && !f.bench {
 		return errors.New("--passes needs --bench: it is the number of timed passes")
@@ -327,8 +332,8 @@ func replayTrace(path string, layout memory.Layout, f replayFlags, bar *replayPr
 		}
 	}
 	if f.bench {
-		bar.stage("timing "+tr.Name+" beside the reference", bar.total(long, 2*f.passes))
-		if err := row.benchBeside(tr, layout, &row.timing, f.passes, bar.set); err != nil {
+		bar.stage("timing "+tr.Name+" beside the reference", bar.total(long, benchProgressSteps))
+		if row.passes, err = row.benchBeside(tr, layout, &row.timing, f.passes, bar.set); err != nil {
 			return replayRow{}, err
 		}
 	}
@@ -345,8 +350,8 @@ func replayTrace(path string, layout memory.Layout, f replayFlags, bar *replayPr
 		return replayRow{}, fmt.Errorf("replaying %s under its plan: %w", tr.Name, err)
 	}
 	if f.bench {
-		bar.stage("timing "+tr.Name+" under its plan beside the reference", bar.total(long, 2*f.passes))
-		if err := row.benchBeside(tr, planned, &row.planTiming, f.passes, bar.set); err != nil {
+		bar.stage("timing "+tr.Name+" under its plan beside the reference", bar.total(long, benchProgressSteps))
+		if row.planPasses, err = row.benchBeside(tr, planned, &row.planTiming, f.passes, bar.set); err != nil {
 			return replayRow{}, fmt.Errorf("timing %s under its plan: %w", tr.Name, err)
 		}
 	}
@@ -369,40 +374,83 @@ type replayRow struct {
 	// planTiming: with --plan and --bench, the best pass under the plan,
 	// timed alternately with more passes of the reference.
 	planTiming replay.Timing
-	second     *secondRun // with --second-runs, when the trace has one
+	// passes and planPasses are the passes timed of each side.
+	passes, planPasses int
+	second             *secondRun // with --second-runs, when the trace has one
 	// torch: with --pytorch, the modelled PyTorch allocator's default and
 	// expandable segments.
 	torch *[2]torchalloc.Result
 }
 
+// benchTime, benchMinPasses and benchMaxPasses: by default --bench times
+// passes of the two sides until they have taken benchTime together, at
+// least benchMinPasses and at most benchMaxPasses of each. The best of a
+// few passes is the best of a cold machine's: gpt2_train's ns ratio read
+// 1.73× and 2.06× in two runs of seven passes, 1.72× and 1.77× of fifty.
+const (
+	benchTime      = 2 * time.Second
+	benchMinPasses = 5
+	benchMaxPasses = 1000
+)
+
+// benchProgressSteps is the length of a timing stage's bar: a percentage,
+// as a stage timed by the clock has no count of passes to show.
+const benchProgressSteps = 100
+
 // benchBeside times the stream under layout into best and the reference's
-// into the row, alternating, passes each, each pass after a garbage
-// collection so that one side's garbage is not collected on the other's
-// time, and keeps the best of each. A best already timed (the dry replay
-// that made the row) counts as the layout's first pass.
-func (r *replayRow) benchBeside(tr *trace.Trace, layout memory.Layout, best *replay.Timing, passes int, progress func(done, total int)) error {
-	for p := range passes {
+// into the row, alternating, each pass after a garbage collection, so that
+// one side's garbage is not collected on the other's time, and keeps the
+// best of each: passes of each, or with passes 0 as many as benchTime
+// holds (benchMinPasses to benchMaxPasses). It returns the passes timed. A
+// best already timed (the dry replay that made the row) counts as the
+// layout's first pass.
+func (r *replayRow) benchBeside(tr *trace.Trace, layout memory.Layout, best *replay.Timing, passes int, progress func(done, total int)) (int, error) {
+	start := time.Now()
+	for p := 0; ; p++ {
+		if benchDone(p, passes, time.Since(start)) {
+			return p, nil
+		}
 		if p > 0 || best.Events == 0 {
 			goruntime.GC()
 			_, t, err := replay.Measure(tr, layout, replay.Options{})
 			if err != nil {
-				return err
+				return p, err
 			}
 			*best = faster(*best, t)
 		}
-		progress(2*p+1, 2*passes)
 		goruntime.GC()
 		ref, t, err := tlsfref.Measure(tr)
 		if err != nil {
-			return err
+			return p, err
 		}
 		if r.reference == nil {
 			r.reference = ref
 		}
 		r.refTiming = faster(r.refTiming, t)
-		progress(2*p+2, 2*passes)
+		progress(benchProgress(p+1, passes, time.Since(start)), benchProgressSteps)
 	}
-	return nil
+}
+
+// benchDone says whether timing ends after done passes of each side, taken
+// in elapsed: passes of them, or by default (passes 0) benchTime of them,
+// within benchMinPasses and benchMaxPasses.
+func benchDone(done, passes int, elapsed time.Duration) bool {
+	if passes > 0 {
+		return done >= passes
+	}
+	return done >= benchMaxPasses || done >= benchMinPasses && elapsed >= benchTime
+}
+
+// benchProgress is how far, in benchProgressSteps, timing is after done
+// passes taken in elapsed: the share of the passes, or by default the
+// lesser of the minimum passes' share and the clock's, or the maximum
+// passes' share where that is more.
+func benchProgress(done, passes int, elapsed time.Duration) int {
+	share := float64(done) / float64(max(passes, 1))
+	if passes == 0 {
+		share = max(min(float64(done)/benchMinPasses, elapsed.Seconds()/benchTime.Seconds()), float64(done)/benchMaxPasses)
+	}
+	return int(min(share, 1) * benchProgressSteps)
 }
 
 // faster is the quicker of two timings of one stream; a zero Timing is
@@ -451,8 +499,9 @@ func writeReplayLine(w io.Writer, row replayRow, f replayFlags) error {
 	if f.bench {
 		ns, ref, ratio, extent := row.timing.NsPerEvent(), row.refTiming.NsPerEvent(), row.nsRatio(), row.reference.ExtentBytes
 		line.NsPerEvent, line.ReferenceNsPerEvent, line.NsRatio, line.ReferenceExtentBytes = &ns, &ref, &ratio, &extent
-		line.BenchPasses = f.passes
+		line.BenchPasses = row.passes
 		if row.plan != nil {
+			line.PlanBenchPasses = row.planPasses
 			planNs, planRatio := row.planTiming.NsPerEvent(), row.planNsRatio()
 			line.PlanNsPerEvent, line.PlanNsRatio = &planNs, &planRatio
 		}
@@ -530,11 +579,28 @@ func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
 	if len(rows) > 0 {
 		fmt.Fprintf(w, "\nlayout: %s\n", summarizeLayout(rows[0].dry.Layout))
 		if f.bench {
-			fmt.Fprintf(w, "ref: VMA's TLSF virtual block (one 32 GiB block, or the power of two a stream needs past it; alignment 32); ns/event: the best of %d passes each, alternating\n",
-				f.passes)
+			fmt.Fprintf(w, "ref: VMA's TLSF virtual block (one 32 GiB block, or the power of two a stream needs past it; alignment 32); ns/event: the best of %s passes each, alternating\n",
+				passesTimed(rows))
 		}
 	}
 	return nil
+}
+
+// passesTimed says how many passes of each side the rows timed: one
+// number, or the least and most.
+func passesTimed(rows []replayRow) string {
+	least, most := rows[0].passes, rows[0].passes
+	for _, r := range rows {
+		for _, n := range []int{r.passes, r.planPasses} {
+			if n > 0 {
+				least, most = min(least, n), max(most, n)
+			}
+		}
+	}
+	if least == most {
+		return fmt.Sprint(least)
+	}
+	return fmt.Sprintf("%d to %d", least, most)
 }
 
 // writeReplayMarkdown writes the table as Markdown: reserved peak over peak

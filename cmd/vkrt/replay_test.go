@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	json "github.com/goccy/go-json"
 	"github.com/stretchr/testify/require"
@@ -66,6 +67,7 @@ type replayJSONLine struct {
 	NsRatio              *float64 `json:"ns_ratio"`
 	ReferenceExtentBytes *uint64  `json:"reference_extent_bytes"`
 	BenchPasses          int      `json:"bench_passes"`
+	PlanBenchPasses      int      `json:"plan_bench_passes"`
 	PlanNsPerEvent       *float64 `json:"plan_ns_per_event"`
 	PlanNsRatio          *float64 `json:"plan_ns_ratio"`
 }
@@ -85,7 +87,7 @@ func parseReplayLines(t *testing.T, out string) []replayJSONLine {
 
 func TestReplayJSONWithPlanAndBench(t *testing.T) {
 	small := writeTrace(t, "small.trace", "a 1 1000 0\na 2 3000 0\nf 1\na 3 500 0\nf 2\nf 3\na 4 64 0\n")
-	out, stderr, err := executeReplay(t, "--json", "--plan", "--bench", small, resnetTrace)
+	out, stderr, err := executeReplay(t, "--json", "--plan", "--bench", "--passes", "3", small, resnetTrace)
 	require.NoError(t, err)
 	require.Empty(t, stderr, "no progress when stderr is not a terminal")
 	lines := parseReplayLines(t, out)
@@ -114,7 +116,8 @@ func TestReplayJSONWithPlanAndBench(t *testing.T) {
 	require.Positive(t, *l.ReferenceNsPerEvent)
 	require.NotNil(t, l.NsRatio)
 	require.InDelta(t, *l.NsPerEvent / *l.ReferenceNsPerEvent, *l.NsRatio, 1e-9)
-	require.Equal(t, 5, l.BenchPasses, "the default passes")
+	require.Equal(t, 3, l.BenchPasses, "the passes asked for")
+	require.Equal(t, 3, l.PlanBenchPasses, "the passes asked for, under the plan too")
 	ref, _, err := tlsfref.Measure(resnet)
 	require.NoError(t, err)
 	require.NotNil(t, l.ReferenceExtentBytes)
@@ -169,8 +172,43 @@ func TestReplayBenchTableShowsTheReferenceBeside(t *testing.T) {
 	require.Regexp(t, `resnet50_train .* 1\.019×\n`, out, "the last column: the reference's extent on resnet50_train, as VMA's own")
 	require.Contains(t, out, "the best of 2 passes each, alternating")
 
-	_, _, err = executeReplay(t, "--bench", "--passes", "0", resnetTrace)
-	require.ErrorContains(t, err, "--passes 0")
+	_, _, err = executeReplay(t, "--bench", "--passes", "-1", resnetTrace)
+	require.ErrorContains(t, err, "--passes -1: want a number of passes, or 0 for as many as fill 2s")
+}
+
+// By default --bench times as many passes as fill benchTime, at least
+// benchMinPasses and at most benchMaxPasses, and says how many.
+func TestReplayBenchPassesFillTheTimeByDefault(t *testing.T) {
+	small := writeTrace(t, "small.trace", "a 1 1000 0\na 2 3000 0\nf 1\na 3 500 0\nf 2\nf 3\n")
+	out, _, err := executeReplay(t, "--json", "--bench", small)
+	require.NoError(t, err)
+	l := parseReplayLines(t, out)[0]
+	require.GreaterOrEqual(t, l.BenchPasses, benchMinPasses)
+	require.LessOrEqual(t, l.BenchPasses, benchMaxPasses)
+	require.Zero(t, l.PlanBenchPasses, "no plan, no passes under it")
+	out, _, err = executeReplay(t, "--bench", small)
+	require.NoError(t, err)
+	require.Regexp(t, `the best of [0-9]+ passes each, alternating`, out)
+
+	for _, c := range []struct {
+		done, passes int
+		elapsed      time.Duration
+		over         bool
+		progress     int
+	}{
+		{0, 3, 0, false, 0},
+		{2, 3, time.Hour, false, 66},
+		{3, 3, 0, true, 100},
+		{0, 0, time.Hour, false, 0},
+		{benchMinPasses - 1, 0, time.Hour, false, 80},
+		{benchMinPasses, 0, benchTime / 2, false, 50},
+		{benchMinPasses, 0, benchTime, true, 100},
+		{benchMaxPasses / 2, 0, benchTime / 4, false, 50},
+		{benchMaxPasses, 0, 0, true, 100},
+	} {
+		require.Equal(t, c.over, benchDone(c.done, c.passes, c.elapsed), "%+v", c)
+		require.Equal(t, c.progress, benchProgress(c.done, c.passes, c.elapsed), "%+v", c)
+	}
 }
 
 // A stream past the reference's 32 GiB block is timed in a larger one:
