@@ -319,6 +319,19 @@ func whileInterruptible(ctx context.Context, run func(context.Context)) *interru
 // signal ended, 128+N.
 type interruptedError struct{ signal syscall.Signal }
 
+// around is the error a run that ended with err ends the command with: err
+// where no signal came (e nil), the signal where the run ended well as it
+// came, and otherwise err under the signal, which names why the run ended.
+func (e *interruptedError) around(err error) error {
+	switch {
+	case e == nil:
+		return err
+	case err == nil:
+		return e
+	}
+	return fmt.Errorf("%w: %w", e, err)
+}
+
 func (e *interruptedError) Error() string { return "interrupted by " + signalName(e.signal) }
 
 func signalName(s syscall.Signal) string {

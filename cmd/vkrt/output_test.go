@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -316,4 +317,23 @@ func pipe(t *testing.T) (*os.File, func() string) {
 			return ""
 		}
 	}
+}
+
+// A run a signal stopped ends the command with the signal, and with the
+// run's own error under it where there was one; with no signal, the run's
+// error alone.
+func TestInterruptedErrorAroundTheRunsError(t *testing.T) {
+	var none *interruptedError
+	require.NoError(t, none.around(nil))
+	guest := errors.New("guest: trapped")
+	require.Same(t, guest, none.around(guest))
+
+	stopped := &interruptedError{signal: syscall.SIGTERM}
+	require.Same(t, stopped, stopped.around(nil))
+	err := stopped.around(guest)
+	require.ErrorIs(t, err, guest)
+	var got *interruptedError
+	require.ErrorAs(t, err, &got)
+	require.Equal(t, "interrupted by SIGTERM: guest: trapped", err.Error())
+	require.Equal(t, 128+int(syscall.SIGTERM), exitStatus(err))
 }

@@ -183,13 +183,7 @@ func planWasm(cmd *cobra.Command, path string, args []string, f planWasmFlags) e
 		measureErr error
 	)
 	stopped := whileInterruptible(ctx, func(ctx context.Context) { measure, measureErr = measureGuest(ctx, s, f) })
-	err = measureErr
-	switch {
-	case stopped != nil && measureErr != nil:
-		err = fmt.Errorf("%w: %w", stopped, measureErr)
-	case stopped != nil:
-		err = stopped // the runs were over as the signal came
-	}
+	err = stopped.around(measureErr)
 	if measure == nil {
 		return err
 	}

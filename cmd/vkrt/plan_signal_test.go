@@ -30,22 +30,16 @@ const planThenLoopForReal = `(module
     (drop (call $write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))
     (loop $l (br $l))))`
 
-// planSignalHelper runs vkrt plan --json --verify --out OUT GUEST in a
-// helper process, as the environment variables of the test name them.
-func planSignalHelper() {
-	guest, out := os.Getenv("VKRT_PLAN_SIGNAL_GUEST"), os.Getenv("VKRT_PLAN_SIGNAL_OUT")
-	if guest != "" {
-		os.Exit(runCommandLine([]string{"plan", "--compile-cache", "", "--json", "--verify", "--out", out, guest}, os.Stderr))
-	}
-}
-
 // A signal in the dry run stops the guest: there is no plan, none is
 // written, and the command says so and ends with 128+N. A signal in the
 // real run (--verify) stops it there: the plan, made from the whole dry
 // run, is written, and the --json line gives the verification as failed,
 // naming the signal.
 func TestPlanSignalStopsTheGuest(t *testing.T) {
-	planSignalHelper()
+	if guest := os.Getenv("VKRT_PLAN_SIGNAL_GUEST"); guest != "" {
+		out := os.Getenv("VKRT_PLAN_SIGNAL_OUT")
+		os.Exit(runCommandLine([]string{"plan", "--compile-cache", "", "--json", "--verify", "--out", out, guest}, os.Stderr))
+	}
 	devicesOrSkip(t)
 	for _, c := range []struct {
 		name, guest string

@@ -446,8 +446,10 @@ func benchDone(done, passes int, elapsed time.Duration) bool {
 // lesser of the minimum passes' share and the clock's, or the maximum
 // passes' share where that is more.
 func benchProgress(done, passes int, elapsed time.Duration) int {
-	share := float64(done) / float64(max(passes, 1))
-	if passes == 0 {
+	var share float64
+	if passes > 0 {
+		share = float64(done) / float64(passes)
+	} else {
 		share = max(min(float64(done)/benchMinPasses, elapsed.Seconds()/benchTime.Seconds()), float64(done)/benchMaxPasses)
 	}
 	return int(min(share, 1) * benchProgressSteps)

@@ -337,12 +337,7 @@ func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry,
 		runErr error
 	)
 	stopped := whileInterruptible(ctx, func(ctx context.Context) { res, runErr = s.host.Run(ctx, s.module, s.run...) })
-	switch {
-	case stopped != nil && runErr != nil:
-		runErr = fmt.Errorf("%w: %w", stopped, runErr)
-	case stopped != nil:
-		runErr = stopped // the guest ended as the signal came
-	}
+	runErr = stopped.around(runErr)
 	if asJSON && res != nil {
 		line := runLine{
 			Workload: path, Status: runStatus(runErr), ExitCode: res.ExitCode, WallS: res.Wall.Seconds(), DryRun: res.DryRun,
