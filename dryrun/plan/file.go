@@ -77,16 +77,31 @@ type fileDevice struct {
 	SparseGranule uint64 `json:"sparse_granule"`
 }
 
+// fileDeviceFields are a plan file's device members, every one required.
+var fileDeviceFields = []string{"alignment", "max_page_size", "memory_size", "sparse_granule"}
+
 // UnmarshalJSON reads a plan file's device with its names exact and each
-// given once, as the file's own.
+// given once, as the file's own, and all of them there: one left out would
+// read as 0, and a plan for another device would pass For's check where
+// the run's device has 0 too (no sparse residency, say), or be refused
+// for a number the file never gave.
 func (d *fileDevice) UnmarshalJSON(data []byte) error {
-	if err := strictjson.CheckMembers(data, "alignment", "max_page_size", "memory_size", "sparse_granule"); err != nil {
+	if err := strictjson.CheckMembers(data, fileDeviceFields...); err != nil {
 		return fmt.Errorf("device: %w", err)
 	}
 	type plain fileDevice // without this method
 	dec := stdjson.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	return dec.Decode((*plain)(d))
+	if err := dec.Decode((*plain)(d)); err != nil {
+		return err
+	}
+	names := strictjson.MemberNames(data) // an object: it decoded
+	for _, want := range fileDeviceFields {
+		if !slices.Contains(names, want) {
+			return fmt.Errorf("device: missing field %q", want)
+		}
+	}
+	return nil
 }
 
 // MaxFileTraces bounds the runs a plan file names: a plan is made from a
@@ -171,10 +186,17 @@ func IsFile(data []byte) bool {
 	return false
 }
 
+// utf8BOM is the byte-order mark some editors put before UTF-8 text.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
 // DecodeFile reads a plan file: strictly (unknown members, wrong types and
 // numbers that do not fit are errors), refusing versions it does not know.
 // Every error matches ErrPlanFile.
 func DecodeFile(data []byte) (File, error) {
+	if bytes.HasPrefix(data, utf8BOM) {
+		// The decoder would name the mark's first byte, as Latin-1: 'ï'.
+		return File{}, fmt.Errorf("%w: it starts with a UTF-8 byte-order mark (JSON has none): save it without one", ErrPlanFile)
+	}
 	dec := stdjson.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var raw fileJSON

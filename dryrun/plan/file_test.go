@@ -40,6 +40,55 @@ func TestPlanFileRoundTripsAndChecksItsDevice(t *testing.T) {
 	require.ErrorIs(t, err, ErrPlanFile)
 }
 
+// A plan file's device with a member left out is refused, naming it: read
+// as 0, a plan for the H200 model with no sparse_granule passed For on a
+// device without sparse residency, and one with no alignment was refused
+// for an alignment of 0 the file never gave.
+func TestPlanFileDeviceNeedsEveryMember(t *testing.T) {
+	data := strongPlanFile(t, "a 1 3000000 0\na 2 5000000 0\nf 1\nf 2\n")
+	var err error
+	for _, field := range fileDeviceFields {
+		var members map[string]stdjson.RawMessage
+		require.NoError(t, stdjson.Unmarshal(data, &members))
+		var device map[string]stdjson.RawMessage
+		require.NoError(t, stdjson.Unmarshal(members["device"], &device))
+		require.Contains(t, device, field)
+		delete(device, field)
+		members["device"], err = stdjson.Marshal(device)
+		require.NoError(t, err)
+		without, err := stdjson.Marshal(members)
+		require.NoError(t, err)
+		_, err = DecodeFile(without)
+		require.ErrorIs(t, err, ErrPlanFile, field)
+		require.ErrorContains(t, err, `device: missing field "`+field+`"`)
+	}
+	_, err = DecodeFile([]byte(`{"vkrt_plan":4,"device":{},"traces":[],"layout":"Virtual"}`))
+	require.ErrorContains(t, err, `device: missing field "alignment"`)
+	_, err = DecodeFile([]byte(`{"vkrt_plan":4,"device":5,"traces":[],"layout":"Virtual"}`))
+	require.ErrorIs(t, err, ErrPlanFile)
+	require.NotContains(t, err.Error(), "missing field")
+}
+
+// A plan file an editor saved with a byte-order mark is refused for it,
+// where the decoder named the mark's first byte as 'ï'.
+func TestPlanFileWithAByteOrderMarkSaysSo(t *testing.T) {
+	data := strongPlanFile(t, "a 1 3000000 0\nf 1\n")
+	_, err := DecodeFile(append([]byte("\xef\xbb\xbf"), data...))
+	require.ErrorIs(t, err, ErrPlanFile)
+	require.ErrorContains(t, err, "byte-order mark")
+	require.NotContains(t, err.Error(), "ï")
+}
+
+// strongPlanFile is the plan file of a strong plan of events.
+func strongPlanFile(t *testing.T, events string) []byte {
+	t.Helper()
+	pf, err := Runs([]*trace.Trace{tracetest.Inline(t, events)}, Options{Strength: Strong})
+	require.NoError(t, err)
+	data, err := pf.MarshalJSON()
+	require.NoError(t, err)
+	return data
+}
+
 // A plan file whose members a tool sorted (jq -S puts "vkrt_plan" last,
 // past the first 64 bytes) is still a plan file, not a layout.
 func TestPlanFileWithItsMembersReorderedIsStillOne(t *testing.T) {
