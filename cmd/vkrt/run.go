@@ -218,9 +218,12 @@ func (e *exitCode) Unwrap() error { return e.err }
 
 // runLine is `vkrt run --json`'s line.
 type runLine struct {
-	Workload string       `json:"workload"`
-	Status   string       `json:"status"`
-	ExitCode uint32       `json:"exit_code"`
+	Workload string `json:"workload"`
+	Status   string `json:"status"`
+	// ExitCode is the guest's own exit code: 0 when it returned, null
+	// where it gave none (refused, trapped, stopped or failed first), so
+	// that a run that failed never reads as one that exited 0.
+	ExitCode *uint32      `json:"exit_code"`
 	Error    string       `json:"error,omitempty"`
 	WallS    float64      `json:"wall_s"`
 	DryRun   bool         `json:"dry_run"`
@@ -251,6 +254,15 @@ type runLine struct {
 	Calls         uint64 `json:"calls"`
 	FailedCalls   uint64 `json:"failed_calls"`
 	LastError     string `json:"last_error,omitempty"`
+}
+
+// guestExitCode is the exit code the guest gave, for a run that ended
+// with err: nil unless it returned or exited (run status "ok" or "exit").
+func guestExitCode(res *wasmhost.Result, err error) *uint32 {
+	if status := runStatus(err); status != "ok" && status != "exit" {
+		return nil
+	}
+	return &res.ExitCode
 }
 
 // runStatus names how a guest ended.
@@ -287,7 +299,8 @@ Exit status: 0 when the guest returns or exits 0; its own exit code when it
 exits with 1 to 255 (1 past that); 1 with a message when it traps, breaks a
 limit or the host refuses it; 128+N when SIGINT, SIGTERM or SIGHUP stops it
 (--json still gives the run's line, status "canceled"; a second signal ends
-the command at once). --dry runs it as a dry run: the pools see its
+the command at once). The --json line's exit_code is the guest's own: 0 when
+it returned, null when it neither returned nor exited. --dry runs it as a dry run: the pools see its
 allocations, the device holds nothing, launches are checked and dropped,
 reads give zeros.`,
 		Args: cobra.MinimumNArgs(1),
@@ -340,7 +353,7 @@ func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry,
 	runErr = stopped.around(runErr)
 	if asJSON && res != nil {
 		line := runLine{
-			Workload: path, Status: runStatus(runErr), ExitCode: res.ExitCode, WallS: res.Wall.Seconds(), DryRun: res.DryRun,
+			Workload: path, Status: runStatus(runErr), ExitCode: guestExitCode(res, runErr), WallS: res.Wall.Seconds(), DryRun: res.DryRun,
 			Usage: res.Usage, Report: &res.Report, ReservedPeak: res.PeakReservedBytes,
 			LiveBytesPeak: res.PeakBytes, HandlesPeak: res.PeakHandles, MemoryPages: res.MemoryPages,
 			Calls: res.Calls, FailedCalls: res.FailedCalls, LastError: res.LastError,

@@ -80,6 +80,7 @@ func TestRunExitCodes(t *testing.T) {
 		var line runLine
 		require.NoError(t, json.Unmarshal([]byte(out), &line), "%q", out)
 		require.Equal(t, "refused", line.Status)
+		require.Nil(t, line.ExitCode, "the guest gave none: %q", out)
 		require.Equal(t, refused, line.Workload)
 		require.Equal(t, err.Error(), line.Error)
 	}
@@ -91,6 +92,7 @@ func TestRunExitCodes(t *testing.T) {
 	var line runLine
 	require.NoError(t, json.Unmarshal([]byte(out), &line))
 	require.Equal(t, "deadline", line.Status)
+	require.Contains(t, out, `"exit_code":null`, "a guest stopped at its deadline gave no exit code")
 
 	quota := watFile(t, `(module
   (import "vkrt_v1" "buffer_create" (func $create (param i64 i32) (result i32)))
@@ -109,7 +111,16 @@ func TestRunExitCodes(t *testing.T) {
 	require.Equal(t, 1, exitCodeOf(err))
 	require.NoError(t, json.Unmarshal([]byte(out), &line))
 	require.Equal(t, "trapped", line.Status)
+	require.Nil(t, line.ExitCode)
 	require.Equal(t, uint32(32), line.MemoryPages)
+
+	out, _, err = execute(t, "run", guestArgs(t, argc, "--json")...)
+	require.Equal(t, 11, exitCodeOf(err))
+	line = runLine{}
+	require.NoError(t, json.Unmarshal([]byte(out), &line))
+	require.Equal(t, "exit", line.Status)
+	require.NotNil(t, line.ExitCode)
+	require.Equal(t, uint32(11), *line.ExitCode)
 }
 
 // heavyExample is the example guest the command tests run: the
@@ -137,6 +148,7 @@ func TestRunJSON(t *testing.T) {
 		var line runLine
 		require.NoError(t, json.Unmarshal([]byte(out), &line))
 		require.Equal(t, "ok", line.Status)
+		require.Contains(t, out, `"exit_code":0,`)
 		require.Equal(t, dry, line.DryRun)
 		require.Positive(t, line.WallS)
 		require.Positive(t, line.Calls)
