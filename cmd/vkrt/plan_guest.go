@@ -40,6 +40,17 @@ func isWasm(path string) bool {
 	return wasm
 }
 
+// guestAmongTraces refuses a WebAssembly workload given where traces
+// belong, which the trace reader would call a malformed trace.
+func guestAmongTraces(paths []string) error {
+	for _, p := range paths {
+		if isWasm(p) {
+			return fmt.Errorf("%s is a WebAssembly workload, not a trace: plan it alone (vkrt plan %s) or run it (vkrt run %s)", p, p, p)
+		}
+	}
+	return nil
+}
+
 // planWasmFlags are `vkrt plan WORKLOAD.wasm`'s flags.
 type planWasmFlags struct {
 	out    string
@@ -375,6 +386,9 @@ replay under the plan is reported. Planning from traces takes --out and
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !isWasm(args[0]) {
 				if err := traceFlagsOnly(cmd); err != nil {
+					return err
+				}
+				if err := guestAmongTraces(args[1:]); err != nil {
 					return err
 				}
 				return planTraces(cmd, args, f.out, f.json)

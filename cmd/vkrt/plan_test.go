@@ -168,6 +168,19 @@ func TestPlanTracesRefusesTheFlagsOfAGuest(t *testing.T) {
 	}
 }
 
+// A guest given after a trace is refused as a guest in the wrong place,
+// where the trace reader called its bytes a malformed trace.
+func TestPlanTracesRefuseAGuestBesideThem(t *testing.T) {
+	first := writeTrace(t, "first.trace", shortRun)
+	guest := filepath.Join(t.TempDir(), "workload.bin")
+	require.NoError(t, os.WriteFile(guest, []byte("\x00asm\x01\x00\x00\x00"), 0o644))
+	out := filepath.Join(t.TempDir(), "workload.plan")
+	_, _, err := execute(t, "plan", first, guest, "--out", out)
+	require.ErrorContains(t, err, guest+" is a WebAssembly workload")
+	require.NotContains(t, err.Error(), "unknown event")
+	require.NoFileExists(t, out)
+}
+
 // deviceGranule is the sparse granule of the device the command tests run
 // on, 0 without sparse residency.
 func deviceGranule(t *testing.T) uint64 {

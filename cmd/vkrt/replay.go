@@ -87,7 +87,7 @@ live bytes, and device allocations (cudaMalloc calls, or mapping calls).`,
 	cmd.Flags().BoolVar(&f.plan, "plan", false, "derive a plan from the replay and replay under it")
 	cmd.Flags().BoolVar(&f.json, "json", false, "one JSON object per trace and line")
 	cmd.Flags().BoolVar(&f.bench, "bench", false, "report the cost of one replayed event, beside VMA's TLSF placement on the same stream")
-	cmd.Flags().IntVar(&f.passes, "passes", 0, "with --bench: timed passes of each side, alternating, the best of each kept; 0: as many as fill 2 s of both, 5 to 1,000")
+	cmd.Flags().IntVar(&f.passes, "passes", 0, "with --bench: timed passes of each side, alternating, the best of each kept (at most 10,000); 0: as many as fill 2 s of both, 5 to 1,000")
 	cmd.Flags().StringVar(&f.secondRuns, "second-runs", "", "with --plan: a directory of second runs of the traces (same names); each runs under the first run's plan and the other way round")
 	cmd.Flags().BoolVar(&f.pytorch, "pytorch", false, "also replay each stream through a model of PyTorch's caching allocator (default and expandable segments)")
 	cmd.Flags().BoolVar(&f.markdown, "markdown", false, "the table in Markdown, deterministic figures only (the README's plan table)")
@@ -241,11 +241,14 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 	if f.markdown && (f.json || f.bench || f.pytorch) {
 		return errors.New("--markdown is a table of deterministic figures: it takes neither --json nor --bench, and has no columns for --pytorch")
 	}
-	if f.passes < 0 {
-		return fmt.Errorf("--passes %d: want a number of passes, or 0 for as many as fill %s", f.passes, benchTime)
+	if f.passes < 0 || f.passes > maxBenchPasses {
+		return fmt.Errorf("--passes %d: want a number of passes up to %d, or 0 for as many as fill %s", f.passes, maxBenchPasses, benchTime)
 	}
 	if cmd.Flags().Changed("passes") && !f.bench {
 		return errors.New("--passes needs --bench: it is the number of timed passes")
+	}
+	if err := guestAmongTraces(paths); err != nil {
+		return err
 	}
 	if f.secondRuns != "" {
 		// A directory that is not there would read as one holding no
@@ -392,6 +395,12 @@ const (
 	benchMinPasses = 5
 	benchMaxPasses = 1000
 )
+
+// maxBenchPasses bounds --passes: each pass replays the whole stream on
+// both sides (llama_generate's 286,475 events take about 22 ms the pair),
+// so 10,000 of them already run for minutes, and a mistyped count ran on
+// with nothing to stop it but a signal.
+const maxBenchPasses = 10_000
 
 // benchProgressSteps is the length of a timing stage's bar: a percentage,
 // as a stage timed by the clock has no count of passes to show.

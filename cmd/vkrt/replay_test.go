@@ -173,7 +173,19 @@ func TestReplayBenchTableShowsTheReferenceBeside(t *testing.T) {
 	require.Contains(t, out, "the best of 2 passes each, alternating")
 
 	_, _, err = executeReplay(t, "--bench", "--passes", "-1", resnetTrace)
-	require.ErrorContains(t, err, "--passes -1: want a number of passes, or 0 for as many as fill 2s")
+	require.ErrorContains(t, err, "--passes -1: want a number of passes up to 10000, or 0 for as many as fill 2s")
+	// A count past the bound ran for hours: refused before any pass.
+	_, _, err = executeReplay(t, "--bench", "--passes", "99999999999", resnetTrace)
+	require.ErrorContains(t, err, "--passes 99999999999: want a number of passes up to 10000")
+}
+
+// A WebAssembly workload among the traces is refused as one, where the
+// trace reader called its bytes a malformed trace.
+func TestReplayRefusesAGuestAmongTheTraces(t *testing.T) {
+	guest := filepath.Join(t.TempDir(), "workload.wasm")
+	require.NoError(t, os.WriteFile(guest, []byte("\x00asm\x01\x00\x00\x00"), 0o644))
+	_, _, err := executeReplay(t, resnetTrace, guest)
+	require.ErrorContains(t, err, guest+" is a WebAssembly workload, not a trace")
 }
 
 // By default --bench times as many passes as fill benchTime, at least
