@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/vkrt/vkrt/runtime/environment"
 )
 
@@ -24,7 +26,8 @@ import (
 // and an old one intact; a symbolic link is followed, so the file it
 // points to is replaced and the link kept. A FIFO, a terminal or another
 // device is written in place, never replaced by a file, and so is a file
-// in a directory where no file may be made. A name of one of the
+// in a directory where no file may be made. A file the user may not write
+// is refused, as the shell's > refuses it. A name of one of the
 // command's open descriptors (/dev/stdout, /dev/fd/N) is written through
 // that descriptor.
 func writeOutput(flag, path string, write func(io.Writer) error) (err error) {
@@ -58,6 +61,11 @@ func writeOutput(flag, path string, write func(io.Writer) error) (err error) {
 			return writeInPlace(target, write)
 		}
 		perm = fi.Mode().Perm()
+		// Renamed over, a write-protected file would be replaced: the
+		// shell's > refuses it, and so does this.
+		if err := unix.Access(target, unix.W_OK); err != nil {
+			return fmt.Errorf("%w: the file is write-protected", os.ErrPermission)
+		}
 	}
 	tmp, err := createTemp(target)
 	if perm != 0 && (errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS)) {

@@ -337,3 +337,48 @@ func TestInterruptedErrorAroundTheRunsError(t *testing.T) {
 	require.Equal(t, "interrupted by SIGTERM: guest: trapped", err.Error())
 	require.Equal(t, 128+int(syscall.SIGTERM), exitStatus(err))
 }
+
+// A file the user may not write is refused as the shell's > refuses it,
+// and left as it was: renaming a new file over it replaced it. Root may
+// write any file, so as root the check runs in a copy of the test binary
+// as the unprivileged user 65534.
+func TestOutputWriteProtectedIsRefused(t *testing.T) {
+	const dirEnv = "VKRT_TEST_WRITE_PROTECTED_DIR"
+	if dir := os.Getenv(dirEnv); dir != "" {
+		out := filepath.Join(dir, "workload.plan")
+		_, _, err := execute(t, "plan", filepath.Join(dir, "run.trace"), "--out", out)
+		require.ErrorIs(t, err, os.ErrPermission)
+		require.ErrorContains(t, err, "--out "+out+": permission denied: the file is write-protected")
+		data, err := os.ReadFile(out)
+		require.NoError(t, err)
+		require.Equal(t, "an old plan", string(data))
+		noTemporaryFiles(t, dir)
+		return
+	}
+	dir, err := os.MkdirTemp("", "write-protected")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o777)) // the user may make files here
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "run.trace"), []byte(shortRun), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "workload.plan"), []byte("an old plan"), 0o444))
+	if os.Geteuid() != 0 {
+		t.Setenv(dirEnv, dir)
+		TestOutputWriteProtectedIsRefused(t)
+		return
+	}
+	// The build directory the binary runs from is root's alone: a copy
+	// the user may run.
+	self, err := os.ReadFile(os.Args[0])
+	require.NoError(t, err)
+	bin := filepath.Join(dir, "vkrt.test")
+	require.NoError(t, os.WriteFile(bin, self, 0o755))
+	cmd := exec.Command(bin, "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), dirEnv+"="+dir, "HOME="+dir, "XDG_CACHE_HOME="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if errors.Is(err, os.ErrPermission) {
+		t.Skipf("cannot run the test binary as user 65534: %v", err)
+	}
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "--- PASS: "+t.Name())
+}
