@@ -158,6 +158,12 @@ type Client struct {
 
 	bufferID atomic.Uint64 // the last buffer id handed out; not under mu
 
+	// warned holds what layouts asked past the device that the client has
+	// warned of (warnLayout), under warnedMu: a taker of mu or of a
+	// stream's lock may warn.
+	warnedMu sync.Mutex
+	warned   map[string]bool
+
 	// done is closed once Close has closed the device: a second Close
 	// waits for it.
 	done chan struct{}
@@ -285,15 +291,34 @@ func (c *Client) newStream(layout *memory.Layout) (*Stream, error) {
 	if layout != nil {
 		l = *layout
 	}
-	mgr, err := memory.NewManager(c.storage, c.props, l)
+	mgr, err := memory.NewManager(c.storage, c.props, l, memory.WithLogger(c.logger), memory.WithLayoutWarnings(c.warnLayout))
 	if err != nil {
 		return nil, fmt.Errorf("client: new stream with layout %v: %w", l, err)
 	}
-	mgr.SetLogger(c.logger)
 	s := &Stream{c: c, id: c.nextID, mgr: mgr, layout: l}
 	c.streams[s.id] = s
 	c.nextID++
 	return s, nil
+}
+
+// warnLayout warns on the client's logger that a layout asks past the
+// device, once a client for each thing asked: every stream built with the
+// layout would say it again.
+func (c *Client) warnLayout(l memory.Layout, detail string) {
+	c.warnedMu.Lock()
+	defer c.warnedMu.Unlock()
+	if c.warned[detail] {
+		return
+	}
+	if c.warned == nil {
+		c.warned = make(map[string]bool)
+	}
+	c.warned[detail] = true
+	logger := c.logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger.Warn(memory.LayoutWarning, "layout", l.Kind().String(), "detail", detail)
 }
 
 // Streams are the client's open streams, by id.

@@ -82,6 +82,7 @@ type Manager struct {
 	backendLimit uint64
 	layout       Layout
 	logger       *slog.Logger
+	layoutWarn   func(Layout, string) // WithLayoutWarnings; nil: the logger
 	// uncheckedOps counts operations since the last full invariant check
 	// (build tag invariants); see mustHoldInvariants.
 	uncheckedOps uint64
@@ -108,9 +109,27 @@ type Manager struct {
 	spills       uint64
 }
 
+// ManagerOption configures NewManager.
+type ManagerOption func(*Manager)
+
+// WithLogger is where the manager warns, from the layout NewManager builds
+// on (SetLogger after NewManager comes too late for that layout's
+// warnings); nil means slog.Default.
+func WithLogger(l *slog.Logger) ManagerOption {
+	return func(m *Manager) { m.SetLogger(l) }
+}
+
+// WithLayoutWarnings hands warn what a layout asks past the device, each
+// time the manager builds one (NewManager, Install), instead of warning
+// on its logger: several managers of one layout (a client's streams) then
+// say it once.
+func WithLayoutWarnings(warn func(layout Layout, detail string)) ManagerOption {
+	return func(m *Manager) { m.layoutWarn = warn }
+}
+
 // NewManager builds the pools of layout l over storage s for a device with
 // properties p. An unusable layout is an *InstallError of kind InvalidLayout.
-func NewManager(s vkruntime.Storage, p vkruntime.DeviceProperties, l Layout) (*Manager, error) {
+func NewManager(s vkruntime.Storage, p vkruntime.DeviceProperties, l Layout, opts ...ManagerOption) (*Manager, error) {
 	if s == nil {
 		return nil, errors.New("memory: NewManager needs a storage, got nil")
 	}
@@ -118,6 +137,9 @@ func NewManager(s vkruntime.Storage, p vkruntime.DeviceProperties, l Layout) (*M
 		return nil, fmt.Errorf("memory: NewManager: %w", err)
 	}
 	m := &Manager{id: managerIDs.Add(1), storage: s, props: p, logger: slog.Default(), unusedSlot: noSlot}
+	for _, o := range opts {
+		o(m)
+	}
 	if lim, ok := s.(vkruntime.AllocationLimiter); ok {
 		m.backendLimit = lim.MaxAllocationSize()
 	}
@@ -140,6 +162,10 @@ func (m *Manager) limit() uint64 {
 	return m.backendLimit
 }
 
+// LayoutWarning is the message a manager warns with where a layout asks
+// for more than the device has.
+const LayoutWarning = "memory: the layout asks for more than the device has"
+
 // SetLogger sets where the manager warns about spills; nil means slog.Default.
 func (m *Manager) SetLogger(l *slog.Logger) {
 	if l == nil {
@@ -154,7 +180,11 @@ func (m *Manager) Layout() Layout { return m.layout }
 func (m *Manager) build(l Layout, r resolvedLayout) {
 	m.layout = l
 	for _, note := range r.notes {
-		m.logger.Warn("memory: the layout asks for more than the device has", "layout", l.Kind().String(), "detail", note)
+		if m.layoutWarn != nil {
+			m.layoutWarn(l, note)
+			continue
+		}
+		m.logger.Warn(LayoutWarning, "layout", l.Kind().String(), "detail", note)
 	}
 	r = m.fitStorage(r)
 	m.arena = nil

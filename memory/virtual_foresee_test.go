@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -164,6 +165,33 @@ func TestAVirtualPlanPastTheDeviceExpectsTheDevice(t *testing.T) {
 	require.Equal(t, heapLimit(props), kind.PlannedBytes)
 	require.NoError(t, m.Free(h))
 	require.NoError(t, m.checkInvariants())
+}
+
+// The layout's warnings at NewManager go to the logger WithLogger gives,
+// where SetLogger after NewManager came too late and slog.Default had
+// them; WithLayoutWarnings takes them instead, at NewManager and Install.
+func TestManagerOptionsTakeTheLayoutsWarnings(t *testing.T) {
+	props := testProps
+	props.MemorySize = 1 << 30
+	past := VirtualLayout(VirtualPlan{PlannedBytes: math.MaxUint64})
+	var logged bytes.Buffer
+	_, err := NewManager(newSparseStorage(testGranule), props, past, WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
+	require.NoError(t, err)
+	require.Equal(t, 1, strings.Count(logged.String(), LayoutWarning), logged.String())
+	require.Contains(t, logged.String(), "more than the device memory")
+
+	logged.Reset()
+	var warned []string
+	m, err := NewManager(newSparseStorage(testGranule), props, past, WithLogger(slog.New(slog.NewTextHandler(&logged, nil))),
+		WithLayoutWarnings(func(l Layout, detail string) {
+			require.True(t, l.Equal(past))
+			warned = append(warned, detail)
+		}))
+	require.NoError(t, err)
+	require.NoError(t, m.Install(past))
+	require.Len(t, warned, 2, "one at NewManager, one at Install")
+	require.Contains(t, warned[0], "more than the device memory")
+	require.Empty(t, logged.String(), "the warnings went to the function alone")
 }
 
 // A run that outgrows its planned run (the planned run's reservations,

@@ -155,6 +155,21 @@ type streamPools struct {
 	dirty   []bool
 	// cleaned counts the managers cleaned up (for tests).
 	cleaned int
+	// warned: the layout's warnings said, once for all the streams.
+	warned map[string]bool
+}
+
+// warnLayout warns on slog.Default that the layout asks past the device,
+// once for all the streams.
+func (p *streamPools) warnLayout(l memory.Layout, detail string) {
+	if p.warned[detail] {
+		return
+	}
+	if p.warned == nil {
+		p.warned = make(map[string]bool)
+	}
+	p.warned[detail] = true
+	slog.Warn(memory.LayoutWarning, "layout", l.Kind().String(), "detail", detail)
 }
 
 // touch marks manager k as having had events since the last cleanup.
@@ -169,12 +184,13 @@ func (p *streamPools) manager(stream uint32) (*memory.Manager, int, error) {
 	if i, ok := p.byStream[stream]; ok {
 		return p.managers[i], i, nil
 	}
-	m, err := memory.NewManager(p.storage, p.device, p.layout)
+	// A plan that spills shows in Spills; the pools need not warn as well.
+	// What the layout asks past the device is said once, not a stream each.
+	m, err := memory.NewManager(p.storage, p.device, p.layout, memory.WithLogger(slog.New(slog.DiscardHandler)),
+		memory.WithLayoutWarnings(p.warnLayout))
 	if err != nil {
 		return nil, 0, err
 	}
-	// A plan that spills shows in Spills; the pools need not warn as well.
-	m.SetLogger(slog.New(slog.DiscardHandler))
 	p.byStream[stream] = len(p.managers)
 	p.managers, p.streams, p.dirty = append(p.managers, m), append(p.streams, stream), append(p.dirty, false)
 	p.touch(len(p.managers) - 1)

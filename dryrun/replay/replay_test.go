@@ -1,8 +1,10 @@
 package replay_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -317,4 +319,17 @@ func TestAnErrorInAStreamWithNoSourceNamesTheAllocation(t *testing.T) {
 	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
 	require.ErrorContains(t, err, "replay: made allocation 2: 614400 B with 614400 B live")
 	require.NotContains(t, err.Error(), "line 0")
+}
+
+// A layout that asks past the device is said once a replay, not once for
+// each stream's pools.
+func TestALayoutPastTheDeviceIsSaidOnceAReplay(t *testing.T) {
+	var logged bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+	t.Cleanup(func() { slog.SetDefault(old) })
+	tr := tracetest.Inline(t, "a 1 1000 0\na 2 1000 1\na 3 1000 2\nf 1\nf 2\nf 3\n")
+	_, err := replay.Run(tr, memory.VirtualLayout(memory.VirtualPlan{PlannedBytes: 1 << 60}), replay.Options{})
+	require.NoError(t, err)
+	require.Equal(t, 1, strings.Count(logged.String(), memory.LayoutWarning), logged.String())
 }
