@@ -140,7 +140,7 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 	}
 	if err != nil {
 		h.Close(ctx)
-		return refuse(&compileError{fmt.Errorf("%s: %w", path, err)})
+		return refuse(fmt.Errorf("%s: %w", path, err))
 	}
 	s := &guestSession{client: c, host: h, module: m, run: []wasmhost.RunOption{
 		wasmhost.WithArgs(append([]string{filepath.Base(path)}, args...)...),
@@ -149,14 +149,6 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 	}}
 	return s, nil
 }
-
-// compileError is a module the host would not compile: a result of the
-// run (--json gives it a line, as a module refused when it loads), where
-// the other errors of openGuest are the command's.
-type compileError struct{ err error }
-
-func (e *compileError) Error() string { return e.err.Error() }
-func (e *compileError) Unwrap() error { return e.err }
 
 // maxGuestBytes is the largest module vkrt reads, V8's limit: a Go guest
 // is a few MB.
@@ -310,7 +302,7 @@ reads give zeros.`,
 	}
 	f.register(cmd)
 	cmd.Flags().BoolVar(&dry, "dry", false, "run the guest as a dry run")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object summarising the run, also for a module refused at compile (no report then); the guest's output goes to stderr")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object summarising the run, also for one that never started (a module refused at compile, a missing file or device, a refused --layout: no report then); the guest's output goes to stderr")
 	rootCmd.AddCommand(cmd)
 }
 
@@ -325,8 +317,10 @@ func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry,
 		guestOut = cmd.ErrOrStderr()
 	}
 	s, err := openGuest(ctx, path, args, f, guestOut, cmd.ErrOrStderr())
-	var refused *compileError
-	if asJSON && errors.As(err, &refused) {
+	if asJSON && err != nil {
+		// A run that never started is a result too (a module refused at
+		// compile, a file or device that is not there, a plan refused): a
+		// script reading the line gets one, with no report.
 		line, merr := json.Marshal(runLine{Workload: path, Status: runStatus(err), Error: err.Error(), DryRun: dry})
 		if merr == nil {
 			_, merr = fmt.Fprintf(stdout, "%s\n", line)

@@ -85,6 +85,23 @@ func TestRunExitCodes(t *testing.T) {
 		require.Equal(t, err.Error(), line.Error)
 	}
 
+	// So does a run that never started: a file or a device that is not
+	// there, a layout refused.
+	for _, never := range [][]string{
+		{filepath.Join(t.TempDir(), "missing.wasm")},
+		{argc, "--device", "99"},
+		{argc, "--layout", `{"Virtual":{"planned_bytes":-1}}`},
+	} {
+		out, _, err = execute(t, "run", guestArgs(t, append(never, "--json")...)...)
+		require.Equal(t, 1, exitCodeOf(err), "%v", never)
+		var line runLine
+		require.NoError(t, json.Unmarshal([]byte(out), &line), "%v: %q", never, out)
+		require.Equal(t, "failed", line.Status, "%v", never)
+		require.Equal(t, err.Error(), line.Error, "%v", never)
+		require.Nil(t, line.ExitCode, "%v", never)
+		require.Nil(t, line.Report, "%v", never)
+	}
+
 	loop := watFile(t, `(module (func (export "_start") (loop $l (br $l))))`)
 	out, _, err = execute(t, "run", guestArgs(t, loop, "--timeout", "200ms", "--json")...)
 	require.Equal(t, 1, exitCodeOf(err))
