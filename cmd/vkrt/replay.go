@@ -260,6 +260,13 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 		}
 		// One that holds the second run of none of the traces is a
 		// mistake, not a table of dashes.
+		// A trace of the directory itself would be its own second run: a
+		// plan replayed on its own stream, shown as another run's.
+		for _, p := range paths {
+			if second := secondRunPath(f.secondRuns, p); second != "" && sameFile(p, second) {
+				return fmt.Errorf("--second-runs %s holds %s itself, not a second run of it: name the directory of the second runs", f.secondRuns, p)
+			}
+		}
 		if !slices.ContainsFunc(paths, func(p string) bool { return secondRunPath(f.secondRuns, p) != "" }) {
 			return fmt.Errorf("--second-runs %s holds the second run of none of the traces (NAME.trace.gz or NAME.trace, NAME as the first run's)", f.secondRuns)
 		}

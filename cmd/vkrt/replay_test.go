@@ -493,6 +493,9 @@ func TestReplaySecondRunsShowAndMustExist(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(empty, "other.trace.gz"), zipped.Bytes(), 0o644))
 	_, _, err = executeReplay(t, "--plan", "--second-runs", empty, first)
 	require.ErrorContains(t, err, "holds the second run of none of the traces")
+	// The first run's own directory holds it, not a second run of it.
+	_, _, err = executeReplay(t, "--plan", "--second-runs", filepath.Dir(first), first)
+	require.ErrorContains(t, err, "holds "+first+" itself, not a second run of it")
 	// A plain trace is a second run as a gzipped one is.
 	plain := filepath.Join(dir, "plain")
 	require.NoError(t, os.Mkdir(plain, 0o755))
