@@ -418,12 +418,18 @@ func catalogued(k Kernel, push []byte) (Kernel, bool) {
 // element, held lavapipe for half an hour). [Validate] takes such grids,
 // as the kernels' contract does; a host that runs launches for others
 // under a deadline refuses them, since no device stops a dispatch once
-// submitted. An empty launch passes on any grid, as it does Validate.
-// The error is a *[DispatchError].
+// submitted. An empty launch passes on any grid, as it does Validate,
+// since none is run ([NoOp]); but one that still writes (reduce_sum of no
+// element writes each work group's sum of nothing) is run, and it keeps
+// one work group busy: past that grid, a guest held the device for as
+// long as a million idle groups took. The error is a *[DispatchError].
 func CheckIdleGroups(k Kernel, grid [3]uint32, push []byte) error {
 	busy := BusyGroups(k, push)
 	if busy == 0 {
-		return nil
+		if canon, ok := catalogued(k, push); !ok || !canon.writesEmpty {
+			return nil
+		}
+		busy = 1 // the empty total
 	}
 	most := max(busy, groups(RowGrid(busy)))
 	// z past 1 is Validate's to refuse.

@@ -536,10 +536,18 @@ func TestAGridOfIdleWorkGroupsIsRefused(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidDispatch, "%s on grid %v", c.l.Kernel.Name, c.grid)
 		require.ErrorContains(t, err, fmt.Sprintf("runs %d work groups, and at most %d of them find work", groups(c.grid), c.busy))
 	}
-	for _, l := range []Launch{FillWords(0, 7), Softmax(5, 0), MatMul(0, 9, 9), Transpose(9, 0), ReduceSum(0)} {
+	for _, l := range []Launch{FillWords(0, 7), Softmax(5, 0), MatMul(0, 9, 9), Transpose(9, 0)} {
 		require.Zero(t, BusyGroups(l.Kernel, l.Push), l.Kernel.Name)
+		require.True(t, NoOp(l.Kernel, [3]uint32{65535, 65535, 1}, l.Push), l.Kernel.Name)
 		require.NoError(t, CheckIdleGroups(l.Kernel, [3]uint32{65535, 65535, 1}, l.Push), "%s: an empty launch passes on any grid", l.Kernel.Name)
 	}
+	// reduce_sum of no element is run, not a no-op: its groups write their
+	// sums of nothing, and a grid past one group's held the device idle.
+	empty := ReduceSum(0)
+	require.NoError(t, CheckIdleGroups(empty.Kernel, empty.Grid, empty.Push))
+	err := CheckIdleGroups(empty.Kernel, [3]uint32{32768, 32, 1}, empty.Push)
+	require.ErrorIs(t, err, ErrInvalidDispatch)
+	require.ErrorContains(t, err, "runs 1048576 work groups, and at most 1 of them find work")
 	// Push constants not of the kernel's size are Validate's to refuse.
 	require.NoError(t, CheckIdleGroups(FillWords(1, 7).Kernel, [3]uint32{65535, 65535, 1}, []byte{1}))
 }

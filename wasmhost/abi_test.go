@@ -222,6 +222,12 @@ func abiCases(t testing.TB) []abiCase {
 		{name: "launch: a grid of work groups with nothing to do", extra: dataAt(patched(patched(fill, 16, u32(65535)...), 20, u32(1024)...)),
 			body: create16 + `(drop (call $launch (i32.const 1024) (i32.const 44)))`,
 			log:  create16Log + "\n==> vkrt_v1.launch(desc=1024,desc_len=44)\n<== status=28", lastError: "runs 67107840 work groups, and at most 1 of them find work"},
+		{name: "launch: reduce_sum of no element past one work group", extra: dataAt(descriptor(t, guest.Launch{Kernel: "reduce_sum", Grid: [3]uint32{4, 1, 1}, Push: u32(0),
+			Buffers: []*guest.Buffer{guest.BufferOf(firstHandle, 16), guest.BufferOf(secondHandle, 16)}})),
+			body: create16 + `(drop (call $create (i64.const 16) (i32.const 4)))
+			(drop (call $launch (i32.const 1024) (i32.const 50)))`,
+			log:       create16Log + "\n==> vkrt_v1.buffer_create(size=16,out_handle=4)\n<== status=0\n==> vkrt_v1.launch(desc=1024,desc_len=50)\n<== status=28",
+			lastError: "runs 4 work groups, and at most 1 of them find work"},
 		{name: "launch: an empty one on a large grid", extra: dataAt(patched(patched(patched(fill, 32, u32(0)...), 16, u32(65535)...), 20, u32(65535)...)),
 			body: create16 + `(drop (call $launch (i32.const 1024) (i32.const 44)))`,
 			log:  create16Log + "\n==> vkrt_v1.launch(desc=1024,desc_len=44)\n<== status=0"},
