@@ -66,15 +66,15 @@ func FormatBytes(n uint64) string {
 	if n < unit {
 		return strconv.FormatUint(n, 10) + " B"
 	}
-	size := float64(n)
-	exp := int(math.Floor(math.Log(size) / math.Log(1000)))
-	if exp == 0 {
-		exp = 1
+	// A size that rounds up to 1000.00 of a prefix is shown in the next:
+	// 999,999 B read "1000.00 KB".
+	const prefixes = "KMGTPE"
+	exp, div := 1, uint64(unit)
+	for n/div >= unit && exp < len(prefixes) {
+		exp, div = exp+1, div*unit
 	}
-	const prefixes = "KMGTPEZY"
-	div := uint64(1)
-	for range exp {
-		div *= unit
+	if exp < len(prefixes) && float64(n)/float64(div) >= unit-0.005 {
+		exp, div = exp+1, div*unit
 	}
-	return strconv.FormatFloat(size/float64(div), 'f', 2, 64) + " " + prefixes[exp-1:exp] + "B"
+	return strconv.FormatFloat(float64(n)/float64(div), 'f', 2, 64) + " " + prefixes[exp-1:exp] + "B"
 }

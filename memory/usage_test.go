@@ -23,6 +23,13 @@ func TestFormatBytes(t *testing.T) {
 		{13_594_206_920, "13.59 GB"},
 		{3_000_000_000_000, "3.00 TB"},
 		{math.MaxUint64, "18.45 EB"},
+		// Sizes that round up to 1000 of a prefix are shown in the next.
+		{999_994, "999.99 KB"},
+		{999_995, "1.00 MB"},
+		{999_999, "1.00 MB"},
+		{999_999_999, "1.00 GB"},
+		{1_000_000_000_000_000, "1.00 PB"},
+		{999_999_999_999_999_999, "1.00 EB"},
 	} {
 		require.Equal(t, c.want, FormatBytes(c.in), "FormatBytes(%d)", c.in)
 	}
