@@ -85,6 +85,10 @@ var measuredAllocations = MaxMeasuredAllocations
 // hold no live dynamic buffers) and, with opts.Verify, runs the workload
 // for real there and checks it fit.
 func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts MeasureOptions) (*Measurement, error) {
+	if workload == nil {
+		// It would be called in the dry run, a nil function's panic.
+		return nil, errors.New("client: MeasurePlan: the workload is nil")
+	}
 	target, err := c.CallingStream(ctx)
 	if err != nil {
 		return nil, err

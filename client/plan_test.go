@@ -70,6 +70,16 @@ func TestMeasurePlanSpill(t *testing.T) {
 	require.Contains(t, warnings.String(), "needs more pages than its plan expected", "the pools warn on the client's logger")
 }
 
+// A nil workload is an error, where the dry run called it and panicked.
+func TestMeasurePlanRefusesANilWorkload(t *testing.T) {
+	c := openOnCPU(t, nil)
+	before := c.MemoryReport(context.Background())
+	m, err := c.MeasurePlan(context.Background(), nil, MeasureOptions{})
+	require.ErrorContains(t, err, "the workload is nil")
+	require.Nil(t, m)
+	require.Equal(t, before, c.MemoryReport(context.Background()), "nothing installed")
+}
+
 func TestMeasurePlanNeedsDrainedStream(t *testing.T) {
 	c := openClient(t)
 	ctx := context.Background()
