@@ -17,7 +17,11 @@ type Usage struct {
 	// asked for.
 	BytesPadding uint64 `json:"bytes_padding"`
 	// BytesReserved is the memory reserved on the device, live or held for
-	// reuse: at least BytesInUse+BytesPadding.
+	// reuse: at least BytesInUse+BytesPadding. Pages a pool holds unmapped
+	// (a report's pages_unmapped: lazy pages, or pages whose memory went
+	// back to the driver when it refused another) count at their size,
+	// though the device holds none of their memory until they are mapped
+	// again; an explicit cleanup gives them up.
 	BytesReserved uint64 `json:"bytes_reserved"`
 }
 
