@@ -10,6 +10,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -86,8 +87,31 @@ type flawedDevice struct {
 	queueMu   sync.Mutex
 	queueTail chan struct{}
 	inflight  atomic.Int32
-	stagMu    sync.Mutex
-	staging   []byte
+	// sharedStaging's one staging buffer, how many times an upload has
+	// written it (stagWrites), and the goroutine of the last upload and
+	// when it came (stagBy, stagAt).
+	stagMu     sync.Mutex
+	staging    []byte
+	stagWrites uint64
+	stagBy     uint64
+	stagAt     time.Time
+}
+
+// stagingOverlap bounds how long a sharedStaging upload waits, where
+// uploads come from several goroutines at once, for another to write the
+// shared buffer over its bytes; uploads from another goroutine within
+// stagingConcurrent of the last tell that they do.
+const stagingOverlap, stagingConcurrent = 50 * time.Millisecond, 20 * time.Millisecond
+
+// goroutineID is the calling goroutine's number, from its stack's header
+// ("goroutine 18 [running]:").
+func goroutineID() uint64 {
+	var buf [32]byte
+	header := buf[:runtime.Stack(buf[:], false)]
+	header = bytes.TrimPrefix(header, []byte("goroutine "))
+	id, _, _ := bytes.Cut(header, []byte(" "))
+	n, _ := strconv.ParseUint(string(id), 10, 64)
+	return n
 }
 
 type flawedStorage struct {
@@ -235,18 +259,42 @@ func (d *flawedDevice) upload(ctx context.Context, dst vkruntime.StorageHandle, 
 			return nil
 		}
 	case d.flaw == sharedStaging:
-		d.stagMu.Lock()
-		if len(d.staging) < len(src) {
-			d.staging = make([]byte, len(src))
-		}
-		copy(d.staging, src)
-		d.stagMu.Unlock()
-		runtime.Gosched()
-		d.stagMu.Lock()
-		defer d.stagMu.Unlock()
-		return d.Device.Upload(ctx, dst, d.staging[:len(src)])
+		return d.uploadThroughSharedStaging(ctx, dst, src)
 	}
 	return d.Device.Upload(ctx, dst, src)
+}
+
+// uploadThroughSharedStaging copies src into the one staging buffer all
+// uploads share and sends what the buffer holds then. Where uploads come
+// from several goroutines at once, it first waits (up to stagingOverlap)
+// for another to write the buffer over, so that concurrent uploads always
+// mix: yielding once let them mix only where the scheduler interleaved
+// them, and on a busy host one pass of the suite saw none. Uploads from
+// one goroutine, one after another, never wait.
+func (d *flawedDevice) uploadThroughSharedStaging(ctx context.Context, dst vkruntime.StorageHandle, src []byte) error {
+	by := goroutineID()
+	d.stagMu.Lock()
+	concurrent := d.stagBy != 0 && d.stagBy != by && time.Since(d.stagAt) < stagingConcurrent
+	d.stagBy, d.stagAt = by, time.Now()
+	if len(d.staging) < len(src) {
+		d.staging = make([]byte, len(src))
+	}
+	copy(d.staging, src)
+	d.stagWrites++
+	mine := d.stagWrites
+	d.stagMu.Unlock()
+	for deadline := time.Now().Add(stagingOverlap); concurrent && time.Now().Before(deadline); {
+		d.stagMu.Lock()
+		overwritten := d.stagWrites != mine
+		d.stagMu.Unlock()
+		if overwritten {
+			break
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	d.stagMu.Lock()
+	defer d.stagMu.Unlock()
+	return d.Device.Upload(ctx, dst, d.staging[:len(src)])
 }
 
 func (d *flawedDevice) download(ctx context.Context, src vkruntime.StorageHandle, dst []byte) error {
