@@ -158,11 +158,9 @@ type Client struct {
 
 	bufferID atomic.Uint64 // the last buffer id handed out; not under mu
 
-	// warned holds what layouts asked past the device that the client has
-	// warned of (warnLayout), under warnedMu: a taker of mu or of a
-	// stream's lock may warn.
-	warnedMu sync.Mutex
-	warned   map[string]bool
+	// warnLayout warns once a client of what a layout asks past the
+	// device: every stream built with the layout would say it again.
+	warnLayout func(memory.Layout, string)
 
 	// done is closed once Close has closed the device: a second Close
 	// waits for it.
@@ -213,6 +211,7 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 		dev: dev, storage: storage, props: props, streams: map[vkruntime.StreamID]*Stream{}, layout: c.layout, opened: c.layout, done: make(chan struct{}),
 		env: c.env, envName: c.envName, envOpts: c.envOpts, logger: c.logger,
 	}
+	cl.warnLayout = memory.LayoutWarningsOnce(func() *slog.Logger { return cl.logger })
 	cl.ending, cl.endCalls = context.WithCancel(context.Background())
 	if c.envNamed { // an empty name too, which Open refuses
 		env, err := environment.OpenContext(ctx, c.envName, c.envOpts...)
@@ -299,26 +298,6 @@ func (c *Client) newStream(layout *memory.Layout) (*Stream, error) {
 	c.streams[s.id] = s
 	c.nextID++
 	return s, nil
-}
-
-// warnLayout warns on the client's logger that a layout asks past the
-// device, once a client for each thing asked: every stream built with the
-// layout would say it again.
-func (c *Client) warnLayout(l memory.Layout, detail string) {
-	c.warnedMu.Lock()
-	defer c.warnedMu.Unlock()
-	if c.warned[detail] {
-		return
-	}
-	if c.warned == nil {
-		c.warned = make(map[string]bool)
-	}
-	c.warned[detail] = true
-	logger := c.logger
-	if logger == nil {
-		logger = slog.Default()
-	}
-	logger.Warn(memory.LayoutWarning, "layout", l.Kind().String(), "detail", detail)
 }
 
 // Streams are the client's open streams, by id.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	vkruntime "github.com/vkrt/vkrt/runtime"
@@ -122,9 +123,32 @@ func WithLogger(l *slog.Logger) ManagerOption {
 // WithLayoutWarnings hands warn what a layout asks past the device, each
 // time the manager builds one (NewManager, Install), instead of warning
 // on its logger: several managers of one layout (a client's streams) then
-// say it once.
+// say it once (see LayoutWarningsOnce).
 func WithLayoutWarnings(warn func(layout Layout, detail string)) ManagerOption {
 	return func(m *Manager) { m.layoutWarn = warn }
+}
+
+// LayoutWarningsOnce is a WithLayoutWarnings function that warns each
+// thing asked past the device once, on logger() (slog.Default where it
+// gives nil), however many managers share it, from any goroutine.
+func LayoutWarningsOnce(logger func() *slog.Logger) func(Layout, string) {
+	var (
+		mu     sync.Mutex
+		warned = map[string]bool{}
+	)
+	return func(l Layout, detail string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if warned[detail] {
+			return
+		}
+		warned[detail] = true
+		lg := logger()
+		if lg == nil {
+			lg = slog.Default()
+		}
+		lg.Warn(LayoutWarning, "layout", l.Kind().String(), "detail", detail)
+	}
 }
 
 // NewManager builds the pools of layout l over storage s for a device with

@@ -249,9 +249,9 @@ type runLine struct {
 }
 
 // guestExitCode is the exit code the guest gave, for a run that ended
-// with err: nil unless it returned or exited (run status "ok" or "exit").
-func guestExitCode(res *wasmhost.Result, err error) *uint32 {
-	if status := runStatus(err); status != "ok" && status != "exit" {
+// with status (runStatus): nil unless it returned or exited.
+func guestExitCode(res *wasmhost.Result, status string) *uint32 {
+	if status != "ok" && status != "exit" {
 		return nil
 	}
 	return &res.ExitCode
@@ -346,8 +346,9 @@ func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry,
 	stopped := whileInterruptible(ctx, func(ctx context.Context) { res, runErr = s.host.Run(ctx, s.module, s.run...) })
 	runErr = stopped.around(runErr)
 	if asJSON && res != nil {
+		status := runStatus(runErr)
 		line := runLine{
-			Workload: path, Status: runStatus(runErr), ExitCode: guestExitCode(res, runErr), WallS: res.Wall.Seconds(), DryRun: res.DryRun,
+			Workload: path, Status: status, ExitCode: guestExitCode(res, status), WallS: res.Wall.Seconds(), DryRun: res.DryRun,
 			Usage: res.Usage, Report: &res.Report, ReservedPeak: res.PeakReservedBytes,
 			LiveBytesPeak: res.PeakBytes, HandlesPeak: res.PeakHandles, MemoryPages: res.MemoryPages,
 			Calls: res.Calls, FailedCalls: res.FailedCalls, LastError: res.LastError,

@@ -155,21 +155,8 @@ type streamPools struct {
 	dirty   []bool
 	// cleaned counts the managers cleaned up (for tests).
 	cleaned int
-	// warned: the layout's warnings said, once for all the streams.
-	warned map[string]bool
-}
-
-// warnLayout warns on slog.Default that the layout asks past the device,
-// once for all the streams.
-func (p *streamPools) warnLayout(l memory.Layout, detail string) {
-	if p.warned[detail] {
-		return
-	}
-	if p.warned == nil {
-		p.warned = make(map[string]bool)
-	}
-	p.warned[detail] = true
-	slog.Warn(memory.LayoutWarning, "layout", l.Kind().String(), "detail", detail)
+	// warnLayout: the layout's warnings, said once for all the streams.
+	warnLayout func(memory.Layout, string)
 }
 
 // touch marks manager k as having had events since the last cleanup.
@@ -318,7 +305,8 @@ func Measure(t *trace.Trace, l memory.Layout, opts Options) (*Result, Timing, er
 	if !opts.NoSparse {
 		storage.Granule = cmp.Or(opts.Granule, H200Granule)
 	}
-	pools := &streamPools{storage: storage, device: device, layout: l, byStream: make(map[uint32]int)}
+	pools := &streamPools{storage: storage, device: device, layout: l, byStream: make(map[uint32]int),
+		warnLayout: memory.LayoutWarningsOnce(func() *slog.Logger { return nil })}
 	// The layout is checked before the stream starts, on the first stream
 	// the trace allocates on (stream 0 for a trace with no allocations).
 	first := uint32(0)
