@@ -203,14 +203,20 @@ func (m *Manager) Layout() Layout { return m.layout }
 
 func (m *Manager) build(l Layout, r resolvedLayout) {
 	m.layout = l
-	for _, note := range r.notes {
+	r = m.fitStorage(r)
+	notes := r.notes
+	for _, c := range r.pools {
+		if c.note != "" {
+			notes = append(notes, c.note)
+		}
+	}
+	for _, note := range notes {
 		if m.layoutWarn != nil {
 			m.layoutWarn(l, note)
 			continue
 		}
 		m.logger.Warn(LayoutWarning, "layout", l.Kind().String(), "detail", note)
 	}
-	r = m.fitStorage(r)
 	m.arena = nil
 	if r.arena != nil {
 		m.arena = newArenaPool(r.arena, m.storage, &m.total)

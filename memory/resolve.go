@@ -62,6 +62,10 @@ type poolConfig struct {
 	slotsEnd  uint64        // virtual: the end of the slots, set with the granule
 	profile   []VirtualMark // virtual: how the planned run's need grew
 	settled   VirtualMark   // virtual: the planned run's settled start
+	// note is what a virtual plan asked past the device, warned only if
+	// the pool is built: on a device without sparse residency the
+	// SubSlices pools that replace it plan nothing.
+	note string
 }
 
 // arenaConfig is an arena plan after rounding and validation.

@@ -194,6 +194,29 @@ func TestManagerOptionsTakeTheLayoutsWarnings(t *testing.T) {
 	require.Empty(t, logged.String(), "the warnings went to the function alone")
 }
 
+// A virtual plan past the device memory is warned about where its pool is
+// built, and not on a device without sparse residency, where SubSlices
+// pools replace it and plan nothing: lavapipe warned of a plan it never
+// used.
+func TestAVirtualPlanIsWarnedAboutOnlyWhereItIsBuilt(t *testing.T) {
+	props := testProps
+	props.MemorySize = 1 << 30
+	past := VirtualLayout(VirtualPlan{PlannedBytes: 2 << 30})
+	var warned []string
+	warn := WithLayoutWarnings(func(_ Layout, detail string) { warned = append(warned, detail) })
+
+	m, err := NewManager(newFakeStorage(), props, past, warn)
+	require.NoError(t, err)
+	_, ok := m.Report().Dynamic[0].Kind.(SlicedKind)
+	require.True(t, ok, "no sparse residency: SubSlices pools, not %v", m.Report().Dynamic[0].Kind)
+	require.Empty(t, warned)
+
+	_, err = NewManager(newSparseStorage(testGranule), props, past, warn)
+	require.NoError(t, err)
+	require.Len(t, warned, 1)
+	require.Contains(t, warned[0], "the virtual plan expects 2147483648 B, more than the device memory")
+}
+
 // A run that outgrows its planned run (the planned run's reservations,
 // each after the weights ten times the planned run's: it peaks at 1004
 // MiB, ten times the plan) foresees past the planned peak: past 3/2 of it,

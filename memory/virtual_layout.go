@@ -320,11 +320,10 @@ func (m *Manager) warnOutgrown(planned, need uint64) {
 // address range, so the rest is left to place what misses the plan.
 func resolveVirtual(plan VirtualPlan, p vkruntime.DeviceProperties, backendLimit uint64) (resolvedLayout, *InstallError) {
 	c := poolConfig{shape: shapeVirtual, planned: plan.PlannedBytes, maxAlloc: exclusiveCeiling(p, backendLimit), heap: heapLimit(p)}
-	var notes []string
 	if c.planned > c.heap {
 		// A forecast past the device is the device: the pool could not
 		// hold more, and growing towards it would take the whole heap.
-		notes = append(notes, fmt.Sprintf("the virtual plan expects %d B, more than the device memory; it expects %d B", c.planned, c.heap))
+		c.note = fmt.Sprintf("the virtual plan expects %d B, more than the device memory; it expects %d B", c.planned, c.heap)
 		c.planned = c.heap
 	}
 	if len(plan.Slots) > MaxArenaSlots {
@@ -361,7 +360,7 @@ func resolveVirtual(plan VirtualPlan, p vkruntime.DeviceProperties, backendLimit
 		}
 		c.settled = s
 	}
-	return resolvedLayout{pools: []poolConfig{c}, notes: notes}, nil
+	return resolvedLayout{pools: []poolConfig{c}}, nil
 }
 
 // warnPlacesPastSpace warns, once per layout, that the stream runs
