@@ -289,21 +289,23 @@ func writeOut(g *instance, mem api.Memory, what string, stack []uint64, msg []by
 	}
 	putU32(mem, outLen, uint32(len(msg)))
 	if len(msg) > len(dst) {
-		if record {
-			g.fail(fail(ERANGE, "%s: %d B needed, the buffer holds %d B", what, len(msg), len(dst)))
+		if !record {
+			g.failedCalls++
+			return ERANGE
 		}
-		return ERANGE
+		return g.fail(fail(ERANGE, "%s: %d B needed, the buffer holds %d B", what, len(msg), len(dst)))
 	}
 	copy(dst, msg)
 	return ESUCCESS
 }
 
 // faultOrKeep is an EFAULT that, for last_error, leaves the last error the
-// guest is trying to read in place.
+// guest is trying to read in place; it counts as a failed call either way.
 func faultOrKeep(g *instance, what string, ptr, n uint32, mem api.Memory, record bool) Errno {
 	if record {
 		return faultf(g, what, ptr, n, mem)
 	}
+	g.failedCalls++
 	return EFAULT
 }
 

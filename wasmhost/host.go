@@ -340,7 +340,9 @@ type Result struct {
 	// MemoryPages is the size of the guest's linear memory at its end, in
 	// 64 KiB pages.
 	MemoryPages uint32
-	// Calls and FailedCalls count the guest's calls of vkrt_v1.
+	// Calls counts the guest's calls of vkrt_v1, FailedCalls those that
+	// returned a status other than ESUCCESS (last_error's own too, though
+	// they leave the message it reports in place).
 	Calls, FailedCalls uint64
 	// LastError is the message of the guest's last failed call.
 	LastError string
