@@ -55,6 +55,9 @@ func planTraces(cmd *cobra.Command, paths []string, out string, asJSON bool) err
 	if err := checkOutput("--out", out, paths...); err != nil {
 		return err
 	}
+	if err := checkTraceArgs(paths); err != nil {
+		return err
+	}
 	bar := newReplayProgress(cmd.ErrOrStderr())
 	defer bar.clear()
 	streams := make([]*trace.Trace, len(paths))

@@ -40,12 +40,48 @@ func isWasm(path string) bool {
 	return wasm
 }
 
-// guestAmongTraces refuses a WebAssembly workload given where traces
-// belong, which the trace reader would call a malformed trace.
-func guestAmongTraces(paths []string) error {
+// isPlanFile says whether path is a regular file that starts as a plan
+// file (`vkrt plan --out`), gzipped or not. Anything else, a pipe too, is
+// left to the trace reader.
+func isPlanFile(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	return plan.IsFileHead(f)
+}
+
+// checkTraceArgs checks, before any work, that each of paths can be read
+// as a trace: one missing, unreadable or a directory was found only when
+// its turn came, after the traces before it had been replayed and printed.
+// A WebAssembly workload or a plan file is refused as one, where the trace
+// reader called it a malformed trace (a plan "line longer than 4096
+// bytes", or an unknown event "{\"vkrt_plan\"…"). Only regular files are
+// opened: a pipe is read once, by the reader.
+func checkTraceArgs(paths []string) error {
 	for _, p := range paths {
-		if isWasm(p) {
+		fi, err := os.Stat(p)
+		switch {
+		case err != nil:
+			return fmt.Errorf("trace: %w", err)
+		case fi.IsDir():
+			return fmt.Errorf("trace: %s is a directory", p)
+		case fi.Mode().IsRegular():
+			f, err := os.Open(p)
+			if err != nil {
+				return fmt.Errorf("trace: %w", err)
+			}
+			f.Close()
+		}
+		switch {
+		case isWasm(p):
 			return fmt.Errorf("%s is a WebAssembly workload, not a trace: plan it alone (vkrt plan %s) or run it (vkrt run %s)", p, p, p)
+		case isPlanFile(p):
+			return fmt.Errorf("%s is a plan file, not a trace: give it to --layout (vkrt replay, vkrt run) or --plan (vkrt report)", p)
 		}
 	}
 	return nil
@@ -386,9 +422,6 @@ replay under the plan is reported. Planning from traces takes --out and
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !isWasm(args[0]) {
 				if err := traceFlagsOnly(cmd); err != nil {
-					return err
-				}
-				if err := guestAmongTraces(args[1:]); err != nil {
 					return err
 				}
 				return planTraces(cmd, args, f.out, f.json)

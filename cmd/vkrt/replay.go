@@ -247,7 +247,7 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 	if cmd.Flags().Changed("passes") && !f.bench {
 		return errors.New("--passes needs --bench: it is the number of timed passes")
 	}
-	if err := guestAmongTraces(paths); err != nil {
+	if err := checkTraceArgs(paths); err != nil {
 		return err
 	}
 	if f.secondRuns != "" {

@@ -188,6 +188,51 @@ func TestReplayRefusesAGuestAmongTheTraces(t *testing.T) {
 	require.ErrorContains(t, err, guest+" is a WebAssembly workload, not a trace")
 }
 
+// A plan file given where traces belong is refused as a plan by every
+// command that reads traces, gzipped too, and nothing is written; the
+// trace reader called it a line longer than 4096 bytes, or an unknown
+// event.
+func TestAPlanFileAmongTheTracesIsRefusedAsOne(t *testing.T) {
+	dir := t.TempDir()
+	planFile, gzPlan := filepath.Join(dir, "p.json"), filepath.Join(dir, "p.json.gz")
+	_, _, err := execute(t, "plan", "--out", planFile, resnetTrace)
+	require.NoError(t, err)
+	_, _, err = execute(t, "plan", "--out", gzPlan, resnetTrace)
+	require.NoError(t, err)
+	out, html := filepath.Join(dir, "out.json"), filepath.Join(dir, "r.html")
+	for _, p := range []string{planFile, gzPlan} {
+		want := p + " is a plan file, not a trace: give it to --layout"
+		_, _, err = executeReplay(t, resnetTrace, p)
+		require.ErrorContains(t, err, want)
+		_, _, err = execute(t, "plan", "--out", out, p)
+		require.ErrorContains(t, err, want, "the plan's first argument")
+		_, _, err = execute(t, "plan", "--out", out, resnetTrace, p)
+		require.ErrorContains(t, err, want)
+		_, _, err = execute(t, "report", "--html", html, resnetTrace, p)
+		require.ErrorContains(t, err, want)
+	}
+	require.NoFileExists(t, out)
+	require.NoFileExists(t, html)
+	// Taken where a plan belongs, as before.
+	_, _, err = executeReplay(t, "--layout", planFile, resnetTrace)
+	require.NoError(t, err)
+}
+
+// A trace that cannot be read is found before any is replayed: one
+// missing after another printed the first one's figures, and a script
+// reading them got a row from a command that failed.
+func TestReplayChecksEveryTraceBeforeTheFirst(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "gone.trace.gz")
+	for _, bad := range []struct{ path, want string }{
+		{missing, missing + ": no such file or directory"},
+		{t.TempDir(), " is a directory"},
+	} {
+		out, _, err := executeReplay(t, "--json", resnetTrace, bad.path)
+		require.ErrorContains(t, err, bad.want)
+		require.Empty(t, out, "nothing printed for the trace before it")
+	}
+}
+
 // By default --bench times as many passes as fill benchTime, at least
 // benchMinPasses and at most benchMaxPasses, and says how many.
 func TestReplayBenchPassesFillTheTimeByDefault(t *testing.T) {

@@ -83,6 +83,9 @@ func runReport(cmd *cobra.Command, paths []string, f reportFlags) error {
 	if err := checkOutput("--html", f.html, append(append([]string{f.layout, f.plan}, envFiles(f.env)...), paths...)...); err != nil {
 		return err
 	}
+	if err := checkTraceArgs(paths); err != nil {
+		return err
+	}
 	layouts := htmlreport.Layouts{Default: base, DefaultName: "default layout"}
 	if f.layout != reportDefaultLayout {
 		layouts.DefaultName = "layout " + printable.Label(filepath.Base(f.layout))
