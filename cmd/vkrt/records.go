@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -43,7 +45,9 @@ write and never gets in the way of a process writing records. Control
 characters in a label (a newline, a tab) are shown escaped, the label quoted.
 A memory record that cannot be decoded is listed with '-' for its figures
 (with --json, written as stored); each such record is reported on stderr
-and the command exits non-zero once the table is written.`,
+and the command exits non-zero once the table is written. Kinds are open (an
+application names its own): a --kind no record has lists nothing, and stderr
+names the kinds the environment holds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Bad flags are the flags' errors, not the environment's.
@@ -57,7 +61,7 @@ and the command exits non-zero once the table is written.`,
 			if kind == allKinds {
 				q.Kind = ""
 			}
-			return listRecords(cmd.Context(), cmd.OutOrStdout(), envName, q, asJSON)
+			return listRecords(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), envName, q, asJSON)
 		},
 	}
 	f := cmd.Flags()
@@ -80,12 +84,26 @@ type recordLine struct {
 	Record json.RawMessage `json:"record"`
 }
 
-func listRecords(ctx context.Context, out io.Writer, envName string, q environment.Query, asJSON bool) error {
+func listRecords(ctx context.Context, out, stderr io.Writer, envName string, q environment.Query, asJSON bool) error {
+	// Kinds are open (an application names its own), so a kind no record
+	// has lists nothing and succeeds; stderr says so and names the kinds
+	// there are, where a misspelt --kind looked like an empty environment.
+	noneOfKind := func(kinds []string) {
+		if len(kinds) == 0 {
+			fmt.Fprintf(stderr, "vkrt: environment %q holds no records\n", envName)
+			return
+		}
+		quoted := make([]string, len(kinds))
+		for i, k := range kinds {
+			quoted[i] = strconv.Quote(printable.Label(k))
+		}
+		fmt.Fprintf(stderr, "vkrt: no record of kind %q in environment %q (its kinds: %s)\n", printable.Label(q.Kind), envName, strings.Join(quoted, ", "))
+	}
 	if asJSON {
 		// Every record is written as stored; one the table could not show
 		// still fails the command, as the table does.
 		enc := json.NewEncoder(out)
-		undecodable, err := eachRecord(ctx, envName, q, "written as stored", func(e environment.Entry, _ *memory.Record) error {
+		undecodable, err := eachRecord(ctx, envName, q, "written as stored", noneOfKind, func(e environment.Entry, _ *memory.Record) error {
 			line := recordLine{ID: e.ID, Kind: e.Kind, Label: e.Label, Record: e.Body}
 			if !e.Time.IsZero() {
 				t := e.Time.UTC()
@@ -107,7 +125,7 @@ func listRecords(ctx context.Context, out io.Writer, envName string, q environme
 	// The table holds its rows' text only, not the records.
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTIME\tKIND\tLABEL\tPOOLS\tRESERVED\tIN USE\tPEAK PAGES")
-	undecodable, err := eachRecord(ctx, envName, q, "listed with '-'", func(e environment.Entry, rec *memory.Record) error {
+	undecodable, err := eachRecord(ctx, envName, q, "listed with '-'", noneOfKind, func(e environment.Entry, rec *memory.Record) error {
 		pools, reserved, inUse, peak := "-", "-", "-", "-"
 		if rec != nil {
 			u := rec.Report.Usage()
@@ -141,8 +159,10 @@ func listRecords(ctx context.Context, out io.Writer, envName string, q environme
 // (environment.Env.Each), and with its decoded memory record: nil for a
 // record of another kind or one that cannot be decoded. Those are named
 // in undecodable, which a reader returns once it has shown the rest; shown
-// says what became of them. An error of fn ends the listing.
-func eachRecord(ctx context.Context, name string, q environment.Query, shown string,
+// says what became of them. An error of fn ends the listing. Where q names
+// a kind and nothing is listed, noneOfKind (if not nil) is called with the
+// kinds the environment holds if q's is not among them.
+func eachRecord(ctx context.Context, name string, q environment.Query, shown string, noneOfKind func(kinds []string),
 	fn func(environment.Entry, *memory.Record) error) (undecodable *undecodableError, _ error) {
 	if ctx == nil {
 		ctx = context.Background()
@@ -169,6 +189,15 @@ func eachRecord(ctx context.Context, name string, q environment.Query, shown str
 	})
 	if undecodable != nil {
 		undecodable.Total = total
+	}
+	if err == nil && total == 0 && q.Kind != "" && noneOfKind != nil {
+		kinds, err := env.Kinds(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(kinds, q.Kind) {
+			noneOfKind(kinds)
+		}
 	}
 	return undecodable, err
 }

@@ -166,6 +166,34 @@ func TestRecordsErrors(t *testing.T) {
 	require.Error(t, err)
 }
 
+// A --kind no record has lists nothing and succeeds (kinds are open), and
+// stderr names the kinds there are: a misspelt kind looked like an empty
+// environment. A kind filtered to nothing by --label is not said to be
+// missing, and an environment with no records says so.
+func TestRecordsSayWhichKindsThereAreWhenNoneIsOfTheKind(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	seedEnvironment(t, "bench") // memory records and a note
+
+	out, errOut, err := execute(t, "records", "--env", "bench", "--kind", "memroy")
+	require.NoError(t, err)
+	require.Equal(t, 1, strings.Count(out, "\n"), "the header alone: %s", out)
+	require.Equal(t, `vkrt: no record of kind "memroy" in environment "bench" (its kinds: "memory", "note")`+"\n", errOut)
+	_, errOut, err = execute(t, "records", "--env", "bench", "--kind", "memroy", "--json")
+	require.NoError(t, err)
+	require.Contains(t, errOut, `no record of kind "memroy"`)
+
+	_, errOut, err = execute(t, "records", "--env", "bench", "--label", "nothing like it")
+	require.NoError(t, err)
+	require.Empty(t, errOut, "records of the kind exist; the label matched none")
+
+	empty, err := environment.Open("empty")
+	require.NoError(t, err)
+	require.NoError(t, empty.Close())
+	_, errOut, err = execute(t, "records", "--env", "empty")
+	require.NoError(t, err)
+	require.Equal(t, `vkrt: environment "empty" holds no records`+"\n", errOut)
+}
+
 // TestRecordsFromClient reads back what a client recorded (on the pure-Go
 // device: the records are the same whatever the device).
 func TestRecordsFromClient(t *testing.T) {
@@ -299,9 +327,10 @@ func TestRecordsOnAnEmptyFileWritesNothing(t *testing.T) {
 	t.Setenv(environment.DirEnvVar, dir)
 	path := filepath.Join(dir, "empty.sqlite")
 	require.NoError(t, os.WriteFile(path, nil, 0o644))
-	out, err := executeRecords(t, "--env", "empty")
+	out, errOut, err := execute(t, "records", "--env", "empty")
 	require.NoError(t, err)
 	require.Equal(t, 1, strings.Count(out, "\n"), "only the header: %s", out)
+	require.Equal(t, `vkrt: environment "empty" holds no records`+"\n", errOut)
 	info, err := os.Stat(path)
 	require.NoError(t, err)
 	require.Zero(t, info.Size())

@@ -86,6 +86,46 @@ func TestOpenPutReopen(t *testing.T) {
 	require.Equal(t, []string{"bench"}, names)
 }
 
+// Kinds lists the kinds stored, sorted, each once, for a writer and for a
+// read-only reader, and none for an environment with no records (a
+// read-only one over an empty file too).
+func TestKindsAreTheKindsStored(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	env, err := Open("bench", WithDir(dir))
+	require.NoError(t, err)
+	defer env.Close()
+	kinds, err := env.Kinds(ctx)
+	require.NoError(t, err)
+	require.Empty(t, kinds)
+	for _, k := range []string{"sample", "memory", "sample", "a-note"} {
+		_, err := env.PutJSON(ctx, k, "label", []byte(`{}`))
+		require.NoError(t, err)
+	}
+	want := []string{"a-note", "memory", "sample"}
+	kinds, err = env.Kinds(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want, kinds)
+
+	reader, err := Open("bench", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	defer reader.Close()
+	kinds, err = reader.Kinds(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want, kinds)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "empty.sqlite"), nil, 0o644))
+	empty, err := Open("empty", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	defer empty.Close()
+	kinds, err = empty.Kinds(ctx)
+	require.NoError(t, err)
+	require.Empty(t, kinds)
+	require.NoError(t, empty.Close())
+	_, err = empty.Kinds(ctx)
+	require.Error(t, err, "a closed environment")
+}
+
 func TestDataDirectoryResolution(t *testing.T) {
 	home, xdg, moved, opt := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
 	t.Setenv("HOME", home)

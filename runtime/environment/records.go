@@ -179,6 +179,38 @@ func collect[T any](each func(fn func(T) error) error) ([]T, error) {
 	return out, nil
 }
 
+// Kinds returns the kinds of the records stored, sorted, each once: none
+// for an environment with no records.
+func (e *Env) Kinds(ctx context.Context) ([]string, error) {
+	if err := e.usable(); err != nil {
+		return nil, err
+	}
+	var kinds []string
+	err := e.read(func(db *sql.DB) error {
+		kinds = nil // read again where the file changed under the first try
+		rows, err := db.QueryContext(ctx, "SELECT DISTINCT kind FROM records ORDER BY kind")
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				return err
+			}
+			kinds = append(kinds, k)
+		}
+		return rows.Err()
+	})
+	if errors.Is(err, errNoTable) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("environment %q: reading kinds: %w", e.name, dbError(e.path, e.busy, err))
+	}
+	return kinds, nil
+}
+
 // EachPage is how many records Each reads at a time.
 const EachPage = 256
 
