@@ -297,6 +297,14 @@ func TestConformanceRefusesOneOutputForBothReports(t *testing.T) {
 		_, _, err := execute(t, "conformance", "--run", "^kernel/add$", "--json", pair[0], "--junit", pair[1])
 		require.ErrorContains(t, err, "cannot both go to stdout", "%v", pair)
 	}
+	// The null device keeps neither: both may go there, by any name (a
+	// run that wants the exit status alone).
+	require.NoError(t, os.Symlink(os.DevNull, "null-link"))
+	_, _, err := execute(t, "conformance", "--run", "^kernel/add$", "--json", os.DevNull, "--junit", "null-link")
+	require.NoError(t, err)
+	fi, err := os.Stat(os.DevNull)
+	require.NoError(t, err)
+	require.NotZero(t, fi.Mode()&os.ModeCharDevice, "the null device is still one")
 }
 
 // withStdout makes the command's descriptor 1 a pipe for fn, and returns

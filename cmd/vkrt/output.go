@@ -204,7 +204,8 @@ func namesStdout(path string, dashIsStdout bool) bool {
 
 // sameOutput says whether outputs a and b would write one file: through
 // one descriptor, or, their links followed, at one path, whether the file
-// exists yet or not.
+// exists yet or not. The null device is no one file: what goes there is
+// dropped, so two outputs there keep nothing from each other.
 func sameOutput(a, b string, dashIsStdout bool) bool {
 	fa, da := outputDescriptor(a, dashIsStdout)
 	fb, db := outputDescriptor(b, dashIsStdout)
@@ -212,7 +213,7 @@ func sameOutput(a, b string, dashIsStdout bool) bool {
 		return da && db && fa == fb
 	}
 	ta, err := linkTarget(a)
-	if err != nil {
+	if err != nil || isNullDevice(ta) {
 		return false
 	}
 	tb, err := linkTarget(b)
@@ -459,6 +460,16 @@ func resolvedPath(p string) string {
 }
 
 // sameFile says whether a and b name one regular file that exists.
+// isNullDevice says whether path is the null device, by any name.
+func isNullDevice(path string) bool {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err == nil && os.SameFile(fi, null)
+}
+
 func sameFile(a, b string) bool {
 	fa, err := os.Stat(a)
 	if err != nil || !fa.Mode().IsRegular() {
