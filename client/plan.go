@@ -166,10 +166,11 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 	}
 	start = time.Now()
 	realCtx := dryrun.RealRun(WithStream(ctx, target))
-	if err := workload(realCtx); err != nil {
+	err = workload(realCtx)
+	m.RealWall = time.Since(start) // a failed run's time too: it said 0 s
+	if err != nil {
 		return m, fmt.Errorf("client: real run under the measured plan: %w", err)
 	}
-	m.RealWall = time.Since(start)
 	m.Verified, m.Spills, m.Real = true, target.Spills(), target.Report()
 	if opts.Label != "" {
 		if _, err := c.RecordMemory(realCtx, opts.Label+realRunLabel); err != nil {

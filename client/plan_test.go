@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -68,6 +69,29 @@ func TestMeasurePlanSpill(t *testing.T) {
 	require.Positive(t, m.Spills)
 	require.ErrorContains(t, err, "reservations spilled under")
 	require.Contains(t, warnings.String(), "needs more pages than its plan expected", "the pools warn on the client's logger")
+}
+
+// A real run that fails still has its wall-clock time: vkrt plan --verify
+// stopped 2.8 s into it said "FAILED in 0.00 s".
+func TestMeasurePlanTimesAFailedRealRun(t *testing.T) {
+	c := openOnCPU(t, nil)
+	runFailed := errors.New("stopped")
+	dryRuns := 0
+	m, err := c.MeasurePlan(context.Background(), func(ctx context.Context) error {
+		if err := allocations(c, 0, 4096)(ctx); err != nil {
+			return err
+		}
+		if dryrun.Active(ctx) {
+			dryRuns++
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+		return runFailed
+	}, MeasureOptions{Verify: true})
+	require.ErrorIs(t, err, runFailed)
+	require.Equal(t, 1, dryRuns)
+	require.False(t, m.Verified)
+	require.GreaterOrEqual(t, m.RealWall, 20*time.Millisecond)
 }
 
 // A nil workload is an error, where the dry run called it and panicked.
