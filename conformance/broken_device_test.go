@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 
@@ -39,10 +40,15 @@ const (
 	leakingDevice                        // released allocations stay held
 	corruptsAfterUse                     // past 150 reads, every read flips a byte
 	runsPastItsContext                   // runs a batch whose context has ended, then reports it ended
+	leaksOnRefusal                       // a refused Alloc keeps a page it took on the way
+	alignedOOMSize                       // an out-of-memory error gives the size aligned up, not the size asked
+	ignoresGridY                         // the element kernels leave the work of the grid's rows past the first undone
+	servesAfterClose                     // keeps released pages for reuse, and serves them after Close
 )
 
 func (f deviceFlaw) String() string {
-	return [...]string{"not zero-initialised", "overlapping memory", "ignores alignment", "generic out-of-memory error", "leaks", "corrupts a byte after churn", "runs past its context"}[f]
+	return [...]string{"not zero-initialised", "overlapping memory", "ignores alignment", "generic out-of-memory error", "leaks", "corrupts a byte after churn", "runs past its context",
+		"leaks on a refusal", "out-of-memory size aligned", "ignores the grid's y", "serves after Close"}[f]
 }
 
 type brokenStorage struct {
@@ -56,6 +62,7 @@ type brokenStorage struct {
 	last   vkruntime.StorageHandle                         // the last range made, for the overlap
 	allocs int
 	reads  int
+	cache  []vkruntime.StorageHandle // servesAfterClose: released inner pages kept for reuse
 }
 
 func (s *brokenStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
@@ -68,11 +75,28 @@ func (s *brokenStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 			r = vkruntime.StorageHandle{ID: s.last.ID, Offset: s.last.Offset + s.last.Size/2, Size: size}
 		}
 	}
+	if s.flaw == servesAfterClose {
+		for i, c := range s.cache {
+			if c.Size >= size {
+				r = vkruntime.StorageHandle{ID: c.ID, Size: size}
+				s.cache = append(s.cache[:i], s.cache[i+1:]...)
+				break
+			}
+		}
+	}
 	if r.ID == 0 {
 		h, err := s.Storage.Alloc(size)
 		if err != nil {
-			if s.flaw == genericOOMDevice {
+			var oom *vkruntime.OutOfMemoryError
+			switch {
+			case s.flaw == genericOOMDevice:
 				return vkruntime.StorageHandle{}, errors.New("broken device: allocation failed")
+			case s.flaw == leaksOnRefusal:
+				_, _ = s.Storage.Alloc(256) // a staging page, never given back
+			case s.flaw == alignedOOMSize && errors.As(err, &oom):
+				aligned := *oom
+				aligned.Size = (oom.Size + 255) &^ 255
+				return vkruntime.StorageHandle{}, &aligned
 			}
 			return vkruntime.StorageHandle{}, err
 		}
@@ -95,7 +119,13 @@ func (s *brokenStorage) Dealloc(id vkruntime.StorageID) {
 	delete(s.ranges, id)
 	if s.owners[r.ID]--; s.owners[r.ID] == 0 {
 		delete(s.owners, r.ID)
-		if s.flaw != leakingDevice {
+		switch s.flaw {
+		case leakingDevice:
+		case servesAfterClose:
+			if r.Offset == 0 {
+				s.cache = append(s.cache, vkruntime.StorageHandle{ID: r.ID, Size: r.Size})
+			}
+		default:
 			s.Storage.Dealloc(r.ID)
 		}
 	}
@@ -175,6 +205,14 @@ func (d *brokenDevice) Dispatch(ctx context.Context, ops []kernel.Op) error {
 	}
 	d.memoryAccess.Lock()
 	defer d.memoryAccess.Unlock()
+	if d.flaw == ignoresGridY {
+		for _, op := range kept {
+			if err := d.dispatchIgnoringY(ctx, op); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if d.flaw == runsPastItsContext {
 		if err := d.Device.Dispatch(context.WithoutCancel(ctx), kept); err != nil {
 			return err
@@ -182,6 +220,40 @@ func (d *brokenDevice) Dispatch(ctx context.Context, ops []kernel.Op) error {
 		return ctx.Err()
 	}
 	return d.Device.Dispatch(ctx, kept)
+}
+
+// elementKernels are the kernels of one invocation an element, striding
+// over their grid.
+var elementKernels = []string{"fill", "copy", "add", "mul", "scale", "relu", "gelu"}
+
+// dispatchIgnoringY runs op as a kernel that took its element index from
+// the grid's x alone would: over a grid of several rows, the elements of
+// the work groups past the first row are left as they were. The caller
+// holds memoryAccess.
+func (d *brokenDevice) dispatchIgnoringY(ctx context.Context, op kernel.Op) error {
+	rows, cols := op.Grid[1], op.Grid[0]
+	if rows <= 1 || !slices.Contains(elementKernels, op.Kernel.Name) {
+		return d.Device.Dispatch(ctx, []kernel.Op{op})
+	}
+	out := op.Bindings[len(op.Bindings)-1]
+	before := make([]byte, out.Size)
+	if err := d.Device.Download(ctx, out, before); err != nil {
+		return err
+	}
+	if err := d.Device.Dispatch(ctx, []kernel.Op{op}); err != nil {
+		return err
+	}
+	after := make([]byte, out.Size)
+	if err := d.Device.Download(ctx, out, after); err != nil {
+		return err
+	}
+	groups := uint64(rows) * uint64(cols)
+	for i := uint64(0); i < out.Size/4; i++ {
+		if (i/256)%groups >= uint64(cols) {
+			copy(after[4*i:4*i+4], before[4*i:4*i+4])
+		}
+	}
+	return d.Device.Upload(ctx, out, after)
 }
 
 func brokenOpener(f deviceFlaw) device.Opener {
@@ -209,6 +281,10 @@ func TestBrokenDevicesAreCaught(t *testing.T) {
 		{leakingDevice, []string{"storage/size-accounting", "device/cleanup-returns-memory"}},
 		{corruptsAfterUse, []string{"storage/churn-integrity", "device/churn-integrity"}},
 		{runsPastItsContext, []string{"device/dispatch-cancel"}},
+		{leaksOnRefusal, []string{"storage/usable-after-oom"}},
+		{alignedOOMSize, []string{"storage/oom-typed"}},
+		{ignoresGridY, []string{"kernel/fill", "kernel/copy", "kernel/add", "kernel/mul", "kernel/scale", "kernel/relu", "kernel/gelu"}},
+		{servesAfterClose, []string{"device/closed-classified"}},
 	} {
 		t.Run(tc.flaw.String(), func(t *testing.T) {
 			open := conformance.OnDevice(brokenOpener(tc.flaw))

@@ -54,7 +54,7 @@ func contractChecks(open OpenClient) []Check {
 		},
 		{
 			Name: "device/closed-classified",
-			Rule: "After Close, every call of the device and its storage that can fail (Upload, Download, Dispatch, Alloc, and a sparse storage's ReserveVirtual and Bind) fails with an error matching runtime.ErrClosed, on allocations made before Close too; the calls that cannot fail do not panic, and a second Close returns nil or an error matching runtime.ErrClosed",
+			Rule: "After Close, every call of the device and its storage that can fail (Upload, Download, Dispatch, Alloc, and a sparse storage's ReserveVirtual and Bind) fails with an error matching runtime.ErrClosed, on allocations made before Close too, and Alloc whatever memory released before Close it could reuse; the calls that cannot fail do not panic, and a second Close returns nil or an error matching runtime.ErrClosed",
 			run:  func(c *checkState) { checkClosedClassified(c, open) },
 		},
 		{
@@ -575,6 +575,14 @@ func checkClosedClassified(c *checkState, open OpenClient) {
 			c.Fatalf("the device's storage: ReserveVirtual(%d): %v", granule, err)
 		}
 	}
+	// A page released and flushed before Close: a storage that keeps such
+	// pages for reuse served one after Close, where a fresh storage was
+	// refused.
+	const released = 64 << 10
+	if r, err := s.Alloc(released); err == nil {
+		s.Dealloc(r.ID)
+		s.Flush()
+	}
 	// The client closes the device after its own pools: what a program
 	// does. The allocations made above are still live.
 	if err := cl.Close(); err != nil {
@@ -594,6 +602,8 @@ func checkClosedClassified(c *checkState, open OpenClient) {
 	closed(fmt.Sprintf("Dispatch of a fill of %v", h), d.Dispatch(ctx, []kernel.Op{fillOp(h, uint32(align/4), 1)}))
 	_, err = s.Alloc(align)
 	closed(fmt.Sprintf("Alloc(%d)", align), err)
+	_, err = s.Alloc(released)
+	closed(fmt.Sprintf("Alloc(%d), the size of a page released before Close", released), err)
 	if granule != 0 {
 		_, err = sparse.ReserveVirtual(granule)
 		closed(fmt.Sprintf("ReserveVirtual(%d)", granule), err)

@@ -138,6 +138,26 @@ func kernelCase(c *checkState, cl *client.Client, what string, l kernel.Launch, 
 // elements passed).
 var elementSizes = []uint32{1, 3, 255, 257, 1000, 4099, 65537}
 
+// Every element kernel is also run over a grid of two dimensions it is
+// given (grid2D), grid2DElements elements striding over it more than three
+// times: a device whose kernel (add alone, say) ignored the grid's y passed
+// every size above, whose grids have one row.
+var grid2D = [3]uint32{2, 3, 1}
+
+const grid2DElements = 3*2*3*256 + 77
+
+// onGrid is l over grid.
+func onGrid(l kernel.Launch, grid [3]uint32) kernel.Launch {
+	l.Grid = grid
+	return l
+}
+
+// The sizes stop short of the 65535 work groups of 256 that one row of
+// the grid holds, past which ElementGrid takes two rows: a case there
+// (16,777,960 elements, 64 MiB a buffer) added 1.1–3 s a kernel to the
+// suite on lavapipe, and kept one pass under the race detector running for
+// over nine minutes. grid2D runs the kernels over two rows instead.
+
 type kernelCheck struct {
 	kernel string
 	rule   string
@@ -150,6 +170,9 @@ func unaryCase(l func(n uint32) kernel.Launch, ref func([]float32) []float32, to
 			x := floats(n, uint64(n))
 			kernelCase(c, cl, fmt.Sprintf("n=%d", n), l(n), [][]float32{x}, int(n), ref(x), tol)
 		}
+		x := floats(grid2DElements, 2)
+		kernelCase(c, cl, fmt.Sprintf("n=%d over grid %v", grid2DElements, grid2D), onGrid(l(grid2DElements), grid2D),
+			[][]float32{x}, grid2DElements, ref(x), tol)
 	}
 }
 
@@ -160,17 +183,20 @@ func unaryCase(l func(n uint32) kernel.Launch, ref func([]float32) []float32, to
 // the largest float passed.
 func binaryCase(l func(n uint32) kernel.Launch, ref func(a, b float32) float32) func(c *checkState, cl *client.Client) {
 	return func(c *checkState, cl *client.Client) {
-		run := func(what string, a, b []float32) {
+		runOn := func(what string, launch func(n uint32) kernel.Launch, a, b []float32) {
 			want := make([]float32, len(a))
 			for i := range want {
 				want[i] = ref(a[i], b[i])
 			}
 			n := uint32(len(a))
-			kernelCase(c, cl, what, l(n), [][]float32{a, b}, int(n), want, 0)
+			kernelCase(c, cl, what, launch(n), [][]float32{a, b}, int(n), want, 0)
 		}
+		run := func(what string, a, b []float32) { runOn(what, l, a, b) }
 		for _, n := range elementSizes {
 			run(fmt.Sprintf("n=%d", n), floats(n, uint64(n)), floats(n, uint64(n)+1))
 		}
+		runOn(fmt.Sprintf("n=%d over grid %v", grid2DElements, grid2D), func(n uint32) kernel.Launch { return onGrid(l(n), grid2D) },
+			floats(grid2DElements, 3), floats(grid2DElements, 4))
 		inf := float32(math.Inf(1))
 		run("infinities and overflow",
 			[]float32{3e38, -3e38, inf, -inf, 1.5, float32(math.Copysign(0, -1)), 1e-10, 2, inf},
@@ -180,7 +206,7 @@ func binaryCase(l func(n uint32) kernel.Launch, ref func(a, b float32) float32) 
 
 func kernelCatalogueChecks() []kernelCheck {
 	return []kernelCheck{
-		{"fill", "fill sets exactly n 32-bit words to the value at every n", func(c *checkState, cl *client.Client) {
+		{"fill", "fill sets exactly n 32-bit words to the value at every n, over grids of one row of work groups and of two", func(c *checkState, cl *client.Client) {
 			for _, n := range elementSizes {
 				v := float32(-1.25) + float32(n)
 				want := make([]float32, n)
@@ -189,13 +215,19 @@ func kernelCatalogueChecks() []kernelCheck {
 				}
 				kernelCase(c, cl, fmt.Sprintf("n=%d", n), kernel.FillWords(n, math.Float32bits(v)), nil, int(n), want, 0)
 			}
+			want := make([]float32, grid2DElements)
+			for i := range want {
+				want[i] = 6.5
+			}
+			kernelCase(c, cl, fmt.Sprintf("n=%d over grid %v", grid2DElements, grid2D),
+				onGrid(kernel.FillWords(grid2DElements, math.Float32bits(6.5)), grid2D), nil, grid2DElements, want, 0)
 		}},
-		{"copy", "copy moves exactly n 32-bit words at every n", unaryCase(kernel.CopyWords, slices.Clone[[]float32], 0)},
-		{"add", "add matches a + b on the CPU exactly at every n, infinities and overflow included, and writes its output only", binaryCase(kernel.Add, func(a, b float32) float32 { return a + b })},
-		{"mul", "mul matches a * b on the CPU exactly at every n, infinities and overflow included, and writes its output only", binaryCase(kernel.Mul, func(a, b float32) float32 { return a * b })},
-		{"scale", "scale matches alpha * x on the CPU exactly at every n", unaryCase(func(n uint32) kernel.Launch { return kernel.Scale(n, -2.5) }, func(x []float32) []float32 { return cpuref.Scale(x, -2.5) }, 0)},
-		{"relu", "relu matches max(x, 0) on the CPU at every n", unaryCase(kernel.ReLU, cpuref.ReLU, 0)},
-		{"gelu", "gelu matches the tanh approximation on the CPU within 1e-5 at every n", unaryCase(kernel.GELU, cpuref.GELU, 1e-5)},
+		{"copy", "copy moves exactly n 32-bit words at every n, over grids of one row of work groups and of two", unaryCase(kernel.CopyWords, slices.Clone[[]float32], 0)},
+		{"add", "add matches a + b on the CPU exactly at every n, over grids of one row of work groups and of two, infinities and overflow included, and writes its output only", binaryCase(kernel.Add, func(a, b float32) float32 { return a + b })},
+		{"mul", "mul matches a * b on the CPU exactly at every n, over grids of one row of work groups and of two, infinities and overflow included, and writes its output only", binaryCase(kernel.Mul, func(a, b float32) float32 { return a * b })},
+		{"scale", "scale matches alpha * x on the CPU exactly at every n, over grids of one row of work groups and of two", unaryCase(func(n uint32) kernel.Launch { return kernel.Scale(n, -2.5) }, func(x []float32) []float32 { return cpuref.Scale(x, -2.5) }, 0)},
+		{"relu", "relu matches max(x, 0) on the CPU at every n, over grids of one row of work groups and of two", unaryCase(kernel.ReLU, cpuref.ReLU, 0)},
+		{"gelu", "gelu matches the tanh approximation on the CPU within 1e-5 at every n, over grids of one row of work groups and of two", unaryCase(kernel.GELU, cpuref.GELU, 1e-5)},
 		{"softmax", "softmax matches a float64 CPU softmax within 1e-5 per row at ragged shapes", func(c *checkState, cl *client.Client) {
 			for _, s := range [][2]uint32{{1, 1}, {3, 257}, {17, 5}, {2, 1000}, {300, 33}} {
 				x := floats(s[0]*s[1], uint64(s[1]))

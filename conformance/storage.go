@@ -337,15 +337,27 @@ func storageChecks(newStorage NewStorage) []Check {
 		},
 		{
 			Name: "storage/oom-typed",
-			Rule: "An out-of-memory error is a *runtime.OutOfMemoryError whose Size is the size asked",
+			Rule: "An out-of-memory error is a *runtime.OutOfMemoryError whose Size is the size asked, not rounded to the alignment, both when one allocation alone exceeds the limit and when the limit is filled",
 			run: func(c *checkState) {
 				t := openStorage(c, newStorage, StorageConfig{MemoryLimit: storageLimit})
+				// An odd size: a storage reporting what it would have
+				// taken (the size aligned up) passed a check of 2 MiB.
+				const alone = 2*storageLimit + 1
+				_, err := t.Storage.Alloc(alone)
+				var oom *vkruntime.OutOfMemoryError
+				switch {
+				case err == nil:
+					c.Errorf("Alloc(%d) under a limit of %d B succeeded", alone, storageLimit)
+				case !errors.As(err, &oom):
+					c.Errorf("Alloc(%d) under a limit of %d B: %v (%T) is not a *runtime.OutOfMemoryError", alone, storageLimit, err, err)
+				case oom.Size != alone:
+					c.Errorf("Alloc(%d) under a limit of %d B: the error says %d B were asked: %v", alone, storageLimit, oom.Size, err)
+				}
 				ids, err := fillLimit(c, t)
 				defer release(t, ids)
 				if err == nil {
 					c.Fatalf("%d allocations of %d B under a limit of %d B all succeeded", len(ids), storageLimit/4, storageLimit)
 				}
-				var oom *vkruntime.OutOfMemoryError
 				switch {
 				case !errors.As(err, &oom):
 					c.Errorf("allocation %d of %d B: %v (%T) is not a *runtime.OutOfMemoryError", len(ids), storageLimit/4, err, err)
@@ -356,10 +368,21 @@ func storageChecks(newStorage NewStorage) []Check {
 		},
 		{
 			Name: "storage/usable-after-oom",
-			Rule: "After an out-of-memory failure the storage holds what it held before, its live allocations keep their bytes, and it allocates again once memory is released",
+			Rule: "After an out-of-memory failure the storage holds what it held before (a refusal of one allocation past the limit alone too), its live allocations keep their bytes, and it allocates again once memory is released",
 			run: func(c *checkState) {
 				t := openStorage(c, newStorage, StorageConfig{MemoryLimit: storageLimit})
 				held, hasHeld := t.held()
+				// Refused while there is room: memory the refusal kept
+				// (a page taken on the way, not given back) shows here,
+				// where past a filled limit it could not fit either.
+				if hasHeld {
+					before := held()
+					if _, err := t.Storage.Alloc(2 * storageLimit); err == nil {
+						c.Errorf("Alloc(%d) under a limit of %d B succeeded", 2*storageLimit, storageLimit)
+					} else if after := held(); after != before {
+						c.Errorf("a refused Alloc(%d) moved the holdings from %d B to %d B", 2*storageLimit, before, after)
+					}
+				}
 				ids, err := fillLimit(c, t)
 				if err == nil {
 					release(t, ids)
