@@ -28,30 +28,42 @@ func isWasm(path string) bool {
 	if strings.HasSuffix(path, ".wasm") {
 		return true
 	}
-	f, err := os.Open(path)
-	if err != nil {
+	f, ok := openRegular(path)
+	if !ok {
 		return false // the trace reader says why
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return false
-	}
 	_, wasm, _ := readWasmHead(f)
 	return wasm
+}
+
+// openRegular opens path if it is a regular file. Anything else is not
+// opened at all: opening a named pipe waits for its writer, and one
+// opened and closed here could end a writer that found no reader.
+func openRegular(path string) (*os.File, bool) {
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+		return nil, false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() { // replaced meanwhile
+		f.Close()
+		return nil, false
+	}
+	return f, true
 }
 
 // isPlanFile says whether path is a regular file that starts as a plan
 // file (`vkrt plan --out`), gzipped or not. Anything else, a pipe too, is
 // left to the trace reader.
 func isPlanFile(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
+	f, ok := openRegular(path)
+	if !ok {
 		return false
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return false
-	}
 	return plan.IsFileHead(f)
 }
 
