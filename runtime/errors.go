@@ -50,7 +50,7 @@ func (e *CapacityError) Is(target error) bool { return target == ErrPoolCapacity
 // OutOfMemoryError is ErrOutOfDeviceMemory with the numbers: what was asked
 // and what the device said it had.
 type OutOfMemoryError struct {
-	Size     uint64 // bytes asked of the driver
+	Size     uint64 // bytes asked: an Alloc's size as given, not rounded (a virtual range's may be in whole granules)
 	HeapSize uint64 // bytes of the heap, 0 when unknown
 	Budget   uint64 // the heap budget the driver reported, 0 when unknown
 	Usage    uint64 // the heap usage the driver or storage reported, 0 when unknown
