@@ -84,6 +84,11 @@ func goFunc(f abiFunc) api.GoModuleFunc {
 			g.mem, g.memResolved = guestMemory(mod), true
 		}
 		status := call(g, g.mem, stack)
+		if status != ESUCCESS {
+			// Every status but ESUCCESS is a failed call, last_error's own
+			// too, though they leave its message in place.
+			g.failedCalls++
+		}
 		if status != ESUCCESS && ctx.Err() != nil {
 			// The run's deadline cut the call short: the guest ends at it,
 			// as wazero ends one whose context is done, rather than being
@@ -128,19 +133,16 @@ func faultf(g *instance, what string, ptr, n uint32, mem api.Memory) Errno {
 		size = uint64(mem.Size())
 	}
 	g.last = failure{kind: failRange, what: what, ptr: ptr, n: n, a: size}
-	g.failedCalls++
 	return EFAULT
 }
 
 func badHandle(g *instance, what string, handle uint32) Errno {
 	g.last = failure{kind: failHandle, what: what, handle: handle}
-	g.failedCalls++
 	return EBADF
 }
 
 func outOfBuffer(g *instance, what string, handle uint32, offset, n, size uint64) Errno {
 	g.last = failure{kind: failOutOfBuffer, what: what, handle: handle, a: offset, b: n, c: size}
-	g.failedCalls++
 	return ERANGE
 }
 
@@ -290,7 +292,6 @@ func writeOut(g *instance, mem api.Memory, what string, stack []uint64, msg []by
 	putU32(mem, outLen, uint32(len(msg)))
 	if len(msg) > len(dst) {
 		if !record {
-			g.failedCalls++
 			return ERANGE
 		}
 		return g.fail(fail(ERANGE, "%s: %d B needed, the buffer holds %d B", what, len(msg), len(dst)))
@@ -300,12 +301,11 @@ func writeOut(g *instance, mem api.Memory, what string, stack []uint64, msg []by
 }
 
 // faultOrKeep is an EFAULT that, for last_error, leaves the last error the
-// guest is trying to read in place; it counts as a failed call either way.
+// guest is trying to read in place.
 func faultOrKeep(g *instance, what string, ptr, n uint32, mem api.Memory, record bool) Errno {
 	if record {
 		return faultf(g, what, ptr, n, mem)
 	}
-	g.failedCalls++
 	return EFAULT
 }
 
