@@ -459,7 +459,6 @@ func resolvedPath(p string) string {
 	return filepath.Join(dir, base)
 }
 
-// sameFile says whether a and b name one regular file that exists.
 // isNullDevice says whether path is the null device, by any name.
 func isNullDevice(path string) bool {
 	fi, err := os.Stat(path)
@@ -470,6 +469,7 @@ func isNullDevice(path string) bool {
 	return err == nil && os.SameFile(fi, null)
 }
 
+// sameFile says whether a and b name one regular file that exists.
 func sameFile(a, b string) bool {
 	fa, err := os.Stat(a)
 	if err != nil || !fa.Mode().IsRegular() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,49 +23,23 @@ import (
 
 // isWasm says whether `vkrt plan` was given a guest rather than traces: a
 // name ending in .wasm, or a regular file that begins as WebAssembly does
-// (`vkrt run` takes a guest by any name). Only a regular file is read
-// here: a pipe's first bytes would be lost to the trace reader after it.
+// (`vkrt run` takes a guest by any name). Only a regular file is opened
+// here: a pipe's first bytes would be lost to the trace reader after it,
+// and opening a named one waits for its writer.
 func isWasm(path string) bool {
 	if strings.HasSuffix(path, ".wasm") {
 		return true
 	}
-	f, ok := openRegular(path)
-	if !ok {
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
 		return false // the trace reader says why
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
 	}
 	defer f.Close()
 	_, wasm, _ := readWasmHead(f)
 	return wasm
-}
-
-// openRegular opens path if it is a regular file. Anything else is not
-// opened at all: opening a named pipe waits for its writer, and one
-// opened and closed here could end a writer that found no reader.
-func openRegular(path string) (*os.File, bool) {
-	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
-		return nil, false
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, false
-	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() { // replaced meanwhile
-		f.Close()
-		return nil, false
-	}
-	return f, true
-}
-
-// isPlanFile says whether path is a regular file that starts as a plan
-// file (`vkrt plan --out`), gzipped or not. Anything else, a pipe too, is
-// left to the trace reader.
-func isPlanFile(path string) bool {
-	f, ok := openRegular(path)
-	if !ok {
-		return false
-	}
-	defer f.Close()
-	return plan.IsFileHead(f)
 }
 
 // checkTraceArgs checks, before any work, that each of paths can be read
@@ -73,30 +48,41 @@ func isPlanFile(path string) bool {
 // A WebAssembly workload or a plan file is refused as one, where the trace
 // reader called it a malformed trace (a plan "line longer than 4096
 // bytes", or an unknown event "{\"vkrt_plan\"…"). Only regular files are
-// opened: a pipe is read once, by the reader.
+// opened, once each: a pipe is read once, by the reader, and opening a
+// named one waits for its writer.
 func checkTraceArgs(paths []string) error {
 	for _, p := range paths {
+		if strings.HasSuffix(p, ".wasm") {
+			return guestNotTrace(p)
+		}
 		fi, err := os.Stat(p)
 		switch {
 		case err != nil:
 			return fmt.Errorf("trace: %w", err)
 		case fi.IsDir():
 			return fmt.Errorf("trace: %s is a directory", p)
-		case fi.Mode().IsRegular():
-			f, err := os.Open(p)
-			if err != nil {
-				return fmt.Errorf("trace: %w", err)
-			}
-			f.Close()
+		case !fi.Mode().IsRegular():
+			continue
 		}
+		f, err := os.Open(p)
+		if err != nil {
+			return fmt.Errorf("trace: %w", err)
+		}
+		head, wasm, _ := readWasmHead(f)
+		isPlan := !wasm && plan.IsFileHead(io.MultiReader(bytes.NewReader(head), f))
+		f.Close()
 		switch {
-		case isWasm(p):
-			return fmt.Errorf("%s is a WebAssembly workload, not a trace: plan it alone (vkrt plan %s) or run it (vkrt run %s)", p, p, p)
-		case isPlanFile(p):
+		case wasm:
+			return guestNotTrace(p)
+		case isPlan:
 			return fmt.Errorf("%s is a plan file, not a trace: give it to --layout (vkrt replay, vkrt run) or --plan (vkrt report)", p)
 		}
 	}
 	return nil
+}
+
+func guestNotTrace(p string) error {
+	return fmt.Errorf("%s is a WebAssembly workload, not a trace: plan it alone (vkrt plan %s) or run it (vkrt run %s)", p, p, p)
 }
 
 // planWasmFlags are `vkrt plan WORKLOAD.wasm`'s flags.
