@@ -141,7 +141,11 @@ var elementSizes = []uint32{1, 3, 255, 257, 1000, 4099, 65537}
 // Every element kernel is also run over a grid of two dimensions it is
 // given (grid2D), grid2DElements elements striding over it more than three
 // times: a device whose kernel (add alone, say) ignored the grid's y passed
-// every size above, whose grids have one row.
+// every size above, whose grids have one row. The sizes stop short of the
+// 65535 work groups of 256 that one row holds, past which ElementGrid
+// takes two rows: a case there (16,777,960 elements, 64 MiB a buffer)
+// added 1.1–3 s a kernel to the suite on lavapipe, and kept one pass under
+// the race detector running for over nine minutes.
 var grid2D = [3]uint32{2, 3, 1}
 
 const grid2DElements = 3*2*3*256 + 77
@@ -151,12 +155,6 @@ func onGrid(l kernel.Launch, grid [3]uint32) kernel.Launch {
 	l.Grid = grid
 	return l
 }
-
-// The sizes stop short of the 65535 work groups of 256 that one row of
-// the grid holds, past which ElementGrid takes two rows: a case there
-// (16,777,960 elements, 64 MiB a buffer) added 1.1–3 s a kernel to the
-// suite on lavapipe, and kept one pass under the race detector running for
-// over nine minutes. grid2D runs the kernels over two rows instead.
 
 type kernelCheck struct {
 	kernel string
