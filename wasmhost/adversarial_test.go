@@ -102,6 +102,12 @@ func endCases() []endCase {
 			(func $six (result i32) (i32.const 6)) (func $seven (result i32) (i32.const 7))
 			(func (export "_start") (call $exit (call_indirect (type $answer) (i32.const 65535)))))`),
 			want: &ExitError{Code: 7}},
+		{name: "a memory starting past the default limit", wasm: rawWAT(`(module (memory 16385) (func (export "_start")))`),
+			want:   &MemoryLimitError{Pages: 16385, MaxPages: DefaultMaxMemoryPages},
+			detail: "its memory starts at 16385 pages of 64 KiB (1073807360 B); the host allows at most 16384 pages (1073741824 B)"},
+		{name: "a memory starting past the host's limit", host: []Option{WithMaxMemoryPages(8)}, wasm: rawWAT(`(module (memory 9 9) (func (export "_start")))`),
+			want: &MemoryLimitError{Pages: 9, MaxPages: 8}, detail: "its memory starts at 9 pages of 64 KiB (589824 B); the host allows at most 8 pages (524288 B)"},
+		{name: "a memory at the host's limit, with a larger maximum", host: []Option{WithMaxMemoryPages(8)}, wasm: rawWAT(`(module (memory 8 100) (func (export "_start")))`)},
 		{name: "a table with a maximum of 2^32 - 1 (nothing can grow it)", wasm: rawWAT(`(module (table 1 0xffffffff funcref) (func (export "_start")))`)},
 		{name: "100,000 handles, left for the host to free", wasm: watGuest("", `(local $i i32) (local $failed i32)
 			(loop $l
@@ -159,6 +165,11 @@ func TestGuestsEndAlone(t *testing.T) {
 				require.ErrorAs(t, err, &exit)
 				require.Equal(t, want.Code, exit.Code)
 				require.Equal(t, want.Code, res.ExitCode)
+			case *MemoryLimitError:
+				var limit *MemoryLimitError
+				require.ErrorAs(t, err, &limit)
+				require.Equal(t, want, limit)
+				require.ErrorIs(t, err, ErrRefused)
 			default:
 				require.ErrorIs(t, err, want)
 			}

@@ -49,6 +49,17 @@ type ExitError struct{ Code uint32 }
 
 func (e *ExitError) Error() string { return fmt.Sprintf("wasmhost: guest exited with code %d", e.Code) }
 
+// MemoryLimitError is a module refused at load (it matches ErrRefused)
+// because its memory starts at more pages of 64 KiB than the host allows
+// (WithMaxMemoryPages). A memory that only grows past the limit is not
+// refused: its memory.grow fails.
+type MemoryLimitError struct{ Pages, MaxPages uint32 }
+
+func (e *MemoryLimitError) Error() string {
+	return fmt.Sprintf("its memory starts at %d pages of 64 KiB (%d B); the host allows at most %d pages (%d B)",
+		e.Pages, uint64(e.Pages)*wasmPageBytes, e.MaxPages, uint64(e.MaxPages)*wasmPageBytes)
+}
+
 // Host runs WebAssembly guests against one client through the vkrt_v1 ABI.
 // Guests run concurrently, each on a stream of its own unless told
 // otherwise, and end alone: a guest that traps, runs past its deadline,
@@ -214,6 +225,9 @@ func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 		return nil, fmt.Errorf("%w: not a WebAssembly binary (it starts % x)", ErrRefused, wasm[:min(len(wasm), 4)])
 	}
 	walk, err := checkBinary(wasm)
+	if err == nil {
+		err = checkMemories(walk.memories, h.cfg.maxMemoryPages)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
 	}

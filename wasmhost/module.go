@@ -291,5 +291,20 @@ func checkTables(ts wasmTables, maxEntries uint32) error {
 	return nil
 }
 
+// checkMemories refuses a module whose memory starts larger than the host's
+// limit of maxPages, with a MemoryLimitError. wazero refuses it too, but
+// rounds both sizes to the same "1 Gi" where they lie close.
+func checkMemories(mems []wasmTable, maxPages uint32) error {
+	for _, m := range mems {
+		if m.min > maxPages {
+			return &MemoryLimitError{Pages: m.min, MaxPages: maxPages}
+		}
+	}
+	return nil
+}
+
+// wasmPageBytes is the size of a WebAssembly memory page.
+const wasmPageBytes = 64 << 10
+
 // tableEntryBytes is what one table entry costs the host in wazero.
 const tableEntryBytes = 8

@@ -25,6 +25,9 @@ import (
 // wasmModule is what the walk of a module finds.
 type wasmModule struct {
 	tables wasmTables
+	// memories are the module's own memories, from its memory section, in
+	// 64 KiB pages.
+	memories []wasmTable
 	// importedFuncs is how many functions the module imports: the index
 	// of its first own function.
 	importedFuncs uint32
@@ -175,7 +178,11 @@ func (m *wasmModule) readSection(id byte, s *wasmReader) error {
 			return err
 		})
 	case sectionMemory:
-		return vector(s, "memories", minMemory, func(uint32) error { _, err := s.limits(); return err })
+		return vector(s, "memories", minMemory, func(uint32) error {
+			t, err := s.limits()
+			m.memories = append(m.memories, t)
+			return err
+		})
 	case sectionGlobal:
 		return vector(s, "globals", minGlobal, func(uint32) error {
 			if err := s.valueType(); err != nil {

@@ -140,6 +140,13 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 	}
 	if err != nil {
 		h.Close(ctx)
+		if ml := (*wasmhost.MemoryLimitError)(nil); errors.As(err, &ml) {
+			if ml.Pages <= wasmhost.MaxMemoryPages {
+				err = fmt.Errorf("%w (--max-memory-pages %d would hold it)", err, ml.Pages)
+			} else {
+				err = fmt.Errorf("%w (no guest may start above %d pages)", err, wasmhost.MaxMemoryPages)
+			}
+		}
 		return refuse(fmt.Errorf("%s: %w", path, err))
 	}
 	s := &guestSession{client: c, host: h, module: m, run: []wasmhost.RunOption{

@@ -17,6 +17,7 @@ import (
 	"github.com/vkrt/vkrt/internal/wasmtest"
 	"github.com/vkrt/vkrt/memory"
 	"github.com/vkrt/vkrt/runtime/environment"
+	"github.com/vkrt/vkrt/wasmhost"
 )
 
 // watFile writes a WebAssembly text module, assembled, to a .wasm file.
@@ -312,6 +313,28 @@ func TestRunRefusesGuestLimitsItCannotHonour(t *testing.T) {
 			require.Empty(t, stderr, "no word of a compilation cache")
 		}
 	}
+}
+
+// A guest whose memory starts past --max-memory-pages is refused with both
+// sizes exact and the flag that would hold it: wazero's own refusal read
+// "min 20000 pages (1 Gi) over limit of 16384 pages (1 Gi)".
+func TestRunNamesTheMemoryLimitAGuestStartsPast(t *testing.T) {
+	devicesOrSkip(t)
+	for _, c := range []struct{ pages, flags, want string }{
+		{"20000", "", "its memory starts at 20000 pages of 64 KiB (1310720000 B); the host allows at most 16384 pages (1073741824 B) (--max-memory-pages 20000 would hold it)"},
+		{"101", "--max-memory-pages 100", "its memory starts at 101 pages of 64 KiB (6619136 B); the host allows at most 100 pages (6553600 B) (--max-memory-pages 101 would hold it)"},
+		{"65536", "", "its memory starts at 65536 pages of 64 KiB (4294967296 B); the host allows at most 16384 pages (1073741824 B) (no guest may start above 65535 pages)"},
+	} {
+		guest := watFile(t, `(module (memory `+c.pages+`) (func (export "_start")))`)
+		for _, cmd := range []string{"run", "plan"} {
+			_, _, err := execute(t, cmd, guestArgs(t, append(strings.Fields(c.flags), guest)...)...)
+			require.ErrorIs(t, err, wasmhost.ErrRefused, "%s of a memory of %s pages", cmd, c.pages)
+			require.ErrorContains(t, err, c.want, "%s of a memory of %s pages", cmd, c.pages)
+		}
+	}
+	// At the limit the guest runs.
+	_, _, err := execute(t, "run", guestArgs(t, "--max-memory-pages", "20", watFile(t, `(module (memory 20) (func (export "_start")))`))...)
+	require.NoError(t, err)
 }
 
 // A guest file is read no further than the command can use it: /dev/zero
