@@ -270,22 +270,30 @@ func (f *failure) message() string {
 	return ""
 }
 
-// ownMemoryMessage is what last_error tells of an allocation the device
-// refused: the guest's request and its own pools, not the client's
-// account, which names every stream's largest buffers and the device's
-// bytes in use (another guest's buffers and sizes, read through
-// last_error).
+// ownMemoryMessage is what last_error tells of an allocation the client
+// refused, the device out of memory or the stream's capped pools full: the
+// guest's request and its own pools, not the client's account, which names
+// every stream's largest buffers (another guest's buffers and sizes, read
+// through last_error) and, for the device, its bytes in use.
 func ownMemoryMessage(err error) (string, bool) {
-	if !errors.Is(err, vkruntime.ErrOutOfDeviceMemory) {
+	var ae *client.AllocationError
+	isAlloc := errors.As(err, &ae)
+	oom := errors.Is(err, vkruntime.ErrOutOfDeviceMemory)
+	switch {
+	case !isAlloc && oom:
+		return "the device is out of memory", true
+	case !isAlloc:
 		return "", false
 	}
-	var ae *client.AllocationError
-	if !errors.As(err, &ae) {
-		return "the device is out of memory", true
+	why := "the device is out of memory"
+	if ce := (*vkruntime.CapacityError)(nil); !oom && errors.As(err, &ce) {
+		why = ce.Error() // the guest's own capped pools, in numbers
+	} else if !oom {
+		why = "this guest's pools are full"
 	}
 	u := ae.Pools.Usage()
-	return fmt.Sprintf("%d B (%s) could not be allocated after a cleanup: the device is out of memory; this guest's pools hold %s reserved, %s in %d live allocations, under layout %v",
-		ae.Size, memory.FormatBytes(ae.Size), memory.FormatBytes(u.BytesReserved), memory.FormatBytes(u.BytesInUse), u.NumberAllocs, ae.Layout), true
+	return fmt.Sprintf("%d B (%s) could not be allocated after a cleanup: %s; this guest's pools hold %s reserved, %s in %d live allocations, under layout %v",
+		ae.Size, memory.FormatBytes(ae.Size), why, memory.FormatBytes(u.BytesReserved), memory.FormatBytes(u.BytesInUse), u.NumberAllocs, ae.Layout), true
 }
 
 // sampleReserved notes the bytes the guest's pools reserve now, for the

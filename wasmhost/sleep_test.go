@@ -3,6 +3,7 @@ package wasmhost
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
 	"testing"
@@ -68,13 +69,10 @@ func TestCloseEndsASleepingGuest(t *testing.T) {
 	require.Less(t, time.Since(started), 5*time.Second, "Close waited out the guest's sleep")
 }
 
-// A guest whose allocation the device refuses reads of its own request
-// and pools in last_error, nothing of another guest's: the message was the
-// client's, which lists every stream's largest live buffers (another
-// guest's buffer of 3,000,001 B, its stream) and the device's bytes in use.
-func TestLastErrorOfARefusedAllocationNamesNoOtherGuest(t *testing.T) {
-	c := openClient(t, client.WithMemoryLimit(64<<20))
-	h := newHost(t, context.Background(), c)
+// holdABufferOfAnotherGuest runs a guest on h that makes a buffer of
+// 3,000,001 B and sleeps a second, and returns once the buffer is live; the
+// channel gets the guest's end.
+func holdABufferOfAnotherGuest(t *testing.T, h *Host, c *client.Client) <-chan error {
 	holder := compile(t, h, wat(t, `(module
   (import "vkrt_v1" "buffer_create" (func $create (param i64 i32) (result i32)))
   (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
@@ -89,6 +87,17 @@ func TestLastErrorOfARefusedAllocationNamesNoOtherGuest(t *testing.T) {
 		done <- err
 	}()
 	require.Eventually(t, func() bool { return liveBuffers(c) == 1 }, 5*time.Second, 10*time.Millisecond)
+	return done
+}
+
+// A guest whose allocation the device refuses reads of its own request
+// and pools in last_error, nothing of another guest's: the message was the
+// client's, which lists every stream's largest live buffers (another
+// guest's buffer of 3,000,001 B, its stream) and the device's bytes in use.
+func TestLastErrorOfARefusedAllocationNamesNoOtherGuest(t *testing.T) {
+	c := openClient(t, client.WithMemoryLimit(64<<20))
+	h := newHost(t, context.Background(), c)
+	done := holdABufferOfAnotherGuest(t, h, c)
 	asker := compile(t, h, guestWAT(t, "", `(drop (call $create (i64.const 40000000) (i32.const 0)))`))
 	res, err := h.Run(context.Background(), asker)
 	require.NoError(t, err)
@@ -98,6 +107,32 @@ func TestLastErrorOfARefusedAllocationNamesNoOtherGuest(t *testing.T) {
 	require.Contains(t, msg, "40000000 B")
 	require.Contains(t, msg, "out of memory")
 	for _, other := range []string{"3000001", "3.00 MB", "stream", "limit", "in use 3"} {
+		require.NotContains(t, msg, other, "last_error: %s", msg)
+	}
+}
+
+// The same of an allocation the guest's own capped pools refuse: the
+// message was the client's for that refusal too, naming another guest's
+// buffer, its stream and its size.
+func TestLastErrorOfACappedPoolsRefusalNamesNoOtherGuest(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	done := holdABufferOfAnotherGuest(t, h, c)
+	layout := `{"Sliced":[{"page_size":65536,"pages":1,"max_slice":null}]}`
+	asker := compile(t, h, guestWAT(t, fmt.Sprintf("(data (i32.const 1024) %q)", layout), fmt.Sprintf(`
+    (if (call $install (i32.const 1024) (i32.const %d)) (then unreachable))
+    (if (call $create (i64.const 65536) (i32.const 0)) (then unreachable))
+    (call $exit (call $create (i64.const 65536) (i32.const 4)))`, len(layout))))
+	res, err := h.Run(context.Background(), asker)
+	var exit *ExitError
+	require.ErrorAs(t, err, &exit)
+	require.Equal(t, uint32(ENOMEM), exit.Code, "the second page does not fit the capped pool")
+	require.NoError(t, <-done)
+	msg := res.LastError
+	require.Contains(t, msg, "65536 B")
+	require.Contains(t, msg, "pool capacity exceeded")
+	require.Contains(t, msg, "this guest's pools hold")
+	for _, other := range []string{"3000001", "3.00 MB", "stream", "largest"} {
 		require.NotContains(t, msg, other, "last_error: %s", msg)
 	}
 }
