@@ -117,6 +117,11 @@ func (s *Stream) InstallMemoryPools(l memory.Layout) error {
 		return s.closedError()
 	}
 	if s.failed != nil {
+		// The client keeps l for its new streams: one they could not be
+		// built with is refused as a healthy stream refuses it.
+		if err := s.mgr.Check(l); err != nil {
+			return err
+		}
 		return &memory.InstallError{Kind: memory.StreamUnavailable}
 	}
 	if err := s.mgr.Install(l); err != nil {

@@ -67,6 +67,18 @@ func TestInstallMemoryPools(t *testing.T) {
 	s.fail(fmt.Errorf("queue submit: %w", vkruntime.ErrDeviceLost))
 	s.mu.Unlock()
 	direct := memory.DirectLayout()
+	// A layout no stream can be built with on this storage (a page past
+	// its largest allocation, which Layout.Validate cannot know) is
+	// refused as a healthy stream refuses it, not kept for new streams,
+	// which then all failed.
+	tooLarge := memory.SlicedLayout(memory.SlicedPool{PageSize: c.Device().Storage().MaxAllocationSize() + 256})
+	require.NoError(t, tooLarge.Validate(c.Properties()))
+	err = c.InstallMemoryPools(WithStream(ctx, s), tooLarge)
+	require.ErrorAs(t, err, &ie)
+	require.Equal(t, memory.InvalidLayout, ie.Kind, "%v", err)
+	require.True(t, c.Layout().Equal(capped))
+	_, err = c.NewStream()
+	require.NoError(t, err)
 	err = c.InstallMemoryPools(WithStream(ctx, s), direct)
 	require.ErrorAs(t, err, &ie)
 	require.Equal(t, memory.StreamUnavailable, ie.Kind)

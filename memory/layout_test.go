@@ -120,6 +120,18 @@ func TestBackendWithoutThePageShapeRefusesTheLayout(t *testing.T) {
 	}
 	_, err = m.Reserve(s.limit+1, Eager)
 	require.ErrorIs(t, err, vkruntime.ErrBufferTooBig)
+
+	// Check refuses it as Install would, and changes nothing; a layout
+	// the backend has is checked clean.
+	before := m.Report()
+	tooLarge := SlicedLayout(SlicedPool{PageSize: 2 << 20})
+	require.NoError(t, tooLarge.Validate(testProps), "Validate cannot know the backend")
+	err = m.Check(tooLarge)
+	require.ErrorIs(t, err, &InstallError{Kind: InvalidLayout})
+	require.Equal(t, m.Install(tooLarge).Error(), err.Error())
+	require.Equal(t, before, m.Report())
+	require.NoError(t, m.Check(SlicedLayout(SlicedPool{PageSize: 1 << 20})))
+	require.Equal(t, before, m.Report())
 }
 
 func TestHeapSmallerThanAPageShrinksThePage(t *testing.T) {

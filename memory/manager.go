@@ -850,11 +850,8 @@ func (m *Manager) dynamicUsage() Usage {
 // pools up and rebuilds them. The
 // persistent pool is untouched: not cleaned, not rebuilt, its marks kept.
 func (m *Manager) Install(l Layout) error {
-	resolved, ierr := l.resolve(m.props, m.backendLimit)
-	if ierr != nil {
-		return ierr
-	}
-	if err := m.checkAddressSpace(resolved); err != nil {
+	resolved, err := m.check(l)
+	if err != nil {
 		return err
 	}
 	if d := m.dynamicUsage(); d.NumberAllocs != 0 {
@@ -868,6 +865,24 @@ func (m *Manager) Install(l Layout) error {
 		m.mustHoldInvariants("Install")
 	}
 	return nil
+}
+
+// Check is the InvalidLayout error Install would give l on this manager's
+// storage, or nil, and changes nothing: Layout.Validate's checks and those
+// that need the storage (pages past its largest allocation, a Virtual
+// plan's places past its sparse address space). A layout kept for pools
+// built later on the same storage is checked so.
+func (m *Manager) Check(l Layout) error {
+	_, err := m.check(l)
+	return err
+}
+
+func (m *Manager) check(l Layout) (resolvedLayout, error) {
+	resolved, ierr := l.resolve(m.props, m.backendLimit)
+	if ierr != nil {
+		return resolvedLayout{}, ierr
+	}
+	return resolved, m.checkAddressSpace(resolved)
 }
 
 // Cleanup returns memory the pools hold for reuse. Explicit cleanup returns
