@@ -27,7 +27,8 @@ var (
 	// ErrRefused: the host would not load or start the module (not
 	// WebAssembly, a section that does not hold what it claims, an import
 	// it does not provide or of the wrong signature, no _start, a memory
-	// above the limit, an imported table, a table above the limit or more
+	// above the limit (MemoryLimitError), an imported memory, table or
+	// global, a table above the limit or more
 	// than one, reference types, too many locals).
 	ErrRefused = errors.New("wasmhost: module refused")
 	// ErrTrapped: the guest trapped (unreachable, out-of-bounds access,
@@ -70,6 +71,9 @@ type Host struct {
 	rt      wazero.Runtime
 	cache   wazero.CompilationCache
 	kernels kernelTable
+	// wasi are the host's WASI functions by name, which a guest's WASI
+	// imports are checked against at Compile.
+	wasi map[string]api.FunctionDefinition
 
 	mu     sync.Mutex
 	closed bool           // Close was called
@@ -128,6 +132,7 @@ func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 		h.Close(ctx)
 		return nil, fmt.Errorf("wasmhost: WASI: %w", err)
 	}
+	h.wasi = h.rt.Module(wasi_snapshot_preview1.ModuleName).ExportedFunctionDefinitions()
 	if err := h.instantiateABI(ctx); err != nil {
 		h.Close(ctx)
 		return nil, fmt.Errorf("wasmhost: %s: %w", ModuleName, err)
@@ -204,8 +209,9 @@ func checkBinary(wasm []byte) (wasmModule, error) {
 }
 
 // Compile checks and compiles a guest: WebAssembly whose sections hold what
-// they claim to, with a _start taking and returning nothing, importing from
-// vkrt_v1 only functions it has with their signatures, with at most one
+// they claim to, with a _start taking and returning nothing, importing
+// only functions of vkrt_v1 and of the host's WASI that they have, with
+// their signatures (no memory, table or global), with at most one
 // table of at most the host's entries, functions of at most 50,000 locals
 // each (see checkLocals) and of control flow that compiles in seconds (see
 // checkControl). Anything else is ErrRefused.
@@ -241,7 +247,10 @@ func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
-	err = checkModule(cm)
+	err = checkModule(cm, h.wasi)
+	if err == nil {
+		err = checkOtherImports(walk.otherImport)
+	}
 	if err == nil {
 		err = checkTables(walk.tables, h.cfg.maxTableEntries)
 	}
@@ -266,7 +275,12 @@ func compileModule(ctx context.Context, rt wazero.Runtime, wasm []byte) (cm waze
 // Close releases the compiled code.
 func (m *Module) Close(ctx context.Context) error { return m.compiled.Close(ctx) }
 
-func checkModule(cm wazero.CompiledModule) error {
+// checkModule refuses a module with no _start of no parameters and
+// results, or importing functions the host lacks: of vkrt_v1 those the ABI
+// does not have or with other signatures, of WASI those wasi (the host's
+// WASI functions, by name) lacks or with other signatures. wazero refused
+// those only when the guest ran, in words of its own.
+func checkModule(cm wazero.CompiledModule, wasi map[string]api.FunctionDefinition) error {
 	start, ok := cm.ExportedFunctions()["_start"]
 	if !ok {
 		return errors.New("the module exports no _start function")
@@ -277,6 +291,14 @@ func checkModule(cm wazero.CompiledModule) error {
 	for _, f := range cm.ImportedFunctions() {
 		mod, name, _ := f.Import()
 		if mod == wasi_snapshot_preview1.ModuleName {
+			def, ok := wasi[name]
+			if !ok {
+				return fmt.Errorf("it imports %s.%s, which this host's WASI does not have", mod, abbreviate([]byte(name)))
+			}
+			if !sameTypes(f.ParamTypes(), def.ParamTypes()) || !sameTypes(f.ResultTypes(), def.ResultTypes()) {
+				return fmt.Errorf("it imports %s.%s as %s, the host's is %s", mod, name,
+					signature(f.ParamTypes(), f.ResultTypes()), signature(def.ParamTypes(), def.ResultTypes()))
+			}
 			continue
 		}
 		if mod != ModuleName {

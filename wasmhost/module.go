@@ -255,10 +255,12 @@ func (m *wasmModule) readImports(r *wasmReader) error {
 		case importMemory:
 			_, err = r.limits()
 		case importGlobal:
+			m.noteOtherImport("global", mod, name)
 			if err = r.valueType(); err == nil {
 				_, err = r.byte() // mutability
 			}
 		case importTag:
+			m.noteOtherImport("tag", mod, name)
 			if _, err = r.byte(); err == nil { // attribute
 				_, err = r.u32()
 			}
@@ -270,6 +272,24 @@ func (m *wasmModule) readImports(r *wasmReader) error {
 		}
 		return nil
 	})
+}
+
+// noteOtherImport keeps the first import of a global or a tag, which the
+// host provides none of.
+func (m *wasmModule) noteOtherImport(kind, mod, name string) {
+	if m.otherImport == "" {
+		m.otherImport = kind + " " + abbreviate([]byte(mod)) + "." + abbreviate([]byte(name))
+	}
+}
+
+// checkOtherImports refuses a module that imports a global or a tag (other
+// names the first): the host provides functions only, and a guest defines
+// its own memory and table.
+func checkOtherImports(other string) error {
+	if other != "" {
+		return fmt.Errorf("it imports %s; the host provides functions only", other)
+	}
+	return nil
 }
 
 // checkTables refuses a module that imports a table (the host provides

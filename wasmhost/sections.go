@@ -28,6 +28,9 @@ type wasmModule struct {
 	// memories are the module's own memories, from its memory section, in
 	// 64 KiB pages.
 	memories []wasmTable
+	// otherImport is the first global or tag the module imports, as
+	// "global module.name"; "" when it imports none.
+	otherImport string
 	// importedFuncs is how many functions the module imports: the index
 	// of its first own function.
 	importedFuncs uint32
