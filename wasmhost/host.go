@@ -3,6 +3,7 @@ package wasmhost
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -630,6 +631,9 @@ func moduleConfig(cfg runConfig, dirs []guestDir, sleep sys.Nanosleep, output fu
 	mc = mc.WithStdout(out).WithStderr(errOut)
 	if cfg.clocks {
 		mc = mc.WithSysWalltime().WithSysNanotime().WithNanosleep(sleep)
+	}
+	if cfg.randomness {
+		mc = mc.WithRandSource(rand.Reader)
 	}
 	return mc
 }

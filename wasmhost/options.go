@@ -48,6 +48,7 @@ type runConfig struct {
 	dirs           [][2]string // host directory, guest path; read-only
 	stdout, stderr io.Writer
 	clocks         bool
+	randomness     bool
 	stream         *client.Stream
 }
 
@@ -188,6 +189,15 @@ func WithStderr(w io.Writer) RunOption {
 // A guest asleep at its deadline, or when the host closes, ends then.
 func WithClocks() RunOption {
 	return func(c runConfig) runConfig { c.clocks = true; return c }
+}
+
+// WithRandomness gives the guest's WASI random_get the host's
+// cryptographic source (crypto/rand). Without it random_get is wazero's
+// deterministic source: the same bytes in every run, so a dry run and the
+// run it plans see the same stream, and no guest should take them for
+// secrets or unique ids.
+func WithRandomness() RunOption {
+	return func(c runConfig) runConfig { c.randomness = true; return c }
 }
 
 // OnStream runs the guest on s instead of a stream of its own; what the

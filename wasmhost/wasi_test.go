@@ -1,6 +1,7 @@
 package wasmhost
 
 import (
+	"bytes"
 	"context"
 	"testing"
 
@@ -39,4 +40,36 @@ func TestWASIGrantsNothingUnlessAsked(t *testing.T) {
 	var exit *ExitError
 	require.ErrorAs(t, err, &exit)
 	require.Equal(t, uint32(2*100+2*10+1), exit.Code)
+}
+
+// randomWriter writes 16 bytes of WASI's random_get to standard output.
+const randomWriter = `(module
+  (import "wasi_snapshot_preview1" "random_get" (func $random (param i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (func (export "_start")
+    (if (call $random (i32.const 64) (i32.const 16)) (then unreachable))
+    (i32.store (i32.const 0) (i32.const 64))
+    (i32.store (i32.const 4) (i32.const 16))
+    (if (call $write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)) (then unreachable))))`
+
+// TestRandomIsTheSameInEveryRunUnlessGranted: random_get gives the same
+// bytes in every run, as a dry run and the run it plans must see, unless
+// the run grants the host's cryptographic source.
+func TestRandomIsTheSameInEveryRunUnlessGranted(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	m := compile(t, h, wat(t, randomWriter))
+	bytesOf := func(opts ...RunOption) string {
+		var out bytes.Buffer
+		_, err := h.Run(context.Background(), m, append(opts, WithStdout(&out))...)
+		require.NoError(t, err)
+		require.Equal(t, 16, out.Len())
+		return out.String()
+	}
+	first := bytesOf()
+	require.Equal(t, first, bytesOf(), "the deterministic source gives the same bytes in every run")
+	granted := bytesOf(WithRandomness())
+	require.NotEqual(t, first, granted)
+	require.NotEqual(t, granted, bytesOf(WithRandomness()), "16 random bytes twice the same")
 }
