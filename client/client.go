@@ -38,6 +38,8 @@ type config struct {
 	logger  *slog.Logger
 	device  device.Config
 	backend device.Device
+	// backendSet: WithBackend was given, with backend even if nil.
+	backendSet bool
 	// deviceSet: WithDevice or WithValidation configured the default device,
 	// which a handed backend would silently ignore.
 	deviceSet bool
@@ -64,7 +66,7 @@ type Option func(config) config
 // instead of opening the default device. The client owns d from then on:
 // Close closes it, and so does a failed Open.
 func WithBackend(d device.Device) Option {
-	return func(c config) config { c.backend = d; return c }
+	return func(c config) config { c.backend, c.backendSet = d, true; return c }
 }
 
 // WithDevice opens the default backend's device at index (for Vulkan, in
@@ -232,6 +234,11 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 
 // open opens the device the configuration names.
 func (c config) open(ctx context.Context) (device.Device, error) {
+	if c.backendSet && c.backend == nil {
+		// Opening the default device instead ran the client on a device
+		// nobody asked for.
+		return nil, errors.New("client: WithBackend was given no device (nil)")
+	}
 	if c.backend != nil {
 		if c.deviceSet {
 			c.backend.Close()

@@ -145,6 +145,12 @@ func TestWithBackendHandsTheClientADevice(t *testing.T) {
 	_, err = other.Storage().Alloc(16)
 	require.ErrorContains(t, err, "closed", "a failed Open closes the handed device")
 
+	// A nil device is an error, where the client opened the default device
+	// instead, one nobody asked for.
+	c, err = Open(ctx, WithBackend(nil))
+	require.EqualError(t, err, "client: WithBackend was given no device (nil)")
+	require.Nil(t, c)
+
 	// The client holds a handed device to its memory limit.
 	limited, err := cpu.New()
 	require.NoError(t, err)

@@ -64,6 +64,10 @@ func (s *Stream) MemoryCleanup() {
 // InstallMemoryPools leaves alone. Windows nest; other work on the same
 // stream meanwhile is inside the window too.
 func (c *Client) Persistent(ctx context.Context, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		// It would be called inside the window, a nil function's panic.
+		return errors.New("client: Persistent: the function is nil")
+	}
 	s, err := c.CallingStream(ctx)
 	if err != nil {
 		return err

@@ -158,6 +158,10 @@ func TestDefaultLayoutIsVirtualAndNeedsNoPlan(t *testing.T) {
 func TestPersistentWindow(t *testing.T) {
 	c := openClient(t)
 	ctx := context.Background()
+	// A nil function is an error, and opens no window: it panicked inside
+	// one.
+	require.EqualError(t, c.Persistent(ctx, nil), "client: Persistent: the function is nil")
+	require.False(t, c.DefaultStream().mgr.InPersistent(), "no window left open")
 	var weights *Buffer
 	require.NoError(t, c.Persistent(ctx, func(ctx context.Context) error {
 		var err error
