@@ -33,22 +33,23 @@ type brokenDevice struct {
 type deviceFlaw int
 
 const (
-	notZeroed          deviceFlaw = iota // drops the zero fills that clear new buffers
-	overlappingMemory                    // an allocation may take the second half of the one before
-	misalignedPools                      // the pools are told 4 B when bindings need 256 B
-	genericOOMDevice                     // out of memory reported as a plain error
-	leakingDevice                        // released allocations stay held
-	corruptsAfterUse                     // past 150 reads, every read flips a byte
-	runsPastItsContext                   // runs a batch whose context has ended, then reports it ended
-	leaksOnRefusal                       // a refused Alloc keeps a page it took on the way
-	alignedOOMSize                       // an out-of-memory error gives the size aligned up, not the size asked
-	ignoresGridY                         // the element kernels leave the work of the grid's rows past the first undone
-	servesAfterClose                     // keeps released pages for reuse, and serves them after Close
+	notZeroed            deviceFlaw = iota // drops the zero fills that clear new buffers
+	overlappingMemory                      // an allocation may take the second half of the one before
+	misalignedPools                        // the pools are told 4 B when bindings need 256 B
+	genericOOMDevice                       // out of memory reported as a plain error
+	leakingDevice                          // released allocations stay held
+	corruptsAfterUse                       // past 150 reads, every read flips a byte
+	runsPastItsContext                     // runs a batch whose context has ended, then reports it ended
+	leaksOnRefusal                         // a refused Alloc keeps a page it took on the way
+	alignedOOMSize                         // an out-of-memory error gives the size aligned up, not the size asked
+	ignoresGridY                           // the element kernels leave the work of the grid's rows past the first undone
+	servesAfterClose                       // keeps released pages for reuse, and serves them after Close
+	checksContextOnEntry                   // looks at the context once, on entry, and runs the whole batch
 )
 
 func (f deviceFlaw) String() string {
 	return [...]string{"not zero-initialised", "overlapping memory", "ignores alignment", "generic out-of-memory error", "leaks", "corrupts a byte after churn", "runs past its context",
-		"leaks on a refusal", "out-of-memory size aligned", "ignores the grid's y", "serves after Close"}[f]
+		"leaks on a refusal", "out-of-memory size aligned", "ignores the grid's y", "serves after Close", "checks its context on entry only"}[f]
 }
 
 type brokenStorage struct {
@@ -213,6 +214,12 @@ func (d *brokenDevice) Dispatch(ctx context.Context, ops []kernel.Op) error {
 		}
 		return nil
 	}
+	if d.flaw == checksContextOnEntry {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return d.Device.Dispatch(context.WithoutCancel(ctx), kept)
+	}
 	if d.flaw == runsPastItsContext {
 		if err := d.Device.Dispatch(context.WithoutCancel(ctx), kept); err != nil {
 			return err
@@ -285,6 +292,7 @@ func TestBrokenDevicesAreCaught(t *testing.T) {
 		{alignedOOMSize, []string{"storage/oom-typed"}},
 		{ignoresGridY, []string{"kernel/fill", "kernel/copy", "kernel/add", "kernel/mul", "kernel/scale", "kernel/relu", "kernel/gelu"}},
 		{servesAfterClose, []string{"device/closed-classified"}},
+		{checksContextOnEntry, []string{"device/dispatch-cancel"}},
 	} {
 		t.Run(tc.flaw.String(), func(t *testing.T) {
 			open := conformance.OnDevice(brokenOpener(tc.flaw))

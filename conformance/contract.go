@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/vkrt/vkrt/client"
@@ -423,6 +424,20 @@ func checkDispatchCancel(c *checkState, cl *client.Client) {
 	// Read back through the device, so a fill it had started would be
 	// ordered before the read: none may have started.
 	expectBytes(c, d, x, before, "a buffer that a dispatch under a context cancelled before the call would have filled")
+	// A context that ends the moment the device has looked at it once: a
+	// device that checks it on entry and never again runs the batch past
+	// its end, and returned nil where it must return ctx.Err(). One that
+	// never asks Err (watching Done only) never sees it end, and may run
+	// the batch to its end.
+	look := newEndsAtFirstLook(c.Context())
+	lookErr := d.Dispatch(look, []kernel.Op{fillOp(x, 1024, 3), fillOp(x, 1024, 4), fillOp(x, 1024, 5)})
+	look.cancel()
+	switch {
+	case lookErr != nil && !errors.Is(lookErr, context.Canceled):
+		c.Errorf("a dispatch whose context ended after the device first looked at it: %v, want ctx.Err() (context.Canceled)", lookErr)
+	case lookErr == nil && look.ended():
+		c.Errorf("a dispatch whose context ended after the device first looked at it returned nil: it checked the context on entry only, and ran the batch past its end")
+	}
 	// A product long enough to be cancelled while it runs on a slow
 	// device; on a fast one it finishes first, which the rule allows, and
 	// the product is tried again eight times larger, so that a cancel that
@@ -470,6 +485,31 @@ func checkDispatchCancel(c *checkState, cl *client.Client) {
 	what := "the output of a cancelled product, written after the dispatch returned (" + errString(err) + ")"
 	expectBytes(c, d, out, want, what)
 }
+
+// endsAtFirstLook is a context that ends just after its first Err, which
+// says it has not ended: it ends while the device runs, at the device's
+// own pace, with no timer to race a fast device.
+type endsAtFirstLook struct {
+	context.Context
+	cancel context.CancelFunc
+	looked atomic.Bool
+}
+
+func newEndsAtFirstLook(parent context.Context) *endsAtFirstLook {
+	ctx, cancel := context.WithCancel(parent)
+	return &endsAtFirstLook{Context: ctx, cancel: cancel}
+}
+
+func (c *endsAtFirstLook) Err() error {
+	err := c.Context.Err()
+	if c.looked.CompareAndSwap(false, true) {
+		c.cancel()
+	}
+	return err
+}
+
+// ended says whether the device looked at the context, which then ended.
+func (c *endsAtFirstLook) ended() bool { return c.looked.Load() }
 
 func errString(err error) string {
 	if err == nil {
