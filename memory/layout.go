@@ -69,7 +69,9 @@ type Layout struct {
 // SlicedPool is one pool of a Sliced layout: pages of PageSize bytes, at most
 // *Pages of them (nil: uncapped), serving reservations up to *MaxSlice bytes
 // (nil: up to PageSize). A page larger than the device memory shrinks to
-// it when the layout is installed, and the manager warns on its logger.
+// it when the layout is installed, and the manager warns on its logger;
+// the page it shrinks to, or one within the memory, larger than the
+// storage's largest allocation is InvalidLayout.
 type SlicedPool struct {
 	PageSize uint64  `json:"page_size"`
 	Pages    *uint64 `json:"pages"`
@@ -124,14 +126,17 @@ type ArenaPlan struct {
 // or 256 MiB, whichever is less; the last page is exactly that bound), each
 // serving slices up to a quarter of its page (and, uncapped, single
 // allocations within 20 % of a page), then one exclusive pool for everything
-// larger, up to the device's memory size. With a MaxPageSize of 4 GiB the
+// larger, up to the device's memory size or the storage's largest
+// allocation (runtime.AllocationLimiter), whichever is less: larger is
+// ErrBufferTooBig. With a MaxPageSize of 4 GiB the
 // pages are 2, 8, 32, 128 and 256 MiB; with 128 MiB (lavapipe's largest
 // storage buffer) 2, 8, 32 and 128 MiB.
 func SubSlicesLayout() Layout { return Layout{kind: LayoutSubSlices} }
 
 // ExclusivePagesLayout is one exclusive pool per size bucket: buckets end at
 // 4 KiB, 16 KiB, 64 KiB, … (×4) until MaxPageSize is covered, and a last one
-// reaches the device's memory size.
+// reaches the device's memory size, or the storage's largest allocation if
+// that is less.
 func ExclusivePagesLayout() Layout { return Layout{kind: LayoutExclusivePages} }
 
 // DirectLayout is one direct pool for everything.

@@ -147,6 +147,36 @@ func TestHeapSmallerThanAPageShrinksThePage(t *testing.T) {
 	require.Equal(t, uint64(64<<10), locate(t, m, h).size)
 }
 
+// On a device whose largest allocation is its memory (the cpu device of a
+// small memory), a page past the memory shrinks to it, and an arena page
+// past it sends its slots to the fallback pools, as on any device: they
+// were refused as past the largest allocation, checked first.
+func TestAPagePastASmallDeviceShrinksBeforeTheBackendsLimit(t *testing.T) {
+	props := testProps
+	props.MemorySize = 4 << 20
+	s := limitedStorage{newFakeStorage()}
+	s.limit = 4 << 20
+	m, err := NewManager(s, props, SlicedLayout(SlicedPool{PageSize: 8 << 20}))
+	require.NoError(t, err)
+	require.Equal(t, uint64(4<<20), m.Report().Dynamic[0].Kind.(SlicedKind).PageSize)
+	h := mustReserve(t, m, 3<<20, Eager)
+	require.NoError(t, m.Free(h))
+
+	arena := ArenaLayout(ArenaPlan{Pages: []uint64{1 << 20, 8 << 20}, Slots: []ArenaSlot{{Size: 1 << 20, Page: 1}}})
+	require.NoError(t, m.Install(arena))
+	h = mustReserve(t, m, 1<<20, Eager)
+	require.Equal(t, uint64(1), m.Spills(), "the slot of the page past the memory went to the fallback pools")
+	require.NoError(t, m.Free(h))
+
+	// A page within the memory still has to fit the largest allocation.
+	props.MemorySize = 16 << 20
+	_, err = NewManager(s, props, SlicedLayout(SlicedPool{PageSize: 8 << 20}))
+	require.ErrorIs(t, err, &InstallError{Kind: InvalidLayout})
+	require.ErrorContains(t, err, "a page of 8388608 B is larger than the backend's largest allocation of 4194304 B")
+	_, err = NewManager(s, props, ArenaLayout(ArenaPlan{Pages: []uint64{8 << 20}, Slots: []ArenaSlot{{Size: 1 << 20}}}))
+	require.ErrorContains(t, err, "arena page 0: 8388608 B is larger than the backend's largest allocation of 4194304 B")
+}
+
 func TestSubSlicesPreset(t *testing.T) {
 	props := vkruntime.DeviceProperties{Alignment: 16, MaxPageSize: 128 << 20}
 	m, err := NewManager(newFakeStorage(), props, SubSlicesLayout())

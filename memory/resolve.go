@@ -170,11 +170,11 @@ func resolveSliced(list []SlicedPool, p vkruntime.DeviceProperties, backendLimit
 			}
 			capPages = *sp.Pages
 		}
-		if page > backendLimit {
-			return nil, invalidLayout("%spool %d: a page of %d B is larger than the backend's largest allocation of %d B", prefix, i, page, backendLimit)
-		}
 		// A pool can never hold more than the heap: a page past it shrinks
-		// to what the heap can give, and the manager says so.
+		// to what the heap can give, and the manager says so. Only then
+		// must it fit the backend's largest allocation: a plan from a
+		// larger dry run installs on a device whose largest allocation is
+		// its memory.
 		if page > heap {
 			if heap == 0 {
 				return nil, invalidLayout("%spool %d: the device memory of %d B is smaller than the alignment of %d B", prefix, i, p.MemorySize, p.Alignment)
@@ -182,6 +182,9 @@ func resolveSliced(list []SlicedPool, p vkruntime.DeviceProperties, backendLimit
 			*notes = append(*notes, fmt.Sprintf("%spool %d: page_size %d B is larger than the device memory; the page shrinks to %d B", prefix, i, sp.PageSize, heap))
 			page = heap
 			maxSlice = min(maxSlice, page)
+		}
+		if page > backendLimit {
+			return nil, invalidLayout("%spool %d: a page of %d B is larger than the backend's largest allocation of %d B", prefix, i, page, backendLimit)
 		}
 		if capPages != 0 {
 			hi, bytes := bits.Mul64(capPages, page)
@@ -228,7 +231,8 @@ func resolveArena(plan ArenaPlan, p vkruntime.DeviceProperties, backendLimit uin
 		if !ok {
 			return resolvedLayout{}, invalidLayout("arena page %d: %d B overflows when rounded up to the alignment of %d B", i, size, p.Alignment)
 		}
-		if page > backendLimit {
+		if page <= cfg.heap && page > backendLimit {
+			// A page past the heap is never asked of the device (below).
 			return resolvedLayout{}, invalidLayout("arena page %d: %d B is larger than the backend's largest allocation of %d B", i, page, backendLimit)
 		}
 		if page > cfg.heap {
