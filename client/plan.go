@@ -82,8 +82,9 @@ var measuredAllocations = MaxMeasuredAllocations
 // MeasurePlan measures workload with a dry run on a fresh stream under
 // opts.Layout (by default the layout the client was opened with), plans a
 // layout from the report, installs it on the calling stream (which must
-// hold no live dynamic buffers) and, with opts.Verify, runs the workload
-// for real there and checks it fit.
+// hold no live dynamic buffers) as Client.InstallMemoryPools does, so
+// streams created afterwards get it too, and, with opts.Verify, runs the
+// workload for real there and checks it fit.
 func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts MeasureOptions) (*Measurement, error) {
 	if workload == nil {
 		// It would be called in the dry run, a nil function's panic.

@@ -61,6 +61,12 @@ func TestMeasurePlanSpill(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, m.Spills)
 	require.Equal(t, m.Trace.Allocations, len(sizes))
+	// The plan is the client's layout from then on, for new streams too.
+	require.True(t, c.Layout().Equal(m.Plan))
+	fresh, err := c.NewStream()
+	require.NoError(t, err)
+	require.True(t, fresh.Layout().Equal(m.Plan))
+	require.NoError(t, fresh.Close())
 
 	// A real run that reserves more than the dry one spills past the caps.
 	m, err = c.MeasurePlan(ctx, allocations(c, 12, sizes...), MeasureOptions{Layout: &growable, Verify: true})

@@ -44,7 +44,9 @@ type Storage interface {
 type DeviceProperties struct {
 	// Alignment: every slice offset and size is a multiple of this.
 	Alignment uint64
-	// MaxPageSize is a sizing heuristic for the presets, not an allocation limit.
+	// MaxPageSize sizes the presets' pages. It is no allocation limit of
+	// its own: a Storage that has one says so (AllocationLimiter), and the
+	// shipped devices' (cpu, vk) is this size.
 	MaxPageSize uint64
 	// MemorySize is the size in bytes of the heap the pools allocate from.
 	MemorySize uint64
