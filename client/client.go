@@ -207,7 +207,7 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 	}
 	if err := c.layout.Validate(props); err != nil {
 		dev.Close()
-		return nil, fmt.Errorf("client: initial layout %v: %w", c.layout, err)
+		return nil, fmt.Errorf("client: initial layout %s: %w", c.layout.Brief(), err)
 	}
 	cl := &Client{
 		dev: dev, storage: storage, props: props, streams: map[vkruntime.StreamID]*Stream{}, layout: c.layout, opened: c.layout, done: make(chan struct{}),
@@ -299,7 +299,7 @@ func (c *Client) newStream(layout *memory.Layout) (*Stream, error) {
 	}
 	mgr, err := memory.NewManager(c.storage, c.props, l, memory.WithLogger(c.logger), memory.WithLayoutWarnings(c.warnLayout))
 	if err != nil {
-		return nil, fmt.Errorf("client: new stream with layout %v: %w", l, err)
+		return nil, fmt.Errorf("client: new stream with layout %s: %w", l.Brief(), err)
 	}
 	s := &Stream{c: c, id: c.nextID, mgr: mgr, layout: l}
 	c.streams[s.id] = s

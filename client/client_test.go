@@ -31,6 +31,19 @@ func TestOpenOptions(t *testing.T) {
 	_, err = Open(ctx, WithEnvironment("no/such"))
 	require.ErrorIs(t, err, environment.ErrInvalidName)
 
+	// A plan of 200,000 places refused for its last one says so in a line,
+	// not with the whole plan (2.9 MB of JSON in the message).
+	slots := make([]memory.ArenaSlot, 200000)
+	for i := range slots {
+		slots[i] = memory.ArenaSlot{Size: 256, Offset: 256 * uint64(i)}
+	}
+	slots[len(slots)-1].Offset = 3
+	d, err := cpu.New()
+	require.NoError(t, err)
+	_, err = Open(ctx, WithBackend(d), WithLayout(memory.ArenaLayout(memory.ArenaPlan{Pages: []uint64{256 * 200000}, Slots: slots})))
+	require.ErrorAs(t, err, &ie)
+	require.Equal(t, "client: initial layout an Arena plan of 1 page (51200000 B), 200000 slots and 0 fallback pools: the pool layout cannot be honoured: arena slot 199999: offset 3 is not a multiple of the alignment of 256 B", err.Error())
+
 	direct := openClient(t, WithLayout(memory.DirectLayout()))
 	require.True(t, direct.DefaultStream().Layout().Equal(memory.DirectLayout()))
 	s, err := direct.NewStream()

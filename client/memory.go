@@ -252,8 +252,8 @@ type AllocationError struct {
 func (e *AllocationError) Error() string {
 	var b strings.Builder
 	u := e.Pools.Usage()
-	fmt.Fprintf(&b, "client: stream %d: %d B (%s) could not be allocated after a cleanup; the stream's pools hold %s reserved, %s in %d live allocations, under layout %v",
-		e.Stream, e.Size, memory.FormatBytes(e.Size), memory.FormatBytes(u.BytesReserved), memory.FormatBytes(u.BytesInUse), u.NumberAllocs, e.Layout)
+	fmt.Fprintf(&b, "client: stream %d: %d B (%s) could not be allocated after a cleanup; the stream's pools hold %s reserved, %s in %d live allocations, under layout %s",
+		e.Stream, e.Size, memory.FormatBytes(e.Size), memory.FormatBytes(u.BytesReserved), memory.FormatBytes(u.BytesInUse), u.NumberAllocs, e.Layout.Brief())
 	if len(e.Largest) > 0 {
 		b.WriteString("; largest live buffers:")
 		for i, a := range e.Largest {

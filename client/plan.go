@@ -179,7 +179,7 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 		}
 	}
 	if m.Spills > 0 {
-		return m, fmt.Errorf("%w: %d reservations spilled under %v", ErrPlanSpilled, m.Spills, m.Plan)
+		return m, fmt.Errorf("%w: %d reservations spilled under %s", ErrPlanSpilled, m.Spills, m.Plan.Brief())
 	}
 	return m, nil
 }

@@ -434,3 +434,32 @@ func TestAnObjectOfManyMembersIsRefusedForANameGivenTwice(t *testing.T) {
 		require.ErrorContains(t, err, `field "f1" given twice`, "%d members", n)
 	}
 }
+
+// A layout names itself in a message by its JSON where that is short, and
+// by its kind and counts where a plan's JSON runs to megabytes: an arena of
+// 200,000 slots put 2.9 MB in one error.
+func TestLayoutBriefStaysShort(t *testing.T) {
+	require.Equal(t, `"Virtual"`, VirtualLayout(VirtualPlan{}).Brief())
+	small := SlicedLayout(SlicedPool{PageSize: 1 << 20})
+	require.Equal(t, small.String(), small.Brief())
+
+	slots := make([]ArenaSlot, 200000)
+	for i := range slots {
+		slots[i] = ArenaSlot{Size: 16, Offset: 16 * uint64(i)}
+	}
+	arena := ArenaLayout(ArenaPlan{Pages: []uint64{16 * 200000}, Slots: slots})
+	require.Greater(t, len(arena.String()), 1<<20)
+	require.Equal(t, "an Arena plan of 1 page (3200000 B), 200000 slots and 0 fallback pools", arena.Brief())
+
+	vslots := make([]VirtualSlot, 100)
+	for i := range vslots {
+		vslots[i] = VirtualSlot{Size: 256, Offset: 256 * uint64(i)}
+	}
+	virtual := VirtualLayout(VirtualPlan{PlannedBytes: 25600, Slots: vslots})
+	require.Equal(t, "a Virtual plan of 25600 B planned, 100 slots and 0 profile marks", virtual.Brief())
+	pools := make([]SlicedPool, 40)
+	for i := range pools {
+		pools[i] = SlicedPool{PageSize: uint64(i+1) << 20}
+	}
+	require.Equal(t, "a Sliced layout of 40 pools", SlicedLayout(pools...).Brief())
+}

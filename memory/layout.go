@@ -196,6 +196,41 @@ func (l Layout) String() string {
 	return string(b)
 }
 
+// briefJSON is the longest JSON form Brief gives whole.
+const briefJSON = 200
+
+// Brief is the layout for a message: its JSON form where that is at most
+// 200 B, else its kind and counts. A plan's JSON runs to megabytes (an
+// arena of 200,000 slots, 2.9 MB), which a message naming it repeated whole.
+func (l Layout) Brief() string {
+	if s := l.String(); len(s) <= briefJSON {
+		return s
+	}
+	switch l.kind {
+	case LayoutSliced:
+		return "a Sliced layout of " + countOf(len(l.sliced), "pool")
+	case LayoutArena:
+		var bytes uint64
+		for _, p := range l.arena.Pages {
+			bytes += min(p, math.MaxUint64-bytes)
+		}
+		return fmt.Sprintf("an Arena plan of %s (%d B), %s and %s", countOf(len(l.arena.Pages), "page"), bytes,
+			countOf(len(l.arena.Slots), "slot"), countOf(len(l.arena.Fallback), "fallback pool"))
+	case LayoutVirtual:
+		return fmt.Sprintf("a Virtual plan of %d B planned, %s and %s", l.virtual.PlannedBytes,
+			countOf(len(l.virtual.Slots), "slot"), countOf(len(l.virtual.Profile), "profile mark"))
+	}
+	return l.kind.String()
+}
+
+// countOf is n nouns, in words.
+func countOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 func (p SlicedPool) equal(o SlicedPool) bool {
 	return p.PageSize == o.PageSize && equalOptional(p.Pages, o.Pages) && equalOptional(p.MaxSlice, o.MaxSlice) && p.Grow == o.Grow &&
 		p.Exclusive == o.Exclusive

@@ -334,7 +334,7 @@ func printPlanWasm(to io.Writer, l planWasmLine, out string) error {
 		}
 		binds := ""
 		if v.DeviceBindCalls > 0 {
-			binds = fmt.Sprintf(" and %d sparse-binding submissions", v.DeviceBindCalls)
+			binds = " and " + plural(int(v.DeviceBindCalls), "sparse-binding submission")
 		}
 		// A run that spilled reserved past the plan, in the pools it
 		// spilled to: the parts are said so that they add up.
@@ -342,9 +342,9 @@ func printPlanWasm(to io.Writer, l planWasmLine, out string) error {
 		if planned := l.Capacity + v.PersistentBytes; v.ReservedPeakBytes > planned {
 			past = fmt.Sprintf(", and %s past them", memory.FormatBytes(v.ReservedPeakBytes-planned))
 		}
-		fmt.Fprintf(w, "verify:   %s in %.2f s: %d spills; %s live and %s reserved at peak (the plan's %s and the persistent pool's %s%s), %s of device memory in %d device allocations%s\n",
-			verdict, v.WallS, v.Spills, memory.FormatBytes(v.PeakLiveBytes), memory.FormatBytes(v.ReservedPeakBytes),
-			memory.FormatBytes(l.Capacity), memory.FormatBytes(v.PersistentBytes), past, memory.FormatBytes(v.DeviceBytesPeak), v.DeviceAllocs, binds)
+		fmt.Fprintf(w, "verify:   %s in %.2f s: %s; %s live and %s reserved at peak (the plan's %s and the persistent pool's %s%s), %s of device memory in %s%s\n",
+			verdict, v.WallS, plural(int(v.Spills), "spill"), memory.FormatBytes(v.PeakLiveBytes), memory.FormatBytes(v.ReservedPeakBytes),
+			memory.FormatBytes(l.Capacity), memory.FormatBytes(v.PersistentBytes), past, memory.FormatBytes(v.DeviceBytesPeak), plural(int(v.DeviceAllocs), "device allocation"), binds)
 	}
 	return w.err
 }
@@ -356,17 +356,25 @@ func describePlan(l memory.Layout, capacity uint64) string {
 		if len(a.Pages) == 1 {
 			pages = "one page"
 		}
-		return fmt.Sprintf("an arena of %s, %s in all, with a place for each of the %d buffers the dry run made outside persistent windows; anything else goes to growable pools",
-			pages, memory.FormatBytes(capacity), len(a.Slots))
+		return fmt.Sprintf("an arena of %s, %s in all, with %s the dry run made outside persistent windows; anything else goes to growable pools",
+			pages, memory.FormatBytes(capacity), placesFor(len(a.Slots)))
 	}
 	if pools, ok := l.Sliced(); ok {
-		return fmt.Sprintf("%d sliced pools capped at %s in all: %v", len(pools), memory.FormatBytes(capacity), l)
+		return fmt.Sprintf("%s capped at %s in all: %s", plural(len(pools), "sliced pool"), memory.FormatBytes(capacity), l.Brief())
 	}
 	if v, ok := l.Virtual(); ok {
-		return fmt.Sprintf("a virtual range expecting %s of device memory, with a place for each of the %d buffers the dry run made outside persistent windows; the pool grows past it if the run needs more",
-			memory.FormatBytes(v.PlannedBytes), len(v.Slots))
+		return fmt.Sprintf("a virtual range expecting %s of device memory, with %s the dry run made outside persistent windows; the pool grows past it if the run needs more",
+			memory.FormatBytes(v.PlannedBytes), placesFor(len(v.Slots)))
 	}
 	return l.String()
+}
+
+// placesFor is the plan's places for n buffers, in words.
+func placesFor(n int) string {
+	if n == 1 {
+		return "a place for the one buffer"
+	}
+	return fmt.Sprintf("a place for each of the %d buffers", n)
 }
 
 // traceFlagsOnly refuses the flags of a guest's run when `vkrt plan` is
