@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"context"
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -45,4 +46,18 @@ func TestADeviceOfSmallPagesConforms(t *testing.T) {
 			t.Errorf("pages of %d B: %s failed: %v", page, name, r.Evidence)
 		}
 	}
+}
+
+// A run ended early names its target as a whole run does: the device was
+// named by opening it again after the checks, which an ended context
+// refused, and the reports of an interrupted vkrt conformance had none.
+func TestAnInterruptedRunNamesItsTarget(t *testing.T) {
+	open := conformance.OnDevice(cpu.Open)
+	whole := conformance.RunDevice(context.Background(), open, conformance.Options{Run: regexp.MustCompile("^storage/size-accounting$")})
+	require.NotEmpty(t, whole.Target)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rep := conformance.RunDevice(ctx, open, conformance.Options{Finished: func(int, int, conformance.Result) { cancel() }})
+	require.NotEmpty(t, rep.Interrupted, "the run stopped after its first check")
+	require.Equal(t, whole.Target, rep.Target)
 }

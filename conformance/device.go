@@ -69,11 +69,16 @@ func DefaultDevice(index int) OpenClient {
 // RunDevice runs the device checks outside go test. The report's target is
 // the device's name.
 func RunDevice(ctx context.Context, open OpenClient, o Options) Report {
-	rep := runChecks(ctx, "device", deviceChecks(open), o)
+	// The device is named before the checks: a run that ctx ends (a
+	// signal to vkrt conformance) names it too. Opened after them, with
+	// ctx ended, it was not, and the reports lost their target.
+	target := ""
 	if cl, err := open(ctx, DeviceConfig{}); err == nil {
-		rep.Target = deviceName(cl)
+		target = deviceName(cl)
 		_ = cl.Close()
 	}
+	rep := runChecks(ctx, "device", deviceChecks(open), o)
+	rep.Target = target
 	return rep
 }
 

@@ -29,8 +29,9 @@ func TestConformanceSignalWritesThePartialReport(t *testing.T) {
 		opened := 0
 		blocking := func(ctx context.Context, cfg conformance.DeviceConfig) (*client.Client, error) {
 			// The first open is the command's own probe, the second the
-			// first check's: the second check's waits for the signal.
-			if opened++; opened == 3 {
+			// suite's, which names the device, the third the first
+			// check's: the second check's waits for the signal.
+			if opened++; opened == 4 {
 				fmt.Println("blocking")
 				if os.Getenv("VKRT_CONFORMANCE_SIGNAL_HANG") != "" {
 					select {} // a check that does not stop
@@ -66,6 +67,7 @@ func TestConformanceSignalWritesThePartialReport(t *testing.T) {
 				Check  string `json:"check"`
 				Status string `json:"result"`
 			} `json:"results"`
+			Target      string   `json:"target"`
 			Interrupted string   `json:"interrupted"`
 			NotRun      []string `json:"not_run"`
 		}
@@ -75,6 +77,7 @@ func TestConformanceSignalWritesThePartialReport(t *testing.T) {
 		require.Equal(t, "pass", rep.Results[0].Status)
 		require.Equal(t, []string{"kernel/copy", "kernel/add", "kernel/mul"}, rep.NotRun)
 		require.Equal(t, "interrupted by "+name, rep.Interrupted)
+		require.NotEmpty(t, rep.Target, "the report names the device, as a whole run's does")
 
 		data, err = os.ReadFile(filepath.Join(dir, "c.xml"))
 		require.NoError(t, err)
