@@ -23,8 +23,11 @@ import (
 // writeOutput writes a file the command was told to write (flag names the
 // flag, for errors). A regular file is written to a temporary file beside it
 // and renamed into place, so a failed write leaves no half-written file
-// and an old one intact; a symbolic link is followed, so the file it
-// points to is replaced and the link kept. A FIFO, a terminal or another
+// and an old one intact, and keeps its mode, owner and group; a symbolic
+// link is followed, so the file it points to is replaced and the link
+// kept. A file of more than one name (a hard link), or one whose owner and
+// group a new file cannot take (another user's, in a sticky directory), is
+// written over in place, as the shell's > writes it. A FIFO, a terminal or another
 // device is written in place, never replaced by a file, and so is a file
 // in a directory where no file may be made. A file the user may not write
 // is refused, as the shell's > refuses it. A name of one of the
@@ -50,9 +53,11 @@ func writeOutput(flag, path string, write func(io.Writer) error) (err error) {
 	if err != nil {
 		return err
 	}
-	// A file written over keeps its permissions; a new one gets what the
-	// umask leaves of 0666, as a file the shell's > makes.
+	// A file written over keeps its permissions, owner and group; a new
+	// one gets what the umask leaves of 0666, as a file the shell's >
+	// makes.
 	perm := os.FileMode(0)
+	var owner *syscall.Stat_t
 	if fi, err := os.Stat(target); err == nil {
 		switch {
 		case fi.IsDir():
@@ -65,6 +70,14 @@ func writeOutput(flag, path string, write func(io.Writer) error) (err error) {
 		// shell's > refuses it, and so does this.
 		if err := unix.Access(target, unix.W_OK); err != nil {
 			return fmt.Errorf("%w: the file is write-protected", os.ErrPermission)
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			owner = st
+			if st.Nlink > 1 {
+				// Its other names would keep the old file, renamed over:
+				// written in place, as > writes it.
+				return writeOver(target, write)
+			}
 		}
 	}
 	tmp, err := createTemp(target)
@@ -84,6 +97,15 @@ func writeOutput(flag, path string, write func(io.Writer) error) (err error) {
 	}
 	// Forgotten once it is renamed into place or removed, below.
 	defer tempFiles.Delete(tmp.Name())
+	if owner != nil && tmp.Chown(int(owner.Uid), int(owner.Gid)) != nil {
+		// Another user's file (sudo vkrt ... --out in their home, or one
+		// in a sticky directory, which only its owner may rename over)
+		// keeps its owner and group, or is written in place where the
+		// temporary file cannot take them, as > writes it.
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return writeOver(target, write)
+	}
 	defer func() {
 		if err != nil {
 			tmp.Close()

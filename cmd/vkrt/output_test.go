@@ -366,8 +366,14 @@ func TestOutputWriteProtectedIsRefused(t *testing.T) {
 		TestOutputWriteProtectedIsRefused(t)
 		return
 	}
-	// The build directory the binary runs from is root's alone: a copy
-	// the user may run.
+	runAsNobody(t, dir, dirEnv)
+}
+
+// runAsNobody runs the test t again as user 65534, from a copy of the test
+// binary in dir (the build directory it runs from is root's alone), with
+// dirEnv naming dir, and requires it to pass.
+func runAsNobody(t *testing.T, dir, dirEnv string) {
+	t.Helper()
 	self, err := os.ReadFile(os.Args[0])
 	require.NoError(t, err)
 	bin := filepath.Join(dir, "vkrt.test")
@@ -381,4 +387,73 @@ func TestOutputWriteProtectedIsRefused(t *testing.T) {
 	}
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "--- PASS: "+t.Name())
+}
+
+// A file of two names (a hard link) is written in place, so both names
+// read the new plan: renamed over, the other name kept the old file.
+func TestOutputOverAHardLinkWritesBothNames(t *testing.T) {
+	tr := writeTrace(t, "run.trace", shortRun)
+	dir := t.TempDir()
+	out, other := filepath.Join(dir, "workload.plan"), filepath.Join(dir, "other.plan")
+	require.NoError(t, os.WriteFile(out, []byte(strings.Repeat("an old plan\n", 1000)), 0o644))
+	require.NoError(t, os.Link(out, other))
+	_, _, err := execute(t, "plan", tr, "--out", out)
+	require.NoError(t, err)
+	a, err := os.ReadFile(out)
+	require.NoError(t, err)
+	b, err := os.ReadFile(other)
+	require.NoError(t, err)
+	require.Contains(t, string(a), "vkrt_plan")
+	require.Equal(t, string(a), string(b), "both names are one file still")
+	noTemporaryFiles(t, dir)
+}
+
+// Another user's file written over keeps its owner and group, as with the
+// shell's >: sudo vkrt plan --out in a user's home gave the file to root,
+// and its owner could no longer read it. And one in a sticky directory,
+// which only its owner may rename over, is written in place where the
+// plan was made and then refused ("rename ...: operation not permitted").
+func TestOutputKeepsAnotherUsersFile(t *testing.T) {
+	const dirEnv = "VKRT_TEST_STICKY_DIR"
+	if dir := os.Getenv(dirEnv); dir != "" {
+		// As user 65534, over root's file in a sticky directory.
+		out := filepath.Join(dir, "sticky", "workload.plan")
+		_, _, err := execute(t, "plan", filepath.Join(dir, "run.trace"), "--out", out)
+		require.NoError(t, err)
+		data, err := os.ReadFile(out)
+		require.NoError(t, err)
+		require.Contains(t, string(data), "vkrt_plan")
+		noTemporaryFiles(t, filepath.Join(dir, "sticky"))
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("making another user's file needs root")
+	}
+	tr := writeTrace(t, "run.trace", shortRun)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "theirs.plan")
+	require.NoError(t, os.WriteFile(out, []byte("an old plan"), 0o640))
+	require.NoError(t, os.Chown(out, 65534, 65534))
+	_, _, err := execute(t, "plan", tr, "--out", out)
+	require.NoError(t, err)
+	fi, err := os.Stat(out)
+	require.NoError(t, err)
+	st := fi.Sys().(*syscall.Stat_t)
+	require.Equal(t, [2]uint32{65534, 65534}, [2]uint32{st.Uid, st.Gid}, "owner and group kept")
+	require.Equal(t, os.FileMode(0o640), fi.Mode().Perm())
+
+	shared, err := os.MkdirTemp("", "sticky-output")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(shared) })
+	require.NoError(t, os.Chmod(shared, 0o755))
+	sticky := filepath.Join(shared, "sticky")
+	require.NoError(t, os.Mkdir(sticky, 0o777))
+	require.NoError(t, os.Chmod(sticky, 0o777|os.ModeSticky))
+	require.NoError(t, os.WriteFile(filepath.Join(shared, "run.trace"), []byte(shortRun), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(sticky, "workload.plan"), []byte("root's old plan"), 0o666))
+	require.NoError(t, os.Chmod(filepath.Join(sticky, "workload.plan"), 0o666))
+	runAsNobody(t, shared, dirEnv)
+	fi, err = os.Stat(filepath.Join(sticky, "workload.plan"))
+	require.NoError(t, err)
+	require.Equal(t, uint32(0), fi.Sys().(*syscall.Stat_t).Uid, "still root's file, written in place")
 }
