@@ -271,9 +271,11 @@ func abiCases(t testing.TB) []abiCase {
 		{name: "record an empty label", body: `(drop (call $record (i32.const 0) (i32.const 0)))`,
 			log: "==> vkrt_v1.memory_record(label=0,label_len=0)\n<== status=28"},
 		{name: "record a label that is not UTF-8", extra: `(data (i32.const 1024) "\ff\fe")`, body: `(drop (call $record (i32.const 1024) (i32.const 2)))`,
-			log: "==> vkrt_v1.memory_record(label=1024,label_len=2)\n<== status=28"},
+			log: "==> vkrt_v1.memory_record(label=1024,label_len=2)\n<== status=28", lastError: "got 2 B that are not UTF-8"},
 		{name: "record a label holding a NUL", extra: `(data (i32.const 1024) "a\00b")`, body: `(drop (call $record (i32.const 1024) (i32.const 3)))`,
-			log: "==> vkrt_v1.memory_record(label=1024,label_len=3)\n<== status=28", lastError: "without NUL"},
+			log: "==> vkrt_v1.memory_record(label=1024,label_len=3)\n<== status=28", lastError: "without NUL, got 3 B with a NUL at 1"},
+		{name: "record a label past 256 B", body: `(drop (call $record (i32.const 0) (i32.const 257)))`,
+			log: "==> vkrt_v1.memory_record(label=0,label_len=257)\n<== status=28", lastError: "a label is 1 to 256 B of UTF-8 without NUL, got 257 B"},
 		{name: "record, usage, dry mark and sync in order", extra: `(data (i32.const 1024) "after one buffer")`,
 			body: create16 + `(drop (call $record (i32.const 1024) (i32.const 16))) (drop (call $usage (i32.const 64))) (drop (call $dry (i32.const 96))) (drop (call $sync))
 			(drop (call $pbegin)) (drop (call $pbegin)) (drop (call $pend))`,
