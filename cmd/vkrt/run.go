@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	json "github.com/goccy/go-json"
@@ -133,7 +134,9 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 		damaged := err
 		var fresh *wasmhost.Host
 		if fresh, m, err = compileThroughFreshCache(ctx, c, hostOpts, f.cacheDir, wasm); err == nil {
-			fmt.Fprintf(stderr, "vkrt: the compilation cache %s held a damaged entry for %s (%v); compiled the guest anew and replaced the entry\n", f.cacheDir, path, damaged)
+			// wazero's words quote the entry's bytes, raw: escaped here,
+			// so they reach no terminal as they are.
+			fmt.Fprintf(stderr, "vkrt: the compilation cache %s held a damaged entry for %s (%s); compiled the guest anew and replaced the entry\n", f.cacheDir, path, escapeUnprintable(damaged.Error()))
 			h.Close(ctx)
 			h = fresh
 		}
@@ -155,6 +158,13 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 		wasmhost.WithDeadline(f.timeout), wasmhost.WithMaxDeviceBytes(f.maxDeviceBytes), wasmhost.WithMaxHandles(f.maxHandles),
 	}}
 	return s, nil
+}
+
+// escapeUnprintable is s with what is not printable UTF-8 escaped as Go
+// escapes it in a string literal (\x00, \ufffe, \").
+func escapeUnprintable(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }
 
 // maxGuestBytes is the largest module vkrt reads, V8's limit: a Go guest

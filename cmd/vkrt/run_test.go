@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unicode/utf8"
 
 	json "github.com/goccy/go-json"
 	"github.com/spf13/pflag"
@@ -515,6 +516,20 @@ func TestADamagedCompilationCacheEntryIsReplaced(t *testing.T) {
 	stderr, err := run()
 	require.Equal(t, 11, exitCodeOf(err), "the guest ran: %v", err)
 	require.Contains(t, stderr, "held a damaged entry for "+guest)
+	for _, e := range entries {
+		// Whole, its magic number raw bytes, which wazero's words quote.
+		data, err := os.ReadFile(e)
+		require.NoError(t, err)
+		copy(data, "\xff\xfe\x01w5\x02")
+		require.NoError(t, os.WriteFile(e, data, 0o644))
+	}
+	stderr, err = run()
+	require.Equal(t, 11, exitCodeOf(err), "the guest ran: %v", err)
+	require.Contains(t, stderr, "held a damaged entry for "+guest)
+	// The raw bytes reached the terminal as they were.
+	require.Contains(t, stderr, `\xff\xfe\x01w5\x02`)
+	require.True(t, utf8.ValidString(stderr), "%q", stderr)
+	require.NotRegexp(t, "[\\x00-\\x09\\x0b-\\x1f\\x7f\\x{fffd}]", stderr)
 	for _, e := range entries {
 		fi, err := os.Stat(e)
 		require.NoError(t, err)
