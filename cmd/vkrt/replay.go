@@ -751,14 +751,12 @@ func (p *replayProgress) stage(desc string, total int) {
 		p.bar = nil
 		return
 	}
-	if p.bar == nil {
-		p.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(p.w), progressbar.OptionShowCount(),
-			progressbar.OptionSetElapsedTime(true), progressbar.OptionClearOnFinish(), progressbar.OptionSetWidth(20))
-	} else {
-		p.bar.Reset()
-		p.bar.ChangeMax(total)
-	}
-	p.bar.Describe(desc)
+	// A bar of its own for each stage: the last one's, reset and given
+	// the new length, drew the old label with the new count first.
+	p.clear()
+	p.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(p.w), progressbar.OptionShowCount(),
+		progressbar.OptionSetElapsedTime(true), progressbar.OptionClearOnFinish(), progressbar.OptionSetWidth(20),
+		progressbar.OptionSetDescription(desc))
 }
 
 // set moves the bar to done of total steps.
