@@ -92,14 +92,14 @@ func (p *arenaPool) report() PoolReport {
 // place reserves the k-th planned slot for size aligned bytes; hit is false
 // when the run has left the plan or diverges from it here (past its end,
 // another size, or the range still taken), when the slot's page is larger
-// than the device memory, and when the device refused the slot's page
+// than the device can give (arenaConfig.largest), and when the device refused the slot's page
 // memory, which refused says.
 func (p *arenaPool) place(k uint64, size, requested uint64, lazy bool) (ref int32, hit bool, refused, err error) {
 	if p.left || k >= uint64(len(p.cfg.slots)) {
 		return 0, false, nil, nil
 	}
 	slot := p.cfg.slots[k]
-	if slot.Size != size || p.cfg.pages[slot.Page] > p.cfg.heap {
+	if slot.Size != size || p.cfg.pages[slot.Page] > p.cfg.largest {
 		return 0, false, nil, nil
 	}
 	pg := &p.pages[slot.Page]

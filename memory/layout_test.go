@@ -1,6 +1,8 @@
 package memory
 
 import (
+	"bytes"
+	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -173,8 +175,17 @@ func TestAPagePastASmallDeviceShrinksBeforeTheBackendsLimit(t *testing.T) {
 	_, err = NewManager(s, props, SlicedLayout(SlicedPool{PageSize: 8 << 20}))
 	require.ErrorIs(t, err, &InstallError{Kind: InvalidLayout})
 	require.ErrorContains(t, err, "a page of 8388608 B is larger than the backend's largest allocation of 4194304 B")
-	_, err = NewManager(s, props, ArenaLayout(ArenaPlan{Pages: []uint64{8 << 20}, Slots: []ArenaSlot{{Size: 1 << 20}}}))
-	require.ErrorContains(t, err, "arena page 0: 8388608 B is larger than the backend's largest allocation of 4194304 B")
+	// An arena page past the largest allocation is never asked of the
+	// device either, within the memory or past it: its slots go to the
+	// fallback pools, and the manager says why.
+	var logged bytes.Buffer
+	m, err = NewManager(s, props, ArenaLayout(ArenaPlan{Pages: []uint64{8 << 20}, Slots: []ArenaSlot{{Size: 1 << 20}}}),
+		WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
+	require.NoError(t, err)
+	require.Contains(t, logged.String(), "arena page 0: 8388608 B is larger than the backend's largest allocation of 4194304 B; its slots go to the fallback pools")
+	h = mustReserve(t, m, 1<<20, Eager)
+	require.Equal(t, uint64(1), m.Spills())
+	require.NoError(t, m.Free(h))
 }
 
 func TestSubSlicesPreset(t *testing.T) {

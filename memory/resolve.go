@@ -71,10 +71,12 @@ type poolConfig struct {
 // arenaConfig is an arena plan after rounding and validation.
 type arenaConfig struct {
 	pages []uint64
-	// heap is the device memory (heapLimit): a page past it is never asked
-	// of the device, so its slots miss the plan (see resolveArena).
-	heap  uint64
-	slots []ArenaSlot
+	// largest is the largest page the device can give, its memory
+	// (heapLimit) or the backend's largest allocation if that is less: a
+	// page past it is never asked of the device, so its slots miss the
+	// plan (see resolveArena).
+	largest uint64
+	slots   []ArenaSlot
 	// index places the slots by where they lie with the pages laid end to
 	// end (pageStart), where slots of different pages never overlap.
 	index     *slotIndex
@@ -221,7 +223,7 @@ func resolveArena(plan ArenaPlan, p vkruntime.DeviceProperties, backendLimit uin
 	case len(plan.Slots) > MaxArenaSlots:
 		return resolvedLayout{}, invalidLayout("the arena has %d slots, more than %d", len(plan.Slots), MaxArenaSlots)
 	}
-	cfg := &arenaConfig{pages: make([]uint64, len(plan.Pages)), heap: heapLimit(p), slots: make([]ArenaSlot, len(plan.Slots))}
+	cfg := &arenaConfig{pages: make([]uint64, len(plan.Pages)), largest: min(heapLimit(p), backendLimit), slots: make([]ArenaSlot, len(plan.Slots))}
 	var notes []string
 	for i, size := range plan.Pages {
 		if size == 0 {
@@ -231,16 +233,17 @@ func resolveArena(plan ArenaPlan, p vkruntime.DeviceProperties, backendLimit uin
 		if !ok {
 			return resolvedLayout{}, invalidLayout("arena page %d: %d B overflows when rounded up to the alignment of %d B", i, size, p.Alignment)
 		}
-		if page <= cfg.heap && page > backendLimit {
-			// A page past the heap is never asked of the device (below).
-			return resolvedLayout{}, invalidLayout("arena page %d: %d B is larger than the backend's largest allocation of %d B", i, page, backendLimit)
-		}
-		if page > cfg.heap {
+		if page > cfg.largest {
 			// A dry run needs no device memory, so its plan may be larger
-			// than the device that runs a smaller run of the workload. The
-			// page cannot shrink (its slots lie in it), but it need not
-			// fail the run: its reservations go to the fallback pools.
-			notes = append(notes, fmt.Sprintf("arena page %d: %d B is larger than the device memory of %d B; its slots go to the fallback pools", i, page, p.MemorySize))
+			// than the device that runs a smaller run of the workload, or
+			// made for another device. The page cannot shrink (its slots
+			// lie in it), but it need not fail the run: its reservations
+			// go to the fallback pools.
+			what := fmt.Sprintf("the device memory of %d B", p.MemorySize)
+			if backendLimit < heapLimit(p) {
+				what = fmt.Sprintf("the backend's largest allocation of %d B", backendLimit)
+			}
+			notes = append(notes, fmt.Sprintf("arena page %d: %d B is larger than %s; its slots go to the fallback pools", i, page, what))
 		}
 		cfg.pages[i] = page
 	}
