@@ -380,17 +380,32 @@ func signalName(s syscall.Signal) string {
 // writeInPlace writes to a file that is not a regular one (a FIFO, a
 // device) as it is.
 func writeInPlace(path string, write func(io.Writer) error) error {
-	return writeOpened(path, os.O_WRONLY, write)
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	return errors.Join(writeThrough(f, write), f.Close())
 }
 
 // writeOver writes a regular file over from its start and cuts it at the
-// end of what was written. A write that fails before its first byte (as
+// end of what reached it, a failed write too, as the shell's > leaves a
+// file cut short: the old file's bytes after the new ones would read as
+// part of them. A write that fails before its first byte (as
 // checkOutput's probe does) leaves the file as it was.
 func writeOver(path string, write func(io.Writer) error) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
 	var n int64
-	return writeOpened(path, os.O_WRONLY, func(w io.Writer) error {
-		return write(countingWriter{w, &n})
-	}, func(f *os.File) error { return f.Truncate(n) })
+	w := bufio.NewWriter(countingWriter{f, &n})
+	if err = write(w); err == nil {
+		err = w.Flush()
+	}
+	if err == nil || n > 0 {
+		err = errors.Join(err, f.Truncate(n))
+	}
+	return errors.Join(err, f.Close())
 }
 
 // countingWriter counts into n the bytes written to w.
@@ -403,26 +418,6 @@ func (c countingWriter) Write(p []byte) (int, error) {
 	k, err := c.w.Write(p)
 	*c.n += int64(k)
 	return k, err
-}
-
-// writeOpened opens path with flag, writes it through a buffer, and calls
-// each of then on the file once the write has succeeded.
-func writeOpened(path string, flag int, write func(io.Writer) error, then ...func(*os.File) error) error {
-	f, err := os.OpenFile(path, flag, 0)
-	if err != nil {
-		return err
-	}
-	if err := writeThrough(f, write); err != nil {
-		f.Close()
-		return err
-	}
-	for _, step := range then {
-		if err := step(f); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	return f.Close()
 }
 
 // checkNotAnInput refuses an output path that names one of the command's

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"os"
@@ -456,4 +457,31 @@ func TestOutputKeepsAnotherUsersFile(t *testing.T) {
 	fi, err = os.Stat(filepath.Join(sticky, "workload.plan"))
 	require.NoError(t, err)
 	require.Equal(t, uint32(0), fi.Sys().(*syscall.Stat_t).Uid, "still root's file, written in place")
+}
+
+// A file written over in place that fails part way is cut where the new
+// bytes end, as the shell's > leaves it: the old file's bytes after them
+// read as part of the new output.
+func TestOutputWrittenOverInPlaceIsCutWhereAFailedWriteEnds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.plan")
+	require.NoError(t, os.WriteFile(path, bytes.Repeat([]byte("o"), 100000), 0o644))
+	failed := errors.New("the disk filled")
+	err := writeOver(path, func(w io.Writer) error {
+		if _, err := w.Write(bytes.Repeat([]byte("n"), 10000)); err != nil {
+			return err
+		}
+		return failed
+	})
+	require.ErrorIs(t, err, failed)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NotEmpty(t, data)
+	require.Equal(t, strings.Repeat("n", len(data)), string(data), "only new bytes, %d of them", len(data))
+
+	// A write that fails before its first byte leaves the file as it was.
+	require.NoError(t, os.WriteFile(path, []byte("old"), 0o644))
+	require.ErrorIs(t, writeOver(path, func(io.Writer) error { return failed }), failed)
+	data, err = os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, "old", string(data))
 }
