@@ -100,6 +100,18 @@ func TestMeasurePlanTimesAFailedRealRun(t *testing.T) {
 	require.GreaterOrEqual(t, m.RealWall, 20*time.Millisecond)
 }
 
+// A workload that makes a buffer of 0 B is planned: its trace said "an
+// allocation of 0 bytes", which a trace cannot hold, and MeasurePlan failed
+// where the run itself went fine.
+func TestMeasurePlanOfAZeroByteBuffer(t *testing.T) {
+	c := openClient(t)
+	m, err := c.MeasurePlan(context.Background(), allocations(c, 0, 4096, 0, 100), MeasureOptions{Verify: true})
+	require.NoError(t, err)
+	require.True(t, m.Verified)
+	require.Zero(t, m.Spills, "the real run took the places planned, the 0 B one's included")
+	require.Equal(t, 3, m.Trace.Allocations)
+}
+
 // A nil workload is an error, where the dry run called it and panicked.
 func TestMeasurePlanRefusesANilWorkload(t *testing.T) {
 	c := openOnCPU(t, nil)

@@ -220,8 +220,12 @@ func (s *Stream) alloc(ctx context.Context, size uint64, data []byte) (*Buffer, 
 		case s.trace.Allocations >= measuredAllocations:
 			s.traceFull = true
 		default:
+			// A buffer of 0 B takes a place of one alignment unit, as one
+			// of 1 B does, and its reservation's ordinal: traced as 1 B,
+			// which a trace can say (a plan of a guest that made one was
+			// refused as "an allocation of 0 bytes").
 			nb.traced = int32(s.trace.Allocations)
-			s.trace.Events = append(s.trace.Events, trace.Event{Op: trace.OpAlloc, Index: nb.traced, Size: size, Stream: uint32(s.id)})
+			s.trace.Events = append(s.trace.Events, trace.Event{Op: trace.OpAlloc, Index: nb.traced, Size: max(size, 1), Stream: uint32(s.id)})
 			s.trace.Allocations++
 		}
 		b = nb
