@@ -46,5 +46,9 @@ func persistentEnd() uint32
 //go:wasmimport vkrt_v1 is_dry_run
 func isDryRun(out unsafe.Pointer) uint32
 
+// The host keeps no pointer it is given past the call: a message read
+// into the stack stays there (see lastErrorNow).
+//
+//go:noescape
 //go:wasmimport vkrt_v1 last_error
 func lastError(buf unsafe.Pointer, n uint32, outLen unsafe.Pointer) uint32

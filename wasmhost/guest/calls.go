@@ -232,7 +232,8 @@ func Record(label string) error {
 
 // Install rebuilds the guest's pools with layout: a preset name or layout
 // JSON of at most 64 KiB, as `vkrt run --layout` takes it. EINVAL for a
-// malformed or invalid layout, EBUSY while buffers are live, EAGAIN while
+// malformed or invalid layout, EBUSY while buffers outside persistent
+// windows are live (those of 0 B too), EAGAIN while
 // the stream is in an error state, EDQUOT for an arena past the guest's
 // quota.
 func Install(layout string) error {
@@ -258,6 +259,27 @@ func DryRun() bool {
 	var v uint32
 	return isDryRun(unsafe.Pointer(&v)) == 0 && v == 1
 }
+
+// lastErrorNow is LastError read into the stack before anything
+// allocates: an allocation may let another goroutine run, whose failed
+// call then replaces the host's message (an EINVAL of memory_record carried
+// buffer_free's message). Past a short message's room it reads the rest as
+// LastError does.
+func lastErrorNow() string {
+	var buf [lastErrorRoom]byte
+	var n uint32
+	switch Status(lastError(unsafe.Pointer(&buf), uint32(len(buf)), unsafe.Pointer(&n))) {
+	case OK:
+		return string(buf[:n])
+	case ERANGE:
+		return LastError()
+	}
+	return ""
+}
+
+// lastErrorRoom is the stack room lastErrorNow reads a message into: the
+// host's messages name a layout in at most 200 B (memory.Layout.Brief).
+const lastErrorRoom = 1024
 
 // LastError is the host's message for the guest's last failed call.
 func LastError() string {

@@ -54,6 +54,9 @@ func TestErrorsMatchTheirStatus(t *testing.T) {
 	require.NotErrorIs(t, err, EINVAL)
 	require.Equal(t, "vkrt: EBADF: buffer_free: handle 0x7 names no live buffer", err.Error())
 	require.Equal(t, "vkrt: sync: EIO", (&Error{Op: "sync", Status: EIO}).Error())
+	// A message that names no function gets the function's name.
+	busy := &Error{Op: "memory_install", Status: EBUSY, Message: "64 B still live in the pools, in 4 reservations"}
+	require.Equal(t, "vkrt: EBUSY: memory_install: 64 B still live in the pools, in 4 reservations", busy.Error())
 	var e *Error
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, Status(8), e.Status)

@@ -1,6 +1,9 @@
 package guest
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Status is what a vkrt_v1 call returns: 0 on success, otherwise a WASI
 // preview-1 errno number.
@@ -41,7 +44,8 @@ func (s Status) String() string {
 func (s Status) Error() string { return "vkrt: " + s.String() }
 
 // Error is a failed call: the function, the status and the host's message
-// (last_error), which names the function and what was wrong. Calls the SDK
+// (last_error), which says what was wrong; Error() names the function
+// where the message does not. Calls the SDK
 // refuses before asking the host (a nil *Buffer, a malformed batch, a
 // length past u32) are an *Error too, with the status the host would give.
 type Error struct {
@@ -51,8 +55,13 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	if e.Message == "" {
+	switch {
+	case e.Message == "":
 		return fmt.Sprintf("vkrt: %s: %s", e.Op, e.Status.String())
+	case !strings.HasPrefix(e.Message, e.Op+":"):
+		// Some host messages are the client's, which name no function
+		// ("64 B still live in the pools" of memory_install).
+		return fmt.Sprintf("vkrt: %s: %s: %s", e.Status.String(), e.Op, e.Message)
 	}
 	return fmt.Sprintf("vkrt: %s: %s", e.Status.String(), e.Message)
 }
@@ -65,5 +74,6 @@ func check(op string, s uint32) error {
 	if s == 0 {
 		return nil
 	}
-	return &Error{Op: op, Status: Status(s), Message: LastError()}
+	msg := lastErrorNow() // first: nothing may allocate before it
+	return &Error{Op: op, Status: Status(s), Message: msg}
 }
