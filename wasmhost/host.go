@@ -28,8 +28,8 @@ var (
 	// ErrRefused: the host would not load or start the module (not
 	// WebAssembly, a section that does not hold what it claims, an import
 	// it does not provide or of the wrong signature, no _start, a memory
-	// above the limit (MemoryLimitError), an imported memory, table or
-	// global, a table above the limit or more
+	// above the limit (MemoryLimitError), an imported memory, table,
+	// global or tag, a table above the limit or more
 	// than one, reference types, too many locals).
 	ErrRefused = errors.New("wasmhost: module refused")
 	// ErrTrapped: the guest trapped (unreachable, out-of-bounds access,
@@ -235,6 +235,11 @@ func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	if err == nil {
 		err = checkMemories(walk.memories, h.cfg.maxMemoryPages)
 	}
+	if err == nil {
+		// Before compiling: a module refused for it was compiled, and
+		// written into the compilation cache, first.
+		err = checkOtherImports(walk.otherImport)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
@@ -249,9 +254,6 @@ func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
 	}
 	err = checkModule(cm, h.wasi)
-	if err == nil {
-		err = checkOtherImports(walk.otherImport)
-	}
 	if err == nil {
 		err = checkTables(walk.tables, h.cfg.maxTableEntries)
 	}
