@@ -64,7 +64,7 @@ type Option func(config) config
 // WithBackend makes the client run on d, any device.Device (the pure-Go
 // device/cpu one, a Vulkan device opened with vk.Open, a test's own),
 // instead of opening the default device. The client owns d from then on:
-// Close closes it, and so does a failed Open.
+// Close closes it, and so does a failed Open. A nil d fails Open.
 func WithBackend(d device.Device) Option {
 	return func(c config) config { c.backend, c.backendSet = d, true; return c }
 }

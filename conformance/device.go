@@ -873,7 +873,7 @@ func checkMeasuredPlan(c *checkState, cl *client.Client) {
 		c.Errorf("the real run under the plan did not run")
 	}
 	if m.Spills != 0 {
-		c.Errorf("%d reservations spilled past the plan %v", m.Spills, m.Plan)
+		c.Errorf("%d reservations spilled past the plan %s", m.Spills, m.Plan.Brief())
 	}
 	if m.DeviceBytes != 0 {
 		c.Errorf("the dry run held %d B of device memory", m.DeviceBytes)
@@ -889,7 +889,7 @@ func checkMeasuredPlan(c *checkState, cl *client.Client) {
 		c.Errorf("the real run peaked at %d pages under the plan, the dry run at %d", realPeak, dryPeak)
 	}
 	if !s.Layout().Equal(m.Plan) {
-		c.Errorf("the stream's layout is %v, the plan %v", s.Layout(), m.Plan)
+		c.Errorf("the stream's layout is %s, the plan %s", s.Layout().Brief(), m.Plan.Brief())
 	}
 }
 

@@ -196,15 +196,21 @@ func (l Layout) String() string {
 	return string(b)
 }
 
-// briefJSON is the longest JSON form Brief gives whole.
-const briefJSON = 200
+// briefJSON is the longest JSON form Brief gives whole, and briefParts the
+// most pools, pages, slots and marks a layout it gives whole may have.
+const briefJSON, briefParts = 200, 16
 
 // Brief is the layout for a message: its JSON form where that is at most
 // 200 B, else its kind and counts. A plan's JSON runs to megabytes (an
 // arena of 200,000 slots, 2.9 MB), which a message naming it repeated whole.
 func (l Layout) Brief() string {
-	if s := l.String(); len(s) <= briefJSON {
-		return s
+	// Only a layout of few parts can be short: a plan of 200,000 places
+	// is not marshalled to find out.
+	parts := len(l.sliced) + len(l.arena.Pages) + len(l.arena.Slots) + len(l.arena.Fallback) + len(l.virtual.Slots) + len(l.virtual.Profile)
+	if parts <= briefParts {
+		if s := l.String(); len(s) <= briefJSON {
+			return s
+		}
 	}
 	switch l.kind {
 	case LayoutSliced:

@@ -360,7 +360,11 @@ func describePlan(l memory.Layout, capacity uint64) string {
 			pages, memory.FormatBytes(capacity), placesFor(len(a.Slots)))
 	}
 	if pools, ok := l.Sliced(); ok {
-		return fmt.Sprintf("%s capped at %s in all: %s", plural(len(pools), "sliced pool"), memory.FormatBytes(capacity), l.Brief())
+		desc := fmt.Sprintf("%s capped at %s in all", plural(len(pools), "sliced pool"), memory.FormatBytes(capacity))
+		if brief := l.Brief(); strings.HasPrefix(brief, "{") { // the pools themselves, where they are few
+			desc += ": " + brief
+		}
+		return desc
 	}
 	if v, ok := l.Virtual(); ok {
 		return fmt.Sprintf("a virtual range expecting %s of device memory, with %s the dry run made outside persistent windows; the pool grows past it if the run needs more",

@@ -837,3 +837,17 @@ func TestReplayMarkdownEscapesABarInATraceName(t *testing.T) {
 	require.True(t, strings.HasPrefix(row, `| pipe\|x |`), row)
 	require.Equal(t, strings.Count(lines[0], " | "), strings.Count(row, " | "), "the row has the header's cells: %s", row)
 }
+
+// Each stage of the progress is drawn with its own label and count: the
+// bar of the stage before, reset and given the new length, first drew the
+// old label with the new count.
+func TestReplayProgressDrawsEachStageWithItsOwnLabel(t *testing.T) {
+	var out bytes.Buffer
+	p := &replayProgress{w: &out, visible: true}
+	p.stage("first-stage", 10)
+	p.set(5, 10)
+	p.stage("second-stage", 777)
+	p.set(1, 777)
+	require.Contains(t, out.String(), "second-stage")
+	require.NotRegexp(t, `first-stage[^\r\n]*/777`, out.String())
+}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	json "github.com/goccy/go-json"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/internal/printable"
 	"github.com/vkrt/vkrt/memory"
 	"github.com/vkrt/vkrt/runtime/environment"
 	"github.com/vkrt/vkrt/wasmhost"
@@ -134,9 +134,10 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 		damaged := err
 		var fresh *wasmhost.Host
 		if fresh, m, err = compileThroughFreshCache(ctx, c, hostOpts, f.cacheDir, wasm); err == nil {
-			// wazero's words quote the entry's bytes, raw: escaped here,
+			// wazero's words quote the entry's bytes, raw: quoted here,
 			// so they reach no terminal as they are.
-			fmt.Fprintf(stderr, "vkrt: the compilation cache %s held a damaged entry for %s (%s); compiled the guest anew and replaced the entry\n", f.cacheDir, path, escapeUnprintable(damaged.Error()))
+			fmt.Fprintf(stderr, "vkrt: the compilation cache %s held a damaged entry for %s (%s); compiled the guest anew and replaced the entry\n",
+				printable.Label(f.cacheDir), printable.Label(path), printable.Label(damaged.Error()))
 			h.Close(ctx)
 			h = fresh
 		}
@@ -158,13 +159,6 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 		wasmhost.WithDeadline(f.timeout), wasmhost.WithMaxDeviceBytes(f.maxDeviceBytes), wasmhost.WithMaxHandles(f.maxHandles),
 	}}
 	return s, nil
-}
-
-// escapeUnprintable is s with what is not printable UTF-8 escaped as Go
-// escapes it in a string literal (\x00, \ufffe, \").
-func escapeUnprintable(s string) string {
-	q := strconv.Quote(s)
-	return q[1 : len(q)-1]
 }
 
 // maxGuestBytes is the largest module vkrt reads, V8's limit: a Go guest
