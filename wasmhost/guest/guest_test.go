@@ -46,6 +46,14 @@ func TestAppendDescriptorRefusesWhatTheHostWould(t *testing.T) {
 		require.Error(t, err, name)
 		require.True(t, errors.Is(err, EINVAL) || errors.Is(err, EBADF), "%s: %v", name, err)
 	}
+	// A malformed launch after a nil binding is EINVAL, as the host reads
+	// the whole descriptor before any handle.
+	_, err := AppendDescriptor(nil, Add(4, b, nil, b), Launch{Kernel: "fill", Push: []byte{1, 2}})
+	require.ErrorIs(t, err, EINVAL)
+	require.ErrorContains(t, err, "launch 1 (fill): 2 B of push constants")
+	_, err = AppendDescriptor(nil, Add(4, b, nil, b), Add(4, b, b, nil))
+	require.ErrorIs(t, err, EBADF)
+	require.ErrorContains(t, err, "launch 0 (add): binding 1 is a nil *Buffer")
 }
 
 func TestErrorsMatchTheirStatus(t *testing.T) {

@@ -45,6 +45,10 @@ func appendDescriptor(dst []byte, launches []Launch) ([]byte, error) {
 	le := binary.LittleEndian
 	dst = le.AppendUint32(dst, descriptorVersion)
 	dst = le.AppendUint32(dst, uint32(len(launches)))
+	// The host reads the whole descriptor before it looks at a handle: a
+	// nil binding (EBADF) is told once every launch is well formed, so a
+	// malformed launch after it is EINVAL, as the host says.
+	var nilBinding error
 	for i, l := range launches {
 		switch {
 		case len(l.Kernel) == 0 || len(l.Kernel) > maxKernelName:
@@ -65,10 +69,16 @@ func appendDescriptor(dst []byte, launches []Launch) ([]byte, error) {
 		dst = append(dst, l.Push...)
 		for j, b := range l.Buffers {
 			if b == nil {
-				return nil, refuse("launch", EBADF, "launch %d (%s): binding %d is a nil *Buffer", i, l.Kernel, j)
+				if nilBinding == nil {
+					nilBinding = refuse("launch", EBADF, "launch %d (%s): binding %d is a nil *Buffer", i, l.Kernel, j)
+				}
+				continue
 			}
 			dst = le.AppendUint32(dst, b.handle)
 		}
+	}
+	if nilBinding != nil {
+		return nil, nilBinding
 	}
 	return dst, nil
 }
