@@ -343,11 +343,11 @@ func memoryRecord(g *instance, mem api.Memory, stack []uint64) Errno {
 		// Say which rule the label broke: a label of 2 B of bad UTF-8
 		// read as though its length were wrong.
 		why := fmt.Sprintf("got %d B", n)
-		switch {
-		case n > 0 && n <= maxLabel && !utf8.Valid(label):
+		if n > 0 && n <= maxLabel {
 			why = fmt.Sprintf("got %d B that are not UTF-8", n)
-		case n > 0 && n <= maxLabel:
-			why = fmt.Sprintf("got %d B with a NUL at %d", n, bytes.IndexByte(label, 0))
+			if utf8.Valid(label) {
+				why = fmt.Sprintf("got %d B with a NUL at %d", n, bytes.IndexByte(label, 0))
+			}
 		}
 		return g.fail(fail(EINVAL, "memory_record: a label is 1 to %d B of UTF-8 without NUL, %s", maxLabel, why))
 	}

@@ -276,19 +276,21 @@ func (f *failure) message() string {
 // every stream's largest buffers (another guest's buffers and sizes, read
 // through last_error) and, for the device, its bytes in use.
 func ownMemoryMessage(err error) (string, bool) {
-	var ae *client.AllocationError
-	isAlloc := errors.As(err, &ae)
 	oom := errors.Is(err, vkruntime.ErrOutOfDeviceMemory)
-	switch {
-	case !isAlloc && oom:
+	var ae *client.AllocationError
+	if !errors.As(err, &ae) {
+		if !oom {
+			return "", false
+		}
 		return "the device is out of memory", true
-	case !isAlloc:
-		return "", false
 	}
 	why := "the device is out of memory"
-	if ce := (*vkruntime.CapacityError)(nil); !oom && errors.As(err, &ce) {
+	var ce *vkruntime.CapacityError
+	switch {
+	case oom:
+	case errors.As(err, &ce):
 		why = ce.Error() // the guest's own capped pools, in numbers
-	} else if !oom {
+	default:
 		why = "this guest's pools are full"
 	}
 	u := ae.Pools.Usage()
