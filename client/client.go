@@ -40,6 +40,9 @@ type config struct {
 	backend device.Device
 	// backendSet: WithBackend was given, with backend even if nil.
 	backendSet bool
+	// handed is every device WithBackend was given, in order: the client
+	// owns each, the ones a later WithBackend replaced too.
+	handed []device.Device
 	// deviceSet: WithDevice or WithValidation configured the default device,
 	// which a handed backend would silently ignore.
 	deviceSet bool
@@ -63,10 +66,17 @@ type Option func(config) config
 
 // WithBackend makes the client run on d, any device.Device (the pure-Go
 // device/cpu one, a Vulkan device opened with vk.Open, a test's own),
-// instead of opening the default device. The client owns d from then on:
-// Close closes it, and so does a failed Open. A nil d fails Open.
+// instead of opening the default device. Open takes d over whatever
+// follows: the client owns it from then on, Close closes it, and so does a
+// failed Open; where a later WithBackend replaces d, Open closes d, which
+// the client never runs on. A nil d fails Open, which closes the devices
+// given before it.
 func WithBackend(d device.Device) Option {
-	return func(c config) config { c.backend, c.backendSet = d, true; return c }
+	return func(c config) config {
+		c.backend, c.backendSet = d, true
+		c.handed = append(slices.Clip(c.handed), d)
+		return c
+	}
 }
 
 // WithDevice opens the default backend's device at index (for Vulkan, in
@@ -185,6 +195,7 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		c = o(c)
 	}
+	c.closeReplaced()
 	dev, err := c.open(ctx)
 	if err != nil {
 		return nil, err
@@ -230,6 +241,30 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 	}
 	cl.def = def
 	return cl, nil
+}
+
+// closeReplaced closes the devices WithBackend was given that the client
+// will not run on: those a later WithBackend replaced, each once. They are
+// the client's as the last one is, and nobody else closes them.
+func (c config) closeReplaced() {
+	for i, d := range c.handed {
+		if d == nil || sameDevice(d, c.backend) || slices.ContainsFunc(c.handed[:i], func(e device.Device) bool { return sameDevice(d, e) }) {
+			continue
+		}
+		_ = d.Close() // never used: nothing of it is worth an error of Open
+	}
+}
+
+// sameDevice says whether a and b are one device. Devices whose type ==
+// cannot compare (a struct holding a slice) panic there; such a pair is
+// taken for one device, so that none the client runs on is closed.
+func sameDevice(a, b device.Device) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = true
+		}
+	}()
+	return a == b
 }
 
 // open opens the device the configuration names.

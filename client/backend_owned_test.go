@@ -1,0 +1,56 @@
+package client
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/device/cpu"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// requireClosed fails unless d refuses work as a closed device does.
+func requireClosed(t *testing.T, d *cpu.Device, msg string) {
+	t.Helper()
+	_, err := d.Storage().Alloc(16)
+	require.ErrorIs(t, err, vkruntime.ErrClosed, msg)
+}
+
+// A device handed with WithBackend is the client's whatever follows: one a
+// later WithBackend replaces, or a nil one after it, is closed by Open,
+// where it was left open with nobody to close it; the device the client
+// runs on stays open, given once or twice.
+func TestWithBackendReplacedIsClosed(t *testing.T) {
+	ctx := context.Background()
+	newDevice := func() *cpu.Device {
+		d, err := cpu.New()
+		require.NoError(t, err)
+		return d
+	}
+
+	replaced, kept := newDevice(), newDevice()
+	c, err := Open(ctx, WithBackend(replaced), WithBackend(kept))
+	require.NoError(t, err)
+	require.Same(t, kept, c.Device())
+	requireClosed(t, replaced, "the replaced device is closed")
+	b, err := c.Create(ctx, []byte{1, 2, 3, 4})
+	require.NoError(t, err, "the device the client runs on is open")
+	require.NoError(t, b.Free())
+	require.NoError(t, c.Close())
+	requireClosed(t, kept, "Close closes the device the client ran on")
+
+	d := newDevice()
+	c, err = Open(ctx, WithBackend(d), WithBackend(nil))
+	require.EqualError(t, err, "client: WithBackend was given no device (nil)")
+	require.Nil(t, c)
+	requireClosed(t, d, "a failed Open closes the device handed before the nil one")
+
+	twice := newDevice()
+	c, err = Open(ctx, WithBackend(twice), WithBackend(twice))
+	require.NoError(t, err)
+	_, err = c.Empty(ctx, 16)
+	require.NoError(t, err, "a device given twice is the one the client runs on, left open")
+	require.NoError(t, c.Close())
+	requireClosed(t, twice, "Close closes it")
+}
