@@ -21,6 +21,15 @@ import (
 // device open, so its errors match ErrClosed only.
 var ErrClosed = errors.New("client: closed")
 
+// ErrNil: a method was called on a nil *Client or *Stream, or on a zero
+// one, which neither Open nor NewStream makes: it has no device to act on.
+// Such a method returns ErrNil where it returns an error, and otherwise its
+// zero value (Stream.Closed says true), rather than dereferencing nil.
+var ErrNil = errors.New("client: a nil or zero Client or Stream, not made by Open or NewStream")
+
+// isNil says whether c is no client: nil, or zero (Open sets dev).
+func (c *Client) isNil() bool { return c == nil || c.dev == nil }
+
 // errClientClosed is ErrClosed for a closed client: the same words, also
 // matching runtime.ErrClosed, the class of a closed device on every backend.
 var errClientClosed error = clientClosedError{}
@@ -293,32 +302,65 @@ func (c config) open(ctx context.Context) (device.Device, error) {
 }
 
 // Device is the device the client runs on.
-func (c *Client) Device() device.Device { return c.dev }
+func (c *Client) Device() device.Device {
+	if c.isNil() {
+		return nil
+	}
+	return c.dev
+}
 
 // Storage is the storage the client's pools allocate from: the device's,
 // held to the client's memory limit.
-func (c *Client) Storage() device.Storage { return c.storage }
+func (c *Client) Storage() device.Storage {
+	if c.isNil() {
+		return nil // not a nil *clientStorage, which is no nil interface
+	}
+	return c.storage
+}
 
 // SparseGranule is the device's sparse binding granule, 0 where it has no
 // sparse residency (there the Virtual layout builds the SubSlices pools).
-func (c *Client) SparseGranule() uint64 { return c.storage.SparseGranule() }
+func (c *Client) SparseGranule() uint64 {
+	if c.isNil() {
+		return 0
+	}
+	return c.storage.SparseGranule()
+}
 
 // Properties are the device facts the pools size themselves by; with a
 // memory limit, MemorySize is the limit.
-func (c *Client) Properties() vkruntime.DeviceProperties { return c.props }
+func (c *Client) Properties() vkruntime.DeviceProperties {
+	if c.isNil() {
+		return vkruntime.DeviceProperties{}
+	}
+	return c.props
+}
 
 // DefaultStream is the stream Client methods use when the context names none.
-func (c *Client) DefaultStream() *Stream { return c.def }
+func (c *Client) DefaultStream() *Stream {
+	if c.isNil() {
+		return nil
+	}
+	return c.def
+}
 
 // Layout is the pool layout streams created from now on get.
 func (c *Client) Layout() memory.Layout {
+	if c.isNil() {
+		return memory.Layout{}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.layout
 }
 
 // NewStream makes a stream with pools of the client's current layout.
-func (c *Client) NewStream() (*Stream, error) { return c.newStream(nil) }
+func (c *Client) NewStream() (*Stream, error) {
+	if c.isNil() {
+		return nil, ErrNil
+	}
+	return c.newStream(nil)
+}
 
 // newStream makes a stream with pools of layout, or of the client's current
 // layout when layout is nil.
@@ -344,6 +386,9 @@ func (c *Client) newStream(layout *memory.Layout) (*Stream, error) {
 
 // Streams are the client's open streams, by id.
 func (c *Client) Streams() []*Stream {
+	if c.isNil() {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]*Stream, 0, len(c.streams))
@@ -386,6 +431,9 @@ func (e *ForeignStreamError) Is(target error) bool { return target == ErrForeign
 // another client, so it passes over one; CallingStream refuses it, and so
 // does every Client method that acts on the calling stream.
 func (c *Client) Stream(ctx context.Context) *Stream {
+	if c.isNil() {
+		return nil
+	}
 	if s, err := c.CallingStream(ctx); err == nil {
 		return s
 	}
@@ -398,6 +446,9 @@ func (c *Client) Stream(ctx context.Context) *Stream {
 // stream instead would put the caller's work where it did not ask. A closed
 // stream of c is returned, and refuses work with ErrClosed itself.
 func (c *Client) CallingStream(ctx context.Context) (*Stream, error) {
+	if c.isNil() {
+		return nil, ErrNil
+	}
 	s, _ := ctx.Value(streamKey{}).(*Stream)
 	switch {
 	case s == nil:
@@ -415,6 +466,9 @@ func (c *Client) CallingStream(ctx context.Context) (*Stream, error) {
 // first. The device finishes what it already runs before Close returns.
 // A second Close returns once the first has, and does nothing else.
 func (c *Client) Close() error {
+	if c.isNil() {
+		return ErrNil
+	}
 	c.mu.Lock()
 	if c.closed.Load() {
 		c.mu.Unlock()

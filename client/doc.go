@@ -52,4 +52,9 @@
 // size before any buffer a dry run made is given device memory (where the
 // device then refuses one of them memory, those given it before keep it:
 // see LaunchBatch).
+//
+// A nil *Client or *Stream (or a zero one, which neither Open nor NewStream
+// makes) is no client: a method of it that returns an error returns ErrNil,
+// the others their zero value (Stream.Closed says true), rather than
+// dereferencing nil.
 package client

@@ -15,6 +15,9 @@ import (
 
 // MemoryUsage is the memory usage of every stream together.
 func (c *Client) MemoryUsage(ctx context.Context) memory.Usage {
+	if c.isNil() {
+		return memory.Usage{}
+	}
 	var u memory.Usage
 	for _, s := range c.Streams() {
 		u = u.Combine(s.Usage())
@@ -27,6 +30,9 @@ func (c *Client) MemoryUsage(ctx context.Context) memory.Usage {
 // the report is the zero one, not the default stream's; CallingStream
 // says why.
 func (c *Client) MemoryReport(ctx context.Context) memory.Report {
+	if c.isNil() {
+		return memory.Report{}
+	}
 	s, err := c.CallingStream(ctx)
 	if err != nil {
 		return memory.Report{}
@@ -36,7 +42,11 @@ func (c *Client) MemoryReport(ctx context.Context) memory.Report {
 
 // MemoryCleanup returns the device memory of every stream's fully free
 // pages and cached allocations to the driver.
-func (c *Client) MemoryCleanup(ctx context.Context) { c.cleanup() }
+func (c *Client) MemoryCleanup(ctx context.Context) {
+	if !c.isNil() {
+		c.cleanup()
+	}
+}
 
 func (c *Client) cleanup() {
 	for _, s := range c.Streams() {
@@ -49,6 +59,9 @@ func (c *Client) cleanup() {
 // they are (Client.MemoryCleanup cleans them all). A closed stream has
 // nothing left to return.
 func (s *Stream) MemoryCleanup() {
+	if s.isNil() {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.closed {
@@ -64,6 +77,9 @@ func (s *Stream) MemoryCleanup() {
 // InstallMemoryPools leaves alone. Windows nest; other work on the same
 // stream meanwhile is inside the window too.
 func (c *Client) Persistent(ctx context.Context, fn func(ctx context.Context) error) error {
+	if c.isNil() {
+		return ErrNil
+	}
 	if fn == nil {
 		// It would be called inside the window, a nil function's panic.
 		return errors.New("client: Persistent: the function is nil")
@@ -88,6 +104,9 @@ func (c *Client) Persistent(ctx context.Context, fn func(ctx context.Context) er
 // ErrClosed and one of another client ErrForeignStream, and neither changes
 // the client's layout.
 func (c *Client) InstallMemoryPools(ctx context.Context, l memory.Layout) error {
+	if c.isNil() {
+		return ErrNil
+	}
 	s, err := c.CallingStream(ctx)
 	if err != nil {
 		return err
@@ -105,6 +124,9 @@ func (c *Client) InstallMemoryPools(ctx context.Context, l memory.Layout) error 
 // alone: what a sandboxed user of one stream may do. Errors are as
 // Client.InstallMemoryPools gives them.
 func (s *Stream) InstallMemoryPools(l memory.Layout) error {
+	if s.isNil() {
+		return ErrNil
+	}
 	// A closed stream is said to be closed, whatever the layout.
 	s.mu.Lock()
 	closed := s.closed
@@ -141,12 +163,18 @@ func (s *Stream) InstallMemoryPools(l memory.Layout) error {
 // allocates until the matching EndPersistent goes to the persistent pool.
 // Windows nest. Client.Persistent is the scoped form.
 func (s *Stream) BeginPersistent() error {
+	if s.isNil() {
+		return ErrNil
+	}
 	return s.locked(func() error { s.mgr.BeginPersistent(); return nil })
 }
 
 // EndPersistent closes the innermost persistent window BeginPersistent
 // opened.
 func (s *Stream) EndPersistent() {
+	if s.isNil() {
+		return
+	}
 	s.mu.Lock()
 	s.mgr.EndPersistent()
 	s.mu.Unlock()
@@ -176,6 +204,9 @@ func (MemoryRecord) Kind() string { return environment.KindMemory }
 // file now at its path (an environment given with UseEnvironment is the
 // caller's to open again).
 func (c *Client) RecordMemory(ctx context.Context, label string) (environment.Entry, error) {
+	if c.isNil() {
+		return environment.Entry{}, ErrNil
+	}
 	s, err := c.CallingStream(ctx)
 	if err != nil {
 		return environment.Entry{}, err

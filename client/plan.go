@@ -86,6 +86,9 @@ var measuredAllocations = MaxMeasuredAllocations
 // streams created afterwards get it too, and, with opts.Verify, runs the
 // workload for real there and checks it fit.
 func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts MeasureOptions) (*Measurement, error) {
+	if c.isNil() {
+		return nil, ErrNil
+	}
 	if workload == nil {
 		// It would be called in the dry run, a nil function's panic.
 		return nil, errors.New("client: MeasurePlan: the workload is nil")

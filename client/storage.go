@@ -26,7 +26,12 @@ type StorageStats struct {
 }
 
 // StorageStats reads the device storage's figures now.
-func (c *Client) StorageStats() StorageStats { return c.storage.statsNow() }
+func (c *Client) StorageStats() StorageStats {
+	if c.isNil() {
+		return StorageStats{}
+	}
+	return c.storage.statsNow()
+}
 
 // clientStorage is the device's storage as the client's pools use it: it
 // counts what they ask of the device (StorageStats), holds a device handed

@@ -40,21 +40,41 @@ type Stream struct {
 	tight bool
 }
 
+// isNil says whether s is no stream: nil, or zero (NewStream sets c).
+func (s *Stream) isNil() bool { return s == nil || s.c == nil }
+
 // ID is the stream's id; the default stream is 0.
-func (s *Stream) ID() vkruntime.StreamID { return s.id }
+func (s *Stream) ID() vkruntime.StreamID {
+	if s.isNil() {
+		return 0
+	}
+	return s.id
+}
 
 // Client is the client the stream belongs to.
-func (s *Stream) Client() *Client { return s.c }
+func (s *Stream) Client() *Client {
+	if s.isNil() {
+		return nil
+	}
+	return s.c
+}
 
 // Err is the device failure that put the stream in an error state, or nil.
 func (s *Stream) Err() error {
+	if s.isNil() {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.failed
 }
 
 // Closed says whether the stream is closed, by its Close or its client's.
+// A nil Stream says true: it takes no work (ErrNil).
 func (s *Stream) Closed() bool {
+	if s.isNil() {
+		return true
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closed || s.c.closed.Load()
@@ -62,6 +82,9 @@ func (s *Stream) Closed() bool {
 
 // Layout is the pool layout installed on the stream.
 func (s *Stream) Layout() memory.Layout {
+	if s.isNil() {
+		return memory.Layout{}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.layout
@@ -69,6 +92,9 @@ func (s *Stream) Layout() memory.Layout {
 
 // Report is the stream's pools now.
 func (s *Stream) Report() memory.Report {
+	if s.isNil() {
+		return memory.Report{}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.mgr.Report()
@@ -79,6 +105,9 @@ func (s *Stream) Report() memory.Report {
 // capped pool sent on or an arena's slot missed, a pool grown past the
 // plan, the run leaving a virtual plan's stream.
 func (s *Stream) Spills() uint64 {
+	if s.isNil() {
+		return 0
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.mgr.Spills()
@@ -86,6 +115,9 @@ func (s *Stream) Spills() uint64 {
 
 // Usage is the stream's memory usage now.
 func (s *Stream) Usage() memory.Usage {
+	if s.isNil() {
+		return memory.Usage{}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.mgr.Usage()
@@ -171,11 +203,17 @@ func (s *Stream) withMemoryOf(size *uint64, op func() error) error {
 
 // Empty makes a zero-filled buffer of size bytes.
 func (s *Stream) Empty(ctx context.Context, size uint64) (*Buffer, error) {
+	if s.isNil() {
+		return nil, ErrNil
+	}
 	return s.alloc(ctx, size, nil)
 }
 
 // Create makes a buffer holding a copy of data.
 func (s *Stream) Create(ctx context.Context, data []byte) (*Buffer, error) {
+	if s.isNil() {
+		return nil, ErrNil
+	}
 	return s.alloc(ctx, uint64(len(data)), data)
 }
 
@@ -364,6 +402,9 @@ func checkRange(b *Buffer, offset, n uint64) error {
 // Write copies data into b at offset. Under a dry run it is checked and
 // dropped.
 func (s *Stream) Write(ctx context.Context, b *Buffer, offset uint64, data []byte) error {
+	if s.isNil() {
+		return ErrNil
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -395,6 +436,9 @@ func (s *Stream) Write(ctx context.Context, b *Buffer, offset uint64, data []byt
 // backs it once it passes. Under a dry run it is checked and does nothing:
 // a dry run holds no device memory.
 func (s *Stream) Back(ctx context.Context, b *Buffer) error {
+	if s.isNil() {
+		return ErrNil
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -417,6 +461,9 @@ func (s *Stream) Read(ctx context.Context, b *Buffer) ([]byte, error) {
 
 // ReadAt returns n bytes of b from offset. Under a dry run they are zeros.
 func (s *Stream) ReadAt(ctx context.Context, b *Buffer, offset, n uint64) ([]byte, error) {
+	if s.isNil() {
+		return nil, ErrNil
+	}
 	var out []byte
 	err := s.read(ctx, b, offset, n, func() []byte { out = make([]byte, n); return out })
 	if err != nil {
@@ -429,6 +476,9 @@ func (s *Stream) ReadAt(ctx context.Context, b *Buffer, offset, n uint64) ([]byt
 // zeros. It allocates nothing: the read of a caller that has the memory
 // already (a guest's, for one).
 func (s *Stream) ReadInto(ctx context.Context, b *Buffer, offset uint64, dst []byte) error {
+	if s.isNil() {
+		return ErrNil
+	}
 	return s.read(ctx, b, offset, uint64(len(dst)), func() []byte { return dst })
 }
 
@@ -473,6 +523,9 @@ func (s *Stream) read(ctx context.Context, b *Buffer, offset, n uint64, dst func
 // the stream is closed, Free is ErrClosed as every other use is, not a
 // double free: Close, not the caller, freed the buffer.
 func (s *Stream) Free(b *Buffer) error {
+	if s.isNil() {
+		return ErrNil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// A buffer of another stream is refused as foreign even here, so only
@@ -513,6 +566,9 @@ var ErrDefaultStream = errors.New("client: the default stream closes with its cl
 // default stream closes with its client: closing it alone is
 // ErrDefaultStream and changes nothing.
 func (s *Stream) Close() error {
+	if s.isNil() {
+		return ErrNil
+	}
 	if s == s.c.def {
 		return fmt.Errorf("%w (stream %d)", ErrDefaultStream, s.id)
 	}
