@@ -156,6 +156,11 @@ type Options struct {
 	Started func(i, n int, ch Check)
 	// Finished, when set, is called with each result.
 	Finished func(i, n int, r Result)
+	// Target, when set, is the report's target. Without it RunDevice
+	// opens the device once before the checks to read its name; a caller
+	// that opened it already (vkrt conformance, to find whether it opens
+	// at all) names it here, and the device is opened by the checks only.
+	Target string
 }
 
 // DefaultTimeout bounds one check when Options.Timeout is 0.
@@ -180,7 +185,7 @@ func (o Options) selected(checks []Check) []Check {
 // cut short gives no verdict on the rule.
 func runChecks(ctx context.Context, suite string, checks []Check, o Options) Report {
 	checks = o.selected(checks)
-	rep := Report{Suite: suite, Started: time.Now().UTC()}
+	rep := Report{Suite: suite, Target: o.Target, Started: time.Now().UTC()}
 	for i, ch := range checks {
 		if ctx.Err() != nil {
 			rep.interrupt(ctx, checks[i:])

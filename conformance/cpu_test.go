@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/conformance"
 	"github.com/vkrt/vkrt/device"
 	"github.com/vkrt/vkrt/device/cpu"
@@ -60,4 +61,27 @@ func TestAnInterruptedRunNamesItsTarget(t *testing.T) {
 	rep := conformance.RunDevice(ctx, open, conformance.Options{Finished: func(int, int, conformance.Result) { cancel() }})
 	require.NotEmpty(t, rep.Interrupted, "the run stopped after its first check")
 	require.Equal(t, whole.Target, rep.Target)
+}
+
+// A run told its target opens the device for its checks only, each its
+// own, and names the target it was told; untold, it opens the device once
+// more, before the checks, for the name.
+func TestARunToldItsTargetOpensTheDeviceForItsChecksOnly(t *testing.T) {
+	opened := 0
+	onCPU := conformance.OnDevice(cpu.Open)
+	open := func(ctx context.Context, cfg conformance.DeviceConfig) (*client.Client, error) {
+		opened++
+		return onCPU(ctx, cfg)
+	}
+	only := regexp.MustCompile("^device/properties$")
+	rep := conformance.RunDevice(context.Background(), open, conformance.Options{Run: only, Target: "the device under test"})
+	require.True(t, rep.OK(), "%+v", rep)
+	require.Equal(t, "the device under test", rep.Target)
+	require.Equal(t, 1, opened, "the check's open alone")
+
+	opened = 0
+	rep = conformance.RunDevice(context.Background(), open, conformance.Options{Run: only})
+	require.True(t, rep.OK(), "%+v", rep)
+	require.NotEmpty(t, rep.Target)
+	require.Equal(t, 2, opened, "the open that names the device, and the check's")
 }

@@ -67,19 +67,20 @@ func DefaultDevice(index int) OpenClient {
 }
 
 // RunDevice runs the device checks outside go test. The report's target is
-// the device's name.
+// o.Target, else the device's name.
 func RunDevice(ctx context.Context, open OpenClient, o Options) Report {
 	// The device is named before the checks: a run that ctx ends (a
 	// signal to vkrt conformance) names it too. Opened after them, with
-	// ctx ended, it was not, and the reports lost their target.
-	target := ""
-	if cl, err := open(ctx, DeviceConfig{}); err == nil {
-		target = deviceName(cl)
-		_ = cl.Close()
+	// ctx ended, it was not, and the reports lost their target. The open
+	// is for the name alone (every check opens a device of its own), so a
+	// caller that knows the name saves it.
+	if o.Target == "" {
+		if cl, err := open(ctx, DeviceConfig{}); err == nil {
+			o.Target = deviceName(cl)
+			_ = cl.Close()
+		}
 	}
-	rep := runChecks(ctx, "device", deviceChecks(open), o)
-	rep.Target = target
-	return rep
+	return runChecks(ctx, "device", deviceChecks(open), o)
 }
 
 // DeviceChecks lists the checks RunDevice and TestDevice run, in order,

@@ -28,10 +28,10 @@ func TestConformanceSignalWritesThePartialReport(t *testing.T) {
 		open := conformance.OnDevice(cpu.Open)
 		opened := 0
 		blocking := func(ctx context.Context, cfg conformance.DeviceConfig) (*client.Client, error) {
-			// The first open is the command's own probe, the second the
-			// suite's, which names the device, the third the first
-			// check's: the second check's waits for the signal.
-			if opened++; opened == 4 {
+			// The first open is the command's own probe, which names the
+			// device, the second the first check's: the second check's
+			// waits for the signal.
+			if opened++; opened == 3 {
 				fmt.Println("blocking")
 				if os.Getenv("VKRT_CONFORMANCE_SIGNAL_HANG") != "" {
 					select {} // a check that does not stop

@@ -217,6 +217,30 @@ func countingCPU(opened *int) conformance.OpenClient {
 	}
 }
 
+// The command opens the device once before the checks, to find whether it
+// opens and to name it in the report; each check then opens its own. The
+// suite opened it a second time before the first check, for the name the
+// command had already had.
+func TestConformanceOpensTheDeviceOnceBeforeTheChecks(t *testing.T) {
+	dir := t.TempDir()
+	opened := 0
+	var stdout, stderr bytes.Buffer
+	out := filepath.Join(dir, "c.json")
+	err := runConformance(context.Background(), &stdout, &stderr, countingCPU(&opened), conformanceFlags{run: "^device/properties$", json: out, timeout: conformance.DefaultTimeout})
+	require.NoError(t, err, stdout.String())
+	require.Equal(t, 2, opened, "the command's open and the one check's")
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	var rep struct {
+		Target string `json:"target"`
+	}
+	require.NoError(t, json.Unmarshal(data, &rep))
+	d, err := cpu.New()
+	require.NoError(t, err)
+	require.Equal(t, d.Name(), rep.Target, "the report names the device")
+	require.NoError(t, d.Close())
+}
+
 // A report file that cannot be written is an error before the suite runs,
 // naming the flag and the path, and the check leaves nothing behind.
 func TestConformanceReportThatCannotBeWrittenFailsBeforeTheSuite(t *testing.T) {
