@@ -93,13 +93,18 @@ type planWasmFlags struct {
 	guest  guestFlags
 }
 
-// planWasmLine is `vkrt plan WORKLOAD.wasm --json`'s line.
+// planWasmLine is `vkrt plan WORKLOAD.wasm --json`'s line. It is written
+// once the dry run has ended well, also when what came after it failed,
+// as vkrt run --json writes its line for a run that failed: Plan is then
+// nil where the planner refused the dry run, and Error says why the
+// command fails, as its message on stderr does.
 type planWasmLine struct {
 	Workload string            `json:"workload"`
 	DryRun   planDryRun        `json:"dry_run"`
-	Plan     memory.Layout     `json:"plan"`
+	Plan     *memory.Layout    `json:"plan,omitempty"`
 	Capacity uint64            `json:"plan_capacity_bytes"`
 	Verify   *planVerification `json:"verify,omitempty"`
+	Error    string            `json:"error,omitempty"`
 }
 
 type planDryRun struct {
@@ -232,10 +237,14 @@ func planWasm(cmd *cobra.Command, path string, args []string, f planWasmFlags) e
 	if measure == nil {
 		return err
 	}
-	line := planWasmLine{Workload: path, Plan: measure.m.Plan, Capacity: planCapacity(measure.m.Plan), DryRun: planDryRun{
+	line := planWasmLine{Workload: path, DryRun: planDryRun{
 		Report: measure.m.DryRun, DeviceBytes: measure.dryStats.BytesPeak, DeviceAllocs: measure.dry.DeviceAllocs, WallS: measure.m.DryWall.Seconds(),
 		PeakLiveBytes: measure.dry.PeakBytes, ReservedPeakBytes: measure.dry.PeakReservedBytes,
 	}}
+	planned := measure.m.Plan.Kind() != 0 // else the planner refused the dry run
+	if planned {
+		line.Plan, line.Capacity = &measure.m.Plan, planCapacity(measure.m.Plan)
+	}
 	if measure.real != nil {
 		line.Verify = &planVerification{
 			OK: measureErr == nil, Spills: measure.m.Spills, PeakLiveBytes: measure.real.PeakBytes,
@@ -248,37 +257,47 @@ func planWasm(cmd *cobra.Command, path string, args []string, f planWasmFlags) e
 			line.Verify.Error = err.Error()
 		}
 	}
-	if f.out != "" {
-		// The plan file of traces, recording the device the plan was
-		// measured on, so that --layout checks it against the one it
-		// runs on.
-		pf := plan.File{Device: s.client.Properties(), Granule: s.client.SparseGranule(), Traces: []string{}, Layout: measure.m.Plan}
-		data, jerr := pf.Encode(plan.CompressedName(f.out))
-		if jerr != nil {
-			return fmt.Errorf("--out: %w", jerr)
+	if planned && f.out != "" {
+		if werr := writePlanFile(f.out, s, measure.m.Plan); werr != nil {
+			err = errors.Join(err, werr)
+			if !f.json {
+				// The summary would say the plan was written.
+				return err
+			}
 		}
-		jerr = writeOutput("--out", f.out, func(w io.Writer) error {
-			_, err := w.Write(data)
-			return err
-		})
-		if jerr != nil {
-			return jerr
-		}
+	}
+	if err != nil {
+		line.Error = err.Error()
 	}
 	if f.json {
 		out, jerr := json.Marshal(line)
 		if jerr != nil {
-			return jerr
+			return errors.Join(err, jerr)
 		}
 		if _, werr := fmt.Fprintf(stdout, "%s\n", out); werr != nil {
 			return errors.Join(err, fmt.Errorf("writing the --json line: %w", werr))
 		}
-	} else {
+	} else if planned {
 		if werr := printPlanWasm(stdout, line, f.out); werr != nil {
 			return errors.Join(err, fmt.Errorf("writing the summary: %w", werr))
 		}
 	}
 	return err
+}
+
+// writePlanFile writes the plan measured in session s to out: the plan
+// file of traces, recording the device the plan was measured on, so that
+// --layout checks it against the one it runs on.
+func writePlanFile(out string, s *guestSession, l memory.Layout) error {
+	pf := plan.File{Device: s.client.Properties(), Granule: s.client.SparseGranule(), Traces: []string{}, Layout: l}
+	data, err := pf.Encode(plan.CompressedName(out))
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	return writeOutput("--out", out, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
 }
 
 type guestMeasurement struct {
@@ -310,10 +329,9 @@ func measureGuest(ctx context.Context, s *guestSession, f planWasmFlags) (*guest
 	if m == nil || g.dry == nil {
 		return nil, err
 	}
+	// The dry run ended well: a planner that refused it (m.Plan of kind 0)
+	// still leaves its figures to report.
 	g.m = m
-	if m.Plan.Kind() == 0 && err != nil { // the dry run failed: there is no plan
-		return nil, err
-	}
 	return &g, err
 }
 
@@ -321,7 +339,7 @@ func printPlanWasm(to io.Writer, l planWasmLine, out string) error {
 	w := &stickyWriter{w: to}
 	fmt.Fprintf(w, "dry run:  %.2f s, %s of device memory held; the guest's buffers peaked at %s live, its pools at %s reserved\n",
 		l.DryRun.WallS, memory.FormatBytes(l.DryRun.DeviceBytes), memory.FormatBytes(l.DryRun.PeakLiveBytes), memory.FormatBytes(l.DryRun.ReservedPeakBytes))
-	fmt.Fprintf(w, "plan:     %s\n", describePlan(l.Plan, l.Capacity))
+	fmt.Fprintf(w, "plan:     %s\n", describePlan(*l.Plan, l.Capacity))
 	if v := l.Verify; out != "" && v != nil && !v.OK {
 		fmt.Fprintf(w, "          written to %s, but the real run under it failed (below)\n", out)
 	} else if out != "" {
@@ -442,6 +460,6 @@ replay under the plan is reported. Planning from traces takes --out and
 	f.guest.register(cmd)
 	cmd.Flags().StringVar(&f.out, "out", "", "write the plan to this file, a versioned plan file recording the device (the workload's) or the device model (traces') it was made for; gzipped where the name ends in .gz")
 	cmd.Flags().BoolVar(&f.verify, "verify", false, "run the workload for real under the plan and check it fits")
-	cmd.Flags().BoolVar(&f.json, "json", false, "JSON: for a workload one object (dry_run, plan, verify), for traces one object per trace and line")
+	cmd.Flags().BoolVar(&f.json, "json", false, "JSON: for a workload one object (dry_run, plan, verify; error where the command fails after the dry run), for traces one object per trace and line")
 	rootCmd.AddCommand(cmd)
 }

@@ -207,6 +207,7 @@ func TestPlanGuestVerify(t *testing.T) {
 	require.Zero(t, line.DryRun.DeviceAllocs, "the dry run makes no device allocation")
 	require.NotEmpty(t, line.DryRun.Report.Dynamic)
 	require.Positive(t, line.DryRun.WallS)
+	require.NotNil(t, line.Plan)
 	require.Positive(t, line.Capacity)
 	require.NotNil(t, line.Verify)
 	require.True(t, line.Verify.OK)
@@ -225,7 +226,7 @@ func TestPlanGuestVerify(t *testing.T) {
 
 	written, err := plan.ReadFile(planFile)
 	require.NoError(t, err)
-	require.True(t, written.Layout.Equal(line.Plan))
+	require.True(t, written.Layout.Equal(*line.Plan))
 
 	out, errOut, err = execute(t, "plan", guestArgs(t, transformer)...)
 	require.NoError(t, err, errOut)
@@ -420,6 +421,67 @@ func TestPlanVerifyThatFailsSaysSoWhereThePlanIsWritten(t *testing.T) {
 	require.NotContains(t, stdout, "use it with --layout")
 	_, err = os.Stat(out)
 	require.NoError(t, err, "the plan is written all the same")
+}
+
+// A plan that fails once the dry run has ended well still gives --json its
+// line, with the command's error in it, as vkrt run --json gives one for a
+// run that failed: stdout was empty, and a script reading it got nothing to
+// read. The command still fails, saying why on stderr.
+func TestPlanJSONGivesItsLineWhenPlanningFails(t *testing.T) {
+	devicesOrSkip(t)
+	line := func(stdout string, err error) planWasmLine {
+		t.Helper()
+		require.Error(t, err)
+		require.Equal(t, 1, exitCodeOf(err))
+		require.Equal(t, 1, strings.Count(stdout, "\n"), "one line: %q", stdout)
+		var l planWasmLine
+		require.NoError(t, json.Unmarshal([]byte(stdout), &l), stdout)
+		require.Equal(t, err.Error(), l.Error, "the line says what stderr says")
+		require.NotEmpty(t, l.DryRun.Report.Dynamic, "the dry run's figures")
+		return l
+	}
+	buffer := watFile(t, `(module
+  (import "vkrt_v1" "buffer_create" (func $create (param i64 i32) (result i32)))
+  (memory (export "memory") 1)
+  (func (export "_start") (drop (call $create (i64.const 1024) (i32.const 0)))))`)
+
+	// /dev/full passes the check before the runs, and refuses the plan
+	// file once it is made.
+	stdout, _, err := execute(t, "plan", guestArgs(t, buffer, "--json", "--out", "/dev/full")...)
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	l := line(stdout, err)
+	require.NotNil(t, l.Plan, "the plan was made, and not written")
+	require.Equal(t, uint64(1024), l.DryRun.PeakLiveBytes)
+
+	// The planner refuses a dry run that made no buffer: no plan.
+	stdout, _, err = execute(t, "plan", guestArgs(t, watFile(t, `(module (memory 1) (func (export "_start")))`), "--json")...)
+	require.ErrorIs(t, err, plan.ErrCannotPlan)
+	l = line(stdout, err)
+	require.Nil(t, l.Plan)
+	require.NotContains(t, stdout, `"plan":`)
+	require.Contains(t, l.Error, "nothing to plan")
+
+	// The real run of --verify fails: the verification says why, and so
+	// does the line.
+	exitsForReal := watFile(t, `(module
+  (import "vkrt_v1" "is_dry_run" (func $dry (param i32) (result i32)))
+  (import "vkrt_v1" "buffer_create" (func $create (param i64 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (func (export "_start")
+    (drop (call $create (i64.const 4096) (i32.const 8)))
+    (drop (call $dry (i32.const 0)))
+    (if (i32.eqz (i32.load (i32.const 0))) (then (call $exit (i32.const 3))))))`)
+	stdout, _, err = execute(t, "plan", guestArgs(t, exitsForReal, "--json", "--verify")...)
+	l = line(stdout, err)
+	require.NotNil(t, l.Verify)
+	require.False(t, l.Verify.OK)
+	require.Equal(t, l.Error, l.Verify.Error)
+
+	// A plan that succeeds has no error.
+	stdout, _, err = execute(t, "plan", guestArgs(t, buffer, "--json", "--verify")...)
+	require.NoError(t, err)
+	require.NotContains(t, stdout, `"error"`)
 }
 
 // fullWriter refuses every write, as stdout on a full disk does.
