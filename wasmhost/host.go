@@ -370,6 +370,12 @@ type Result struct {
 	// pool grown past the plan, the run leaving a virtual plan's stream. A
 	// miss may cost no memory: PeakReservedBytes says what the run held.
 	Spills uint64
+	// InstalledLayout: the guest installed a layout of its own
+	// (memory_install), which replaced its stream's for the rest of the
+	// run: what it made after that went to its own pools, and Spills
+	// counts from that install, so a plan the host installed on the
+	// stream was not what the run followed.
+	InstalledLayout bool
 	// PeakReservedBytes is the most bytes the guest's pools reserved at
 	// once (lazy pages of a dry run included).
 	PeakReservedBytes uint64
@@ -467,7 +473,7 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 	res.DeviceAllocs = h.c.StorageStats().Allocs - allocsBefore
 	inst.sampleDevice()
 	res.PeakDeviceBytes, res.PeakBytes, res.PeakHandles = inst.peakDev, inst.peakBytes, inst.peakLive
-	res.PeakReservedBytes = inst.peakReserved
+	res.PeakReservedBytes, res.InstalledLayout = inst.peakReserved, inst.ownLayout
 	res.Calls, res.FailedCalls = inst.calls, inst.failedCalls
 	res.LastError = inst.last.message()
 	relErr := inst.release()

@@ -26,4 +26,24 @@ func TestARefusedInstallChangesNothing(t *testing.T) {
 			(then (call $exit (i32.const 100))))`))
 	res, err := h.Run(context.Background(), m)
 	require.NoError(t, err, "the refused install (EBUSY) changed the guest's reserved bytes; last error: %s", res.LastError)
+	require.False(t, res.InstalledLayout, "a refused install installed nothing")
+}
+
+// A layout the guest installed is told in its result: the host's layout,
+// a plan installed on the stream among them, no longer held its buffers,
+// and Spills counts from the guest's install.
+func TestAnInstalledLayoutIsToldInTheResult(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	own := compile(t, h, guestWAT(t, `(data (i32.const 1024) "direct")`, `
+		(if (call $install (i32.const 1024) (i32.const 6)) (then (call $exit (i32.const 90))))
+		(drop (call $create (i64.const 16) (i32.const 0)))`))
+	res, err := h.Run(context.Background(), own)
+	require.NoError(t, err)
+	require.True(t, res.InstalledLayout)
+
+	none := compile(t, h, guestWAT(t, "", `(drop (call $create (i64.const 16) (i32.const 0)))`))
+	res, err = h.Run(context.Background(), none)
+	require.NoError(t, err)
+	require.False(t, res.InstalledLayout)
 }
