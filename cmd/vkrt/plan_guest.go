@@ -134,8 +134,16 @@ type planVerification struct {
 	DeviceBindCalls       uint64  `json:"device_bind_calls"`
 	PersistentBytes       uint64  `json:"persistent_bytes"`
 	WallS                 float64 `json:"wall_s"`
-	Error                 string  `json:"error,omitempty"`
+	// PlanReplaced: the guest installed a layout of its own in the real
+	// run (memory_install), so the run did not follow the plan, and its
+	// spills and reservations are its own layout's: the verification
+	// fails, as it checked nothing of the plan.
+	PlanReplaced bool   `json:"plan_replaced"`
+	Error        string `json:"error,omitempty"`
 }
+
+// errPlanReplaced fails a verification whose guest replaced the plan.
+var errPlanReplaced = errors.New("--verify: the guest installed a layout of its own (memory_install) in the real run, which replaced the plan: the run did not follow the plan, so nothing of it was verified")
 
 // planCapacity is what a plan expects to reserve: the pages of its capped
 // pools and arena, or a virtual plan's planned bytes; 2^64 - 1 where they
@@ -252,6 +260,7 @@ func planWasm(cmd *cobra.Command, path string, args []string, f planWasmFlags) e
 			DeviceAllocs: measure.real.DeviceAllocs, DeviceAllocationsPeak: measure.realStats.AllocationsPeak,
 			DeviceBindCalls: measure.realStats.BindCalls - measure.dryStats.BindCalls,
 			WallS:           measure.m.RealWall.Seconds(), PersistentBytes: measure.real.Report.Persistent.Usage.BytesReserved,
+			PlanReplaced: measure.real.InstalledLayout,
 		}
 		if measureErr != nil {
 			line.Verify.Error = err.Error()
@@ -332,6 +341,11 @@ func measureGuest(ctx context.Context, s *guestSession, f planWasmFlags) (*guest
 	// The dry run ended well: a planner that refused it (m.Plan of kind 0)
 	// still leaves its figures to report.
 	g.m = m
+	if g.real != nil && g.real.InstalledLayout {
+		// MeasurePlan counted the spills from the guest's install, under
+		// its own layout: none read as a plan that fitted.
+		err = errors.Join(err, errPlanReplaced)
+	}
 	return &g, err
 }
 
@@ -340,7 +354,9 @@ func printPlanWasm(to io.Writer, l planWasmLine, out string) error {
 	fmt.Fprintf(w, "dry run:  %.2f s, %s of device memory held; the guest's buffers peaked at %s live, its pools at %s reserved\n",
 		l.DryRun.WallS, memory.FormatBytes(l.DryRun.DeviceBytes), memory.FormatBytes(l.DryRun.PeakLiveBytes), memory.FormatBytes(l.DryRun.ReservedPeakBytes))
 	fmt.Fprintf(w, "plan:     %s\n", describePlan(*l.Plan, l.Capacity))
-	if v := l.Verify; out != "" && v != nil && !v.OK {
+	if v := l.Verify; out != "" && v != nil && v.PlanReplaced {
+		fmt.Fprintf(w, "          written to %s, but the real run did not run under it (below)\n", out)
+	} else if out != "" && v != nil && !v.OK {
 		fmt.Fprintf(w, "          written to %s, but the real run under it failed (below)\n", out)
 	} else if out != "" {
 		fmt.Fprintf(w, "          written to %s (use it with --layout)\n", out)
@@ -363,6 +379,9 @@ func printPlanWasm(to io.Writer, l planWasmLine, out string) error {
 		fmt.Fprintf(w, "verify:   %s in %.2f s: %s; %s live and %s reserved at peak (the plan's %s and the persistent pool's %s%s), %s of device memory in %s%s\n",
 			verdict, v.WallS, plural(int(v.Spills), "spill"), memory.FormatBytes(v.PeakLiveBytes), memory.FormatBytes(v.ReservedPeakBytes),
 			memory.FormatBytes(l.Capacity), memory.FormatBytes(v.PersistentBytes), past, memory.FormatBytes(v.DeviceBytesPeak), plural(int(v.DeviceAllocs), "device allocation"), binds)
+		if v.PlanReplaced {
+			fmt.Fprintln(w, "          the guest installed a layout of its own (memory_install): the run did not follow the plan, and its spills and reservations are its own layout's")
+		}
 	}
 	return w.err
 }
@@ -425,7 +444,10 @@ func init() {
 		Long: `Measure a guest's memory pools with a dry run (the device holds none of its
 memory and computes nothing), derive a plan from the dry run's exact
 allocation stream, install it, and with --verify run the guest for real
-under the plan: the run fits when nothing spills past the plan's caps.
+under the plan: the run fits when nothing spills past the plan's caps. A
+guest that installs a layout of its own in that run (memory_install)
+replaces the plan: the run did not follow it, and the verification fails,
+saying so.
 --out writes the plan as a versioned plan file that records the device it
 was measured on; --layout FILE of vkrt run and vkrt plan takes it back on a
 device of the same alignment and sparse granule and refuses it on another
@@ -459,7 +481,7 @@ replay under the plan is reported. Planning from traces takes --out and
 	}
 	f.guest.register(cmd)
 	cmd.Flags().StringVar(&f.out, "out", "", "write the plan to this file, a versioned plan file recording the device (the workload's) or the device model (traces') it was made for; gzipped where the name ends in .gz")
-	cmd.Flags().BoolVar(&f.verify, "verify", false, "run the workload for real under the plan and check it fits")
+	cmd.Flags().BoolVar(&f.verify, "verify", false, "run the workload for real under the plan and check it fits (it fails where the guest installs a layout of its own)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "JSON: for a workload one object (dry_run, plan, verify; error where the command fails after the dry run), for traces one object per trace and line")
 	rootCmd.AddCommand(cmd)
 }

@@ -484,6 +484,56 @@ func TestPlanJSONGivesItsLineWhenPlanningFails(t *testing.T) {
 	require.NotContains(t, stdout, `"error"`)
 }
 
+// A guest that installs a layout of its own in the real run replaced the
+// plan: the run did not follow it, so --verify fails, saying so, where it
+// said "ok" with 0 spills (they were counted from the guest's install)
+// though the run reserved a megabyte past the plan's 4 KB.
+func TestPlanVerifyFailsWhereTheGuestReplacesThePlan(t *testing.T) {
+	devicesOrSkip(t)
+	ownForReal := watFile(t, `(module
+  (import "vkrt_v1" "is_dry_run" (func $dry (param i32) (result i32)))
+  (import "vkrt_v1" "buffer_create" (func $create (param i64 i32) (result i32)))
+  (import "vkrt_v1" "memory_install" (func $install (param i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 64) "direct")
+  (func (export "_start")
+    (drop (call $dry (i32.const 0)))
+    (if (i32.eqz (i32.load (i32.const 0))) (then
+      (if (call $install (i32.const 64) (i32.const 6)) (then unreachable))
+      (drop (call $create (i64.const 1048576) (i32.const 8)))))
+    (drop (call $create (i64.const 4096) (i32.const 8)))))`)
+	out := filepath.Join(t.TempDir(), "p.plan")
+	stdout, stderr, err := execute(t, "plan", guestArgs(t, ownForReal, "--verify", "--json", "--out", out)...)
+	require.ErrorIs(t, err, errPlanReplaced, stderr)
+	require.Equal(t, 1, exitCodeOf(err))
+	var line planWasmLine
+	require.NoError(t, json.Unmarshal([]byte(stdout), &line), stdout)
+	require.NotNil(t, line.Verify)
+	require.True(t, line.Verify.PlanReplaced)
+	require.False(t, line.Verify.OK)
+	require.Contains(t, line.Verify.Error, "did not follow the plan")
+	require.Equal(t, err.Error(), line.Error)
+	require.FileExists(t, out, "the plan is written, as for a run that spilled")
+
+	stdout, _, err = execute(t, "plan", guestArgs(t, ownForReal, "--verify", "--out", out)...)
+	require.ErrorIs(t, err, errPlanReplaced)
+	require.Contains(t, stdout, "verify:   FAILED")
+	require.Contains(t, stdout, "the guest installed a layout of its own (memory_install): the run did not follow the plan")
+	require.Contains(t, stdout, "but the real run did not run under it")
+	require.NotContains(t, stdout, "use it with --layout")
+
+	// A guest that leaves the plan in place is verified as before.
+	stdout, _, err = execute(t, "plan", guestArgs(t, watFile(t, `(module
+  (import "vkrt_v1" "buffer_create" (func $create (param i64 i32) (result i32)))
+  (memory (export "memory") 1)
+  (func (export "_start") (drop (call $create (i64.const 4096) (i32.const 8)))))`), "--verify", "--json")...)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal([]byte(stdout), &line), stdout)
+	require.True(t, line.Verify.OK)
+	require.False(t, line.Verify.PlanReplaced)
+	require.Contains(t, stdout, `"plan_replaced":false`)
+}
+
 // fullWriter refuses every write, as stdout on a full disk does.
 type fullWriter struct{}
 
