@@ -249,14 +249,19 @@ type runLine struct {
 	// arena's pages, or a virtual plan's planned bytes; 0 for a layout
 	// without a plan); GrowthBytes is how far the run reserved past it and
 	// its persistent pool.
-	PlanCapacity  uint64 `json:"plan_capacity_bytes,omitempty"`
-	GrowthBytes   uint64 `json:"growth_bytes"`
-	LiveBytesPeak uint64 `json:"peak_live_bytes"`
-	HandlesPeak   uint64 `json:"handles_peak"`
-	MemoryPages   uint32 `json:"memory_pages"`
-	Calls         uint64 `json:"calls"`
-	FailedCalls   uint64 `json:"failed_calls"`
-	LastError     string `json:"last_error,omitempty"`
+	PlanCapacity uint64 `json:"plan_capacity_bytes,omitempty"`
+	GrowthBytes  uint64 `json:"growth_bytes"`
+	// InstalledLayout: the guest installed a layout of its own
+	// (memory_install), which replaced --layout's (or the default) for the
+	// rest of the run: spills, plan_capacity_bytes and growth_bytes are
+	// then its own layout's, not the plan's.
+	InstalledLayout bool   `json:"installed_layout"`
+	LiveBytesPeak   uint64 `json:"peak_live_bytes"`
+	HandlesPeak     uint64 `json:"handles_peak"`
+	MemoryPages     uint32 `json:"memory_pages"`
+	Calls           uint64 `json:"calls"`
+	FailedCalls     uint64 `json:"failed_calls"`
+	LastError       string `json:"last_error,omitempty"`
 }
 
 // guestExitCode is the exit code the guest gave, for a run that ended
@@ -363,7 +368,7 @@ func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry,
 			Usage: res.Usage, Report: &res.Report, ReservedPeak: res.PeakReservedBytes,
 			LiveBytesPeak: res.PeakBytes, HandlesPeak: res.PeakHandles, MemoryPages: res.MemoryPages,
 			Calls: res.Calls, FailedCalls: res.FailedCalls, LastError: res.LastError,
-			Spills: res.Spills, PlanCapacity: reportedCapacity(res.Report),
+			Spills: res.Spills, PlanCapacity: reportedCapacity(res.Report), InstalledLayout: res.InstalledLayout,
 		}
 		stats := s.client.StorageStats()
 		line.DeviceBytesPeak, line.DeviceAllocs, line.DeviceAllocationsPeak = stats.BytesPeak, stats.Allocs, stats.AllocationsPeak

@@ -505,6 +505,21 @@ func TestPlanVerifyFailsWhereTheGuestReplacesThePlan(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "p.plan")
 	stdout, stderr, err := execute(t, "plan", guestArgs(t, ownForReal, "--verify", "--json", "--out", out)...)
 	require.ErrorIs(t, err, errPlanReplaced, stderr)
+	defer func() {
+		// vkrt run under the plan says the guest replaced it, so its
+		// spills and growth are not read as the plan's.
+		for _, c := range []struct {
+			guest    string
+			replaced bool
+		}{{ownForReal, true}, {watFile(t, `(module (memory (export "memory") 1) (func (export "_start")))`), false}} {
+			stdout, stderr, err := execute(t, "run", guestArgs(t, c.guest, "--json", "--layout", out)...)
+			require.NoError(t, err, stderr)
+			var line runLine
+			require.NoError(t, json.Unmarshal([]byte(stdout), &line), stdout)
+			require.Equal(t, c.replaced, line.InstalledLayout, stdout)
+			require.Contains(t, stdout, fmt.Sprintf(`"installed_layout":%v`, c.replaced))
+		}
+	}()
 	require.Equal(t, 1, exitCodeOf(err))
 	var line planWasmLine
 	require.NoError(t, json.Unmarshal([]byte(stdout), &line), stdout)
