@@ -154,6 +154,7 @@ func (s *Stream) InstallMemoryPools(l memory.Layout) error {
 		return err
 	}
 	s.layout = l
+	s.installs++
 	// Install cleaned the old pools up; hand their pages to the driver now.
 	s.c.storage.Flush()
 	return nil

@@ -17,6 +17,11 @@ import (
 // reservations spilled past a full capped pool.
 var ErrPlanSpilled = errors.New("client: the real run spilled past its measured plan")
 
+// ErrPlanReplaced: the workload installed a layout of its own on its
+// stream during the real run under a measured plan, so the run did not
+// follow the plan and its spills and reservations are not the plan's.
+var ErrPlanReplaced = errors.New("client: the workload installed a layout of its own in the real run, which replaced the measured plan: the run did not follow the plan, so nothing of it was verified")
+
 // Workload is a piece of work written against a client: it allocates and
 // launches on the calling stream of ctx (client.Create, client.Run, …) and
 // frees what it made before it returns.
@@ -35,7 +40,8 @@ type MeasureOptions struct {
 	// Trace the dry run's exact allocation stream.
 	Plan plan.Options
 	// Verify runs the workload for real under the installed plan and fails
-	// with ErrPlanSpilled if anything spilled.
+	// with ErrPlanSpilled if anything spilled, or with ErrPlanReplaced if
+	// the workload installed a layout of its own on the stream meanwhile.
 	Verify bool
 	// Label, when set, records the pools into the client's environment:
 	// "<Label>: dry run" after the dry run and "<Label>: real run" after the
@@ -62,6 +68,10 @@ type Measurement struct {
 	Verified bool
 	Spills   uint64
 	Real     memory.Report
+	// PlanReplaced: the workload installed a layout of its own on the
+	// stream in the real run, after which Spills and Real are that
+	// layout's (MeasurePlan fails with ErrPlanReplaced).
+	PlanReplaced bool
 	// DryWall and RealWall are the wall-clock times of the two runs.
 	DryWall, RealWall time.Duration
 }
@@ -170,8 +180,10 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 	}
 	start = time.Now()
 	realCtx := dryrun.RealRun(WithStream(ctx, target))
+	installs := target.installCount()
 	err = workload(realCtx)
 	m.RealWall = time.Since(start) // a failed run's time too: it said 0 s
+	m.PlanReplaced = target.installCount() != installs
 	if err != nil {
 		return m, fmt.Errorf("client: real run under the measured plan: %w", err)
 	}
@@ -180,6 +192,10 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 		if _, err := c.RecordMemory(realCtx, opts.Label+realRunLabel); err != nil {
 			return m, err
 		}
+	}
+	if m.PlanReplaced {
+		// Spills since the workload's install are its own layout's.
+		return m, ErrPlanReplaced
 	}
 	if m.Spills > 0 {
 		return m, fmt.Errorf("%w: %d reservations spilled under %s", ErrPlanSpilled, m.Spills, m.Plan.Brief())

@@ -255,3 +255,35 @@ func TestMeasurePlanRefusesItsRecordsLabelBeforeTheWorkloadRuns(t *testing.T) {
 	require.NoError(t, err, "the longest label whose records fit")
 	require.Equal(t, 2, records())
 }
+
+// A workload that installs a layout of its own on its stream in the real
+// run replaced the plan: MeasurePlan fails with ErrPlanReplaced, where it
+// verified the run with the spills counted from the workload's install,
+// under the workload's own layout. One that installs in the dry run only
+// is measured and verified as before.
+func TestMeasurePlanTellsAWorkloadThatReplacedThePlan(t *testing.T) {
+	c := openOnCPU(t, nil)
+	installing := func(inRealRun bool, l memory.Layout) Workload {
+		return func(ctx context.Context) error {
+			if dryrun.Active(ctx) != inRealRun {
+				s, err := c.CallingStream(ctx)
+				if err != nil {
+					return err
+				}
+				if err := s.InstallMemoryPools(l); err != nil {
+					return err
+				}
+			}
+			return allocations(c, 0, 4096, 1<<20)(ctx)
+		}
+	}
+	m, err := c.MeasurePlan(context.Background(), installing(true, memory.DirectLayout()), MeasureOptions{Verify: true})
+	require.ErrorIs(t, err, ErrPlanReplaced)
+	require.True(t, m.Verified, "the real run ran")
+	require.True(t, m.PlanReplaced)
+	require.IsType(t, memory.DirectKind{}, m.Real.Dynamic[0].Kind, "the real run's report is the workload's own layout's")
+
+	m, err = c.MeasurePlan(context.Background(), installing(false, memory.SubSlicesLayout()), MeasureOptions{Verify: true})
+	require.NoError(t, err)
+	require.False(t, m.PlanReplaced)
+}

@@ -38,6 +38,16 @@ type Stream struct {
 	// their own size where a page does not fit (memory.Manager.ReserveTight
 	// and ResolveTight).
 	tight bool
+	// installs counts the layouts installed on the stream, so that
+	// MeasurePlan tells a workload that replaced its plan.
+	installs uint64
+}
+
+// installCount is how many layouts were installed on the stream.
+func (s *Stream) installCount() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.installs
 }
 
 // isNil says whether s is no stream: nil, or zero (NewStream sets c).

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/dryrun/plan"
 	"github.com/vkrt/vkrt/internal/wasmtest"
 	"github.com/vkrt/vkrt/memory"
@@ -504,7 +505,7 @@ func TestPlanVerifyFailsWhereTheGuestReplacesThePlan(t *testing.T) {
     (drop (call $create (i64.const 4096) (i32.const 8)))))`)
 	out := filepath.Join(t.TempDir(), "p.plan")
 	stdout, stderr, err := execute(t, "plan", guestArgs(t, ownForReal, "--verify", "--json", "--out", out)...)
-	require.ErrorIs(t, err, errPlanReplaced, stderr)
+	require.ErrorIs(t, err, client.ErrPlanReplaced, stderr)
 	defer func() {
 		// vkrt run under the plan says the guest replaced it, so its
 		// spills and growth are not read as the plan's.
@@ -531,7 +532,7 @@ func TestPlanVerifyFailsWhereTheGuestReplacesThePlan(t *testing.T) {
 	require.FileExists(t, out, "the plan is written, as for a run that spilled")
 
 	stdout, _, err = execute(t, "plan", guestArgs(t, ownForReal, "--verify", "--out", out)...)
-	require.ErrorIs(t, err, errPlanReplaced)
+	require.ErrorIs(t, err, client.ErrPlanReplaced)
 	require.Contains(t, stdout, "verify:   FAILED")
 	require.Contains(t, stdout, "the guest installed a layout of its own (memory_install): the run did not follow the plan")
 	require.Contains(t, stdout, "but the real run did not run under it")
