@@ -97,7 +97,9 @@ func (b *Buffer) WriteFloat32s(at uint64, v []float32) error {
 
 // Float32s reads the whole buffer as float32s: EINVAL for a buffer that is
 // not whole float32s or that one read cannot hold (4 GiB or more; Read
-// takes it in parts).
+// takes it in parts). The host answers for the buffer's last float32
+// before the slice is made, so a size it does not hold (BufferOf) is its
+// ERANGE, or a stale handle its EBADF, not the guest's memory spent.
 func (b *Buffer) Float32s() ([]float32, error) {
 	if b == nil {
 		return nil, nilBuffer("buffer_read")
@@ -108,6 +110,15 @@ func (b *Buffer) Float32s() ([]float32, error) {
 	case b.size > math.MaxUint32 || b.size > math.MaxInt:
 		// make would trap on it, and one read moves less than 4 GiB.
 		return nil, refuse("buffer_read", EINVAL, "handle %#x: a buffer of %d B is more than one read moves (a u32 length); Read it in parts", b.handle, b.size)
+	}
+	if b.size > 0 {
+		// The host checks the size before a slice of it is made: a size it
+		// does not hold (BufferOf told a wrong one) of gigabytes ran the
+		// guest out of memory instead of being refused.
+		var last [4]byte
+		if err := b.Read(b.size-4, last[:]); err != nil {
+			return nil, err
+		}
 	}
 	v := make([]float32, b.size/4)
 	p, err := floatBytes("buffer_read", v)

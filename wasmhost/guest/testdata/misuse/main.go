@@ -41,13 +41,17 @@ func main() {
 	refused("an element index past 2^64 B", b.WriteFloat32s(1<<62, []float32{-1}), "buffer_write", guest.ERANGE)
 	refused("an element index just past 2^64 B", b.WriteFloat32s(1<<62+1, []float32{-1}), "buffer_write", guest.ERANGE)
 	check("element 0 unchanged", fmt.Sprint(must(b.Float32s())) == "[1 2 3 4]")
+	// A size the host does not hold is refused before a slice of it is
+	// made: 3 GiB ran the guest out of memory.
+	_, err := guest.BufferOf(b.Handle(), 3<<30).Float32s()
+	refused("Float32s of a buffer told 3 GiB", err, "buffer_read", guest.ERANGE)
 
 	var nilBuf *guest.Buffer
 	refused("Free of nil", nilBuf.Free(), "buffer_free", guest.EBADF)
 	refused("Write to nil", nilBuf.Write(0, []byte{1}), "buffer_write", guest.EBADF)
 	refused("Read of nil", nilBuf.Read(0, make([]byte, 4)), "buffer_read", guest.EBADF)
 	refused("WriteFloat32s to nil", nilBuf.WriteFloat32s(0, []float32{1}), "buffer_write", guest.EBADF)
-	_, err := nilBuf.Float32s()
+	_, err = nilBuf.Float32s()
 	refused("Float32s of nil", err, "buffer_read", guest.EBADF)
 	check("nil has handle 0", nilBuf.Handle() == 0 && nilBuf.Size() == 0)
 
