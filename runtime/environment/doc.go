@@ -9,7 +9,8 @@
 // is the serde-compatible shape of the runtime the design comes from.
 //
 // Files live under a data directory: the WithDir option, else $VKRT_ENV_DIR,
-// else $XDG_DATA_HOME/vkrt/env, else ~/.local/share/vkrt/env. The store is
+// else $XDG_DATA_HOME/vkrt/env (an absolute one), else
+// ~/.local/share/vkrt/env. The store is
 // kill-safe (write-ahead log, each Put one synchronous transaction: a process
 // killed mid-write loses at most the record it was writing) and safe for
 // concurrent use by goroutines and by several processes: processes that open

@@ -93,12 +93,14 @@ func newConfig(opts []Option) config {
 
 // DefaultDir is the data directory environments live in when no option
 // names one: $VKRT_ENV_DIR, else $XDG_DATA_HOME/vkrt/env, else
-// ~/.local/share/vkrt/env.
+// ~/.local/share/vkrt/env. A relative XDG_DATA_HOME is ignored, as the XDG
+// Base Directory specification says: taken from the working directory, the
+// records of a run were not where a command run elsewhere looked.
 func DefaultDir() (string, error) {
 	if d := os.Getenv(DirEnvVar); d != "" {
 		return d, nil
 	}
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+	if d := os.Getenv("XDG_DATA_HOME"); filepath.IsAbs(d) {
 		return filepath.Join(d, "vkrt", "env"), nil
 	}
 	home, err := os.UserHomeDir()

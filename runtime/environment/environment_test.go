@@ -141,6 +141,14 @@ func TestDataDirectoryResolution(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, filepath.Join(xdg, "vkrt", "env", "a.sqlite"), p)
 
+	// A relative XDG_DATA_HOME is ignored, as the XDG specification says:
+	// it named another directory from each working directory.
+	t.Setenv("XDG_DATA_HOME", "relative/data")
+	p, err = Path("a")
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(home, ".local", "share", "vkrt", "env", "a.sqlite"), p)
+	t.Setenv("XDG_DATA_HOME", xdg)
+
 	t.Setenv(DirEnvVar, moved)
 	p, err = Path("a")
 	require.NoError(t, err)
