@@ -26,7 +26,8 @@
 // is opened, and so is a log or index next to it that is not a file. A
 // writer refuses, before writing anything, a file it cannot write (an error
 // matching fs.ErrPermission) and one that fails SQLite's quick check
-// (ErrCorrupt); a write lock held by another writer past the busy timeout
+// (ErrCorrupt), and a reader's first listing (Each, once per Open) fails
+// with the same error; a write lock held by another writer past the busy timeout
 // is ErrBusy. A writer whose file is removed or replaced, or whose
 // write-ahead log is removed, while it is open stops with ErrReplaced
 // rather than write where no reader looks. An

@@ -220,6 +220,10 @@ type Env struct {
 	readers map[*sql.DB]int
 	copies  []string   // private directories the current pool reads
 	mu      sync.Mutex // guards db, snapshot, openedAs, retired, readers and copies of a read-only Env
+	// checkMu serializes a read-only Env's quick check; checked says it
+	// passed (see checkOnce).
+	checkMu sync.Mutex
+	checked bool
 	now     func() time.Time
 	closed  atomic.Bool
 }

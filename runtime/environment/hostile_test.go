@@ -88,6 +88,49 @@ func TestDamagedFileIsRefusedBeforeAWrite(t *testing.T) {
 	require.ErrorContains(t, err, path)
 }
 
+// A file whose first page of records has broken cell pointers reads,
+// through SQLite, as one that holds no records at all: a reader's listing
+// was empty and said nothing where a writer refused the file. The reader is
+// refused with the writer's error, word for word.
+func TestAReaderOfADamagedFileIsToldAsTheWriterIs(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filledEnvironment(t, dir, "broken", 10)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	// The leaf page (type 0x0d) of the first records, not the last: its
+	// cell pointers start at its byte 8.
+	const page = 4096
+	leaf := -1
+	for start := 0; start < len(data); start += page {
+		if data[start] == 0x0d && bytes.Contains(data[start:start+page], []byte("marker-0;")) {
+			leaf = start
+		}
+	}
+	require.Positive(t, leaf)
+	require.NotContains(t, string(data[leaf:leaf+page]), "marker-9;")
+	copy(data[leaf+9:], "\xde\xad\xbe\xef\x7f\x00\x01\x80")
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+
+	_, writerErr := Open("broken", WithDir(dir))
+	require.ErrorIs(t, writerErr, ErrCorrupt)
+
+	reader, err := Open("broken", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	defer reader.Close()
+	for range 2 {
+		entries, err := reader.Query(ctx, Query{})
+		require.ErrorIs(t, err, ErrCorrupt)
+		require.Equal(t, writerErr.Error(), err.Error())
+		require.Nil(t, entries)
+	}
+	err = EachAs(ctx, reader, Query{}, func(Typed[sampleRecord]) error { return nil })
+	require.ErrorIs(t, err, ErrCorrupt)
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, data, after, "the file is left as it was")
+}
+
 func TestTruncatedFileIsErrCorrupt(t *testing.T) {
 	dir := t.TempDir()
 	path := filledEnvironment(t, dir, "cut", 200)

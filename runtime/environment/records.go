@@ -220,13 +220,18 @@ const EachPage = 256
 // were all read first). The records are those stored when Each began:
 // records are never changed or removed, and ones put meanwhile have
 // larger ids than any it lists, so it leaves them out. An error fn
-// returns ends Each and is returned as it is.
+// returns ends Each and is returned as it is. The first Each of an Env
+// opened ReadOnly reads the whole file once for SQLite's quick check and
+// fails on a damaged one with ErrCorrupt, the error a writer's Open gives.
 func (e *Env) Each(ctx context.Context, q Query, fn func(Entry) error) error {
 	if err := e.usable(); err != nil {
 		return err
 	}
 	where, args, err := q.clauses()
 	if err != nil {
+		return err
+	}
+	if err := e.checkOnce(ctx); err != nil {
 		return err
 	}
 	filter := ""
@@ -303,6 +308,33 @@ func (e *Env) Each(ctx context.Context, q Query, fn func(Entry) error) error {
 		}
 		from, stmt = page[len(page)-1].ID, next
 	}
+}
+
+// checkOnce refuses a damaged file, read-only, with the writer's ErrCorrupt
+// (quickCheck), once per Env: SQLite reads a broken page of records as one
+// that holds none, so a listing of a damaged file was empty, or short, and
+// said nothing. quick_check reads the whole file, as a listing does, so only
+// the first listing pays for it; the pools a reader opens again when a
+// writer changed the files are not checked again, as a writer checks the
+// file before it writes. A writer checked its file when it opened it.
+func (e *Env) checkOnce(ctx context.Context) error {
+	if !e.readOnly {
+		return nil
+	}
+	e.checkMu.Lock()
+	defer e.checkMu.Unlock()
+	if e.checked {
+		return nil
+	}
+	err := e.read(func(db *sql.DB) error { return quickCheck(ctx, db, e.path) })
+	if errors.Is(err, errNoTable) {
+		err = nil // no records to check
+	}
+	if err != nil {
+		return err
+	}
+	e.checked = true
+	return nil
 }
 
 // clauses are the conditions q puts on records, with their arguments.
