@@ -283,6 +283,14 @@ func TestPutRefusesBadInput(t *testing.T) {
 	// Valid both stop at the NUL, and the record stored was cut there.
 	_, err = env.PutJSON(ctx, "sample", "x", []byte("{}\x00garbage"))
 	require.ErrorIs(t, err, ErrInvalidRecord)
+	// JSON whose string holds a byte that is no UTF-8: every JSON reader
+	// of the record's line in vkrt records --json refused it.
+	_, err = env.PutJSON(ctx, "sample", "x", []byte("{\"s\":\"a\xffb\"}"))
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	require.ErrorContains(t, err, "not valid UTF-8 (byte 7 of 11)")
+	require.ErrorIs(t, CheckBody([]byte("{\"s\":\"a\xffb\"}")), ErrInvalidRecord)
+	require.ErrorIs(t, CheckBody([]byte(`{"seq":`)), ErrInvalidRecord)
+	require.NoError(t, CheckBody([]byte(`{"s":"café"}`)))
 	_, err = env.PutJSON(ctx, "Sample Kind", "x", []byte(`{}`))
 	require.ErrorIs(t, err, ErrInvalidRecord)
 	require.ErrorContains(t, err, `kind "Sample Kind"`)

@@ -94,7 +94,9 @@ func (e *Env) Put(ctx context.Context, label string, rec Record) (Entry, error) 
 	return e.PutJSON(ctx, rec.Kind(), label, body)
 }
 
-// PutJSON stores a body that is already JSON, as one transaction.
+// PutJSON stores a body that is already JSON, as one transaction. A body
+// that is not valid JSON in UTF-8 (CheckBody) is refused with
+// ErrInvalidRecord, and nothing is stored.
 func (e *Env) PutJSON(ctx context.Context, kind, label string, body []byte) (Entry, error) {
 	if err := e.writable(); err != nil {
 		return Entry{}, err
@@ -108,10 +110,8 @@ func (e *Env) PutJSON(ctx context.Context, kind, label string, body []byte) (Ent
 	if len(body) > MaxBodyBytes {
 		return Entry{}, fmt.Errorf("%w: body of %q record %q is %d bytes, at most %d allowed", ErrInvalidRecord, kind, label, len(body), MaxBodyBytes)
 	}
-	// encoding/json's Valid, not goccy's: goccy's stops at a NUL byte,
-	// taking `{}` followed by NUL and anything at all for JSON.
-	if !stdjson.Valid(body) {
-		return Entry{}, fmt.Errorf("%w: body of %q record %q is not valid JSON (%d bytes)", ErrInvalidRecord, kind, label, len(body))
+	if p := bodyProblem(body); p != "" {
+		return Entry{}, fmt.Errorf("%w: body of %q record %q %s", ErrInvalidRecord, kind, label, p)
 	}
 	at := e.now()
 	if at.Before(minTime) || at.After(maxTime) {
@@ -447,6 +447,41 @@ func validateKind(kind string) error {
 		}
 	}
 	return nil
+}
+
+// CheckBody says what is wrong with a record's body, if anything, as
+// PutJSON would (an error matching ErrInvalidRecord; its size aside): it is
+// not valid JSON, or not valid UTF-8. A reader checks with it a body
+// another program stored.
+func CheckBody(body []byte) error {
+	if p := bodyProblem(body); p != "" {
+		return fmt.Errorf("%w: the body %s", ErrInvalidRecord, p)
+	}
+	return nil
+}
+
+// bodyProblem says what is wrong with a body, or "".
+func bodyProblem(body []byte) string {
+	// encoding/json's Valid, not goccy's: goccy's stops at a NUL byte,
+	// taking `{}` followed by NUL and anything at all for JSON.
+	if !stdjson.Valid(body) {
+		return fmt.Sprintf("is not valid JSON (%d bytes)", len(body))
+	}
+	// JSON text is UTF-8, yet Valid takes any byte in a string: such a
+	// body was stored as it was, and the line of vkrt records --json that
+	// quoted it was JSON no reader took.
+	if !utf8.Valid(body) {
+		at := 0
+		for {
+			r, n := utf8.DecodeRune(body[at:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			at += n
+		}
+		return fmt.Sprintf("is not valid UTF-8 (byte %d of %d)", at, len(body))
+	}
+	return ""
 }
 
 // CheckLabel says what is wrong with a record's label, if anything, as Put
