@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	json "github.com/goccy/go-json"
 	"github.com/spf13/cobra"
@@ -38,16 +39,21 @@ func newRecordsCmd() *cobra.Command {
 records (a stream's pool report at a moment a workload named), one row each
 with the number of pools (the dynamic ones and the persistent one), the bytes
 reserved and in use across them, and the sum of their peak pages. --json
-writes one object per line: id, kind, label, time and the record itself.
+writes one object per line: id, kind, label, time and the record itself;
+a record reported on stderr has an "error" besides, and one whose stored
+body is not JSON in UTF-8 (a damaged file, another program's row) has
+"record": null and the body as a string in "record_text", each byte that is
+not UTF-8 as U+FFFD.
 
 The environment is opened read-only: records works in a directory it cannot
 write and never gets in the way of a process writing records. Control
 characters in a label (a newline, a tab) are shown escaped, the label quoted.
-A memory record that cannot be decoded is listed with '-' for its figures
-(with --json, written as stored); each such record is reported on stderr
-and the command exits non-zero once the table is written. Kinds are open (an
-application names its own): a --kind no record has lists nothing, and stderr
-names the kinds the environment holds.`,
+A memory record that cannot be decoded, or a record of any kind whose body
+is not JSON in UTF-8, is listed with '-' for its figures (with --json,
+written as stored where it is JSON); each such record is reported on stderr
+and the command exits non-zero once every record is written. Kinds are open
+(an application names its own): a --kind no record has lists nothing, and
+stderr names the kinds the environment holds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Bad flags are the flags' errors, not the environment's.
@@ -80,8 +86,14 @@ type recordLine struct {
 	ID     int64           `json:"id"`
 	Kind   string          `json:"kind"`
 	Label  string          `json:"label"`
-	Time   *time.Time      `json:"time"` // null where the stored time is not a number
-	Record json.RawMessage `json:"record"`
+	Time   *time.Time      `json:"time"`   // null where the stored time is not a number
+	Record json.RawMessage `json:"record"` // null where the stored body is not JSON in UTF-8
+	// RecordText is the stored body, as a string, where it is not JSON in
+	// UTF-8 (its bytes that are not UTF-8 as U+FFFD): written as stored,
+	// the line was no JSON, and the encoder's error ended the listing.
+	RecordText *string `json:"record_text,omitempty"`
+	// Error says why the record could not be decoded, as stderr does.
+	Error string `json:"error,omitempty"`
 }
 
 func listRecords(ctx context.Context, out, stderr io.Writer, envName string, q environment.Query, asJSON bool) error {
@@ -100,11 +112,19 @@ func listRecords(ctx context.Context, out, stderr io.Writer, envName string, q e
 		fmt.Fprintf(stderr, "vkrt: no record of kind %q in environment %q (its kinds: %s)\n", printable.Label(q.Kind), envName, strings.Join(quoted, ", "))
 	}
 	if asJSON {
-		// Every record is written as stored; one the table could not show
-		// still fails the command, as the table does.
+		// Every record is written as stored, or as text where it is not
+		// JSON; one the table could not show still fails the command, as
+		// the table does.
 		enc := json.NewEncoder(out)
-		undecodable, err := eachRecord(ctx, envName, q, "written as stored", noneOfKind, func(e environment.Entry, _ *memory.Record) error {
+		undecodable, err := eachRecord(ctx, envName, q, "written as stored, or as record_text where not JSON", noneOfKind, func(e environment.Entry, _ *memory.Record, bad error) error {
 			line := recordLine{ID: e.ID, Kind: e.Kind, Label: e.Label, Record: e.Body}
+			if bad != nil {
+				line.Error = bad.Error()
+				if environment.CheckBody(e.Body) != nil {
+					text := strings.ToValidUTF8(string(e.Body), "\uFFFD")
+					line.Record, line.RecordText = json.RawMessage("null"), &text
+				}
+			}
 			if !e.Time.IsZero() {
 				t := e.Time.UTC()
 				line.Time = &t
@@ -125,7 +145,7 @@ func listRecords(ctx context.Context, out, stderr io.Writer, envName string, q e
 	// The table holds its rows' text only, not the records.
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTIME\tKIND\tLABEL\tPOOLS\tRESERVED\tIN USE\tPEAK PAGES")
-	undecodable, err := eachRecord(ctx, envName, q, "listed with '-'", noneOfKind, func(e environment.Entry, rec *memory.Record) error {
+	undecodable, err := eachRecord(ctx, envName, q, "listed with '-'", noneOfKind, func(e environment.Entry, rec *memory.Record, _ error) error {
 		pools, reserved, inUse, peak := "-", "-", "-", "-"
 		if rec != nil {
 			u := rec.Report.Usage()
@@ -156,14 +176,14 @@ func listRecords(ctx context.Context, out, stderr io.Writer, envName string, q e
 // eachRecord opens an environment read-only, so that reading never
 // creates it or gets in the way of a process writing records, and calls fn
 // with each record q selects, oldest first, a page at a time
-// (environment.Env.Each), and with its decoded memory record: nil for a
-// record of another kind or one that cannot be decoded. Those are named
-// in undecodable, which a reader returns once it has shown the rest; shown
-// says what became of them. An error of fn ends the listing. Where q names
+// (environment.Env.Each), with its decoded memory record (nil for a
+// record of another kind or one that cannot be decoded) and, for one that
+// cannot be decoded, why. Those are named in undecodable, which a reader
+// returns once it has shown the rest; shown says what became of them. An error of fn ends the listing. Where q names
 // a kind and nothing is listed, noneOfKind (if not nil) is called with the
 // kinds the environment holds if q's is not among them.
 func eachRecord(ctx context.Context, name string, q environment.Query, shown string, noneOfKind func(kinds []string),
-	fn func(environment.Entry, *memory.Record) error) (undecodable *undecodableError, _ error) {
+	fn func(environment.Entry, *memory.Record, error) error) (undecodable *undecodableError, _ error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -185,7 +205,7 @@ func eachRecord(ctx context.Context, name string, q environment.Query, shown str
 			undecodable.Entries = append(undecodable.Entries, named)
 			undecodable.Errs = append(undecodable.Errs, err)
 		}
-		return fn(e, rec)
+		return fn(e, rec, err)
 	})
 	if undecodable != nil {
 		undecodable.Total = total
@@ -203,17 +223,26 @@ func eachRecord(ctx context.Context, name string, q environment.Query, shown str
 }
 
 // memoryRecord decodes a memory record: nil for a record of another kind,
-// and an error for one that cannot be decoded.
+// and an error for one that cannot be decoded, or of any kind whose body
+// is not JSON in UTF-8 (environment.CheckBody), which only another
+// program or damage leaves.
 func memoryRecord(e environment.Entry) (*memory.Record, error) {
 	if e.Time.IsZero() {
 		return nil, fmt.Errorf("record %d: %w", e.ID, errRecordTime)
 	}
 	if e.Kind != memory.RecordKind {
+		if err := environment.CheckBody(e.Body); err != nil {
+			return nil, fmt.Errorf("record %d (kind %q): %w", e.ID, e.Kind, err)
+		}
 		return nil, nil
 	}
 	var rec memory.Record
 	if err := e.Decode(&rec); err != nil {
 		return nil, err
+	}
+	// The decoder checked the JSON, and took any byte in a string.
+	if !utf8.Valid(e.Body) {
+		return nil, fmt.Errorf("record %d (kind %q): %w", e.ID, e.Kind, environment.CheckBody(e.Body))
 	}
 	if err := checkTotals(e, rec.Report); err != nil {
 		return nil, err

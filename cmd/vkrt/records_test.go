@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
+	stdjson "encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	json "github.com/goccy/go-json"
 	"github.com/stretchr/testify/require"
@@ -488,4 +490,112 @@ func TestRecordsRefusesAReversedRangeInTheLabelGlob(t *testing.T) {
 	out, err := executeRecords(t, "--env", "bench", "--label", "[a-z]*")
 	require.NoError(t, err)
 	require.Contains(t, out, "model loaded")
+}
+
+// insertForeignRows writes rows into an environment's records table as
+// another program could, its check that a body is JSON taken off first:
+// each row's kind, label and body, in order, with a time of 1.
+func insertForeignRows(t *testing.T, name string, rows ...[3]string) {
+	t.Helper()
+	path, err := environment.Path(name)
+	require.NoError(t, err)
+	db, err := sql.Open("sqlite", "file:"+path)
+	require.NoError(t, err)
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	for _, stmt := range []string{
+		"PRAGMA writable_schema = 1",
+		`UPDATE sqlite_schema SET sql = replace(sql, 'CHECK (json_valid(body))', '') WHERE name = 'records'`,
+		"PRAGMA writable_schema = 0",
+	} {
+		_, err := db.Exec(stmt)
+		require.NoError(t, err, stmt)
+	}
+	require.NoError(t, db.Close())
+	db, err = sql.Open("sqlite", "file:"+path)
+	require.NoError(t, err)
+	for _, r := range rows {
+		_, err := db.Exec("INSERT INTO records (kind, label, time_ns, body) VALUES (?, ?, 1, CAST(? AS TEXT))", r[0], r[1], []byte(r[2]))
+		require.NoError(t, err)
+	}
+	require.NoError(t, db.Close())
+}
+
+// jsonLines decodes each line of records --json with encoding/json, which
+// refuses a line that is not UTF-8 as goccy's decoder does not.
+func jsonLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		require.True(t, utf8.ValidString(l), "%q", l)
+		var line map[string]any
+		require.NoError(t, stdjson.Unmarshal([]byte(l), &line), "%q", l)
+		lines = append(lines, line)
+	}
+	return lines
+}
+
+// A record whose stored body is not JSON (a damaged page, another
+// program's row) gets its line in --json, the body as text, and the records
+// after it get theirs: the encoder's error on the raw body ended the
+// listing at it. The command fails, naming it, as the table does.
+func TestRecordsJSONListsEveryRecordWhenABodyIsNotJSON(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	seedEnvironment(t, "bench")
+	good, err := json.Marshal(sampleMemoryRecord("after the bad ones", 1))
+	require.NoError(t, err)
+	insertForeignRows(t, "bench",
+		[3]string{"memory", "cut", `{"label":"cut","report":{"dyna` + "\x00\x01"},
+		[3]string{"note", "not json", "plain words"},
+		[3]string{"memory", "after the bad ones", string(good)})
+
+	out, _, err := execute(t, "records", "--env", "bench", "--kind", "all", "--json")
+	require.ErrorContains(t, err, "2 of 7 records could not be decoded")
+	require.ErrorContains(t, err, "record 6 (kind \"note\")")
+	lines := jsonLines(t, out)
+	require.Len(t, lines, 7, out)
+	for _, i := range []int{4, 5} {
+		require.Nil(t, lines[i]["record"], "%v", lines[i])
+		require.NotEmpty(t, lines[i]["error"], "%v", lines[i])
+	}
+	require.Equal(t, `{"label":"cut","report":{"dyna`+"\x00\x01", lines[4]["record_text"])
+	require.Equal(t, "plain words", lines[5]["record_text"])
+	require.Contains(t, lines[5]["error"], "not valid JSON")
+	require.Equal(t, "after the bad ones", lines[6]["label"])
+	require.NotNil(t, lines[6]["record"])
+	for _, i := range []int{0, 1, 2, 3, 6} {
+		require.NotContains(t, lines[i], "error")
+		require.NotContains(t, lines[i], "record_text")
+	}
+
+	// The table lists them too, and fails the same way.
+	out, err = executeRecords(t, "--env", "bench", "--kind", "all")
+	require.ErrorContains(t, err, "2 of 7 records could not be decoded")
+	table := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.Contains(t, table[5], "cut")
+	require.Contains(t, table[7], "after the bad ones")
+}
+
+// A body another program stored with a byte that is not UTF-8 is no JSON a
+// reader takes: --json writes it as text, U+FFFD for the byte, and reports
+// it, where it wrote the byte as it was into the line.
+func TestRecordsJSONNeverWritesABodyThatIsNotUTF8(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	seedEnvironment(t, "bench")
+	body, err := json.Marshal(sampleMemoryRecord("a\ufffdb", 1))
+	require.NoError(t, err)
+	bad := strings.Replace(string(body), "\ufffd", "\xff", 1)
+	require.NotEqual(t, string(body), bad)
+	insertForeignRows(t, "bench",
+		[3]string{"memory", "latin-1", bad},
+		[3]string{"note", "latin-1 note", "{\"s\":\"caf\xe9\"}"})
+
+	out, err := executeRecords(t, "--env", "bench", "--kind", "all", "--json")
+	require.ErrorContains(t, err, "2 of 6 records could not be decoded")
+	require.ErrorContains(t, err, "not valid UTF-8")
+	lines := jsonLines(t, strings.SplitN(out, "vkrt:", 2)[0])
+	require.Len(t, lines, 6)
+	require.Nil(t, lines[4]["record"])
+	require.Equal(t, string(body), lines[4]["record_text"])
+	require.Equal(t, "{\"s\":\"caf\ufffd\"}", lines[5]["record_text"])
 }

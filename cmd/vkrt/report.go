@@ -180,7 +180,7 @@ func distinctNames(traces []*htmlreport.TraceReport, paths []string) {
 func envRecords(ctx context.Context, name string) (_ *htmlreport.EnvRecords, undecodable error, _ error) {
 	out := &htmlreport.EnvRecords{Name: name}
 	bad, err := eachRecord(ctx, name, environment.Query{Kind: environment.KindMemory}, "left out of the records chart", nil,
-		func(e environment.Entry, rec *memory.Record) error {
+		func(e environment.Entry, rec *memory.Record, _ error) error {
 			if rec != nil {
 				out.Add(htmlreport.EnvRecord{ID: e.ID, Label: e.Label, Time: e.Time, Report: rec.Report})
 			}
