@@ -47,7 +47,8 @@ not UTF-8 as U+FFFD.
 
 The environment is opened read-only: records works in a directory it cannot
 write and never gets in the way of a process writing records. Control
-characters in a label (a newline, a tab) are shown escaped, the label quoted.
+characters in a label or a kind (a newline, a tab) are shown escaped, the
+label or kind quoted.
 A memory record that cannot be decoded, or a record of any kind whose body
 is not JSON in UTF-8, is listed with '-' for its figures (with --json,
 written as stored where it is JSON); each such record is reported on stderr
@@ -105,11 +106,13 @@ func listRecords(ctx context.Context, out, stderr io.Writer, envName string, q e
 			fmt.Fprintf(stderr, "vkrt: environment %q holds no records\n", envName)
 			return
 		}
+		// Quoted once: Go's quoting escapes what printable.Label would,
+		// and a kind it quoted was quoted again ("\"a\\nb\"").
 		quoted := make([]string, len(kinds))
 		for i, k := range kinds {
-			quoted[i] = strconv.Quote(printable.Label(k))
+			quoted[i] = strconv.Quote(k)
 		}
-		fmt.Fprintf(stderr, "vkrt: no record of kind %q in environment %q (its kinds: %s)\n", printable.Label(q.Kind), envName, strings.Join(quoted, ", "))
+		fmt.Fprintf(stderr, "vkrt: no record of kind %q in environment %q (its kinds: %s)\n", q.Kind, envName, strings.Join(quoted, ", "))
 	}
 	if asJSON {
 		// Every record is written as stored, or as text where it is not
@@ -157,7 +160,9 @@ func listRecords(ctx context.Context, out, stderr io.Writer, envName string, q e
 		if !e.Time.IsZero() {
 			when = e.Time.UTC().Format(recordTimeLayout)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, when, e.Kind, printable.Label(e.Label),
+		// A kind another program stored may hold a newline or a tab, as
+		// a label may: shown raw, it split the row.
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, when, printable.Label(e.Kind), printable.Label(e.Label),
 			pools, reserved, inUse, peak)
 		return nil
 	})

@@ -599,3 +599,25 @@ func TestRecordsJSONNeverWritesABodyThatIsNotUTF8(t *testing.T) {
 	require.Equal(t, string(body), lines[4]["record_text"])
 	require.Equal(t, "{\"s\":\"caf\ufffd\"}", lines[5]["record_text"])
 }
+
+// A kind another program stored with a newline or a tab is shown escaped
+// in the table, as a label is, and quoted once in the hint that names the
+// kinds there are: shown raw it split the row, and the hint quoted it
+// twice.
+func TestRecordsEscapesControlCharactersInKinds(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	seedEnvironment(t, "bench")
+	insertForeignRows(t, "bench", [3]string{"two\nlines", "foreign", `{}`}, [3]string{"a\tb", "tabbed", `{}`})
+
+	out, err := executeRecords(t, "--env", "bench", "--kind", "all")
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	require.Len(t, lines, 7, "a header and a row a record: %s", out)
+	require.NotContains(t, out, "\t")
+	require.Equal(t, []string{"5", "1970-01-01", "00:00:00Z", `"two\nlines"`, "foreign"}, strings.Fields(lines[5])[:5])
+	require.Equal(t, []string{"6", "1970-01-01", "00:00:00Z", `"a\tb"`, "tabbed"}, strings.Fields(lines[6])[:5])
+
+	_, errOut, err := execute(t, "records", "--env", "bench", "--kind", "nope")
+	require.NoError(t, err)
+	require.Equal(t, `vkrt: no record of kind "nope" in environment "bench" (its kinds: "a\tb", "memory", "note", "two\nlines")`+"\n", errOut)
+}
