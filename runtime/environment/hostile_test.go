@@ -619,9 +619,10 @@ func TestARowWithNullColumnsReadsAsEmpty(t *testing.T) {
 
 // A file marked as an environment of this schema whose records table
 // another program dropped, renamed or changed is refused at a writer's
-// Open (ErrNotEnvironment), and left as it is: the writer opened it and
-// failed every write with SQLite's "no such table".
-func TestAWriterRefusesAnEnvironmentWhoseTableWasChanged(t *testing.T) {
+// Open (ErrNotEnvironment), and a reader's, and left as it is: the writer
+// opened it and failed every write with SQLite's "no such table", and the
+// reader every read.
+func TestAnEnvironmentWhoseTableWasChangedIsRefused(t *testing.T) {
 	for name, stmt := range map[string]string{
 		"dropped": "DROP TABLE records",
 		"renamed": "ALTER TABLE records RENAME TO r2",
@@ -638,9 +639,14 @@ func TestAWriterRefusesAnEnvironmentWhoseTableWasChanged(t *testing.T) {
 			before, err := os.ReadFile(path)
 			require.NoError(t, err)
 
-			_, err = Open(name, WithDir(dir))
+			_, writerErr := Open(name, WithDir(dir))
+			require.ErrorIs(t, writerErr, ErrNotEnvironment)
+			require.ErrorContains(t, writerErr, "another program")
+			// A reader is refused with the writer's words, where each
+			// read failed with SQLite's "no such table".
+			_, err = Open(name, WithDir(dir), ReadOnly())
 			require.ErrorIs(t, err, ErrNotEnvironment)
-			require.ErrorContains(t, err, "another program")
+			require.Equal(t, writerErr.Error(), err.Error())
 			after, err := os.ReadFile(path)
 			require.NoError(t, err)
 			require.Equal(t, before, after, "the file is left as it was")

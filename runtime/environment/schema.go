@@ -112,7 +112,9 @@ func classify(ctx context.Context, q querier, path string) (version int64, fresh
 
 // classifyConsistently classifies the file inside one read transaction, so
 // its reads see one state of the file even while another process is
-// creating it.
+// creating it, and refuses, as a writer does, a file of this schema whose
+// records table another program dropped or changed: a reader's every read
+// failed with SQLite's "no such table".
 func classifyConsistently(ctx context.Context, db *sql.DB, path string) (version int64, fresh bool, err error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -125,7 +127,11 @@ func classifyConsistently(ctx context.Context, db *sql.DB, path string) (version
 		return 0, false, fmt.Errorf("environment: reading %s: %w", path, dbError(path, 0, err))
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
-	return classify(ctx, conn, path)
+	version, fresh, err = classify(ctx, conn, path)
+	if err == nil && !fresh && version == SchemaVersion() {
+		err = checkRecordsTable(ctx, conn, path)
+	}
+	return version, fresh, err
 }
 
 // prepare checks the file is ours and brings its schema up to date, both in
@@ -230,9 +236,11 @@ var recordsColumns = []string{"id", "kind", "label", "time_ns", "body"}
 // checkRecordsTable refuses, with ErrNotEnvironment, a file marked as an
 // environment of this schema whose records table another program dropped
 // or changed: a writer opened it and then failed every write with SQLite's
-// "no such table".
-func checkRecordsTable(ctx context.Context, tx *sql.Tx, path string) error {
-	rows, err := tx.QueryContext(ctx, "SELECT name FROM pragma_table_info('records')")
+// "no such table", and a reader every read.
+func checkRecordsTable(ctx context.Context, q interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}, path string) error {
+	rows, err := q.QueryContext(ctx, "SELECT name FROM pragma_table_info('records')")
 	if err != nil {
 		return fmt.Errorf("environment: checking %s: %w", path, dbError(path, 0, err))
 	}
