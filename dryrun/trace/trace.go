@@ -149,6 +149,19 @@ const maxTraceLine = 4096
 // maxAllocations keeps dense indices within int32.
 const maxAllocations = 1<<31 - 1
 
+// numberReason says why strconv.ParseUint refused a field of a line that
+// it parsed into bits bits: a number past the largest it holds is an
+// unsigned decimal integer all the same, and was told it was not one.
+func numberReason(field string, bits int, err error) string {
+	if errors.Is(err, strconv.ErrRange) {
+		return fmt.Sprintf("%s does not fit in %d bits (at most %d)", field, bits, uint64(1)<<bits-1)
+	}
+	if bits == 64 {
+		return field + " is not an unsigned decimal integer"
+	}
+	return fmt.Sprintf("%s is not an unsigned %d-bit decimal integer", field, bits)
+}
+
 // Read parses an allocation stream, one event a line:
 //
 //	a <id> <bytes> <stream>   allocate <bytes>, name it <id>
@@ -228,18 +241,18 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 			}
 			id, err := strconv.ParseUint(string(fields[1]), 10, 64)
 			if err != nil {
-				return nil, fail(text, "id is not an unsigned decimal integer")
+				return nil, fail(text, numberReason("id", 64, err))
 			}
 			size, err := strconv.ParseUint(string(fields[2]), 10, 64)
 			if err != nil {
-				return nil, fail(text, "bytes is not an unsigned decimal integer")
+				return nil, fail(text, numberReason("bytes", 64, err))
 			}
 			if size == 0 {
 				return nil, fail(text, "an allocation of 0 bytes")
 			}
 			stream, err := strconv.ParseUint(string(fields[3]), 10, 32)
 			if err != nil {
-				return nil, fail(text, "stream is not an unsigned 32-bit decimal integer")
+				return nil, fail(text, numberReason("stream", 32, err))
 			}
 			if prev, seen := ids[id]; seen {
 				return nil, fail(text, fmt.Sprintf("id %d was already used by allocation %d", id, prev))
@@ -258,7 +271,7 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 			}
 			id, err := strconv.ParseUint(string(fields[1]), 10, 64)
 			if err != nil {
-				return nil, fail(text, "id is not an unsigned decimal integer")
+				return nil, fail(text, numberReason("id", 64, err))
 			}
 			index, seen := ids[id]
 			if !seen {

@@ -54,7 +54,12 @@ func TestReadTraceErrorsNameTheLine(t *testing.T) {
 		{"a one 10 0\n", 1, "id is not"},
 		{"a 1 -10 0\n", 1, "bytes is not"},
 		{"a 1 0 0\n", 1, "0 bytes"},
-		{"a 1 10 4294967296\n", 1, "stream is not"},
+		{"a 1 10 -1\n", 1, "stream is not"},
+		// Numbers past their field's bits are numbers all the same.
+		{"a 1 10 4294967296\n", 1, "stream does not fit in 32 bits (at most 4294967295)"},
+		{"a 0 18446744073709551616 0\n", 1, "bytes does not fit in 64 bits (at most 18446744073709551615)"},
+		{"a 18446744073709551616 1 0\n", 1, "id does not fit in 64 bits"},
+		{"a 1 10 0\nf 99999999999999999999\n", 2, "id does not fit in 64 bits"},
 		{"a 1 10 0\na 1 10 0\n", 2, "already used"},
 		{"a 1 10 0\nf 2\n", 2, "never allocated"},
 		{"a 1 10 0\nf 1\nf 1\n", 3, "already freed"},
