@@ -51,6 +51,10 @@ type checkState struct {
 	dropped  int
 	reason   string
 	cleanups []func()
+	// exits counts the goroutines Fatalf and NotSupportedf are ending
+	// whose ending the check has not yet seen: any other runtime.Goexit
+	// in a goroutine of the check is the target's.
+	exits int
 }
 
 // maxEvidence bounds what one check keeps; the rest are counted.
@@ -87,6 +91,9 @@ func (c *checkState) verdictf(format string, args ...any) {
 // must be called from the check's own goroutine.
 func (c *checkState) Fatalf(format string, args ...any) {
 	c.Errorf(format, args...)
+	c.mu.Lock()
+	c.exits++
+	c.mu.Unlock()
 	runtime.Goexit()
 }
 
@@ -95,8 +102,30 @@ func (c *checkState) Fatalf(format string, args ...any) {
 func (c *checkState) NotSupportedf(format string, args ...any) {
 	c.mu.Lock()
 	c.reason = fmt.Sprintf(format, args...)
+	c.exits++
 	c.mu.Unlock()
 	runtime.Goexit()
+}
+
+// ended is deferred by each goroutine of a check (its own, those of Go and
+// each cleanup) with what the goroutine was: one that neither returned nor
+// panicked was ended by runtime.Goexit, and where neither Fatalf nor
+// NotSupportedf called it, the target did (t.Fatal or require on a
+// *testing.T of its own, inside Alloc or Dispatch, say). The check checked
+// nothing past that call, so it fails rather than pass.
+func (c *checkState) ended(what string, returned bool, p any) {
+	if p != nil || returned {
+		return
+	}
+	c.mu.Lock()
+	ours := c.exits > 0
+	if ours {
+		c.exits--
+	}
+	c.mu.Unlock()
+	if !ours {
+		c.Errorf("%s ended without finishing: the target ended its goroutine (runtime.Goexit, as t.Fatal does)\n%s", what, trimStack(debug.Stack()))
+	}
 }
 
 // Go runs f in a goroutine of the check's own, as wg.Go does: a panic in
@@ -105,12 +134,16 @@ func (c *checkState) NotSupportedf(format string, args ...any) {
 // goroutine only.
 func (c *checkState) Go(wg *sync.WaitGroup, f func()) {
 	wg.Go(func() {
+		returned := false
 		defer func() {
-			if p := recover(); p != nil {
+			p := recover()
+			if p != nil {
 				c.Errorf("panic in a goroutine of the check: %v\n%s", p, trimStack(debug.Stack()))
 			}
+			c.ended("a goroutine of the check", returned, p)
 		}()
 		f()
+		returned = true
 	})
 }
 
@@ -229,21 +262,17 @@ func runCheck(ctx context.Context, ch Check, timeout time.Duration) Result {
 	start := time.Now()
 	go func() {
 		defer close(done)
+		defer c.runCleanups()
+		returned := false
 		defer func() {
-			c.mu.Lock()
-			cleanups := c.cleanups
-			c.cleanups = nil
-			c.mu.Unlock()
-			for i := len(cleanups) - 1; i >= 0; i-- {
-				runCleanup(c, cleanups[i])
-			}
-		}()
-		defer func() {
-			if p := recover(); p != nil {
+			p := recover()
+			if p != nil {
 				c.Errorf("panic: %v\n%s", p, trimStack(debug.Stack()))
 			}
+			c.ended("the check", returned, p)
 		}()
 		ch.run(c)
+		returned = true
 	}()
 	select {
 	case <-done:
@@ -281,13 +310,30 @@ func runCheck(ctx context.Context, ch Check, timeout time.Duration) Result {
 	return r
 }
 
-func runCleanup(c *checkState, f func()) {
+// runCleanups runs the check's cleanups, last registered first, each
+// deferred: a cleanup that ends the goroutine (a Close calling t.Fatal)
+// still lets the others run.
+func (c *checkState) runCleanups() {
+	c.mu.Lock()
+	cleanups := c.cleanups
+	c.cleanups = nil
+	c.mu.Unlock()
+	for _, f := range cleanups {
+		defer c.runCleanup(f)
+	}
+}
+
+func (c *checkState) runCleanup(f func()) {
+	returned := false
 	defer func() {
-		if p := recover(); p != nil {
+		p := recover()
+		if p != nil {
 			c.Errorf("panic in cleanup: %v", p)
 		}
+		c.ended("a cleanup of the check", returned, p)
 	}()
 	f()
+	returned = true
 }
 
 // trimStack keeps the top of a panic's stack, where it happened.

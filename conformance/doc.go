@@ -34,9 +34,12 @@
 // not supported: a capability the target lacks (a memory limit, host access
 // to its bytes, a memory budget, sparse binding) is probed, and a check that
 // needs it says so rather than passing. A panic in a check, or in a
-// goroutine it started, fails that check, and so does a check that runs
-// past its time ([DefaultTimeout], or Options.Timeout outside go test); the
-// suite goes on. A run whose context ends stops: its [Report] holds the
-// checks finished and names the rest, the one it stopped first, as not run. Data races are for the race detector: run TestDevice under
-// go test -race, as no check can see one.
+// goroutine it started, fails that check, as does a target that ends the
+// check's goroutine (runtime.Goexit, which t.Fatal on a *testing.T of the
+// target's own calls) and a check that runs past its time
+// ([DefaultTimeout], or Options.Timeout outside go test); the suite goes
+// on. A run whose context ends stops: its [Report] holds the checks
+// finished and names the rest, the one it stopped first, as not run. Data
+// races are for the race detector: run TestDevice under go test -race, as
+// no check can see one.
 package conformance

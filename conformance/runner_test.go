@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -241,4 +242,71 @@ func TestInterruptedRunListsTheChecksNotRun(t *testing.T) {
 	js.Reset()
 	require.NoError(t, rep.WriteJSON(&js))
 	require.Contains(t, js.String(), `"results":[]`)
+}
+
+// A check whose goroutine the target ends with runtime.Goexit (t.Fatal on a
+// *testing.T of its own, inside Alloc or Dispatch) checked nothing past
+// that call: it fails, wherever the goroutine was, and the suite's own
+// Fatalf and NotSupportedf end theirs as before.
+func TestRunnerFailsACheckTheTargetEnded(t *testing.T) {
+	cleaned := 0
+	checks := []Check{
+		{Name: "x/target-ends-check", Rule: "ends", run: func(c *checkState) {
+			c.Cleanup(func() { cleaned++ })
+			runtime.Goexit()
+		}},
+		{Name: "x/target-ends-goroutine", Rule: "ends elsewhere", run: func(c *checkState) {
+			var wg sync.WaitGroup
+			c.Go(&wg, func() { runtime.Goexit() })
+			c.Go(&wg, func() { c.Fatalf("stopped a goroutine") })
+			wg.Wait()
+		}},
+		{Name: "x/target-ends-cleanup", Rule: "ends in Close", run: func(c *checkState) {
+			c.Cleanup(func() { cleaned++ })
+			c.Cleanup(func() { runtime.Goexit() })
+			c.Cleanup(func() { cleaned++ })
+		}},
+		{Name: "x/fatal", Rule: "stops", run: func(c *checkState) {
+			c.Cleanup(func() { cleaned++ })
+			c.Fatalf("stopped")
+		}},
+		{Name: "x/not-supported", Rule: "lacks", run: func(c *checkState) {
+			var wg sync.WaitGroup
+			c.Go(&wg, func() { c.Fatalf("stopped a goroutine") })
+			wg.Wait()
+			c.Cleanup(func() { c.Fatalf("stopped a cleanup") })
+			c.NotSupportedf("no budget")
+		}},
+		{Name: "x/fatal-in-goroutines", Rule: "stops goroutines", run: func(c *checkState) {
+			var wg sync.WaitGroup
+			for range 8 {
+				c.Go(&wg, func() { c.NotSupportedf("no budget here") })
+			}
+			wg.Wait()
+		}},
+	}
+	rep := runChecks(context.Background(), "test", checks, Options{Timeout: time.Minute})
+	get := func(name string) Result { r, ok := rep.Result(name); require.True(t, ok); return r }
+	const ended = "ended without finishing: the target ended its goroutine (runtime.Goexit, as t.Fatal does)"
+	for name, where := range map[string]string{
+		"x/target-ends-check": "the check ", "x/target-ends-goroutine": "a goroutine of the check ", "x/target-ends-cleanup": "a cleanup of the check ",
+	} {
+		r := get(name)
+		require.Equal(t, Fail, r.Status, name)
+		require.True(t, slices.ContainsFunc(r.Evidence, func(e string) bool { return strings.HasPrefix(e, where+ended) }), "%s: %q", name, r.Evidence)
+		require.True(t, slices.ContainsFunc(r.Evidence, func(e string) bool { return strings.Contains(e, "runtime.Goexit()") }), "the evidence holds the stack of the call: %q", r.Evidence)
+	}
+	require.Contains(t, get("x/target-ends-goroutine").Evidence, "stopped a goroutine")
+	require.Len(t, get("x/target-ends-goroutine").Evidence, 2)
+	require.Len(t, get("x/target-ends-cleanup").Evidence, 1)
+	require.Equal(t, 4, cleaned, "every cleanup ran, those after one that ended its goroutine too")
+
+	require.Equal(t, Result{Check: "x/fatal", Rule: "stops", Status: Fail, Evidence: []string{"stopped"}}, withoutTime(get("x/fatal")))
+	require.Equal(t, Result{Check: "x/not-supported", Rule: "lacks", Status: Fail, Evidence: []string{"stopped a goroutine", "stopped a cleanup"}}, withoutTime(get("x/not-supported")))
+	require.Equal(t, Result{Check: "x/fatal-in-goroutines", Rule: "stops goroutines", Status: NotSupported, Reason: "no budget here"}, withoutTime(get("x/fatal-in-goroutines")))
+}
+
+func withoutTime(r Result) Result {
+	r.Duration, r.Seconds = 0, 0
+	return r
 }
