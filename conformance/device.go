@@ -7,7 +7,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	json "github.com/goccy/go-json"
 
@@ -67,7 +70,9 @@ func DefaultDevice(index int) OpenClient {
 }
 
 // RunDevice runs the device checks outside go test. The report's target is
-// o.Target, else the device's name.
+// o.Target, else the device's name, read under the guard of a check (its
+// panics recovered, bounded by o.Timeout): a device that cannot be opened
+// and named is "unknown (…)", saying why, and the checks still run.
 func RunDevice(ctx context.Context, open OpenClient, o Options) Report {
 	// The device is named before the checks: a run that ctx ends (a
 	// signal to vkrt conformance) names it too. Opened after them, with
@@ -75,12 +80,34 @@ func RunDevice(ctx context.Context, open OpenClient, o Options) Report {
 	// is for the name alone (every check opens a device of its own), so a
 	// caller that knows the name saves it.
 	if o.Target == "" {
-		if cl, err := open(ctx, DeviceConfig{}); err == nil {
-			o.Target = deviceName(cl)
-			_ = cl.Close()
-		}
+		o.Target = nameDevice(ctx, open, o.Timeout)
 	}
 	return runChecks(ctx, "device", deviceChecks(open), o)
+}
+
+// nameDevice opens the device for its name as a check opens it, under the
+// same guard (a panic, a hang past the timeout, an open that gives no
+// client): it ran unguarded, and a Name that panicked ended the program, a
+// Close that blocked hung the run before its first check. A device it
+// cannot name is "unknown", with why.
+func nameDevice(ctx context.Context, open OpenClient, timeout time.Duration) string {
+	var name atomic.Pointer[string]
+	r := runCheck(ctx, Check{Name: "device/name", Rule: "The device opens and says its name", run: func(c *checkState) {
+		n := deviceName(openClient(c, open, DeviceConfig{}))
+		name.Store(&n)
+	}}, timeout)
+	if n := name.Load(); n != nil {
+		return *n // named, even if closing it then failed
+	}
+	if ctx.Err() != nil {
+		return "" // the run is interrupted: no check runs
+	}
+	why := r.Reason
+	if r.Status == Fail {
+		why = r.Evidence[0]
+	}
+	why, _, _ = strings.Cut(why, "\n")
+	return "unknown (opening the device for its name: " + why + ")"
 }
 
 // DeviceChecks lists the checks RunDevice and TestDevice run, in order,
