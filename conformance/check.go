@@ -15,7 +15,8 @@ import (
 
 // ErrNotSupported is what a factory returns for a configuration the target
 // cannot provide (a memory limit, say): the checks that need it report
-// [NotSupported], never a pass.
+// [NotSupported], never a pass. The zero configuration, a plain storage or
+// device, every target provides: refusing it fails the check.
 var ErrNotSupported = errors.New("conformance: not supported")
 
 // Status is the result of one check.
@@ -164,6 +165,17 @@ func (c *checkState) need(err error, what string) {
 		c.NotSupportedf("%s: %v", what, err)
 	}
 	c.Fatalf("%s: %v", what, err)
+}
+
+// needPlain is need for the zero configuration, a plain storage or device
+// (target names which), which a factory may not refuse: were that not
+// supported, a target refusing everything would make a run OK with no
+// check passed.
+func (c *checkState) needPlain(err error, what, target string) {
+	if errors.Is(err, ErrNotSupported) {
+		c.Fatalf("%s: %v: the target must provide a %s with no options (ErrNotSupported is for a configuration it cannot provide)", what, err, target)
+	}
+	c.need(err, what)
 }
 
 // Result is the outcome of one check.

@@ -118,10 +118,25 @@ func DeviceChecks() []Check { return deviceChecks(nil) }
 const deviceLimit = 16 << 20
 
 // openClient opens a client for one check and closes it when the check
-// ends; closing must succeed (a device reports leaks and misuse there).
+// ends; closing must succeed (a device reports leaks and misuse there). A
+// factory refusing the configuration stops the check as not supported;
+// refusing the zero configuration fails it.
 func openClient(c *checkState, open OpenClient, cfg DeviceConfig) *client.Client {
 	cl, err := open(c.Context(), cfg)
-	c.need(err, "opening the device")
+	var asked []string
+	if cfg.MemoryLimit != 0 {
+		asked = append(asked, fmt.Sprintf("a memory limit of %d B", cfg.MemoryLimit))
+	}
+	if cfg.Wrap != nil {
+		asked = append(asked, "a wrapper")
+	}
+	if len(cfg.Options) != 0 {
+		asked = append(asked, "client options")
+	}
+	if len(asked) == 0 {
+		c.needPlain(err, "opening the device", "device")
+	}
+	c.need(err, "opening the device with "+strings.Join(asked, " and "))
 	if cl == nil {
 		c.Fatalf("opening the device: no client and no error")
 	}

@@ -66,12 +66,15 @@ const storageLimit = 8 << 20
 
 // openStorage asks the factory for a storage and closes it when the check
 // ends. A factory refusing the configuration stops the check as not
-// supported.
+// supported; refusing the zero configuration fails it.
 func openStorage(c *checkState, newStorage NewStorage, cfg StorageConfig) StorageTarget {
 	t, err := newStorage(cfg)
 	what := "a fresh storage"
 	if cfg.MemoryLimit != 0 {
 		what = fmt.Sprintf("a storage limited to %d B", cfg.MemoryLimit)
+	}
+	if cfg == (StorageConfig{}) {
+		c.needPlain(err, what, "storage")
 	}
 	c.need(err, what)
 	if t.Storage == nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/conformance"
 	"github.com/vkrt/vkrt/dryrun/replay"
 	vkruntime "github.com/vkrt/vkrt/runtime"
@@ -427,5 +428,39 @@ func TestLimitChecksNeedALimit(t *testing.T) {
 	for _, r := range rep.Results {
 		require.Equal(t, conformance.NotSupported, r.Status, r.Check)
 		require.Contains(t, r.Reason, "no memory limit")
+	}
+}
+
+// A factory refusing even the zero configuration fails every check that
+// asks for it: ErrNotSupported is for a configuration the target cannot
+// provide, and a storage or device refusing them all made the run OK, not
+// one check passed.
+func TestAFactoryRefusingThePlainTargetFails(t *testing.T) {
+	refuse := func(conformance.StorageConfig) (conformance.StorageTarget, error) {
+		return conformance.StorageTarget{}, fmt.Errorf("no storage here: %w", conformance.ErrNotSupported)
+	}
+	refuseDevice := func(context.Context, conformance.DeviceConfig) (*client.Client, error) {
+		return nil, fmt.Errorf("no device here: %w", conformance.ErrNotSupported)
+	}
+	for _, rep := range []conformance.Report{
+		conformance.RunStorage(context.Background(), refuse, conformance.Options{}),
+		conformance.RunDevice(context.Background(), refuseDevice, conformance.Options{}),
+	} {
+		pass, fail, ns := rep.Counts()
+		t.Logf("%s: %d passed, %d failed, %d not supported", rep.Suite, pass, fail, ns)
+		require.False(t, rep.OK(), rep.Suite)
+		require.NotZero(t, fail, rep.Suite)
+		for _, r := range rep.Results {
+			t.Logf("%s: %s %s", r.Check, r.Status, r.Reason)
+			switch {
+			case r.Check == "kernel/catalogue-covered":
+				continue // opens no device
+			case r.Status == conformance.NotSupported:
+				require.Regexp(t, "with (a memory limit|a wrapper|client options)|limited to", r.Reason, "%s: only a configuration past the plain one may be not supported", r.Check)
+				continue
+			}
+			require.Equal(t, conformance.Fail, r.Status, r.Check)
+			require.Contains(t, r.Evidence[0], "with no options (ErrNotSupported is for a configuration it cannot provide)", r.Check)
+		}
 	}
 }
