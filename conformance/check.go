@@ -180,9 +180,12 @@ func (c *checkState) needPlain(err error, what, target string) {
 
 // Result is the outcome of one check.
 type Result struct {
-	Check    string        `json:"check"`
-	Rule     string        `json:"rule"`
-	Status   Status        `json:"result"`
+	Check  string `json:"check"`
+	Rule   string `json:"rule"`
+	Status Status `json:"result"`
+	// Duration is the check's time, and Seconds the same in seconds, what
+	// JSON holds: a Result read back has Seconds alone, which the writers
+	// of a Report then use.
 	Duration time.Duration `json:"-"`
 	Seconds  float64       `json:"seconds"`
 	// Evidence is every misbehaviour seen, for a failure.

@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -70,9 +71,19 @@ func (r Report) OK() bool { _, fail, _ := r.Counts(); return fail == 0 && r.Inte
 func (r Report) duration() time.Duration {
 	var d time.Duration
 	for _, x := range r.Results {
-		d += x.Duration
+		d += x.elapsed()
 	}
 	return d
+}
+
+// elapsed is the check's time: Duration, or Seconds where Duration is 0,
+// as in a result read back from JSON (which holds Seconds alone). Written
+// again, such a report said every check took 0 s.
+func (x Result) elapsed() time.Duration {
+	if x.Duration != 0 {
+		return x.Duration
+	}
+	return time.Duration(math.Round(x.Seconds * float64(time.Second)))
 }
 
 // WriteJSON writes the report as one JSON object on one line, as every
@@ -81,7 +92,7 @@ func (r Report) WriteJSON(w io.Writer) error {
 	pass, fail, ns := r.Counts()
 	r.Results = slices.Clone(r.Results)
 	for i := range r.Results {
-		r.Results[i].Seconds = r.Results[i].Duration.Seconds()
+		r.Results[i].Seconds = r.Results[i].elapsed().Seconds()
 	}
 	out := struct {
 		Report
@@ -166,7 +177,7 @@ func (r Report) JUnit() JUnitSuites {
 		s.Props = append(s.Props, JUnitProperty{Name: "interrupted", Value: r.Interrupted})
 	}
 	for _, x := range r.Results {
-		tc := JUnitCase{Name: x.Check, ClassName: "conformance." + r.Suite, Time: seconds(x.Duration)}
+		tc := JUnitCase{Name: x.Check, ClassName: "conformance." + r.Suite, Time: seconds(x.elapsed())}
 		switch x.Status {
 		case Fail:
 			tc.Failure = &JUnitMessage{Message: x.Rule, Type: "rule", Text: strings.Join(x.Evidence, "\n")}
@@ -213,7 +224,7 @@ func (r Report) WriteTable(w io.Writer) error {
 	}
 	row("CHECK", "RESULT", "TIME")
 	for _, x := range r.Results {
-		row(x.Check, string(x.Status), formatDuration(x.Duration))
+		row(x.Check, string(x.Status), formatDuration(x.elapsed()))
 		switch x.Status {
 		case Fail:
 			fmt.Fprintf(&b, "    rule: %s\n", x.Rule)

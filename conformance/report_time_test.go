@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -24,5 +25,50 @@ func TestTableAndJUnitAgreeOnTime(t *testing.T) {
 	t.Logf("table row %q, junit time %q, --json seconds %v", row, junit, d.Seconds())
 	if row[2] != "7ms" {
 		t.Fatalf("a check of %v: the table says %s, the JUnit %ss (and the terminal line, Round(ms), 7ms)", d, row[2], junit)
+	}
+}
+
+// A report read back from its JSON (which holds each check's seconds, not
+// its Duration) and written again keeps its times: every "seconds" was 0,
+// and every JUnit time 0.000.
+func TestAReportReadBackKeepsItsTimes(t *testing.T) {
+	rep := conformance.Report{Suite: "device", Started: time.Now().UTC(), Results: []conformance.Result{
+		{Check: "storage/ok", Rule: "r", Status: conformance.Pass, Duration: 1500 * time.Microsecond},
+		{Check: "kernel/add", Rule: "r", Status: conformance.Fail, Duration: 2 * time.Second, Evidence: []string{"wrong"}},
+	}}
+	var first bytes.Buffer
+	if err := rep.WriteJSON(&first); err != nil {
+		t.Fatal(err)
+	}
+	var back conformance.Report
+	if err := json.Unmarshal(first.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	var again bytes.Buffer
+	if err := back.WriteJSON(&again); err != nil {
+		t.Fatal(err)
+	}
+	if first.String() != again.String() {
+		t.Errorf("written, read back and written again, the report changed:\n%s%s", first.String(), again.String())
+	}
+	var junit, junitBack bytes.Buffer
+	if err := rep.WriteJUnit(&junit); err != nil {
+		t.Fatal(err)
+	}
+	if err := back.WriteJUnit(&junitBack); err != nil {
+		t.Fatal(err)
+	}
+	if junit.String() != junitBack.String() {
+		t.Errorf("the JUnit document of the report read back differs:\n%s%s", junit.String(), junitBack.String())
+	}
+	var table, tableBack bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if err := back.WriteTable(&tableBack); err != nil {
+		t.Fatal(err)
+	}
+	if table.String() != tableBack.String() {
+		t.Errorf("the table of the report read back differs:\n%s%s", table.String(), tableBack.String())
 	}
 }
