@@ -242,7 +242,7 @@ func runChecks(ctx context.Context, suite string, checks []Check, o Options) Rep
 		if o.Started != nil {
 			o.Started(i, len(checks), ch)
 		}
-		r := runCheck(ctx, ch, o.Timeout)
+		r := runCheck(ctx, ch, o.Timeout, "")
 		if ctx.Err() != nil {
 			rep.interrupt(ctx, checks[i:])
 			break
@@ -263,10 +263,15 @@ func (r *Report) interrupt(ctx context.Context, checks []Check) {
 	}
 }
 
+// checkGrace is how long a check past its time is given to stop before
+// the run goes on without it.
+const checkGrace = time.Second
+
 // runCheck runs one check in a goroutine of its own, so Fatalf can stop it,
 // a panic becomes a failure and a check that hangs is reported rather than
-// hanging the suite.
-func runCheck(ctx context.Context, ch Check, timeout time.Duration) Result {
+// hanging the suite. cut, when set, says what cut the check's time short of
+// the timeout asked, for the verdict of a check past it.
+func runCheck(ctx context.Context, ch Check, timeout time.Duration, cut string) Result {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
@@ -296,15 +301,18 @@ func runCheck(ctx context.Context, ch Check, timeout time.Duration) Result {
 		// within the grace second, since what it saw after its context
 		// ended proves nothing. (A run cancelled under it waits the same
 		// second; runChecks then lists the check as not run.)
+		if cut != "" {
+			cut = " (" + cut + ")"
+		}
 		select {
 		case <-done:
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				c.verdictf("the check ran past its time of %v", timeout)
+				c.verdictf("the check ran past its time of %v%s", timeout, cut)
 			} else {
 				c.verdictf("the check was stopped: %v", ctx.Err())
 			}
-		case <-time.After(time.Second):
-			c.verdictf("the check did not finish within %v", timeout)
+		case <-time.After(checkGrace):
+			c.verdictf("the check did not finish within %v%s", timeout, cut)
 		}
 	}
 	d := time.Since(start)

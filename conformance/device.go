@@ -95,7 +95,7 @@ func nameDevice(ctx context.Context, open OpenClient, timeout time.Duration) str
 	r := runCheck(ctx, Check{Name: "device/name", Rule: "The device opens and says its name", run: func(c *checkState) {
 		n := deviceName(openClient(c, open, DeviceConfig{}))
 		name.Store(&n)
-	}}, timeout)
+	}}, timeout, "")
 	if n := name.Load(); n != nil {
 		return *n // named, even if closing it then failed
 	}
