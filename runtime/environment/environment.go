@@ -286,7 +286,7 @@ func OpenContext(ctx context.Context, name string, opts ...Option) (*Env, error)
 			// Nothing to read: the link names a file in no directory.
 			return nil, fmt.Errorf("environment %q: %s is a link to %s, which cannot be made: %w", name, path, dest, err)
 		}
-		return nil, fmt.Errorf("environment %q: %s cannot be opened for writing (to read it, open it ReadOnly): %w", name, path, err)
+		return nil, fmt.Errorf("environment %q: %s cannot be opened for writing (it can still be read, read-only): %w", name, path, err)
 	}
 	f.Close()
 	if file == path {

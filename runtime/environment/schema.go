@@ -316,7 +316,7 @@ func dbError(path string, busy time.Duration, err error) error {
 	case sqlite3.SQLITE_READONLY_DIRECTORY:
 		// The file may be writable: SQLite makes its write-ahead log and
 		// index beside it, in a directory it may not write.
-		return fmt.Errorf("%s cannot be written: its directory %s is not writable, where SQLite keeps its write-ahead log (%w; to read it, open it ReadOnly): %w", path, filepath.Dir(path), fs.ErrPermission, err)
+		return fmt.Errorf("%s cannot be written: its directory %s is not writable, where SQLite keeps its write-ahead log (%w; it can still be read, read-only): %w", path, filepath.Dir(path), fs.ErrPermission, err)
 	}
 	switch se.Code() & 0xff {
 	case sqlite3.SQLITE_CORRUPT:
@@ -325,11 +325,11 @@ func dbError(path string, busy time.Duration, err error) error {
 		if busy <= 0 {
 			return fmt.Errorf("%w: %s: %w", ErrBusy, path, err)
 		}
-		return fmt.Errorf("%w: %s, still locked after %v (WithBusyTimeout): %w", ErrBusy, path, busy, err)
+		return fmt.Errorf("%w: %s, still locked after %v (the busy timeout): %w", ErrBusy, path, busy, err)
 	case sqlite3.SQLITE_CONSTRAINT:
 		return fmt.Errorf("%w: %s refuses it: %w", ErrInvalidRecord, path, err)
 	case sqlite3.SQLITE_READONLY:
-		return fmt.Errorf("%s cannot be written (%w; to read it, open it ReadOnly): %w", path, fs.ErrPermission, err)
+		return fmt.Errorf("%s cannot be written (%w; it can still be read, read-only): %w", path, fs.ErrPermission, err)
 	}
 	return err
 }
