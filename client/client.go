@@ -453,6 +453,10 @@ func (c *Client) CallingStream(ctx context.Context) (*Stream, error) {
 	switch {
 	case s == nil:
 		return c.def, nil
+	case s.isNil():
+		// A zero Stream is no stream, of no client: it was told another
+		// client's stream 0.
+		return nil, ErrNil
 	case s.c != c:
 		return nil, &ForeignStreamError{Stream: s.id}
 	}

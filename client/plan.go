@@ -17,10 +17,16 @@ import (
 // reservations spilled past a full capped pool.
 var ErrPlanSpilled = errors.New("client: the real run spilled past its measured plan")
 
-// ErrPlanReplaced: the workload installed a layout of its own on its
-// stream during the real run under a measured plan, so the run did not
-// follow the plan and its spills and reservations are not the plan's.
-var ErrPlanReplaced = errors.New("client: the workload installed a layout of its own in the real run, which replaced the measured plan: the run did not follow the plan, so nothing of it was verified")
+// ErrPlanReplaced: a layout was installed on the stream during the real
+// run under a measured plan (by the workload, or by another caller on the
+// same stream), so the run did not follow the plan and its spills and
+// reservations are not the plan's.
+var ErrPlanReplaced = errors.New("client: a layout was installed on the stream in the real run (by the workload or another caller), which replaced the measured plan: the run did not follow the plan, so nothing of it was verified")
+
+// ErrPersistentWindow: MeasurePlan was asked to verify a plan on a stream
+// inside a persistent window, where the real run's buffers would all go to
+// the persistent pool, which no plan covers: the run would verify nothing.
+var ErrPersistentWindow = errors.New("client: the stream is inside a persistent window")
 
 // Workload is a piece of work written against a client: it allocates and
 // launches on the calling stream of ctx (client.Create, client.Run, …) and
@@ -41,7 +47,9 @@ type MeasureOptions struct {
 	Plan plan.Options
 	// Verify runs the workload for real under the installed plan and fails
 	// with ErrPlanSpilled if anything spilled, or with ErrPlanReplaced if
-	// the workload installed a layout of its own on the stream meanwhile.
+	// a layout was installed on the stream meanwhile. The stream must not
+	// be inside a persistent window (ErrPersistentWindow, before the dry
+	// run), nor closed before the real run ends (ErrClosed).
 	Verify bool
 	// Label, when set, records the pools into the client's environment:
 	// "<Label>: dry run" after the dry run and "<Label>: real run" after the
@@ -68,9 +76,9 @@ type Measurement struct {
 	Verified bool
 	Spills   uint64
 	Real     memory.Report
-	// PlanReplaced: the workload installed a layout of its own on the
-	// stream in the real run, after which Spills and Real are that
-	// layout's (MeasurePlan fails with ErrPlanReplaced).
+	// PlanReplaced: a layout was installed on the stream in the real run
+	// (by the workload or another caller), after which Spills and Real are
+	// that layout's (MeasurePlan fails with ErrPlanReplaced).
 	PlanReplaced bool
 	// DryWall and RealWall are the wall-clock times of the two runs.
 	DryWall, RealWall time.Duration
@@ -111,6 +119,15 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 	// run whose plan has nowhere to go.
 	if _, err := target.openReport(); err != nil {
 		return nil, err
+	}
+	// So is a verification inside a persistent window (the dry run's fresh
+	// stream has none): every buffer of the real run went to the
+	// persistent pool, and a plan the run far outgrew verified with 0
+	// spills.
+	if opts.Verify {
+		if err := target.outsidePersistent(); err != nil {
+			return nil, err
+		}
 	}
 	// So is a label its records would refuse, not after the dry run.
 	if opts.Label != "" {
@@ -181,11 +198,19 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 	start = time.Now()
 	realCtx := dryrun.RealRun(WithStream(ctx, target))
 	installs := target.installCount()
+	if err := target.outsidePersistent(); err != nil {
+		return m, err // a window opened meanwhile
+	}
 	err = workload(realCtx)
 	m.RealWall = time.Since(start) // a failed run's time too: it said 0 s
 	m.PlanReplaced = target.installCount() != installs
 	if err != nil {
 		return m, fmt.Errorf("client: real run under the measured plan: %w", err)
+	}
+	if target.Closed() {
+		// Its pools, and the plan installed on them, went with it: a
+		// closed stream's report reads as a run that fitted.
+		return m, fmt.Errorf("client: the stream of the real run under the measured plan was closed before it ended: %w", target.closedError())
 	}
 	m.Verified, m.Spills, m.Real = true, target.Spills(), target.Report()
 	if opts.Label != "" {

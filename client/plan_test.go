@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -286,4 +287,70 @@ func TestMeasurePlanTellsAWorkloadThatReplacedThePlan(t *testing.T) {
 	m, err = c.MeasurePlan(context.Background(), installing(false, memory.SubSlicesLayout()), MeasureOptions{Verify: true})
 	require.NoError(t, err)
 	require.False(t, m.PlanReplaced)
+}
+
+// A verification on a stream inside a persistent window verified nothing:
+// the real run's buffers all went to the persistent pool, and a run far
+// past its plan passed with 0 spills. It is refused before the dry run.
+func TestMeasurePlanRefusesToVerifyInsideAPersistentWindow(t *testing.T) {
+	c := openOnCPU(t, nil)
+	outgrows := func(ctx context.Context) error {
+		size := uint64(1000)
+		if !dryrun.Active(ctx) {
+			size = 3 << 20
+		}
+		b, err := c.Empty(ctx, size)
+		if err != nil {
+			return err
+		}
+		return b.Free()
+	}
+	_, err := c.MeasurePlan(context.Background(), outgrows, MeasureOptions{Verify: true})
+	require.ErrorIs(t, err, ErrPlanSpilled, "outside a window the run outgrows its plan")
+	s, err := c.NewStream()
+	require.NoError(t, err)
+	ran := 0
+	require.NoError(t, c.Persistent(WithStream(context.Background(), s), func(ctx context.Context) error {
+		_, err := c.MeasurePlan(ctx, func(ctx context.Context) error { ran++; return outgrows(ctx) }, MeasureOptions{Verify: true})
+		require.ErrorIs(t, err, ErrPersistentWindow)
+		require.ErrorContains(t, err, fmt.Sprintf("stream %d", s.ID()))
+		// Planning alone is not refused: the dry run is on a stream of
+		// its own.
+		_, err = c.MeasurePlan(ctx, outgrows, MeasureOptions{})
+		return err
+	}))
+	require.Zero(t, ran, "refused before the dry run")
+}
+
+// A workload that closes its stream in the real run took the plan's pools
+// with it: MeasurePlan fails with ErrClosed, where it verified the closed
+// stream's empty report.
+func TestMeasurePlanFailsARealRunThatClosedItsStream(t *testing.T) {
+	c := openOnCPU(t, nil)
+	s, err := c.NewStream()
+	require.NoError(t, err)
+	m, err := c.MeasurePlan(WithStream(context.Background(), s), func(ctx context.Context) error {
+		if err := allocations(c, 0, 4096)(ctx); err != nil {
+			return err
+		}
+		if dryrun.Active(ctx) {
+			return nil
+		}
+		cs, err := c.CallingStream(ctx)
+		if err != nil {
+			return err
+		}
+		return cs.Close()
+	}, MeasureOptions{Verify: true})
+	require.ErrorIs(t, err, ErrClosed)
+	require.False(t, m.Verified)
+}
+
+// A zero Stream in the context is no stream (ErrNil), not another
+// client's stream 0.
+func TestAZeroStreamInTheContextIsNoStream(t *testing.T) {
+	c := openOnCPU(t, nil)
+	_, err := c.Empty(WithStream(context.Background(), &Stream{}), 4)
+	require.ErrorIs(t, err, ErrNil)
+	require.NotErrorIs(t, err, ErrForeignStream)
 }

@@ -43,6 +43,17 @@ type Stream struct {
 	installs uint64
 }
 
+// outsidePersistent is ErrPersistentWindow, naming the stream, where the
+// stream is inside a persistent window.
+func (s *Stream) outsidePersistent() error {
+	return s.locked(func() error {
+		if s.mgr.InPersistent() {
+			return fmt.Errorf("%w (stream %d): the real run's buffers would all go to its persistent pool, which no plan covers; measure outside Persistent", ErrPersistentWindow, s.id)
+		}
+		return nil
+	})
+}
+
 // installCount is how many layouts were installed on the stream.
 func (s *Stream) installCount() uint64 {
 	s.mu.Lock()
