@@ -111,12 +111,21 @@ func (c *Client) InstallMemoryPools(ctx context.Context, l memory.Layout) error 
 	if err != nil {
 		return err
 	}
-	err = s.InstallMemoryPools(l)
+	_, err = c.installOn(s, l)
+	return err
+}
+
+// installOn installs l on s and keeps it for new streams, as
+// Client.InstallMemoryPools does, and returns how many layouts s had had
+// installed once l was, read under the same lock: MeasurePlan tells from
+// it an install another caller made before its real run.
+func (c *Client) installOn(s *Stream, l memory.Layout) (uint64, error) {
+	installs, err := s.install(l)
 	var ie *memory.InstallError
 	if err == nil || errors.As(err, &ie) && ie.Kind == memory.StreamUnavailable {
 		c.setLayout(l)
 	}
-	return err
+	return installs, err
 }
 
 // InstallMemoryPools rebuilds the stream's dynamic pools with layout l and
@@ -124,40 +133,48 @@ func (c *Client) InstallMemoryPools(ctx context.Context, l memory.Layout) error 
 // alone: what a sandboxed user of one stream may do. Errors are as
 // Client.InstallMemoryPools gives them.
 func (s *Stream) InstallMemoryPools(l memory.Layout) error {
+	_, err := s.install(l)
+	return err
+}
+
+// install is InstallMemoryPools, returning how many layouts the stream had
+// had installed once l was (s.installs, read under the lock that counted
+// l's install).
+func (s *Stream) install(l memory.Layout) (installs uint64, err error) {
 	if s.isNil() {
-		return ErrNil
+		return 0, ErrNil
 	}
 	// A closed stream is said to be closed, whatever the layout.
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
-		return s.closedError()
+		return 0, s.closedError()
 	}
 	if err := l.Validate(s.c.props); err != nil {
-		return err
+		return 0, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return s.closedError()
+		return 0, s.closedError()
 	}
 	if s.failed != nil {
 		// The client keeps l for its new streams: one they could not be
 		// built with is refused as a healthy stream refuses it.
 		if err := s.mgr.Check(l); err != nil {
-			return err
+			return 0, err
 		}
-		return &memory.InstallError{Kind: memory.StreamUnavailable}
+		return 0, &memory.InstallError{Kind: memory.StreamUnavailable}
 	}
 	if err := s.mgr.Install(l); err != nil {
-		return err
+		return 0, err
 	}
 	s.layout = l
 	s.installs++
 	// Install cleaned the old pools up; hand their pages to the driver now.
 	s.c.storage.Flush()
-	return nil
+	return s.installs, nil
 }
 
 // BeginPersistent opens a persistent window on the stream: what it

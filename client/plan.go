@@ -157,20 +157,24 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 	if err := workload(dryCtx); err != nil {
 		return nil, fmt.Errorf("client: dry run of the workload: %w", err)
 	}
-	probe.mu.Lock()
-	full := probe.traceFull
-	probe.mu.Unlock()
-	if full {
-		return nil, fmt.Errorf("client: the dry run made more than %d allocations, more than a measurement records: measure a shorter run of the workload", measuredAllocations)
-	}
 	m := &Measurement{DryWall: time.Since(start)}
 	if after := storage.Allocated(); after > before {
 		m.DeviceBytes = after - before
 	}
 	probe.mu.Lock()
-	m.DryRun, m.Trace = probe.mgr.Report(), probe.trace
+	full := probe.traceFull
+	m.DryRun = probe.mgr.Report()
+	if !full {
+		m.Trace = probe.trace
+	}
 	probe.trace = nil
 	probe.mu.Unlock()
+	if full {
+		// The dry run ended well: what it measured is returned with the
+		// error, as for a plan the planner refuses (vkrt plan --json
+		// writes its line from it).
+		return m, fmt.Errorf("client: the dry run made more than %d allocations, more than a measurement records: measure a shorter run of the workload", measuredAllocations)
+	}
 	if opts.Label != "" {
 		if _, err := c.RecordMemory(WithStream(ctx, probe), opts.Label+dryRunLabel); err != nil {
 			return m, err
@@ -189,7 +193,11 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 	if m.Plan, err = plan.Derive(m.DryRun, po); err != nil {
 		return m, fmt.Errorf("client: planning from the dry run: %w", err)
 	}
-	if err := c.InstallMemoryPools(WithStream(ctx, target), m.Plan); err != nil {
+	// The installs are counted with the plan's: one another caller makes
+	// on the stream from here on replaces the plan the run is verified
+	// against.
+	installs, err := c.installOn(target, m.Plan)
+	if err != nil {
 		return m, fmt.Errorf("client: installing the measured plan on stream %d: %w", target.id, err)
 	}
 	if !opts.Verify {
@@ -197,22 +205,22 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 	}
 	start = time.Now()
 	realCtx := dryrun.RealRun(WithStream(ctx, target))
-	installs := target.installCount()
 	if err := target.outsidePersistent(); err != nil {
 		return m, err // a window opened meanwhile
 	}
 	err = workload(realCtx)
 	m.RealWall = time.Since(start) // a failed run's time too: it said 0 s
-	m.PlanReplaced = target.installCount() != installs
+	spills, real, replaced, closed := target.runUnder(installs)
+	m.PlanReplaced = replaced
 	if err != nil {
 		return m, fmt.Errorf("client: real run under the measured plan: %w", err)
 	}
-	if target.Closed() {
+	if closed != nil {
 		// Its pools, and the plan installed on them, went with it: a
 		// closed stream's report reads as a run that fitted.
-		return m, fmt.Errorf("client: the stream of the real run under the measured plan was closed before it ended: %w", target.closedError())
+		return m, fmt.Errorf("client: the stream of the real run under the measured plan was closed before it ended: %w", closed)
 	}
-	m.Verified, m.Spills, m.Real = true, target.Spills(), target.Report()
+	m.Verified, m.Spills, m.Real = true, spills, real
 	if opts.Label != "" {
 		if _, err := c.RecordMemory(realCtx, opts.Label+realRunLabel); err != nil {
 			return m, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -230,9 +231,15 @@ func TestMeasurePlanBoundsTheTrace(t *testing.T) {
 			return nil
 		}
 	}
-	_, err := c.MeasurePlan(ctx, loop(1000), MeasureOptions{})
+	m, err := c.MeasurePlan(ctx, loop(1000), MeasureOptions{})
 	require.ErrorContains(t, err, "the dry run made more than 100 allocations")
-	m, err := c.MeasurePlan(ctx, loop(100), MeasureOptions{})
+	// The dry run ended well: what it measured comes with the error, as
+	// vkrt plan --json writes it, and no trace, as none was kept whole.
+	require.NotNil(t, m)
+	require.Nil(t, m.Trace)
+	require.Positive(t, m.DryWall)
+	require.NotEmpty(t, m.DryRun.Dynamic)
+	m, err = c.MeasurePlan(ctx, loop(100), MeasureOptions{})
 	require.NoError(t, err, "exactly the bound")
 	require.Equal(t, 100, m.Trace.Allocations)
 	require.Len(t, m.Trace.Events, 200)
@@ -353,4 +360,36 @@ func TestAZeroStreamInTheContextIsNoStream(t *testing.T) {
 	_, err := c.Empty(WithStream(context.Background(), &Stream{}), 4)
 	require.ErrorIs(t, err, ErrNil)
 	require.NotErrorIs(t, err, ErrForeignStream)
+}
+
+// An install another caller makes on the stream while MeasurePlan installs
+// its plan and verifies it is never missed: the installs are counted with
+// the plan's, under one lock. Counted after it, 3 of 3,000 measurements
+// raced by an installer verified a run under the installer's layout.
+func TestMeasurePlanNeverVerifiesAnotherCallersLayout(t *testing.T) {
+	c := openOnCPU(t, nil)
+	s, err := c.NewStream()
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				_ = s.InstallMemoryPools(memory.DirectLayout())
+			}
+		}
+	})
+	defer func() { close(stop); wg.Wait() }()
+	ctx := WithStream(context.Background(), s)
+	for range 2000 {
+		m, err := c.MeasurePlan(ctx, allocations(c, 0, 4096), MeasureOptions{Verify: true})
+		if err != nil {
+			continue // refused, the installer's buffers live, or replaced: each said so
+		}
+		require.NotEmpty(t, m.Real.Dynamic)
+		require.NotEqual(t, fmt.Sprintf("%T", memory.DirectKind{}), fmt.Sprintf("%T", m.Real.Dynamic[0].Kind), "a verified run was under the installer's layout: %s", m.Plan.Brief())
+	}
 }

@@ -54,11 +54,18 @@ func (s *Stream) outsidePersistent() error {
 	})
 }
 
-// installCount is how many layouts were installed on the stream.
-func (s *Stream) installCount() uint64 {
+// runUnder is what a run under the layout installed as the stream's
+// installs-th left, read under one lock: its spills and report, whether a
+// layout was installed since, and ErrClosed where the stream was closed.
+// Read apart, an install in between left a report of another layout
+// under a count that said none came.
+func (s *Stream) runUnder(installs uint64) (spills uint64, rep memory.Report, replaced bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.installs
+	if s.closed || s.c.closed.Load() {
+		return 0, memory.Report{}, false, s.closedError()
+	}
+	return s.mgr.Spills(), s.mgr.Report(), s.installs != installs, nil
 }
 
 // isNil says whether s is no stream: nil, or zero (NewStream sets c).
