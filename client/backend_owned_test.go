@@ -54,3 +54,15 @@ func TestWithBackendReplacedIsClosed(t *testing.T) {
 	require.NoError(t, c.Close())
 	requireClosed(t, twice, "Close closes it")
 }
+
+// A typed nil a later WithBackend replaced is never used, so Open runs on
+// the device that replaced it: closing it as replaced panicked.
+func TestWithBackendReplacingATypedNilOpens(t *testing.T) {
+	var typedNil *cpu.Device
+	kept, err := cpu.New()
+	require.NoError(t, err)
+	c, err := Open(context.Background(), WithBackend(typedNil), WithBackend(kept))
+	require.NoError(t, err)
+	require.Same(t, kept, c.Device())
+	require.NoError(t, c.Close())
+}

@@ -260,8 +260,17 @@ func (c config) closeReplaced() {
 		if d == nil || sameDevice(d, c.backend) || slices.ContainsFunc(c.handed[:i], func(e device.Device) bool { return sameDevice(d, e) }) {
 			continue
 		}
-		_ = d.Close() // never used: nothing of it is worth an error of Open
+		closeUnused(d)
 	}
+}
+
+// closeUnused closes a device the client never used; nothing of it is
+// worth an error of Open, nor a panic: a typed nil (a nil *cpu.Device
+// given, then replaced) panicked in its Close where Open had run on the
+// device that replaced it.
+func closeUnused(d device.Device) {
+	defer func() { _ = recover() }()
+	_ = d.Close()
 }
 
 // sameDevice says whether a and b are one device. Devices whose type ==
