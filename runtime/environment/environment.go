@@ -105,7 +105,10 @@ func DefaultDir() (string, error) {
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return "", fmt.Errorf("environment: no data directory: set %s or XDG_DATA_HOME: %w", DirEnvVar, err)
+		if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+			err = fmt.Errorf("XDG_DATA_HOME %q is ignored, not being absolute, and %w", d, err)
+		}
+		return "", fmt.Errorf("environment: no data directory: set %s or an absolute XDG_DATA_HOME: %w", DirEnvVar, err)
 	}
 	return filepath.Join(home, ".local", "share", "vkrt", "env"), nil
 }

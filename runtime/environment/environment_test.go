@@ -147,6 +147,11 @@ func TestDataDirectoryResolution(t *testing.T) {
 	p, err = Path("a")
 	require.NoError(t, err)
 	require.Equal(t, filepath.Join(home, ".local", "share", "vkrt", "env", "a.sqlite"), p)
+	// With no home either, the error says why the variable was not used.
+	t.Setenv("HOME", "")
+	_, err = Path("a")
+	require.ErrorContains(t, err, `set VKRT_ENV_DIR or an absolute XDG_DATA_HOME: XDG_DATA_HOME "relative/data" is ignored, not being absolute`)
+	t.Setenv("HOME", home)
 	t.Setenv("XDG_DATA_HOME", xdg)
 
 	t.Setenv(DirEnvVar, moved)
