@@ -124,7 +124,9 @@ func listRecords(ctx context.Context, out, stderr io.Writer, envName string, q e
 			if bad != nil {
 				line.Error = bad.Error()
 				if environment.CheckBody(e.Body) != nil {
-					text := strings.ToValidUTF8(string(e.Body), "\uFFFD")
+					// Each byte that is not UTF-8 becomes U+FFFD, as the help
+					// says (ToValidUTF8 made a run of them one).
+					text := string([]rune(string(e.Body)))
 					line.Record, line.RecordText = json.RawMessage("null"), &text
 				}
 			}

@@ -577,7 +577,7 @@ func TestRecordsJSONListsEveryRecordWhenABodyIsNotJSON(t *testing.T) {
 }
 
 // A body another program stored with a byte that is not UTF-8 is no JSON a
-// reader takes: --json writes it as text, U+FFFD for the byte, and reports
+// reader takes: --json writes it as text, U+FFFD for each byte, and reports
 // it, where it wrote the byte as it was into the line.
 func TestRecordsJSONNeverWritesABodyThatIsNotUTF8(t *testing.T) {
 	t.Setenv(environment.DirEnvVar, t.TempDir())
@@ -588,7 +588,7 @@ func TestRecordsJSONNeverWritesABodyThatIsNotUTF8(t *testing.T) {
 	require.NotEqual(t, string(body), bad)
 	insertForeignRows(t, "bench",
 		[3]string{"memory", "latin-1", bad},
-		[3]string{"note", "latin-1 note", "{\"s\":\"caf\xe9\"}"})
+		[3]string{"note", "latin-1 note", "{\"s\":\"caf\xe9\xff\xfe\"}"})
 
 	out, err := executeRecords(t, "--env", "bench", "--kind", "all", "--json")
 	require.ErrorContains(t, err, "2 of 6 records could not be decoded")
@@ -597,7 +597,7 @@ func TestRecordsJSONNeverWritesABodyThatIsNotUTF8(t *testing.T) {
 	require.Len(t, lines, 6)
 	require.Nil(t, lines[4]["record"])
 	require.Equal(t, string(body), lines[4]["record_text"])
-	require.Equal(t, "{\"s\":\"caf\ufffd\"}", lines[5]["record_text"])
+	require.Equal(t, "{\"s\":\"caf\ufffd\ufffd\ufffd\"}", lines[5]["record_text"], "each byte that is not UTF-8 its own U+FFFD")
 }
 
 // A kind another program stored with a newline or a tab is shown escaped
