@@ -135,8 +135,9 @@ func openClient(c *checkState, open OpenClient, cfg DeviceConfig) *client.Client
 	}
 	if len(asked) == 0 {
 		c.needPlain(err, "opening the device", "device")
+	} else {
+		c.need(err, "opening the device with "+strings.Join(asked, " and "))
 	}
-	c.need(err, "opening the device with "+strings.Join(asked, " and "))
 	if cl == nil {
 		c.Fatalf("opening the device: no client and no error")
 	}
