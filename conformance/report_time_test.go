@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -51,24 +52,22 @@ func TestAReportReadBackKeepsItsTimes(t *testing.T) {
 	if first.String() != again.String() {
 		t.Errorf("written, read back and written again, the report changed:\n%s%s", first.String(), again.String())
 	}
-	var junit, junitBack bytes.Buffer
-	if err := rep.WriteJUnit(&junit); err != nil {
-		t.Fatal(err)
-	}
-	if err := back.WriteJUnit(&junitBack); err != nil {
-		t.Fatal(err)
-	}
-	if junit.String() != junitBack.String() {
-		t.Errorf("the JUnit document of the report read back differs:\n%s%s", junit.String(), junitBack.String())
-	}
-	var table, tableBack bytes.Buffer
-	if err := rep.WriteTable(&table); err != nil {
-		t.Fatal(err)
-	}
-	if err := back.WriteTable(&tableBack); err != nil {
-		t.Fatal(err)
-	}
-	if table.String() != tableBack.String() {
-		t.Errorf("the table of the report read back differs:\n%s%s", table.String(), tableBack.String())
+	for _, w := range []struct {
+		what  string
+		write func(conformance.Report, io.Writer) error
+	}{
+		{"the JUnit document", conformance.Report.WriteJUnit},
+		{"the table", conformance.Report.WriteTable},
+	} {
+		var written, writtenBack bytes.Buffer
+		if err := w.write(rep, &written); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.write(back, &writtenBack); err != nil {
+			t.Fatal(err)
+		}
+		if written.String() != writtenBack.String() {
+			t.Errorf("%s of the report read back differs:\n%s%s", w.what, written.String(), writtenBack.String())
+		}
 	}
 }

@@ -402,10 +402,9 @@ func TestRunWithoutTheDefaultCompilationCacheCompiles(t *testing.T) {
 	require.Contains(t, stderr, "compiling the guest")
 }
 
-// A plan whose real run fails under --verify is written, saying so, not
-// offered for use: "use it with --layout" stood above "verify: FAILED".
-func TestPlanVerifyThatFailsSaysSoWhereThePlanIsWritten(t *testing.T) {
-	guest := watFile(t, `(module
+// exitsInTheRealRun is a guest that makes a buffer and, in a real run
+// only, exits 3: the real run of vkrt plan --verify fails.
+const exitsInTheRealRun = `(module
   (import "vkrt_v1" "is_dry_run" (func $dry (param i32) (result i32)))
   (import "vkrt_v1" "buffer_create" (func $create (param i64 i32) (result i32)))
   (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
@@ -413,7 +412,12 @@ func TestPlanVerifyThatFailsSaysSoWhereThePlanIsWritten(t *testing.T) {
   (func (export "_start")
     (drop (call $create (i64.const 4096) (i32.const 8)))
     (drop (call $dry (i32.const 0)))
-    (if (i32.eqz (i32.load (i32.const 0))) (then (call $exit (i32.const 3))))))`)
+    (if (i32.eqz (i32.load (i32.const 0))) (then (call $exit (i32.const 3))))))`
+
+// A plan whose real run fails under --verify is written, saying so, not
+// offered for use: "use it with --layout" stood above "verify: FAILED".
+func TestPlanVerifyThatFailsSaysSoWhereThePlanIsWritten(t *testing.T) {
+	guest := watFile(t, exitsInTheRealRun)
 	out := filepath.Join(t.TempDir(), "v.plan")
 	stdout, _, err := execute(t, "plan", guestArgs(t, guest, "--verify", "--out", out)...)
 	require.Error(t, err)
@@ -464,15 +468,7 @@ func TestPlanJSONGivesItsLineWhenPlanningFails(t *testing.T) {
 
 	// The real run of --verify fails: the verification says why, and so
 	// does the line.
-	exitsForReal := watFile(t, `(module
-  (import "vkrt_v1" "is_dry_run" (func $dry (param i32) (result i32)))
-  (import "vkrt_v1" "buffer_create" (func $create (param i64 i32) (result i32)))
-  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
-  (memory (export "memory") 1)
-  (func (export "_start")
-    (drop (call $create (i64.const 4096) (i32.const 8)))
-    (drop (call $dry (i32.const 0)))
-    (if (i32.eqz (i32.load (i32.const 0))) (then (call $exit (i32.const 3))))))`)
+	exitsForReal := watFile(t, exitsInTheRealRun)
 	stdout, _, err = execute(t, "plan", guestArgs(t, exitsForReal, "--json", "--verify")...)
 	l = line(stdout, err)
 	require.NotNil(t, l.Verify)
