@@ -136,9 +136,6 @@ func (s *Stream) Run(ctx context.Context, l kernel.Launch, buffers ...*Buffer) e
 
 // Empty makes a zero-filled buffer of size bytes on the calling stream.
 func (c *Client) Empty(ctx context.Context, size uint64) (*Buffer, error) {
-	if c.isNil() {
-		return nil, ErrNil
-	}
 	s, err := c.CallingStream(ctx)
 	if err != nil {
 		return nil, err
@@ -148,9 +145,6 @@ func (c *Client) Empty(ctx context.Context, size uint64) (*Buffer, error) {
 
 // Create makes a buffer holding a copy of data on the calling stream.
 func (c *Client) Create(ctx context.Context, data []byte) (*Buffer, error) {
-	if c.isNil() {
-		return nil, ErrNil
-	}
 	s, err := c.CallingStream(ctx)
 	if err != nil {
 		return nil, err
@@ -161,9 +155,6 @@ func (c *Client) Create(ctx context.Context, data []byte) (*Buffer, error) {
 // LaunchBatch runs launches in one submission on the calling stream; see
 // Stream.LaunchBatch.
 func (c *Client) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
-	if c.isNil() {
-		return ErrNil
-	}
 	s, err := c.CallingStream(ctx)
 	if err != nil {
 		return err
@@ -173,9 +164,6 @@ func (c *Client) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 
 // Run launches a typed launch on the calling stream; see Stream.Run.
 func (c *Client) Run(ctx context.Context, l kernel.Launch, buffers ...*Buffer) error {
-	if c.isNil() {
-		return ErrNil
-	}
 	s, err := c.CallingStream(ctx)
 	if err != nil {
 		return err

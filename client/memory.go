@@ -15,9 +15,6 @@ import (
 
 // MemoryUsage is the memory usage of every stream together.
 func (c *Client) MemoryUsage(ctx context.Context) memory.Usage {
-	if c.isNil() {
-		return memory.Usage{}
-	}
 	var u memory.Usage
 	for _, s := range c.Streams() {
 		u = u.Combine(s.Usage())
@@ -30,9 +27,6 @@ func (c *Client) MemoryUsage(ctx context.Context) memory.Usage {
 // the report is the zero one, not the default stream's; CallingStream
 // says why.
 func (c *Client) MemoryReport(ctx context.Context) memory.Report {
-	if c.isNil() {
-		return memory.Report{}
-	}
 	s, err := c.CallingStream(ctx)
 	if err != nil {
 		return memory.Report{}
@@ -42,12 +36,10 @@ func (c *Client) MemoryReport(ctx context.Context) memory.Report {
 
 // MemoryCleanup returns the device memory of every stream's fully free
 // pages and cached allocations to the driver.
-func (c *Client) MemoryCleanup(ctx context.Context) {
-	if !c.isNil() {
-		c.cleanup()
-	}
-}
+func (c *Client) MemoryCleanup(ctx context.Context) { c.cleanup() }
 
+// cleanup cleans every stream's pools up; a nil client has none
+// (Streams).
 func (c *Client) cleanup() {
 	for _, s := range c.Streams() {
 		s.MemoryCleanup()
@@ -104,9 +96,6 @@ func (c *Client) Persistent(ctx context.Context, fn func(ctx context.Context) er
 // ErrClosed and one of another client ErrForeignStream, and neither changes
 // the client's layout.
 func (c *Client) InstallMemoryPools(ctx context.Context, l memory.Layout) error {
-	if c.isNil() {
-		return ErrNil
-	}
 	s, err := c.CallingStream(ctx)
 	if err != nil {
 		return err
@@ -222,9 +211,6 @@ func (MemoryRecord) Kind() string { return environment.KindMemory }
 // file now at its path (an environment given with UseEnvironment is the
 // caller's to open again).
 func (c *Client) RecordMemory(ctx context.Context, label string) (environment.Entry, error) {
-	if c.isNil() {
-		return environment.Entry{}, ErrNil
-	}
 	s, err := c.CallingStream(ctx)
 	if err != nil {
 		return environment.Entry{}, err
