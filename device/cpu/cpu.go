@@ -17,6 +17,7 @@ import (
 	"math"
 	goruntime "runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vkrt/vkrt/device"
 	"github.com/vkrt/vkrt/internal/callgate"
@@ -300,7 +301,6 @@ type Storage struct {
 	dev *Device
 
 	mu          sync.Mutex
-	next        vkruntime.StorageID
 	pages       map[vkruntime.StorageID]*page
 	deferred    []*page
 	allocated   uint64
@@ -310,6 +310,13 @@ type Storage struct {
 	// maxVirtualSpace, which they share as a device's ranges do.
 	virtualBytes uint64
 }
+
+// lastID is the last StorageID handed out by any storage of the process:
+// ids are never reused, so a handle of another device names nothing here
+// (runtime.ErrNotFound) rather than a page of this one, as in vk.
+var lastID atomic.Uint64
+
+func newID() vkruntime.StorageID { return vkruntime.StorageID(lastID.Add(1)) }
 
 type page struct {
 	mem  []byte // the usable size asked for
@@ -359,8 +366,7 @@ func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 		return vkruntime.StorageHandle{}, err
 	}
 	s.allocated += held
-	s.next++
-	id := s.next
+	id := newID()
 	s.mu.Unlock()
 	// Allocated outside the lock: a large page takes a while to zero.
 	mem, ok := hostBytes(size)

@@ -259,3 +259,21 @@ func endingAt(t *testing.T, n int64) *lookCtx {
 		return nil
 	}}
 }
+
+// A handle of another cpu device names nothing here, as vk's do: each
+// storage counted its ids from 1, so a handle of the first page of one
+// device wrote the first page of another, and a dispatch ran on it.
+func TestHandleOfAnotherDeviceIsNotFound(t *testing.T) {
+	a, b := newDevice(t), newDevice(t)
+	ha, err := a.Storage().Alloc(16)
+	require.NoError(t, err)
+	hb, err := b.Storage().Alloc(16)
+	require.NoError(t, err)
+	require.NotEqual(t, ha.ID, hb.ID, "two devices' pages share an id")
+	require.ErrorIs(t, b.Upload(t.Context(), ha, []byte{1, 2, 3, 4}), vkruntime.ErrNotFound)
+	require.ErrorIs(t, b.Download(t.Context(), ha, make([]byte, 4)), vkruntime.ErrNotFound)
+	require.ErrorIs(t, b.Dispatch(t.Context(), []kernel.Op{kernel.FillWords(4, 1).With(ha)}), vkruntime.ErrNotFound)
+	got := make([]byte, 16)
+	require.NoError(t, b.Download(t.Context(), hb, got))
+	require.Equal(t, make([]byte, 16), got, "another device's handle wrote this device's page")
+}

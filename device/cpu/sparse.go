@@ -62,9 +62,9 @@ func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
 			Detail: fmt.Sprintf("the sparse address space has %d B left of %d B", left, uint64(maxVirtualSpace))}
 	}
 	s.virtualBytes += size
-	s.next++
-	s.pages[s.next] = &page{virtual: map[uint64]granuleMemory{}, size: size}
-	return vkruntime.StorageHandle{ID: s.next, Size: size}, nil
+	id := newID()
+	s.pages[id] = &page{virtual: map[uint64]granuleMemory{}, size: size}
+	return vkruntime.StorageHandle{ID: id, Size: size}, nil
 }
 
 // ReleaseVirtual forgets a virtual range and what is bound in it.
