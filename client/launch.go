@@ -39,8 +39,10 @@ func Op(l kernel.Launch, buffers ...*Buffer) LaunchOp {
 // refused batch runs nothing and writes no byte. One refused for device
 // memory may leave buffers of it that a dry run made holding the memory
 // they were given before the one refused: they keep it while they live,
-// and need it to be used. Under a dry run the ops are checked and
-// dropped.
+// and need it to be used. A batch the device fails once it has taken it
+// (out of memory for a later submission among them) is not run again
+// after a cleanup, as a refused buffer is: its first ops may have run.
+// Under a dry run the ops are checked and dropped.
 func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 	if s.isNil() {
 		return ErrNil
@@ -112,7 +114,10 @@ func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 		}
 		if err := s.c.dev.Dispatch(ctx, append(fills, dispatches...)); err != nil {
 			s.noteDeviceError(err)
-			return fmt.Errorf("client: stream %d: %w", s.id, err)
+			// The device may have run part of the batch before it failed
+			// (vk submits one in pieces): out of memory or not, a second
+			// run after a cleanup would apply those ops twice.
+			return &ranError{fmt.Errorf("client: stream %d: %w", s.id, err)}
 		}
 		for _, b := range cleared {
 			b.zeroPending = false

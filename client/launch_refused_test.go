@@ -2,12 +2,18 @@ package client
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/device/cpu"
 	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/internal/cpuref"
 	"github.com/vkrt/vkrt/kernel"
+	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
 // A launch binding one buffer where the kernel may not alias it
@@ -49,4 +55,44 @@ func TestARefusedLaunchTellsTheBufferItCouldNotBack(t *testing.T) {
 	var ae *AllocationError
 	require.ErrorAs(t, err, &ae)
 	require.EqualValues(t, size, ae.Size, "%v", err)
+}
+
+// failingLaterDevice is the cpu device failing the first batch of several
+// ops as vk fails one whose later submission the driver refuses memory:
+// the ops before the last have run when the error comes.
+type failingLaterDevice struct {
+	*cpu.Device
+	failed atomic.Bool
+}
+
+func (d *failingLaterDevice) Dispatch(ctx context.Context, ops []kernel.Op) error {
+	if len(ops) < 2 || d.failed.Swap(true) {
+		return d.Device.Dispatch(ctx, ops)
+	}
+	if err := d.Device.Dispatch(ctx, ops[:len(ops)-1]); err != nil {
+		return err
+	}
+	return fmt.Errorf("submission of op %d: %w", len(ops)-1, vkruntime.ErrOutOfDeviceMemory)
+}
+
+// A batch the device fails for memory once it has run part of it is not
+// run again after a cleanup, as a buffer refused memory is: the retry ran
+// the first ops twice, and two in-place scales by 2 gave 8 for 4 with no
+// error.
+func TestABatchTheDeviceFailedPartWayIsNotRunAgain(t *testing.T) {
+	inner, err := cpu.New()
+	require.NoError(t, err)
+	c, err := Open(context.Background(), WithBackend(&failingLaterDevice{Device: inner}))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	ctx := context.Background()
+	x, err := c.Create(ctx, cpuref.Bytes([]float32{1, 1, 1, 1}))
+	require.NoError(t, err)
+	err = c.LaunchBatch(ctx, []LaunchOp{Op(kernel.Scale(4, 2), x, x), Op(kernel.Scale(4, 2), x, x)})
+	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory, "the device's failure is the launch's")
+	var ae *AllocationError
+	require.False(t, errors.As(err, &ae), "no buffer was refused memory: %v", err)
+	got, err := x.Read(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []float32{2, 2, 2, 2}, cpuref.Floats(got), "the first op ran once, and the batch no more")
 }

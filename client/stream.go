@@ -197,10 +197,24 @@ func (s *Stream) locked(op func() error) error {
 	return op()
 }
 
-// retryable errors are the ones a cleanup of the pools may cure.
+// retryable errors are the ones a cleanup of the pools may cure, of an
+// op that may run again: not one the device failed after it may have run
+// part of it (ranError).
 func retryable(err error) bool {
+	var ran *ranError
+	if errors.As(err, &ran) {
+		return false
+	}
 	return errors.Is(err, vkruntime.ErrOutOfDeviceMemory) || errors.Is(err, vkruntime.ErrPoolCapacityExceeded)
 }
+
+// ranError is the error of work the device may have run part of before it
+// failed: a launch batch that ran twice computed twice on outputs written
+// in place (a scale by 2 in place gave 8x for 4x, and no error).
+type ranError struct{ err error }
+
+func (e *ranError) Error() string { return e.err.Error() }
+func (e *ranError) Unwrap() error { return e.err }
 
 // withMemory runs op, an operation that may need size bytes of new memory;
 // when the device or a capped pool refuses, it cleans every stream's pools
