@@ -335,19 +335,24 @@ func withGrid(k Kernel, check func(p pushValues, grid [3]uint32) error) Kernel {
 // transposeTile is the side of the square tile a transpose work group moves.
 const transposeTile = 32
 
-// All is the catalogue of compute kernels, sorted by name.
+// All is the catalogue of compute kernels, sorted by name. Each is the
+// caller's own copy, as ByName's is.
 func All() []Kernel {
-	ks := slices.Clone(catalogue)
+	ks := make([]Kernel, len(catalogue))
+	for i, k := range catalogue {
+		ks[i] = k.own()
+	}
 	slices.SortFunc(ks, func(a, b Kernel) int { return cmp.Compare(a.Name, b.Name) })
 	return ks
 }
 
 // ByName finds a kernel of the catalogue; an unknown name matches
-// runtime.ErrNotFound.
+// runtime.ErrNotFound. The kernel is the caller's own copy: changing its
+// bindings or push constants changes no other, and not the catalogue.
 func ByName(name string) (Kernel, error) {
 	for _, k := range catalogue {
 		if k.Name == name {
-			return k, nil
+			return k.own(), nil
 		}
 	}
 	names := make([]string, len(catalogue))
@@ -356,6 +361,15 @@ func ByName(name string) (Kernel, error) {
 	}
 	slices.Sort(names)
 	return Kernel{}, fmt.Errorf("vkrt: no kernel %q (the catalogue has %v): %w", name, names, vkruntime.ErrNotFound)
+}
+
+// own is k with bindings and push constants of its own. Handed out
+// sharing the catalogue's arrays, a caller's change to a binding (an out
+// marked read) changed the catalogue Validate checks every launch by: a
+// transpose in place, which gives wrong results, passed.
+func (k Kernel) own() Kernel {
+	k.Bindings, k.Push = slices.Clone(k.Bindings), slices.Clone(k.Push)
+	return k
 }
 
 // SPIRV is the kernel's compiled module.

@@ -583,3 +583,30 @@ func TestCostCountsInvocationsAndArithmetic(t *testing.T) {
 	odd := Kernel{Name: "unknown", WorkGroup: [3]uint32{64, 1, 1}}
 	require.Equal(t, uint64(3*64), Cost(odd, [3]uint32{3, 1, 1}, nil), "a kernel not of the catalogue costs its invocations")
 }
+
+// The kernels ByName, All and the typed launches hand out are the
+// caller's own: changing one's bindings or push constants leaves the
+// catalogue, which Validate checks every launch by, as it was. They shared
+// its arrays, so marking transpose's out as read made Validate pass a
+// transpose in place, which gives wrong results.
+func TestHandedOutKernelsAreTheCallersOwn(t *testing.T) {
+	h := vkruntime.StorageHandle{ID: 1, Size: 4096}
+	inPlace := func() error {
+		l := Transpose(32, 32)
+		return Validate(l.Kernel, l.Grid, []vkruntime.StorageHandle{h, h}, l.Push, testLimits)
+	}
+	require.ErrorIs(t, inPlace(), ErrInvalidDispatch)
+	k, err := ByName("transpose")
+	require.NoError(t, err)
+	k.Bindings[1].Access = "read"
+	k.Push[0].Name = "changed"
+	for _, k := range All() {
+		k.Bindings[len(k.Bindings)-1].Access = "read"
+	}
+	Transpose(32, 32).Kernel.Bindings[1].Access = "read"
+	require.ErrorIs(t, inPlace(), ErrInvalidDispatch, "a caller's copy changed the catalogue")
+	for _, k := range All() {
+		require.Equal(t, "write", k.Bindings[len(k.Bindings)-1].Access, "%s", k.Name)
+		require.NotEqual(t, "changed", k.Push[0].Name, "%s", k.Name)
+	}
+}
