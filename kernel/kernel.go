@@ -438,19 +438,25 @@ func catalogued(k Kernel, push []byte) (Kernel, bool) {
 // one work group busy: past that grid, a guest held the device for as
 // long as a million idle groups took. The error is a *[DispatchError].
 func CheckIdleGroups(k Kernel, grid [3]uint32, push []byte) error {
-	busy := BusyGroups(k, push)
+	canon, ok := catalogued(k, push)
+	if !ok {
+		return nil // Validate's to refuse
+	}
+	busy := canon.busy(pushValues(push))
 	if busy == 0 {
-		if canon, ok := catalogued(k, push); !ok || !canon.writesEmpty {
+		if !canon.writesEmpty {
 			return nil
 		}
 		busy = 1 // the empty total
 	}
 	most := max(busy, groups(RowGrid(busy)))
-	// z past 1 is Validate's to refuse.
+	// z past 1 is Validate's to refuse. The push constants are told by
+	// the catalogue's fields: k's own, in a kernel built by hand, may lie
+	// past push (an offset past it panicked).
 	if runs := groups(grid); runs > most {
 		return &DispatchError{Kernel: k.Name, Reason: fmt.Sprintf(
 			"grid %v runs %d work groups, and at most %d of them find work for the push constants %s: the rest would only hold the device",
-			grid, runs, busy, pushString(k, push))}
+			grid, runs, busy, pushString(canon, push))}
 	}
 	return nil
 }

@@ -610,3 +610,19 @@ func TestHandedOutKernelsAreTheCallersOwn(t *testing.T) {
 		require.NotEqual(t, "changed", k.Push[0].Name, "%s", k.Name)
 	}
 }
+
+// CheckIdleGroups of a kernel built by hand, with the catalogue's name and
+// push size but push fields of its own, refuses an idle grid as it does
+// the catalogue's kernel: it read the push constants by the hand-built
+// fields for its message, and one past the push constants panicked.
+func TestCheckIdleGroupsOfAHandBuiltKernelDoesNotPanic(t *testing.T) {
+	l := FillWords(1, 0)
+	k := l.Kernel
+	k.Push = []PushField{{Name: "n", Type: "u32", Offset: 4096}, {Name: "value", Type: "f32", Offset: 4}}
+	grid := [3]uint32{1000, 1, 1}
+	want := CheckIdleGroups(l.Kernel, grid, l.Push)
+	require.ErrorIs(t, want, ErrInvalidDispatch)
+	var got error
+	require.NotPanics(t, func() { got = CheckIdleGroups(k, grid, l.Push) })
+	require.Equal(t, want, got)
+}
