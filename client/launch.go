@@ -67,21 +67,16 @@ func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 		}
 		// Every op is checked on its buffers' sizes before any buffer gets
 		// device memory: a refused batch materializes no lazy buffer. Each
-		// buffer stands for itself (an id of its own), so a binding the
+		// buffer stands for itself, by its id (never 0), so a binding the
 		// kernel may not alias is refused here too, in a dry run as in the
 		// real one (with id 0 the overlap went unchecked until the
-		// buffers held memory).
-		ids := map[*buffer]vkruntime.StorageID{}
+		// buffers held memory), and a refusal names the storage by the
+		// buffer's id (numbered apart from them, "storage 3" was buffer 6).
 		for n, op := range ops {
 			handles := make([]vkruntime.StorageHandle, len(op.Buffers))
 			for i, b := range op.Buffers {
-				id, ok := ids[b.buffer]
-				if !ok {
-					id = vkruntime.StorageID(len(ids) + 1)
-					ids[b.buffer] = id
-				}
 				// Slices are aligned by construction; only the size matters.
-				handles[i] = vkruntime.StorageHandle{ID: id, Size: b.size}
+				handles[i] = vkruntime.StorageHandle{ID: vkruntime.StorageID(b.id), Size: b.size}
 			}
 			if err := kernel.Validate(op.Kernel, op.Grid, handles, op.Push, limits); err != nil {
 				return batchError(n, len(ops), err)

@@ -96,3 +96,31 @@ func TestABatchTheDeviceFailedPartWayIsNotRunAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []float32{2, 2, 2, 2}, cpuref.Floats(got), "the first op ran once, and the batch no more")
 }
+
+// A launch refused for a buffer names it by its id, the one Buffer.ID
+// gives: the check ahead of device memory numbered the launch's buffers
+// 1, 2, 3 in the order it met them, so an out of buffer 6 too small was
+// "storage 3", which is another buffer.
+func TestARefusedLaunchNamesTheBufferByItsID(t *testing.T) {
+	c := openClient(t)
+	ctx := context.Background()
+	var bs []*Buffer
+	for range 5 {
+		b, err := c.Empty(ctx, 64)
+		require.NoError(t, err)
+		bs = append(bs, b)
+	}
+	small, err := c.Empty(ctx, 8)
+	require.NoError(t, err)
+	for _, ops := range [][]LaunchOp{
+		{Op(kernel.Add(4), bs[4], bs[3], small)},
+		{Op(kernel.Add(4), bs[0], bs[1], bs[2]), Op(kernel.Add(4), bs[4], small, bs[3])},
+	} {
+		err := c.LaunchBatch(ctx, ops)
+		require.ErrorIs(t, err, kernel.ErrInvalidDispatch)
+		require.Contains(t, err.Error(), fmt.Sprintf("storage %d [0, 8) holds 8 B", small.ID()))
+	}
+	err = c.Run(ctx, kernel.Transpose(4, 4), bs[3], bs[3])
+	require.ErrorIs(t, err, kernel.ErrInvalidDispatch)
+	require.Contains(t, err.Error(), fmt.Sprintf("storage %d [0, 64), written", bs[3].ID()))
+}
