@@ -851,3 +851,21 @@ func TestReplayProgressDrawsEachStageWithItsOwnLabel(t *testing.T) {
 	require.Contains(t, out.String(), "second-stage")
 	require.NotRegexp(t, `first-stage[^\r\n]*/777`, out.String())
 }
+
+// A second run goes by its first run's name: an error in it names its
+// own file, where the line it blames is, not only the first run's name.
+func TestReplaySecondRunErrorsNameItsFile(t *testing.T) {
+	for name, second := range map[string]string{
+		"replay":   "a 1 100000000000 0\na 2 100000000000 0\n", // past the device model's memory
+		"planning": "a 1 3000000 0\na 2 5000000 1\nf 1\nf 2\n", // two streams, which a plan cannot be of
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, first, seconds := firstRunAndSecondsDir(t)
+			path := filepath.Join(seconds, "run.trace")
+			require.NoError(t, os.WriteFile(path, []byte(second), 0o644))
+			_, _, err := executeReplay(t, "--plan", "--second-runs", seconds, first)
+			require.Error(t, err)
+			require.ErrorContains(t, err, path)
+		})
+	}
+}

@@ -54,15 +54,17 @@ func replaySecondRun(first *trace.Trace, firstPath string, firstPlan, layout mem
 		return nil, err
 	}
 	s := &secondRun{pytorch: recordedPyTorch(filepath.Join(dir, "README.md"), first.Name)}
+	// The second run goes by the first's name, so its errors name its
+	// file: a line they blame is the second run's, not the first's.
 	if s.dry, err = replay.Run(tr, layout, replay.Options{}); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the second run of %s, %s: %w", first.Name, path, err)
 	}
 	secondPlan, err := plan.Derive(s.dry.Report, plan.Options{Strength: plan.Strong, Trace: tr})
 	if err != nil {
-		return nil, fmt.Errorf("planning the second run of %s: %w", first.Name, err)
+		return nil, fmt.Errorf("planning the second run of %s, %s: %w", first.Name, path, err)
 	}
 	if s.underFirst, err = replay.Run(tr, firstPlan, replay.Options{}); err != nil {
-		return nil, fmt.Errorf("the second run of %s under the first run's plan: %w", first.Name, err)
+		return nil, fmt.Errorf("the second run of %s, %s, under the first run's plan: %w", first.Name, path, err)
 	}
 	if s.firstUnder, err = replay.Run(first, secondPlan, replay.Options{}); err != nil {
 		return nil, fmt.Errorf("%s under its second run's plan: %w", first.Name, err)
