@@ -255,7 +255,7 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 				return nil, fail(text, numberReason("stream", 32, err))
 			}
 			if prev, seen := ids[id]; seen {
-				return nil, fail(text, fmt.Sprintf("id %d was already used by allocation %d", id, prev))
+				return nil, fail(text, fmt.Sprintf("id %d was already used on line %d", id, t.lineOf(OpAlloc, prev)))
 			}
 			if t.Allocations == maxAllocations {
 				return nil, fail(text, fmt.Sprintf("more than %d allocations", maxAllocations))
@@ -278,7 +278,7 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 				return nil, fail(text, fmt.Sprintf("free of id %d, which was never allocated", id))
 			}
 			if !live[index] {
-				return nil, fail(text, fmt.Sprintf("free of id %d, which was already freed", id))
+				return nil, fail(text, fmt.Sprintf("free of id %d, which line %d already freed", id, t.lineOf(OpFree, index)))
 			}
 			live[index] = false
 			t.Events = append(t.Events, Event{Op: OpFree, Index: index, Line: line})
@@ -306,6 +306,19 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 	}
 	t.checked = t.as() // every line was checked as it was read
 	return t, nil
+}
+
+// lineOf is the line of the event op of allocation index, which Read
+// has taken: a repeated id or free names the line that came first, which
+// the user looks for (the dense index was told, counted from 0, which no
+// line of the trace shows). It is sought only for the error.
+func (t *Trace) lineOf(op Op, index int32) int {
+	for _, e := range t.Events {
+		if e.Op == op && e.Index == index {
+			return e.Line
+		}
+	}
+	return 0
 }
 
 func isGzip(magic []byte) bool { return len(magic) >= 2 && magic[0] == 0x1f && magic[1] == 0x8b }

@@ -60,9 +60,10 @@ func TestReadTraceErrorsNameTheLine(t *testing.T) {
 		{"a 0 18446744073709551616 0\n", 1, "bytes does not fit in 64 bits (at most 18446744073709551615)"},
 		{"a 18446744073709551616 1 0\n", 1, "id does not fit in 64 bits"},
 		{"a 1 10 0\nf 99999999999999999999\n", 2, "id does not fit in 64 bits"},
-		{"a 1 10 0\na 1 10 0\n", 2, "already used"},
+		// A repeated id or free names the line that came first.
+		{"# ids from 7\na 7 10 0\na 8 10 0\na 7 10 0\n", 4, "id 7 was already used on line 2"},
 		{"a 1 10 0\nf 2\n", 2, "never allocated"},
-		{"a 1 10 0\nf 1\nf 1\n", 3, "already freed"},
+		{"a 1 10 0\na 2 10 0\nf 1\n\nf 2\nf 1\n", 6, "free of id 1, which line 3 already freed"},
 		{"a 1 10 0\n\nf\n", 3, "needs 1 field"},
 		{"a 1 10 0\n" + strings.Repeat("9", trace.MaxLine+1) + "\n", 2, "longer than"},
 		{"a 1 10 0\n#" + strings.Repeat("x", trace.MaxLine) + "\r\n", 2, "longer than"},
