@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -209,6 +210,15 @@ func DecodeFile(data []byte) (File, error) {
 			num := strings.TrimSpace(strings.TrimPrefix(typeErr.Value, "number"))
 			return File{}, fmt.Errorf("%w: %w", ErrPlanFile, strictjson.NewNumberError(num, typeErr.Type.String(), typeErr.Field))
 		}
+		if errors.As(err, &typeErr) {
+			// The decoder's words name this package's Go types
+			// ("Go struct field fileJSON.device of type plan.plain").
+			member := ""
+			if typeErr.Field != "" {
+				member = typeErr.Field + ": "
+			}
+			return File{}, fmt.Errorf("%w: %swant %s, got %s", ErrPlanFile, member, jsonKindOf(typeErr.Type), jsonValueOf(typeErr.Value))
+		}
 		return File{}, fmt.Errorf("%w: %v", ErrPlanFile, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -247,6 +257,37 @@ func DecodeFile(data []byte) (File, error) {
 	d := raw.Device
 	return File{Device: vkruntime.DeviceProperties{Alignment: d.Alignment, MaxPageSize: d.MaxPageSize, MemorySize: d.MemorySize},
 		Granule: d.SparseGranule, Traces: raw.Traces, Layout: l}, nil
+}
+
+// jsonKindOf is what a plan file's member of Go type t holds, in JSON's
+// words.
+func jsonKindOf(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Uint64:
+		return "a non-negative integer"
+	case reflect.String:
+		return "a string"
+	case reflect.Struct:
+		return "an object"
+	case reflect.Slice:
+		return "an array"
+	}
+	return t.Kind().String()
+}
+
+// jsonValueOf is the kind of JSON value encoding/json names in a type
+// error, with its article.
+func jsonValueOf(v string) string {
+	switch v {
+	case "object", "array":
+		return "an " + v
+	case "bool":
+		return "true or false"
+	}
+	return "a " + v
 }
 
 // hasExclusivePool says whether a Sliced layout, or an arena's fallback,

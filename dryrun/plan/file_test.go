@@ -317,10 +317,30 @@ func TestPlanFileNumberForANameIsTheWrongType(t *testing.T) {
 	_, err := DecodeFile([]byte(`{"vkrt_plan":3,"device":{"alignment":16,"max_page_size":1,"memory_size":1,"sparse_granule":0},"traces":[5],"layout":"Virtual"}`))
 	require.ErrorIs(t, err, ErrPlanFile)
 	require.NotErrorIs(t, err, strictjson.ErrNumberDoesNotFit)
-	require.ErrorContains(t, err, "cannot unmarshal number")
-	require.ErrorContains(t, err, "traces")
+	require.ErrorContains(t, err, "traces: want a string, got a number")
 
 	_, err = DecodeFile([]byte(`{"vkrt_plan":-3,"device":{"alignment":16,"max_page_size":1,"memory_size":1,"sparse_granule":0},"traces":[],"layout":"Virtual"}`))
 	require.ErrorIs(t, err, strictjson.ErrNumberDoesNotFit)
 	require.ErrorContains(t, err, "number -3 does not fit field vkrt_plan")
+}
+
+// A value of the wrong type is told in JSON's words, naming the member:
+// the decoder's named this package's Go types ("Go struct field
+// fileJSON.device of type plan.plain").
+func TestPlanFileValueOfTheWrongTypeIsToldInJSONsWords(t *testing.T) {
+	device := `"device":{"alignment":16,"max_page_size":1,"memory_size":1,"sparse_granule":0}`
+	for doc, want := range map[string]string{
+		`{"vkrt_plan":"4",` + device + `,"traces":[],"layout":"Virtual"}`:                                                               `vkrt_plan: want a non-negative integer, got a string`,
+		`{"vkrt_plan":true,` + device + `,"traces":[],"layout":"Virtual"}`:                                                              `vkrt_plan: want a non-negative integer, got true or false`,
+		`{"vkrt_plan":4,"device":"h200","traces":[],"layout":"Virtual"}`:                                                                `device: want an object, got a string`,
+		`{"vkrt_plan":4,"device":[],"traces":[],"layout":"Virtual"}`:                                                                    `device: want an object, got an array`,
+		`{"vkrt_plan":4,"device":{"alignment":{},"max_page_size":1,"memory_size":1,"sparse_granule":0},"traces":[],"layout":"Virtual"}`: `device.alignment: want a non-negative integer, got an object`,
+		`{"vkrt_plan":4,` + device + `,"traces":[["a"]],"layout":"Virtual"}`:                                                            `traces: want a string, got an array`,
+		`[4]`: `usable plan file: want an object, got an array`,
+	} {
+		_, err := DecodeFile([]byte(doc))
+		require.ErrorIs(t, err, ErrPlanFile, doc)
+		require.ErrorContains(t, err, want, doc)
+		require.NotContains(t, err.Error(), "Go struct", doc)
+	}
 }
