@@ -230,6 +230,10 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 		if len(text) > maxTraceLine {
 			return nil, &LineError{Name: name, Path: path, Line: line, Reason: fmt.Sprintf("line longer than %d bytes", maxTraceLine)}
 		}
+		if line == 1 && bytes.HasPrefix(text, utf8BOM) {
+			// The event would be told unknown, shown as "\ufeffa 1 …".
+			return nil, fail(text, "the trace starts with a UTF-8 byte-order mark: save it without one")
+		}
 		fields = splitFields(fields[:0], text)
 		if len(fields) == 0 || fields[0][0] == '#' {
 			continue
@@ -320,6 +324,9 @@ func (t *Trace) lineOf(op Op, index int32) int {
 	}
 	return 0
 }
+
+// utf8BOM is the byte-order mark some editors put before UTF-8 text.
+var utf8BOM = []byte("\xef\xbb\xbf")
 
 func isGzip(magic []byte) bool { return len(magic) >= 2 && magic[0] == 0x1f && magic[1] == 0x8b }
 

@@ -63,6 +63,8 @@ func TestReadTraceErrorsNameTheLine(t *testing.T) {
 		// A repeated id or free names the line that came first.
 		{"# ids from 7\na 7 10 0\na 8 10 0\na 7 10 0\n", 4, "id 7 was already used on line 2"},
 		{"a 1 10 0\nf 2\n", 2, "never allocated"},
+		{"\xef\xbb\xbfa 1 10 0\nf 1\n", 1, "starts with a UTF-8 byte-order mark"},
+		{"\xef\xbb\xbf# made by hand\na 1 10 0\n", 1, "starts with a UTF-8 byte-order mark"},
 		{"a 1 10 0\na 2 10 0\nf 1\n\nf 2\nf 1\n", 6, "free of id 1, which line 3 already freed"},
 		{"a 1 10 0\n\nf\n", 3, "needs 1 field"},
 		{"a 1 10 0\n" + strings.Repeat("9", trace.MaxLine+1) + "\n", 2, "longer than"},
