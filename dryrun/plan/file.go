@@ -219,6 +219,10 @@ func DecodeFile(data []byte) (File, error) {
 			}
 			return File{}, fmt.Errorf("%w: %swant %s, got %s", ErrPlanFile, member, jsonKindOf(typeErr.Type), jsonValueOf(typeErr.Value))
 		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			// The decoder says no more than "unexpected EOF".
+			return File{}, fmt.Errorf("%w: it ends inside the plan, cut short: %w", ErrPlanFile, err)
+		}
 		return File{}, fmt.Errorf("%w: %v", ErrPlanFile, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {

@@ -344,3 +344,18 @@ func TestPlanFileValueOfTheWrongTypeIsToldInJSONsWords(t *testing.T) {
 		require.NotContains(t, err.Error(), "Go struct", doc)
 	}
 }
+
+// A plan file cut short says so, whatever byte it ends at: the decoder
+// said "unexpected EOF" and nothing more.
+func TestPlanFileCutShortSaysSo(t *testing.T) {
+	pf := File{Device: replay.H200(), Granule: replay.H200Granule, Traces: []string{"t"},
+		Layout: memory.VirtualLayout(memory.VirtualPlan{PlannedBytes: 1 << 20, Slots: []memory.VirtualSlot{{Size: 256, Offset: 0}}})}
+	data, err := pf.Encode(false)
+	require.NoError(t, err)
+	for _, n := range []int{1, 20, len(data) / 2, len(data) - 2} {
+		_, err := DecodeFile(data[:n])
+		require.ErrorIs(t, err, ErrPlanFile, "%q", data[:n])
+		require.ErrorIs(t, err, io.ErrUnexpectedEOF, "%q", data[:n])
+		require.ErrorContains(t, err, "cut short", "%q", data[:n])
+	}
+}
