@@ -42,12 +42,15 @@ func writeOutput(flag, path string, write func(io.Writer) error) (err error) {
 			err = fmt.Errorf("%s %s: %w", flag, path, err)
 		}
 	}()
-	if f, ok := descriptorOf(path); ok {
+	if fd, ok := outputDescriptor(path, false); ok {
 		// The command's own standard output, error or another open
 		// descriptor (/dev/stdout, /dev/fd/N): written through it, so that
 		// the shell's >> appends and a pipe gets the bytes, where opening
 		// the name anew would write over the file behind it, or fail.
-		return writeThrough(f, write)
+		if err := writableDescriptor(fd); err != nil {
+			return err
+		}
+		return writeThrough(descriptorFile(fd, path), write)
 	}
 	target, err := linkTarget(path)
 	if err != nil {
@@ -185,19 +188,30 @@ func followLinks(path string, stop func(string) bool) (string, error) {
 // may be written again (checkOutput's probe, then the output).
 var descriptors = map[int]*os.File{0: os.Stdin, 1: os.Stdout, 2: os.Stderr}
 
-// descriptorOf is the process's open descriptor that path names, through
-// symbolic links, as /dev/stdout, /dev/fd/N or /proc/self/fd/N do.
-func descriptorOf(path string) (*os.File, bool) {
-	fd, found := outputDescriptor(path, false)
-	if !found {
-		return nil, false
-	}
+// descriptorFile is the process's open descriptor fd, which path names
+// through symbolic links, as /dev/stdout, /dev/fd/N or /proc/self/fd/N do.
+func descriptorFile(fd int, path string) *os.File {
 	f, open := descriptors[fd]
 	if !open {
 		f = os.NewFile(uintptr(fd), path)
 		descriptors[fd] = f
 	}
-	return f, true
+	return f
+}
+
+// writableDescriptor says why descriptor fd cannot be written, if it
+// cannot: it is not open, or open for reading only. checkOutput's probe
+// writes nothing, so the write failed only once the work was done, with
+// "invalid argument" or "bad file descriptor".
+func writableDescriptor(fd int) error {
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+	if err != nil {
+		return fmt.Errorf("descriptor %d is not open: %w", fd, err)
+	}
+	if flags&unix.O_ACCMODE == unix.O_RDONLY {
+		return fmt.Errorf("descriptor %d is open for reading only", fd)
+	}
+	return nil
 }
 
 // outputDescriptor is the descriptor an output flag's path writes

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // noTemporaryFiles fails when dir holds a file the command left behind.
@@ -484,4 +486,27 @@ func TestOutputWrittenOverInPlaceIsCutWhereAFailedWriteEnds(t *testing.T) {
 	data, err = os.ReadFile(path)
 	require.NoError(t, err)
 	require.Equal(t, "old", string(data))
+}
+
+// An output named by a descriptor that is not open, or open for reading
+// only, is refused before the work, saying so: the write failed once the
+// plan was made, with "invalid argument".
+func TestOutputToADescriptorThatCannotBeWrittenIsRefusedFirst(t *testing.T) {
+	first := writeTrace(t, "first.trace", shortRun)
+	closed := 900
+	for ; closed < 1000; closed++ {
+		if _, err := unix.FcntlInt(uintptr(closed), unix.F_GETFL, 0); err != nil {
+			break
+		}
+	}
+	stdout, _, err := execute(t, "plan", first, "--out", "/dev/fd/"+strconv.Itoa(closed))
+	require.ErrorContains(t, err, fmt.Sprintf("descriptor %d is not open", closed))
+	require.Empty(t, stdout, "refused before the plan was made")
+
+	readOnly, err := os.Open(first)
+	require.NoError(t, err)
+	defer readOnly.Close()
+	stdout, _, err = execute(t, "plan", writeTrace(t, "second.trace", shortRun), "--out", "/proc/self/fd/"+strconv.Itoa(int(readOnly.Fd())))
+	require.ErrorContains(t, err, "open for reading only")
+	require.Empty(t, stdout, "refused before the plan was made")
 }
