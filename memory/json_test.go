@@ -463,3 +463,19 @@ func TestLayoutBriefStaysShort(t *testing.T) {
 	}
 	require.Equal(t, "a Sliced layout of 40 pools", SlicedLayout(pools...).Brief())
 }
+
+// An empty layout file, or one of white space alone, gzipped or not, says
+// it is empty: it was the unknown layout "nothing".
+func TestLayoutFileEmptySaysSo(t *testing.T) {
+	for name, data := range map[string][]byte{
+		"empty.json":    nil,
+		"blank.json":    []byte(" \n\t\r\n"),
+		"empty.json.gz": gzread.Pack(nil),
+		"blank.json.gz": gzread.Pack([]byte(strings.Repeat(" \n", 100))),
+	} {
+		_, err := ReadLayout(bytes.NewReader(data), name)
+		require.ErrorContains(t, err, "layout file "+name, name)
+		require.ErrorContains(t, err, "is empty", name)
+		require.NotContains(t, err.Error(), "nothing", name)
+	}
+}

@@ -398,6 +398,10 @@ func ReadLayout(r io.Reader, name string) (Layout, error) {
 	if err != nil {
 		return Layout{}, fmt.Errorf("memory: layout file %s: %w", name, err)
 	}
+	if len(data) == 0 {
+		// parseLayout would call it the unknown layout "nothing".
+		return Layout{}, fmt.Errorf("memory: layout file %s%s is empty: want a layout JSON literal or a preset name", name, what)
+	}
 	l, err := parseLayout(data)
 	if err != nil {
 		if gzipped {
