@@ -48,7 +48,8 @@ func init() {
 storage that counts device allocations and holds no memory.
 
 --layout is a preset (virtual, the default; sub-slices, exclusive-pages,
-direct), a layout JSON literal, or a file holding one. The device model has
+direct), a layout JSON literal, or a file holding one or a plan file (vkrt
+plan --out of traces: one made for another device is refused). The device model has
 sparse residency in 64 KiB granules, as the H200's Vulkan driver reports: the virtual layout
 binds device memory under live bytes only, and the replay counts the binds (with --json the
 memory they bind and unbind too: bound_bytes, unbound_bytes). With --plan the replay is the dry run: a plan
@@ -83,7 +84,7 @@ live bytes, and device allocations (cudaMalloc calls, or mapping calls).`,
 			return runReplay(cmd, args, f)
 		},
 	}
-	cmd.Flags().StringVar(&f.layout, "layout", "virtual", "pool layout: a preset, a layout JSON literal, or a file holding one")
+	cmd.Flags().StringVar(&f.layout, "layout", "virtual", "pool layout: a preset, a layout JSON literal, or a file holding one or a plan file (vkrt plan --out)")
 	cmd.Flags().BoolVar(&f.plan, "plan", false, "derive a plan from the replay and replay under it")
 	cmd.Flags().BoolVar(&f.json, "json", false, "one JSON object per trace and line")
 	cmd.Flags().BoolVar(&f.bench, "bench", false, "report the cost of one replayed event, beside VMA's TLSF placement on the same stream")

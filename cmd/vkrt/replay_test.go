@@ -13,6 +13,7 @@ import (
 	"time"
 
 	json "github.com/goccy/go-json"
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/dryrun/replay"
@@ -868,4 +869,25 @@ func TestReplaySecondRunErrorsNameItsFile(t *testing.T) {
 			require.ErrorContains(t, err, path)
 		})
 	}
+}
+
+// --layout takes a plan file vkrt plan --out wrote, and its help says so
+// where it named a layout's file alone.
+func TestReplayHelpNamesThePlanFileLayoutTakes(t *testing.T) {
+	var replayCmd *cobra.Command
+	for _, c := range rootCmd.Commands() {
+		if c.Name() == "replay" {
+			replayCmd = c
+		}
+	}
+	require.NotNil(t, replayCmd)
+	require.Contains(t, replayCmd.Long, "a plan file (vkrt\nplan --out")
+	require.Contains(t, replayCmd.Flags().Lookup("layout").Usage, "a plan file (vkrt plan --out)")
+
+	first := writeTrace(t, "first.trace", shortRun)
+	out := filepath.Join(t.TempDir(), "first.plan")
+	_, _, err := execute(t, "plan", first, "--out", out)
+	require.NoError(t, err)
+	_, _, err = executeReplay(t, "--layout", out, first)
+	require.NoError(t, err, "as the help says")
 }
