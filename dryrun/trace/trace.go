@@ -459,13 +459,19 @@ func (p *progressReader) Read(b []byte) (int, error) {
 }
 
 // NameOf is the name a trace file goes by: its base name without the
-// .gz and .trace suffixes. A name with characters a terminal acts on (a
-// newline, an escape sequence) is written escaped, as Go quotes it, so a
-// file's name cannot rewrite the tables it is printed in.
+// .gz and .trace suffixes, or the whole base name where they are all of
+// it. A name with characters a terminal acts on (a newline, an escape
+// sequence) is written escaped, as Go quotes it, so a file's name cannot
+// rewrite the tables it is printed in.
 func NameOf(path string) string {
 	name := filepath.Base(path)
 	name = strings.TrimSuffix(name, ".gz")
 	name = strings.TrimSuffix(name, ".trace")
+	if name == "" {
+		// A file named .trace or .trace.gz: its table row, --json line
+		// and errors ("replay:  line 2") named nothing.
+		name = filepath.Base(path)
+	}
 	if !utf8.ValidString(name) || strings.ContainsFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) {
 		q := strconv.Quote(name)
 		name = q[1 : len(q)-1]

@@ -280,6 +280,10 @@ func TestReadTraceFileErrorsNameThePath(t *testing.T) {
 func TestNameOfEscapesWhatATerminalActsOn(t *testing.T) {
 	require.Equal(t, "gpt2_train", trace.NameOf("/x/gpt2_train.trace.gz"))
 	require.Equal(t, "naïve run", trace.NameOf("naïve run.trace"))
+	// A name of the suffixes alone is kept whole, not made empty.
+	require.Equal(t, ".trace", trace.NameOf("/x/.trace"))
+	require.Equal(t, ".trace.gz", trace.NameOf("/x/.trace.gz"))
+	require.Equal(t, ".gz", trace.NameOf(".gz"))
 	require.Equal(t, `ev\nil\x1b[31m`, trace.NameOf("/tmp/ev\nil\x1b[31m.trace"))
 	// Bytes that are not UTF-8 (0x9b is a terminal's 8-bit CSI) are
 	// escaped too: each decodes as U+FFFD, which is printable.
