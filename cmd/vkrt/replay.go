@@ -10,6 +10,7 @@ import (
 	goruntime "runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -105,11 +106,16 @@ func layoutFlag(flag, arg string) (memory.Layout, error) {
 	if err == nil {
 		return l, nil
 	}
-	if _, statErr := os.Stat(arg); errors.Is(statErr, os.ErrNotExist) {
+	if _, statErr := os.Stat(arg); statErr != nil {
+		// A literal of more than a file name's 255 bytes (a plan pasted
+		// from --json) is no name at all: its mistake was told as "open
+		// {…}: file name too long".
 		if t := strings.TrimSpace(arg); t != "" && (t[0] == '{' || t[0] == '"') {
 			return memory.Layout{}, fmt.Errorf("%s: %w", flag, err) // a literal that does not hold
 		}
-		return memory.Layout{}, fmt.Errorf("%s %s is neither a preset, a layout JSON literal nor a file: %w", flag, quoteArg(arg), err)
+		if errors.Is(statErr, os.ErrNotExist) || errors.Is(statErr, syscall.ENAMETOOLONG) {
+			return memory.Layout{}, fmt.Errorf("%s %s is neither a preset, a layout JSON literal nor a file: %w", flag, quoteArg(arg), err)
+		}
 	}
 	if l, err = layoutFile(arg); err != nil {
 		return memory.Layout{}, fmt.Errorf("%s: %w", flag, err)

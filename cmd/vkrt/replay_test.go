@@ -891,3 +891,24 @@ func TestReplayHelpNamesThePlanFileLayoutTakes(t *testing.T) {
 	_, _, err = executeReplay(t, "--layout", out, first)
 	require.NoError(t, err, "as the help says")
 }
+
+// A layout literal longer than a file name may be (a plan pasted from
+// --json) that does not hold says what is wrong with it, as a short one
+// does: it was taken for a file's name, "file name too long".
+func TestReplayLongLayoutLiteralThatDoesNotHoldSaysWhy(t *testing.T) {
+	pools := strings.Repeat(`{"page_size":1048576},`, 20)
+	small := writeTrace(t, "small.trace", shortRun)
+	for _, arg := range []string{
+		`{"Sliced":[` + pools + `{"page_sise":1}]}`,
+		` "sub-slices` + strings.Repeat(" ", 300) + `x"`,
+	} {
+		_, _, err := executeReplay(t, "--layout", arg, small)
+		require.Error(t, err)
+		require.NotContains(t, err.Error(), "file name too long")
+		require.NotContains(t, err.Error(), "open ")
+	}
+	_, _, err := executeReplay(t, "--layout", `{"Sliced":[`+pools+`{"page_sise":1}]}`, small)
+	require.ErrorContains(t, err, `unknown field "page_sise"`)
+	_, _, err = executeReplay(t, "--layout", strings.Repeat("sub-slices", 30), small)
+	require.ErrorContains(t, err, "is neither a preset, a layout JSON literal nor a file")
+}
