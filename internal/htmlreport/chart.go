@@ -181,13 +181,14 @@ type tick struct {
 	Label string
 }
 
-// byteTicks are round steps of a power-of-1000 unit up to top.
+// byteTicks are round steps of a power-of-1000 unit up to top, the
+// units memory.FormatBytes writes (a record of exabytes read "15000000 TB").
 func byteTicks(top uint64, s scale) []tick {
 	unit, name := uint64(1), "B"
 	for _, u := range []struct {
 		n    uint64
 		name string
-	}{{1e3, "KB"}, {1e6, "MB"}, {1e9, "GB"}, {1e12, "TB"}} {
+	}{{1e3, "KB"}, {1e6, "MB"}, {1e9, "GB"}, {1e12, "TB"}, {1e15, "PB"}, {1e18, "EB"}} {
 		if top >= u.n {
 			unit, name = u.n, u.name
 		}

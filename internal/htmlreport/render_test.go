@@ -1,6 +1,7 @@
 package htmlreport
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -19,5 +20,23 @@ func TestPercentKeepsSmallAndNearlyWholeDifferences(t *testing.T) {
 		0.999999: "100.000",
 	} {
 		require.Equal(t, want, percent(f), "%v", f)
+	}
+}
+
+// The byte axis counts in the largest unit under its top, as the figures
+// beside it do: a record of 18.45 EB had ticks of "15000000 TB", wider
+// than the margin they are drawn in.
+func TestByteTicksUseTheUnitOfTheirTop(t *testing.T) {
+	for top, want := range map[uint64][]string{
+		999:            {"0 B", "200 B", "400 B", "600 B", "800 B"},
+		4_000_000_000:  {"0 GB", "1 GB", "2 GB", "3 GB", "4 GB"},
+		5e15:           {"0 PB", "1 PB", "2 PB", "3 PB", "4 PB", "5 PB"},
+		math.MaxUint64: {"0 EB", "5 EB", "10 EB", "15 EB"},
+	} {
+		var got []string
+		for _, tk := range byteTicks(top, traceScale(top)) {
+			got = append(got, tk.Label)
+		}
+		require.Equal(t, want, got, "top %d", top)
 	}
 }
