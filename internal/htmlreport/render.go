@@ -110,6 +110,40 @@ type bandView struct {
 // palette colours pools in the order they first appear in a trace's runs.
 var palette = []string{"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"}
 
+// colourAt is the colour of the i-th pool: the palette's, then hues a
+// golden angle apart in three lightnesses, so that no two pools of a page
+// share a colour (the palette repeated from the eleventh, and a chart of
+// twelve streams had pools no legend could tell apart).
+func colourAt(i int) string {
+	if i < len(palette) {
+		return palette[i]
+	}
+	j := i - len(palette)
+	h := math.Mod(float64(j)*137.508+20, 360) / 60
+	l := []float64{0.42, 0.58, 0.3}[j%3]
+	const sat = 0.6
+	c := (1 - math.Abs(2*l-1)) * sat
+	x := c * (1 - math.Abs(math.Mod(h, 2)-1))
+	var r, g, b float64
+	switch int(h) {
+	case 0:
+		r, g = c, x
+	case 1:
+		r, g = x, c
+	case 2:
+		g, b = c, x
+	case 3:
+		g, b = x, c
+	case 4:
+		r, b = x, c
+	default:
+		r, b = c, x
+	}
+	m := l - c/2
+	ch := func(v float64) int { return int(math.Round((v + m) * 255)) }
+	return fmt.Sprintf("#%02x%02x%02x", ch(r), ch(g), ch(b))
+}
+
 // pale mixes a colour with white: the part of a pool reserved and not live.
 func pale(hex string) string {
 	v, _ := strconv.ParseUint(hex[1:], 16, 32)
@@ -131,10 +165,10 @@ func (c *colours) of(label string) string {
 	if !ok {
 		i = len(c.index)
 		c.index[label] = i
-		col := palette[i%len(palette)]
+		col := colourAt(i)
 		c.legend = append(c.legend, legendItem{Label: label, Solid: col, Pale: pale(col)})
 	}
-	return palette[i%len(palette)]
+	return colourAt(i)
 }
 
 // active are the pools of a run that reserved anything: the others are

@@ -1,6 +1,7 @@
 package htmlreport
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -38,5 +39,25 @@ func TestByteTicksUseTheUnitOfTheirTop(t *testing.T) {
 			got = append(got, tk.Label)
 		}
 		require.Equal(t, want, got, "top %d", top)
+	}
+}
+
+// Every pool a page colours gets a colour of its own, live and reserved,
+// past the palette too: the eleventh took the first's, so a chart of
+// twelve streams drew two streams in one colour, and its legend showed two
+// swatches alike.
+func TestEveryPoolOfAPageHasItsOwnColour(t *testing.T) {
+	var cs colours
+	seen := map[string]string{}
+	for i := range 2 * MaxPools {
+		label := fmt.Sprintf("pool %d", i)
+		require.Equal(t, cs.of(label), cs.of(label), "a label keeps its colour")
+		item := cs.legend[i]
+		require.Regexp(t, `^#[0-9a-f]{6}$`, item.Solid)
+		for _, c := range []string{item.Solid, item.Pale} {
+			other, taken := seen[c]
+			require.False(t, taken, "%s: %s is %s's already", label, c, other)
+			seen[c] = label
+		}
 	}
 }
