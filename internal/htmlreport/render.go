@@ -298,7 +298,7 @@ func layoutName(l memory.Layout) string {
 
 func traceViewOf(tr *TraceReport) (traceView, error) {
 	tv := traceView{Name: tr.Name, Verdict: Verdict(tr),
-		Summary: fmt.Sprintf("%s events, %s; peak live %s (%s B)", group(uint64(tr.Events)), plural(uint64(tr.Allocations), "allocation"),
+		Summary: fmt.Sprintf("%s, %s; peak live %s (%s B)", plural(uint64(tr.Events), "event"), plural(uint64(tr.Allocations), "allocation"),
 			memory.FormatBytes(tr.Default.Result.PeakLiveBytes), group(tr.Default.Result.PeakLiveBytes))}
 	var cs colours
 	top := topOf(max(tr.Default.Result.ReservedPeakBytes, tr.Plan.Result.ReservedPeakBytes))

@@ -3,9 +3,12 @@ package htmlreport
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/dryrun/trace"
 )
 
 func TestPercentKeepsSmallAndNearlyWholeDifferences(t *testing.T) {
@@ -60,4 +63,15 @@ func TestEveryPoolOfAPageHasItsOwnColour(t *testing.T) {
 			seen[c] = label
 		}
 	}
+}
+
+// A trace of one event says "1 event", as it says "1 allocation": it
+// read "1 events, 1 allocation".
+func TestTheSummaryCountsOneEventInTheSingular(t *testing.T) {
+	one := &trace.Trace{Name: "one", Allocations: 1, Events: []trace.Event{{Op: trace.OpAlloc, Index: 0, Size: 100}}}
+	tr, err := ReplayTrace(one, testDefault, Buckets, Progress{})
+	require.NoError(t, err)
+	tv, err := traceViewOf(tr)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(tv.Summary, "1 event, 1 allocation; "), tv.Summary)
 }
