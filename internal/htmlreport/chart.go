@@ -201,14 +201,22 @@ func byteTicks(top uint64, s scale) []tick {
 	return ticks
 }
 
-// eventTicks are round event numbers along the plot.
+// eventTicks are round event numbers along the plot, every one in the
+// unit of the step: "2.5k", "5k", where a step of 2,500 read "2500", "5k".
 func eventTicks(events int) []tick {
 	step := max(1, int(niceStep(float64(events)/8)))
+	unit, suffix := 1, ""
+	switch {
+	case step >= 1_000_000:
+		unit, suffix = 1_000_000, "M"
+	case step >= 1000:
+		unit, suffix = 1000, "k"
+	}
 	var ticks []tick
 	for e := 0; e <= events; e += step {
-		label := strconv.Itoa(e)
-		if step >= 1000 && e > 0 && e%1000 == 0 {
-			label = strconv.Itoa(e/1000) + "k"
+		label := strconv.FormatFloat(float64(e)/float64(unit), 'f', -1, 64)
+		if e > 0 {
+			label += suffix
 		}
 		ticks = append(ticks, tick{Pos: marginLeft + float64(e)*plotWidth/float64(max(events, 1)), Label: label})
 	}

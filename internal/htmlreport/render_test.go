@@ -75,3 +75,22 @@ func TestTheSummaryCountsOneEventInTheSingular(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(tv.Summary, "1 event, 1 allocation; "), tv.Summary)
 }
+
+// The event axis writes every tick in one unit: a step of 2,500 read
+// "2500", "5k", "7500", "10k", "12500".
+func TestEventTicksShareTheirUnit(t *testing.T) {
+	for events, want := range map[int][]string{
+		7:          {"0", "1", "2", "3", "4", "5", "6", "7"},
+		2000:       {"0", "250", "500", "750", "1000", "1250", "1500", "1750", "2000"},
+		9489:       {"0", "2k", "4k", "6k", "8k"},
+		19678:      {"0", "2.5k", "5k", "7.5k", "10k", "12.5k", "15k", "17.5k"},
+		286475:     {"0", "50k", "100k", "150k", "200k", "250k"},
+		20_000_000: {"0", "2.5M", "5M", "7.5M", "10M", "12.5M", "15M", "17.5M", "20M"},
+	} {
+		var got []string
+		for _, tk := range eventTicks(events) {
+			got = append(got, tk.Label)
+		}
+		require.Equal(t, want, got, "%d events", events)
+	}
+}
