@@ -19,6 +19,7 @@ import (
 
 	"github.com/vkrt/vkrt/dryrun/plan"
 	"github.com/vkrt/vkrt/dryrun/replay"
+	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/internal/tracetest"
 	"github.com/vkrt/vkrt/memory"
 )
@@ -224,4 +225,23 @@ func nearColour(img image.Image, hex string) int {
 		}
 	}
 	return n
+}
+
+// The tooltip writes bytes as the page's figures do (memory.FormatBytes):
+// 999,999 B live read "1000.00 KB" under the pointer and "1.00 MB" beside
+// the chart.
+func TestTheTooltipWritesBytesAsTheFiguresDo(t *testing.T) {
+	browser := chromium(t)
+	const live = 999_999
+	one := &trace.Trace{Name: "one", Allocations: 1, Events: []trace.Event{{Op: trace.OpAlloc, Index: 0, Size: live}}}
+	tr, err := ReplayTrace(one, testDefault, Buckets, Progress{})
+	require.NoError(t, err)
+	var html bytes.Buffer
+	require.NoError(t, Render(&html, Page{Traces: []*TraceReport{tr}}))
+	page := filepath.Join(t.TempDir(), "report.html")
+	require.NoError(t, os.WriteFile(page, bytes.Replace(html.Bytes(), []byte("</body>"), []byte(hoverCheck), 1), 0o644))
+	dom := string(browse(t, browser, page, "--dump-dom", "--window-size=1180,1100"))
+	tip := attr(t, dom, "<body", "data-tip")
+	require.Contains(t, tip, "live"+memory.FormatBytes(live)+group(live)+" B", "the live row: %s", tip)
+	require.Equal(t, "1.00 MB", memory.FormatBytes(live))
 }

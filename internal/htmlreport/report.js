@@ -3,11 +3,15 @@
 // the body is marked ready, so a headless browser can check what was drawn.
 (function () {
   "use strict";
+  // fmt writes bytes as memory.FormatBytes does, so the tooltip and the
+  // figures beside the chart agree: a size that rounds up to 1000.00 of a
+  // prefix is shown in the next.
   function fmt(n) {
     if (n < 1000) return n + " B";
-    var exp = Math.floor(Math.log(n) / Math.log(1000));
-    if (exp < 1) exp = 1;
-    return (n / Math.pow(1000, exp)).toFixed(2) + " " + "KMGTPEZY"[exp - 1] + "B";
+    var exp = 1, div = 1000;
+    while (n / div >= 1000 && exp < 6) { exp++; div *= 1000; }
+    if (exp < 6 && n / div >= 999.995) { exp++; div *= 1000; }
+    return (n / div).toFixed(2) + " " + "KMGTPE"[exp - 1] + "B";
   }
   function exact(n) { return n.toLocaleString("en-US") + " B"; }
   function cell(tr, text, cls) {
