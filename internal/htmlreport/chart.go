@@ -193,7 +193,10 @@ func byteTicks(top uint64, s scale) []tick {
 			unit, name = u.n, u.name
 		}
 	}
-	step := niceStep(float64(top)/float64(unit)/5) * float64(unit)
+	// A whole byte at the least: steps of a fifth of a byte (a chart of
+	// records of 0 B has a top of 1 B) fell on whole bytes, all at one
+	// height, their labels ("0.6000000000000001 B") written over each other.
+	step := max(niceStep(float64(top)/float64(unit)/5)*float64(unit), 1)
 	var ticks []tick
 	for v := 0.0; v <= float64(top); v += step {
 		ticks = append(ticks, tick{Pos: s.y(uint64(v)), Label: strconv.FormatFloat(v/float64(unit), 'f', -1, 64) + " " + name})

@@ -28,18 +28,24 @@ func TestPercentKeepsSmallAndNearlyWholeDifferences(t *testing.T) {
 }
 
 // The byte axis counts in the largest unit under its top, as the figures
-// beside it do: a record of 18.45 EB had ticks of "15000000 TB", wider
-// than the margin they are drawn in.
+// beside it do, in whole bytes at the least: a record of 18.45 EB had
+// ticks of "15000000 TB", wider than the margin they are drawn in, and
+// records of 0 B ticks of a fifth of a byte, all drawn at 0 B.
 func TestByteTicksUseTheUnitOfTheirTop(t *testing.T) {
 	for top, want := range map[uint64][]string{
+		1:              {"0 B", "1 B"},
+		4:              {"0 B", "1 B", "2 B", "3 B", "4 B"},
 		999:            {"0 B", "200 B", "400 B", "600 B", "800 B"},
 		4_000_000_000:  {"0 GB", "1 GB", "2 GB", "3 GB", "4 GB"},
 		5e15:           {"0 PB", "1 PB", "2 PB", "3 PB", "4 PB", "5 PB"},
 		math.MaxUint64: {"0 EB", "5 EB", "10 EB", "15 EB"},
 	} {
 		var got []string
-		for _, tk := range byteTicks(top, traceScale(top)) {
+		for i, tk := range byteTicks(top, traceScale(top)) {
 			got = append(got, tk.Label)
+			if i > 0 {
+				require.Less(t, tk.Pos, traceScale(top).base, "top %d: %s is drawn above 0 B", top, tk.Label)
+			}
 		}
 		require.Equal(t, want, got, "top %d", top)
 	}
