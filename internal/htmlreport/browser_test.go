@@ -245,3 +245,52 @@ func TestTheTooltipWritesBytesAsTheFiguresDo(t *testing.T) {
 	require.Contains(t, tip, "live"+memory.FormatBytes(live)+group(live)+" B", "the live row: %s", tip)
 	require.Equal(t, "1.00 MB", memory.FormatBytes(live))
 }
+
+// labelsCheck counts the labels under the records chart that are not
+// wholly inside its picture, and says which.
+const labelsCheck = `<script>
+(function () {
+  var svg = document.querySelector("figure.records svg"), box = svg.getBoundingClientRect(), out = [];
+  svg.querySelectorAll("text").forEach(function (t) {
+    var r = t.getBoundingClientRect();
+    if (r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5)
+      out.push(t.textContent + " [" + [r.left - box.left, r.right - box.right, r.bottom - box.bottom].map(Math.round) + "]");
+  });
+  document.body.dataset.labels = String(svg.querySelectorAll("text").length);
+  document.body.dataset.outside = out.join(" | ");
+})();
+</script>
+</body>`
+
+// Every label under the records chart is drawn whole, a long one too, on
+// the first bar as on the last: the labels of 38 records ran past the
+// chart's left edge and under its bottom, their beginnings cut off.
+func TestEnvLabelsAreDrawnInsideTheirChart(t *testing.T) {
+	browser := chromium(t)
+	at := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		records int
+		label   string
+		step    time.Duration
+	}{
+		{1, "<script>alert(1)</script> after the long run", time.Second},
+		{38, "after training step number %d of the long run", 2 * time.Hour},
+	} {
+		env := &EnvRecords{Name: "labels"}
+		for i := range tc.records {
+			label := tc.label
+			if tc.records > 1 {
+				label = fmt.Sprintf(label, i)
+			}
+			env.Add(EnvRecord{ID: int64(i + 1), Label: label, Time: at.Add(time.Duration(i) * tc.step), Report: memory.Report{
+				Persistent: memory.PoolReport{Kind: memory.PersistentKind{}, Usage: memory.Usage{NumberAllocs: 1, BytesInUse: 1000, BytesReserved: 4000}}}})
+		}
+		var html bytes.Buffer
+		require.NoError(t, Render(&html, Page{Env: env}))
+		page := filepath.Join(t.TempDir(), "report.html")
+		require.NoError(t, os.WriteFile(page, bytes.Replace(html.Bytes(), []byte("</body>"), []byte(labelsCheck), 1), 0o644))
+		dom := string(browse(t, browser, page, "--dump-dom", "--window-size=1180,1100"))
+		require.NotEqual(t, "0", attr(t, dom, "<body", "data-labels"))
+		require.Empty(t, attr(t, dom, "<body", "data-outside"), "%d records %q: labels outside the chart", tc.records, tc.label)
+	}
+}

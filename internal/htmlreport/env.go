@@ -142,10 +142,15 @@ type UndecodableRecord struct {
 	Reason string
 }
 
-// The environment chart: one bar per record, labels slanted beneath.
+// The environment chart: one bar per record, labels slanted beneath,
+// each starting under its bar and running down to the right, where the
+// right margin has room; the bottom margin holds a label of
+// envLabelChars and a time. Slanted the other way, ending under their
+// bars, the first labels ran past the chart's left edge, and every long
+// one under its bottom, their beginnings cut off.
 const (
-	envHeight       = 330
-	envMarginBottom = 110
+	envHeight       = 360
+	envMarginBottom = 140
 	envPlotHeight   = envHeight - marginTop - envMarginBottom
 	envMaxBar       = 56
 	envLabelChars   = 18
