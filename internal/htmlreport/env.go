@@ -206,6 +206,10 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 	n, first, last := e.span()
 	v.Summary = fmt.Sprintf("%s, %s to %s", plural(uint64(n), "memory record"),
 		first.UTC().Format("2006-01-02 15:04:05"), last.UTC().Format("2006-01-02 15:04:05 UTC"))
+	if first.UTC().Truncate(time.Second).Equal(last.UTC().Truncate(time.Second)) {
+		// Records of one second are of one time, not a span from it to itself.
+		v.Summary = fmt.Sprintf("%s, at %s", plural(uint64(n), "memory record"), last.UTC().Format("2006-01-02 15:04:05 UTC"))
+	}
 	if e.Groups != nil {
 		v.Per = e.per
 		v.Summary += fmt.Sprintf(", in %s", plural(uint64(len(e.Groups)), "bar"))

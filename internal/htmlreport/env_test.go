@@ -184,3 +184,25 @@ func TestAbbreviatedLabelsKeepWholeEscapes(t *testing.T) {
 		require.LessOrEqual(t, utf8.RuneCountInString(got), envLabelChars, got)
 	}
 }
+
+// Records written in one second are said to be of that time: one record
+// read "1 memory record, 2026-12-07 10:00:01 to 2026-12-07 10:00:01 UTC".
+func TestEnvRecordsOfOneSecondAreSaidToBeOfIt(t *testing.T) {
+	at := time.Date(2026, 12, 7, 10, 0, 1, 0, time.UTC)
+	rec := func(id int64, when time.Time) EnvRecord {
+		return EnvRecord{ID: id, Label: "r", Time: when, Report: memory.Report{
+			Persistent: memory.PoolReport{Kind: memory.PersistentKind{}, Usage: memory.Usage{NumberAllocs: 1, BytesInUse: 1, BytesReserved: 10}}}}
+	}
+	for _, tc := range []struct {
+		records []EnvRecord
+		want    string
+	}{
+		{[]EnvRecord{rec(1, at)}, "1 memory record, at 2026-12-07 10:00:01 UTC"},
+		{[]EnvRecord{rec(1, at), rec(2, at.Add(time.Millisecond))}, "2 memory records, at 2026-12-07 10:00:01 UTC"},
+		{[]EnvRecord{rec(1, at), rec(2, at.Add(time.Second))}, "2 memory records, 2026-12-07 10:00:01 to 2026-12-07 10:00:02 UTC"},
+	} {
+		v, err := envViewOf(&EnvRecords{Name: "e", Records: tc.records})
+		require.NoError(t, err)
+		require.Equal(t, tc.want, v.Summary)
+	}
+}
