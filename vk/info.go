@@ -3,6 +3,8 @@ package vk
 import (
 	"fmt"
 
+	json "github.com/goccy/go-json"
+
 	"github.com/vkrt/vkrt/device"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -32,6 +34,23 @@ type DeviceInfo struct {
 	Limits          DeviceLimits `json:"limits"`
 }
 
+// MarshalJSON writes each heap's budget and usage exactly where the device
+// has VK_EXT_memory_budget, 0 B too: a process that has allocated nothing
+// uses 0 B of each heap, and its usage was left out as if the device had
+// no budget to report.
+func (d DeviceInfo) MarshalJSON() ([]byte, error) {
+	type plain DeviceInfo // no methods: marshalling it does not recurse
+	p := plain(d)
+	if d.MemoryBudget && d.Heaps != nil {
+		p.Heaps = make([]HeapInfo, len(d.Heaps))
+		for i, h := range d.Heaps {
+			h.budgeted = true
+			p.Heaps[i] = h
+		}
+	}
+	return json.Marshal(p)
+}
+
 // HeapInfo is one memory heap. Budget and Usage are VK_EXT_memory_budget's
 // figures for this process, 0 where the device lacks the extension.
 type HeapInfo struct {
@@ -40,6 +59,29 @@ type HeapInfo struct {
 	DeviceLocal bool   `json:"device_local"`
 	Budget      uint64 `json:"budget,omitempty"`
 	Usage       uint64 `json:"usage,omitempty"`
+	// budgeted: marshalled as a heap of a device with the extension, so
+	// Budget and Usage are written when 0 too.
+	budgeted bool
+}
+
+// MarshalJSON writes Budget and Usage where they are not 0, or always
+// where the heap is one of a device with VK_EXT_memory_budget (see
+// DeviceInfo.MarshalJSON).
+func (h HeapInfo) MarshalJSON() ([]byte, error) {
+	out := struct {
+		Index       int     `json:"index"`
+		Size        uint64  `json:"size"`
+		DeviceLocal bool    `json:"device_local"`
+		Budget      *uint64 `json:"budget,omitempty"`
+		Usage       *uint64 `json:"usage,omitempty"`
+	}{Index: h.Index, Size: h.Size, DeviceLocal: h.DeviceLocal}
+	if h.budgeted || h.Budget != 0 {
+		out.Budget = &h.Budget
+	}
+	if h.budgeted || h.Usage != 0 {
+		out.Usage = &h.Usage
+	}
+	return json.Marshal(out)
 }
 
 // MemoryType is one memory type: the heap it draws from and its properties.

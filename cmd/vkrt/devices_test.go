@@ -66,3 +66,40 @@ func TestDevicesTextNamesHeapsAndLimits(t *testing.T) {
 	require.Equal(t, len(want), strings.Count(out, "  sparse residency: "), "every device says whether it binds sparse memory")
 	require.Equal(t, len(want), strings.Count(out, "\ndevice ")+1, "one block per device")
 }
+
+// Each heap of a device with VK_EXT_memory_budget has its budget and usage
+// in --json, 0 B too (what a process that has allocated nothing uses), and
+// a device without the extension has neither: a usage of 0 was left out,
+// as if the device had no budget to report.
+func TestDevicesJSONGivesEveryHeapsBudgetWhereThereIsOne(t *testing.T) {
+	infos := []vk.DeviceInfo{
+		{Index: 0, Name: "with budget", MemoryBudget: true, Heaps: []vk.HeapInfo{
+			{Index: 0, Size: 80 << 30, DeviceLocal: true, Budget: 70 << 30, Usage: 0},
+			{Index: 1, Size: 64 << 30, Budget: 0, Usage: 0}}},
+		{Index: 1, Name: "without", Heaps: []vk.HeapInfo{{Index: 0, Size: 2 << 30, DeviceLocal: true}}},
+	}
+	var out strings.Builder
+	require.NoError(t, writeDevicesJSON(&out, infos))
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	require.Len(t, lines, 2)
+	for i, line := range lines {
+		var dev struct {
+			MemoryBudget bool             `json:"memory_budget"`
+			Heaps        []map[string]any `json:"heaps"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &dev), line)
+		require.Len(t, dev.Heaps, len(infos[i].Heaps))
+		for k, h := range dev.Heaps {
+			for _, key := range []string{"budget", "usage"} {
+				if infos[i].MemoryBudget {
+					require.Contains(t, h, key, "%s heap %d: %s", infos[i].Name, k, line)
+				} else {
+					require.NotContains(t, h, key, "%s heap %d: %s", infos[i].Name, k, line)
+				}
+			}
+		}
+		var back vk.DeviceInfo
+		require.NoError(t, json.Unmarshal([]byte(line), &back))
+		require.Equal(t, infos[i], back, "the line reads back as the device")
+	}
+}
