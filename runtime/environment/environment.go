@@ -130,7 +130,9 @@ func ValidateName(name string) error {
 	case len(name) > maxNameLen:
 		return fmt.Errorf("%w: %q is %d bytes long, at most %d allowed", ErrInvalidName, name, len(name), maxNameLen)
 	case strings.ContainsAny(name, `/\`):
-		return fmt.Errorf("%w: %q contains a path separator; an environment is named, not located (use WithDir or %s to move the directory)",
+		// The command line has no WithDir: its users are told of the
+		// variable first.
+		return fmt.Errorf("%w: %q contains a path separator; an environment is named, not located (to keep environments in another directory, set %s, or pass WithDir in Go)",
 			ErrInvalidName, name, DirEnvVar)
 	case name[0] == '.':
 		return fmt.Errorf("%w: %q starts with '.'", ErrInvalidName, name)

@@ -181,6 +181,9 @@ func TestNamesAreValidated(t *testing.T) {
 	}
 	_, err := Open("a/b", WithDir(dir))
 	require.ErrorContains(t, err, "path separator")
+	// vkrt run --env a/b told its user to "use WithDir", an option the
+	// command line does not have.
+	require.ErrorContains(t, err, "set "+DirEnvVar+", or pass WithDir in Go")
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Empty(t, entries, "a refused name must create nothing")
