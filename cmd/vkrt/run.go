@@ -312,6 +312,16 @@ it returned, null when it neither returned nor exited. --dry runs it as a dry ru
 allocations, the device holds nothing, launches are checked and dropped,
 reads give zeros.`,
 		Args: cobra.MinimumNArgs(1),
+		// The root's check, and the line --json promises for a run that
+		// never started: a flag left empty (--layout '') refused the run
+		// with no line, where a refused --layout has one.
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			err := refuseEmptyValues(cmd)
+			if err != nil && asJSON {
+				err = writeUnstartedLine(cmd.OutOrStdout(), args[0], dry, err)
+			}
+			return err
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runGuest(cmd, args[0], args[1:], f, dry, asJSON)
 		},
@@ -320,6 +330,22 @@ reads give zeros.`,
 	cmd.Flags().BoolVar(&dry, "dry", false, "run the guest as a dry run")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object summarising the run, also for one that never started (a module refused at compile, a missing file or device, a refused --layout: no report then); the guest's output goes to stderr")
 	rootCmd.AddCommand(cmd)
+}
+
+// writeUnstartedLine writes the --json line of a run that never started
+// and returns err, the reason, with any failure to write the line: such a
+// run is a result too (a module refused at compile, a file or device that
+// is not there, a plan refused), so a script reading the line gets one,
+// with no report.
+func writeUnstartedLine(stdout io.Writer, path string, dry bool, err error) error {
+	line, merr := json.Marshal(runLine{Workload: path, Status: runStatus(err), Error: err.Error(), DryRun: dry})
+	if merr == nil {
+		_, merr = fmt.Fprintf(stdout, "%s\n", line)
+	}
+	if merr != nil {
+		return errors.Join(err, fmt.Errorf("writing the --json line: %w", merr))
+	}
+	return err
 }
 
 func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry, asJSON bool) error {
@@ -334,16 +360,7 @@ func runGuest(cmd *cobra.Command, path string, args []string, f guestFlags, dry,
 	}
 	s, err := openGuest(ctx, path, args, f, guestOut, cmd.ErrOrStderr())
 	if asJSON && err != nil {
-		// A run that never started is a result too (a module refused at
-		// compile, a file or device that is not there, a plan refused): a
-		// script reading the line gets one, with no report.
-		line, merr := json.Marshal(runLine{Workload: path, Status: runStatus(err), Error: err.Error(), DryRun: dry})
-		if merr == nil {
-			_, merr = fmt.Fprintf(stdout, "%s\n", line)
-		}
-		if merr != nil {
-			return errors.Join(err, fmt.Errorf("writing the --json line: %w", merr))
-		}
+		return writeUnstartedLine(stdout, path, dry, err)
 	}
 	if err != nil {
 		return err

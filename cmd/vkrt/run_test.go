@@ -729,3 +729,25 @@ func TestRunOnAMissingDeviceSaysSoOnce(t *testing.T) {
 	require.Contains(t, line, "no Vulkan device 99")
 	require.Equal(t, 1, strings.Count(line, "vkrt:"), line)
 }
+
+// A flag left empty refuses the run before it starts, and --json gives
+// that run its line as it does a refused --layout: an empty --layout or
+// --env wrote none.
+func TestRunJSONGivesALineForAnEmptyFlag(t *testing.T) {
+	guest := watFile(t, `(module (memory 1) (func (export "_start")))`)
+	for _, flag := range []string{"--layout", "--env"} {
+		out, _, err := execute(t, "run", "--compile-cache", "", "--json", flag, "", guest)
+		require.Equal(t, 1, exitCodeOf(err), flag)
+		require.ErrorContains(t, err, flag+" is empty")
+		var line runLine
+		require.NoError(t, json.Unmarshal([]byte(out), &line), "%s: %q", flag, out)
+		require.Equal(t, "failed", line.Status, flag)
+		require.Equal(t, guest, line.Workload, flag)
+		require.Equal(t, err.Error(), line.Error, flag)
+		require.Nil(t, line.ExitCode, flag)
+		require.Nil(t, line.Report, flag)
+	}
+	out, _, err := execute(t, "run", "--compile-cache", "", "--layout", "", guest)
+	require.ErrorContains(t, err, "--layout is empty")
+	require.Empty(t, out, "no line without --json")
+}
