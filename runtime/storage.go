@@ -3,10 +3,20 @@ package runtime
 import (
 	"fmt"
 	"math/bits"
+	"sync/atomic"
 )
 
 // StorageID names one device allocation of a [Storage].
 type StorageID uint64
+
+// lastStorageID is the last id NewStorageID handed out.
+var lastStorageID atomic.Uint64
+
+// NewStorageID is an id no other call of the process gets, never 0. The
+// shipped storages (vk's, device/cpu's) take their ids from it, so a
+// handle used on another device, of another backend too, names nothing
+// there (ErrNotFound) rather than one of its allocations.
+func NewStorageID() StorageID { return StorageID(lastStorageID.Add(1)) }
 
 // StorageHandle is a byte range of one device allocation.
 type StorageHandle struct {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	vulkan "github.com/vulkan-go/vulkan"
@@ -38,12 +37,12 @@ var (
 	_ device.Storage = (*Storage)(nil)
 )
 
-// lastID is the last StorageID handed out by any storage of the process:
-// ids are never reused, so a handle of another device, or of a closed one,
-// names nothing here (runtime.ErrNotFound) rather than a page of this one.
-var lastID atomic.Uint64
-
-func newID() vkruntime.StorageID { return vkruntime.StorageID(lastID.Add(1)) }
+// newID is an id never handed out before in the process, by any storage
+// of any backend (runtime.NewStorageID): a handle of another device, or
+// of a closed one, names nothing here (runtime.ErrNotFound) rather than a
+// page of this one. A counter of vk's own gave a device/cpu handle the id
+// of a page here.
+func newID() vkruntime.StorageID { return vkruntime.NewStorageID() }
 
 type page struct {
 	id       vkruntime.StorageID

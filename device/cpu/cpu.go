@@ -17,7 +17,6 @@ import (
 	"math"
 	goruntime "runtime"
 	"sync"
-	"sync/atomic"
 
 	"github.com/vkrt/vkrt/device"
 	"github.com/vkrt/vkrt/internal/callgate"
@@ -311,13 +310,6 @@ type Storage struct {
 	virtualBytes uint64
 }
 
-// lastID is the last StorageID handed out by any storage of the process:
-// ids are never reused, so a handle of another device names nothing here
-// (runtime.ErrNotFound) rather than a page of this one, as in vk.
-var lastID atomic.Uint64
-
-func newID() vkruntime.StorageID { return vkruntime.StorageID(lastID.Add(1)) }
-
 type page struct {
 	mem  []byte // the usable size asked for
 	held uint64 // bytes counted: the size rounded up to the alignment
@@ -366,7 +358,9 @@ func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 		return vkruntime.StorageHandle{}, err
 	}
 	s.allocated += held
-	id := newID()
+	// Unique in the process: a handle of another device, a vk one too,
+	// names nothing here.
+	id := vkruntime.NewStorageID()
 	s.mu.Unlock()
 	// Allocated outside the lock: a large page takes a while to zero.
 	mem, ok := hostBytes(size)

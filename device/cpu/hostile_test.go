@@ -277,3 +277,36 @@ func TestHandleOfAnotherDeviceIsNotFound(t *testing.T) {
 	require.NoError(t, b.Download(t.Context(), hb, got))
 	require.Equal(t, make([]byte, 16), got, "another device's handle wrote this device's page")
 }
+
+// A handle of a Vulkan device names nothing on a cpu device, nor one of a
+// cpu device on a Vulkan device: each backend counted its ids apart, so
+// the two devices' pages of the same id answered for each other. The
+// lower counter is brought up to the other's id first, as a program that
+// has made as many pages on both would have it.
+func TestHandleOfAnotherBackendIsNotFound(t *testing.T) {
+	if openVulkan == nil {
+		t.Skip("no Vulkan backend linked in (built without cgo)")
+	}
+	c, v := newDevice(t), openVulkan(t)
+	alloc := func(d device.Device) vkruntime.StorageHandle {
+		h, err := d.Storage().Alloc(16)
+		require.NoError(t, err)
+		return h
+	}
+	hc, hv := alloc(c), alloc(v)
+	for hc.ID < hv.ID {
+		c.Storage().Dealloc(hc.ID)
+		c.Storage().Flush()
+		hc = alloc(c)
+	}
+	for hv.ID < hc.ID {
+		v.Storage().Dealloc(hv.ID)
+		v.Storage().Flush()
+		hv = alloc(v)
+	}
+	buf := make([]byte, 16)
+	require.ErrorIs(t, c.Download(t.Context(), hv, buf), vkruntime.ErrNotFound, "a Vulkan handle read a cpu page")
+	require.ErrorIs(t, v.Download(t.Context(), hc, buf), vkruntime.ErrNotFound, "a cpu handle read a Vulkan page")
+	require.ErrorIs(t, c.Upload(t.Context(), hv, buf), vkruntime.ErrNotFound)
+	require.ErrorIs(t, v.Upload(t.Context(), hc, buf), vkruntime.ErrNotFound)
+}

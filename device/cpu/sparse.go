@@ -62,7 +62,7 @@ func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
 			Detail: fmt.Sprintf("the sparse address space has %d B left of %d B", left, uint64(maxVirtualSpace))}
 	}
 	s.virtualBytes += size
-	id := newID()
+	id := vkruntime.NewStorageID()
 	s.pages[id] = &page{virtual: map[uint64]granuleMemory{}, size: size}
 	return vkruntime.StorageHandle{ID: id, Size: size}, nil
 }
