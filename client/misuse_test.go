@@ -136,6 +136,7 @@ func TestOutOfRangeTransfersAreRefusedAndClassified(t *testing.T) {
 			check := func(what string, err error) {
 				t.Helper()
 				require.ErrorIs(t, err, ErrOutOfRange, what)
+				require.ErrorIs(t, err, vkruntime.ErrOutOfRange, what) // as a device's own refusal
 				var re *RangeError
 				require.ErrorAs(t, err, &re, what)
 				require.Equal(t, want, *re, what)

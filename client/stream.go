@@ -397,8 +397,9 @@ func (e *ForeignBufferError) Error() string {
 func (e *ForeignBufferError) Is(target error) bool { return target == ErrForeignBuffer }
 
 // ErrOutOfRange: a read or write named bytes outside its buffer. The typed
-// form is *RangeError.
-var ErrOutOfRange = errors.New("client: range outside the buffer")
+// form is *RangeError. It matches runtime.ErrOutOfRange too, the devices'
+// refusal of a range outside its allocation, so one check covers both.
+var ErrOutOfRange = fmt.Errorf("client: range outside the buffer: %w", vkruntime.ErrOutOfRange)
 
 // RangeError is ErrOutOfRange with the numbers: Length bytes from Offset
 // were asked of buffer Buffer, which holds Size bytes.
@@ -416,7 +417,9 @@ func (e *RangeError) Error() string {
 }
 
 // Is makes a *RangeError match ErrOutOfRange.
-func (e *RangeError) Is(target error) bool { return target == ErrOutOfRange }
+func (e *RangeError) Is(target error) bool {
+	return target == ErrOutOfRange || target == vkruntime.ErrOutOfRange
+}
 
 // owns checks b is a live buffer of s; caller holds s.mu. The freed mark
 // lives in the state every copy of a Buffer value shares, so a copy freed

@@ -29,6 +29,10 @@ var (
 	// range twice, which a device may bind in either order; the storage
 	// refused it whole. The typed form is *OverlappingBindsError.
 	ErrOverlappingBinds = errors.New("vkrt: sparse binds name the same bytes in one submission")
+	// ErrOutOfRange: a handle's bytes lie past the allocation it names, or
+	// a transfer is longer than the range it reads or writes; nothing was
+	// read or written. The message carries the numbers.
+	ErrOutOfRange = errors.New("vkrt: range outside its allocation")
 )
 
 // CapacityError is ErrPoolCapacityExceeded with the numbers: a request of

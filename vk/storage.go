@@ -381,7 +381,7 @@ func (s *Storage) pageOf(h vkruntime.StorageHandle) (*page, error) {
 		return nil, fmt.Errorf("vk: %v: %w (the device's storage holds %d pages)", h, vkruntime.ErrNotFound, len(s.pages))
 	}
 	if h.Offset > p.size || h.Size > p.size-h.Offset {
-		return nil, fmt.Errorf("vk: %v lies outside its page of %d B", h, p.size)
+		return nil, fmt.Errorf("vk: %v lies outside its page of %d B: %w", h, p.size, vkruntime.ErrOutOfRange)
 	}
 	return p, nil
 }

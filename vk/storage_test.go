@@ -247,6 +247,17 @@ func TestTransfersAreBoundsChecked(t *testing.T) {
 		require.ErrorContains(t, d.Download(t.Context(), outside, make([]byte, 32)), "outside its page")
 		require.ErrorContains(t, d.Upload(t.Context(), vkruntime.StorageHandle{ID: page.ID, Size: 8}, make([]byte, 9)), "upload of 9 B")
 		require.ErrorContains(t, d.Download(t.Context(), vkruntime.StorageHandle{ID: page.ID, Size: 8}, make([]byte, 9)), "download of 9 B")
+		// Each is the range error kind, which callers classify.
+		for what, err := range map[string]error{
+			"upload past the page":     d.Upload(t.Context(), outside, make([]byte, 32)),
+			"zero past the page":       d.Zero(t.Context(), outside),
+			"download past the page":   d.Download(t.Context(), outside, make([]byte, 32)),
+			"upload past the handle":   d.Upload(t.Context(), vkruntime.StorageHandle{ID: page.ID, Size: 8}, make([]byte, 9)),
+			"download past the handle": d.Download(t.Context(), vkruntime.StorageHandle{ID: page.ID, Size: 8}, make([]byte, 9)),
+			"dispatch past the page":   d.Dispatch(t.Context(), []kernel.Op{kernel.FillWords(8, 1).With(outside)}),
+		} {
+			require.ErrorIs(t, err, vkruntime.ErrOutOfRange, what)
+		}
 		require.ErrorContains(t, d.Fill(t.Context(), vkruntime.StorageHandle{ID: page.ID, Offset: 2, Size: 8}, 0), "multiples of 4")
 		require.ErrorContains(t, d.Copy(t.Context(), vkruntime.StorageHandle{ID: page.ID, Offset: 8, Size: 16}, vkruntime.StorageHandle{ID: page.ID, Size: 16}), "overlap")
 		require.ErrorIs(t, d.Upload(t.Context(), vkruntime.StorageHandle{ID: 999, Size: 4}, make([]byte, 4)), vkruntime.ErrNotFound)

@@ -96,7 +96,7 @@ func (p pinned) bytes() []byte {
 // less than dst.Size (the rest is left as it was), not more.
 func (d *Device) Upload(ctx context.Context, dst vkruntime.StorageHandle, data []byte) error {
 	if uint64(len(data)) > dst.Size {
-		return fmt.Errorf("vk: upload of %d B into %v of %d B", len(data), dst, dst.Size)
+		return fmt.Errorf("vk: upload of %d B into %v of %d B: %w", len(data), dst, dst.Size, vkruntime.ErrOutOfRange)
 	}
 	return d.transfer(ctx, dst, uint64(len(data)), func(p pinned) error {
 		if p.page.mapped != nil {
@@ -123,7 +123,7 @@ func (d *Device) Upload(ctx context.Context, dst vkruntime.StorageHandle, data [
 // less than src.Size, not more.
 func (d *Device) Download(ctx context.Context, src vkruntime.StorageHandle, dst []byte) error {
 	if uint64(len(dst)) > src.Size {
-		return fmt.Errorf("vk: download of %d B from %v of %d B", len(dst), src, src.Size)
+		return fmt.Errorf("vk: download of %d B from %v of %d B: %w", len(dst), src, src.Size, vkruntime.ErrOutOfRange)
 	}
 	return d.transfer(ctx, src, uint64(len(dst)), func(p pinned) error {
 		if p.page.mapped != nil {

@@ -214,7 +214,7 @@ func (d *Device) Upload(ctx context.Context, dst vkruntime.StorageHandle, src []
 	}
 	defer d.end()
 	if uint64(len(src)) > dst.Size {
-		return fmt.Errorf("cpu: upload of %d B into %v of %d B", len(src), dst, dst.Size)
+		return fmt.Errorf("cpu: upload of %d B into %v of %d B: %w", len(src), dst, dst.Size, vkruntime.ErrOutOfRange)
 	}
 	v, err := d.storage.view(dst, uint64(len(src)))
 	if err != nil {
@@ -232,7 +232,7 @@ func (d *Device) Download(ctx context.Context, src vkruntime.StorageHandle, dst 
 	}
 	defer d.end()
 	if uint64(len(dst)) > src.Size {
-		return fmt.Errorf("cpu: download of %d B from %v of %d B", len(dst), src, src.Size)
+		return fmt.Errorf("cpu: download of %d B from %v of %d B: %w", len(dst), src, src.Size, vkruntime.ErrOutOfRange)
 	}
 	v, err := d.storage.view(src, uint64(len(dst)))
 	if err != nil {
@@ -549,7 +549,7 @@ func (s *Storage) lookup(h vkruntime.StorageHandle) (*page, error) {
 		size = p.size
 	}
 	if h.Offset > size || h.Size > size-h.Offset {
-		return nil, fmt.Errorf("cpu: %v lies outside its page of %d B", h, size)
+		return nil, fmt.Errorf("cpu: %v lies outside its page of %d B: %w", h, size, vkruntime.ErrOutOfRange)
 	}
 	return p, nil
 }

@@ -170,6 +170,16 @@ func TestDispatchChecksEveryOpFirst(t *testing.T) {
 	require.ErrorIs(t, d.Upload(t.Context(), gone, []byte{1}), vkruntime.ErrNotFound)
 	past := vkruntime.StorageHandle{ID: out.ID, Offset: 256, Size: 4 * n}
 	require.ErrorContains(t, d.Download(t.Context(), past, make([]byte, 4)), "outside its page")
+	// Each is the range error kind, which callers classify.
+	for what, err := range map[string]error{
+		"download past the page":   d.Download(t.Context(), past, make([]byte, 4)),
+		"upload past the page":     d.Upload(t.Context(), past, []byte{1}),
+		"dispatch past the page":   d.Dispatch(t.Context(), []kernel.Op{kernel.ReLU(n).With(x, past)}),
+		"upload past the handle":   d.Upload(t.Context(), vkruntime.StorageHandle{ID: out.ID, Size: 4}, make([]byte, 5)),
+		"download past the handle": d.Download(t.Context(), vkruntime.StorageHandle{ID: out.ID, Size: 4}, make([]byte, 5)),
+	} {
+		require.ErrorIs(t, err, vkruntime.ErrOutOfRange, what)
+	}
 }
 
 // A long kernel stops when its context ends, well before it would finish.
