@@ -15,7 +15,9 @@ import (
 // launch is validated (kernel, bindings, push constants, bounds, grid) and
 // dropped; otherwise the buffers get device memory first if they have none.
 // When ctx ends while the device runs the kernel, Launch returns ctx.Err()
-// without waiting; the device finishes the work before anything else on it.
+// without waiting; what the device already runs may still finish, before
+// anything else on it, but no more of the launch starts: its outputs may
+// be partly written (device.Device's Dispatch says how each backend stops).
 func (s *Stream) Launch(ctx context.Context, k kernel.Kernel, grid [3]uint32, buffers []*Buffer, push []byte) error {
 	return s.LaunchBatch(ctx, []LaunchOp{{Kernel: k, Grid: grid, Buffers: buffers, Push: push}})
 }
