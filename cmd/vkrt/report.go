@@ -45,7 +45,11 @@ is written.
 
 The plan is derived from each trace's own dry run, as 'vkrt replay --plan'
 does, unless --plan names one (a preset, a layout JSON literal, or a file
-holding one), so a stream can be seen under the plan of another run.
+holding one), so a stream can be seen under the plan of another run. A
+trace the planner refuses (one that allocates on several streams: pools and
+plans are per stream) is drawn without a plan, the page and stderr saying
+why, and the command exits non-zero once the page is written; --plan gives
+such a trace a plan to be drawn under.
 
 On a terminal, stderr shows the stage under way (replaying a trace,
 planning it, replaying it under the plan) and its progress, as vkrt replay
@@ -97,14 +101,17 @@ func runReport(cmd *cobra.Command, paths []string, f reportFlags) error {
 		}
 		layouts.Plan = &htmlreport.PlanFrom{Layout: l, Source: "given by --plan " + printable.Label(filepath.Base(f.plan))}
 	}
-	var (
-		page        htmlreport.Page
-		undecodable error
-	)
+	var page htmlreport.Page
 	bar := newReplayProgress(cmd.ErrOrStderr())
 	defer bar.clear()
 	if page.Traces, err = reportTraces(paths, layouts, bar); err != nil {
 		return err
+	}
+	var partial []error
+	for _, tr := range page.Traces {
+		if tr.NoPlan != nil {
+			partial = append(partial, fmt.Errorf("report: %s is drawn without a plan: %w", tr.Name, tr.NoPlan))
+		}
 	}
 	if f.env != "" {
 		bar.stage("reading the records of "+f.env, 0)
@@ -113,15 +120,18 @@ func runReport(cmd *cobra.Command, paths []string, f reportFlags) error {
 			return err
 		}
 		page.Env = recs
-		undecodable = bad
+		if bad != nil {
+			partial = append(partial, bad)
+		}
 	}
 	bar.stage("writing "+f.html, 0)
 	if err := writeReport(f.html, page); err != nil {
 		return err
 	}
-	// The page is written with every record that decodes; the command still
-	// fails so that a script notices the ones left out.
-	return undecodable
+	// The page is written with every record that decodes and every trace
+	// without the plan it could not have; the command still fails so that a
+	// script notices what was left out.
+	return errors.Join(partial...)
 }
 
 // reportTraces reads and replays each trace under layouts, showing the work

@@ -12,6 +12,7 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/dryrun/plan"
 	"github.com/vkrt/vkrt/internal/htmlreport"
 	"github.com/vkrt/vkrt/internal/strictjson"
 	"github.com/vkrt/vkrt/memory"
@@ -148,6 +149,36 @@ func TestReportChartsEveryStreamsPools(t *testing.T) {
 	}
 	require.Contains(t, html, `dy="14">`+memory.FormatBytes(replayed.ReservedPeakBytes)+`</tspan>`, "the reserved peak across both streams")
 	require.Contains(t, html, "peak live 4.00 MB (4,000,000 B)")
+}
+
+// A trace of several streams cannot be planned (plans are per stream): its
+// run without a plan is drawn all the same, the page and the error saying
+// why there is no plan, and the command fails once the page is written.
+func TestReportDrawsATraceItCannotPlanWithoutAPlan(t *testing.T) {
+	dir := t.TempDir()
+	two := filepath.Join(dir, "two.trace")
+	require.NoError(t, os.WriteFile(two, []byte("a 1 3000000 0\na 2 1000000 1\nf 1\na 3 500000 1\nf 3\nf 2\n"), 0o644))
+	page := filepath.Join(dir, "report.html")
+	_, _, err := execute(t, "report", "--html", page, smallTrace(t, dir), two)
+	require.ErrorIs(t, err, plan.ErrCannotPlan)
+	require.ErrorContains(t, err, "two is drawn without a plan")
+	require.ErrorContains(t, err, "allocates on streams 0 and 1")
+	require.Equal(t, 1, exitStatus(err), "a page with a part left out is not a success")
+
+	body, readErr := os.ReadFile(page)
+	require.NoError(t, readErr, "the page is written all the same")
+	html := string(body)
+	_, small, ok := strings.Cut(html, `data-trace="small"`)
+	require.True(t, ok)
+	small, twoSection, ok := strings.Cut(small, `data-trace="two"`)
+	require.True(t, ok)
+	require.Contains(t, small, `<figure class="chart" data-run="plan">`, "the other trace keeps its plan")
+	require.Contains(t, twoSection, `<figure class="chart" data-run="default">`)
+	for _, stream := range []string{"0", "1"} {
+		require.Contains(t, twoSection, `data-pool="stream `+stream+`: `, "each stream's pools are drawn")
+	}
+	require.NotContains(t, twoSection, `data-run="plan"`)
+	require.Regexp(t, `<p class="verdict">No plan: [^<]*allocates on streams 0 and 1; pools and plans are per stream`, twoSection)
 }
 
 func TestReportUnderAGivenPlan(t *testing.T) {

@@ -188,6 +188,9 @@ func active(r *Run) []int {
 
 // Verdict is the one line a reader takes away from a trace.
 func Verdict(tr *TraceReport) string {
+	if tr.Plan == nil {
+		return "No plan: " + tr.NoPlan.Error()
+	}
 	d, p := tr.Default.Result, tr.Plan.Result
 	s := fmt.Sprintf("plan reserves %s peak live", ratio(p.ReservedPeakBytes, p.PeakLiveBytes))
 	if d.ReservedPeakBytes > 0 {
@@ -301,14 +304,18 @@ func traceViewOf(tr *TraceReport) (traceView, error) {
 		Summary: fmt.Sprintf("%s, %s; peak live %s (%s B)", plural(uint64(tr.Events), "event"), plural(uint64(tr.Allocations), "allocation"),
 			memory.FormatBytes(tr.Default.Result.PeakLiveBytes), group(tr.Default.Result.PeakLiveBytes))}
 	var cs colours
-	top := topOf(max(tr.Default.Result.ReservedPeakBytes, tr.Plan.Result.ReservedPeakBytes))
-	for _, r := range []struct {
+	type runView struct {
 		name, title string
 		run         *Run
-	}{
-		{"default", capitalize(tr.DefaultName) + " (" + layoutName(tr.Default.Result.Layout) + ")", tr.Default},
-		{"plan", "Plan (" + layoutName(tr.Plan.Result.Layout) + "), " + tr.PlanSource, tr.Plan},
-	} {
+	}
+	runs := []runView{{"default", capitalize(tr.DefaultName) + " (" + layoutName(tr.Default.Result.Layout) + ")", tr.Default}}
+	top := tr.Default.Result.ReservedPeakBytes
+	if tr.Plan != nil {
+		runs = append(runs, runView{"plan", "Plan (" + layoutName(tr.Plan.Result.Layout) + "), " + tr.PlanSource, tr.Plan})
+		top = max(top, tr.Plan.Result.ReservedPeakBytes)
+	}
+	top = topOf(top)
+	for _, r := range runs {
 		res := r.run.Result
 		tv.Rows = append(tv.Rows, figureRow{Name: r.name, Layout: layoutName(res.Layout),
 			Reserved: memory.FormatBytes(res.ReservedPeakBytes), Ratio: ratio(res.ReservedPeakBytes, res.PeakLiveBytes),

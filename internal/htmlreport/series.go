@@ -226,10 +226,15 @@ type TraceReport struct {
 	Events      int
 	Allocations int
 	Default     *Run
-	Plan        *Run
+	// Plan is nil when no plan could be derived (NoPlan says why).
+	Plan *Run
 	// DefaultName names the layout without a plan, PlanSource says where
 	// the plan came from.
 	DefaultName, PlanSource string
+	// NoPlan is why the trace has no plan run: the planner refused it (a
+	// trace that allocates on several streams, whose pools and plans are
+	// per stream). The run without a plan is drawn all the same.
+	NoPlan error
 }
 
 // Layouts are what a trace is replayed under.
@@ -270,7 +275,8 @@ func (p Progress) stage(desc string, steps int) {
 }
 
 // ReplayTrace replays t without a plan and under the plan, telling
-// progress of each stage.
+// progress of each stage. A trace the planner refuses comes back without a
+// plan run, NoPlan saying why, rather than as an error.
 func ReplayTrace(t *trace.Trace, ls Layouts, buckets int, progress Progress) (*TraceReport, error) {
 	progress.stage("replaying "+t.Name, len(t.Events))
 	dry, err := chartedReplay(t, ls.Default, buckets, progress.Step)
@@ -286,7 +292,13 @@ func ReplayTrace(t *trace.Trace, ls Layouts, buckets int, progress Progress) (*T
 	} else {
 		progress.stage("planning "+t.Name, 1)
 		if layout, err = plan.Derive(dry.Result.Report, plan.Options{Strength: plan.Strong, Trace: t, Progress: progress.Step}); err != nil {
-			return nil, fmt.Errorf("planning %s: %w", t.Name, err)
+			err = fmt.Errorf("planning %s: %w", t.Name, err)
+			if errors.Is(err, plan.ErrCannotPlan) {
+				// What can be drawn without a plan still is.
+				return &TraceReport{Name: t.Name, Events: len(t.Events), Allocations: t.Allocations, Default: dry,
+					DefaultName: ls.DefaultName, NoPlan: err}, nil
+			}
+			return nil, err
 		}
 		source = "planned from this trace's dry run"
 	}
