@@ -32,8 +32,7 @@ func execute(t *testing.T, name string, args ...string) (stdout, stderr string, 
 	var out, errOut bytes.Buffer
 	rootCmd.SetOut(&out)
 	rootCmd.SetErr(&errOut)
-	rootCmd.SetArgs(append([]string{name}, args...))
-	defer rootCmd.SetArgs(nil)
+	defer setCommandLine(append([]string{name}, args...))()
 	err = rootCmd.ExecuteContext(context.Background())
 	return out.String(), errOut.String(), err
 }

@@ -69,8 +69,7 @@ func runCommandLine(args []string, stderr io.Writer) int {
 			defer func() { c.RunE = run }()
 		}
 	}
-	rootCmd.SetArgs(args)
-	defer rootCmd.SetArgs(nil)
+	defer setCommandLine(args)()
 	cmd, err := rootCmd.ExecuteC()
 	if err == nil {
 		return 0
@@ -83,6 +82,18 @@ func runCommandLine(args []string, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, line)
 	return exitStatus(err)
+}
+
+// commandLine is the arguments rootCmd runs with: a command whose flags
+// could not be parsed reads the rest of them there (vkrt run --json gives
+// its line for a run refused so, wherever --json stands).
+var commandLine []string
+
+// setCommandLine has rootCmd run with args; the func it returns clears them.
+func setCommandLine(args []string) (clear func()) {
+	commandLine = args
+	rootCmd.SetArgs(args)
+	return func() { commandLine = nil; rootCmd.SetArgs(nil) }
 }
 
 // exitStatus is the status vkrt ends with after err.

@@ -8,10 +8,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	json "github.com/goccy/go-json"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/dryrun"
@@ -311,7 +314,16 @@ the command at once). The --json line's exit_code is the guest's own: 0 when
 it returned, null when it neither returned nor exited. --dry runs it as a dry run: the pools see its
 allocations, the device holds nothing, launches are checked and dropped,
 reads give zeros.`,
-		Args: cobra.MinimumNArgs(1),
+		// A run refused for its command line never started either: under
+		// --json it gives its line too, with the workload where there is
+		// one.
+		Args: func(cmd *cobra.Command, args []string) error {
+			err := cobra.MinimumNArgs(1)(cmd, args)
+			if err != nil && asJSON {
+				err = writeUnstartedLine(cmd.OutOrStdout(), "", dry, err)
+			}
+			return err
+		},
 		// The root's check, and the line --json promises for a run that
 		// never started: a flag left empty (--layout '') refused the run
 		// with no line, where a refused --layout has one.
@@ -326,10 +338,66 @@ reads give zeros.`,
 			return runGuest(cmd, args[0], args[1:], f, dry, asJSON)
 		},
 	}
+	cmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		// The flags past the one refused were never parsed: --json, and
+		// the workload, are read from the command line.
+		if workload, asJSON, dry := unparsedRun(cmd, commandLine); asJSON {
+			return writeUnstartedLine(cmd.OutOrStdout(), workload, dry, err)
+		}
+		return err
+	})
 	f.register(cmd)
 	cmd.Flags().BoolVar(&dry, "dry", false, "run the guest as a dry run")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object summarising the run, also for one that never started (a module refused at compile, a missing file or device, a refused --layout: no report then); the guest's output goes to stderr")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object summarising the run, also for one that never started (a module refused at compile, a missing file or device, a refused --layout, a bad flag or a missing WORKLOAD: no report then); the guest's output goes to stderr")
 	rootCmd.AddCommand(cmd)
+}
+
+// unparsedRun reads a command line whose flags cmd could not parse for
+// what its --json line needs: whether --json and --dry were given (the last
+// of each counting) and the workload, the first argument that is no flag or
+// a flag's value. Everything past "--" is the guest's.
+func unparsedRun(cmd *cobra.Command, args []string) (workload string, asJSON, dry bool) {
+	for i, a := range args {
+		if a == cmd.Name() {
+			args = args[i+1:]
+			break
+		}
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			if workload == "" {
+				workload = a
+			}
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name == "json" || name == "dry" {
+			on := true
+			if hasValue {
+				on, _ = strconv.ParseBool(value)
+			}
+			if name == "json" {
+				asJSON = on
+			} else {
+				dry = on
+			}
+			continue
+		}
+		var fl *pflag.Flag
+		if strings.HasPrefix(a, "--") {
+			fl = cmd.Flags().Lookup(name)
+		} else if len(name) == 1 {
+			fl = cmd.Flags().ShorthandLookup(name)
+		}
+		if fl != nil && !hasValue && fl.NoOptDefVal == "" {
+			i++ // its value
+		}
+	}
+	return workload, asJSON, dry
 }
 
 // writeUnstartedLine writes the --json line of a run that never started

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io/fs"
 	"os"
@@ -592,8 +593,8 @@ func executeToFullStdout(t *testing.T, name string, args ...string) error {
 		}
 	}
 	rootCmd.SetOut(fullWriter{})
-	rootCmd.SetArgs(append([]string{name}, args...))
-	defer func() { rootCmd.SetArgs(nil); rootCmd.SetOut(nil) }()
+	defer setCommandLine(append([]string{name}, args...))()
+	defer rootCmd.SetOut(nil)
 	return rootCmd.ExecuteContext(t.Context())
 }
 
@@ -750,4 +751,57 @@ func TestRunJSONGivesALineForAnEmptyFlag(t *testing.T) {
 	out, _, err := execute(t, "run", "--compile-cache", "", "--layout", "", guest)
 	require.ErrorContains(t, err, "--layout is empty")
 	require.Empty(t, out, "no line without --json")
+}
+
+// A run refused for its command line (a flag that does not parse, an
+// unknown one, no WORKLOAD) never started either, and --json gives its
+// line wherever --json stands: it gave none, the flags past the bad one
+// unread.
+func TestRunJSONGivesALineForABadCommandLine(t *testing.T) {
+	guest := watFile(t, `(module (memory 1) (func (export "_start")))`)
+	for _, c := range []struct {
+		args     []string
+		workload string
+		dry      bool
+		err      string
+	}{
+		{[]string{"--json", "--timeout", "5", guest}, guest, false, `invalid argument "5" for "--timeout" flag`},
+		{[]string{guest, "--max-handles", "abc", "--json"}, guest, false, `invalid argument "abc" for "--max-handles" flag`},
+		{[]string{"--timeout=5", "--json=true", "--dry", guest}, guest, true, `invalid argument "5" for "--timeout" flag`},
+		{[]string{"--bogus", "--layout", "sub-slices", guest, "--json"}, guest, false, "unknown flag: --bogus"},
+		{[]string{"--json"}, "", false, "requires at least 1 arg(s)"},
+	} {
+		out, _, err := execute(t, "run", c.args...)
+		require.ErrorContains(t, err, c.err, "%v", c.args)
+		require.Equal(t, 1, exitStatus(err), "%v", c.args)
+		var line runLine
+		require.NoError(t, json.Unmarshal([]byte(out), &line), "%v: %q", c.args, out)
+		require.Equal(t, "failed", line.Status, "%v", c.args)
+		require.Equal(t, c.workload, line.Workload, "%v", c.args)
+		require.Equal(t, c.dry, line.DryRun, "%v", c.args)
+		require.Equal(t, err.Error(), line.Error, "%v", c.args)
+		require.Nil(t, line.ExitCode, "%v", c.args)
+		require.Nil(t, line.Report, "%v", c.args)
+	}
+	for _, args := range [][]string{
+		{"--timeout", "5", guest},
+		{"--timeout", "5", guest, "--", "--json"}, // the guest's argument
+		{"--json=false", "--timeout", "5", guest},
+	} {
+		out, _, err := execute(t, "run", args...)
+		require.ErrorContains(t, err, `invalid argument "5" for "--timeout" flag`, "%v", args)
+		require.Empty(t, out, "no line without --json: %v", args)
+	}
+
+	// The command line's own path: the line on stdout, the one error line
+	// on stderr, exit status 1.
+	var stdout, stderr bytes.Buffer
+	rootCmd.SetOut(&stdout)
+	defer rootCmd.SetOut(nil)
+	require.Equal(t, 1, runCommandLine([]string{"run", "--compile-cache", "", "--max-handles", "abc", guest, "--json"}, &stderr))
+	require.Equal(t, 1, strings.Count(stderr.String(), "\n"), stderr.String())
+	require.Contains(t, stderr.String(), `vkrt run: invalid argument "abc" for "--max-handles" flag`)
+	var line runLine
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &line), stdout.String())
+	require.Equal(t, guest, line.Workload)
 }
