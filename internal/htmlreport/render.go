@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode"
 
 	json "github.com/goccy/go-json"
 
@@ -35,11 +36,13 @@ var tmpl = template.Must(template.New("report").Parse(pageTemplate))
 // Render writes the page as one self-contained HTML document.
 func Render(w io.Writer, p Page) error {
 	view := pageView{Script: template.JS(pageScript)}
+	ids := map[string]bool{"env": true}
 	for _, tr := range p.Traces {
 		tv, err := traceViewOf(tr)
 		if err != nil {
 			return err
 		}
+		tv.ID = sectionID("trace-"+tr.Name, ids)
 		view.Traces = append(view.Traces, tv)
 	}
 	if p.Env != nil {
@@ -63,11 +66,30 @@ type pageView struct {
 
 type traceView struct {
 	Name    string
+	ID      string // the section's id: see sectionID
 	Summary string
 	Verdict string
 	Rows    []figureRow
 	Legend  []legendItem
 	Charts  []chartView
+}
+
+// sectionID is an id for a section named name: its whitespace, which an
+// HTML id must not hold, made underscores, and numbered where that makes it
+// one that used already has (traces "a b" and "a_b"). used gains it.
+func sectionID(name string, used map[string]bool) string {
+	base := strings.Map(func(r rune) rune {
+		if unicode.IsSpace(r) {
+			return '_'
+		}
+		return r
+	}, name)
+	id := base
+	for n := 2; used[id]; n++ {
+		id = fmt.Sprintf("%s-%d", base, n)
+	}
+	used[id] = true
+	return id
 }
 
 type figureRow struct {

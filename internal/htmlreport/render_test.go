@@ -3,6 +3,7 @@ package htmlreport
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -98,5 +99,40 @@ func TestEventTicksShareTheirUnit(t *testing.T) {
 			got = append(got, tk.Label)
 		}
 		require.Equal(t, want, got, "%d events", events)
+	}
+}
+
+// Section ids hold no whitespace, which an HTML id must not, and stay
+// unique where making them so would join two names ("my run" and
+// "my_run"); every in-page link finds its section. Ids were the names as
+// they were: "trace-my run".
+func TestSectionIDsAreValidAndUnique(t *testing.T) {
+	one := &trace.Trace{Allocations: 1, Events: []trace.Event{{Op: trace.OpAlloc, Index: 0, Size: 100}}}
+	var page Page
+	for _, name := range []string{"my run", "my_run", "esc/one (2)", "tab\there", "new\nline", " lead", "my_run"} {
+		tr := *one
+		tr.Name = name
+		rep, err := ReplayTrace(&tr, testDefault, Buckets, Progress{})
+		require.NoError(t, err)
+		page.Traces = append(page.Traces, rep)
+	}
+	page.Env = &EnvRecords{Name: "e"}
+	var b strings.Builder
+	require.NoError(t, Render(&b, page))
+	html := b.String()
+
+	ids := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\sid="([^"]*)"`).FindAllStringSubmatch(html, -1) {
+		id := m[1]
+		require.NotEmpty(t, id)
+		require.False(t, strings.ContainsAny(id, " \t\n\f\r") || strings.Contains(id, "&#"), "an id with whitespace: %q", id)
+		require.False(t, ids[id], "id %q is not unique", id)
+		ids[id] = true
+	}
+	require.Len(t, ids, len(page.Traces)+1, "a section each")
+	require.True(t, ids["trace-my_run"])
+	require.True(t, ids["trace-esc/one_(2)"])
+	for _, m := range regexp.MustCompile(`href="#([^"]*)"`).FindAllStringSubmatch(html, -1) {
+		require.True(t, ids[m[1]], "a link to #%s finds no section", m[1])
 	}
 }
