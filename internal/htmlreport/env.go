@@ -154,6 +154,12 @@ const (
 	envPlotHeight   = envHeight - marginTop - envMarginBottom
 	envMaxBar       = 56
 	envLabelChars   = 18
+	// envMinLabelSlot is the narrowest slot a bar's own label is written
+	// under; past that the chart has a time axis of envTimeTicks ticks
+	// instead, and a bottom margin of envAxisBottom to hold it.
+	envMinLabelSlot = 22
+	envTimeTicks    = 7
+	envAxisBottom   = 40
 )
 
 type envView struct {
@@ -164,7 +170,12 @@ type envView struct {
 	PlotRight     int
 	PlotBottom    int
 	YTicks        []tick
-	Bars          []envBar
+	// XTicks, where the bars are too narrow to be labelled, are the times
+	// of the records drawn by a few bars spread over the chart, TickEnd
+	// the foot of their marks.
+	XTicks  []tick
+	TickEnd int
+	Bars    []envBar
 	// Per is the records a bar stands for, where bars stand for groups:
 	// the last may stand for fewer.
 	Per int
@@ -229,11 +240,22 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 	}
 	slot := float64(plotWidth) / float64(len(e.Records))
 	width := min(slot*0.7, envMaxBar)
+	labelled := slot >= envMinLabelSlot
+	if !labelled {
+		// Without a label under each bar the chart would have no times at
+		// all: a few ticks give them, first bar to last.
+		v.Height, v.TickEnd = v.PlotBottom+envAxisBottom, v.PlotBottom+5
+		n := len(e.Records)
+		for k := range envTimeTicks {
+			i := int(math.Round(float64(k) * float64(n-1) / (envTimeTicks - 1)))
+			v.XTicks = append(v.XTicks, tick{Pos: marginLeft + slot*(float64(i)+0.5), Label: e.Records[i].Time.UTC().Format(clock)})
+		}
+	}
 	for i, r := range e.Records {
 		x := marginLeft + slot*float64(i) + (slot-width)/2
 		u := r.Report.Usage()
 		bar := envBar{ID: r.ID, Live: u.BytesInUse, Reserv: u.BytesReserved, LabelX: x + width/2}
-		if slot >= 22 {
+		if labelled {
 			bar.Label = abbreviateLabel(r.Label, envLabelChars) + " · " + r.Time.UTC().Format(clock)
 		}
 		var title strings.Builder

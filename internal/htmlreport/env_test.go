@@ -206,3 +206,50 @@ func TestEnvRecordsOfOneSecondAreSaidToBeOfIt(t *testing.T) {
 		require.Equal(t, tc.want, v.Summary)
 	}
 }
+
+// Bars too narrow to be labelled get a time axis: a few ticks, first bar
+// to last, each at a bar and giving the time of the record it draws, in a
+// bottom margin that holds them. 1,000 records drawn as 250 bars had no
+// times at all under them.
+func TestEnvBarsTooNarrowToLabelGetATimeAxis(t *testing.T) {
+	at := time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC)
+	records := func(n int) *EnvRecords {
+		e := &EnvRecords{Name: "e"}
+		for i := range n {
+			e.Add(EnvRecord{ID: int64(i + 1), Label: "step", Time: at.Add(time.Duration(i) * 37 * time.Second), Report: memory.Report{
+				Persistent: memory.PoolReport{Kind: memory.PersistentKind{}, Usage: memory.Usage{NumberAllocs: 1, BytesInUse: uint64(1000 + i), BytesReserved: uint64(2000 + i)}}}})
+		}
+		return e
+	}
+	for _, n := range []int{39, 1000} {
+		e := records(n)
+		v, err := envViewOf(e)
+		require.NoError(t, err)
+		for _, b := range v.Bars {
+			require.Empty(t, b.Label, "%d records: too narrow to label", n)
+		}
+		require.GreaterOrEqual(t, len(v.XTicks), 3, "%d records", n)
+		slot := float64(plotWidth) / float64(len(v.Bars))
+		prev := math.Inf(-1)
+		for _, tk := range v.XTicks {
+			require.Greater(t, tk.Pos, prev, "%d records: ticks left to right", n)
+			prev = tk.Pos
+			i := int((tk.Pos - marginLeft) / slot)
+			require.InDelta(t, marginLeft+slot*(float64(i)+0.5), tk.Pos, 1e-9, "%d records: a tick at a bar", n)
+			require.Equal(t, e.Records[i].Time.UTC().Format("15:04:05"), tk.Label, "%d records: the time of the record drawn", n)
+		}
+		require.Equal(t, e.Records[0].Time.UTC().Format("15:04:05"), v.XTicks[0].Label, "%d records: from the first bar", n)
+		require.Equal(t, e.Records[len(e.Records)-1].Time.UTC().Format("15:04:05"), v.XTicks[len(v.XTicks)-1].Label, "%d records: to the last", n)
+		require.GreaterOrEqual(t, v.Height, v.PlotBottom+30, "%d records: the margin holds the times", n)
+
+		var b strings.Builder
+		require.NoError(t, Render(&b, Page{Env: e}))
+		require.Equal(t, len(v.XTicks), strings.Count(b.String(), `<text class="time-tick"`), "%d records", n)
+		require.Contains(t, b.String(), "The times under the chart are those (UTC) of the records drawn by the bars above them.")
+	}
+	// Bars wide enough are labelled each, and have no other axis.
+	v, err := envViewOf(records(38))
+	require.NoError(t, err)
+	require.Empty(t, v.XTicks)
+	require.NotEmpty(t, v.Bars[0].Label)
+}
