@@ -154,7 +154,8 @@ func layoutFile(path string) (memory.Layout, error) {
 		return l, err
 	}
 	if l, err = pf.For(replay.H200(), replay.H200Granule); err != nil {
-		return memory.Layout{}, fmt.Errorf("%s: %w", path, err)
+		// "This one" is no device the user named: say which it is.
+		return memory.Layout{}, fmt.Errorf("%s: %w (the replay's H200 device model; it takes the plans vkrt plan makes of traces)", path, err)
 	}
 	return l, nil
 }

@@ -125,6 +125,7 @@ func TestPlanFilesForAnotherDeviceOrCorruptAreClearErrors(t *testing.T) {
 	var mismatch *plan.DeviceMismatchError
 	require.ErrorAs(t, err, &mismatch)
 	require.ErrorContains(t, err, "memory_size 80000000000, this one has 150000000000")
+	require.ErrorContains(t, err, "the replay's H200 device model", "which device 'this one' is")
 
 	wrapped := write("wrapped.plan", bytes.Replace(data, []byte(`"alignment":16`), []byte(`"alignment":18446744073709551632`), 1))
 	_, _, err = executeReplay(t, "--layout", wrapped, first)
