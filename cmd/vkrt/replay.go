@@ -110,6 +110,11 @@ func layoutFlag(flag, arg string) (memory.Layout, error) {
 		// A literal of more than a file name's 255 bytes (a plan pasted
 		// from --json) is no name at all: its mistake was told as "open
 		// {…}: file name too long".
+		if plan.IsFile([]byte(arg)) {
+			// A plan file's text ("$(cat plan.json)") was told it has
+			// two variants, "vkrt_plan" and "device".
+			return memory.Layout{}, fmt.Errorf("%s holds a plan file's JSON, not a layout: give the plan file's name (%s FILE), which is read with the device it was made for", flag, flag)
+		}
 		if t := strings.TrimSpace(arg); t != "" && (t[0] == '{' || t[0] == '"') {
 			return memory.Layout{}, fmt.Errorf("%s: %w", flag, err) // a literal that does not hold
 		}

@@ -912,3 +912,19 @@ func TestReplayLongLayoutLiteralThatDoesNotHoldSaysWhy(t *testing.T) {
 	_, _, err = executeReplay(t, "--layout", strings.Repeat("sub-slices", 30), small)
 	require.ErrorContains(t, err, "is neither a preset, a layout JSON literal nor a file")
 }
+
+// A plan file's JSON given as --layout's value ("$(cat plan.json)") asks
+// for the file's name: it was a layout of two variants, "vkrt_plan" and
+// "device".
+func TestReplayLayoutOfAPlanFilesTextAsksForTheFile(t *testing.T) {
+	first := writeTrace(t, "first.trace", shortRun)
+	out := filepath.Join(t.TempDir(), "first.plan")
+	_, _, err := execute(t, "plan", first, "--out", out)
+	require.NoError(t, err)
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	_, _, err = executeReplay(t, "--layout", string(data), first)
+	require.ErrorContains(t, err, "--layout holds a plan file's JSON, not a layout: give the plan file's name")
+	_, _, err = executeReplay(t, "--layout", out, first)
+	require.NoError(t, err, "as the file")
+}
