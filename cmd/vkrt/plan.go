@@ -61,11 +61,13 @@ func planTraces(cmd *cobra.Command, paths []string, out string, asJSON bool) err
 	bar := newReplayProgress(cmd.ErrOrStderr())
 	defer bar.clear()
 	streams := make([]*trace.Trace, len(paths))
+	names := distinctTraceNames(paths)
 	for i, p := range paths {
 		t, err := readTrace(p, bar)
 		if err != nil {
 			return err
 		}
+		t.Name = names[i]
 		streams[i] = t
 	}
 	bar.stage("planning "+streams[0].Name, bar.total(true, 1))

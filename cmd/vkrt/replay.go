@@ -295,8 +295,9 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 func replayAll(out io.Writer, bar *replayProgress, paths []string, layout memory.Layout, f replayFlags) error {
 	var rows []replayRow
 	var failed []error
-	for _, path := range paths {
-		row, err := replayTrace(path, layout, f, bar)
+	names := distinctTraceNames(paths)
+	for i, path := range paths {
+		row, err := replayTrace(path, names[i], layout, f, bar)
 		if err != nil {
 			// The other traces still run, and those done are still shown.
 			failed = append(failed, err)
@@ -325,13 +326,14 @@ func replayAll(out io.Writer, bar *replayProgress, paths []string, layout memory
 	return errors.Join(failed...)
 }
 
-// replayTrace reads, replays and, with --plan, plans one trace, showing
-// its progress on bar.
-func replayTrace(path string, layout memory.Layout, f replayFlags, bar *replayProgress) (replayRow, error) {
+// replayTrace reads, replays and, with --plan, plans one trace, named
+// name, showing its progress on bar.
+func replayTrace(path, name string, layout memory.Layout, f replayFlags, bar *replayProgress) (replayRow, error) {
 	tr, err := readTrace(path, bar)
 	if err != nil {
 		return replayRow{}, err
 	}
+	tr.Name = name
 	long := len(tr.Events) >= replayProgressEvents || f.plan
 	bar.stage("replaying "+tr.Name, bar.total(long, len(tr.Events)))
 	opts := replay.Options{Progress: bar.set}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/dryrun/plan"
 	"github.com/vkrt/vkrt/dryrun/replay"
 	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/internal/gzread"
@@ -451,7 +452,7 @@ func TestReplayShowsProgressWithinATrace(t *testing.T) {
 	bar := &replayProgress{w: &buf, visible: true}
 	layout, err := replayLayout("sub-slices")
 	require.NoError(t, err)
-	_, err = replayTrace(resnetTrace, layout, replayFlags{plan: true}, bar)
+	_, err = replayTrace(resnetTrace, "resnet50_train", layout, replayFlags{plan: true}, bar)
 	require.NoError(t, err)
 	for _, stage := range []string{"replaying resnet50_train", "planning resnet50_train", "under its plan"} {
 		require.Contains(t, buf.String(), stage)
@@ -927,4 +928,54 @@ func TestReplayLayoutOfAPlanFilesTextAsksForTheFile(t *testing.T) {
 	require.ErrorContains(t, err, "--layout holds a plan file's JSON, not a layout: give the plan file's name")
 	_, _, err = executeReplay(t, "--layout", out, first)
 	require.NoError(t, err, "as the file")
+}
+
+// Traces of one name from two directories (a run and its second run in
+// variants/) go by the paths they were read from, as vkrt report names
+// them: their rows, --json lines and the plan file's names were the same
+// name twice. A second run's recorded figure is still found by the file's
+// own name.
+func TestTracesOfOneNameAreToldApart(t *testing.T) {
+	dir := t.TempDir()
+	a, b, seconds := filepath.Join(dir, "a"), filepath.Join(dir, "b"), filepath.Join(dir, "seconds")
+	for _, d := range []string{a, b, seconds} {
+		require.NoError(t, os.Mkdir(d, 0o755))
+	}
+	first, other := filepath.Join(a, "run.trace"), filepath.Join(b, "run.trace.gz")
+	require.NoError(t, os.WriteFile(first, []byte(shortRun), 0o644))
+	require.NoError(t, os.WriteFile(other, gzread.Pack([]byte(longRun)), 0o644))
+	want := []string{filepath.ToSlash(a) + "/run", filepath.ToSlash(b) + "/run"}
+
+	stdout, _, err := executeReplay(t, "--json", first, other)
+	require.NoError(t, err)
+	lines := parseReplayLines(t, stdout)
+	require.Len(t, lines, 2)
+	require.Equal(t, want, []string{lines[0].Trace, lines[1].Trace})
+
+	out := filepath.Join(dir, "run.plan")
+	stdout, _, err = execute(t, "plan", first, other, "--out", out, "--json")
+	require.NoError(t, err)
+	var names []string
+	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		var line planTraceLine
+		require.NoError(t, json.Unmarshal([]byte(l), &line))
+		names = append(names, line.Trace)
+	}
+	require.Equal(t, want, names)
+	pf, err := plan.ReadFile(out)
+	require.NoError(t, err)
+	require.Equal(t, want, pf.Traces)
+
+	// The same file twice is numbered.
+	stdout, _, err = executeReplay(t, "--json", first, first)
+	require.NoError(t, err)
+	lines = parseReplayLines(t, stdout)
+	require.Equal(t, []string{want[0], want[0] + " (2)"}, []string{lines[0].Trace, lines[1].Trace})
+
+	require.NoError(t, os.WriteFile(filepath.Join(seconds, "run.trace"), []byte(longRun), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(seconds, "README.md"),
+		[]byte("| trace | PyTorch expandable segments |\n| --- | --- |\n| run | 1.234× (5) |\n"), 0o644))
+	stdout, _, err = executeReplay(t, "--plan", "--second-runs", seconds, first, other)
+	require.NoError(t, err)
+	require.Equal(t, 2, strings.Count(stdout, "1.234× (5)"), "%s", stdout)
 }

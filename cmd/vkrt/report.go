@@ -158,30 +158,41 @@ func reportTraces(paths []string, layouts htmlreport.Layouts, bar *replayProgres
 	return traces, nil
 }
 
-// distinctNames names traces that share a name (a run and its second run
-// in variants/) by the paths they were read from, less the extensions, so
-// the page's headings and anchors tell them apart; the same path given
-// twice is numbered.
+// distinctNames names the traces as distinctTraceNames does.
 func distinctNames(traces []*htmlreport.TraceReport, paths []string) {
+	for i, name := range distinctTraceNames(paths) {
+		traces[i].Name = name
+	}
+}
+
+// distinctTraceNames are the names the traces at paths go by: their
+// files' (trace.NameOf), but where traces share a name (a run and its
+// second run in variants/), the paths they were read from, less the
+// extensions, so that headings, rows and lines tell them apart; the same
+// path given twice is numbered.
+func distinctTraceNames(paths []string) []string {
+	names := make([]string, len(paths))
 	count := map[string]int{}
-	for _, tr := range traces {
-		count[tr.Name]++
+	for i, p := range paths {
+		names[i] = trace.NameOf(p)
+		count[names[i]]++
 	}
 	seen := map[string]int{}
-	for i, tr := range traces {
-		if count[tr.Name] < 2 {
+	for i, p := range paths {
+		if count[names[i]] < 2 {
 			continue
 		}
-		dir := filepath.Dir(paths[i])
-		name := trace.NameOf(paths[i])
+		dir := filepath.Dir(p)
+		name := names[i]
 		if dir != "." {
 			name = printable.Label(filepath.ToSlash(dir)) + "/" + name
 		}
 		if seen[name]++; seen[name] > 1 {
 			name += fmt.Sprintf(" (%d)", seen[name])
 		}
-		tr.Name = name
+		names[i] = name
 	}
+	return names
 }
 
 // envRecords reads an environment's memory records, oldest first. Those

@@ -53,7 +53,7 @@ func replaySecondRun(first *trace.Trace, firstPath string, firstPlan, layout mem
 	if err != nil {
 		return nil, err
 	}
-	s := &secondRun{pytorch: recordedPyTorch(filepath.Join(dir, "README.md"), first.Name)}
+	s := &secondRun{pytorch: recordedPyTorch(filepath.Join(dir, "README.md"), trace.NameOf(firstPath))}
 	// The second run goes by the first's name, so its errors name its
 	// file: a line they blame is the second run's, not the first's.
 	if s.dry, err = replay.Run(tr, layout, replay.Options{}); err != nil {
