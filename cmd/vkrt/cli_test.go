@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -96,4 +99,35 @@ func TestEmptyFlagValuesAreRefused(t *testing.T) {
 	// Where empty is a choice, it stays one.
 	_, _, err := execute(t, "conformance", "--list", "--run", "")
 	require.NoError(t, err)
+}
+
+// Failures joined, as vkrt replay's traces that failed, are a line each,
+// each one starting "vkrt: ": the second and later had no prefix. Errors
+// wrapped together on one line stay one line.
+func TestJoinedFailuresAreALineEach(t *testing.T) {
+	bad := writeTrace(t, "bad.trace", "a 1 10 0\nf 2\n")
+	dup := writeTrace(t, "dup.trace", "a 1 10 0\na 1 10 0\n")
+	// Flags keep the values earlier tests gave them: back to the defaults.
+	for _, c := range rootCmd.Commands() {
+		if c.Name() == "replay" {
+			c.Flags().VisitAll(func(f *pflag.Flag) {
+				require.NoError(t, f.Value.Set(f.DefValue))
+				f.Changed = false
+			})
+		}
+	}
+	rootCmd.SetOut(io.Discard)
+	defer rootCmd.SetOut(nil)
+	var stderr bytes.Buffer
+	require.Equal(t, 1, runCommandLine([]string{"replay", bad, resnetTrace, dup}, &stderr))
+	lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+	require.Len(t, lines, 2, "%q", stderr.String())
+	for _, l := range lines {
+		require.True(t, strings.HasPrefix(l, "vkrt: trace: "), "%q", l)
+	}
+	require.Contains(t, lines[1], "dup.trace")
+
+	wrapped := fmt.Errorf("%w: %w", &interruptedError{signal: syscall.SIGINT}, errors.New("vkrt: guest: trapped"))
+	require.Equal(t, "vkrt: interrupted by SIGINT: vkrt: guest: trapped", errorLine(wrapped))
+	require.Equal(t, "vkrt: a\nvkrt: b", errorLine(errors.Join(errors.New("a"), nil, errors.New("vkrt: b"))))
 }

@@ -115,6 +115,21 @@ func exitStatus(err error) int {
 
 // errorLine is how the command reports a failure: one "vkrt:" prefix, even
 // when the error comes from a package whose errors already start with it.
+// Failures joined (errors.Join: vkrt replay's traces that failed) are a
+// line each, each with the prefix: the second and later had none.
 func errorLine(err error) string {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		var lines, texts []string
+		for _, e := range joined.Unwrap() {
+			if e != nil {
+				lines, texts = append(lines, errorLine(e)), append(texts, e.Error())
+			}
+		}
+		// Only a join puts one error's message on a line of its own;
+		// fmt.Errorf's several %w keep theirs on one line.
+		if len(lines) > 1 && err.Error() == strings.Join(texts, "\n") {
+			return strings.Join(lines, "\n")
+		}
+	}
 	return "vkrt: " + strings.TrimPrefix(err.Error(), "vkrt: ")
 }
