@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/bits"
 	"os"
+	"slices"
 	"strings"
 
 	json "github.com/goccy/go-json"
@@ -51,6 +52,7 @@ func isWasm(path string) bool {
 // opened, once each: a pipe is read once, by the reader, and opening a
 // named one waits for its writer.
 func checkTraceArgs(paths []string) error {
+	var streams []os.FileInfo // the pipes and devices named so far
 	for _, p := range paths {
 		if strings.HasSuffix(p, ".wasm") {
 			return guestNotTrace(p)
@@ -62,6 +64,12 @@ func checkTraceArgs(paths []string) error {
 		case fi.IsDir():
 			return fmt.Errorf("trace: %s is a directory", p)
 		case !fi.Mode().IsRegular():
+			// A pipe is read once: named again (/dev/stdin twice), it
+			// was an empty trace, "holds no events (0 lines)".
+			if slices.ContainsFunc(streams, func(seen os.FileInfo) bool { return os.SameFile(fi, seen) }) {
+				return fmt.Errorf("trace: %s is given twice; it is a stream (a pipe or a device), not a file, and is read once", p)
+			}
+			streams = append(streams, fi)
 			continue
 		}
 		f, err := os.Open(p)

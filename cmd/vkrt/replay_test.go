@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -978,4 +979,26 @@ func TestTracesOfOneNameAreToldApart(t *testing.T) {
 	stdout, _, err = executeReplay(t, "--plan", "--second-runs", seconds, first, other)
 	require.NoError(t, err)
 	require.Equal(t, 2, strings.Count(stdout, "1.234× (5)"), "%s", stdout)
+}
+
+// A stream (a pipe) named twice among the traces is refused before any
+// work: it is read once, and the second reading was an empty trace,
+// "holds no events (0 lines)", after the first had been replayed.
+func TestATraceStreamGivenTwiceIsRefused(t *testing.T) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = w.WriteString(shortRun)
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	name := "/dev/fd/" + strconv.Itoa(int(r.Fd()))
+	other := "/proc/self/fd/" + strconv.Itoa(int(r.Fd()))
+	for _, cmd := range [][]string{{"replay", name, other}, {"plan", name, name, "--out", filepath.Join(t.TempDir(), "p.plan")}} {
+		stdout, _, err := execute(t, cmd[0], cmd[1:]...)
+		require.ErrorContains(t, err, " is given twice", "%v", cmd)
+		require.Empty(t, stdout, "%v", cmd)
+	}
+	stdout, _, err := executeReplay(t, name)
+	require.NoError(t, err, "given once, it is read")
+	require.Contains(t, stdout, memory.FormatBytes(14_000_000))
 }
