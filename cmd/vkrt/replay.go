@@ -118,6 +118,10 @@ func layoutFlag(flag, arg string) (memory.Layout, error) {
 		if t := strings.TrimSpace(arg); t != "" && (t[0] == '{' || t[0] == '"') {
 			return memory.Layout{}, fmt.Errorf("%s: %w", flag, err) // a literal that does not hold
 		}
+		if _, err := os.Lstat(arg); err == nil && errors.Is(statErr, os.ErrNotExist) {
+			// A link whose file is gone was told it is no file at all.
+			return memory.Layout{}, fmt.Errorf("%s %s is a symbolic link to a file that is not there: %w", flag, quoteArg(arg), statErr)
+		}
 		if errors.Is(statErr, os.ErrNotExist) || errors.Is(statErr, syscall.ENAMETOOLONG) {
 			return memory.Layout{}, fmt.Errorf("%s %s is neither a preset, a layout JSON literal nor a file: %w", flag, quoteArg(arg), err)
 		}

@@ -1002,3 +1002,15 @@ func TestATraceStreamGivenTwiceIsRefused(t *testing.T) {
 	require.NoError(t, err, "given once, it is read")
 	require.Contains(t, stdout, memory.FormatBytes(14_000_000))
 }
+
+// --layout naming a symbolic link whose file is gone says so: it was told
+// it is neither a preset, a layout JSON literal nor a file.
+func TestReplayLayoutThroughABrokenLinkSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(dir, "plan.json")
+	require.NoError(t, os.Symlink(filepath.Join(dir, "gone.json"), link))
+	_, _, err := executeReplay(t, "--layout", link, writeTrace(t, "small.trace", shortRun))
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.ErrorContains(t, err, "is a symbolic link to a file that is not there")
+	require.NotContains(t, err.Error(), "neither a preset")
+}
