@@ -201,6 +201,13 @@ func checkOutput(flag, path string, inputs ...string) error {
 	if err := checkNotAnInput(flag, path, inputs...); err != nil {
 		return err
 	}
+	if fd, ok := outputDescriptor(path, false); ok {
+		// Checked here too: a descriptor of a pipe or a terminal is no
+		// regular file, and was let through to fail once the work was done.
+		if err := writableDescriptor(fd); err != nil {
+			return fmt.Errorf("%s %s: %w", flag, path, err)
+		}
+	}
 	target := path
 	if resolved, err := filepath.EvalSymlinks(path); err == nil {
 		target = resolved

@@ -510,3 +510,17 @@ func TestOutputToADescriptorThatCannotBeWrittenIsRefusedFirst(t *testing.T) {
 	require.ErrorContains(t, err, "open for reading only")
 	require.Empty(t, stdout, "refused before the plan was made")
 }
+
+// A descriptor open for reading only is refused before the work where it
+// is a pipe too, not a regular file: it was refused only once the plan
+// was made.
+func TestOutputToAPipeOpenForReadingIsRefusedFirst(t *testing.T) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	defer w.Close()
+	bad := filepath.Join(t.TempDir(), "bad.trace")
+	require.NoError(t, os.WriteFile(bad, []byte("bogus\n"), 0o644))
+	_, _, err = execute(t, "plan", bad, "--out", "/proc/self/fd/"+strconv.Itoa(int(r.Fd())))
+	require.ErrorContains(t, err, "open for reading only", "the output is checked before the trace is read")
+}
