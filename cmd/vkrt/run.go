@@ -355,7 +355,8 @@ reads give zeros.`,
 // unparsedRun reads a command line whose flags cmd could not parse for
 // what its --json line needs: whether --json and --dry were given (the last
 // of each counting) and the workload, the first argument that is no flag or
-// a flag's value. Everything past "--" is the guest's.
+// a flag's value. Everything past "--" is positional: the guest's, once
+// the workload is known.
 func unparsedRun(cmd *cobra.Command, args []string) (workload string, asJSON, dry bool) {
 	for i, a := range args {
 		if a == cmd.Name() {
@@ -366,6 +367,11 @@ func unparsedRun(cmd *cobra.Command, args []string) (workload string, asJSON, dr
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
+			// What follows is positional: the first of it is the
+			// workload where none came before ("vkrt run -- x.wasm").
+			if workload == "" && i+1 < len(args) {
+				workload = args[i+1]
+			}
 			break
 		}
 		if len(a) < 2 || a[0] != '-' {

@@ -770,6 +770,8 @@ func TestRunJSONGivesALineForABadCommandLine(t *testing.T) {
 		{[]string{"--timeout=5", "--json=true", "--dry", guest}, guest, true, `invalid argument "5" for "--timeout" flag`},
 		{[]string{"--bogus", "--layout", "sub-slices", guest, "--json"}, guest, false, "unknown flag: --bogus"},
 		{[]string{"--json"}, "", false, "requires at least 1 arg(s)"},
+		// Past "--" the first argument is the workload, as cobra reads it.
+		{[]string{"--json", "--timeout", "5", "--", guest, "--json"}, guest, false, `invalid argument "5" for "--timeout" flag`},
 	} {
 		out, _, err := execute(t, "run", c.args...)
 		require.ErrorContains(t, err, c.err, "%v", c.args)
