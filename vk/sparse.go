@@ -158,15 +158,19 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 		}
 		if b.Offset > math.MaxUint64-b.Size || b.Offset+b.Size > vp.size {
 			release()
-			return fmt.Errorf("vk: sparse bind %d (%+v) lies outside the %d B virtual range", i, b, vp.size)
+			return fmt.Errorf("vk: sparse bind %d (%+v) lies outside the %d B virtual range: %w", i, b, vp.size, vkruntime.ErrOutOfRange)
 		}
 		memBinds[i] = newSparseBind(b.Offset, b.Size, nil, 0)
 		if b.Memory != 0 {
 			mp := pins[next].page
 			next++
-			if mp.virtual || b.MemoryOffset > mp.held || b.Size > mp.held-b.MemoryOffset {
+			if mp.virtual {
 				release()
-				return fmt.Errorf("vk: sparse bind %d (%+v): storage %d holds %d B of memory", i, b, b.Memory, mp.held)
+				return fmt.Errorf("vk: sparse bind %d (%+v): storage %d is a virtual range, which holds no memory", i, b, b.Memory)
+			}
+			if b.MemoryOffset > mp.held || b.Size > mp.held-b.MemoryOffset {
+				release()
+				return fmt.Errorf("vk: sparse bind %d (%+v): storage %d holds %d B of memory: %w", i, b, b.Memory, mp.held, vkruntime.ErrOutOfRange)
 			}
 			memBinds[i] = newSparseBind(b.Offset, b.Size, mp.memory, b.MemoryOffset)
 		}

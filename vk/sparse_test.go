@@ -68,6 +68,13 @@ func TestSparseBindingAliasesPageMemory(t *testing.T) {
 	require.ErrorContains(t, err, "multiples of the")
 	err = s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 4 * g, Size: g, Memory: m.ID}})
 	require.ErrorContains(t, err, "outside the")
+	require.ErrorIs(t, err, vkruntime.ErrOutOfRange)
+	err = s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 3 * g, Size: g, Memory: m.ID, MemoryOffset: 64 * g}}) // past what the driver may round the page to
+	require.ErrorContains(t, err, "holds")
+	require.ErrorIs(t, err, vkruntime.ErrOutOfRange)
+	err = s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 3 * g, Size: g, Memory: v.ID}})
+	require.ErrorContains(t, err, "holds no memory")
+	require.NotErrorIs(t, err, vkruntime.ErrOutOfRange)
 	err = s.Bind(m.ID, []vkruntime.SparseBind{{Offset: 0, Size: g, Memory: m.ID}})
 	require.ErrorContains(t, err, "not a virtual range")
 

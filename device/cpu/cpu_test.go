@@ -289,6 +289,9 @@ func TestSparseGranulesAliasPageMemory(t *testing.T) {
 
 	require.ErrorContains(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 1, Size: g, Memory: m.ID}}), "multiples of the")
 	require.ErrorContains(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 3 * g, Size: g, Memory: m.ID, MemoryOffset: 2 * g}}), "holds")
+	// Past the page's memory or past the range: the range error kind.
+	require.ErrorIs(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 3 * g, Size: g, Memory: m.ID, MemoryOffset: 2 * g}}), vkruntime.ErrOutOfRange)
+	require.ErrorIs(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 4 * g, Size: g, Memory: m.ID}}), vkruntime.ErrOutOfRange)
 	require.ErrorIs(t, s.Bind(m.ID, []vkruntime.SparseBind{{Size: g, Memory: m.ID}}), vkruntime.ErrNotFound)
 	// One submission naming a granule twice, as Vulkan forbids: here an
 	// unbind and a bind of granule 2, which a GPU may apply either way.

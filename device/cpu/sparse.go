@@ -99,7 +99,7 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 			return fmt.Errorf("cpu: sparse bind %d (%+v): offsets and sizes must be non-zero multiples of the %d B granule", i, b, g)
 		}
 		if b.Offset > math.MaxUint64-b.Size || b.Offset+b.Size > (vp.size+g-1)&^(g-1) {
-			return fmt.Errorf("cpu: sparse bind %d (%+v) lies outside the %d B virtual range", i, b, vp.size)
+			return fmt.Errorf("cpu: sparse bind %d (%+v) lies outside the %d B virtual range: %w", i, b, vp.size, vkruntime.ErrOutOfRange)
 		}
 		if b.Memory == 0 {
 			continue
@@ -109,7 +109,7 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 			return fmt.Errorf("cpu: sparse bind %d (%+v): no page %d: %w", i, b, b.Memory, vkruntime.ErrNotFound)
 		}
 		if b.MemoryOffset > uint64(len(mp.mem)) || b.Size > uint64(len(mp.mem))-b.MemoryOffset {
-			return fmt.Errorf("cpu: sparse bind %d (%+v): page %d holds %d B", i, b, b.Memory, len(mp.mem))
+			return fmt.Errorf("cpu: sparse bind %d (%+v): page %d holds %d B: %w", i, b, b.Memory, len(mp.mem), vkruntime.ErrOutOfRange)
 		}
 		mems[i] = mp
 	}
