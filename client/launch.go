@@ -2,9 +2,11 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
+	"github.com/vkrt/vkrt/device"
 	"github.com/vkrt/vkrt/dryrun"
 	"github.com/vkrt/vkrt/kernel"
 	vkruntime "github.com/vkrt/vkrt/runtime"
@@ -41,9 +43,10 @@ func Op(l kernel.Launch, buffers ...*Buffer) LaunchOp {
 // refused batch runs nothing and writes no byte. One refused for device
 // memory may leave buffers of it that a dry run made holding the memory
 // they were given before the one refused: they keep it while they live,
-// and need it to be used. A batch the device fails once it has taken it
-// (out of memory for a later submission among them) is not run again
-// after a cleanup, as a refused buffer is: its first ops may have run.
+// and need it to be used. A batch the device fails once it may have run
+// part of it (out of memory for a later submission among them) is not run
+// again after a cleanup, as a refused buffer is; one the device refused
+// before any op ran (device.ErrNothingRan) is.
 // Under a dry run the ops are checked and dropped.
 func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 	if s.isNil() {
@@ -111,10 +114,14 @@ func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 		}
 		if err := s.c.dev.Dispatch(ctx, append(fills, dispatches...)); err != nil {
 			s.noteDeviceError(err)
-			// The device may have run part of the batch before it failed
-			// (vk submits one in pieces): out of memory or not, a second
-			// run after a cleanup would apply those ops twice.
-			return &ranError{fmt.Errorf("client: stream %d: %w", s.id, err)}
+			err = fmt.Errorf("client: stream %d: %w", s.id, err)
+			if errors.Is(err, device.ErrNothingRan) {
+				return err // refused whole: a cleanup and a second run may cure it
+			}
+			// Otherwise the device may have run part of the batch before it
+			// failed (vk submits one in pieces): out of memory or not, a
+			// second run after a cleanup would apply those ops twice.
+			return &ranError{err}
 		}
 		for _, b := range cleared {
 			b.zeroPending = false

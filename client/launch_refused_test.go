@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/device"
 	"github.com/vkrt/vkrt/device/cpu"
 	"github.com/vkrt/vkrt/dryrun"
 	"github.com/vkrt/vkrt/internal/cpuref"
@@ -123,4 +124,38 @@ func TestARefusedLaunchNamesTheBufferByItsID(t *testing.T) {
 	err = c.Run(ctx, kernel.Transpose(4, 4), bs[3], bs[3])
 	require.ErrorIs(t, err, kernel.ErrInvalidDispatch)
 	require.Contains(t, err.Error(), fmt.Sprintf("storage %d [0, 64), written", bs[3].ID()))
+}
+
+// refusingFirstDevice is the cpu device refusing its first batch of
+// several ops for memory before any of it ran, and saying so.
+type refusingFirstDevice struct {
+	*cpu.Device
+	calls atomic.Int32
+}
+
+func (d *refusingFirstDevice) Dispatch(ctx context.Context, ops []kernel.Op) error {
+	if d.calls.Add(1) == 1 && len(ops) > 1 {
+		return device.NothingRan(fmt.Errorf("descriptor pool: %w", vkruntime.ErrOutOfDeviceMemory))
+	}
+	return d.Device.Dispatch(ctx, ops)
+}
+
+// A batch the device refused for memory before any op ran
+// (device.ErrNothingRan) runs again after a cleanup of the pools, once:
+// only a batch that may have run in part is not run again.
+func TestABatchTheDeviceRefusedWholeRunsAgain(t *testing.T) {
+	inner, err := cpu.New()
+	require.NoError(t, err)
+	dev := &refusingFirstDevice{Device: inner}
+	c, err := Open(context.Background(), WithBackend(dev))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	ctx := context.Background()
+	x, err := c.Create(ctx, cpuref.Bytes([]float32{1, 1, 1, 1}))
+	require.NoError(t, err)
+	require.NoError(t, c.LaunchBatch(ctx, []LaunchOp{Op(kernel.Scale(4, 2), x, x), Op(kernel.Scale(4, 2), x, x)}))
+	require.EqualValues(t, 2, dev.calls.Load(), "the batch ran again after its refusal")
+	got, err := x.Read(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []float32{4, 4, 4, 4}, cpuref.Floats(got), "each op ran once")
 }

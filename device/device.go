@@ -50,6 +50,10 @@ type Device interface {
 	// its caller's deadline no longer than the work running then (vk
 	// submits a batch under a context that can end in pieces its pace says
 	// end within 20 ms, one op at least; cpu stops between work items).
+	// An error that came before any op ran may say so (NothingRan): the
+	// client then runs the batch again after a cleanup of its pools, where
+	// the error is out of device memory; any other may come after part of
+	// the batch ran, and running it again would apply those ops twice.
 	Dispatch(ctx context.Context, ops []kernel.Op) error
 	// Close releases the device once no work of it runs any more. Every
 	// call that can fail made afterwards, of the device or of its storage
@@ -144,3 +148,24 @@ func Open(ctx context.Context, cfg Config) (Device, error) {
 	}
 	return d, nil
 }
+
+// ErrNothingRan marks an error of Dispatch returned before any op of the
+// batch ran: the batch changed nothing, and running it again once what
+// failed is cured (device memory freed) runs each op once. A Dispatch error
+// without it may come after part of the batch ran (vk submits a batch in
+// pieces), so the client does not run such a batch again.
+var ErrNothingRan = errors.New("device: nothing of the batch ran")
+
+// NothingRan is err marked as ErrNothingRan's, its message unchanged; nil
+// stays nil.
+func NothingRan(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &nothingRanError{err}
+}
+
+type nothingRanError struct{ err error }
+
+func (e *nothingRanError) Error() string   { return e.err.Error() }
+func (e *nothingRanError) Unwrap() []error { return []error{e.err, ErrNothingRan} }

@@ -615,18 +615,22 @@ func (d *Device) submit(ctx context.Context, descriptorSets uint32, record func(
 	}
 	done := func() { d.releaseContext(c); release() }
 	fail := func(err error) error { done(); return err }
+	// Until the queue has taken the commands, none of them ran: a failure
+	// before then says so (a failed vkQueueSubmit leaves what it names
+	// unaffected).
+	unsent := func(err error) error { done(); return &unsubmittedError{err} }
 	if err := d.noteResult("vkResetCommandPool", vulkan.ResetCommandPool(d.handle, c.pool, 0)); err != nil {
-		return fail(err)
+		return unsent(err)
 	}
 	if err := d.ensureDescriptors(c, descriptorSets); err != nil {
-		return fail(err)
+		return unsent(err)
 	}
 	r, recordErr := d.recordAndSubmit(c, record)
 	if recordErr != nil {
-		return fail(recordErr)
+		return unsent(recordErr)
 	}
 	if err := d.noteResult("vkQueueSubmit", r); err != nil {
-		return fail(err)
+		return unsent(err)
 	}
 	fences := []vulkan.Fence{c.fence}
 	for {
@@ -726,3 +730,10 @@ func (d *Device) recordAndSubmit(c *submitContext, record func(c *submitContext)
 	d.queueMu.Unlock()
 	return r, nil
 }
+
+// unsubmittedError is an error of submit before the queue took the
+// commands: none of them ran. Its message is the error's own.
+type unsubmittedError struct{ err error }
+
+func (e *unsubmittedError) Error() string { return e.err.Error() }
+func (e *unsubmittedError) Unwrap() error { return e.err }

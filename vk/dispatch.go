@@ -4,6 +4,7 @@ package vk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	vulkan "github.com/vulkan-go/vulkan"
 
+	"github.com/vkrt/vkrt/device"
 	"github.com/vkrt/vkrt/kernel"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -161,15 +163,15 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 	for i, op := range live {
 		var err error
 		if pipes[i], err = d.pipelineFor(op.Kernel); err != nil {
-			return err
+			return device.NothingRan(err)
 		}
 	}
 	pins, err := d.storage.pin(handles...)
 	if err != nil {
-		return err
+		return device.NothingRan(err)
 	}
 	if ctx.Done() == nil {
-		return d.submit(ctx, uint32(len(live)), d.recordOps(live, pipes, pins, false), func() { d.storage.unpin(pins) })
+		return firstSubmission(d.submit(ctx, uint32(len(live)), d.recordOps(live, pipes, pins, false), func() { d.storage.unpin(pins) }))
 	}
 	// The pins are held by this loop and by each submission until the GPU
 	// ends it; the last to let go unpins them. A submission the context
@@ -202,7 +204,10 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 		holders.Add(1)
 		start := time.Now()
 		if err := d.submit(ctx, uint32(to-from), d.recordOps(live[from:to], pipes[from:to], pins[next:next+n], from > 0), letGo); err != nil {
-			return err
+			if from == 0 {
+				return firstSubmission(err)
+			}
+			return err // the submissions before it ran
 		}
 		budget = d.pace.learn(cost, submissionTook(start))
 		if afterSubmission != nil {
@@ -211,6 +216,17 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 		from, next = to, next+n
 	}
 	return nil
+}
+
+// firstSubmission is the error of a batch's first submission, marked as
+// one before any op ran (device.NothingRan) where the submission never
+// reached the queue: the client may then run the batch again.
+func firstSubmission(err error) error {
+	var unsent *unsubmittedError
+	if errors.As(err, &unsent) {
+		return device.NothingRan(err)
+	}
+	return err
 }
 
 // submissionTook is time.Since, which tests replace to set the pace.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/device"
 	"github.com/vkrt/vkrt/kernel"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -26,6 +27,7 @@ func TestDispatchChecksHandlesAndChangesNothingOnError(t *testing.T) {
 	d.Storage().Dealloc(gone.ID)
 	err := run(t, d, kernel.ReLU(n), gone, out)
 	require.ErrorIs(t, err, vkruntime.ErrNotFound)
+	require.ErrorIs(t, err, device.ErrNothingRan, "refused before anything ran, and saying so")
 
 	page := d.storage.pages[out.ID].size
 	err = run(t, d, kernel.ReLU(n), x, handle(out.ID, 0, page+16))
