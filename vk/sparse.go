@@ -126,6 +126,14 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 	}
 	defer d.end()
 	if len(binds) == 0 {
+		// Nothing to bind, but the range is named all the same, as the cpu
+		// device checks it: an unknown one was taken.
+		s.mu.Lock()
+		p, ok := s.pages[virtual]
+		s.mu.Unlock()
+		if !ok || !p.virtual {
+			return fmt.Errorf("vk: sparse bind into storage %d, which is no virtual range: %w", virtual, vkruntime.ErrNotFound)
+		}
 		return nil
 	}
 	// Granules being rebound may be what an abandoned dispatch still reads.

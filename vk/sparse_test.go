@@ -40,6 +40,22 @@ func TestStorageWithoutSparseResidencyReservesNothing(t *testing.T) {
 	require.Zero(t, d.storage.MaxVirtualSize())
 }
 
+// A submission of no binds names its range all the same: one the storage
+// does not hold, or a page, is not found, as on the cpu device; the call
+// returned nil.
+func TestBindingNothingNamesItsRange(t *testing.T) {
+	d := openTestDevice(t)
+	page := alloc(t, d, 64)
+	require.ErrorIs(t, d.storage.Bind(page.ID+1000, nil), vkruntime.ErrNotFound)
+	require.ErrorIs(t, d.storage.Bind(page.ID, nil), vkruntime.ErrNotFound)
+	if d.storage.SparseGranule() != 0 {
+		v, err := d.storage.ReserveVirtual(d.storage.SparseGranule())
+		require.NoError(t, err)
+		require.NoError(t, d.storage.Bind(v.ID, nil))
+		d.storage.ReleaseVirtual(v.ID)
+	}
+}
+
 // Granules of a virtual range bound to a page's memory alias it: what is
 // written through the range is in the page, kernels run on the range, and
 // unbinding and releasing leave the storage as it was.
