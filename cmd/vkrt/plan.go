@@ -16,6 +16,7 @@ import (
 	"github.com/vkrt/vkrt/dryrun/plan"
 	"github.com/vkrt/vkrt/dryrun/replay"
 	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/internal/printable"
 	"github.com/vkrt/vkrt/memory"
 )
 
@@ -143,7 +144,7 @@ func writePlanTraces(w io.Writer, lines []planTraceLine, asJSON bool) error {
 		return err
 	}
 	if len(lines) > 0 {
-		fmt.Fprintf(w, "\nplan: %s (%s)\n", lines[0].Out, memory.FormatBytes(uint64(lines[0].FileBytes)))
+		fmt.Fprintf(w, "\nplan: %s (%s)\n", printable.Label(lines[0].Out), memory.FormatBytes(uint64(lines[0].FileBytes)))
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/dryrun/plan"
+	"github.com/vkrt/vkrt/internal/printable"
 	"github.com/vkrt/vkrt/memory"
 	"github.com/vkrt/vkrt/wasmhost"
 )
@@ -358,11 +359,11 @@ func printPlanWasm(to io.Writer, l planWasmLine, out string) error {
 		l.DryRun.WallS, memory.FormatBytes(l.DryRun.DeviceBytes), memory.FormatBytes(l.DryRun.PeakLiveBytes), memory.FormatBytes(l.DryRun.ReservedPeakBytes))
 	fmt.Fprintf(w, "plan:     %s\n", describePlan(*l.Plan, l.Capacity))
 	if v := l.Verify; out != "" && v != nil && v.PlanReplaced {
-		fmt.Fprintf(w, "          written to %s, but the real run did not run under it (below)\n", out)
+		fmt.Fprintf(w, "          written to %s, but the real run did not run under it (below)\n", printable.Label(out))
 	} else if out != "" && v != nil && !v.OK {
-		fmt.Fprintf(w, "          written to %s, but the real run under it failed (below)\n", out)
+		fmt.Fprintf(w, "          written to %s, but the real run under it failed (below)\n", printable.Label(out))
 	} else if out != "" {
-		fmt.Fprintf(w, "          written to %s (use it with --layout)\n", out)
+		fmt.Fprintf(w, "          written to %s (use it with --layout)\n", printable.Label(out))
 	}
 	if v := l.Verify; v != nil {
 		verdict := "ok"

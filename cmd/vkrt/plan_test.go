@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -343,4 +344,17 @@ func TestPlanOutToStdoutKeepsTheSummaryOff(t *testing.T) {
 		require.NoError(t, err, "stdout holds the plan file alone: %q", piped)
 		require.Equal(t, []string{"first"}, pf.Traces)
 	}
+}
+
+// The plan file's name is shown as a label: an escape sequence in it is
+// quoted, not sent to the terminal, which acts on it.
+func TestPlanSummaryQuotesAnOutNameATerminalActsOn(t *testing.T) {
+	first := writeTrace(t, "first.trace", shortRun)
+	out := filepath.Join(t.TempDir(), "x\x1b[31m.json")
+	stdout, _, err := execute(t, "plan", first, "--out", out)
+	require.NoError(t, err)
+	require.NotContains(t, stdout, "\x1b", "the escape reached the terminal")
+	require.Contains(t, stdout, strconv.Quote(out))
+	_, err = os.Stat(out)
+	require.NoError(t, err, "the plan is written under the name given")
 }

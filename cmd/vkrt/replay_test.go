@@ -803,7 +803,7 @@ func TestSecondRunOfATraceWhoseNameShowsEscaped(t *testing.T) {
 		} `json:"second_run"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(stdout)), &line))
-	require.Equal(t, `my\u00a0run`, line.Trace, "the name shows escaped")
+	require.Equal(t, `"my\u00a0run"`, line.Trace, "the name shows escaped, quoted")
 	require.NotNil(t, line.SecondRun, stdout)
 	require.Equal(t, uint64(45_000_000), line.SecondRun.PeakLiveBytes)
 }

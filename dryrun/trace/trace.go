@@ -21,8 +21,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/vkrt/vkrt/internal/printable"
 )
 
 // Op is the kind of a trace event.
@@ -472,11 +472,9 @@ func NameOf(path string) string {
 		// and errors ("replay:  line 2") named nothing.
 		name = filepath.Base(path)
 	}
-	if !utf8.ValidString(name) || strings.ContainsFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) {
-		q := strconv.Quote(name)
-		name = q[1 : len(q)-1]
-	}
-	return name
+	// Quoted whole, so that a name holding a newline and one holding the
+	// two characters \n read apart: escaped alone, they read the same.
+	return printable.Label(name)
 }
 
 // Check reports whether the trace is one Read could have made: every

@@ -284,10 +284,14 @@ func TestNameOfEscapesWhatATerminalActsOn(t *testing.T) {
 	require.Equal(t, ".trace", trace.NameOf("/x/.trace"))
 	require.Equal(t, ".trace.gz", trace.NameOf("/x/.trace.gz"))
 	require.Equal(t, ".gz", trace.NameOf(".gz"))
-	require.Equal(t, `ev\nil\x1b[31m`, trace.NameOf("/tmp/ev\nil\x1b[31m.trace"))
+	require.Equal(t, `"ev\nil\x1b[31m"`, trace.NameOf("/tmp/ev\nil\x1b[31m.trace"))
 	// Bytes that are not UTF-8 (0x9b is a terminal's 8-bit CSI) are
 	// escaped too: each decodes as U+FFFD, which is printable.
-	require.Equal(t, `a\x9b31mb`, trace.NameOf("/tmp/a\x9b31mb.trace"))
+	require.Equal(t, `"a\x9b31mb"`, trace.NameOf("/tmp/a\x9b31mb.trace"))
+	// An escaped name is quoted, so it does not read as a file named with
+	// the escape's characters.
+	require.NotEqual(t, trace.NameOf("/tmp/new\nline.trace"), trace.NameOf(`/tmp/new\nline.trace`))
+	require.Equal(t, `new\nline`, trace.NameOf(`/tmp/new\nline.trace`))
 }
 
 // ReadFileProgress reads what ReadFile reads, and tells how far it has
