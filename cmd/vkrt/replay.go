@@ -22,6 +22,7 @@ import (
 	"github.com/vkrt/vkrt/dryrun/plan"
 	"github.com/vkrt/vkrt/dryrun/replay"
 	"github.com/vkrt/vkrt/dryrun/trace"
+	"github.com/vkrt/vkrt/internal/printable"
 	"github.com/vkrt/vkrt/internal/tlsfref"
 	"github.com/vkrt/vkrt/internal/torchalloc"
 	"github.com/vkrt/vkrt/memory"
@@ -774,7 +775,9 @@ func (p *replayProgress) stage(desc string, total int) {
 	p.clear()
 	p.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(p.w), progressbar.OptionShowCount(),
 		progressbar.OptionSetElapsedTime(true), progressbar.OptionClearOnFinish(), progressbar.OptionSetWidth(20),
-		progressbar.OptionSetDescription(desc))
+		// A path or an environment's name in it is the user's: what a
+		// terminal acts on is shown, not sent.
+		progressbar.OptionSetDescription(printable.Escaped(desc)))
 }
 
 // set moves the bar to done of total steps.

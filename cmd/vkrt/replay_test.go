@@ -853,6 +853,13 @@ func TestReplayProgressDrawsEachStageWithItsOwnLabel(t *testing.T) {
 	p.set(1, 777)
 	require.Contains(t, out.String(), "second-stage")
 	require.NotRegexp(t, `first-stage[^\r\n]*/777`, out.String())
+
+	// A label's path is the user's: its escape sequence is shown, not sent.
+	out.Reset()
+	p.stage("reading /tmp/a\x1b[31mb.trace (MiB)", 10)
+	p.set(1, 10)
+	require.NotContains(t, out.String(), "\x1b[31m")
+	require.Contains(t, out.String(), `a\x1b[31mb.trace`)
 }
 
 // A second run goes by its first run's name: an error in it names its

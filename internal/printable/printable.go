@@ -17,8 +17,24 @@ import (
 // as U+FFFD), or starts with a double quote: so two labels never show as
 // one ("a\nb" and the label of those six characters did).
 func Label(s string) string {
-	if utf8.ValidString(s) && !strings.HasPrefix(s, `"`) && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
+	if shows(s) && !strings.HasPrefix(s, `"`) {
 		return s
 	}
 	return strconv.Quote(s)
+}
+
+// Escaped is s with what Label would quote escaped as Go escapes it, but
+// unquoted: for a line that holds a label among words of its own (a
+// progress bar's "reading PATH"), where quotes would take in the words.
+func Escaped(s string) string {
+	if shows(s) {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
+// shows says whether s shows as it is: valid UTF-8, every rune printable.
+func shows(s string) bool {
+	return utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0
 }

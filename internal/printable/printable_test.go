@@ -20,3 +20,17 @@ func TestLabel(t *testing.T) {
 		require.Equal(t, want, Label(in), "%q", in)
 	}
 }
+
+// Escaped escapes what Label would quote, and adds no quotes.
+func TestEscaped(t *testing.T) {
+	for in, want := range map[string]string{
+		"reading /tmp/run.trace":        "reading /tmp/run.trace",
+		`a "quoted" word`:               `a "quoted" word`,
+		"reading /tmp/a\x1b[31mb.trace": `reading /tmp/a\x1b[31mb.trace`,
+		"two\nlines":                    `two\nlines`,
+		"bad \xff byte":                 `bad \xff byte`,
+		"naïve":                         "naïve",
+	} {
+		require.Equal(t, want, Escaped(in), "%q", in)
+	}
+}
