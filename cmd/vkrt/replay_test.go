@@ -609,10 +609,7 @@ func TestReplayPassesNeedsBench(t *testing.T) {
 // Under a plan (--layout FILE) the table says how many times the run
 // needed more than the plan: the warnings that say so go nowhere here.
 func TestReplayUnderAPlanShowsItsSpills(t *testing.T) {
-	first := writeTrace(t, "first.trace", shortRun)
-	out := filepath.Join(t.TempDir(), "first.plan")
-	_, _, err := execute(t, "plan", first, "--out", out)
-	require.NoError(t, err)
+	_, out := shortRunPlan(t)
 	bigger := writeTrace(t, "bigger.trace", "a 1 3000000 0\na 2 5000000 0\na 4 40000000 0\nf 1\na 3 9000000 0\nf 2\nf 3\nf 4\n")
 	stdout, _, err := execute(t, "replay", "--layout", out, bigger)
 	require.NoError(t, err)
@@ -629,10 +626,7 @@ func TestReplayUnderAPlanShowsItsSpills(t *testing.T) {
 // indentation, a tool's rewrite) is still taken as a plan file: it was
 // read as a layout and refused for naming "vkrt_plan" and "device".
 func TestReplayTakesAPlanFileLedByWhitespace(t *testing.T) {
-	first := writeTrace(t, "first.trace", shortRun)
-	out := filepath.Join(t.TempDir(), "first.plan")
-	_, _, err := execute(t, "plan", first, "--out", out)
-	require.NoError(t, err)
+	first, out := shortRunPlan(t)
 	data, err := os.ReadFile(out)
 	require.NoError(t, err)
 	padded := filepath.Join(t.TempDir(), "padded.plan")
@@ -813,10 +807,7 @@ func TestSecondRunOfATraceWhoseNameShowsEscaped(t *testing.T) {
 // kilobytes) is a plan file as the plain one is: it was read as a layout
 // and refused for naming "vkrt_plan" and "device".
 func TestReplayTakesAGzippedPlanFileLedByWhitespace(t *testing.T) {
-	first := writeTrace(t, "first.trace", shortRun)
-	out := filepath.Join(t.TempDir(), "first.plan")
-	_, _, err := execute(t, "plan", first, "--out", out)
-	require.NoError(t, err)
+	first, out := shortRunPlan(t)
 	data, err := os.ReadFile(out)
 	require.NoError(t, err)
 	padded := filepath.Join(t.TempDir(), "padded.plan.gz")
@@ -893,11 +884,8 @@ func TestReplayHelpNamesThePlanFileLayoutTakes(t *testing.T) {
 	require.Contains(t, replayCmd.Long, "a plan file (vkrt\nplan --out")
 	require.Contains(t, replayCmd.Flags().Lookup("layout").Usage, "a plan file (vkrt plan --out)")
 
-	first := writeTrace(t, "first.trace", shortRun)
-	out := filepath.Join(t.TempDir(), "first.plan")
-	_, _, err := execute(t, "plan", first, "--out", out)
-	require.NoError(t, err)
-	_, _, err = executeReplay(t, "--layout", out, first)
+	first, out := shortRunPlan(t)
+	_, _, err := executeReplay(t, "--layout", out, first)
 	require.NoError(t, err, "as the help says")
 }
 
@@ -926,10 +914,7 @@ func TestReplayLongLayoutLiteralThatDoesNotHoldSaysWhy(t *testing.T) {
 // for the file's name: it was a layout of two variants, "vkrt_plan" and
 // "device".
 func TestReplayLayoutOfAPlanFilesTextAsksForTheFile(t *testing.T) {
-	first := writeTrace(t, "first.trace", shortRun)
-	out := filepath.Join(t.TempDir(), "first.plan")
-	_, _, err := execute(t, "plan", first, "--out", out)
-	require.NoError(t, err)
+	first, out := shortRunPlan(t)
 	data, err := os.ReadFile(out)
 	require.NoError(t, err)
 	_, _, err = executeReplay(t, "--layout", string(data), first)
@@ -1020,4 +1005,15 @@ func TestReplayLayoutThroughABrokenLinkSaysSo(t *testing.T) {
 	require.ErrorIs(t, err, os.ErrNotExist)
 	require.ErrorContains(t, err, "is a symbolic link to a file that is not there")
 	require.NotContains(t, err.Error(), "neither a preset")
+}
+
+// shortRunPlan writes shortRun as a trace and its plan file beside it,
+// as vkrt plan --out makes it, and returns their paths.
+func shortRunPlan(t *testing.T) (trace, plan string) {
+	t.Helper()
+	trace = writeTrace(t, "first.trace", shortRun)
+	plan = filepath.Join(t.TempDir(), "first.plan")
+	_, _, err := execute(t, "plan", trace, "--out", plan)
+	require.NoError(t, err)
+	return trace, plan
 }
