@@ -96,7 +96,7 @@ func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
 		s.mu.Unlock()
 		return vkruntime.StorageHandle{}, err
 	}
-	p := &page{id: newID(), size: whole, buffer: buf, virtual: true}
+	p := &page{id: vkruntime.NewStorageID(), size: whole, buffer: buf, virtual: true}
 	s.mu.Lock()
 	s.pages[p.id] = p
 	s.mu.Unlock()

@@ -37,13 +37,6 @@ var (
 	_ device.Storage = (*Storage)(nil)
 )
 
-// newID is an id never handed out before in the process, by any storage
-// of any backend (runtime.NewStorageID): a handle of another device, or
-// of a closed one, names nothing here (runtime.ErrNotFound) rather than a
-// page of this one. A counter of vk's own gave a device/cpu handle the id
-// of a page here.
-func newID() vkruntime.StorageID { return vkruntime.NewStorageID() }
-
 type page struct {
 	id       vkruntime.StorageID
 	size     uint64 // bytes asked for; the usable range of the buffer
@@ -176,7 +169,10 @@ func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 		}
 		p.mapped = mapped
 	}
-	p.id = newID()
+	// An id no storage of the process, of any backend, had before: a
+	// handle of another device, or of a closed one, names nothing here
+	// (runtime.ErrNotFound) rather than a page of this one.
+	p.id = vkruntime.NewStorageID()
 	s.mu.Lock()
 	s.pages[p.id] = p
 	s.mu.Unlock()
