@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"text/tabwriter"
 
 	json "github.com/goccy/go-json"
 	"github.com/spf13/cobra"
@@ -131,16 +130,16 @@ func writePlanTraces(w io.Writer, lines []planTraceLine, asJSON bool) error {
 		}
 		return nil
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "trace\tpeak live\tno plan\tdriver allocs\tbind calls\tunder the plan\tdriver allocs\tbind calls\tspills\t")
+	t := textTable{alignRight: true}
+	t.row("trace", "peak live", "no plan", "driver allocs", "bind calls", "under the plan", "driver allocs", "bind calls", "spills")
 	for _, l := range lines {
 		ratio := func(r planTraceRun) string {
 			return fmt.Sprintf("%.4f×", float64(r.ReservedPeakBytes)/float64(max(l.PeakLiveBytes, 1)))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t\n", l.Trace, memory.FormatBytes(l.PeakLiveBytes),
-			ratio(l.DryRun), l.DryRun.DriverAllocs, l.DryRun.BindCalls, ratio(l.Plan), l.Plan.DriverAllocs, l.Plan.BindCalls, l.Plan.Spills)
+		t.row(l.Trace, memory.FormatBytes(l.PeakLiveBytes), ratio(l.DryRun), fmt.Sprint(l.DryRun.DriverAllocs), fmt.Sprint(l.DryRun.BindCalls),
+			ratio(l.Plan), fmt.Sprint(l.Plan.DriverAllocs), fmt.Sprint(l.Plan.BindCalls), fmt.Sprint(l.Plan.Spills))
 	}
-	if err := tw.Flush(); err != nil {
+	if err := t.write(w); err != nil {
 		return err
 	}
 	if len(lines) > 0 {

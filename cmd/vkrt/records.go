@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
@@ -148,8 +147,8 @@ func listRecords(ctx context.Context, out, stderr io.Writer, envName string, q e
 		return nil
 	}
 	// The table holds its rows' text only, not the records.
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTIME\tKIND\tLABEL\tPOOLS\tRESERVED\tIN USE\tPEAK PAGES")
+	var t textTable
+	t.row("ID", "TIME", "KIND", "LABEL", "POOLS", "RESERVED", "IN USE", "PEAK PAGES")
 	undecodable, err := eachRecord(ctx, envName, q, "listed with '-'", noneOfKind, func(e environment.Entry, rec *memory.Record, _ error) error {
 		pools, reserved, inUse, peak := "-", "-", "-", "-"
 		if rec != nil {
@@ -164,14 +163,13 @@ func listRecords(ctx context.Context, out, stderr io.Writer, envName string, q e
 		}
 		// A kind another program stored may hold a newline or a tab, as
 		// a label may: shown raw, it split the row.
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, when, printable.Label(e.Kind), printable.Label(e.Label),
-			pools, reserved, inUse, peak)
+		t.row(strconv.FormatInt(e.ID, 10), when, printable.Label(e.Kind), printable.Label(e.Label), pools, reserved, inUse, peak)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	if err := tw.Flush(); err != nil {
+	if err := t.write(out); err != nil {
 		return err
 	}
 	if undecodable != nil {

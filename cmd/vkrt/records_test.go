@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	json "github.com/goccy/go-json"
+	"github.com/rivo/uniseg"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/client"
@@ -620,4 +621,19 @@ func TestRecordsEscapesControlCharactersInKinds(t *testing.T) {
 	_, errOut, err := execute(t, "records", "--env", "bench", "--kind", "nope")
 	require.NoError(t, err)
 	require.Equal(t, `vkrt: no record of kind "nope" in environment "bench" (its kinds: "a\tb", "memory", "note", "two\nlines")`+"\n", errOut)
+}
+
+// A label of wide characters (CJK, emoji: two terminal columns each)
+// leaves the columns after it in line: counted one column a character,
+// as text/tabwriter counts them, it pushed the rest of its row right.
+func TestRecordsAlignsColumnsPastWideLabels(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	out, lines := labelledRecordsTable(t, "训练步骤", "plain", "🚀 launch")
+	pools := strings.Index(lines[0], "POOLS")
+	require.Positive(t, pools)
+	for _, l := range lines[1:] {
+		i := strings.Index(l, " 2 ") + 1 // the record's one pool and the persistent one
+		require.Positive(t, i, "%q", l)
+		require.Equal(t, uniseg.StringWidth(lines[0][:pools]), uniseg.StringWidth(l[:i]), "POOLS starts in one terminal column on every line:\n%s", out)
+	}
 }

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	json "github.com/goccy/go-json"
@@ -552,7 +551,7 @@ func writeReplayLine(w io.Writer, row replayRow, f replayFlags) error {
 }
 
 func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	t := textTable{alignRight: true}
 	// bind calls: sparse-binding submissions (the Virtual layout's), the
 	// device cost the ratio hides: on the H200 131 µs for one granule and
 	// 0.5–1.6 ms for these streams' (BenchmarkSparseBind,
@@ -582,7 +581,7 @@ func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
 	if f.pytorch {
 		head = append(head, "PyTorch default", "PyTorch expandable")
 	}
-	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	t.row(head...)
 	for _, r := range rows {
 		d := r.dry
 		cells := []string{d.Trace, fmt.Sprint(d.Events), memory.FormatBytes(d.PeakLiveBytes), memory.FormatBytes(d.ReservedPeakBytes),
@@ -608,9 +607,9 @@ func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
 		if r.torch != nil {
 			cells = append(cells, r.torch[0].String(), r.torch[1].String())
 		}
-		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+		t.row(cells...)
 	}
-	if err := tw.Flush(); err != nil {
+	if err := t.write(w); err != nil {
 		return err
 	}
 	if len(rows) > 0 {
