@@ -18,6 +18,7 @@ import (
 
 	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/internal/printable"
 	"github.com/vkrt/vkrt/memory"
 )
 
@@ -241,7 +242,7 @@ func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 		err = checkOtherImports(walk.otherImport)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
+		return nil, fmt.Errorf("%w: %w", ErrRefused, shown(err))
 	}
 	if h.cache != nil {
 		h.cacheMu.Lock()
@@ -251,7 +252,7 @@ func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 		h.cacheMu.Unlock()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
+		return nil, fmt.Errorf("%w: %w", ErrRefused, shown(err))
 	}
 	err = checkModule(cm, h.wasi)
 	if err == nil {
@@ -259,7 +260,7 @@ func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 	}
 	if err != nil {
 		cm.Close(ctx)
-		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
+		return nil, fmt.Errorf("%w: %w", ErrRefused, shown(err))
 	}
 	return &Module{compiled: cm}, nil
 }
@@ -462,11 +463,11 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 		// _start can.
 		err = h.classify(runCtx, res, err)
 	} else if h.isClosed() {
-		err = fmt.Errorf("%w (while loading): %w", ErrClosed, err)
+		err = fmt.Errorf("%w (while loading): %w", ErrClosed, shown(err))
 	} else if runCtx.Err() != nil {
-		err = fmt.Errorf("%w (while loading): %w", endedBy(runCtx), err)
+		err = fmt.Errorf("%w (while loading): %w", endedBy(runCtx), shown(err))
 	} else {
-		err = fmt.Errorf("%w: %w", ErrRefused, err)
+		err = fmt.Errorf("%w: %w", ErrRefused, shown(err))
 	}
 
 	res.Usage, res.Report, res.Spills = s.Usage(), s.Report(), s.Spills()
@@ -520,8 +521,28 @@ func (h *Host) classify(runCtx context.Context, res *Result, err error) error {
 	if runCtx.Err() != nil {
 		return fmt.Errorf("%w: %w", endedBy(runCtx), runCtx.Err())
 	}
-	return fmt.Errorf("%w: %w", ErrTrapped, err)
+	return fmt.Errorf("%w: %w", ErrTrapped, shown(err))
 }
+
+// shown is err with what the guest chose escaped as Go escapes it: the
+// names of its imports in a refusal, of its functions in a trap's stack
+// trace (its name section). Raw, an escape sequence among them reached the
+// terminal showing vkrt run's error, which acted on it. Lines and the tabs
+// that start them stay.
+func shown(err error) error { return shownError{err} }
+
+type shownError struct{ err error }
+
+func (e shownError) Error() string {
+	lines := strings.Split(e.err.Error(), "\n")
+	for i, l := range lines {
+		text := strings.TrimLeft(l, "\t")
+		lines[i] = l[:len(l)-len(text)] + printable.Escaped(text)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (e shownError) Unwrap() error { return e.err }
 
 // endedBy is the class of a run its context ended, once the host is known
 // open: ErrDeadline for a deadline, ErrCanceled for a cancellation by the

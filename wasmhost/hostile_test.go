@@ -184,3 +184,23 @@ func TestCompilePanics(t *testing.T) {
 	_, err := compileModule(ctx, rt, []byte("\x00asm\x01\x00\x00\x00\n00\x04\x010c\x960"))
 	require.EqualError(t, err, "wazero failed on it: runtime error: makeslice: len out of range")
 }
+
+// What a guest names itself reaches the errors that refuse or end it
+// escaped: an escape sequence in an import's name or in a function's name
+// (its name section, which a trap's stack trace shows) went raw to the
+// terminal showing vkrt run's error, and cleared its screen.
+func TestGuestChosenNamesAreEscapedInErrors(t *testing.T) {
+	h := newHost(t, context.Background(), openClient(t))
+	_, err := h.Compile(context.Background(), wat(t, `(module (import "vkrt_v1" "\1b[2J" (func (result i32))) (func (export "_start")))`))
+	require.ErrorIs(t, err, ErrRefused)
+	require.NotContains(t, err.Error(), "\x1b")
+	require.Contains(t, err.Error(), `it imports vkrt_v1.\x1b[2J, which ABI version 1 does not have`)
+
+	fn := append(leb(1, 1), append(leb(0, 1), wasmName("\x1b[2J")...)...)
+	names := section(sectionCustom, wasmName("name"), []byte{1}, leb(uint32(len(fn)), 1), fn)
+	trap := append(wat(t, `(module (func unreachable) (func (export "_start") (call 0)))`), names...)
+	_, err = h.Run(context.Background(), compile(t, h, trap))
+	require.ErrorIs(t, err, ErrTrapped)
+	require.NotContains(t, err.Error(), "\x1b")
+	require.Contains(t, err.Error(), "wasm stack trace:\n\t.\\x1b[2J()\n\t.$1()")
+}
