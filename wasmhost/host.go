@@ -313,7 +313,7 @@ func checkModule(cm wazero.CompiledModule, wasi map[string]api.FunctionDefinitio
 		}
 		fn, ok := abiByName[name]
 		if !ok {
-			return fmt.Errorf("it imports %s.%s, which ABI version 1 does not have", mod, name)
+			return fmt.Errorf("it imports %s.%s, which ABI version 1 does not have", mod, abbreviate([]byte(name)))
 		}
 		if !sameTypes(f.ParamTypes(), fn.params) || !sameTypes(f.ResultTypes(), []api.ValueType{api.ValueTypeI32}) {
 			return fmt.Errorf("it imports %s.%s as %s, the ABI's is %s", mod, name,
@@ -322,7 +322,7 @@ func checkModule(cm wazero.CompiledModule, wasi map[string]api.FunctionDefinitio
 	}
 	if mem := cm.ImportedMemories(); len(mem) > 0 {
 		mod, name, _ := mem[0].Import()
-		return fmt.Errorf("it imports memory %s.%s; a guest defines its own", mod, name)
+		return fmt.Errorf("it imports memory %s.%s; a guest defines its own", abbreviate([]byte(mod)), abbreviate([]byte(name)))
 	}
 	return nil
 }

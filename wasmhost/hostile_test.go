@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -203,4 +204,23 @@ func TestGuestChosenNamesAreEscapedInErrors(t *testing.T) {
 	require.ErrorIs(t, err, ErrTrapped)
 	require.NotContains(t, err.Error(), "\x1b")
 	require.Contains(t, err.Error(), "wasm stack trace:\n\t.\\x1b[2J()\n\t.$1()")
+}
+
+// An import the host refuses is named by at most 64 bytes of its module
+// and its name, whatever it imports: an unknown function of vkrt_v1, a
+// table or a memory were named in full, a name of 5,000 bytes making an
+// error of 5,000.
+func TestRefusedImportsAreNamedShort(t *testing.T) {
+	h := newHost(t, context.Background(), openClient(t))
+	long := strings.Repeat("B", 5000)
+	for _, imp := range []string{
+		`(import "vkrt_v1" "` + long + `" (func (result i32)))`,
+		`(import "` + long + `" "` + long + `" (table 1 funcref))`,
+		`(import "` + long + `" "` + long + `" (memory 1))`,
+	} {
+		_, err := h.Compile(context.Background(), wat(t, `(module `+imp+` (func (export "_start")))`))
+		require.ErrorIs(t, err, ErrRefused)
+		require.Less(t, len(err.Error()), 300, err.Error())
+		require.Contains(t, err.Error(), strings.Repeat("B", 64)+"…")
+	}
 }

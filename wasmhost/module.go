@@ -246,7 +246,7 @@ func (m *wasmModule) readImports(r *wasmReader) error {
 		switch kind {
 		case importTable:
 			if m.tables.imported == "" {
-				m.tables.imported = mod + "." + name
+				m.tables.imported = abbreviate([]byte(mod)) + "." + abbreviate([]byte(name))
 			}
 			_, err = r.table()
 		case importFunc:
@@ -268,7 +268,7 @@ func (m *wasmModule) readImports(r *wasmReader) error {
 			err = fmt.Errorf("import kind %#x", kind)
 		}
 		if err != nil {
-			return fmt.Errorf("%s.%s: %w", mod, name, err)
+			return fmt.Errorf("%s.%s: %w", abbreviate([]byte(mod)), abbreviate([]byte(name)), err)
 		}
 		return nil
 	})
