@@ -290,7 +290,9 @@ func checkModule(cm wazero.CompiledModule, wasi map[string]api.FunctionDefinitio
 		return errors.New("the module exports no _start function")
 	}
 	if len(start.ParamTypes()) != 0 || len(start.ResultTypes()) != 0 {
-		return fmt.Errorf("_start takes %v and returns %v; want neither", start.ParamTypes(), start.ResultTypes())
+		// Named as the imports' signatures are: %v wrote the types'
+		// encodings, "_start takes [127 126] and returns [125]".
+		return fmt.Errorf("its _start is %s; the host calls it as () -> ()", signature(start.ParamTypes(), start.ResultTypes()))
 	}
 	for _, f := range cm.ImportedFunctions() {
 		mod, name, _ := f.Import()
