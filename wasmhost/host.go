@@ -189,9 +189,11 @@ func (h *Host) Client() *client.Client { return h.c }
 
 func (h *Host) deviceBytes() uint64 { return h.c.Device().Storage().Allocated() }
 
-// Module is a compiled guest, ready to run any number of times.
+// Module is a compiled guest, ready to run any number of times on the host
+// that compiled it.
 type Module struct {
 	compiled wazero.CompiledModule
+	host     *Host
 }
 
 var wasmMagic = []byte{0x00, 'a', 's', 'm'}
@@ -262,7 +264,7 @@ func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 		cm.Close(ctx)
 		return nil, fmt.Errorf("%w: %w", ErrRefused, shown(err))
 	}
-	return &Module{compiled: cm}, nil
+	return &Module{compiled: cm, host: h}, nil
 }
 
 // compileModule is rt.CompileModule, a panic of which (its decoder's, on a
@@ -403,7 +405,8 @@ type instanceKey struct{}
 // nil when the guest returned or exited 0; *ExitError for another exit
 // code; ErrTrapped, ErrDeadline, ErrCanceled, ErrClosed or ErrRefused otherwise. The result is
 // non-nil whenever the guest was loaded. Whatever the guest still holds is
-// freed before Run returns.
+// freed before Run returns. m is a module this host compiled: a nil one, or
+// one of another host, is ErrRefused.
 func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, error) {
 	h.mu.Lock()
 	if h.closed {
@@ -413,6 +416,15 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 	h.runs.Add(1)
 	h.mu.Unlock()
 	defer h.runs.Done()
+	switch {
+	case m == nil:
+		// What a failed Compile returns: Run dereferenced it and panicked.
+		return nil, fmt.Errorf("%w: a nil *Module (Compile refused the guest?)", ErrRefused)
+	case m.host != h:
+		// wazero's words were "source module must be compiled before
+		// instantiation", said once a stream was made for the guest.
+		return nil, fmt.Errorf("%w: the module was compiled by another host; a host runs the modules it compiled", ErrRefused)
+	}
 	cfg := h.cfg.run
 	for _, o := range opts {
 		cfg = o(cfg)

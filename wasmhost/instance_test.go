@@ -1,6 +1,7 @@
 package wasmhost
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -46,4 +47,20 @@ func TestHandleTableFills(t *testing.T) {
 	require.True(t, g.full())
 	require.NotNil(t, g.remove(h))
 	require.False(t, g.full(), "its slot is free again")
+}
+
+// Run refuses a module it cannot run before anything is made for it: a nil
+// one (what a refused Compile returns) panicked, and one another host
+// compiled was refused in wazero's words, "source module must be compiled
+// before instantiation".
+func TestRunRefusesAModuleItDidNotCompile(t *testing.T) {
+	c := openClient(t)
+	h, other := newHost(t, context.Background(), c), newHost(t, context.Background(), c)
+	res, err := h.Run(context.Background(), nil)
+	require.ErrorIs(t, err, ErrRefused)
+	require.Nil(t, res)
+	res, err = h.Run(context.Background(), compile(t, other, guestWAT(t, "", create16)))
+	require.ErrorIs(t, err, ErrRefused)
+	require.ErrorContains(t, err, "compiled by another host")
+	require.Nil(t, res, "the guest was never loaded")
 }
