@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -194,6 +195,7 @@ func (h *Host) deviceBytes() uint64 { return h.c.Device().Storage().Allocated() 
 type Module struct {
 	compiled wazero.CompiledModule
 	host     *Host
+	closed   atomic.Bool
 }
 
 var wasmMagic = []byte{0x00, 'a', 's', 'm'}
@@ -278,8 +280,12 @@ func compileModule(ctx context.Context, rt wazero.Runtime, wasm []byte) (cm waze
 	return rt.CompileModule(ctx, wasm)
 }
 
-// Close releases the compiled code.
-func (m *Module) Close(ctx context.Context) error { return m.compiled.Close(ctx) }
+// Close releases the compiled code; a Run of the module after it is
+// ErrRefused.
+func (m *Module) Close(ctx context.Context) error {
+	m.closed.Store(true)
+	return m.compiled.Close(ctx)
+}
 
 // checkModule refuses a module with no _start of no parameters and
 // results, or importing functions the host lacks: of vkrt_v1 those the ABI
@@ -405,8 +411,8 @@ type instanceKey struct{}
 // nil when the guest returned or exited 0; *ExitError for another exit
 // code; ErrTrapped, ErrDeadline, ErrCanceled, ErrClosed or ErrRefused otherwise. The result is
 // non-nil whenever the guest was loaded. Whatever the guest still holds is
-// freed before Run returns. m is a module this host compiled: a nil one, or
-// one of another host, is ErrRefused.
+// freed before Run returns. m is a module this host compiled and has not
+// closed: a nil one, one of another host or a closed one is ErrRefused.
 func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, error) {
 	h.mu.Lock()
 	if h.closed {
@@ -424,6 +430,9 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 		// wazero's words were "source module must be compiled before
 		// instantiation", said once a stream was made for the guest.
 		return nil, fmt.Errorf("%w: the module was compiled by another host; a host runs the modules it compiled", ErrRefused)
+	case m.closed.Load():
+		// wazero's words for it were those of another host's module.
+		return nil, fmt.Errorf("%w: the module is closed", ErrRefused)
 	}
 	cfg := h.cfg.run
 	for _, o := range opts {

@@ -51,8 +51,8 @@ func TestHandleTableFills(t *testing.T) {
 
 // Run refuses a module it cannot run before anything is made for it: a nil
 // one (what a refused Compile returns) panicked, and one another host
-// compiled was refused in wazero's words, "source module must be compiled
-// before instantiation".
+// compiled, or one closed, was refused in wazero's words, "source module
+// must be compiled before instantiation".
 func TestRunRefusesAModuleItDidNotCompile(t *testing.T) {
 	c := openClient(t)
 	h, other := newHost(t, context.Background(), c), newHost(t, context.Background(), c)
@@ -63,4 +63,10 @@ func TestRunRefusesAModuleItDidNotCompile(t *testing.T) {
 	require.ErrorIs(t, err, ErrRefused)
 	require.ErrorContains(t, err, "compiled by another host")
 	require.Nil(t, res, "the guest was never loaded")
+	m := compile(t, h, guestWAT(t, "", create16))
+	require.NoError(t, m.Close(context.Background()))
+	res, err = h.Run(context.Background(), m)
+	require.ErrorIs(t, err, ErrRefused)
+	require.ErrorContains(t, err, "the module is closed")
+	require.Nil(t, res)
 }
