@@ -47,7 +47,7 @@ not UTF-8 as U+FFFD.
 The environment is opened read-only: records works in a directory it cannot
 write and never gets in the way of a process writing records. Control
 characters in a label or a kind (a newline, a tab) are shown escaped, the
-label or kind quoted.
+label or kind quoted; so is one that starts or ends with a space.
 A memory record that cannot be decoded, or a record of any kind whose body
 is not JSON in UTF-8, is listed with '-' for its figures (with --json,
 written as stored where it is JSON); each such record is reported on stderr

@@ -14,10 +14,12 @@ import (
 // that is not printable (one unicode.IsPrint refuses: a newline, a tab, an
 // escape, a bidirectional override that would turn the text after it
 // around, a space other than ' '), is not valid UTF-8 (its bytes would show
-// as U+FFFD), or starts with a double quote: so two labels never show as
-// one ("a\nb" and the label of those six characters did).
+// as U+FFFD), starts with a double quote, or starts or ends with a space
+// (a table's padding or a page's layout hides it): so two labels never
+// show as one ("a\nb" and the label of those six characters did, and "a"
+// and "a " still did).
 func Label(s string) string {
-	if shows(s) && !strings.HasPrefix(s, `"`) {
+	if shows(s) && !strings.HasPrefix(s, `"`) && !strings.HasPrefix(s, " ") && !strings.HasSuffix(s, " ") {
 		return s
 	}
 	return strconv.Quote(s)

@@ -15,6 +15,10 @@ func TestLabel(t *testing.T) {
 		"\x1b[31mred":      `"\x1b[31mred"`,
 		"\xff":             `"\xff"`,
 		`"quoted"`:         `"\"quoted\""`,
+		"a ":               `"a "`,
+		" a":               `" a"`,
+		"   ":              `"   "`,
+		"a b":              "a b",
 		"":                 "",
 	} {
 		require.Equal(t, want, Label(in), "%q", in)
