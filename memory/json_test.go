@@ -479,3 +479,31 @@ func TestLayoutFileEmptySaysSo(t *testing.T) {
 		require.NotContains(t, err.Error(), "nothing", name)
 	}
 }
+
+// An error from deep in a layout, a layout file or a record says "memory: "
+// once, in front, and still matches what it wraps.
+func TestNestedJSONErrorsSayTheirPrefixOnce(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "layout.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"Sliced":[{"page_size":-1}]}`), 0o644))
+	_, fileErr := ReadLayoutFile(file)
+	_, literalErr := ParseLayout(`{"Arena":{"pages":[1],"slots":[],"fallback":[{"page_size":-1}]}}`)
+	_, nullErr := ParseLayout(`{"Sliced":null}`)
+	var rec Record
+	recordErr := json.Unmarshal([]byte(strings.Replace(specRecord, `"pages":1,`, `"pages":-1,`, 1)), &rec)
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fileErr, `memory: layout file ` + file + `: layout "{\"Sliced\":[{\"page_size\":-1}]}": Sliced layout[0]: sliced pool.page_size: `},
+		{literalErr, `: arena plan fallback[0]: sliced pool.page_size: `},
+		{nullErr, `memory: layout "{\"Sliced\":null}": Sliced layout: want a JSON array`},
+		{recordErr, `memory: report.dynamic[0]: pool report.pages: `},
+	} {
+		require.Error(t, c.err)
+		require.ErrorContains(t, c.err, c.want)
+		require.Equal(t, 1, strings.Count(c.err.Error(), "memory: "), c.err.Error())
+		if c.err != nullErr {
+			require.ErrorIs(t, c.err, strictjson.ErrNumberDoesNotFit)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/vkrt/vkrt/internal/strictjson"
 )
@@ -226,3 +227,20 @@ func abbreviate(data []byte) string {
 	}
 	return fmt.Sprintf("%q", data)
 }
+
+// nestedError is the error of a part of what is decoded, named by where it
+// lies (its path, "Sliced layout[0]"): its message says "memory: " once,
+// where each level's own prefix stacked up ("Sliced layout[0]: memory:
+// sliced pool: ...").
+type nestedError struct {
+	where string
+	err   error
+}
+
+func nested(where string, err error) error { return &nestedError{where: where, err: err} }
+
+func (e *nestedError) Error() string {
+	return "memory: " + e.where + ": " + strings.TrimPrefix(e.err.Error(), "memory: ")
+}
+
+func (e *nestedError) Unwrap() error { return e.err }

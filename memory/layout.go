@@ -336,11 +336,12 @@ type literalError struct {
 }
 
 func (e *literalError) Error() string {
-	const named = "memory: layout: "
-	if msg := e.err.Error(); strings.HasPrefix(msg, named) {
-		return "memory: layout " + e.literal + ": " + msg[len(named):]
-	}
-	return "memory: layout " + e.literal + ": " + e.err.Error()
+	// The decoder's errors start with the package's prefix, and name the
+	// layout: the literal goes in their place, not in front of them.
+	msg := e.err.Error()
+	msg = strings.TrimPrefix(msg, "memory: ")
+	msg = strings.TrimPrefix(msg, "layout: ")
+	return "memory: layout " + e.literal + ": " + msg
 }
 
 func (e *literalError) Unwrap() error { return e.err }
@@ -405,9 +406,9 @@ func ReadLayout(r io.Reader, name string) (Layout, error) {
 	l, err := parseLayout(data)
 	if err != nil {
 		if gzipped {
-			return Layout{}, fmt.Errorf("memory: layout file %s (gzipped): %w", name, err)
+			return Layout{}, nested("layout file "+name+" (gzipped)", err)
 		}
-		return Layout{}, fmt.Errorf("memory: layout file %s: %w", name, err)
+		return Layout{}, nested("layout file "+name, err)
 	}
 	return l, nil
 }
@@ -593,7 +594,7 @@ func decodeSlicedPools(raw []byte, what string) ([]SlicedPool, error) {
 	pools := make([]SlicedPool, len(elems))
 	for i, e := range elems {
 		if err := pools[i].UnmarshalJSON(e); err != nil {
-			return nil, fmt.Errorf("%s[%d]: %w", what, i, err)
+			return nil, nested(fmt.Sprintf("%s[%d]", what, i), err)
 		}
 	}
 	return pools, nil

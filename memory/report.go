@@ -245,14 +245,14 @@ func (r *Report) UnmarshalJSON(data []byte) error {
 	out := Report{Dynamic: make([]PoolReport, len(elems))}
 	for i, e := range elems {
 		if err := out.Dynamic[i].UnmarshalJSON(e); err != nil {
-			return fmt.Errorf("report.dynamic[%d]: %w", i, err)
+			return nested(fmt.Sprintf("report.dynamic[%d]", i), err)
 		}
 	}
 	if raw, err = o.raw("persistent"); err != nil {
 		return err
 	}
 	if err := out.Persistent.UnmarshalJSON(raw); err != nil {
-		return fmt.Errorf("report.persistent: %w", err)
+		return nested("report.persistent", err)
 	}
 	*r = out
 	return nil
