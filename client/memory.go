@@ -287,8 +287,8 @@ type AllocationError struct {
 func (e *AllocationError) Error() string {
 	var b strings.Builder
 	u := e.Pools.Usage()
-	fmt.Fprintf(&b, "client: stream %d: %d B (%s) could not be allocated after a cleanup; the stream's pools hold %s reserved, %s in %d live allocations, under layout %s",
-		e.Stream, e.Size, memory.FormatBytes(e.Size), memory.FormatBytes(u.BytesReserved), memory.FormatBytes(u.BytesInUse), u.NumberAllocs, e.Layout.Brief())
+	fmt.Fprintf(&b, "client: stream %d: %d B (%s) could not be allocated after a cleanup; the stream's pools hold %s reserved, %s in %s, under layout %s",
+		e.Stream, e.Size, memory.FormatBytes(e.Size), memory.FormatBytes(u.BytesReserved), memory.FormatBytes(u.BytesInUse), liveAllocations(u.NumberAllocs), e.Layout.Brief())
 	if len(e.Largest) > 0 {
 		b.WriteString("; largest live buffers:")
 		for i, a := range e.Largest {
@@ -304,6 +304,15 @@ func (e *AllocationError) Error() string {
 }
 
 func (e *AllocationError) Unwrap() error { return e.Err }
+
+// liveAllocations is n live allocations in words, as an allocation error
+// counts them: "1 live allocation", "2 live allocations".
+func liveAllocations(n uint64) string {
+	if n == 1 {
+		return "1 live allocation"
+	}
+	return fmt.Sprintf("%d live allocations", n)
+}
 
 func (c *Client) allocationError(s *Stream, size uint64, err error) error {
 	var live []LiveAllocation

@@ -375,7 +375,7 @@ func TestOutOfMemory(t *testing.T) {
 	msg := err.Error()
 	require.Contains(t, msg, "6291456 B (6.29 MB) could not be allocated after a cleanup")
 	require.Contains(t, msg, fmt.Sprintf("buffer %d on stream 0 (7.34 MB), buffer %d on stream 1 (102.40 KB)", big.ID(), small.ID()))
-	require.Contains(t, msg, "the stream's pools hold 8.39 MB reserved, 7.34 MB in 1 live allocations")
+	require.Contains(t, msg, "the stream's pools hold 8.39 MB reserved, 7.34 MB in 1 live allocation,")
 	require.Contains(t, msg, "under layout "+layout.String())
 	require.Contains(t, msg, "limit 12582912 B")
 	require.Equal(t, uint64(10<<20), storage.Allocated(), "the failed request holds nothing")
