@@ -71,6 +71,23 @@ func TestReportJSONWritesEmptyDynamicAsList(t *testing.T) {
 	require.Empty(t, r.Dynamic)
 }
 
+// The zero Report, a client's report for a stream it has not, writes JSON
+// that reads back: its persistent pool as the persistent one, not of kind
+// null.
+func TestZeroReportJSONReadsBack(t *testing.T) {
+	for _, rep := range []Report{{}, {Dynamic: []PoolReport{}}} {
+		out, err := json.Marshal(rep)
+		require.NoError(t, err)
+		var back Report
+		require.NoError(t, json.Unmarshal(out, &back), "%s", out)
+		require.Equal(t, Report{Dynamic: []PoolReport{}, Persistent: PoolReport{Kind: PersistentKind{}}}, back)
+		out, err = json.Marshal(Record{Label: "none", Report: rep})
+		require.NoError(t, err)
+		var rec Record
+		require.NoError(t, json.Unmarshal(out, &rec), "%s", out)
+	}
+}
+
 func TestMalformedReportJSONIsRefused(t *testing.T) {
 	usage := `{"number_allocs":0,"bytes_in_use":0,"bytes_padding":0,"bytes_reserved":0}`
 	pool := func(kind string) string {

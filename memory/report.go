@@ -224,6 +224,12 @@ func (r Report) MarshalJSON() ([]byte, error) {
 	if r.Dynamic == nil {
 		r.Dynamic = []PoolReport{}
 	}
+	if r.Persistent.Kind == nil {
+		// The zero Report (a client's for a stream it has not) has a
+		// persistent pool of no kind: written "kind":null, it was JSON
+		// that UnmarshalJSON refuses. The persistent pool has one kind.
+		r.Persistent.Kind = PersistentKind{}
+	}
 	return json.Marshal(reportJSON(r))
 }
 
