@@ -68,10 +68,13 @@ type Layout struct {
 
 // SlicedPool is one pool of a Sliced layout: pages of PageSize bytes, at most
 // *Pages of them (nil: uncapped), serving reservations up to *MaxSlice bytes
-// (nil: up to PageSize). A page larger than the device memory shrinks to
-// it when the layout is installed, and the manager warns on its logger;
-// the page it shrinks to, or one within the memory, larger than the
-// storage's largest allocation is InvalidLayout.
+// (nil: up to PageSize); an uncapped pool also serves one within 20 % of
+// its page (PageSize-PageSize/5 to PageSize bytes). A size no pool of the
+// list serves is ErrBufferTooBig, one between what they serve too. A page
+// larger than the device memory shrinks to it when the layout is
+// installed, and the manager warns on its logger; the page it shrinks to,
+// or one within the memory, larger than the storage's largest allocation
+// is InvalidLayout.
 type SlicedPool struct {
 	PageSize uint64  `json:"page_size"`
 	Pages    *uint64 `json:"pages"`

@@ -487,8 +487,7 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy, tight bool) (int16,
 		if arenaRefused != nil {
 			return 0, 0, reserveFailed(size, arenaRefused)
 		}
-		return 0, 0, fmt.Errorf("%w: asked %d B (%d B aligned), more than any pool of the layout accepts (largest %d B)",
-			vkruntime.ErrBufferTooBig, size, aligned, m.largestAccepted())
+		return 0, 0, m.noPoolAccepts(size, aligned)
 	}
 	var capBytes, usedBytes uint64
 	for n, i := range candidates {
@@ -660,6 +659,43 @@ func (m *Manager) warnFull(full []int16, landed int, size uint64) {
 		m.logger.Warn("memory: a capped pool is full and spills to the next one; the plan was short",
 			"pool", m.reportIndex(int(j)), "capacity_bytes", c, "used_bytes", u, "bytes", size, "to_pool", m.reportIndex(landed))
 	}
+}
+
+// noPoolAccepts is the ErrBufferTooBig of a size no pool accepts. A size
+// below the largest accepted one falls between what the pools take (an
+// uncapped sliced pool takes up to its max_slice and again within 20 % of
+// its page): the error names that gap, where "more than any pool accepts
+// (largest 1048576 B)" said of 262145 B that it was more than 1 MiB.
+func (m *Manager) noPoolAccepts(size, aligned uint64) error {
+	largest := m.largestAccepted()
+	if aligned > largest {
+		return fmt.Errorf("%w: asked %d B (%d B aligned), more than any pool of the layout accepts (largest %d B)",
+			vkruntime.ErrBufferTooBig, size, aligned, largest)
+	}
+	// Routes are cut wherever a pool's acceptance changes: the gap is the
+	// run of routes no pool accepts around the size's own.
+	i := 0
+	for m.routes[i].upTo < aligned {
+		i++
+	}
+	first, last := i, i
+	for first > 0 && len(m.routes[first-1].pools) == 0 {
+		first--
+	}
+	for last+1 < len(m.routes) && len(m.routes[last+1].pools) == 0 {
+		last++
+	}
+	var from uint64
+	if first > 0 {
+		from = m.routes[first-1].upTo + 1
+	}
+	to := m.routes[last].upTo
+	// In aligned sizes, the only ones asked of the pools; neither passes
+	// the size's own, which lies in the gap.
+	from, _ = alignUp(from, m.props.Alignment)
+	to -= to % m.props.Alignment
+	return fmt.Errorf("%w: asked %d B (%d B aligned), which no pool of the layout accepts: none takes an aligned size from %d B to %d B (the largest any takes is %d B)",
+		vkruntime.ErrBufferTooBig, size, aligned, from, to, largest)
 }
 
 func (m *Manager) largestAccepted() uint64 {

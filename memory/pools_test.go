@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"fmt"
 	"log/slog"
 	"testing"
 
@@ -265,6 +266,31 @@ func TestBadRequestsChangeNothing(t *testing.T) {
 	require.Error(t, err)
 	_, err = NewManager(newFakeStorage(), vkruntime.DeviceProperties{Alignment: 3, MaxPageSize: 96}, SubSlicesLayout())
 	require.ErrorContains(t, err, "not a power of two")
+}
+
+// An uncapped sliced pool takes sizes up to its max_slice and again within
+// 20 % of its page: a size between is refused naming that gap, not as more
+// than the largest size the pools take, which it is not.
+func TestASizeBetweenWhatThePoolsTakeIsRefusedNamingTheGap(t *testing.T) {
+	// The first pool takes up to 256 KiB and from 3355444 B to 4 MiB, the
+	// second (capped) up to 512 KiB.
+	m, s := newTestManager(t, SlicedLayout(SlicedPool{PageSize: 4 << 20, MaxSlice: u64(256 << 10)}, SlicedPool{PageSize: 2 << 20, MaxSlice: u64(512 << 10), Pages: u64(1)}))
+	mustReserve(t, m, 3_500_000, Eager)
+	before, allocs := m.Report(), s.allocs
+	for _, size := range []uint64{512<<10 + 1, 1 << 20, 3355440} {
+		_, err := m.Reserve(size, Lazy)
+		require.ErrorIs(t, err, vkruntime.ErrBufferTooBig)
+		require.ErrorContains(t, err, fmt.Sprintf("asked %d B", size))
+		require.ErrorContains(t, err, "which no pool of the layout accepts: none takes an aligned size from 524304 B to 3355440 B (the largest any takes is 4194304 B)")
+	}
+	require.Equal(t, before, m.Report())
+	require.Equal(t, allocs, s.allocs)
+	mustReserve(t, m, 3355441, Lazy) // 3355456 B aligned: the first pool takes it
+	before, allocs = m.Report(), s.allocs
+	_, err := m.Reserve(4<<20+1, Eager)
+	require.ErrorContains(t, err, "more than any pool of the layout accepts (largest 4194304 B)")
+	require.Equal(t, before, m.Report())
+	require.Equal(t, allocs, s.allocs)
 }
 
 func TestUsageMatchesTheReport(t *testing.T) {
