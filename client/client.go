@@ -246,6 +246,13 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 	def, err := cl.NewStream()
 	if err != nil {
 		cl.Close()
+		// A layout the storage refuses (a page past its largest
+		// allocation) is refused by the default stream's pools: it is
+		// still the initial layout, not that of a stream the caller made.
+		var ie *memory.InstallError
+		if errors.As(err, &ie) {
+			return nil, fmt.Errorf("client: initial layout %s: %w", c.layout.Brief(), ie)
+		}
 		return nil, err
 	}
 	cl.def = def

@@ -44,6 +44,15 @@ func TestOpenOptions(t *testing.T) {
 	require.ErrorAs(t, err, &ie)
 	require.Equal(t, "client: initial layout an Arena plan of 1 page (51200000 B), 200000 slots and 0 fallback pools: the pool layout cannot be honoured: arena slot 199999: offset 3 is not a multiple of the alignment of 256 B", err.Error())
 
+	// A page past the storage's largest allocation is refused by the
+	// default stream's pools, and is still the initial layout's fault.
+	d, err = cpu.New(cpu.WithMaxPageSize(1 << 20))
+	require.NoError(t, err)
+	_, err = Open(ctx, WithBackend(d), WithLayout(memory.SlicedLayout(memory.SlicedPool{PageSize: 2 << 20})))
+	require.ErrorAs(t, err, &ie)
+	require.Equal(t, memory.InvalidLayout, ie.Kind)
+	require.Equal(t, `client: initial layout {"Sliced":[{"page_size":2097152,"pages":null,"max_slice":null}]}: the pool layout cannot be honoured: pool 0: a page of 2097152 B is larger than the backend's largest allocation of 1048576 B`, err.Error())
+
 	direct := openClient(t, WithLayout(memory.DirectLayout()))
 	require.True(t, direct.DefaultStream().Layout().Equal(memory.DirectLayout()))
 	s, err := direct.NewStream()
