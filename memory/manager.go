@@ -130,8 +130,13 @@ func WithLayoutWarnings(warn func(layout Layout, detail string)) ManagerOption {
 
 // LayoutWarningsOnce is a WithLayoutWarnings function that warns each
 // thing asked past the device once, on logger() (slog.Default where it
-// gives nil), however many managers share it, from any goroutine.
+// gives nil, or where logger is nil), however many managers share it, from
+// any goroutine.
 func LayoutWarningsOnce(logger func() *slog.Logger) func(Layout, string) {
+	if logger == nil {
+		// As WithLogger(nil): the default, not a panic at the first warning.
+		logger = func() *slog.Logger { return nil }
+	}
 	var (
 		mu     sync.Mutex
 		warned = map[string]bool{}

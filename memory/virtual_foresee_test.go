@@ -2,6 +2,7 @@ package memory
 
 import (
 	"bytes"
+	"log"
 	"log/slog"
 	"math"
 	"strings"
@@ -192,6 +193,30 @@ func TestManagerOptionsTakeTheLayoutsWarnings(t *testing.T) {
 	require.Len(t, warned, 2, "one at NewManager, one at Install")
 	require.Contains(t, warned[0], "more than the device memory")
 	require.Empty(t, logged.String(), "the warnings went to the function alone")
+}
+
+// LayoutWarningsOnce given no logger function warns on slog.Default, as
+// WithLogger(nil) does, once however many managers share it; it panicked
+// at the first warning, inside NewManager.
+func TestLayoutWarningsOnceWithoutALoggerWarnsOnTheDefault(t *testing.T) {
+	props := testProps
+	props.MemorySize = 1 << 30
+	past := VirtualLayout(VirtualPlan{PlannedBytes: math.MaxUint64})
+	var logged bytes.Buffer
+	old, output, flags := slog.Default(), log.Writer(), log.Flags()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+	t.Cleanup(func() {
+		// SetDefault pointed the log package at the handler too.
+		slog.SetDefault(old)
+		log.SetOutput(output)
+		log.SetFlags(flags)
+	})
+	warn := WithLayoutWarnings(LayoutWarningsOnce(nil))
+	for range 2 {
+		_, err := NewManager(newSparseStorage(testGranule), props, past, warn)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 1, strings.Count(logged.String(), LayoutWarning), logged.String())
 }
 
 // A virtual plan past the device memory is warned about where its pool is
