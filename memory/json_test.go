@@ -524,3 +524,37 @@ func TestNestedJSONErrorsSayTheirPrefixOnce(t *testing.T) {
 		}
 	}
 }
+
+// A layout with a byte order mark in front (an editor's, or UTF-16 as
+// some shells write a redirection) is refused saying so, whatever its
+// length, gzipped or not: a short one was an "unknown layout", a long one
+// a file that "holds no layout".
+func TestALayoutWithAByteOrderMarkIsRefusedSayingSo(t *testing.T) {
+	dir := t.TempDir()
+	long := `{"Sliced":[{"page_size":4096},{"page_size":1048576},{"page_size":16777216}]}`
+	utf16 := []byte{0xff, 0xfe}
+	for _, r := range `"Direct"` {
+		utf16 = append(utf16, byte(r), 0)
+	}
+	for i, c := range []struct {
+		doc  []byte
+		mark string
+	}{
+		{[]byte("\xef\xbb\xbf\"Direct\""), "UTF-8"},
+		{[]byte("\xef\xbb\xbf" + long), "UTF-8"},
+		{utf16, "UTF-16 (little-endian)"},
+	} {
+		for _, packed := range []bool{false, true} {
+			doc, name := c.doc, filepath.Join(dir, fmt.Sprintf("layout%d.json", i))
+			if packed {
+				doc, name = gzread.Pack(doc), name+".gz"
+			}
+			require.NoError(t, os.WriteFile(name, doc, 0o644))
+			_, err := ReadLayoutFile(name)
+			require.ErrorContains(t, err, "layout file "+name)
+			require.ErrorContains(t, err, "starts with a "+c.mark+" byte order mark", name)
+		}
+		_, err := ParseLayout(string(c.doc))
+		require.ErrorContains(t, err, "starts with a "+c.mark+" byte order mark")
+	}
+}

@@ -293,6 +293,9 @@ func parseLayout(b []byte) (Layout, error) {
 	case "virtual":
 		return VirtualLayout(VirtualPlan{}), nil
 	}
+	if bom := byteOrderMark(t); bom != "" {
+		return Layout{}, fmt.Errorf("memory: layout %s starts with a %s byte order mark: want a layout JSON literal or a preset name, in UTF-8 without one", abbreviate(t), bom)
+	}
 	if len(t) > 0 && (t[0] == '{' || t[0] == '"') {
 		var l Layout
 		if err := l.UnmarshalJSON(t); err != nil {
@@ -388,6 +391,12 @@ func ReadLayout(r io.Reader, name string) (Layout, error) {
 		}
 		src, what = io.MultiReader(&packed, src), " (gzipped)"
 	}
+	if bom := byteOrderMark(head); bom != "" {
+		// An editor's mark, in front of what may be a layout: "holds no
+		// layout" would send its user looking in the wrong place.
+		return Layout{}, fmt.Errorf("memory: layout file %s%s starts with a %s byte order mark: want a layout JSON literal or a preset name, in UTF-8 without one",
+			name, what, bom)
+	}
 	if start := bytes.TrimLeft(head, " \t\r\n"); len(start) > 0 && start[0] != '{' && start[0] != '"' && len(head) == 64 && !presetHead(start) {
 		return Layout{}, fmt.Errorf("memory: layout file %s%s holds no layout: want a layout JSON literal or a preset name, starts with %s",
 			name, what, abbreviate(start))
@@ -414,6 +423,21 @@ func ReadLayout(r io.Reader, name string) (Layout, error) {
 		return Layout{}, nested("layout file "+name, err)
 	}
 	return l, nil
+}
+
+// byteOrderMark names the byte order mark b starts with (what some editors
+// put in front of a file: UTF-16 with one, UTF-8 too), or is "": JSON
+// allows none.
+func byteOrderMark(b []byte) string {
+	switch {
+	case bytes.HasPrefix(b, []byte("\xef\xbb\xbf")):
+		return "UTF-8"
+	case bytes.HasPrefix(b, []byte("\xff\xfe")):
+		return "UTF-16 (little-endian)"
+	case bytes.HasPrefix(b, []byte("\xfe\xff")):
+		return "UTF-16 (big-endian)"
+	}
+	return ""
 }
 
 // presetHead reports whether a file's head, past its leading white space,
