@@ -294,8 +294,12 @@ func ownMemoryMessage(err error) (string, bool) {
 		why = "this guest's pools are full"
 	}
 	u := ae.Pools.Usage()
-	return fmt.Sprintf("%d B (%s) could not be allocated after a cleanup: %s; this guest's pools hold %s reserved, %s in %d live allocations, under layout %s",
-		ae.Size, memory.FormatBytes(ae.Size), why, memory.FormatBytes(u.BytesReserved), memory.FormatBytes(u.BytesInUse), u.NumberAllocs, ae.Layout.Brief()), true
+	allocs := fmt.Sprintf("%d live allocations", u.NumberAllocs)
+	if u.NumberAllocs == 1 {
+		allocs = "1 live allocation"
+	}
+	return fmt.Sprintf("%d B (%s) could not be allocated after a cleanup: %s; this guest's pools hold %s reserved, %s in %s, under layout %s",
+		ae.Size, memory.FormatBytes(ae.Size), why, memory.FormatBytes(u.BytesReserved), memory.FormatBytes(u.BytesInUse), allocs, ae.Layout.Brief()), true
 }
 
 // sampleReserved notes the bytes the guest's pools reserve now, for the
