@@ -22,8 +22,9 @@
 // Buffers are zero-initialised and belong to the stream they were made on;
 // a launch binds buffers of its own stream only. Launch and Run submit one
 // kernel of the kernel package and wait for it; LaunchBatch submits a chain
-// of kernels at once. A launch whose context ends stops waiting; the device
-// finishes the kernels before anything else on it.
+// of kernels at once. A launch whose context ends stops waiting: what the
+// device already runs finishes before anything else on it, but no more of
+// the launch starts, so its outputs may be partly written.
 // A fresh buffer's memory is cleared in the submission of the first launch
 // that binds it.
 //
