@@ -513,7 +513,7 @@ func Validate(k Kernel, grid [3]uint32, bindings []vkruntime.StorageHandle, push
 	// constants: checked by its own rules it could ask for less than the
 	// shader that runs touches.
 	canon, found := catalogueKernel(k.Name)
-	if k.need == nil || !found || !sameKernel(k, canon) {
+	if k.need == nil || !found || !sameKernel(&k, &canon) {
 		return fail("not a kernel of the catalogue")
 	}
 	k = canon
@@ -627,7 +627,7 @@ func catalogueKernel(name string) (Kernel, bool) {
 }
 
 // sameKernel compares what the catalogue says of a kernel.
-func sameKernel(a, b Kernel) bool {
+func sameKernel(a, b *Kernel) bool {
 	return a.Name == b.Name && a.Doc == b.Doc && a.Grid == b.Grid && a.WorkGroup == b.WorkGroup &&
 		slices.Equal(a.Bindings, b.Bindings) && slices.Equal(a.Push, b.Push)
 }
@@ -689,6 +689,103 @@ type Op struct {
 	Grid     [3]uint32
 	Bindings []vkruntime.StorageHandle
 	Push     []byte
+}
+
+// OwnedOps is a batch of ops copied by [OwnOps]: a device checks and runs
+// its own copy, so that a caller changing ops from another goroutine once
+// they were checked cannot have it run values it never checked (a binding
+// moved past its allocation).
+type OwnedOps struct {
+	ops      []ownedOp
+	bindings []vkruntime.StorageHandle
+	push     []byte
+	// kernels holds one copy of each catalogue kernel the batch launches
+	// as the catalogue has it, shared by its ops, and a copy of each other
+	// kernel (which Validate refuses) for its op alone; byCatalogue[i] is
+	// the index in it of catalogue[i]'s copy, plus 1 (0: none yet).
+	kernels     []Kernel
+	byCatalogue []int
+}
+
+// ownedOp is an op with its kernel kept aside, and its bindings and push
+// constants where they start in the batch's arrays (they end where the
+// next op's start): it holds no pointer, so that the copy of a batch of
+// 10,000 launches of one kernel is not 10,000 kernels for the collector
+// to scan.
+type ownedOp struct {
+	kernel         int
+	grid           [3]uint32
+	bindings, push int
+}
+
+// OwnOps copies ops into memory of its own: their bindings and push
+// constants each in one array for the whole batch, their kernels once.
+func OwnOps(ops []Op) OwnedOps {
+	var nb, np int
+	for i := range ops {
+		nb, np = nb+len(ops[i].Bindings), np+len(ops[i].Push)
+	}
+	o := OwnedOps{
+		ops:         make([]ownedOp, len(ops)),
+		bindings:    make([]vkruntime.StorageHandle, 0, nb),
+		push:        make([]byte, 0, np),
+		byCatalogue: make([]int, len(catalogue)),
+	}
+	for i := range ops {
+		// The caller's op may change meanwhile: what the copy holds is
+		// what was read of it, which is then checked.
+		op := &ops[i]
+		o.ops[i] = ownedOp{kernel: o.own(&op.Kernel), grid: op.Grid, bindings: len(o.bindings), push: len(o.push)}
+		o.bindings = append(o.bindings, op.Bindings...)
+		o.push = append(o.push, op.Push...)
+	}
+	return o
+}
+
+// own is the index in o.kernels of the copy of k its op runs.
+func (o *OwnedOps) own(k *Kernel) int {
+	name := k.Name
+	for i := range catalogue {
+		canon := &catalogue[i]
+		if canon.Name != name {
+			continue
+		}
+		// What Validate takes as the catalogue's kernel, as it is checked:
+		// one copy serves every op of it.
+		if k.need != nil && sameKernel(k, canon) {
+			if o.byCatalogue[i] == 0 {
+				o.kernels = append(o.kernels, clipped(canon.own()))
+				o.byCatalogue[i] = len(o.kernels)
+			}
+			return o.byCatalogue[i] - 1
+		}
+		break
+	}
+	o.kernels = append(o.kernels, clipped(k.own()))
+	return len(o.kernels) - 1
+}
+
+// clipped is k with bindings and push fields an append cannot extend in
+// place.
+func clipped(k Kernel) Kernel {
+	k.Bindings, k.Push = slices.Clip(k.Bindings), slices.Clip(k.Push)
+	return k
+}
+
+// Len is the number of ops.
+func (o OwnedOps) Len() int { return len(o.ops) }
+
+// Op is op i as it was copied. Its slices are the batch's own, and an
+// append to one cannot write over another's: ops of one kernel share the
+// kernel's bindings and push fields, and none may be written.
+func (o OwnedOps) Op(i int) Op {
+	op := o.ops[i]
+	bindings, push := len(o.bindings), len(o.push)
+	if i+1 < len(o.ops) {
+		bindings, push = o.ops[i+1].bindings, o.ops[i+1].push
+	}
+	return Op{Kernel: o.kernels[op.kernel], Grid: op.grid,
+		Bindings: o.bindings[op.bindings:bindings:bindings], Push: o.push[op.push:push:push]}
 }
 
 // portableGroups is the work-group count every Vulkan device allows per

@@ -208,7 +208,7 @@ func TestValidateRefusesAlteredKernels(t *testing.T) {
 	for _, k := range All() {
 		found, err := ByName(k.Name)
 		require.NoError(t, err)
-		require.True(t, sameKernel(k, found))
+		require.True(t, sameKernel(&k, &found))
 	}
 	require.NoError(t, Validate(ReLU(1).Kernel, ReLU(1).Grid, []vkruntime.StorageHandle{words(1, 1), words(2, 1)}, ReLU(1).Push, testLimits))
 }
@@ -625,4 +625,56 @@ func TestCheckIdleGroupsOfAHandBuiltKernelDoesNotPanic(t *testing.T) {
 	var got error
 	require.NotPanics(t, func() { got = CheckIdleGroups(k, grid, l.Push) })
 	require.Equal(t, want, got)
+}
+
+// OwnOps's copy shares nothing with the ops it copies, nor one op's slices
+// with another's.
+func TestOwnOpsSharesNothing(t *testing.T) {
+	// What a device reads of an op (Kernel holds functions, which do not
+	// compare).
+	type seen struct {
+		name     string
+		grid     [3]uint32
+		bindings []vkruntime.StorageHandle
+		push     []byte
+		kernel   []Binding
+		fields   []PushField
+	}
+	see := func(o OwnedOps) []seen {
+		s := make([]seen, o.Len())
+		for i := range s {
+			op := o.Op(i)
+			s[i] = seen{op.Kernel.Name, op.Grid, op.Bindings, op.Push, op.Kernel.Bindings, op.Kernel.Push}
+		}
+		return s
+	}
+	a, b := vkruntime.StorageHandle{ID: 1, Size: 64}, vkruntime.StorageHandle{ID: 2, Size: 64}
+	renamed := FillWords(16, 7)
+	renamed.Kernel.Name = "copy"
+	fresh := func() []Op {
+		return []Op{FillWords(16, 7).With(a), CopyWords(16).With(a, b), FillWords(16, 7).With(b), renamed.With(a)}
+	}
+	ops := fresh()
+	own := OwnOps(ops)
+	want := see(OwnOps(fresh()))
+	require.Equal(t, want, see(own))
+	require.Equal(t, "fill", want[0].name)
+	require.Equal(t, renamed.Kernel.Bindings, want[3].kernel, "a kernel not of the catalogue is kept as it is")
+
+	ops[0].Bindings[0].Offset = 256
+	ops[0].Push[4] = 9
+	ops[1].Kernel.Bindings[1].Access = "read"
+	ops[1].Kernel.Push[0].Offset = 4
+	ops[1].Grid[0] = 7
+	ops[2].Kernel = renamed.Kernel
+	ops[3].Kernel.Bindings[0].Access = "read"
+	require.Equal(t, want, see(own))
+
+	first := own.Op(0)
+	first.Bindings = append(first.Bindings, b)
+	first.Push = append(first.Push, 1)
+	first.Kernel.Bindings = append(first.Kernel.Bindings, Binding{})
+	first.Kernel.Push = append(first.Kernel.Push, PushField{})
+	require.Equal(t, want, see(own), "appending to one op's slices leaves the others'")
+	require.Zero(t, OwnOps(nil).Len())
 }

@@ -123,10 +123,15 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 		return err
 	}
 	defer d.end()
+	// What is checked is what runs: the ops are recorded after the check,
+	// from slices the caller may change meanwhile, and a binding moved
+	// after its check would be bound unchecked (past its allocation).
+	own := kernel.OwnOps(ops)
 	limits := d.Limits()
 	var handles, unrun []vkruntime.StorageHandle
-	live := make([]kernel.Op, 0, len(ops))
-	for i, op := range ops {
+	live := make([]kernel.Op, 0, own.Len())
+	for i := range own.Len() {
+		op := own.Op(i)
 		if err := kernel.Validate(op.Kernel, op.Grid, op.Bindings, op.Push, limits); err != nil {
 			if len(ops) > 1 {
 				return fmt.Errorf("op %d of %d: %w", i, len(ops), err)
@@ -169,6 +174,9 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 	pins, err := d.storage.pin(handles...)
 	if err != nil {
 		return device.NothingRan(err)
+	}
+	if afterCheck != nil {
+		afterCheck()
 	}
 	if ctx.Done() == nil {
 		return firstSubmission(d.submit(ctx, uint32(len(live)), d.recordOps(live, pipes, pins, false), func() { d.storage.unpin(pins) }))
@@ -231,6 +239,10 @@ func firstSubmission(err error) error {
 
 // submissionTook is time.Since, which tests replace to set the pace.
 var submissionTook = time.Since
+
+// afterCheck, set by tests, is called once a batch's ops are checked and
+// their pages pinned, before any is recorded.
+var afterCheck func()
 
 // afterSubmission, set by tests, is called with the ops [from, to) of a
 // batch once their submission has ended on the GPU, where the batch runs

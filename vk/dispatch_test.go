@@ -83,3 +83,34 @@ func TestAnEmptyLaunchOnALargeGridIsNotRun(t *testing.T) {
 	require.Equal(t, []float32{0, 0, 0, 0}, readFloats(t, d, out), "each of reduce_sum's four groups wrote its sum of nothing")
 	d.Storage().Flush()
 }
+
+// A batch runs the ops as they were checked: changing the caller's
+// bindings and push constants once Dispatch has checked them changes
+// nothing of what it records, in one submission or in several. The ops
+// were recorded from the caller's slices after the check, so a binding
+// moved then was bound unchecked (past its allocation, had it been moved
+// there).
+func TestDispatchRunsWhatItChecked(t *testing.T) {
+	d := openTestDevice(t)
+	for name, ctx := range map[string]context.Context{"one submission": context.Background(), "submissions": t.Context()} {
+		page := alloc(t, d, 1024)
+		require.NoError(t, d.Zero(ctx, page))
+		ops := []kernel.Op{kernel.FillWords(16, 7).With(handle(page.ID, 0, 64))}
+		afterCheck = func() {
+			ops[0].Bindings[0] = handle(page.ID, 512, 64)
+			copy(ops[0].Push, kernel.FillWords(8, 9).Push)
+		}
+		err := d.Dispatch(ctx, ops)
+		afterCheck = nil
+		require.NoError(t, err, name)
+		want := make([]byte, 1024)
+		for i := range 16 {
+			want[4*i] = 7
+		}
+		got := make([]byte, 1024)
+		require.NoError(t, d.Download(ctx, page, got))
+		require.Equal(t, want, got, name)
+		d.Storage().Dealloc(page.ID)
+	}
+	d.Storage().Flush()
+}

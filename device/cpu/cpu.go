@@ -250,7 +250,12 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 		return err
 	}
 	defer d.end()
-	for i, op := range ops {
+	// What is checked is what runs: the caller's slices may change under
+	// a batch, and an op run as changed since its check could read or
+	// write past what was checked.
+	own := kernel.OwnOps(ops)
+	for i := range own.Len() {
+		op := own.Op(i)
 		err := kernel.Validate(op.Kernel, op.Grid, op.Bindings, op.Push, d.limits)
 		if err == nil {
 			err = d.storage.check(op.Bindings)
@@ -262,7 +267,11 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 			return err
 		}
 	}
-	for _, op := range ops {
+	if afterCheck != nil {
+		afterCheck()
+	}
+	for i := range own.Len() {
+		op := own.Op(i)
 		if kernel.NoOp(op.Kernel, op.Grid, op.Push) {
 			continue // it writes nothing
 		}
@@ -293,6 +302,10 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 	}
 	return nil
 }
+
+// afterCheck, set by tests, is called once a batch's ops are checked,
+// before any runs.
+var afterCheck func()
 
 // Storage is host memory handed out as pages, counted against the heap
 // and the memory limit. It is safe for concurrent use.

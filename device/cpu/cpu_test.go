@@ -325,3 +325,27 @@ func TestVirtualRangesShareTheAddressSpace(t *testing.T) {
 		devtest.RangesShareTheAddressSpace(t, s, release, s.Flush)
 	}
 }
+
+// A batch runs the ops as they were checked: changing the caller's
+// bindings and push constants once Dispatch has checked them changes
+// nothing of what it runs. It read them again to run them, so a binding
+// moved after the check was written unchecked.
+func TestDispatchRunsWhatItChecked(t *testing.T) {
+	d := newDevice(t)
+	page, err := d.Storage().Alloc(1024)
+	require.NoError(t, err)
+	checked := vkruntime.StorageHandle{ID: page.ID, Size: 64}
+	ops := []kernel.Op{kernel.FillWords(16, 7).With(checked)}
+	cpu.SetAfterCheck(t, func() {
+		ops[0].Bindings[0] = vkruntime.StorageHandle{ID: page.ID, Offset: 512, Size: 64}
+		copy(ops[0].Push, kernel.FillWords(8, 9).Push)
+	})
+	require.NoError(t, d.Dispatch(t.Context(), ops))
+	want := make([]byte, 1024)
+	for i := range 16 {
+		want[4*i] = 7
+	}
+	got := make([]byte, 1024)
+	require.NoError(t, d.Download(t.Context(), page, got))
+	require.Equal(t, want, got)
+}
