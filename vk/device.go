@@ -77,6 +77,9 @@ type Device struct {
 	// and end); Close closes it and waits for them before it destroys
 	// anything.
 	gate callgate.Gate
+	// closed is closed once the first Close has destroyed the device, so
+	// that a later Close returns no earlier.
+	closed chan struct{}
 }
 
 func init() {
@@ -118,7 +121,7 @@ func Open(index int, opts ...Option) (*Device, error) {
 		}
 		return nil, fmt.Errorf("vk: no Vulkan device %d: the loader found %s (vkrt devices lists them)", index, devices)
 	}
-	d := &Device{inst: inst, physical: physical[index], pipelines: map[string]*pipeline{}}
+	d := &Device{inst: inst, physical: physical[index], pipelines: map[string]*pipeline{}, closed: make(chan struct{})}
 	var err2 error
 	withoutGC(func() {
 		d.info = describe(inst, d.physical, index)
@@ -457,11 +460,15 @@ func (d *Device) noteResult(call string, r vulkan.Result) error {
 // idle, and releases every Vulkan object it made, the storage's pages
 // included; calls made afterwards fail with ErrClosed. With validation on,
 // it returns the validation errors seen over the device's life (leaked
-// objects among them).
+// objects among them). A second Close returns nil once the first has
+// released everything, so that no caller of Close goes on while the
+// device is still in use.
 func (d *Device) Close() error {
 	if !d.gate.Close() { // calls already running end first; new ones fail with ErrClosed
+		<-d.closed
 		return nil
 	}
+	defer close(d.closed)
 	if d.handle != nil {
 		vulkan.DeviceWaitIdle(d.handle)
 	}

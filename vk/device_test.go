@@ -3,11 +3,13 @@
 package vk
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	vulkan "github.com/vulkan-go/vulkan"
@@ -214,4 +216,36 @@ func TestOpeningAndClosingLeavesNothingBehind(t *testing.T) {
 	_, err := Devices()
 	require.NoError(t, err)
 	require.Equal(t, instances, liveInstances.Load(), "listing the devices makes no instance of its own")
+}
+
+// A second Close, made while the first waits for a dispatch, returns once
+// the first has released the device, and nil; it returned at once, with
+// the dispatch still running. Run with -race.
+func TestSecondCloseWaitsForTheFirst(t *testing.T) {
+	d := openToClose(t)
+	out := alloc(t, d, 64)
+	entered, release := make(chan struct{}), make(chan struct{})
+	afterCheck = func() { close(entered); <-release }
+	t.Cleanup(func() { afterCheck = nil })
+	dispatched := make(chan error, 1)
+	go func() { dispatched <- d.Dispatch(context.Background(), []kernel.Op{kernel.FillWords(16, 7).With(out)}) }()
+	<-entered
+
+	first, second := make(chan error, 1), make(chan error, 1)
+	go func() { first <- d.Close() }()
+	for !d.gate.Closed() {
+		time.Sleep(time.Millisecond)
+	}
+	go func() { second <- d.Close() }()
+	select {
+	case err := <-second:
+		t.Fatalf("the second Close returned (%v) while the first waited for a dispatch", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	require.NoError(t, <-dispatched, "the dispatch admitted before Close ran to its end")
+	require.NoError(t, <-first)
+	require.NoError(t, <-second)
+	require.NoError(t, d.Close(), "a Close after both")
+	require.ErrorIs(t, d.Upload(t.Context(), out, []byte{1}), ErrClosed)
 }
