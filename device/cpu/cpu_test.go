@@ -349,3 +349,22 @@ func TestDispatchRunsWhatItChecked(t *testing.T) {
 	require.NoError(t, d.Download(t.Context(), page, got))
 	require.Equal(t, want, got)
 }
+
+// A sparse bind binds what it checked: changing the caller's binds once
+// Bind has checked them changes nothing of what it binds. It read them
+// again to apply them, so a bind changed then was applied unchecked (past
+// its page's memory, had its memory offset been moved there).
+func TestBindAppliesWhatItChecked(t *testing.T) {
+	const g = 4096
+	d := newDevice(t, cpu.WithSparseGranule(g))
+	s := d.Storage().(vkruntime.SparseStorage)
+	v, err := s.ReserveVirtual(2 * g)
+	require.NoError(t, err)
+	m, err := s.Alloc(g)
+	require.NoError(t, err)
+	binds := []vkruntime.SparseBind{{Offset: 0, Size: g, Memory: m.ID}}
+	cpu.SetAfterBindCheck(t, func() { binds[0].Offset = g })
+	require.NoError(t, s.Bind(v.ID, binds))
+	require.NoError(t, d.Upload(t.Context(), vkruntime.StorageHandle{ID: v.ID, Size: 2 * g}, cpuref.Bytes(ramp(2*g/4, 1))))
+	require.Equal(t, ramp(g/4, 1), read(t, d, m), "the page backs granule 0, as checked")
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -86,6 +87,10 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 	if s.granule == 0 {
 		return errNoSparse
 	}
+	// What is checked is what is bound: binds read again from the
+	// caller's slice, which may change meanwhile, could bind memory past
+	// its page, which a kernel then reads and writes.
+	binds = slices.Clone(binds)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	vp, ok := s.pages[virtual]
@@ -119,6 +124,9 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 	if err := vkruntime.CheckOverlappingBinds(binds); err != nil {
 		return fmt.Errorf("cpu: %w", err)
 	}
+	if afterBindCheck != nil {
+		afterBindCheck()
+	}
 	for i, b := range binds {
 		for o := uint64(0); o < b.Size; o += g {
 			if mems[i] == nil {
@@ -130,3 +138,7 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 	}
 	return nil
 }
+
+// afterBindCheck, set by tests, is called once Bind has checked its binds,
+// before any is applied.
+var afterBindCheck func()
