@@ -254,6 +254,7 @@ func TestTransfersAreBoundsChecked(t *testing.T) {
 			"download past the page":   d.Download(t.Context(), outside, make([]byte, 32)),
 			"upload past the handle":   d.Upload(t.Context(), vkruntime.StorageHandle{ID: page.ID, Size: 8}, make([]byte, 9)),
 			"download past the handle": d.Download(t.Context(), vkruntime.StorageHandle{ID: page.ID, Size: 8}, make([]byte, 9)),
+			"copy past the handle":     d.Copy(t.Context(), vkruntime.StorageHandle{ID: page.ID, Offset: 32, Size: 8}, vkruntime.StorageHandle{ID: page.ID, Size: 9}),
 			"dispatch past the page":   d.Dispatch(t.Context(), []kernel.Op{kernel.FillWords(8, 1).With(outside)}),
 		} {
 			require.ErrorIs(t, err, vkruntime.ErrOutOfRange, what)

@@ -228,7 +228,8 @@ func (d *Device) CopyBatch(ctx context.Context, pairs []CopyPair) error {
 	for i, c := range pairs {
 		src, dst := c.Src, c.Dst
 		if src.Size > dst.Size {
-			return fmt.Errorf("vk: copy %d: %v (%d B) into %v (%d B)", i, src, src.Size, dst, dst.Size)
+			// A copy past its destination handle is a transfer past it.
+			return fmt.Errorf("vk: copy %d: %v (%d B) does not fit into %v (%d B): %w", i, src, src.Size, dst, dst.Size, vkruntime.ErrOutOfRange)
 		}
 		if src.ID == dst.ID && src.Offset < dst.Offset+src.Size && dst.Offset < src.End() {
 			return fmt.Errorf("vk: copy %d: %v into %v: the ranges overlap", i, src, dst)
