@@ -154,7 +154,7 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 	vp := pins[0].page
 	if !vp.virtual {
 		release()
-		return fmt.Errorf("vk: sparse bind into storage %d, which is a page, not a virtual range", virtual)
+		return fmt.Errorf("vk: sparse bind into storage %d, which is a page, not a virtual range: %w", virtual, vkruntime.ErrNotFound)
 	}
 	g := d.sparseGranule
 	memBinds := make([]sparseBind, len(binds))

@@ -42,12 +42,16 @@ func TestStorageWithoutSparseResidencyReservesNothing(t *testing.T) {
 
 // A submission of no binds names its range all the same: one the storage
 // does not hold, or a page, is not found, as on the cpu device; the call
-// returned nil.
+// returned nil. A submission of binds into a page is not found either (it
+// matched no error kind).
 func TestBindingNothingNamesItsRange(t *testing.T) {
 	d := openTestDevice(t)
 	page := alloc(t, d, 64)
 	require.ErrorIs(t, d.storage.Bind(page.ID+1000, nil), vkruntime.ErrNotFound)
 	require.ErrorIs(t, d.storage.Bind(page.ID, nil), vkruntime.ErrNotFound)
+	err := d.storage.Bind(page.ID, []vkruntime.SparseBind{{Size: 4096}})
+	require.ErrorIs(t, err, vkruntime.ErrNotFound)
+	require.ErrorContains(t, err, "which is a page")
 	if d.storage.SparseGranule() != 0 {
 		v, err := d.storage.ReserveVirtual(d.storage.SparseGranule())
 		require.NoError(t, err)
