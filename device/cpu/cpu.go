@@ -324,8 +324,10 @@ type Storage struct {
 }
 
 type page struct {
-	mem  []byte // the usable size asked for
-	held uint64 // bytes counted: the size rounded up to the alignment
+	mem []byte // the usable size asked for
+	// held is the bytes counted: the size rounded up to the alignment, or
+	// for a virtual range to whole granules of the address space.
+	held uint64
 	// virtual, for a range of ReserveVirtual, holds its bound granules by
 	// index: the page and offset of the memory behind each.
 	virtual map[uint64]granuleMemory
@@ -438,7 +440,7 @@ func (s *Storage) Dealloc(id vkruntime.StorageID) {
 func (s *Storage) forget(id vkruntime.StorageID, p *page) {
 	delete(s.pages, id)
 	if p.virtual != nil {
-		s.virtualBytes -= p.size
+		s.virtualBytes -= p.held
 	}
 }
 

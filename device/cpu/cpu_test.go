@@ -368,3 +368,26 @@ func TestBindAppliesWhatItChecked(t *testing.T) {
 	require.NoError(t, d.Upload(t.Context(), vkruntime.StorageHandle{ID: v.ID, Size: 2 * g}, cpuref.Bytes(ramp(2*g/4, 1))))
 	require.Equal(t, ramp(g/4, 1), read(t, d, m), "the page backs granule 0, as checked")
 }
+
+// A virtual range takes whole granules of the sparse address space, as on
+// a GPU, since each can bind its last granule whole: ranges of a byte took
+// a byte each, so the space held far more ranges than it has granules.
+func TestVirtualRangesTakeWholeGranules(t *testing.T) {
+	const g = 1 << 30 // the 1 TiB space holds 1024 of them
+	d := newDevice(t, cpu.WithSparseGranule(g))
+	s := d.Storage().(*cpu.Storage)
+	space := s.MaxVirtualSize()
+	v, err := s.ReserveVirtual(1)
+	require.NoError(t, err)
+	require.Equal(t, space-g, s.VirtualSpaceLeft())
+	for range space/g - 1 {
+		_, err := s.ReserveVirtual(1)
+		require.NoError(t, err)
+	}
+	_, err = s.ReserveVirtual(1)
+	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory, "every granule is taken")
+	s.ReleaseVirtual(v.ID)
+	require.Equal(t, uint64(g), s.VirtualSpaceLeft(), "a released range gives its granule back")
+	_, err = s.ReserveVirtual(g)
+	require.NoError(t, err)
+}

@@ -56,15 +56,18 @@ func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// A range past the whole address space is past what the live ranges
-	// leave, as the contract classifies it.
-	if left := maxVirtualSpace - s.virtualBytes; size > left {
+	// The range takes whole granules of the space, as on a GPU (and vk),
+	// since Bind binds its last granule whole. A range past the whole
+	// address space is past what the live ranges leave, as the contract
+	// classifies it.
+	whole := (size + s.granule - 1) &^ (s.granule - 1)
+	if left := maxVirtualSpace - s.virtualBytes; size > left || whole > left {
 		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Limit: maxVirtualSpace,
-			Detail: fmt.Sprintf("the sparse address space has %d B left of %d B", left, uint64(maxVirtualSpace))}
+			Detail: fmt.Sprintf("the sparse address space has %d B left of %d B, in %d B granules", left, uint64(maxVirtualSpace), s.granule)}
 	}
-	s.virtualBytes += size
+	s.virtualBytes += whole
 	id := vkruntime.NewStorageID()
-	s.pages[id] = &page{virtual: map[uint64]granuleMemory{}, size: size}
+	s.pages[id] = &page{virtual: map[uint64]granuleMemory{}, size: size, held: whole}
 	return vkruntime.StorageHandle{ID: id, Size: size}, nil
 }
 
