@@ -310,3 +310,35 @@ func TestHandleOfAnotherBackendIsNotFound(t *testing.T) {
 	require.ErrorIs(t, c.Upload(t.Context(), hv, buf), vkruntime.ErrNotFound)
 	require.ErrorIs(t, v.Upload(t.Context(), hc, buf), vkruntime.ErrNotFound)
 }
+
+// Unbinding most of a large range looks only at the granules bound in it,
+// and unbinds those in the range and no other: it stepped over every
+// granule named, 2^32 of them for 1 TiB of 256 B granules, holding the
+// storage's lock all along.
+func TestUnbindingALargeRangeReturnsAtOnce(t *testing.T) {
+	const g = cpu.DefaultAlignment
+	d := newDevice(t, cpu.WithSparseGranule(g))
+	s := d.Storage().(*cpu.Storage)
+	v, err := s.ReserveVirtual(s.MaxVirtualSize())
+	require.NoError(t, err)
+	m, err := s.Alloc(2 * g)
+	require.NoError(t, err)
+	require.NoError(t, d.Upload(t.Context(), m, cpuref.Bytes([]float32{1, 2})))
+	require.NoError(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 0, Size: g, Memory: m.ID}, {Offset: 4 * g, Size: g, Memory: m.ID}}))
+
+	unbound := make(chan error, 1)
+	go func() {
+		unbound <- s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 2 * g, Size: s.MaxVirtualSize() - 2*g}})
+	}()
+	select {
+	case err := <-unbound:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("unbinding 2^32 granules, two of them bound, took over 5 s")
+	}
+	got := make([]byte, 8)
+	require.NoError(t, d.Download(t.Context(), vkruntime.StorageHandle{ID: v.ID, Size: 8}, got))
+	require.Equal(t, cpuref.Bytes([]float32{1, 2}), got, "granule 0, before the range unbound, is still bound")
+	require.NoError(t, d.Download(t.Context(), vkruntime.StorageHandle{ID: v.ID, Offset: 4 * g, Size: 8}, got))
+	require.Equal(t, make([]byte, 8), got, "granule 4 is unbound")
+}
