@@ -82,10 +82,7 @@ func (s *clientStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 			}
 		}
 	}
-	s.flushMu.RLock()
-	h, err := s.Storage.Alloc(size)
-	bytes, allocations := s.Storage.Allocated(), s.Storage.Allocations()
-	s.flushMu.RUnlock()
+	h, bytes, allocations, err := s.deviceAlloc(size)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -97,6 +94,25 @@ func (s *clientStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 	s.stats.BytesPeak = max(s.stats.BytesPeak, bytes)
 	s.stats.AllocationsPeak = max(s.stats.AllocationsPeak, allocations)
 	return h, nil
+}
+
+// deviceAlloc asks the device for size bytes and reads its figures after,
+// under flushMu, released however the device's calls end: one that
+// panicked left it held, and every Flush after (closing the client) then
+// waited for it for ever.
+func (s *clientStorage) deviceAlloc(size uint64) (h vkruntime.StorageHandle, bytes uint64, allocations int, err error) {
+	s.flushMu.RLock()
+	defer s.flushMu.RUnlock()
+	h, err = s.Storage.Alloc(size)
+	return h, s.Storage.Allocated(), s.Storage.Allocations(), err
+}
+
+// figures reads the device's holdings under flushMu, released however
+// the reading ends, as deviceAlloc does.
+func (s *clientStorage) figures() (bytes uint64, allocations int) {
+	s.flushMu.RLock()
+	defer s.flushMu.RUnlock()
+	return s.Storage.Allocated(), s.Storage.Allocations()
 }
 
 // room reserves size bytes under the limit; without one, always.
@@ -156,9 +172,7 @@ func (s *clientStorage) Limit() uint64 {
 }
 
 func (s *clientStorage) statsNow() StorageStats {
-	s.flushMu.RLock()
-	bytes, allocations := s.Storage.Allocated(), s.Storage.Allocations()
-	s.flushMu.RUnlock()
+	bytes, allocations := s.figures()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stats

@@ -1,0 +1,71 @@
+package client
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/device"
+	"github.com/vkrt/vkrt/device/cpu"
+	vkruntime "github.com/vkrt/vkrt/runtime"
+)
+
+// panickingStorage is a cpu device's storage whose Alloc, or whose
+// Allocated, panics when told to, as a flawed device's may.
+type panickingStorage struct {
+	device.Storage
+	inAlloc, inAllocated bool
+}
+
+func (p *panickingStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
+	if p.inAlloc {
+		panic("the device's Alloc panics")
+	}
+	return p.Storage.Alloc(size)
+}
+
+func (p *panickingStorage) Allocated() uint64 {
+	if p.inAllocated {
+		panic("the device's Allocated panics")
+	}
+	return p.Storage.Allocated()
+}
+
+type panickingDevice struct {
+	*cpu.Device
+	storage *panickingStorage
+}
+
+func (d *panickingDevice) Storage() device.Storage { return d.storage }
+
+// A device call that panics under the client's storage lock releases it as
+// the panic leaves: a Flush after it (closing the client) waited for ever.
+func TestADevicePanicLeavesTheStorageUnlocked(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		set   func(*panickingStorage)
+		panic func(*Client)
+	}{
+		{"Alloc", func(p *panickingStorage) { p.inAlloc = true }, func(c *Client) { _, _ = c.Empty(context.Background(), 4096) }},
+		{"Allocated", func(p *panickingStorage) { p.inAllocated = true }, func(c *Client) { c.StorageStats() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := cpu.New()
+			require.NoError(t, err)
+			p := &panickingStorage{Storage: d.Storage()}
+			c, err := Open(context.Background(), WithBackend(&panickingDevice{Device: d, storage: p}))
+			require.NoError(t, err)
+			tc.set(p)
+			require.Panics(t, func() { tc.panic(c) })
+			*p = panickingStorage{Storage: d.Storage()}
+			closed := goDone(func() { require.NoError(t, c.Close()) })
+			select {
+			case <-closed:
+			case <-time.After(10 * time.Second):
+				t.Fatal("closing the client after the device panicked did not return: the storage's lock is still held")
+			}
+		})
+	}
+}
