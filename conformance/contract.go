@@ -50,7 +50,7 @@ func contractChecks(open OpenClient) []Check {
 		},
 		{
 			Name: "device/dispatch-cancel",
-			Rule: "Dispatch under an ended context returns ctx.Err(), and under a context ended before the call runs no op, writing no byte; the work a cancelled dispatch left on the device is ordered before later calls, so a write after it is never overwritten by it",
+			Rule: "Dispatch under an ended context returns ctx.Err(), and under a context ended before the call runs no op, writing no byte; an error it marks device.ErrNothingRan leaves every byte as it was; the work a cancelled dispatch left on the device is ordered before later calls, so a write after it is never overwritten by it",
 			run:  withClient(open, checkDispatchCancel),
 		},
 		{
@@ -438,14 +438,18 @@ func checkDispatchCancel(c *checkState, cl *client.Client) {
 	case lookErr == nil && look.ended():
 		c.Errorf("a dispatch whose context ended after the device first looked at it returned nil: it checked the context on entry only, and ran the batch past its end")
 	}
+	if errors.Is(lookErr, device.ErrNothingRan) {
+		expectBytes(c, d, x, before, "a buffer that a dispatch said ran nothing of its batch ("+lookErr.Error()+") would have filled")
+	}
 	// A product long enough to be cancelled while it runs on a slow
 	// device; on a fast one it finishes first, which the rule allows, and
 	// the product is tried again eight times larger, so that a cancel that
 	// came late (a busy host's timer) still lands while work runs.
 	var (
-		m   uint32
-		out vkruntime.StorageHandle
-		err error
+		m         uint32
+		out       vkruntime.StorageHandle
+		outBefore []byte
+		err       error
 	)
 	for _, m = range []uint32{384, 768} {
 		// Each operand is one binding: on a device whose storage-buffer
@@ -455,8 +459,16 @@ func checkDispatchCancel(c *checkState, cl *client.Client) {
 		}
 		a, b := rawAlloc(c, d.Storage(), 4*uint64(m)*uint64(m)), rawAlloc(c, d.Storage(), 4*uint64(m)*uint64(m))
 		out = rawAlloc(c, d.Storage(), 4*uint64(m)*uint64(m))
-		for i, h := range []vkruntime.StorageHandle{a, b} {
-			if err := d.Upload(c.Context(), h, bytesOf(floats(m*m, uint64(1950+i)))); err != nil {
+		// out holds bytes of its own, which a dispatch saying it ran
+		// nothing (device.ErrNothingRan) must leave: the client may run
+		// such a batch again, and ops that had run would run twice.
+		outBefore = pattern(1955, out.Size)
+		for i, h := range []vkruntime.StorageHandle{a, b, out} {
+			data := outBefore
+			if h != out {
+				data = bytesOf(floats(m*m, uint64(1950+i)))
+			}
+			if err := d.Upload(c.Context(), h, data); err != nil {
 				c.Fatalf("Upload: %v", err)
 			}
 		}
@@ -472,6 +484,11 @@ func checkDispatchCancel(c *checkState, cl *client.Client) {
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		c.Errorf("a dispatch whose context was cancelled while it ran: %v, want nil or ctx.Err() (context.Canceled)", err)
+	}
+	if errors.Is(err, device.ErrNothingRan) {
+		// Read through the device: what of the product still ran is
+		// ordered before the read.
+		expectBytes(c, d, out, outBefore, "the output of a product whose cancelled dispatch said it ran nothing of its batch ("+err.Error()+")")
 	}
 	// Written after the dispatch returned, then a later dispatch waited
 	// for: whatever of the product still ran came before the write.

@@ -62,6 +62,7 @@ const (
 	mulSaturates                          // mul gives the largest float where a + b is infinite
 	dropsLargeBindings                    // a dispatch binding more than 4 MiB returns nil and runs nothing
 	readsDeepRangesLate                   // a download from past 4 MiB into an allocation reads 4 bytes later
+	saysCancelRanNothing                  // a batch whose context ends after its first op ran says it ran nothing (device.ErrNothingRan)
 )
 
 func (f contractFlaw) String() string {
@@ -71,7 +72,8 @@ func (f contractFlaw) String() string {
 		"uncounted releases", "unreported limit", "refuses at the limit", "releases the wrong size", "frees a neighbour",
 		"shared staging buffer", "panics when concurrent", "unclassified closed", "skips idle grids", "refuses empty launches",
 		"adds one ulp off", "add writes past its output", "add writes its input", "add wrong past 4099", "layernorm without eps",
-		"mul saturates", "drops large bindings", "reads deep ranges late"}[f]
+		"mul saturates", "drops large bindings", "reads deep ranges late",
+		"says a cancel ran nothing"}[f]
 }
 
 type flawedDevice struct {
@@ -357,6 +359,22 @@ func (d *flawedDevice) wrongAfter(ctx context.Context, ops []kernel.Op) error {
 	return nil
 }
 
+// allValid says whether every op of a batch passes kernel.Validate and
+// binds live allocations only: a batch the device would refuse.
+func (d *flawedDevice) allValid(ops []kernel.Op) bool {
+	for _, op := range ops {
+		if kernel.Validate(op.Kernel, op.Grid, op.Bindings, op.Push, d.Limits()) != nil {
+			return false
+		}
+		for _, h := range op.Bindings {
+			if end := d.storage.end(h.ID); end == 0 || h.Offset+h.Size > end {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 func (d *flawedDevice) dispatch(ctx context.Context, ops []kernel.Op) error {
 	switch d.flaw {
 	case addsOneUlpOff, addWritesPastItsOutput, addWritesItsInput, addWrongPastFourThousand, mulSaturates:
@@ -378,6 +396,17 @@ func (d *flawedDevice) dispatch(ctx context.Context, ops []kernel.Op) error {
 		}
 	case ignoresContext:
 		ctx = context.Background()
+	case saysCancelRanNothing:
+		if err := ctx.Err(); err != nil || len(ops) < 2 || !d.allValid(ops) {
+			return d.Device.Dispatch(ctx, ops) // refused whole, as it should be
+		}
+		if err := d.Device.Dispatch(context.Background(), ops[:1]); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return device.NothingRan(err)
+		}
+		return d.Device.Dispatch(ctx, ops[1:])
 	case runsBatchReversed:
 		ops = slices.Clone(ops)
 		slices.Reverse(ops)
@@ -528,6 +557,7 @@ func TestFlawedDevicesAreCaught(t *testing.T) {
 		{mulSaturates, []string{"kernel/mul"}},
 		{dropsLargeBindings, []string{"device/largest-binding"}},
 		{readsDeepRangesLate, []string{"storage/transfer-bounds", "device/largest-binding"}},
+		{saysCancelRanNothing, []string{"device/dispatch-cancel"}},
 	} {
 		t.Run(tc.flaw.String(), func(t *testing.T) {
 			if tc.flaw == transfersUnordered && tracetest.RaceEnabled {
