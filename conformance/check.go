@@ -1,13 +1,16 @@
 package conformance
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -56,6 +59,80 @@ type checkState struct {
 	// whose ending the check has not yet seen: any other runtime.Goexit
 	// in a goroutine of the check is the target's.
 	exits int
+	// running holds the ids of the check's goroutines (its own and those
+	// of Go) not yet ended: where a check that hangs is, for its verdict.
+	running map[uint64]bool
+}
+
+// enter and leave keep running up to date; each goroutine of the check
+// calls enter first and defers leave.
+func (c *checkState) enter() uint64 {
+	id := goroutineID()
+	c.mu.Lock()
+	if c.running == nil {
+		c.running = map[uint64]bool{}
+	}
+	c.running[id] = true
+	c.mu.Unlock()
+	return id
+}
+
+func (c *checkState) leave(id uint64) {
+	c.mu.Lock()
+	delete(c.running, id)
+	c.mu.Unlock()
+}
+
+// goroutineID is the calling goroutine's number, from its stack's header
+// ("goroutine 18 [running]:").
+func goroutineID() uint64 {
+	var buf [64]byte
+	header := buf[:runtime.Stack(buf[:], false)]
+	header = bytes.TrimPrefix(header, []byte("goroutine "))
+	id, _, _ := bytes.Cut(header, []byte(" "))
+	n, _ := strconv.ParseUint(string(id), 10, 64)
+	return n
+}
+
+// maxHungStacks bounds the stacks a hung check's verdict shows.
+const maxHungStacks = 3
+
+// hungStacks is where the check's goroutines that have not ended are, the
+// top of each stack: a check that hangs said only that it did not finish,
+// not which call of the target never returned.
+func (c *checkState) hungStacks() string {
+	c.mu.Lock()
+	ids := slices.Sorted(maps.Keys(c.running))
+	c.mu.Unlock()
+	if len(ids) == 0 {
+		return ""
+	}
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) || len(buf) >= 64<<20 {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var out []string
+	for g := range strings.SplitSeq(string(buf), "\n\n") {
+		header, _, _ := strings.Cut(g, " [")
+		id, err := strconv.ParseUint(strings.TrimPrefix(header, "goroutine "), 10, 64)
+		if err != nil || !slices.Contains(ids, id) {
+			continue
+		}
+		if len(out) == maxHungStacks {
+			out = append(out, fmt.Sprintf("… and %d more", len(ids)-maxHungStacks))
+			break
+		}
+		out = append(out, trimStack([]byte(g)))
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "\nwhere it was then:\n" + strings.Join(out, "\n")
 }
 
 // maxEvidence bounds what one check keeps; the rest are counted.
@@ -135,6 +212,7 @@ func (c *checkState) ended(what string, returned bool, p any) {
 // goroutine only.
 func (c *checkState) Go(wg *sync.WaitGroup, f func()) {
 	wg.Go(func() {
+		defer c.leave(c.enter())
 		returned := false
 		defer func() {
 			p := recover()
@@ -282,6 +360,7 @@ func runCheck(ctx context.Context, ch Check, timeout time.Duration, cut string) 
 	start := time.Now()
 	go func() {
 		defer close(done)
+		defer c.leave(c.enter())
 		defer c.runCleanups()
 		returned := false
 		defer func() {
@@ -312,7 +391,7 @@ func runCheck(ctx context.Context, ch Check, timeout time.Duration, cut string) 
 				c.verdictf("the check was stopped: %v", ctx.Err())
 			}
 		case <-time.After(checkGrace):
-			c.verdictf("the check did not finish within %v%s", timeout, cut)
+			c.verdictf("the check did not finish within %v%s%s", timeout, cut, c.hungStacks())
 		}
 	}
 	d := time.Since(start)

@@ -39,7 +39,8 @@
 // target's own calls) and a check that runs past its time
 // ([DefaultTimeout], or Options.Timeout outside go test; under go test
 // less, where the test's deadline (-timeout) is near, so that the checks
-// are reported before it); the suite goes on. A run whose context ends stops: its [Report] holds the checks
+// are reported before it), one that does not stop then showing where its
+// goroutines were; the suite goes on. A run whose context ends stops: its [Report] holds the checks
 // finished and names the rest, the one it stopped first, as not run. Data
 // races are for the race detector: run TestDevice under go test -race, as
 // no check can see one.

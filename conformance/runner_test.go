@@ -310,3 +310,19 @@ func withoutTime(r Result) Result {
 	r.Duration, r.Seconds = 0, 0
 	return r
 }
+
+//go:noinline
+func blockedInAGoroutineOfTheCheck() { select {} }
+
+// A check whose goroutine of Go hangs shows that goroutine's stack too:
+// its own goroutine only waits for it.
+func TestAHungGoroutineOfTheCheckIsShown(t *testing.T) {
+	r := runCheck(context.Background(), Check{Name: "x/hangs-in-go", Rule: "hangs", run: func(c *checkState) {
+		var wg sync.WaitGroup
+		c.Go(&wg, blockedInAGoroutineOfTheCheck)
+		wg.Wait()
+	}}, 100*time.Millisecond, "")
+	require.Equal(t, Fail, r.Status)
+	require.Contains(t, r.Evidence[0], "conformance.blockedInAGoroutineOfTheCheck")
+	require.Contains(t, r.Evidence[0], "sync.(*WaitGroup).Wait")
+}
