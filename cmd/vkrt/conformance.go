@@ -142,7 +142,11 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 	// the signal would have ended it.
 	var rep conformance.Report
 	stopped := whileInterruptible(ctx, func(ctx context.Context) { rep = conformance.RunDevice(ctx, open, o) })
+	// A report that cannot be written (a disk filled during the run)
+	// leaves the others, and the table, to be written: the run is not
+	// lost with it.
 	toStdout := false
+	var writeErrs []error
 	for _, out := range []struct {
 		flag, path string
 		write      func(io.Writer) error
@@ -152,14 +156,14 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 		case "-":
 			toStdout = true
 			if err := out.write(stdout); err != nil {
-				return err
+				writeErrs = append(writeErrs, fmt.Errorf("%s -: %w", out.flag, err))
 			}
 		default:
 			// A name of stdout (/dev/stdout) takes the table's place as
 			// "-" does: after the report, the table would spoil it.
 			toStdout = toStdout || namesStdout(out.path, false)
 			if err := writeOutput(out.flag, out.path, out.write); err != nil {
-				return err
+				writeErrs = append(writeErrs, err)
 			}
 		}
 	}
@@ -168,7 +172,7 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 		table = stderr
 	}
 	if err := rep.WriteTable(table); err != nil {
-		return err
+		writeErrs = append(writeErrs, err)
 	}
 	failed := rep.Failed()
 	if stopped != nil {
@@ -176,12 +180,12 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 		if len(failed) > 0 {
 			err = fmt.Errorf("%w; %d of those run failed: %v", err, len(failed), failed)
 		}
-		return err
+		return errors.Join(append(writeErrs, err)...)
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%d of %d checks failed: %v", len(failed), len(rep.Results), failed)
+		return errors.Join(append(writeErrs, fmt.Errorf("%d of %d checks failed: %v", len(failed), len(rep.Results), failed))...)
 	}
-	return nil
+	return errors.Join(writeErrs...)
 }
 
 // errProbe ends checkOutput's write before it writes anything.

@@ -363,3 +363,22 @@ func TestConformanceJSONToDevStdoutMovesTheTable(t *testing.T) {
 	require.Equal(t, 1, rep.Passed)
 	require.Contains(t, errOut, "1 check: 1 passed")
 }
+
+// A report that cannot be written leaves the other report and the table
+// to be written: the first failed write ended the command, so a --json
+// report on a full disk lost the --junit one and the table of a whole run.
+func TestConformanceReportThatCannotBeWrittenKeepsTheOthers(t *testing.T) {
+	dir := t.TempDir()
+	junitPath := filepath.Join(dir, "c.xml")
+	opened := 0
+	var stdout, stderr bytes.Buffer
+	err := runConformance(context.Background(), &stdout, &stderr, countingCPU(&opened), conformanceFlags{run: "^kernel/add$", json: "/dev/full", junit: junitPath, timeout: conformance.DefaultTimeout})
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	require.ErrorContains(t, err, "--json /dev/full: ")
+	raw, rerr := os.ReadFile(junitPath)
+	require.NoError(t, rerr, "the JUnit report is written")
+	var doc junitDoc
+	require.NoError(t, xml.Unmarshal(raw, &doc))
+	require.Equal(t, 1, doc.Tests)
+	require.Contains(t, stdout.String(), "1 check: 1 passed, 0 failed, 0 not supported", "the table is written")
+}
