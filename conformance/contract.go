@@ -35,7 +35,7 @@ func contractChecks(open OpenClient) []Check {
 		},
 		{
 			Name: "device/dispatch-batch-order",
-			Rule: "Dispatch runs a batch's ops in order, each one's writes visible to the next",
+			Rule: "Dispatch runs a batch's ops in order, each one's writes visible to the next and, once it returns, to every read, of bytes read before it too",
 			run:  withClient(open, checkDispatchBatchOrder),
 		},
 		{
@@ -280,6 +280,17 @@ func checkDispatchBatchOrder(c *checkState, cl *client.Client) {
 	expectWords(c, d, x, 0x22222222, what+": x")
 	expectWords(c, d, y, 0x33333333, what+": y")
 	expectWords(c, d, z, 0x11111111, what+": z")
+	// Read once already, the bytes are read again after a batch writes
+	// them: a device whose reads keep what they saw (a stale staging copy,
+	// mapped memory never invalidated) read the first batch's bytes, and
+	// no check read a buffer twice around a dispatch.
+	batch = []kernel.Op{kernel.CopyWords(n).With(z, x), fillOp(z, n, 0x44444444)}
+	if err := d.Dispatch(ctx, batch); err != nil {
+		c.Fatalf("a second batch of a copy and a fill: %v", err)
+	}
+	what = "after them, read, then a batch of copy z→x, fill z=4"
+	expectWords(c, d, x, 0x11111111, what+": x")
+	expectWords(c, d, z, 0x44444444, what+": z")
 }
 
 func checkDispatchGrid(c *checkState, cl *client.Client) {

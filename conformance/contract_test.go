@@ -63,6 +63,7 @@ const (
 	dropsLargeBindings                    // a dispatch binding more than 4 MiB returns nil and runs nothing
 	readsDeepRangesLate                   // a download from past 4 MiB into an allocation reads 4 bytes later
 	saysCancelRanNothing                  // a batch whose context ends after its first op ran says it ran nothing (device.ErrNothingRan)
+	keepsWhatItRead                       // a download of a range read before gives the bytes read then, unless an upload wrote the allocation since
 )
 
 func (f contractFlaw) String() string {
@@ -73,7 +74,7 @@ func (f contractFlaw) String() string {
 		"shared staging buffer", "panics when concurrent", "unclassified closed", "skips idle grids", "refuses empty launches",
 		"adds one ulp off", "add writes past its output", "add writes its input", "add wrong past 4099", "layernorm without eps",
 		"mul saturates", "drops large bindings", "reads deep ranges late",
-		"says a cancel ran nothing"}[f]
+		"says a cancel ran nothing", "keeps what it read"}[f]
 }
 
 type flawedDevice struct {
@@ -97,6 +98,9 @@ type flawedDevice struct {
 	stagWrites uint64
 	stagBy     uint64
 	stagAt     time.Time
+	// keepsWhatItRead's reads kept, by the range read.
+	keptMu sync.Mutex
+	kept   map[vkruntime.StorageHandle][]byte
 }
 
 // stagingOverlap bounds how long a sharedStaging upload waits, where
@@ -250,6 +254,15 @@ func (d *flawedDevice) Dispatch(ctx context.Context, ops []kernel.Op) error {
 }
 
 func (d *flawedDevice) upload(ctx context.Context, dst vkruntime.StorageHandle, src []byte) error {
+	if d.flaw == keepsWhatItRead {
+		d.keptMu.Lock()
+		for k := range d.kept {
+			if k.ID == dst.ID {
+				delete(d.kept, k)
+			}
+		}
+		d.keptMu.Unlock()
+	}
 	switch {
 	case d.flaw == padsShortUpload && uint64(len(src)) < dst.Size:
 		padded := make([]byte, dst.Size)
@@ -303,10 +316,34 @@ func (d *flawedDevice) download(ctx context.Context, src vkruntime.StorageHandle
 	if d.flaw == readsDeepRangesLate && src.Offset > 4<<20 && src.End()+4 <= d.storage.end(src.ID) {
 		src.Offset += 4
 	}
+	if d.flaw == keepsWhatItRead {
+		return d.downloadKept(ctx, src, dst)
+	}
 	if d.flaw == readsRangeTail && uint64(len(dst)) < src.Size {
 		src = vkruntime.StorageHandle{ID: src.ID, Offset: src.End() - uint64(len(dst)), Size: uint64(len(dst))}
 	}
 	return d.Device.Download(ctx, src, dst)
+}
+
+// downloadKept is keepsWhatItRead's download: the bytes of a range read
+// before, where no upload has written its allocation since, come from
+// what that read kept, as from a staging copy never refreshed.
+func (d *flawedDevice) downloadKept(ctx context.Context, src vkruntime.StorageHandle, dst []byte) error {
+	key := vkruntime.StorageHandle{ID: src.ID, Offset: src.Offset, Size: uint64(len(dst))}
+	d.keptMu.Lock()
+	defer d.keptMu.Unlock()
+	if b, ok := d.kept[key]; ok {
+		copy(dst, b)
+		return nil
+	}
+	if err := d.Device.Download(ctx, src, dst); err != nil {
+		return err
+	}
+	if d.kept == nil {
+		d.kept = map[vkruntime.StorageHandle][]byte{}
+	}
+	d.kept[key] = slices.Clone(dst)
+	return nil
 }
 
 // wrongAfter runs ops and then breaks the outputs of the kernel the flaw
@@ -558,6 +595,7 @@ func TestFlawedDevicesAreCaught(t *testing.T) {
 		{dropsLargeBindings, []string{"device/largest-binding"}},
 		{readsDeepRangesLate, []string{"storage/transfer-bounds", "device/largest-binding"}},
 		{saysCancelRanNothing, []string{"device/dispatch-cancel"}},
+		{keepsWhatItRead, []string{"device/dispatch-batch-order"}},
 	} {
 		t.Run(tc.flaw.String(), func(t *testing.T) {
 			if tc.flaw == transfersUnordered && tracetest.RaceEnabled {
