@@ -64,6 +64,7 @@ const (
 	readsDeepRangesLate                   // a download from past 4 MiB into an allocation reads 4 bytes later
 	saysCancelRanNothing                  // a batch whose context ends after its first op ran says it ran nothing (device.ErrNothingRan)
 	keepsWhatItRead                       // a download of a range read before gives the bytes read then, unless an upload wrote the allocation since
+	bindsFirstAtStart                     // every kernel but fill reads its binding 0 from the start of its allocation, where that overlaps no other binding
 )
 
 func (f contractFlaw) String() string {
@@ -74,7 +75,7 @@ func (f contractFlaw) String() string {
 		"shared staging buffer", "panics when concurrent", "unclassified closed", "skips idle grids", "refuses empty launches",
 		"adds one ulp off", "add writes past its output", "add writes its input", "add wrong past 4099", "layernorm without eps",
 		"mul saturates", "drops large bindings", "reads deep ranges late",
-		"says a cancel ran nothing", "keeps what it read"}[f]
+		"says a cancel ran nothing", "keeps what it read", "binds the first at the start"}[f]
 }
 
 type flawedDevice struct {
@@ -433,6 +434,20 @@ func (d *flawedDevice) dispatch(ctx context.Context, ops []kernel.Op) error {
 		}
 	case ignoresContext:
 		ctx = context.Background()
+	case bindsFirstAtStart:
+		ops = slices.Clone(ops)
+		for i, op := range ops {
+			if op.Kernel.Name == "fill" || len(op.Bindings) == 0 || op.Bindings[0].Offset == 0 {
+				continue
+			}
+			moved := op.Bindings[0]
+			moved.Offset = 0
+			if !slices.ContainsFunc(op.Bindings[1:], func(h vkruntime.StorageHandle) bool {
+				return h.ID == moved.ID && h.Offset < moved.End() && moved.Offset < h.End()
+			}) {
+				ops[i].Bindings = append([]vkruntime.StorageHandle{moved}, op.Bindings[1:]...)
+			}
+		}
 	case saysCancelRanNothing:
 		if err := ctx.Err(); err != nil || len(ops) < 2 || !d.allValid(ops) {
 			return d.Device.Dispatch(ctx, ops) // refused whole, as it should be
@@ -596,6 +611,7 @@ func TestFlawedDevicesAreCaught(t *testing.T) {
 		{readsDeepRangesLate, []string{"storage/transfer-bounds", "device/largest-binding"}},
 		{saysCancelRanNothing, []string{"device/dispatch-cancel"}},
 		{keepsWhatItRead, []string{"device/dispatch-batch-order"}},
+		{bindsFirstAtStart, []string{"device/alignment-binds"}},
 	} {
 		t.Run(tc.flaw.String(), func(t *testing.T) {
 			if tc.flaw == transfersUnordered && tracetest.RaceEnabled {

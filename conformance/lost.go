@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -134,7 +135,7 @@ func lostChecks(open OpenClient) []Check {
 		},
 		{
 			Name: "device/alignment-binds",
-			Rule: "The alignment the pools use is a multiple of the one kernel bindings need, so every buffer, whatever the sizes before it, binds to a kernel",
+			Rule: "The alignment the pools use is a multiple of the one kernel bindings need, so every buffer, whatever the sizes before it, binds to a kernel, which reads and writes it where it lies in its allocation",
 			run: func(c *checkState) {
 				cl := openClient(c, open, DeviceConfig{})
 				p, l := cl.Properties(), cl.Device().Limits()
@@ -152,6 +153,34 @@ func lostChecks(open OpenClient) []Check {
 					bufs = append(bufs, b)
 					if err := cl.Run(ctx, kernel.FillWords(uint32(size/4), uint32(i+1)), b); err != nil {
 						c.Errorf("buffer %d (%d B) does not bind: %v", i, size, err)
+					}
+				}
+				// The buffers lie side by side, all but the first past the
+				// start of their allocation: each is read back, and copied
+				// as a kernel's input (binding 0) into a buffer of its own.
+				// Only the errors were looked at, and a device that bound
+				// its first binding at the start of the allocation passed.
+				dst, err := cl.Empty(ctx, 1028)
+				if err != nil {
+					c.Fatalf("Empty(1028): %v", err)
+				}
+				bufs = append(bufs, dst)
+				for i, b := range bufs[:len(bufs)-1] {
+					want := make([]byte, b.Size())
+					for j := 0; j+4 <= len(want); j += 4 {
+						binary.LittleEndian.PutUint32(want[j:], uint32(i+1))
+					}
+					if got, err := b.Read(ctx); err != nil {
+						c.Errorf("reading buffer %d (%d B): %v", i, b.Size(), err)
+					} else {
+						compareBytes(c, want, got, fmt.Sprintf("buffer %d (%d B) filled with %d", i, b.Size(), i+1))
+					}
+					if err := cl.Run(ctx, kernel.CopyWords(uint32(b.Size()/4)), b, dst); err != nil {
+						c.Errorf("copying buffer %d (%d B): %v", i, b.Size(), err)
+					} else if got, err := dst.Stream().ReadAt(ctx, dst, 0, b.Size()); err != nil {
+						c.Errorf("reading the copy of buffer %d: %v", i, err)
+					} else {
+						compareBytes(c, want, got, fmt.Sprintf("a kernel's copy of buffer %d (%d B), filled with %d", i, b.Size(), i+1))
 					}
 				}
 			},
