@@ -10,6 +10,8 @@ import (
 	"time"
 
 	json "github.com/goccy/go-json"
+
+	"github.com/vkrt/vkrt/internal/printable"
 )
 
 // Report is the outcome of a suite run: one result per check, in the order
@@ -210,6 +212,9 @@ func (r Report) WriteJUnit(w io.Writer) error {
 // WriteTable writes the report for a person: one row per check (name,
 // result, time) with the rule and the evidence under every failure and the
 // missing capability under every check not supported, then the totals.
+// The evidence and the capability hold the target's own error text, shown
+// escaped where a terminal would act on it (printable.Escaped), a line at a
+// time; the JSON and JUnit reports keep it as it came.
 func (r Report) WriteTable(w io.Writer) error {
 	nameW, statusW := len("CHECK"), len("RESULT")
 	for _, x := range r.Results {
@@ -234,11 +239,11 @@ func (r Report) WriteTable(w io.Writer) error {
 					if i > 0 {
 						prefix = "      "
 					}
-					fmt.Fprintf(&b, "%s%s\n", prefix, line)
+					fmt.Fprintf(&b, "%s%s\n", prefix, printable.Escaped(line))
 				}
 			}
 		case NotSupported:
-			fmt.Fprintf(&b, "    %s\n", x.Reason)
+			fmt.Fprintf(&b, "    %s\n", printable.Escaped(x.Reason))
 		}
 	}
 	for _, name := range r.NotRun {

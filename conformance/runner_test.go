@@ -326,3 +326,24 @@ func TestAHungGoroutineOfTheCheckIsShown(t *testing.T) {
 	require.Contains(t, r.Evidence[0], "conformance.blockedInAGoroutineOfTheCheck")
 	require.Contains(t, r.Evidence[0], "sync.(*WaitGroup).Wait")
 }
+
+// The table shows a target's error text escaped where a terminal would act
+// on it (an escape sequence, a NUL, bytes that are not UTF-8), a line at a
+// time; the JSON report keeps it as it came.
+func TestTableEscapesTheTargetsText(t *testing.T) {
+	rep := sampleReport()
+	rep.Results[1].Evidence = []string{"x \x1b[2J\xff\x00", "first\nsecond \x1b[31m"}
+	rep.Results[2].Reason = "no \x1b]0;title\a"
+	var b bytes.Buffer
+	require.NoError(t, rep.WriteTable(&b))
+	require.NotContains(t, b.String(), "\x1b")
+	require.NotContains(t, b.String(), "\x00")
+	require.Contains(t, b.String(), "    - x \\x1b[2J\\xff\\x00\n")
+	require.Contains(t, b.String(), "    - first\n      second \\x1b[31m\n")
+	require.Contains(t, b.String(), "    no \\x1b]0;title\\a\n")
+	var j bytes.Buffer
+	require.NoError(t, rep.WriteJSON(&j))
+	var got struct{ Results []Result }
+	require.NoError(t, json.Unmarshal(j.Bytes(), &got))
+	require.Equal(t, "no \x1b]0;title\a", got.Results[2].Reason)
+}
