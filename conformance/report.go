@@ -127,12 +127,15 @@ type JUnitSuites struct {
 
 // JUnitSuite is one test suite of a JUnit document.
 type JUnitSuite struct {
-	Name      string          `xml:"name,attr"`
-	Tests     int             `xml:"tests,attr"`
-	Failures  int             `xml:"failures,attr"`
-	Errors    int             `xml:"errors,attr"`
-	Skipped   int             `xml:"skipped,attr"`
-	Time      string          `xml:"time,attr"`
+	Name     string `xml:"name,attr"`
+	Tests    int    `xml:"tests,attr"`
+	Failures int    `xml:"failures,attr"`
+	Errors   int    `xml:"errors,attr"`
+	Skipped  int    `xml:"skipped,attr"`
+	Time     string `xml:"time,attr"`
+	// Timestamp is when the suite started, in UTC, with no zone: the
+	// schema JUnit's consumers validate against (Ant's) takes none, and
+	// refused "2026-12-07T13:52:24Z".
 	Timestamp string          `xml:"timestamp,attr"`
 	Props     []JUnitProperty `xml:"properties>property,omitempty"`
 	Cases     []JUnitCase     `xml:"testcase"`
@@ -162,6 +165,9 @@ type JUnitMessage struct {
 	Text    string `xml:",chardata"`
 }
 
+// junitTimestamp is the layout of JUnitSuite.Timestamp.
+const junitTimestamp = "2006-01-02T15:04:05"
+
 func seconds(d time.Duration) string { return fmt.Sprintf("%.3f", d.Seconds()) }
 
 // JUnit is the report as a JUnit document.
@@ -170,7 +176,7 @@ func (r Report) JUnit() JUnitSuites {
 	notRun := len(r.NotRun)
 	s := JUnitSuite{
 		Name: "vkrt conformance: " + r.Suite, Tests: pass + fail + ns + notRun, Failures: fail, Errors: notRun, Skipped: ns,
-		Time: seconds(r.duration()), Timestamp: r.Started.Format(time.RFC3339),
+		Time: seconds(r.duration()), Timestamp: r.Started.UTC().Format(junitTimestamp),
 	}
 	if r.Target != "" {
 		s.Props = []JUnitProperty{{Name: "target", Value: r.Target}}

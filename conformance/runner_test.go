@@ -347,3 +347,18 @@ func TestTableEscapesTheTargetsText(t *testing.T) {
 	require.NoError(t, json.Unmarshal(j.Bytes(), &got))
 	require.Equal(t, "no \x1b]0;title\a", got.Results[2].Reason)
 }
+
+// The JUnit timestamp is the start in UTC with no zone, as Ant's schema
+// has it (ISO8601_DATETIME_PATTERN): a suite started at 11:00 in UTC+1
+// reads 10:00.
+func TestJUnitTimestampIsUTCWithoutAZone(t *testing.T) {
+	rep := sampleReport()
+	rep.Started = time.Date(2026, 11, 30, 11, 0, 0, 0, time.FixedZone("CET", 3600))
+	var b bytes.Buffer
+	require.NoError(t, rep.WriteJUnit(&b))
+	var got JUnitSuites
+	require.NoError(t, xml.Unmarshal(b.Bytes(), &got))
+	ts := got.Suites[0].Timestamp
+	require.Regexp(t, `^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$`, ts)
+	require.Equal(t, "2026-11-30T10:00:00", ts)
+}
