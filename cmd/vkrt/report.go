@@ -45,7 +45,8 @@ is written.
 
 The plan is derived from each trace's own dry run, as 'vkrt replay --plan'
 does, unless --plan names one (a preset, a layout JSON literal, or a file
-holding one), so a stream can be seen under the plan of another run. A
+holding one or a plan file: vkrt plan --out of traces; one made for another
+device is refused), so a stream can be seen under the plan of another run. A
 trace the planner refuses (one that allocates on several streams: pools and
 plans are per stream) is drawn without a plan, the page and stderr saying
 why, and the command exits non-zero once the page is written; --plan gives
@@ -60,8 +61,8 @@ does.`, htmlreport.MaxEnvBars),
 	}
 	cmd.Flags().StringVar(&f.html, "html", "", "the HTML file to write")
 	cmd.Flags().StringVar(&f.env, "env", "", "an environment whose memory records to chart")
-	cmd.Flags().StringVar(&f.layout, "layout", reportDefaultLayout, "the layout without a plan: a preset, a layout JSON literal, or a file holding one")
-	cmd.Flags().StringVar(&f.plan, "plan", "", "the plan to replay under: a preset, a layout JSON literal, or a file holding one")
+	cmd.Flags().StringVar(&f.layout, "layout", reportDefaultLayout, "the layout without a plan: a preset, a layout JSON literal, or a file holding one or a plan file (vkrt plan --out)")
+	cmd.Flags().StringVar(&f.plan, "plan", "", "the plan to replay under: a preset, a layout JSON literal, or a file holding one or a plan file (vkrt plan --out)")
 	_ = cmd.MarkFlagRequired("html")
 	return cmd
 }

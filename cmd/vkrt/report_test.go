@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	json "github.com/goccy/go-json"
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/dryrun/plan"
@@ -392,4 +393,26 @@ func TestReportRefusesALayoutWithNoTraceToApplyItTo(t *testing.T) {
 	}
 	_, _, err := execute(t, "report", "--html", out, "--env", "bench")
 	require.NoError(t, err)
+}
+
+// Every --layout and report's --plan take a plan file vkrt plan --out
+// wrote, and their help says so, as replay's does: it named a layout's
+// file alone.
+func TestLayoutFlagsHelpNamesThePlanFileTheyTake(t *testing.T) {
+	commands := map[string]*cobra.Command{}
+	for _, c := range rootCmd.Commands() {
+		commands[c.Name()] = c
+	}
+	for _, name := range []string{"run", "plan", "report"} {
+		require.Contains(t, commands[name].Flags().Lookup("layout").Usage, "a plan file (vkrt plan --out)", name)
+	}
+	require.Contains(t, commands["report"].Flags().Lookup("plan").Usage, "a plan file (vkrt plan --out)")
+	require.Contains(t, commands["report"].Long, "a plan file: vkrt plan --out of traces")
+
+	dir := t.TempDir()
+	trace, planFile := smallTrace(t, dir), filepath.Join(dir, "run.plan")
+	_, _, err := execute(t, "plan", trace, "--out", planFile)
+	require.NoError(t, err)
+	_, _, err = execute(t, "report", "--html", filepath.Join(dir, "report.html"), "--layout", planFile, "--plan", planFile, trace)
+	require.NoError(t, err, "as the help says")
 }

@@ -42,7 +42,7 @@ type guestFlags struct {
 
 func (f *guestFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.layout, "layout", "virtual", "pool layout: a preset (virtual, the client's default; sub-slices, exclusive-pages, direct), a layout JSON literal, or a file holding one")
+	fl.StringVar(&f.layout, "layout", "virtual", "pool layout: a preset (virtual, the client's default; sub-slices, exclusive-pages, direct), a layout JSON literal, or a file holding one or a plan file (vkrt plan --out)")
 	fl.IntVar(&f.device, "device", 0, "Vulkan device index (vkrt devices lists them)")
 	fl.StringVar(&f.env, "env", environment.DefaultName, "environment the guest's memory records go to")
 	fl.DurationVar(&f.timeout, "timeout", 0, "end the guest after this long (0: no deadline)")
