@@ -72,9 +72,9 @@ stderr names the kinds the environment holds.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&envName, "env", environment.DefaultName, "environment name (directory: $"+environment.DirEnvVar+", else the XDG data directory)")
-	f.StringVar(&glob, "label", "", "only labels matching this glob ('*', '?', '[...]')")
+	f.StringVar(&glob, "label", "", "only labels matching this glob ('*', '?', '[...]'; '': every label)")
 	f.StringVar(&kind, "kind", environment.KindMemory, "record kind, or '"+allKinds+"' for every kind")
-	f.IntVar(&last, "last", 0, "only the newest N records")
+	f.IntVar(&last, "last", 0, "only the newest N records (0: all)")
 	f.BoolVar(&asJSON, "json", false, "one JSON object per line")
 	return cmd
 }

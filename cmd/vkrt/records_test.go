@@ -17,6 +17,7 @@ import (
 
 	json "github.com/goccy/go-json"
 	"github.com/rivo/uniseg"
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/client"
@@ -636,4 +637,28 @@ func TestRecordsAlignsColumnsPastWideLabels(t *testing.T) {
 		require.Positive(t, i, "%q", l)
 		require.Equal(t, uniseg.StringWidth(lines[0][:pools]), uniseg.StringWidth(l[:i]), "POOLS starts in one terminal column on every line:\n%s", out)
 	}
+}
+
+// --last 0 and an empty --label list every record, and their help says so: it
+// read "only the newest N records", as though 0 listed none.
+func TestRecordsLastZeroAndAnEmptyLabelListEveryRecord(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	seedEnvironment(t, "bench")
+
+	all, err := executeRecords(t, "--env", "bench")
+	require.NoError(t, err)
+	out, err := executeRecords(t, "--env", "bench", "--last", "0", "--label", "")
+	require.NoError(t, err)
+	require.Equal(t, all, out)
+	require.Equal(t, 4, strings.Count(out, "\n"), out)
+
+	var records *cobra.Command
+	for _, c := range rootCmd.Commands() {
+		if c.Name() == "records" {
+			records = c
+		}
+	}
+	require.NotNil(t, records)
+	require.Contains(t, records.Flags().Lookup("last").Usage, "(0: all)")
+	require.Contains(t, records.Flags().Lookup("label").Usage, "'': every label")
 }
