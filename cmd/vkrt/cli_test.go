@@ -32,6 +32,9 @@ func execute(t *testing.T, name string, args ...string) (stdout, stderr string, 
 		require.NoError(t, f.Value.Set(f.DefValue))
 		f.Changed = false
 	})
+	// pflag keeps where the last "--" stood until another parse meets
+	// one: a parse of a lone "--" puts it back at 0, as no "--" reads.
+	require.NoError(t, sub.Flags().Parse([]string{"--"}))
 	var out, errOut bytes.Buffer
 	rootCmd.SetOut(&out)
 	rootCmd.SetErr(&errOut)

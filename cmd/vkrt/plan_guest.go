@@ -478,6 +478,12 @@ replay under the plan is reported. Planning from traces takes --out and
 				if err := traceFlagsOnly(cmd); err != nil {
 					return err
 				}
+				// Arguments after "--" are a guest's: read as traces,
+				// "-- --steps 3" was a trace named --steps that is not there.
+				if at := cmd.ArgsLenAtDash(); at > 0 && at < len(args) {
+					return fmt.Errorf("plan: %s after \"--\": arguments for a WebAssembly workload, and %s is a trace; planning from traces takes none",
+						printable.Label(strings.Join(args[at:], " ")), printable.Label(args[0]))
+				}
 				return planTraces(cmd, args, f.out, f.json)
 			}
 			return planWasm(cmd, args[0], args[1:], f)

@@ -358,3 +358,24 @@ func TestPlanSummaryQuotesAnOutNameATerminalActsOn(t *testing.T) {
 	_, err = os.Stat(out)
 	require.NoError(t, err, "the plan is written under the name given")
 }
+
+// Arguments after "--" are a guest's: given after traces they are refused
+// as such, where "-- --steps 3" was read as a trace named --steps, "stat
+// --steps: no such file or directory". A lone "--", or one before a trace
+// whose name starts with a dash, still plans.
+func TestPlanTracesRefuseAGuestsArguments(t *testing.T) {
+	first := writeTrace(t, "first.trace", shortRun)
+	out := filepath.Join(t.TempDir(), "workload.plan")
+	_, _, err := execute(t, "plan", first, "--out", out, "--", "--steps", "3")
+	require.ErrorContains(t, err, `--steps 3 after "--": arguments for a WebAssembly workload, and `+first+" is a trace")
+	require.NotContains(t, err.Error(), "no such file")
+	require.NoFileExists(t, out)
+
+	_, _, err = execute(t, "plan", first, "--out", out, "--")
+	require.NoError(t, err)
+	require.FileExists(t, out)
+	dashed := writeTrace(t, "-dashed.trace", shortRun)
+	t.Chdir(filepath.Dir(dashed))
+	_, _, err = execute(t, "plan", "--out", out, "--", filepath.Base(dashed))
+	require.NoError(t, err)
+}
