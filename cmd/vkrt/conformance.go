@@ -131,7 +131,7 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 	// does not open the device for it: only its checks do, each its own.
 	cl, err := open(ctx, conformance.DeviceConfig{})
 	if err != nil {
-		return err
+		return noBackendWhy(err)
 	}
 	o.Target = cl.Device().Name()
 	if err := cl.Close(); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/spf13/cobra"
 
+	"github.com/vkrt/vkrt/device"
 	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 	"github.com/vkrt/vkrt/vk"
@@ -119,3 +121,23 @@ func memoryTypeFlags(t vk.MemoryType) string {
 	}
 	return strings.Join(flags, ", ")
 }
+
+// noBackendWhy is err, an open of the default device, saying what the
+// command line lacks where the build has no backend: built without cgo,
+// device.ErrNoBackend's advice (import the vk package, hand the client a
+// device) is for a Go program, which the user of vkrt is not writing. It
+// still matches both.
+func noBackendWhy(err error) error {
+	if !errors.Is(err, device.ErrNoBackend) {
+		return err
+	}
+	if _, why := vk.Devices(); errors.Is(why, vk.ErrNoCgo) {
+		return &noBackendError{why: why, err: err}
+	}
+	return err
+}
+
+type noBackendError struct{ why, err error }
+
+func (e *noBackendError) Error() string   { return e.why.Error() }
+func (e *noBackendError) Unwrap() []error { return []error{e.why, e.err} }

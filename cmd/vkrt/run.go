@@ -104,7 +104,7 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 	c, err := client.Open(ctx, clientOpts...)
 	if err != nil {
 		made.remove()
-		return nil, err
+		return nil, noBackendWhy(err)
 	}
 	// A run refused before the guest starts leaves no environment it made.
 	refuse := func(err error) (*guestSession, error) {
