@@ -59,7 +59,7 @@
 //     reservation's memory also binds spare memory where the next
 //     reservations will land (above it, or under the plan's next places),
 //     so that they need none of their own.
-//     It needs a [vkruntime.SparseStorage] (Vulkan sparse residency) and
+//     It needs a [github.com/vkrt/vkrt/runtime.SparseStorage] (Vulkan sparse residency) and
 //     builds the SubSlices pools on a storage without one.
 //     A [VirtualPlan] names the memory a run is expected to need: the pool
 //     reaches it in a few device allocations and grows past it, warning
