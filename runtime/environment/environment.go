@@ -291,6 +291,10 @@ func OpenContext(ctx context.Context, name string, opts ...Option) (*Env, error)
 			// Nothing to read: the link names a file in no directory.
 			return nil, fmt.Errorf("environment %q: %s is a link to %s, which cannot be made: %w", name, path, dest, err)
 		}
+		if info == nil {
+			// Nothing to read either: the file was to be made here.
+			return nil, fmt.Errorf("environment %q does not exist, and %s cannot be made in %s: %w", name, path, dir, err)
+		}
 		return nil, fmt.Errorf("environment %q: %s cannot be opened for writing (it can still be read, read-only): %w", name, path, err)
 	}
 	f.Close()

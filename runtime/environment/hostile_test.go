@@ -380,6 +380,21 @@ func checkUnwritable(dir string) error {
 			}
 		}
 	}
+	// A new environment in a directory the user cannot write: there is
+	// nothing to read, which the refusal said there was.
+	path := filepath.Join(dir, "new", "new.sqlite")
+	env, err := Open("new", WithDir(filepath.Dir(path)))
+	if err == nil {
+		env.Close()
+		return fmt.Errorf("new: a writer made an environment in a directory it cannot write")
+	}
+	if !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "does not exist") ||
+		strings.Contains(err.Error(), "can still be read") {
+		return fmt.Errorf("new: want fs.ErrPermission naming %s, saying it does not exist and not that it can be read, got %v", path, err)
+	}
+	if _, err := os.Lstat(path); err == nil {
+		return fmt.Errorf("new: the refused writer made %s", path)
+	}
 	return nil
 }
 
@@ -405,6 +420,7 @@ func TestWriterThatCannotWriteIsRefusedAndLeavesNothing(t *testing.T) {
 			require.NoError(t, os.Chmod(filepath.Dir(path), 0o555))
 		}
 	}
+	require.NoError(t, os.Mkdir(filepath.Join(root, "new"), 0o555))
 	if os.Geteuid() != 0 {
 		require.NoError(t, checkUnwritable(root))
 		return
