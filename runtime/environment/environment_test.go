@@ -8,7 +8,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -626,4 +629,36 @@ func TestEachReadsPageByPage(t *testing.T) {
 	})
 	require.Same(t, stop, err)
 	require.Equal(t, EachPage+1, listed)
+}
+
+// A page of Each ends early where its bodies are large: 24 records of
+// 4 MiB were read as one page, held at once (EachPage bodies of
+// MaxBodyBytes are 64 GiB), where a page now stops at 16 MiB of bodies.
+// The records are listed all the same, in order, once each.
+func TestEachPageOfLargeBodiesIsBounded(t *testing.T) {
+	env := openTemp(t, "large")
+	ctx := context.Background()
+	const n, size = 24, 4 << 20
+	body := []byte(`"` + strings.Repeat("x", size) + `"`)
+	for i := range n {
+		_, err := env.PutJSON(ctx, "blob", strconv.Itoa(i), body)
+		require.NoError(t, err)
+	}
+	var labels []string
+	var most uint64
+	err := env.Each(ctx, Query{}, func(ent Entry) error {
+		labels = append(labels, ent.Label)
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		most = max(most, ms.HeapAlloc)
+		return nil
+	})
+	require.NoError(t, err)
+	want := make([]string, n)
+	for i := range want {
+		want[i] = strconv.Itoa(i)
+	}
+	require.Equal(t, want, labels)
+	require.Less(t, most, uint64(n*size/2), "a listing holds a page of bodies, 16 MiB of them at most")
 }

@@ -211,13 +211,17 @@ func (e *Env) Kinds(ctx context.Context) ([]string, error) {
 	return kinds, nil
 }
 
-// EachPage is how many records Each reads at a time.
+// EachPage is how many records Each reads at a time, at most.
 const EachPage = 256
 
+// eachPageBytes ends a page of Each early once its bodies add up to this
+// much: a page of EachPage bodies as large as MaxBodyBytes is 64 GiB.
+const eachPageBytes = 16 << 20
+
 // Each calls fn with each record q selects, oldest first, reading EachPage
-// of them at a time: a listing holds one page at once, not every record
-// (20,000 memory records of 1.7 kB held 145 MB in vkrt records when they
-// were all read first). The records are those stored when Each began:
+// of them at a time, fewer where their bodies reach 16 MiB: a listing
+// holds one page at once, not every record (20,000 memory records of
+// 1.7 kB held 145 MB in vkrt records when they were all read first). The records are those stored when Each began:
 // records are never changed or removed, and ones put meanwhile have
 // larger ids than any it lists, so it leaves them out. An error fn
 // returns ends Each and is returned as it is. The first Each of an Env
@@ -276,19 +280,25 @@ func (e *Env) Each(ctx context.Context, q Query, fn func(Entry) error) error {
 	stmt := first
 	page := make([]Entry, 0, EachPage)
 	for {
+		cut := false // the page ended at eachPageBytes, not at its last row
 		err := e.read(func(db *sql.DB) error {
-			page = page[:0]
+			page, cut = page[:0], false
 			rows, err := db.QueryContext(ctx, stmt, append(append([]any{from, top}, args...), EachPage)...)
 			if err != nil {
 				return err
 			}
 			defer rows.Close()
+			size := 0
 			for rows.Next() {
 				ent, err := scanEntry(rows)
 				if err != nil {
 					return err
 				}
 				page = append(page, ent)
+				if size += len(ent.Body); size >= eachPageBytes {
+					cut = true
+					break
+				}
 			}
 			return rows.Err()
 		})
@@ -303,7 +313,7 @@ func (e *Env) Each(ctx context.Context, q Query, fn func(Entry) error) error {
 				return err
 			}
 		}
-		if len(page) < EachPage {
+		if len(page) < EachPage && !cut {
 			return nil
 		}
 		from, stmt = page[len(page)-1].ID, next
