@@ -42,9 +42,14 @@ func environmentToMake(name string) madeFiles {
 }
 
 // remove takes away the environment's file, the files SQLite keeps beside
-// it, and the directories that were made for it, where they are empty.
+// it, and the directories that were made for it, where they are empty. An
+// environment another process opened meanwhile stays: one it wrote records
+// into, and one it holds open (SQLite keeps the log and its index beside
+// the file while a process has it open, and removes them with the last
+// one). Removed all the same, a run refused while another wrote into the
+// environment it was to make took the other's records with it.
 func (m madeFiles) remove() {
-	if m.file == "" {
+	if m.file == "" || environmentInUse(m.file) {
 		return
 	}
 	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
@@ -58,6 +63,23 @@ func (m madeFiles) remove() {
 			return
 		}
 	}
+}
+
+// environmentInUse says whether the environment whose file is path is open
+// in a process or holds records; true where that cannot be read.
+func environmentInUse(path string) bool {
+	for _, side := range []string{"-wal", "-shm"} {
+		if _, err := os.Lstat(path + side); !errors.Is(err, fs.ErrNotExist) {
+			return true
+		}
+	}
+	env, err := environment.Open(strings.TrimSuffix(filepath.Base(path), ".sqlite"), environment.WithDir(filepath.Dir(path)), environment.ReadOnly())
+	if err != nil {
+		return !errors.Is(err, fs.ErrNotExist)
+	}
+	defer env.Close()
+	kinds, err := env.Kinds(context.Background())
+	return err != nil || len(kinds) > 0
 }
 
 // damagedCacheEntry says whether a module was refused for an entry of the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -688,6 +689,48 @@ func TestARefusedModuleMakesNoEnvironment(t *testing.T) {
 	require.Error(t, err)
 	_, err = os.Stat(filepath.Join(envDir, "fresh.sqlite"))
 	require.NoError(t, err, "the environment made by the run before stays")
+}
+
+// A run refused before its guest starts takes away the environment it was
+// to make only where no other process opened it meanwhile: it removed the
+// file another run was writing into, and that run's records with it.
+func TestARefusedRunKeepsAnEnvironmentAnotherOpened(t *testing.T) {
+	ctx := context.Background()
+	t.Setenv(environment.DirEnvVar, filepath.Join(t.TempDir(), "envs"))
+	for _, other := range []string{"wrote", "holds open", "none"} {
+		t.Run(other, func(t *testing.T) {
+			name := strings.ReplaceAll(other, " ", "-")
+			made := environmentToMake(name)
+			require.NotEmpty(t, made.file)
+			env, err := environment.Open(name) // the refused run's, or another's
+			require.NoError(t, err)
+			switch other {
+			case "wrote":
+				_, err = env.PutJSON(ctx, "other", "kept", []byte(`{}`))
+				require.NoError(t, err)
+				require.NoError(t, env.Close())
+			case "holds open":
+				defer env.Close()
+			default:
+				require.NoError(t, env.Close())
+			}
+			made.remove()
+			_, err = os.Stat(made.file)
+			if other == "none" {
+				require.ErrorIs(t, err, fs.ErrNotExist, "an environment no one else opened goes")
+				return
+			}
+			require.NoError(t, err, "the environment another process %s stays", other)
+			if other == "wrote" {
+				reader, err := environment.Open(name, environment.ReadOnly())
+				require.NoError(t, err)
+				defer reader.Close()
+				recs, err := reader.Query(ctx, environment.Query{})
+				require.NoError(t, err)
+				require.Len(t, recs, 1)
+			}
+		})
+	}
 }
 
 // A run that spills past its plan says how much it reserved past the
