@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // DefaultName is the environment used when none is named.
@@ -314,6 +315,9 @@ func OpenContext(ctx context.Context, name string, opts ...Option) (*Env, error)
 	}
 	if err := prepare(ctx, db, path, c.busyTimeout); err != nil {
 		db.Close()
+		if named := sideAccessError(name, path, file, os.O_RDWR, err); named != nil {
+			return nil, named
+		}
 		return nil, err
 	}
 	pinned, err := db.Conn(ctx)
@@ -344,6 +348,37 @@ func checkSideFiles(path, file string) error {
 		if info, err := os.Lstat(side); err == nil && !info.Mode().IsRegular() {
 			return fmt.Errorf("%w: %s is a %s where the environment's %s keeps its write-ahead log or its index",
 				ErrNotEnvironment, side, fileType(info.Mode()), path)
+		}
+	}
+	return nil
+}
+
+// sideAccessError looks into err, SQLite's failure to open the environment
+// at path (file, with its links resolved): where SQLite could not open a
+// file (SQLITE_CANTOPEN) and a log or index beside it is one this user may
+// not open with flag (another user's, made under a umask of 077), it is an
+// error that names it and matches fs.ErrPermission, where SQLite said only
+// "unable to open database file (14)"; else nil. The side files are opened only
+// then: closing a descriptor of a file drops every lock this process holds
+// on it, SQLite's included.
+func sideAccessError(name, path, file string, flag int, err error) error {
+	var se *sqlite.Error
+	if !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_CANTOPEN {
+		return nil
+	}
+	for _, side := range [...]struct{ suffix, what string }{{"-wal", "write-ahead log"}, {"-shm", "log's index"}} {
+		f, oerr := os.OpenFile(file+side.suffix, flag, 0)
+		if oerr == nil {
+			f.Close()
+			continue
+		}
+		if errors.Is(oerr, fs.ErrPermission) {
+			verb, done := "read", "read"
+			if flag&(os.O_WRONLY|os.O_RDWR) != 0 {
+				verb, done = "write", "written"
+			}
+			return fmt.Errorf("environment %q: %s cannot be %s: this user may not %s its %s %s (%w): %w",
+				name, path, done, verb, side.what, file+side.suffix, oerr, se)
 		}
 	}
 	return nil
@@ -391,6 +426,9 @@ func openReadOnly(ctx context.Context, name, path, real string, c config) (*Env,
 	if err != nil {
 		db.Close()
 		env.removeCopies()
+		if named := sideAccessError(name, path, real, os.O_RDONLY, err); named != nil {
+			return nil, named
+		}
 		return nil, readerError(name, real, err)
 	}
 	if fresh || version == 0 {

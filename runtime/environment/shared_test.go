@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -637,4 +639,74 @@ func TestReadOnlyReaderCopiesALogOfGarbageEmpty(t *testing.T) {
 	copied, err := os.Stat(filepath.Join(reader.copies[0], "copied.sqlite-wal"))
 	require.NoError(t, err)
 	require.Zero(t, copied.Size())
+}
+
+// The side-access test re-executes a copy of the test binary as nobody,
+// which opens the environment in the directory this names, after a tab,
+// for reading or for writing as the part before the tab says.
+const sideAccessVar = "VKRT_ENV_TEST_SIDE_ACCESS"
+
+// A log or index beside the file that the user may not open (another
+// user's, made under a umask of 077) is named, as a permission error, to
+// a reader and to a writer: SQLite said only "unable to open database
+// file (14)".
+func TestALogOrIndexTheUserMayNotOpenIsNamed(t *testing.T) {
+	if v := os.Getenv(sideAccessVar); v != "" {
+		how, dir, _ := strings.Cut(v, "\t")
+		opts := []Option{WithDir(dir)}
+		if how == "read" {
+			opts = append(opts, ReadOnly())
+		}
+		env, err := Open("side", opts...)
+		if err == nil {
+			_, err = env.Query(context.Background(), Query{})
+			env.Close()
+		}
+		fmt.Printf("permission %t: %v\n", errors.Is(err, fs.ErrPermission), err)
+		os.Exit(0)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("a log of another user's needs root to make")
+	}
+	const nobody = 65534
+	root, err := os.MkdirTemp("", "vkrt-side-access-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(root) })
+	require.NoError(t, os.Chmod(root, 0o755))
+	bin := filepath.Join(root, "side.test")
+	self, err := os.ReadFile(os.Args[0])
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bin, self, 0o755))
+	dir := filepath.Join(root, "env")
+	owner, err := Open("side", WithDir(dir))
+	require.NoError(t, err)
+	defer owner.Close()
+	_, err = owner.Put(context.Background(), "first", sampleRecord{Seq: 1})
+	require.NoError(t, err)
+	// The writer may write the file and the directory: only a side file
+	// stops it.
+	require.NoError(t, os.Chmod(dir, 0o777))
+	require.NoError(t, os.Chmod(filepath.Join(dir, "side.sqlite"), 0o666))
+	for _, side := range []string{"-wal", "-shm"} {
+		for _, how := range []string{"read", "write"} {
+			path := filepath.Join(dir, "side.sqlite"+side)
+			for _, s := range []string{"-wal", "-shm"} {
+				mode := fs.FileMode(0o666)
+				if s == side {
+					mode = 0o600
+				}
+				require.NoError(t, os.Chmod(filepath.Join(dir, "side.sqlite"+s), mode))
+			}
+			cmd := exec.Command(bin, "-test.run=^TestALogOrIndexTheUserMayNotOpenIsNamed$")
+			cmd.Env = append(os.Environ(), sideAccessVar+"="+how+"\t"+dir)
+			cmd.Dir = root
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			require.Contains(t, string(out), "permission true", "%s %s", how, side)
+			require.Contains(t, string(out), path, "%s %s", how, side)
+		}
+	}
+	_, err = owner.Put(context.Background(), "second", sampleRecord{Seq: 2})
+	require.NoError(t, err, "the owner writes on")
 }
