@@ -164,6 +164,8 @@ func TestRecordsErrors(t *testing.T) {
 	// Bad flags are said to be the flags', before the environment opens.
 	_, err = executeRecords(t, "--env", "bench", "--label", "[unclosed")
 	require.EqualError(t, err, `--label: label glob "[unclosed" opens a set at byte 0 that never closes`)
+	_, err = executeRecords(t, "--env", "bench", "--label", strings.Repeat("*", 50001))
+	require.EqualError(t, err, "--label: label glob is 50001 bytes long, at most 50000 allowed (a label is at most 4096)")
 	_, err = executeRecords(t, "--env", "bench", "--last", "-1")
 	require.EqualError(t, err, "--last -1: want a count of the newest records, or 0 for all")
 	_, err = executeRecords(t, "--env", "bench", "extra-arg")

@@ -385,6 +385,13 @@ func TestQuerySelects(t *testing.T) {
 	_, err = env.Query(ctx, Query{LabelGlob: "after [the"})
 	require.ErrorIs(t, err, ErrInvalidRecord)
 	require.ErrorContains(t, err, "never closes")
+	// Past SQLite's GLOB pattern length: refused as the query's, where
+	// SQLite's "pattern too complex" matched no error kind.
+	_, err = env.Query(ctx, Query{LabelGlob: strings.Repeat("*", 50000)})
+	require.NoError(t, err)
+	_, err = env.Query(ctx, Query{LabelGlob: strings.Repeat("*", 50001)})
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	require.ErrorContains(t, err, "50001 bytes long")
 	for _, glob := range []string{"[z-a]*", "after [^t-a]he*", "[a-cz-b]"} {
 		_, err = env.Query(ctx, Query{LabelGlob: glob})
 		require.ErrorIs(t, err, ErrInvalidRecord, glob)

@@ -520,11 +520,21 @@ func validateGlob(glob string) error {
 	return nil
 }
 
+// maxGlobBytes is the longest pattern SQLite's GLOB takes
+// (SQLITE_MAX_LIKE_PATTERN_LENGTH); a label is at most maxLabelLen bytes.
+const maxGlobBytes = 50000
+
 // CheckLabelGlob says what is wrong with a Query's LabelGlob, if anything:
-// a set ('[') that never closes, or one with a range whose ends are
-// reversed ("[z-a]"), which GLOB would silently treat as matching nothing.
-// A command line checks its flag with it before it opens an environment.
+// one longer than SQLite's GLOB takes (50,000 bytes), a set ('[') that never
+// closes, or one with a range whose ends are reversed ("[z-a]"), which GLOB
+// would silently treat as matching nothing. A command line checks its flag
+// with it before it opens an environment.
 func CheckLabelGlob(glob string) error {
+	if len(glob) > maxGlobBytes {
+		// SQLite's own refusal read "SQL logic error: LIKE or GLOB
+		// pattern too complex (1)", matching no error kind.
+		return fmt.Errorf("label glob is %d bytes long, at most %d allowed (a label is at most %d)", len(glob), maxGlobBytes, maxLabelLen)
+	}
 	for i := 0; i < len(glob); i++ {
 		if glob[i] != '[' {
 			continue
