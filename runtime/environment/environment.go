@@ -727,6 +727,13 @@ var errNoTable = errors.New("environment: no records yet")
 // the environment is opened again and the read repeated.
 func (e *Env) read(fn func(db *sql.DB) error) error {
 	for attempt := 0; ; attempt++ {
+		// A listing reads page after page: one closed meanwhile is
+		// ErrClosed, where its next page met a closed pool ("sql:
+		// database is closed") or, for a writer, the log Close removed
+		// (ErrReplaced).
+		if err := e.usable(); err != nil {
+			return err
+		}
 		e.mu.Lock()
 		db, snapshot, opened := e.db, e.snapshot, e.openedAs
 		if e.readOnly && db != nil {
@@ -749,6 +756,9 @@ func (e *Env) read(fn func(db *sql.DB) error) error {
 			err := fn(db)
 			if e.readOnly {
 				e.doneReading(db)
+			}
+			if err != nil && e.closed.Load() {
+				return e.usable()
 			}
 			if !snapshot || !e.changedSince(opened) {
 				return err

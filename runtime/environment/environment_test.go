@@ -669,3 +669,51 @@ func TestEachPageOfLargeBodiesIsBounded(t *testing.T) {
 	require.Equal(t, want, labels)
 	require.Less(t, most, uint64(n*size/2), "a listing holds a page of bodies, 16 MiB of them at most")
 }
+
+// An Env closed while Each lists (from fn, or another goroutine) ends the
+// listing at its next page with ErrClosed: a reader's next page failed
+// with "sql: database is closed", matching no error kind, and a writer's
+// with ErrReplaced, saying to open again a file that never went (its own
+// Close removed the log).
+func TestEachOfAnEnvClosedMidListingIsErrClosed(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	w, err := Open("closing", WithDir(dir))
+	require.NoError(t, err)
+	for i := range EachPage + 5 {
+		_, err := w.Put(ctx, "r", sampleRecord{Seq: i})
+		require.NoError(t, err)
+	}
+	for _, readOnly := range []bool{false, true} {
+		env := w
+		if readOnly {
+			env, err = Open("closing", WithDir(dir), ReadOnly())
+			require.NoError(t, err)
+		}
+		listed := 0
+		err = env.Each(ctx, Query{}, func(Entry) error {
+			if listed++; listed == 1 {
+				require.NoError(t, env.Close())
+			}
+			return nil
+		})
+		require.ErrorIs(t, err, ErrClosed, "read-only %v", readOnly)
+		require.NotErrorIs(t, err, ErrReplaced)
+		require.Equal(t, EachPage, listed, "the page read before Close is listed")
+	}
+}
+
+// A Put that an Env's Close overtakes (here: the clock closes it, after
+// Put's checks and before its write) is ErrClosed: it was ErrReplaced,
+// saying the file went, as Close removed the log.
+func TestPutOvertakenByCloseIsErrClosed(t *testing.T) {
+	var env *Env
+	env, err := Open("overtaken", WithDir(t.TempDir()), WithClock(func() time.Time {
+		env.Close()
+		return time.Now()
+	}))
+	require.NoError(t, err)
+	_, err = env.Put(context.Background(), "r", sampleRecord{Seq: 1})
+	require.ErrorIs(t, err, ErrClosed)
+	require.NotErrorIs(t, err, ErrReplaced)
+}

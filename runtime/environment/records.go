@@ -591,6 +591,11 @@ func reversedRange(set string) (lo, hi rune, ok bool) {
 // file went meanwhile: SQLite then fails with an I/O error, or writes into
 // an empty file it made at the path, which match no sentinel.
 func (e *Env) failedWrite(err error) error {
+	if e.closed.Load() {
+		// Close removed the log: the write met a closed pool, not a
+		// file that went.
+		return fmt.Errorf("%w (the write failed: %v)", e.usable(), err)
+	}
 	if gone := e.sameFile(); errors.Is(gone, ErrReplaced) && !errors.Is(err, ErrReplaced) {
 		return fmt.Errorf("%w (the write failed: %v)", gone, err)
 	}
