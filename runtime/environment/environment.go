@@ -514,6 +514,12 @@ func copyWithLog(name, path string) (dir string, state filesState, err error) {
 			if dir != "" {
 				os.RemoveAll(dir)
 			}
+			if pe := (*fs.PathError)(nil); errors.As(err, &pe) && (pe.Path == path || pe.Path == log) && errors.Is(err, fs.ErrPermission) {
+				// Not for want of room or of TMPDIR: the reader may not
+				// read what it copies (another user's log, made under a
+				// umask of 077).
+				return "", state, fmt.Errorf("environment %q: %s cannot be read: this user may not read %s (%w)", name, path, pe.Path, err)
+			}
 			return "", state, fmt.Errorf("%w: %s has a write-ahead log %s but no shared-memory index %s, so a read-only "+
 				"reader reads the two from a private copy, and copying them failed: %v; make room in %s (or set TMPDIR "+
 				"to a writable directory), or open the environment once for writing, which moves the log into the file",

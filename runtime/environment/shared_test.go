@@ -707,6 +707,27 @@ func TestALogOrIndexTheUserMayNotOpenIsNamed(t *testing.T) {
 			require.Contains(t, string(out), path, "%s %s", how, side)
 		}
 	}
+	// A log left without its index is read from a private copy: one the
+	// user may not read is named too, where the reader was told to make
+	// room in the temporary directory.
+	left := filepath.Join(root, "left")
+	require.NoError(t, os.Mkdir(left, 0o755))
+	for _, s := range []string{"", "-wal"} {
+		data, err := os.ReadFile(filepath.Join(dir, "side.sqlite"+s))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(left, "side.sqlite"+s), data, 0o644))
+	}
+	require.NoError(t, os.Chmod(filepath.Join(left, "side.sqlite-wal"), 0o600))
+	cmd := exec.Command(bin, "-test.run=^TestALogOrIndexTheUserMayNotOpenIsNamed$")
+	cmd.Env = append(os.Environ(), sideAccessVar+"=read\t"+left)
+	cmd.Dir = root
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "permission true", "a log without its index")
+	require.Contains(t, string(out), filepath.Join(left, "side.sqlite-wal"))
+	require.NotContains(t, string(out), "make room")
+
 	_, err = owner.Put(context.Background(), "second", sampleRecord{Seq: 2})
 	require.NoError(t, err, "the owner writes on")
 }
