@@ -66,6 +66,11 @@ stderr names the kinds the environment holds.`,
 			q := environment.Query{LabelGlob: glob, Last: last, Kind: kind}
 			if kind == allKinds {
 				q.Kind = ""
+			} else if err := environment.CheckKind(kind); err != nil {
+				// A kind no record can have ("ALL") was the environment's
+				// error, after it was opened, and did not say how to list
+				// every kind.
+				return fmt.Errorf("--kind: %w ('%s' lists every kind)", err, allKinds)
 			}
 			return listRecords(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), envName, q, asJSON)
 		},

@@ -164,6 +164,9 @@ func TestRecordsErrors(t *testing.T) {
 	// Bad flags are said to be the flags', before the environment opens.
 	_, err = executeRecords(t, "--env", "bench", "--label", "[unclosed")
 	require.EqualError(t, err, `--label: label glob "[unclosed" opens a set at byte 0 that never closes`)
+	_, err = executeRecords(t, "--env", "missing", "--kind", "ALL")
+	require.ErrorIs(t, err, environment.ErrInvalidRecord)
+	require.EqualError(t, err, `--kind: environment: invalid record: kind "ALL" contains 'A'; kinds use lower-case letters, digits, '-', '_' and '.' ('all' lists every kind)`)
 	_, err = executeRecords(t, "--env", "bench", "--label", strings.Repeat("*", 50001))
 	require.EqualError(t, err, "--label: label glob is 50001 bytes long, at most 50000 allowed (a label is at most 4096)")
 	_, err = executeRecords(t, "--env", "bench", "--last", "-1")

@@ -447,6 +447,11 @@ const MaxBodyBytes = 256 << 20
 // outside them is meaningless.
 var minTime, maxTime = time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
 
+// CheckKind says what is wrong with a record's kind, if anything, as Put
+// and Query would (an error matching ErrInvalidRecord): a command line
+// checks its flag with it before it opens an environment.
+func CheckKind(kind string) error { return validateKind(kind) }
+
 func validateKind(kind string) error {
 	if kind == "" || len(kind) > maxKindLen {
 		return fmt.Errorf("%w: kind %q must be 1 to %d bytes", ErrInvalidRecord, kind, maxKindLen)
