@@ -241,6 +241,9 @@ func TestRefusesFilesOfOthers(t *testing.T) {
 		_, err = os.Stat(path + "-wal")
 		require.ErrorIs(t, err, fs.ErrNotExist, "%s: no log may be started on a refused file", name)
 	}
+	// A database of one table is one schema object, in the singular.
+	_, err := Open("tables", WithDir(dir))
+	require.ErrorContains(t, err, "(1 schema object, user_version 0)")
 }
 
 func TestNewerSchemaRefused(t *testing.T) {

@@ -100,8 +100,12 @@ func classify(ctx context.Context, q querier, path string) (version int64, fresh
 			return 0, false, fmt.Errorf("environment: reading %s: %w", path, err)
 		}
 		if objects > 0 || version != 0 {
-			return 0, false, fmt.Errorf("%w: %s is a SQLite database of something else (%d schema objects, user_version %d)",
-				ErrNotEnvironment, path, objects, version)
+			plural := "s"
+			if objects == 1 {
+				plural = ""
+			}
+			return 0, false, fmt.Errorf("%w: %s is a SQLite database of something else (%d schema object%s, user_version %d)",
+				ErrNotEnvironment, path, objects, plural, version)
 		}
 		return 0, true, nil
 	default:
