@@ -66,9 +66,11 @@ func (m madeFiles) remove() {
 }
 
 // environmentInUse says whether the environment whose file is path is open
-// in a process or holds records; true where that cannot be read.
+// in a process or holds records; true where that cannot be read. A process
+// making the environment writes its schema in one transaction, with a
+// rollback journal beside the file, before it takes up the log.
 func environmentInUse(path string) bool {
-	for _, side := range []string{"-wal", "-shm"} {
+	for _, side := range []string{"-wal", "-shm", "-journal"} {
 		if _, err := os.Lstat(path + side); !errors.Is(err, fs.ErrNotExist) {
 			return true
 		}

@@ -697,11 +697,22 @@ func TestARefusedModuleMakesNoEnvironment(t *testing.T) {
 func TestARefusedRunKeepsAnEnvironmentAnotherOpened(t *testing.T) {
 	ctx := context.Background()
 	t.Setenv(environment.DirEnvVar, filepath.Join(t.TempDir(), "envs"))
-	for _, other := range []string{"wrote", "holds open", "none"} {
+	for _, other := range []string{"wrote", "holds open", "is making", "none"} {
 		t.Run(other, func(t *testing.T) {
 			name := strings.ReplaceAll(other, " ", "-")
 			made := environmentToMake(name)
 			require.NotEmpty(t, made.file)
+			if other == "is making" {
+				// Its schema's transaction under way: an empty file and
+				// the journal beside it.
+				require.NoError(t, os.MkdirAll(filepath.Dir(made.file), 0o755))
+				require.NoError(t, os.WriteFile(made.file, nil, 0o644))
+				require.NoError(t, os.WriteFile(made.file+"-journal", []byte("journal"), 0o644))
+				made.remove()
+				_, err := os.Stat(made.file)
+				require.NoError(t, err, "the environment another process is making stays")
+				return
+			}
 			env, err := environment.Open(name) // the refused run's, or another's
 			require.NoError(t, err)
 			switch other {
