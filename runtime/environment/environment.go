@@ -244,6 +244,18 @@ func Open(name string, opts ...Option) (*Env, error) {
 
 // OpenContext is Open bounded by ctx.
 func OpenContext(ctx context.Context, name string, opts ...Option) (*Env, error) {
+	return openContext(ctx, name, opts, 0)
+}
+
+// openAttempts bounds how often a writer opens the environment again
+// because its file was removed or replaced while it was being opened.
+const openAttempts = 3
+
+// afterPrepare, where a test sets it, runs once SQLite has opened a
+// writer's file and checked its schema.
+var afterPrepare func(path string)
+
+func openContext(ctx context.Context, name string, opts []Option, attempt int) (*Env, error) {
 	c := newConfig(opts)
 	if err := ValidateName(name); err != nil {
 		return nil, err
@@ -298,7 +310,24 @@ func OpenContext(ctx context.Context, name string, opts ...Option) (*Env, error)
 		}
 		return nil, fmt.Errorf("environment %q: %s cannot be opened for writing (it can still be read, read-only): %w", name, path, err)
 	}
+	made, err := f.Stat()
 	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("environment %q: %w", name, err)
+	}
+	// The file may go while SQLite opens it (another process removing an
+	// environment it made and found empty): Open then failed with a bare
+	// "disk I/O error" or "no such file". It is opened again.
+	again := func(err error) (*Env, error) {
+		now, serr := os.Stat(path)
+		if serr == nil && os.SameFile(made, now) {
+			return nil, err
+		}
+		if attempt+1 < openAttempts {
+			return openContext(ctx, name, opts, attempt+1)
+		}
+		return nil, fmt.Errorf("environment %q: %w: %s was removed or replaced while it was being opened, %d times", name, ErrReplaced, path, openAttempts)
+	}
 	if file == path {
 		// A link to a file not made yet names one now: SQLite keeps the
 		// log next to it, which is where sameFile looks.
@@ -318,7 +347,10 @@ func OpenContext(ctx context.Context, name string, opts ...Option) (*Env, error)
 		if named := sideAccessError(name, path, file, os.O_RDWR, err); named != nil {
 			return nil, named
 		}
-		return nil, err
+		return again(err)
+	}
+	if afterPrepare != nil {
+		afterPrepare(path)
 	}
 	pinned, err := db.Conn(ctx)
 	if err == nil {
@@ -330,13 +362,16 @@ func OpenContext(ctx context.Context, name string, opts ...Option) (*Env, error)
 	}
 	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("environment %q: %w", name, dbError(path, c.busyTimeout, err))
+		return again(fmt.Errorf("environment %q: %w", name, dbError(path, c.busyTimeout, err)))
 	}
 	opened, err := os.Stat(path)
-	if err != nil {
+	if err != nil || !os.SameFile(made, opened) {
 		pinned.Close()
 		db.Close()
-		return nil, fmt.Errorf("environment %q: %w", name, err)
+		if err == nil {
+			err = fmt.Errorf("%s is another file than the one opened", path)
+		}
+		return again(fmt.Errorf("environment %q: %w", name, err))
 	}
 	return &Env{name: name, path: path, file: file, db: db, opened: opened, pinned: pinned, busy: c.busyTimeout, now: c.now}, nil
 }

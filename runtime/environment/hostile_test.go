@@ -688,3 +688,42 @@ func TestAReaderBlockedByFilesBesideItSaysSo(t *testing.T) {
 	require.NoError(t, err, "without the journal the file reads")
 	require.NoError(t, env.Close())
 }
+
+// A writer whose file is removed, or replaced by another environment's,
+// while it is being opened (a refused vkrt run removing the environment
+// it made, found empty) opens the file now at the path: Open of a removed
+// one failed with "stat …: no such file or directory", or SQLite's "disk
+// I/O error (1802)", matching no error kind.
+func TestAWriterWhoseFileGoesWhileOpeningOpensItAgain(t *testing.T) {
+	ctx := context.Background()
+	other := filledEnvironment(t, t.TempDir(), "other", 2)
+	for _, how := range []string{"removed", "replaced"} {
+		t.Run(how, func(t *testing.T) {
+			dir := t.TempDir()
+			calls := 0
+			afterPrepare = func(path string) {
+				if calls++; calls > 1 {
+					return
+				}
+				require.NoError(t, os.Remove(path))
+				if how == "replaced" {
+					data, err := os.ReadFile(other)
+					require.NoError(t, err)
+					require.NoError(t, os.WriteFile(path, data, 0o644))
+				}
+			}
+			defer func() { afterPrepare = nil }()
+			env, err := Open("going", WithDir(dir))
+			require.NoError(t, err)
+			defer env.Close()
+			_, err = env.Put(ctx, "kept", sampleRecord{Seq: 1})
+			require.NoError(t, err)
+			reader, err := Open("going", WithDir(dir), ReadOnly())
+			require.NoError(t, err)
+			defer reader.Close()
+			recs, err := reader.Query(ctx, Query{LabelGlob: "kept"})
+			require.NoError(t, err)
+			require.Len(t, recs, 1, "the record is in the file at the path")
+		})
+	}
+}
