@@ -99,12 +99,36 @@ func (s *clientStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 // deviceAlloc asks the device for size bytes and reads its figures after,
 // under flushMu, released however the device's calls end: one that
 // panicked left it held, and every Flush after (closing the client) then
-// waited for it for ever.
+// waited for it for ever. A call that panics gives back what room
+// reserved, which otherwise stayed counted against the limit for good,
+// and an allocation the device made before its figures panicked, which
+// nobody else could free.
 func (s *clientStorage) deviceAlloc(size uint64) (h vkruntime.StorageHandle, bytes uint64, allocations int, err error) {
 	s.flushMu.RLock()
 	defer s.flushMu.RUnlock()
+	allocated, returned := false, false
+	defer func() {
+		switch {
+		case returned:
+		case allocated:
+			// Released as Dealloc releases: held until the next Flush.
+			s.mu.Lock()
+			s.released += size
+			s.stats.Allocs++
+			s.stats.Deallocs++
+			s.mu.Unlock()
+			s.Storage.Dealloc(h.ID)
+		default:
+			s.mu.Lock()
+			s.held -= size
+			s.mu.Unlock()
+		}
+	}()
 	h, err = s.Storage.Alloc(size)
-	return h, s.Storage.Allocated(), s.Storage.Allocations(), err
+	allocated = err == nil
+	bytes, allocations = s.Storage.Allocated(), s.Storage.Allocations()
+	returned = true
+	return h, bytes, allocations, err
 }
 
 // figures reads the device's holdings under flushMu, released however

@@ -69,3 +69,42 @@ func TestADevicePanicLeavesTheStorageUnlocked(t *testing.T) {
 		})
 	}
 }
+
+// A device Alloc that panics, or its Allocated after it, gives the bytes
+// reserved for it back to the client's memory limit, and the device the
+// allocation it made: each such request shrank the limit for good, so a
+// buffer the limit holds was refused after a few.
+func TestADevicePanicInAllocKeepsNothingOfTheLimit(t *testing.T) {
+	const limit = 1 << 20
+	for _, tc := range []struct {
+		name string
+		set  func(*panickingStorage, bool)
+	}{
+		{"Alloc", func(p *panickingStorage, on bool) { p.inAlloc = on }},
+		{"Allocated", func(p *panickingStorage, on bool) { p.inAllocated = on }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := cpu.New()
+			require.NoError(t, err)
+			p := &panickingStorage{Storage: d.Storage()}
+			c, err := Open(context.Background(), WithBackend(&panickingDevice{Device: d, storage: p}), WithMemoryLimit(limit))
+			require.NoError(t, err)
+			defer c.Close()
+			tc.set(p, true)
+			for range 4 {
+				require.Panics(t, func() { _, _ = c.Empty(context.Background(), limit/2) })
+			}
+			tc.set(p, false)
+			b, err := c.Empty(context.Background(), limit/2)
+			require.NoError(t, err, "the limit still counts the bytes of the requests that panicked")
+			require.NoError(t, b.Free())
+			c.MemoryCleanup(context.Background())
+			st := c.StorageStats()
+			require.Zero(t, st.Bytes, "device memory held once every buffer is freed and its pages returned")
+			require.Equal(t, st.Allocs, st.Deallocs)
+			c.storage.mu.Lock()
+			defer c.storage.mu.Unlock()
+			require.Zero(t, c.storage.held, "bytes counted against the limit once every buffer is freed and its pages returned")
+		})
+	}
+}
