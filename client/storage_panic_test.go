@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -105,6 +106,48 @@ func TestADevicePanicInAllocKeepsNothingOfTheLimit(t *testing.T) {
 			c.storage.mu.Lock()
 			defer c.storage.mu.Unlock()
 			require.Zero(t, c.storage.held, "bytes counted against the limit once every buffer is freed and its pages returned")
+		})
+	}
+}
+
+// panickingUploadDevice is a cpu device whose Upload panics when told to.
+type panickingUploadDevice struct {
+	*cpu.Device
+	panics bool
+}
+
+func (d *panickingUploadDevice) Upload(ctx context.Context, dst vkruntime.StorageHandle, src []byte) error {
+	if d.panics {
+		panic("the device's Upload panics")
+	}
+	return d.Device.Upload(ctx, dst, src)
+}
+
+// A Create whose upload panics leaves the pools as they were: its
+// reservation stayed counted in the usage, a live allocation no buffer
+// held, and its page stayed held after a cleanup.
+func TestAPanickedCreateLeavesNoReservation(t *testing.T) {
+	ctx := context.Background()
+	for _, size := range []int{4096, 8 << 20} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			d, err := cpu.New()
+			require.NoError(t, err)
+			pd := &panickingUploadDevice{Device: d}
+			c, err := Open(ctx, WithBackend(pd))
+			require.NoError(t, err)
+			defer c.Close()
+			kept, err := c.Create(ctx, make([]byte, 4096))
+			require.NoError(t, err)
+			c.MemoryCleanup(ctx)
+			usage, stats := c.MemoryUsage(ctx), c.StorageStats()
+			pd.panics = true
+			require.Panics(t, func() { _, _ = c.Create(ctx, make([]byte, size)) })
+			pd.panics = false
+			c.MemoryCleanup(ctx)
+			require.Equal(t, usage, c.MemoryUsage(ctx))
+			require.Equal(t, stats.Bytes, c.StorageStats().Bytes)
+			_, err = kept.Read(ctx)
+			require.NoError(t, err)
 		})
 	}
 }

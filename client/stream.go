@@ -280,6 +280,15 @@ func (s *Stream) alloc(ctx context.Context, size uint64, data []byte) (*Buffer, 
 		if err != nil {
 			return fmt.Errorf("client: stream %d: buffer of %d B: %w", s.id, size, err)
 		}
+		// The reservation goes back however the buffer fails to be made:
+		// a device whose Upload or Alloc panicked left it counted in the
+		// pools' usage, and its page held, with no buffer to free it.
+		made := false
+		defer func() {
+			if !made {
+				_ = s.mgr.Free(h)
+			}
+		}()
 		nb := &Buffer{&buffer{s: s, id: s.c.nextBufferID(), h: h, size: size, traced: -1}}
 		if !dry {
 			err := s.back(nb)
@@ -287,10 +296,10 @@ func (s *Stream) alloc(ctx context.Context, size uint64, data []byte) (*Buffer, 
 				err = s.upload(ctx, nb, 0, data)
 			}
 			if err != nil {
-				_ = s.mgr.Free(h)
 				return err
 			}
 		}
+		made = true
 		nb.live = len(s.live)
 		s.live = append(s.live, nb)
 		// The trace is the stream the dynamic pools see, which a plan is
