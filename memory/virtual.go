@@ -471,6 +471,22 @@ func (p *virtualPool) kind() VirtualKind {
 	return VirtualKind{GranuleSize: p.granule, PlannedBytes: p.plannedB, NeededPeakBytes: p.neededPeak << p.shift}
 }
 
+// bindPlaced binds the granules of a reservation just placed (ref, g0 to
+// g1); refused, or where the device's Bind panicked, the reservation is
+// dropped again: a panic left it placed, with no usage counted for it.
+func (p *virtualPool) bindPlaced(ref int32, g0, g1 int, unbound uint64, accountOnly, wasFollowing bool, size uint64) error {
+	bound := false
+	defer func() {
+		if !bound {
+			p.drop(ref, g0, g1, false)
+			p.stayOnPlan(wasFollowing, size)
+		}
+	}()
+	err := p.bindRange(g0, g1, unbound, accountOnly)
+	bound = err == nil
+	return err
+}
+
 func (p *virtualPool) report() PoolReport { return p.reportWith(p.kind()) }
 
 func (p *virtualPool) capacity() (uint64, uint64, bool) { return 0, 0, false }
@@ -531,9 +547,7 @@ func (p *virtualPool) reserve(size, requested uint64, lazy bool) (int32, error) 
 			p.bindInAccount(g0, g1, unbound)
 		}
 	} else if unreal > 0 {
-		if err := p.bindRange(g0, g1, unbound, unreal > unbound); err != nil {
-			p.drop(ref, g0, g1, false)
-			p.stayOnPlan(wasFollowing, size)
+		if err := p.bindPlaced(ref, g0, g1, unbound, unreal > unbound, wasFollowing, size); err != nil {
 			return 0, err
 		}
 	}
