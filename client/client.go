@@ -508,15 +508,22 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	c.endCalls() // the streams' locks come free as their calls end
 	var errs []error
-	for _, s := range streams {
-		s.release()
-	}
-	if ownsEnv && env != nil {
-		c.recording.Lock()
-		errs = append(errs, env.Close())
-		c.recording.Unlock()
-	}
-	errs = append(errs, c.dev.Close())
+	func() {
+		// The environment and the device close however the streams'
+		// release ends: where the device's Flush or Dealloc panicked in
+		// it, both stayed open for good, and a second Close said nil.
+		defer func() {
+			if ownsEnv && env != nil {
+				c.recording.Lock()
+				errs = append(errs, env.Close())
+				c.recording.Unlock()
+			}
+			errs = append(errs, c.dev.Close())
+		}()
+		for _, s := range streams {
+			s.release()
+		}
+	}()
 	return errors.Join(errs...)
 }
 

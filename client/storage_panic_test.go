@@ -151,3 +151,40 @@ func TestAPanickedCreateLeavesNoReservation(t *testing.T) {
 		})
 	}
 }
+
+// flushPanickingDevice is a cpu device whose storage's Flush panics when
+// told to.
+type flushPanickingDevice struct {
+	*cpu.Device
+	storage *flushPanickingStorage
+}
+
+func (d *flushPanickingDevice) Storage() device.Storage { return d.storage }
+
+type flushPanickingStorage struct {
+	device.Storage
+	panics bool
+}
+
+func (s *flushPanickingStorage) Flush() {
+	if s.panics {
+		panic("the device's Flush panics")
+	}
+	s.Storage.Flush()
+}
+
+// A Close in which the device's Flush panics still closes the device: it
+// stayed open, taking allocations, and a second Close said nil.
+func TestAPanicInCloseStillClosesTheDevice(t *testing.T) {
+	d, err := cpu.New()
+	require.NoError(t, err)
+	fd := &flushPanickingDevice{Device: d, storage: &flushPanickingStorage{Storage: d.Storage()}}
+	c, err := Open(context.Background(), WithBackend(fd))
+	require.NoError(t, err)
+	_, err = c.Empty(context.Background(), 4096)
+	require.NoError(t, err)
+	fd.storage.panics = true
+	require.Panics(t, func() { _ = c.Close() })
+	_, err = d.Storage().Alloc(4096)
+	require.ErrorIs(t, err, vkruntime.ErrClosed, "the device is still open")
+}
