@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -42,6 +43,35 @@ func (clientClosedError) Error() string { return ErrClosed.Error() }
 func (clientClosedError) Is(target error) bool {
 	return target == ErrClosed || target == vkruntime.ErrClosed
 }
+
+// prefixedError is err of a part of the client named by where ("stream 1",
+// "new stream"): its message says "client: " once, where each level's own
+// prefix stacked up ("client: stream 1: client: closed").
+type prefixedError struct {
+	where string
+	err   error
+}
+
+func prefixed(err error, format string, args ...any) error {
+	return &prefixedError{where: fmt.Sprintf(format, args...), err: err}
+}
+
+func (e *prefixedError) Error() string {
+	return "client: " + e.where + ": " + strings.TrimPrefix(e.err.Error(), "client: ")
+}
+
+func (e *prefixedError) Unwrap() error { return e.err }
+
+// closedByError is an error of a call Close ended: it matches ErrClosed and
+// runtime.ErrClosed as well as the call's own error, and says "client: "
+// once.
+type closedByError struct{ err error }
+
+func (e *closedByError) Error() string {
+	return ErrClosed.Error() + ": " + strings.TrimPrefix(e.err.Error(), "client: ")
+}
+
+func (e *closedByError) Unwrap() []error { return []error{errClientClosed, e.err} }
 
 type config struct {
 	logger  *slog.Logger
@@ -384,7 +414,7 @@ func (c *Client) newStream(layout *memory.Layout) (*Stream, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed.Load() {
-		return nil, fmt.Errorf("client: new stream: %w", errClientClosed)
+		return nil, prefixed(errClientClosed, "new stream")
 	}
 	l := c.layout
 	if layout != nil {
@@ -552,7 +582,7 @@ const closeEndsTransfersFrom = 1 << 20
 // Close is what ended the call.
 func closedBy(ctx context.Context, err error) error {
 	if err != nil && !errors.Is(err, ErrClosed) && errors.Is(context.Cause(ctx), errClientClosed) {
-		return fmt.Errorf("%w: %w", errClientClosed, err)
+		return &closedByError{err}
 	}
 	return err
 }
@@ -585,7 +615,7 @@ func (c *Client) environment(ctx context.Context) (*environment.Env, error) {
 	c.mu.Lock()
 	if c.closed.Load() {
 		c.mu.Unlock()
-		return nil, fmt.Errorf("client: recording: %w", errClientClosed)
+		return nil, prefixed(errClientClosed, "recording")
 	}
 	if env := c.env; env != nil {
 		c.mu.Unlock()
@@ -605,7 +635,7 @@ func (c *Client) environment(ctx context.Context) (*environment.Env, error) {
 	if c.closed.Load() {
 		// Close ran meanwhile and found no environment to close.
 		env.Close()
-		return nil, fmt.Errorf("client: recording: %w", errClientClosed)
+		return nil, prefixed(errClientClosed, "recording")
 	}
 	c.env, c.ownsEnv = env, true
 	return env, nil

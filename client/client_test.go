@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -95,14 +96,15 @@ func TestClosedClientErrorsMatchTheDevicesClass(t *testing.T) {
 	_, err = other.Empty(ctx, 16)
 	require.ErrorIs(t, err, ErrClosed)
 	require.NotErrorIs(t, err, vkruntime.ErrClosed, "the client and its device are open")
-	require.EqualError(t, err, "client: stream 1: client: closed")
+	require.EqualError(t, err, "client: stream 1: closed", "one prefix, not 'client: stream 1: client: closed'")
 
 	require.NoError(t, c.Close())
 	clientClosed := func(err error, what string) {
 		t.Helper()
 		require.ErrorIs(t, err, ErrClosed, what)
 		require.ErrorIs(t, err, vkruntime.ErrClosed, what)
-		require.ErrorContains(t, err, "client: closed", what)
+		require.ErrorContains(t, err, ": closed", what)
+		require.Equal(t, 1, strings.Count(err.Error(), "client: "), "%s: %v", what, err)
 	}
 	_, err = c.Empty(ctx, 16)
 	clientClosed(err, "Empty")
@@ -110,8 +112,10 @@ func TestClosedClientErrorsMatchTheDevicesClass(t *testing.T) {
 	clientClosed(err, "Read")
 	clientClosed(b.Write(ctx, 0, []byte{1}), "Write")
 	clientClosed(c.Run(ctx, kernel.FillWords(16, 1), b), "Run")
+	require.EqualError(t, err, "client: stream 0: closed")
 	_, err = c.NewStream()
 	clientClosed(err, "NewStream")
+	require.EqualError(t, err, "client: new stream: closed")
 	_, err = c.RecordMemory(ctx, "after close")
 	clientClosed(err, "RecordMemory")
 	clientClosed(c.InstallMemoryPools(ctx, memory.DirectLayout()), "InstallMemoryPools")

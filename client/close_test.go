@@ -2,12 +2,14 @@ package client
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/kernel"
+	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
 // Close ends the launches and transfers in flight on the client's streams:
@@ -35,7 +37,11 @@ func TestCloseEndsTheCallsInFlight(t *testing.T) {
 	go func() { launched <- c.LaunchBatch(ctx, ops) }()
 	time.Sleep(100 * time.Millisecond) // the batch is under way, or Close refuses it
 	require.NoError(t, c.Close())
-	require.ErrorIs(t, <-launched, ErrClosed, "the batch was ended by Close, not run to its end")
+	err = <-launched
+	require.ErrorIs(t, err, ErrClosed, "the batch was ended by Close, not run to its end")
+	require.ErrorIs(t, err, vkruntime.ErrClosed)
+	require.ErrorIs(t, err, context.Canceled, "the device's own error is kept")
+	require.Equal(t, 1, strings.Count(err.Error(), "client: "), "%v", err)
 	_, err = y.Read(ctx)
 	require.ErrorIs(t, err, ErrClosed)
 }

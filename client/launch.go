@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/vkrt/vkrt/device"
 	"github.com/vkrt/vkrt/dryrun"
@@ -65,7 +64,7 @@ func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 		for n, op := range ops {
 			for i, b := range op.Buffers {
 				if err := s.owns(b); err != nil {
-					return fmt.Errorf("client: launch %d (%s), binding %d: %w", n, op.Kernel.Name, i, err)
+					return prefixed(err, "launch %d (%s), binding %d", n, op.Kernel.Name, i)
 				}
 			}
 		}
@@ -119,7 +118,7 @@ func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 		}
 		if err := s.c.dev.Dispatch(ctx, append(fills, dispatches...)); err != nil {
 			s.noteDeviceError(err)
-			err = fmt.Errorf("client: stream %d: %w", s.id, err)
+			err = prefixed(err, "stream %d", s.id)
 			if errors.Is(err, device.ErrNothingRan) {
 				return err // refused whole: a cleanup and a second run may cure it
 			}
@@ -139,7 +138,7 @@ func batchError(n, of int, err error) error {
 	if of == 1 {
 		return err
 	}
-	return fmt.Errorf("client: launch %d of a batch of %d: %w", n, of, err)
+	return prefixed(err, "launch %d of a batch of %d", n, of)
 }
 
 // Run launches one of the kernel package's typed launches (kernel.Add,

@@ -299,7 +299,10 @@ func (e *AllocationError) Error() string {
 			fmt.Fprintf(&b, "%s buffer %d on stream %d (%s)", sep, a.Buffer, a.Stream, memory.FormatBytes(a.Size))
 		}
 	}
-	fmt.Fprintf(&b, ": %v", e.Err)
+	// The refusal names the stream and the size this message already says.
+	cause := strings.TrimPrefix(fmt.Sprint(e.Err), fmt.Sprintf("client: stream %d: ", e.Stream))
+	cause = strings.TrimPrefix(cause, fmt.Sprintf("buffer of %d B: ", e.Size))
+	fmt.Fprintf(&b, ": %s", cause)
 	return b.String()
 }
 

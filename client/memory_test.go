@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -391,6 +392,11 @@ func TestOutOfMemory(t *testing.T) {
 	require.ErrorIs(t, err, vkruntime.ErrPoolCapacityExceeded)
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, uint64(600<<10), ae.Size)
+	// The refusal follows without naming the stream and size again.
+	msg = err.Error()
+	require.Equal(t, 1, strings.Count(msg, "client: "), msg)
+	require.NotContains(t, msg, "buffer of", msg)
+	require.Contains(t, msg, " (102.40 KB): vkrt: pool capacity exceeded: asked 614400 B", msg)
 }
 
 // A buffer that the device memory left holds, but not the page its pool

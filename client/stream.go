@@ -158,7 +158,7 @@ func (s *Stream) usable() error {
 	case s.closed:
 		return s.closedError()
 	case s.failed != nil:
-		return fmt.Errorf("client: stream %d is in an error state: %w", s.id, s.failed)
+		return prefixed(s.failed, "stream %d is in an error state", s.id)
 	}
 	return nil
 }
@@ -167,9 +167,9 @@ func (s *Stream) usable() error {
 // also matches runtime.ErrClosed.
 func (s *Stream) closedError() error {
 	if s.c.closed.Load() {
-		return fmt.Errorf("client: stream %d: %w", s.id, errClientClosed)
+		return prefixed(errClientClosed, "stream %d", s.id)
 	}
-	return fmt.Errorf("client: stream %d: %w", s.id, ErrClosed)
+	return prefixed(ErrClosed, "stream %d", s.id)
 }
 
 // noteDeviceError puts the stream in an error state when err says the device
@@ -278,7 +278,7 @@ func (s *Stream) alloc(ctx context.Context, size uint64, data []byte) (*Buffer, 
 		}
 		h, err := reserve(size, mapping)
 		if err != nil {
-			return fmt.Errorf("client: stream %d: buffer of %d B: %w", s.id, size, err)
+			return prefixed(err, "stream %d: buffer of %d B", s.id, size)
 		}
 		// The reservation goes back however the buffer fails to be made:
 		// a device whose Upload or Alloc panicked left it counted in the
@@ -344,7 +344,7 @@ func (s *Stream) back(b *Buffer) error {
 	}
 	sh, err := resolve(b.h)
 	if err != nil {
-		return fmt.Errorf("client: stream %d: giving buffer %d (%d B) device memory: %w", s.id, b.id, b.size, err)
+		return prefixed(err, "stream %d: giving buffer %d (%d B) device memory", s.id, b.id, b.size)
 	}
 	b.slice = sh
 	b.storage = vkruntime.StorageHandle{ID: sh.ID, Offset: sh.Offset, Size: b.size}
@@ -356,7 +356,7 @@ func (s *Stream) back(b *Buffer) error {
 func (s *Stream) clear(ctx context.Context, b *Buffer) error {
 	if err := s.c.dev.Dispatch(ctx, []kernel.Op{zeroFill(b.slice)}); err != nil {
 		s.noteDeviceError(err)
-		return fmt.Errorf("client: stream %d: zeroing buffer %d (%d B): %w", s.id, b.id, b.size, err)
+		return prefixed(err, "stream %d: zeroing buffer %d (%d B)", s.id, b.id, b.size)
 	}
 	b.zeroPending = false
 	return nil
