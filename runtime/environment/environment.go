@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
@@ -114,6 +115,27 @@ func DefaultDir() (string, error) {
 	return filepath.Join(home, ".local", "share", "vkrt", "env"), nil
 }
 
+// notDirError is err, of a path in the data directory dir, where dir is a
+// file or a path through one: it names the directory and where it was set,
+// as an error matching fs.ErrInvalid, where the system said only "stat
+// …/default.sqlite: not a directory". It is nil for any other err.
+func (c config) notDirError(dir string, err error) error {
+	if !errors.Is(err, syscall.ENOTDIR) {
+		return nil
+	}
+	what := "a path through a file"
+	if info, serr := os.Stat(dir); serr == nil && !info.IsDir() {
+		what = "a file"
+		if !info.Mode().IsRegular() {
+			what = "a " + fileType(info.Mode())
+		}
+	}
+	if c.dir == "" && os.Getenv(DirEnvVar) != "" {
+		return fmt.Errorf("environment: %s names %s, %s, not a directory: %w", DirEnvVar, dir, what, fs.ErrInvalid)
+	}
+	return fmt.Errorf("environment: the data directory %s is %s, not a directory: %w", dir, what, fs.ErrInvalid)
+}
+
 func (c config) resolveDir() (string, error) {
 	if c.dir != "" {
 		return c.dir, nil
@@ -170,6 +192,9 @@ func List(opts ...Option) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
+	}
+	if nd := newConfig(opts).notDirError(dir, err); nd != nil {
+		return nil, nd
 	}
 	if err != nil {
 		return nil, fmt.Errorf("environment: listing %s: %w", dir, err)
@@ -278,6 +303,9 @@ func openContext(ctx context.Context, name string, opts []Option, attempt int) (
 			return nil, fmt.Errorf("environment: creating data directory: %w", err)
 		}
 	} else if err != nil {
+		if nd := c.notDirError(dir, err); nd != nil {
+			return nil, nd
+		}
 		return nil, fmt.Errorf("environment %q: %w", name, err)
 	} else if !info.Mode().IsRegular() {
 		// Opening a FIFO blocks until a writer appears; a device or a

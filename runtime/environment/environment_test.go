@@ -129,6 +129,37 @@ func TestKindsAreTheKindsStored(t *testing.T) {
 	require.Error(t, err, "a closed environment")
 }
 
+// A data directory that is a file, or a path through one, is named as such,
+// with where it was set, matching fs.ErrInvalid: reading, writing and
+// listing said only "stat …/default.sqlite: not a directory".
+func TestADataDirectoryThatIsAFileIsNamed(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	t.Setenv(DirEnvVar, file)
+	want := "environment: VKRT_ENV_DIR names " + file + ", a file, not a directory: invalid argument"
+	_, err := Open("default", ReadOnly())
+	require.ErrorIs(t, err, fs.ErrInvalid)
+	require.EqualError(t, err, want)
+	_, err = Open("default")
+	require.ErrorIs(t, err, fs.ErrInvalid)
+	require.EqualError(t, err, want)
+	_, err = List()
+	require.ErrorIs(t, err, fs.ErrInvalid)
+	require.EqualError(t, err, want)
+
+	t.Setenv(DirEnvVar, filepath.Join(file, "sub"))
+	_, err = Open("default")
+	require.ErrorIs(t, err, fs.ErrInvalid)
+	require.EqualError(t, err, "environment: VKRT_ENV_DIR names "+filepath.Join(file, "sub")+", a path through a file, not a directory: invalid argument")
+
+	_, err = Open("default", WithDir(file))
+	require.ErrorIs(t, err, fs.ErrInvalid)
+	require.EqualError(t, err, "environment: the data directory "+file+" is a file, not a directory: invalid argument")
+	info, err := os.Stat(file)
+	require.NoError(t, err)
+	require.Zero(t, info.Size(), "the file is left as it was")
+}
+
 func TestDataDirectoryResolution(t *testing.T) {
 	home, xdg, moved, opt := t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
 	t.Setenv("HOME", home)
