@@ -76,6 +76,19 @@ func TestDamagedFileIsRefusedBeforeAWrite(t *testing.T) {
 	_, err = Open("damaged", WithDir(dir))
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.ErrorContains(t, err, path)
+	// SQLite's findings are a line each, indented under the error's first
+	// line, without its heading: the error held them as SQLite wrote them,
+	// a heading line and findings run together with "; ".
+	lines := strings.Split(err.Error(), "\n")
+	require.Equal(t, "environment: file is damaged: "+path+" fails SQLite's quick_check; it is left as it was "+
+		"(sqlite3's .recover can salvage its records into a new file):", lines[0])
+	require.Len(t, lines, 1+maxCheckProblems, "%q", err)
+	for _, l := range lines[1:] {
+		require.Regexp(t, `^  [A-Z][^\n]*\S$`, l)
+		require.NotContains(t, l, "*** in database")
+		require.NotContains(t, l, ";")
+	}
+	require.Contains(t, lines[1:], "  Page 5: never used", "%q", err)
 	after, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.Equal(t, data, after, "nothing is written into a damaged file")

@@ -15,6 +15,8 @@ import (
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/vkrt/vkrt/internal/printable"
 )
 
 // applicationID marks a SQLite file as a vkrt environment ("vkrt" in ASCII),
@@ -286,22 +288,37 @@ func quickCheck(ctx context.Context, q interface {
 		return fmt.Errorf("environment: checking %s: %w", path, dbError(path, 0, err))
 	}
 	defer rows.Close()
-	var problems []string
+	var rowsRead []string
 	for rows.Next() {
 		var p string
 		if err := rows.Scan(&p); err != nil {
 			return fmt.Errorf("environment: checking %s: %w", path, dbError(path, 0, err))
 		}
-		problems = append(problems, p)
+		rowsRead = append(rowsRead, p)
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("environment: checking %s: %w", path, dbError(path, 0, err))
 	}
-	if len(problems) == 1 && problems[0] == "ok" {
+	if len(rowsRead) == 1 && rowsRead[0] == "ok" {
 		return nil
 	}
-	return fmt.Errorf("%w: %s fails SQLite's quick_check: %s; it is left as it was (sqlite3's .recover can "+
-		"salvage its records into a new file)", ErrCorrupt, path, strings.Join(problems, "; "))
+	// A row may hold several findings a line each, under a heading line
+	// naming the database (always main here): each finding is a line of
+	// the error of its own, indented under it, and escaped, as it quotes
+	// names from the damaged file.
+	var problems []string
+	for _, r := range rowsRead {
+		for line := range strings.Lines(r) {
+			line = strings.TrimSpace(line)
+			if line == "" || strings.HasPrefix(line, "*** in database ") {
+				continue
+			}
+			problems = append(problems, "\n  "+printable.Escaped(line))
+		}
+	}
+	problems = problems[:min(len(problems), maxCheckProblems)]
+	return fmt.Errorf("%w: %s fails SQLite's quick_check; it is left as it was (sqlite3's .recover can "+
+		"salvage its records into a new file):%s", ErrCorrupt, path, strings.Join(problems, ""))
 }
 
 // dbError classifies an error SQLite returned for the file at path: a
