@@ -79,10 +79,10 @@ func classify(ctx context.Context, q querier, path string) (version int64, fresh
 		if strings.Contains(err.Error(), "not a database") {
 			return 0, false, fmt.Errorf("%w: %s: %v", ErrNotEnvironment, path, err)
 		}
-		return 0, false, fmt.Errorf("environment: reading %s: %w", path, dbError(path, 0, err))
+		return 0, false, fileError(path, "reading", 0, err)
 	}
 	if err := q.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
-		return 0, false, fmt.Errorf("environment: reading %s: %w", path, dbError(path, 0, err))
+		return 0, false, fileError(path, "reading", 0, err)
 	}
 	switch appID {
 	case applicationID:
@@ -124,13 +124,13 @@ func classify(ctx context.Context, q querier, path string) (version int64, fresh
 func classifyConsistently(ctx context.Context, db *sql.DB, path string) (version int64, fresh bool, err error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return 0, false, fmt.Errorf("environment: opening %s: %w", path, dbError(path, 0, err))
+		return 0, false, fileError(path, "opening", 0, err)
 	}
 	defer conn.Close()
 	// A plain BEGIN: the pool's _txlock=immediate would ask for the write
 	// lock, which a read-only connection cannot take.
 	if _, err := conn.ExecContext(ctx, "BEGIN DEFERRED"); err != nil {
-		return 0, false, fmt.Errorf("environment: reading %s: %w", path, dbError(path, 0, err))
+		return 0, false, fileError(path, "reading", 0, err)
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
 	version, fresh, err = classify(ctx, conn, path)
@@ -170,7 +170,7 @@ func enableWAL(ctx context.Context, db *sql.DB, path string, busy time.Duration)
 			return nil
 		}
 		if !isBusy(err) || time.Now().After(deadline) {
-			return fmt.Errorf("environment: %s: setting WAL mode: %w", path, dbError(path, busy, err))
+			return fileError(path, "setting WAL mode of", busy, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -199,7 +199,7 @@ func isBusy(err error) bool {
 func migrate(ctx context.Context, db *sql.DB, path string, busy time.Duration) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("environment: %s: opening: %w", path, dbError(path, busy, err))
+		return fileError(path, "opening", busy, err)
 	}
 	defer tx.Rollback()
 	version, fresh, err := classify(ctx, tx, path)
@@ -231,7 +231,7 @@ func migrate(ctx context.Context, db *sql.DB, path string, busy time.Duration) e
 		return fmt.Errorf("environment: %s: setting schema version: %w", path, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("environment: %s: committing migration: %w", path, dbError(path, busy, err))
+		return fileError(path, "committing the migration of", busy, err)
 	}
 	return nil
 }
@@ -248,19 +248,19 @@ func checkRecordsTable(ctx context.Context, q interface {
 }, path string) error {
 	rows, err := q.QueryContext(ctx, "SELECT name FROM pragma_table_info('records')")
 	if err != nil {
-		return fmt.Errorf("environment: checking %s: %w", path, dbError(path, 0, err))
+		return fileError(path, "checking", 0, err)
 	}
 	defer rows.Close()
 	have := map[string]bool{}
 	for rows.Next() {
 		var name string
 		if err := rows.Scan(&name); err != nil {
-			return fmt.Errorf("environment: checking %s: %w", path, dbError(path, 0, err))
+			return fileError(path, "checking", 0, err)
 		}
 		have[name] = true
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("environment: checking %s: %w", path, dbError(path, 0, err))
+		return fileError(path, "checking", 0, err)
 	}
 	if len(have) == 0 {
 		return fmt.Errorf("%w: %s is marked as one of schema %d but has no records table (another program dropped it)", ErrNotEnvironment, path, SchemaVersion())
@@ -285,19 +285,19 @@ func quickCheck(ctx context.Context, q interface {
 }, path string) error {
 	rows, err := q.QueryContext(ctx, fmt.Sprintf("PRAGMA quick_check(%d)", maxCheckProblems))
 	if err != nil {
-		return fmt.Errorf("environment: checking %s: %w", path, dbError(path, 0, err))
+		return fileError(path, "checking", 0, err)
 	}
 	defer rows.Close()
 	var rowsRead []string
 	for rows.Next() {
 		var p string
 		if err := rows.Scan(&p); err != nil {
-			return fmt.Errorf("environment: checking %s: %w", path, dbError(path, 0, err))
+			return fileError(path, "checking", 0, err)
 		}
 		rowsRead = append(rowsRead, p)
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("environment: checking %s: %w", path, dbError(path, 0, err))
+		return fileError(path, "checking", 0, err)
 	}
 	if len(rowsRead) == 1 && rowsRead[0] == "ok" {
 		return nil
@@ -319,6 +319,22 @@ func quickCheck(ctx context.Context, q interface {
 	problems = problems[:min(len(problems), maxCheckProblems)]
 	return fmt.Errorf("%w: %s fails SQLite's quick_check; it is left as it was (sqlite3's .recover can "+
 		"salvage its records into a new file):%s", ErrCorrupt, path, strings.Join(problems, ""))
+}
+
+// fileError is err of SQLite on the file at path while doing what: of a
+// kind dbError classifies, it is that error, which names the kind and the
+// file once ("environment: file is damaged: PATH: …", where it read
+// "environment: PATH: opening: environment: file is damaged: PATH: …");
+// else it is told with what and the file.
+func fileError(path, what string, busy time.Duration, err error) error {
+	classified := dbError(path, busy, err)
+	if classified == err {
+		return fmt.Errorf("environment: %s %s: %w", what, path, err)
+	}
+	if !strings.HasPrefix(classified.Error(), "environment: ") {
+		return fmt.Errorf("environment: %w", classified)
+	}
+	return classified
 }
 
 // dbError classifies an error SQLite returned for the file at path: a
