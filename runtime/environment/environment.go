@@ -115,6 +115,22 @@ func DefaultDir() (string, error) {
 	return filepath.Join(home, ".local", "share", "vkrt", "env"), nil
 }
 
+// namedError is err of the environment name: its message says
+// "environment" once, where the package's own prefix stacked up under the
+// name ("environment \"x\": environment: closed").
+type namedError struct {
+	name string
+	err  error
+}
+
+func named(name string, err error) error { return &namedError{name: name, err: err} }
+
+func (e *namedError) Error() string {
+	return fmt.Sprintf("environment %q: %s", e.name, strings.TrimPrefix(e.err.Error(), "environment: "))
+}
+
+func (e *namedError) Unwrap() error { return e.err }
+
 // notDirError is err, of a path in the data directory dir, where dir is a
 // file or a path through one: it names the directory and where it was set,
 // as an error matching fs.ErrInvalid, where the system said only "stat
@@ -306,7 +322,7 @@ func openContext(ctx context.Context, name string, opts []Option, attempt int) (
 		if nd := c.notDirError(dir, err); nd != nil {
 			return nil, nd
 		}
-		return nil, fmt.Errorf("environment %q: %w", name, err)
+		return nil, named(name, err)
 	} else if !info.Mode().IsRegular() {
 		// Opening a FIFO blocks until a writer appears; a device or a
 		// directory is no environment either.
@@ -341,7 +357,7 @@ func openContext(ctx context.Context, name string, opts []Option, attempt int) (
 	made, err := f.Stat()
 	f.Close()
 	if err != nil {
-		return nil, fmt.Errorf("environment %q: %w", name, err)
+		return nil, named(name, err)
 	}
 	// The file may go while SQLite opens it (another process removing an
 	// environment it made and found empty): Open then failed with a bare
@@ -368,7 +384,7 @@ func openContext(ctx context.Context, name string, opts []Option, attempt int) (
 	}
 	db, err := sql.Open("sqlite", dsn(path, c.busyTimeout, ""))
 	if err != nil {
-		return nil, fmt.Errorf("environment %q: %w", name, err)
+		return nil, named(name, err)
 	}
 	if err := prepare(ctx, db, path, c.busyTimeout); err != nil {
 		db.Close()
@@ -390,7 +406,7 @@ func openContext(ctx context.Context, name string, opts []Option, attempt int) (
 	}
 	if err != nil {
 		db.Close()
-		return again(fmt.Errorf("environment %q: %w", name, dbError(path, c.busyTimeout, err)))
+		return again(named(name, dbError(path, c.busyTimeout, err)))
 	}
 	opened, err := os.Stat(path)
 	if err != nil || !os.SameFile(made, opened) {
@@ -399,7 +415,7 @@ func openContext(ctx context.Context, name string, opts []Option, attempt int) (
 		if err == nil {
 			err = fmt.Errorf("%s is another file than the one opened", path)
 		}
-		return again(fmt.Errorf("environment %q: %w", name, err))
+		return again(named(name, err))
 	}
 	return &Env{name: name, path: path, file: file, db: db, opened: opened, pinned: pinned, busy: c.busyTimeout, now: c.now}, nil
 }
@@ -483,7 +499,7 @@ func openReadOnly(ctx context.Context, name, path, real string, c config) (*Env,
 	db, err := sql.Open("sqlite", dsn(file, c.busyTimeout, extra))
 	if err != nil {
 		env.removeCopies()
-		return nil, fmt.Errorf("environment %q: %w", name, err)
+		return nil, named(name, err)
 	}
 	version, fresh, err := classifyConsistently(ctx, db, path)
 	if err != nil {
@@ -750,7 +766,7 @@ func (e *Env) Close() error {
 
 func (e *Env) usable() error {
 	if e.closed.Load() {
-		return fmt.Errorf("environment %q: %w", e.name, ErrClosed)
+		return named(e.name, ErrClosed)
 	}
 	return nil
 }
@@ -760,7 +776,7 @@ func (e *Env) writable() error {
 		return err
 	}
 	if e.readOnly {
-		return fmt.Errorf("environment %q: %w", e.name, ErrReadOnly)
+		return named(e.name, ErrReadOnly)
 	}
 	return e.sameFile()
 }
@@ -774,7 +790,7 @@ func (e *Env) sameFile() error {
 	case errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("environment %q: %w: %s is gone; open the environment again", e.name, ErrReplaced, e.path)
 	case err != nil:
-		return fmt.Errorf("environment %q: %w", e.name, err)
+		return named(e.name, err)
 	case !os.SameFile(e.opened, now):
 		return fmt.Errorf("environment %q: %w: %s is another file than the one opened; open the environment again", e.name, ErrReplaced, e.path)
 	}
@@ -877,7 +893,7 @@ func (e *Env) reopenReadOnly() error {
 	defer e.mu.Unlock()
 	if e.closed.Load() {
 		fresh.Close() // Close has run and will not see it
-		return fmt.Errorf("environment %q: %w", e.name, ErrClosed)
+		return named(e.name, ErrClosed)
 	}
 	// The old pool may be in use by a concurrent read: the last such read
 	// closes it, or Close does; one unused goes now. Kept open, every pool

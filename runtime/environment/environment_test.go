@@ -535,8 +535,12 @@ func TestClosedEnvironment(t *testing.T) {
 	require.NoError(t, env.Close())
 	_, err = env.Put(context.Background(), "late", sampleRecord{})
 	require.ErrorIs(t, err, ErrClosed)
+	// The name and "environment" once: it read 'environment "closed":
+	// environment: closed'.
+	require.EqualError(t, err, `environment "closed": closed`)
 	_, err = env.Query(context.Background(), Query{})
 	require.ErrorIs(t, err, ErrClosed)
+	require.EqualError(t, err, `environment "closed": closed`)
 }
 
 func TestMigratesToNewerSchema(t *testing.T) {

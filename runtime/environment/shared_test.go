@@ -164,6 +164,7 @@ func TestReadOnlyReaderCreatesNothingAndNeverBlocksTheOwner(t *testing.T) {
 	require.Empty(t, sideFiles(t, path), "a reader creates no -wal or -shm of its own")
 	_, err = reader.Put(ctx, "nope", sampleRecord{})
 	require.ErrorIs(t, err, ErrReadOnly)
+	require.EqualError(t, err, `environment "shared": opened read-only`)
 
 	// A writer appears while the reader is open: it writes, and the reader
 	// sees its records.
