@@ -119,14 +119,24 @@ func DefaultDir() (string, error) {
 // "environment" once, where the package's own prefix stacked up under the
 // name ("environment \"x\": environment: closed").
 type namedError struct {
-	name string
-	err  error
+	name  string
+	doing string // what failed ("reading records"), or ""
+	err   error
 }
 
 func named(name string, err error) error { return &namedError{name: name, err: err} }
 
+// namedf is named with what failed, told by format and args.
+func namedf(name string, err error, format string, args ...any) error {
+	return &namedError{name: name, doing: fmt.Sprintf(format, args...), err: err}
+}
+
 func (e *namedError) Error() string {
-	return fmt.Sprintf("environment %q: %s", e.name, strings.TrimPrefix(e.err.Error(), "environment: "))
+	doing := ""
+	if e.doing != "" {
+		doing = e.doing + ": "
+	}
+	return fmt.Sprintf("environment %q: %s%s", e.name, doing, strings.TrimPrefix(e.err.Error(), "environment: "))
 }
 
 func (e *namedError) Unwrap() error { return e.err }

@@ -196,6 +196,10 @@ func TestWriteLockHeldPastTheBusyTimeoutIsErrBusy(t *testing.T) {
 	require.ErrorIs(t, err, ErrBusy)
 	require.ErrorContains(t, err, env.Path())
 	require.ErrorContains(t, err, "50ms")
+	// The name and "environment" once: it read 'environment "held":
+	// writing … record "while held": environment: locked by …'.
+	require.Equal(t, `environment "held": writing "sample" record "while held": locked by another writer past the busy timeout: `+
+		env.Path()+`, still locked after 50ms (the busy timeout): database is locked (5) (SQLITE_BUSY)`, err.Error())
 	_, err = Open("held", WithDir(dir), WithBusyTimeout(50*time.Millisecond))
 	require.ErrorIs(t, err, ErrBusy)
 	require.ErrorContains(t, err, env.Path())

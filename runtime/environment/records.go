@@ -120,20 +120,20 @@ func (e *Env) PutJSON(ctx context.Context, kind, label string, body []byte) (Ent
 	}
 	tx, err := e.db.BeginTx(ctx, nil)
 	if err != nil {
-		return Entry{}, e.failedWrite(fmt.Errorf("environment %q: writing %q record %q: %w", e.name, kind, label, dbError(e.path, e.busy, err)))
+		return Entry{}, e.failedWrite(namedf(e.name, dbError(e.path, e.busy, err), "writing %q record %q", kind, label))
 	}
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, "INSERT INTO records (kind, label, time_ns, body) VALUES (?, ?, ?, ?)",
 		kind, label, at.UnixNano(), string(body))
 	if err != nil {
-		return Entry{}, e.failedWrite(fmt.Errorf("environment %q: writing %q record %q: %w", e.name, kind, label, dbError(e.path, e.busy, err)))
+		return Entry{}, e.failedWrite(namedf(e.name, dbError(e.path, e.busy, err), "writing %q record %q", kind, label))
 	}
 	id, err := res.LastInsertId()
 	if err != nil {
-		return Entry{}, e.failedWrite(fmt.Errorf("environment %q: writing %q record %q: %w", e.name, kind, label, dbError(e.path, e.busy, err)))
+		return Entry{}, e.failedWrite(namedf(e.name, dbError(e.path, e.busy, err), "writing %q record %q", kind, label))
 	}
 	if err := tx.Commit(); err != nil {
-		return Entry{}, e.failedWrite(fmt.Errorf("environment %q: committing %q record %q: %w", e.name, kind, label, dbError(e.path, e.busy, err)))
+		return Entry{}, e.failedWrite(namedf(e.name, dbError(e.path, e.busy, err), "committing %q record %q", kind, label))
 	}
 	if err := e.sameFile(); err != nil {
 		return Entry{}, fmt.Errorf("%w (the %q record %q was committed as record %d, maybe into the file that went)", err, kind, label, id)
@@ -155,7 +155,7 @@ func (e *Env) Get(ctx context.Context, id int64) (Entry, error) {
 		return Entry{}, fmt.Errorf("%w: environment %q has no record %d", ErrNoRecord, e.name, id)
 	}
 	if err != nil {
-		return Entry{}, fmt.Errorf("environment %q: reading record %d: %w", e.name, id, dbError(e.path, e.busy, err))
+		return Entry{}, namedf(e.name, dbError(e.path, e.busy, err), "reading record %d", id)
 	}
 	return ent, nil
 }
@@ -206,7 +206,7 @@ func (e *Env) Kinds(ctx context.Context) ([]string, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("environment %q: reading kinds: %w", e.name, dbError(e.path, e.busy, err))
+		return nil, namedf(e.name, dbError(e.path, e.busy, err), "reading kinds")
 	}
 	return kinds, nil
 }
@@ -270,7 +270,7 @@ func (e *Env) Each(ctx context.Context, q Query, fn func(Entry) error) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("environment %q: reading records: %w", e.name, dbError(e.path, e.busy, err))
+		return namedf(e.name, dbError(e.path, e.busy, err), "reading records")
 	}
 	// NOT INDEXED: by the kind's index SQLite read every record of the
 	// kind and sorted them for each page (20,000 records listed in 11 s,
@@ -306,7 +306,7 @@ func (e *Env) Each(ctx context.Context, q Query, fn func(Entry) error) error {
 			return nil // the file went: nothing more to list (page holds the last one's)
 		}
 		if err != nil {
-			return fmt.Errorf("environment %q: reading records: %w", e.name, dbError(e.path, e.busy, err))
+			return namedf(e.name, dbError(e.path, e.busy, err), "reading records")
 		}
 		for _, ent := range page {
 			if err := fn(ent); err != nil {
