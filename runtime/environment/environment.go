@@ -380,7 +380,7 @@ func openContext(ctx context.Context, name string, opts []Option, attempt int) (
 		if attempt+1 < openAttempts {
 			return openContext(ctx, name, opts, attempt+1)
 		}
-		return nil, fmt.Errorf("environment %q: %w: %s was removed or replaced while it was being opened, %d times", name, ErrReplaced, path, openAttempts)
+		return nil, named(name, fmt.Errorf("%w: %s was removed or replaced while it was being opened, %d times", ErrReplaced, path, openAttempts))
 	}
 	if file == path {
 		// A link to a file not made yet names one now: SQLite keeps the
@@ -798,16 +798,16 @@ func (e *Env) sameFile() error {
 	now, err := os.Stat(e.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("environment %q: %w: %s is gone; open the environment again", e.name, ErrReplaced, e.path)
+		return named(e.name, fmt.Errorf("%w: %s is gone; open the environment again", ErrReplaced, e.path))
 	case err != nil:
 		return named(e.name, err)
 	case !os.SameFile(e.opened, now):
-		return fmt.Errorf("environment %q: %w: %s is another file than the one opened; open the environment again", e.name, ErrReplaced, e.path)
+		return named(e.name, fmt.Errorf("%w: %s is another file than the one opened; open the environment again", ErrReplaced, e.path))
 	}
 	// The pinned connection keeps the log: one missing was removed, and
 	// what is written now would reach no reader.
 	if _, err := os.Lstat(e.file + "-wal"); errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("environment %q: %w: its write-ahead log %s-wal is gone; open the environment again", e.name, ErrReplaced, e.file)
+		return named(e.name, fmt.Errorf("%w: its write-ahead log %s-wal is gone; open the environment again", ErrReplaced, e.file))
 	}
 	return nil
 }

@@ -492,6 +492,9 @@ func TestAWriterWhoseFileIsReplacedStops(t *testing.T) {
 				_, err = env.Put(ctx, "after", sampleRecord{Seq: 2})
 				require.ErrorIs(t, err, ErrReplaced)
 				require.ErrorContains(t, err, env.Path())
+				// The name and "environment" once: it read
+				// 'environment "removed": environment: file removed …'.
+				require.True(t, strings.HasPrefix(err.Error(), fmt.Sprintf("environment %q: file removed or replaced while open: ", how)), "%v", err)
 			}
 			_, err = env.Query(ctx, Query{})
 			require.ErrorIs(t, err, ErrReplaced, "a writer's reads stop too")
