@@ -229,7 +229,7 @@ func launch(g *instance, mem api.Memory, stack []uint64) Errno {
 	if !ok {
 		return faultf(g, "launch desc", desc, n, mem)
 	}
-	ops, err := g.host.kernels.parse(data, g)
+	ops, handles, err := g.host.kernels.parse(data, g)
 	if err != nil {
 		return g.fail(err)
 	}
@@ -242,6 +242,9 @@ func launch(g *instance, mem api.Memory, stack []uint64) Errno {
 		}
 	}
 	if err := g.stream.LaunchBatch(g.ctx, ops); err != nil {
+		if errors.Is(err, kernel.ErrInvalidDispatch) {
+			return g.failShown(err, guestRefusal(ops, handles, g.host.c.Device().Limits()))
+		}
 		return g.fail(err)
 	}
 	g.sampleDevice()
@@ -318,7 +321,7 @@ func memoryReport(g *instance, mem api.Memory, stack []uint64) Errno {
 }
 
 func lastError(g *instance, mem api.Memory, stack []uint64) Errno {
-	msg := []byte(g.last.message())
+	msg := []byte(g.last.guestMessage())
 	return writeOut(g, mem, "last_error", stack, msg, false)
 }
 

@@ -400,7 +400,9 @@ type Result struct {
 	// returned a status other than ESUCCESS (last_error's own too, though
 	// they leave the message it reports in place).
 	Calls, FailedCalls uint64
-	// LastError is the message of the guest's last failed call.
+	// LastError is the message of the guest's last failed call, in the
+	// host's words: where last_error names the guest's buffer handles to
+	// it, this names the client's buffers and storages.
 	LastError string
 }
 

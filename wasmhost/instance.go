@@ -225,6 +225,13 @@ func (g *instance) fail(err error) Errno {
 	return errnoOf(err)
 }
 
+// failShown is fail, where last_error tells the guest shown rather than
+// err's text (unless shown is "").
+func (g *instance) failShown(err error, shown string) Errno {
+	g.last = failure{kind: failError, err: err, shown: shown}
+	return errnoOf(err)
+}
+
 type failKind uint8
 
 const (
@@ -245,10 +252,21 @@ type failure struct {
 	ptr, n  uint32
 	a, b, c uint64
 	err     error
+	shown   string // what last_error tells where not message's text
 }
 
-// message is what last_error tells the guest: what failed and why, without
-// the status the guest already has.
+// guestMessage is what last_error tells the guest: message, or shown
+// where the host's words name what the guest cannot see.
+func (f *failure) guestMessage() string {
+	if f.shown != "" {
+		return f.shown
+	}
+	return f.message()
+}
+
+// message is the guest's last failure in the host's words (Result's
+// LastError): what failed and why, without the status the guest already
+// has. last_error tells the guest guestMessage.
 func (f *failure) message() string {
 	switch f.kind {
 	case failRange:

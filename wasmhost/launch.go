@@ -2,10 +2,13 @@ package wasmhost
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/kernel"
+	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
 // The launch descriptor (ABI.md): a little-endian header of version and op
@@ -36,27 +39,27 @@ func malformed(format string, args ...any) error {
 	return fail(EINVAL, "launch: malformed descriptor: "+format, args...)
 }
 
-// parse reads a descriptor into launches on g's buffers. It checks the
-// whole descriptor before it returns anything: a malformed one is EINVAL,
-// then a handle g does not hold EBADF.
-func (t kernelTable) parse(d []byte, g *instance) ([]client.LaunchOp, error) {
+// parse reads a descriptor into launches on g's buffers, and each launch's
+// binding handles. It checks the whole descriptor before it returns
+// anything: a malformed one is EINVAL, then a handle g does not hold EBADF.
+func (t kernelTable) parse(d []byte, g *instance) ([]client.LaunchOp, [][]uint32, error) {
 	if len(d) < headerSize {
-		return nil, malformed("%d B, the header alone is %d B", len(d), headerSize)
+		return nil, nil, malformed("%d B, the header alone is %d B", len(d), headerSize)
 	}
 	if v := binary.LittleEndian.Uint32(d); v != descriptorVersion {
-		return nil, malformed("version %d, this host reads version %d", v, descriptorVersion)
+		return nil, nil, malformed("version %d, this host reads version %d", v, descriptorVersion)
 	}
 	count := binary.LittleEndian.Uint32(d[4:])
 	if count == 0 || count > maxBatch {
-		return nil, malformed("%d launches, a batch holds 1 to %d", count, maxBatch)
+		return nil, nil, malformed("%d launches, a batch holds 1 to %d", count, maxBatch)
 	}
 	ops := make([]client.LaunchOp, count)
-	handles := make([][]byte, count) // each launch's binding handles, raw
+	raw := make([][]byte, count) // each launch's binding handles
 	rest := d[headerSize:]
 	at := headerSize
 	for n := range ops {
 		if len(rest) < opHeaderSize {
-			return nil, malformed("launch %d at byte %d: %d B left, its fixed part is %d B", n, at, len(rest), opHeaderSize)
+			return nil, nil, malformed("launch %d at byte %d: %d B left, its fixed part is %d B", n, at, len(rest), opHeaderSize)
 		}
 		nameLen := int(binary.LittleEndian.Uint16(rest))
 		pushLen := int(binary.LittleEndian.Uint16(rest[2:]))
@@ -68,43 +71,46 @@ func (t kernelTable) parse(d []byte, g *instance) ([]client.LaunchOp, error) {
 		}
 		switch {
 		case nameLen == 0 || nameLen > maxKernelName:
-			return nil, malformed("launch %d: kernel name of %d B, want 1 to %d", n, nameLen, maxKernelName)
+			return nil, nil, malformed("launch %d: kernel name of %d B, want 1 to %d", n, nameLen, maxKernelName)
 		case pushLen > maxPush || pushLen%4 != 0:
-			return nil, malformed("launch %d: %d B of push constants, want a multiple of 4 up to %d", n, pushLen, maxPush)
+			return nil, nil, malformed("launch %d: %d B of push constants, want a multiple of 4 up to %d", n, pushLen, maxPush)
 		case bindings > maxBindings:
-			return nil, malformed("launch %d: %d bindings, at most %d", n, bindings, maxBindings)
+			return nil, nil, malformed("launch %d: %d bindings, at most %d", n, bindings, maxBindings)
 		case flags != 0:
-			return nil, malformed("launch %d: flags %#x, version 1 defines none", n, flags)
+			return nil, nil, malformed("launch %d: flags %#x, version 1 defines none", n, flags)
 		}
 		body := nameLen + pushLen + 4*bindings
 		rest, at = rest[opHeaderSize:], at+opHeaderSize
 		if len(rest) < body {
-			return nil, malformed("launch %d at byte %d: %d B left, it needs %d B", n, at, len(rest), body)
+			return nil, nil, malformed("launch %d at byte %d: %d B left, it needs %d B", n, at, len(rest), body)
 		}
 		name := rest[:nameLen]
 		k, ok := t[string(name)]
 		if !ok {
-			return nil, fail(EINVAL, "launch %d: no kernel %q in the catalogue", n, abbreviate(name))
+			return nil, nil, fail(EINVAL, "launch %d: no kernel %q in the catalogue", n, abbreviate(name))
 		}
 		ops[n] = client.LaunchOp{Kernel: k, Grid: grid, Push: append([]byte(nil), rest[nameLen:nameLen+pushLen]...)}
-		handles[n] = rest[nameLen+pushLen : body]
+		raw[n] = rest[nameLen+pushLen : body]
 		rest, at = rest[body:], at+body
 	}
 	if len(rest) > 0 {
-		return nil, malformed("%d B after the last of %d launches", len(rest), count)
+		return nil, nil, malformed("%d B after the last of %d launches", len(rest), count)
 	}
 	// Only a well-formed descriptor has its handles looked up.
+	handles := make([][]uint32, count)
 	for n := range ops {
 		op := &ops[n]
-		op.Buffers = make([]*client.Buffer, len(handles[n])/4)
+		op.Buffers = make([]*client.Buffer, len(raw[n])/4)
+		handles[n] = make([]uint32, len(op.Buffers))
 		for i := range op.Buffers {
-			h := binary.LittleEndian.Uint32(handles[n][4*i:])
+			h := binary.LittleEndian.Uint32(raw[n][4*i:])
+			handles[n][i] = h
 			if op.Buffers[i] = g.lookup(h); op.Buffers[i] == nil {
-				return nil, fail(EBADF, "launch %d (%s), binding %d: handle %#x names no live buffer of this guest", n, op.Kernel.Name, i, h)
+				return nil, nil, fail(EBADF, "launch %d (%s), binding %d: handle %#x names no live buffer of this guest", n, op.Kernel.Name, i, h)
 			}
 		}
 	}
-	return ops, nil
+	return ops, handles, nil
 }
 
 // abbreviate quotes at most 64 bytes of what a guest sent.
@@ -113,4 +119,33 @@ func abbreviate(b []byte) string {
 		return fmt.Sprintf("%s…", b[:64])
 	}
 	return string(b)
+}
+
+// guestRefusal is what last_error tells of a launch the client refused
+// for the kernel's checks: the same refusal, naming the guest's handles
+// where the client names its own buffer ids as storages ("storage 1
+// [0, 64)"), which a guest cannot map to its handles and which number the
+// host's buffers. "" where the launches pass (a refusal of their device
+// memory's handles, not their sizes).
+func guestRefusal(ops []client.LaunchOp, handles [][]uint32, limits kernel.Limits) string {
+	for n, op := range ops {
+		sh := make([]vkruntime.StorageHandle, len(op.Buffers))
+		for i, b := range op.Buffers {
+			// Each handle stands for its buffer, as the client's buffer id
+			// does: the same buffer bound twice is the same storage.
+			sh[i] = vkruntime.StorageHandle{ID: vkruntime.StorageID(handles[n][i]), Size: b.Size()}
+		}
+		var de *kernel.DispatchError
+		if !errors.As(kernel.Validate(op.Kernel, op.Grid, sh, op.Push, limits), &de) {
+			continue
+		}
+		for i, h := range sh {
+			de.Reason = strings.ReplaceAll(de.Reason, h.String(), fmt.Sprintf("handle %#x [0, %d)", handles[n][i], h.Size))
+		}
+		if len(ops) > 1 {
+			return fmt.Sprintf("launch %d of %d: %v", n, len(ops), de)
+		}
+		return de.Error()
+	}
+	return ""
 }

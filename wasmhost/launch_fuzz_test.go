@@ -38,7 +38,7 @@ func FuzzLaunchDescriptor(f *testing.F) {
 			buf := &client.Buffer{}
 			bufs[buf] = g.add(buf)
 		}
-		ops, err := table.parse(d, g)
+		ops, _, err := table.parse(d, g)
 		if err != nil {
 			var se *StatusError
 			require.True(t, errors.As(err, &se), "%v", err)

@@ -1,0 +1,72 @@
+package wasmhost
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/wasmhost/guest"
+)
+
+// watBytes writes b as a WAT string literal.
+func watBytes(b []byte) string {
+	var s strings.Builder
+	for _, c := range b {
+		fmt.Fprintf(&s, `\%02x`, c)
+	}
+	return s.String()
+}
+
+// A launch the kernel's checks refuse is told to the guest on its own
+// handles, not on the client's buffer ids as storages, which the guest
+// cannot map to its handles and which number the host's buffers. The
+// host's own account (Result.LastError) keeps the client's words.
+func TestRefusedLaunchNamesGuestHandles(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	// The guest's first buffers are handles 0x100001 and 0x100002.
+	words := func(v ...uint32) []byte {
+		return binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, v[0]), v[1])
+	}
+	a, b := guest.BufferOf(0x100001, 256), guest.BufferOf(0x100002, 64)
+	for _, tc := range []struct {
+		name   string
+		launch []guest.Launch
+		want   string
+	}{
+		{"undersized", []guest.Launch{{Kernel: "fill", Grid: [3]uint32{1, 1, 1}, Push: words(32, 7), Buffers: []*guest.Buffer{b}}},
+			`vkrt: invalid dispatch of kernel "fill": binding 0 (out): handle 0x100002 [0, 64) holds 64 B, the push constants {n=32 value=7} call for 128 B`},
+		{"aliased", []guest.Launch{
+			{Kernel: "fill", Grid: [3]uint32{1, 1, 1}, Push: words(16, 7), Buffers: []*guest.Buffer{b}},
+			{Kernel: "transpose", Grid: [3]uint32{1, 1, 1}, Push: words(8, 8), Buffers: []*guest.Buffer{a, a}}},
+			`launch 1 of 2: vkrt: invalid dispatch of kernel "transpose": binding 1 (out): handle 0x100001 [0, 256), written, and binding 0 (x): handle 0x100001 [0, 256) share bytes`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			desc, err := guest.AppendDescriptor(nil, tc.launch...)
+			require.NoError(t, err)
+			// The guest writes what last_error tells it to standard output.
+			prelude := strings.Replace(watPrelude, `(memory (export "memory") 1)`,
+				`(import "wasi_snapshot_preview1" "fd_write" (func $fdw (param i32 i32 i32 i32) (result i32))) (memory (export "memory") 1)`, 1)
+			wasm := wat(t, prelude+fmt.Sprintf(`(data (i32.const 64) "%s")
+  (func (export "_start")`, watBytes(desc))+fmt.Sprintf(`
+    (drop (call $create (i64.const 256) (i32.const 0)))
+    (drop (call $create (i64.const 64) (i32.const 4)))
+    (if (i32.ne (call $launch (i32.const 64) (i32.const %d)) (i32.const 28)) (then unreachable))
+    (if (i32.ne (call $lasterr (i32.const 1024) (i32.const 4096) (i32.const 16)) (i32.const 0)) (then unreachable))
+    (i32.store (i32.const 24) (i32.const 1024))
+    (i32.store (i32.const 28) (i32.load (i32.const 16)))
+    (drop (call $fdw (i32.const 1) (i32.const 24) (i32.const 1) (i32.const 32)))))`, len(desc)))
+			var out strings.Builder
+			res, err := h.Run(context.Background(), compile(t, h, wasm), WithStdout(&out))
+			require.NoError(t, err)
+			require.Equal(t, uint64(1), res.FailedCalls)
+			require.Contains(t, out.String(), tc.want)
+			require.NotContains(t, out.String(), "storage")
+			require.Contains(t, res.LastError, "storage", "the host's account names the client's storages")
+		})
+	}
+}
