@@ -38,6 +38,11 @@ func endCases() []endCase {
 			require.Equal(t, n, res.PeakHandles, "the guest held buffers when it ended")
 		}
 	}
+	pages := func(n uint32) func(t *testing.T, res *Result) {
+		return func(t *testing.T, res *Result) {
+			require.Equal(t, n, res.MemoryPages, "the size the guest's memory starts at")
+		}
+	}
 	return []endCase{
 		{name: "infinite loop under a deadline, holding buffers", wasm: watGuest("", holdThree+`(loop $l (br $l))`),
 			opts: []RunOption{WithDeadline(300 * time.Millisecond)}, want: ErrDeadline, check: held(3)},
@@ -67,6 +72,15 @@ func endCases() []endCase {
 		{name: "proc_exit in the start function, holding buffers", wasm: watGuest(`(func $init `+holdThree+` (call $exit (i32.const 7))) (start $init)`, ""),
 			want: &ExitError{Code: 7}, check: held(3)},
 		{name: "proc_exit(0) in the start function is success", wasm: watGuest(`(func $init (call $exit (i32.const 0))) (start $init)`, "unreachable")},
+		{name: "trap in the start function, with a memory of 3 pages", wasm: rawWAT(`(module (memory 3) (func $s unreachable) (start $s) (func (export "_start")))`),
+			want: ErrTrapped, detail: "unreachable", check: pages(3)},
+		{name: "proc_exit in the start function, with a memory of 3 pages",
+			wasm: rawWAT(`(module (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32))) (memory 3) (func $s (call $exit (i32.const 7))) (start $s) (func (export "_start")))`),
+			want: &ExitError{Code: 7}, check: pages(3)},
+		// The host sees no memory of a module whose start function ended
+		// it: what that function grew is not counted.
+		{name: "a start function that grows its memory, then traps", wasm: rawWAT(`(module (memory 3) (func $s (drop (memory.grow (i32.const 2))) unreachable) (start $s) (func (export "_start")))`),
+			want: ErrTrapped, detail: "unreachable", check: pages(3)},
 		{name: "missing import of vkrt_v1", wasm: rawWAT(`(module (import "vkrt_v1" "buffer_resize" (func (param i32 i64) (result i32))) (func (export "_start")))`),
 			want: ErrRefused, detail: "vkrt_v1.buffer_resize, which ABI version 1 does not have"},
 		{name: "missing import of another module", wasm: rawWAT(`(module (import "env" "abort" (func)) (func (export "_start")))`),

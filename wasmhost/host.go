@@ -196,6 +196,9 @@ type Module struct {
 	compiled wazero.CompiledModule
 	host     *Host
 	closed   atomic.Bool
+	// startPages is the size, in 64 KiB pages, the module's memory starts
+	// at (0 for a module of none).
+	startPages uint32
 }
 
 var wasmMagic = []byte{0x00, 'a', 's', 'm'}
@@ -266,7 +269,11 @@ func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
 		cm.Close(ctx)
 		return nil, fmt.Errorf("%w: %w", ErrRefused, shown(err))
 	}
-	return &Module{compiled: cm, host: h}, nil
+	m := &Module{compiled: cm, host: h}
+	if len(walk.memories) > 0 {
+		m.startPages = walk.memories[0].min // a guest has at most one memory
+	}
+	return m, nil
 }
 
 // compileModule is rt.CompileModule, a panic of which (its decoder's, on a
@@ -394,7 +401,8 @@ type Result struct {
 	// quotas at once: live buffer bytes as asked, and live handles.
 	PeakBytes, PeakHandles uint64
 	// MemoryPages is the size of the guest's linear memory at its end, in
-	// 64 KiB pages.
+	// 64 KiB pages; of a guest its start function ended, the size its
+	// memory started at, as what the start function grew is not seen.
 	MemoryPages uint32
 	// Calls counts the guest's calls of vkrt_v1, FailedCalls those that
 	// returned a status other than ESUCCESS (last_error's own too, though
@@ -485,7 +493,9 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 		err = h.classify(runCtx, res, err)
 	} else if inStartFunction(err) {
 		// The module loaded and its start function ran: it ended the way
-		// _start can.
+		// _start can. wazero keeps no module to read the memory of, so
+		// the run reports the pages the memory started at.
+		res.MemoryPages = m.startPages
 		err = h.classify(runCtx, res, err)
 	} else if h.isClosed() {
 		err = fmt.Errorf("%w (while loading): %w", ErrClosed, shown(err))
