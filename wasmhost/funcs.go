@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"reflect"
 	"unicode/utf8"
@@ -17,6 +18,7 @@ import (
 	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/kernel"
 	"github.com/vkrt/vkrt/memory"
+	"github.com/vkrt/vkrt/runtime/environment"
 )
 
 const (
@@ -358,7 +360,11 @@ func memoryRecord(g *instance, mem api.Memory, stack []uint64) Errno {
 		return g.fail(fail(EDQUOT, "memory_record: a guest writes at most %d records a run", maxRecords))
 	}
 	if _, err := g.host.c.RecordMemory(g.ctx, string(label)); err != nil {
-		return g.fail(fail(EIO, "memory_record: %w", err))
+		err = fail(EIO, "memory_record: %w", err)
+		if errors.Is(err, client.ErrClosed) {
+			return g.fail(err)
+		}
+		return g.failShown(err, "memory_record: "+environmentRefusal(err))
 	}
 	g.records++
 	return ESUCCESS
@@ -423,4 +429,18 @@ func isDryRun(g *instance, mem api.Memory, stack []uint64) Errno {
 		return faultf(g, "is_dry_run out", out, 4, mem)
 	}
 	return ESUCCESS
+}
+
+// environmentRefusal is what last_error tells of a record the host's
+// environment refused: its kind, not the environment's words, which name
+// the host's files (its directory, the user's home).
+func environmentRefusal(err error) string {
+	for _, kind := range []error{environment.ErrBusy, environment.ErrReadOnly, environment.ErrReplaced, environment.ErrClosed,
+		environment.ErrCorrupt, environment.ErrNotEnvironment, environment.ErrNewerSchema, environment.ErrInvalidRecord,
+		environment.ErrLogNotCopied, fs.ErrPermission, fs.ErrNotExist} {
+		if errors.Is(err, kind) {
+			return "the host's environment refused the record (" + kind.Error() + ")"
+		}
+	}
+	return "the host's environment refused the record"
 }

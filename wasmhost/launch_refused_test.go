@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/client"
+	"github.com/vkrt/vkrt/runtime/environment"
 	"github.com/vkrt/vkrt/wasmhost/guest"
 )
 
@@ -69,4 +73,29 @@ func TestRefusedLaunchNamesGuestHandles(t *testing.T) {
 			require.Contains(t, res.LastError, "storage", "the host's account names the client's storages")
 		})
 	}
+}
+
+// A record the host's environment refuses is told to the guest by its kind,
+// without the host's words for it, which name the environment's files.
+func TestRefusedRecordHidesHostPaths(t *testing.T) {
+	dir := t.TempDir()
+	c := openClient(t, client.WithEnvironment("wasmhost-test", environment.WithDir(dir)))
+	// Removed under the open environment, the file refuses the record.
+	require.NoError(t, os.Remove(filepath.Join(dir, "wasmhost-test.sqlite")))
+	h := newHost(t, context.Background(), c)
+	prelude := strings.Replace(watPrelude, `(memory (export "memory") 1)`,
+		`(import "wasi_snapshot_preview1" "fd_write" (func $fdw (param i32 i32 i32 i32) (result i32))) (memory (export "memory") 1)`, 1)
+	wasm := wat(t, prelude+`(data (i32.const 64) "label")
+  (func (export "_start")
+    (drop (call $create (i64.const 64) (i32.const 0)))
+    (if (i32.ne (call $record (i32.const 64) (i32.const 5)) (i32.const 29)) (then unreachable))
+    (if (i32.ne (call $lasterr (i32.const 1024) (i32.const 4096) (i32.const 16)) (i32.const 0)) (then unreachable))
+    (i32.store (i32.const 24) (i32.const 1024))
+    (i32.store (i32.const 28) (i32.load (i32.const 16)))
+    (drop (call $fdw (i32.const 1) (i32.const 24) (i32.const 1) (i32.const 32)))))`)
+	var out strings.Builder
+	res, err := h.Run(context.Background(), compile(t, h, wasm), WithStdout(&out))
+	require.NoError(t, err)
+	require.Equal(t, "memory_record: the host's environment refused the record (environment: file removed or replaced while open)", out.String())
+	require.Contains(t, res.LastError, dir, "the host's account names the file")
 }
