@@ -9,10 +9,8 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -444,16 +442,7 @@ func TestWriterThatCannotWriteIsRefusedAndLeavesNothing(t *testing.T) {
 		require.NoError(t, checkUnwritable(root))
 		return
 	}
-	const nobody = 65534
-	bin := filepath.Join(root, "writer.test")
-	self, err := os.ReadFile(os.Args[0])
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(bin, self, 0o755))
-	cmd := exec.Command(bin, "-test.run=^TestWriterThatCannotWriteIsRefusedAndLeavesNothing$")
-	cmd.Env = append(os.Environ(), unwritableDirVar+"="+root)
-	cmd.Dir = root
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-	out, err := cmd.CombinedOutput()
+	out, err := runAsNobody(t, root, "TestWriterThatCannotWriteIsRefusedAndLeavesNothing", unwritableDirVar+"="+root)
 	require.NoError(t, err, "%s", out)
 }
 

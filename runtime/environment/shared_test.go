@@ -288,26 +288,16 @@ func TestReaderOfAnotherUserNeverBreaksTheOwner(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("running a reader as another user needs root; TestReadOnlyOpenWorksInADirectoryTheReaderCannotWrite covers this user")
 	}
-	const nobody = 65534
 	ctx := context.Background()
 	root, err := os.MkdirTemp("", "vkrt-shared-env-")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(root) })
 	require.NoError(t, os.Chmod(root, 0o755))
 	dir := filepath.Join(root, "env")
-	bin := filepath.Join(root, "reader.test")
-	self, err := os.ReadFile(os.Args[0])
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(bin, self, 0o755))
-
 	read := func() string {
-		cmd := exec.Command(bin, "-test.run=^TestReaderOfAnotherUserNeverBreaksTheOwner$")
-		cmd.Env = append(os.Environ(), otherUserDirVar+"="+dir)
-		cmd.Dir = root
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-		out, err := cmd.CombinedOutput()
+		out, err := runAsNobody(t, root, "TestReaderOfAnotherUserNeverBreaksTheOwner", otherUserDirVar+"="+dir)
 		require.NoError(t, err, "the other user's reader: %s", out)
-		return string(out)
+		return out
 	}
 	owner, err := Open("shared", WithDir(dir))
 	require.NoError(t, err)
@@ -669,15 +659,10 @@ func TestALogOrIndexTheUserMayNotOpenIsNamed(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("a log of another user's needs root to make")
 	}
-	const nobody = 65534
 	root, err := os.MkdirTemp("", "vkrt-side-access-")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(root) })
 	require.NoError(t, os.Chmod(root, 0o755))
-	bin := filepath.Join(root, "side.test")
-	self, err := os.ReadFile(os.Args[0])
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(bin, self, 0o755))
 	dir := filepath.Join(root, "env")
 	owner, err := Open("side", WithDir(dir))
 	require.NoError(t, err)
@@ -698,14 +683,10 @@ func TestALogOrIndexTheUserMayNotOpenIsNamed(t *testing.T) {
 				}
 				require.NoError(t, os.Chmod(filepath.Join(dir, "side.sqlite"+s), mode))
 			}
-			cmd := exec.Command(bin, "-test.run=^TestALogOrIndexTheUserMayNotOpenIsNamed$")
-			cmd.Env = append(os.Environ(), sideAccessVar+"="+how+"\t"+dir)
-			cmd.Dir = root
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-			out, err := cmd.CombinedOutput()
+			out, err := runAsNobody(t, root, "TestALogOrIndexTheUserMayNotOpenIsNamed", sideAccessVar+"="+how+"\t"+dir)
 			require.NoError(t, err, "%s", out)
-			require.Contains(t, string(out), "permission true", "%s %s", how, side)
-			require.Contains(t, string(out), path, "%s %s", how, side)
+			require.Contains(t, out, "permission true", "%s %s", how, side)
+			require.Contains(t, out, path, "%s %s", how, side)
 		}
 	}
 	// A log left without its index is read from a private copy: one the
@@ -719,16 +700,34 @@ func TestALogOrIndexTheUserMayNotOpenIsNamed(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(left, "side.sqlite"+s), data, 0o644))
 	}
 	require.NoError(t, os.Chmod(filepath.Join(left, "side.sqlite-wal"), 0o600))
-	cmd := exec.Command(bin, "-test.run=^TestALogOrIndexTheUserMayNotOpenIsNamed$")
-	cmd.Env = append(os.Environ(), sideAccessVar+"=read\t"+left)
-	cmd.Dir = root
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-	out, err := cmd.CombinedOutput()
+	out, err := runAsNobody(t, root, "TestALogOrIndexTheUserMayNotOpenIsNamed", sideAccessVar+"=read\t"+left)
 	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "permission true", "a log without its index")
-	require.Contains(t, string(out), filepath.Join(left, "side.sqlite-wal"))
-	require.NotContains(t, string(out), "make room")
+	require.Contains(t, out, "permission true", "a log without its index")
+	require.Contains(t, out, filepath.Join(left, "side.sqlite-wal"))
+	require.NotContains(t, out, "make room")
 
 	_, err = owner.Put(context.Background(), "second", sampleRecord{Seq: 2})
 	require.NoError(t, err, "the owner writes on")
+}
+
+// nobody is the user the tests that need another user than root run as.
+const nobody = 65534
+
+// runAsNobody runs test, a test of this binary, in a copy of the binary
+// in root (which nobody may read) as nobody, with env added to the
+// environment, and returns its output.
+func runAsNobody(t *testing.T, root, test string, env ...string) (string, error) {
+	t.Helper()
+	bin := filepath.Join(root, "as-nobody.test")
+	if _, err := os.Stat(bin); err != nil {
+		self, err := os.ReadFile(os.Args[0])
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(bin, self, 0o755))
+	}
+	cmd := exec.Command(bin, "-test.run=^"+test+"$")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = root
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
