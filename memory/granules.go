@@ -84,10 +84,18 @@ func (m *granuleMap) grow(n int) {
 	n = max(n, 2*m.n, 1024) // amortised: the range is used from its low end up
 	m.n = n
 	words := (n + 63) / 64
-	m.used = append(m.used, make([]uint64, words-len(m.used))...)
-	m.bound = append(m.bound, make([]uint64, words-len(m.bound))...)
-	m.real = append(m.real, make([]uint64, words-len(m.real))...)
-	m.first = append(m.first, make([]uint64, words-len(m.first))...)
+	// The four bitmaps in one allocation, each copied once: by append
+	// each was allocated zeroed, then copied into a larger one.
+	all := make([]uint64, 4*words)
+	used, bound, real, first := m.used, m.bound, m.real, m.first
+	m.used = all[:words:words]
+	m.bound = all[words : 2*words : 2*words]
+	m.real = all[2*words : 3*words : 3*words]
+	m.first = all[3*words:]
+	copy(m.used, used)
+	copy(m.bound, bound)
+	copy(m.real, real)
+	copy(m.first, first)
 }
 
 // wordMask is the bits of word w within granules g0..g1.
