@@ -134,3 +134,79 @@ func TestJoinedFailuresAreALineEach(t *testing.T) {
 	require.Equal(t, "vkrt: interrupted by SIGINT: vkrt: guest: trapped", errorLine(wrapped))
 	require.Equal(t, "vkrt: a\nvkrt: b", errorLine(errors.Join(errors.New("a"), nil, errors.New("vkrt: b"))))
 }
+
+// Help that cannot be written fails the command as any output does: cobra
+// dropped the error, so `vkrt --help > /dev/full` wrote nothing and
+// exited 0. A help topic or a subcommand of a group that does not exist
+// is a usage error: cobra printed a usage or a help and exited 0.
+func TestHelpThatCannotBeWrittenFails(t *testing.T) {
+	// Cobra keeps flag values between runs: a command left with --help
+	// set would print its help in later tests' runs.
+	t.Cleanup(func() { resetHelpFlags(t, rootCmd) })
+	rootCmd.SetOut(fullWriter{})
+	defer rootCmd.SetOut(nil)
+	for _, args := range [][]string{
+		{}, {"--help"}, {"-h"}, {"help"}, {"help", "replay"}, {"replay", "--help"},
+		{"plan", "-h"}, {"completion"},
+	} {
+		var stderr bytes.Buffer
+		require.Equal(t, 1, runCommandLine(args, &stderr), "%v", args)
+		require.Equal(t, "vkrt: "+syscall.ENOSPC.Error()+"\n", stderr.String(), "%v", args)
+	}
+
+	var stdout bytes.Buffer
+	rootCmd.SetOut(&stdout)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"help", "bogus"}, `vkrt help: unknown command "bogus" for "vkrt" (see 'vkrt help --help')`},
+		{[]string{"help", "completion", "bogus"}, `vkrt help: unknown command "bogus" for "vkrt completion" (see 'vkrt help --help')`},
+		{[]string{"completion", "bogus"}, `vkrt completion: unknown command "bogus" for "vkrt completion" (see 'vkrt completion --help')`},
+	} {
+		var stderr bytes.Buffer
+		require.Equal(t, 1, runCommandLine(c.args, &stderr), "%v", c.args)
+		require.Equal(t, c.want+"\n", stderr.String(), "%v", c.args)
+		require.Empty(t, stdout.String(), "%v", c.args)
+	}
+
+	// Written, help is cobra's, and exits 0.
+	var stderr bytes.Buffer
+	require.Equal(t, 0, runCommandLine([]string{"help", "replay"}, &stderr))
+	require.Empty(t, stderr.String())
+	require.True(t, strings.HasPrefix(stdout.String(), "Replay allocation streams "), "%q", stdout.String())
+	require.Contains(t, stdout.String(), "\nUsage:\n  vkrt replay ")
+	require.Contains(t, stdout.String(), "-h, --help ")
+}
+
+// vkrt help completes the names of commands in a shell, as cobra's help
+// command did.
+func TestHelpCompletesCommandNames(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	rootCmd.SetOut(&stdout)
+	defer rootCmd.SetOut(nil)
+	require.Equal(t, 0, runCommandLine([]string{"__complete", "help", "rep"}, &stderr), stderr.String())
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	require.Equal(t, []string{
+		"replay\t" + findCommand(t, "replay").Short,
+		"report\t" + findCommand(t, "report").Short,
+		":4",
+	}, lines)
+}
+
+func findCommand(t *testing.T, name string) *cobra.Command {
+	t.Helper()
+	c, _, err := rootCmd.Find([]string{name})
+	require.NoError(t, err)
+	return c
+}
+
+func resetHelpFlags(t *testing.T, c *cobra.Command) {
+	if f := c.Flags().Lookup("help"); f != nil {
+		require.NoError(t, f.Value.Set("false"))
+		f.Changed = false
+	}
+	for _, sub := range c.Commands() {
+		resetHelpFlags(t, sub)
+	}
+}

@@ -11,11 +11,13 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -51,6 +53,93 @@ func refuseEmptyValues(cmd *cobra.Command) error {
 	return err
 }
 
+func init() {
+	rootCmd.SetHelpFunc(writeHelp)
+	rootCmd.SetHelpCommand(&cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		Long:  "Help provides help for any command in the application.\nSimply type vkrt help [path to command] for full details.",
+		// Completes the names of commands, as cobra's help command does.
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			topic, _, err := cmd.Root().Find(args)
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			var names []cobra.Completion
+			for _, sub := range topic.Commands() {
+				if (sub.IsAvailableCommand() || sub == cmd) && strings.HasPrefix(sub.Name(), toComplete) {
+					names = append(names, cobra.CompletionWithDesc(sub.Name(), sub.Short))
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		Args: func(cmd *cobra.Command, args []string) error {
+			_, err := helpTopic(cmd.Root(), args)
+			return err
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			topic, err := helpTopic(cmd.Root(), args)
+			if err != nil {
+				return err
+			}
+			topic.InitDefaultHelpFlag() // its --help, listed in its flags
+			return printHelp(topic)
+		},
+	})
+}
+
+// helpTopic is the command vkrt help args names: an unknown one is an
+// error (cobra's help printed vkrt's usage for it and exited 0).
+func helpTopic(root *cobra.Command, args []string) (*cobra.Command, error) {
+	topic, rest, err := root.Find(args)
+	if err == nil && len(rest) > 0 && topic.HasSubCommands() {
+		err = unknownCommand(topic, rest[0])
+	}
+	return topic, err
+}
+
+func unknownCommand(parent *cobra.Command, name string) error {
+	return fmt.Errorf("unknown command %q for %q", name, parent.CommandPath())
+}
+
+// helpFailure is why the help text a command line asked for, in place of
+// running a command (--help, or a command that only groups others), was
+// not written: usage says the command line named no command.
+var helpFailure struct {
+	err   error
+	usage bool
+}
+
+// writeHelp is rootCmd's help function. Cobra's drops the error of the
+// write, so `vkrt --help > /dev/full` wrote nothing and exited 0; this one
+// keeps it in helpFailure, and the command ends with it. A command that
+// only groups others (vkrt completion) given a word none of them is, is
+// refused as an unknown command: cobra printed its help and exited 0.
+func writeHelp(c *cobra.Command, _ []string) {
+	if rest := c.Flags().Args(); !c.Runnable() && len(rest) > 0 && !c.Flags().Changed("help") {
+		helpFailure.err, helpFailure.usage = unknownCommand(c, rest[0]), true
+		return
+	}
+	if err := printHelp(c); err != nil {
+		helpFailure.err = err
+	}
+}
+
+// printHelp writes c's help to its standard output, as cobra's help
+// function lays it out: its long description (else its short one), then
+// its usage.
+func printHelp(c *cobra.Command) error {
+	var b strings.Builder
+	if text := strings.TrimRightFunc(cmp.Or(c.Long, c.Short), unicode.IsSpace); text != "" {
+		b.WriteString(text + "\n\n")
+	}
+	if c.Runnable() || c.HasSubCommands() {
+		b.WriteString(c.UsageString())
+	}
+	_, err := io.WriteString(c.OutOrStdout(), b.String())
+	return err
+}
+
 func main() { os.Exit(runCommandLine(os.Args[1:], os.Stderr)) }
 
 // runCommandLine runs the command line args, reports a failure on stderr and
@@ -59,18 +148,19 @@ func main() { os.Exit(runCommandLine(os.Args[1:], os.Stderr)) }
 func runCommandLine(args []string, stderr io.Writer) int {
 	// An error before a command's RunE is the command line's: cobra checks
 	// required flags only after every pre-run hook, so RunE is wrapped.
+	// The help and completion commands cobra adds as it executes are added
+	// first, so that theirs are wrapped too: an error of theirs is then
+	// one of writing their output.
+	rootCmd.InitDefaultHelpCmd()
+	rootCmd.InitDefaultCompletionCmd()
 	reachedRun := false
-	for _, c := range rootCmd.Commands() {
-		if run := c.RunE; run != nil {
-			c.RunE = func(cmd *cobra.Command, args []string) error {
-				reachedRun = true
-				return run(cmd, args)
-			}
-			defer func() { c.RunE = run }()
-		}
-	}
+	defer onRun(rootCmd, func() { reachedRun = true })()
 	defer setCommandLine(args)()
+	defer func() { helpFailure.err, helpFailure.usage = nil, false }()
 	cmd, err := rootCmd.ExecuteC()
+	if err == nil && helpFailure.err != nil {
+		err, reachedRun = helpFailure.err, !helpFailure.usage
+	}
 	if err == nil {
 		return 0
 	}
@@ -82,6 +172,31 @@ func runCommandLine(args []string, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, line)
 	return exitStatus(err)
+}
+
+// onRun has each command under root with a RunE call reached as it starts
+// it; the func it returns takes them back.
+func onRun(root *cobra.Command, reached func()) (restore func()) {
+	var restores []func()
+	var wrap func(*cobra.Command)
+	wrap = func(parent *cobra.Command) {
+		for _, c := range parent.Commands() {
+			if run := c.RunE; run != nil {
+				c.RunE = func(cmd *cobra.Command, args []string) error {
+					reached()
+					return run(cmd, args)
+				}
+				restores = append(restores, func() { c.RunE = run })
+			}
+			wrap(c)
+		}
+	}
+	wrap(root)
+	return func() {
+		for _, r := range restores {
+			r()
+		}
+	}
 }
 
 // commandLine is the arguments rootCmd runs with: a command whose flags
