@@ -201,6 +201,27 @@ func findCommand(t *testing.T, name string) *cobra.Command {
 	return c
 }
 
+// The error line shows what a terminal acts on escaped: a file name with
+// an escape sequence (a glob matched it) cleared the screen when the error
+// named it. Lines and tabs stay as they are: a guest's stack trace is
+// several lines, each led by a tab.
+func TestErrorLineEscapesWhatATerminalActsOn(t *testing.T) {
+	rootCmd.SetOut(io.Discard)
+	defer rootCmd.SetOut(nil)
+	name := filepath.Join(t.TempDir(), "a\x1b[2Jb\u202ec\xff.trace")
+	var stderr bytes.Buffer
+	require.Equal(t, 1, runCommandLine([]string{"replay", name}, &stderr))
+	require.NotContains(t, stderr.String(), "\x1b")
+	require.NotContains(t, stderr.String(), "\u202e")
+	require.Contains(t, stderr.String(), `a\x1b[2Jb\u202ec\xff.trace`)
+
+	stderr.Reset()
+	require.Equal(t, 1, runCommandLine([]string{"replay", "--x\x1b]0;title\a", name}, &stderr))
+	require.Equal(t, "vkrt replay: unknown flag: --x\\x1b]0;title\\a (see 'vkrt replay --help')\n", stderr.String())
+
+	require.Equal(t, "trap\n\tat f\\x1b\n\tat g", shownOnTerminal("trap\n\tat f\x1b\n\tat g"))
+}
+
 func resetHelpFlags(t *testing.T, c *cobra.Command) {
 	if f := c.Flags().Lookup("help"); f != nil {
 		require.NoError(t, f.Value.Set("false"))

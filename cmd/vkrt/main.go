@@ -21,6 +21,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/vkrt/vkrt/internal/printable"
 )
 
 var rootCmd = &cobra.Command{
@@ -170,8 +172,25 @@ func runCommandLine(args []string, stderr io.Writer) int {
 		// its usage is.
 		line = fmt.Sprintf("%s: %s (see '%s --help')", cmd.CommandPath(), strings.TrimPrefix(err.Error(), "vkrt: "), cmd.CommandPath())
 	}
-	fmt.Fprintln(stderr, line)
+	fmt.Fprintln(stderr, shownOnTerminal(line))
 	return exitStatus(err)
+}
+
+// shownOnTerminal is the error text s with what a terminal would act on
+// escaped, as printable.Escaped escapes it (a path named on the command
+// line or matched by a glob, whose escape sequence cleared the screen or
+// retitled the window when an error named it), its lines and tabs kept
+// (a guest's stack trace).
+func shownOnTerminal(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		fields := strings.Split(l, "\t")
+		for j, f := range fields {
+			fields[j] = printable.Escaped(f)
+		}
+		lines[i] = strings.Join(fields, "\t")
+	}
+	return strings.Join(lines, "\n")
 }
 
 // onRun has each command under root with a RunE call reached as it starts
