@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -279,11 +280,18 @@ func writeThrough(f *os.File, write func(io.Writer) error) error {
 }
 
 // createTemp makes a new file beside target for writeOutput, with the
-// permissions the umask leaves of 0666 (os.CreateTemp makes 0600).
+// permissions the umask leaves of 0666 (os.CreateTemp makes 0600). Its
+// name is "." and target's name and a random suffix, target's name cut
+// short where the whole would be longer than the file system's longest
+// name: a target named as long as it takes was refused, "file name too
+// long", for its temporary file's name.
 func createTemp(target string) (*os.File, error) {
 	removeOnSignal.Do(removeTempFilesOnSignal)
+	dir, base := filepath.Dir(target), filepath.Base(target)
+	maxName := longestName(dir)
 	for {
-		name := filepath.Join(filepath.Dir(target), "."+filepath.Base(target)+"."+strconv.FormatUint(rand.Uint64(), 36))
+		suffix := "." + strconv.FormatUint(rand.Uint64(), 36)
+		name := filepath.Join(dir, "."+cutName(base, maxName-1-len(suffix))+suffix)
 		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
 		if err == nil {
 			tempFiles.Store(name, struct{}{})
@@ -292,6 +300,29 @@ func createTemp(target string) (*os.File, error) {
 			return f, err
 		}
 	}
+}
+
+// longestName is the length in bytes of the longest file name the file
+// system of dir takes: NAME_MAX, 255 where statfs does not say.
+func longestName(dir string) int {
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) == nil && st.Namelen > 0 {
+		return int(st.Namelen)
+	}
+	return 255
+}
+
+// cutName is name cut to at most n bytes, at the start of a UTF-8
+// sequence.
+func cutName(name string, n int) string {
+	if n >= len(name) {
+		return name
+	}
+	n = max(n, 0)
+	for n > 0 && !utf8.RuneStart(name[n]) {
+		n--
+	}
+	return name[:n]
 }
 
 // tempFiles are the temporary files createTemp made that are neither

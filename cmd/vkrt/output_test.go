@@ -524,3 +524,28 @@ func TestOutputToAPipeOpenForReadingIsRefusedFirst(t *testing.T) {
 	_, _, err = execute(t, "plan", bad, "--out", "/proc/self/fd/"+strconv.Itoa(int(r.Fd())))
 	require.ErrorContains(t, err, "open for reading only", "the output is checked before the trace is read")
 }
+
+// A file named as long as the file system takes (255 bytes) is written,
+// and written over: its temporary file's name, longer by the dot and the
+// suffix, was refused, "file name too long", where the shell's > writes
+// it. A name of three-byte runes is cut between them.
+func TestOutputOfTheLongestNameIsWritten(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{strings.Repeat("y", 255), strings.Repeat("€", 85)} {
+		out := filepath.Join(dir, name)
+		for _, content := range []string{"first\n", "second\n"} {
+			require.NoError(t, writeOutput("--out", out, func(w io.Writer) error {
+				_, err := io.WriteString(w, content)
+				return err
+			}))
+			data, err := os.ReadFile(out)
+			require.NoError(t, err)
+			require.Equal(t, content, string(data))
+		}
+		require.NoError(t, checkOutput("--out", out))
+		noTemporaryFiles(t, dir)
+	}
+	require.Equal(t, "ab", cutName("ab€", 4), "cut before the rune it would split")
+	require.Equal(t, "ab€", cutName("ab€", 5))
+	require.Equal(t, "", cutName("ab€", -3))
+}
