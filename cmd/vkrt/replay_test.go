@@ -15,6 +15,7 @@ import (
 
 	json "github.com/goccy/go-json"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/dryrun/plan"
@@ -1016,4 +1017,36 @@ func shortRunPlan(t *testing.T) (trace, plan string) {
 	_, _, err := execute(t, "plan", trace, "--out", plan)
 	require.NoError(t, err)
 	return trace, plan
+}
+
+// "-" names no standard input: where no file has that name, the error says
+// how to read one, /dev/stdin, for a trace and a guest alike ("stat -: no
+// such file or directory" alone left a user piping a trace in guessing).
+func TestDashSaysHowToReadStandardInput(t *testing.T) {
+	var stdout bytes.Buffer
+	rootCmd.SetOut(&stdout)
+	defer rootCmd.SetOut(nil)
+	t.Chdir(t.TempDir())
+	// Flags keep the values earlier tests gave them: back to the defaults.
+	for _, c := range rootCmd.Commands() {
+		if c.Name() == "replay" || c.Name() == "report" {
+			c.Flags().VisitAll(func(f *pflag.Flag) {
+				require.NoError(t, f.Value.Set(f.DefValue))
+				f.Changed = false
+			})
+		}
+	}
+	for _, args := range [][]string{{"replay", "-"}, {"report", "--html", "r.html", "-"}} {
+		var stderr bytes.Buffer
+		require.Equal(t, 1, runCommandLine(args, &stderr), "%v", args)
+		require.Equal(t, "vkrt: trace: stat -: no such file or directory (to read standard input, name /dev/stdin)\n", stderr.String(), "%v", args)
+	}
+	_, err := readGuest("-")
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.EqualError(t, err, "open -: no such file or directory (to read standard input, name /dev/stdin)")
+
+	// A file named "-" is read as any other.
+	require.NoError(t, os.WriteFile("-", []byte("a 1 10 0\nf 1\n"), 0o644))
+	var stderr bytes.Buffer
+	require.Equal(t, 0, runCommandLine([]string{"replay", "-"}, &stderr), stderr.String())
 }

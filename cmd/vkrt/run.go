@@ -175,7 +175,7 @@ var maxGuestBytes int64 = 1 << 30
 func readGuest(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, stdinHint(path, err)
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > maxGuestBytes {
@@ -197,6 +197,16 @@ func readGuest(path string) ([]byte, error) {
 }
 
 var wasmMagic = []byte{0x00, 'a', 's', 'm'}
+
+// stdinHint is err, the error of opening path, saying how standard input
+// is named where path is "-" and no file has that name: the commands read
+// files, and "-" reads no standard input, but /dev/stdin does.
+func stdinHint(path string, err error) error {
+	if path == "-" && errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w (to read standard input, name /dev/stdin)", err)
+	}
+	return err
+}
 
 // readWasmHead reads r's first bytes, up to WebAssembly's magic number's
 // length, and says whether they are it.
