@@ -124,11 +124,36 @@ type namedError struct {
 	err   error
 }
 
-func named(name string, err error) error { return &namedError{name: name, err: err} }
+// named is err of the environment name. An err that already names it (a
+// read meeting an Env closed, a file replaced, or a reader's file gone as
+// it opened it again) is kept as it is: named again, it read
+// 'environment "x": reading records: environment "x": closed'.
+func named(name string, err error) error {
+	if namesItself(name, err) {
+		return err
+	}
+	return &namedError{name: name, err: err}
+}
 
-// namedf is named with what failed, told by format and args.
+// namedf is named with what failed, told by format and args, before what
+// an err that already names the environment says failed.
 func namedf(name string, err error, format string, args ...any) error {
-	return &namedError{name: name, doing: fmt.Sprintf(format, args...), err: err}
+	doing := fmt.Sprintf(format, args...)
+	if ne, ok := err.(*namedError); ok && ne.name == name {
+		if ne.doing != "" {
+			doing += ": " + ne.doing
+		}
+		return &namedError{name: name, doing: doing, err: ne.err}
+	}
+	if namesItself(name, err) {
+		return err
+	}
+	return &namedError{name: name, doing: doing, err: err}
+}
+
+// namesItself: err's message starts by naming the environment name.
+func namesItself(name string, err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), fmt.Sprintf("environment %q", name))
 }
 
 func (e *namedError) Error() string {
@@ -795,19 +820,27 @@ func (e *Env) writable() error {
 // file it opened. One stat a call: writes and reads through a writer are
 // whole transactions, far costlier.
 func (e *Env) sameFile() error {
+	if err := e.replaced(); err != nil {
+		return named(e.name, err)
+	}
+	return nil
+}
+
+// replaced is sameFile's error, not yet named.
+func (e *Env) replaced() error {
 	now, err := os.Stat(e.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return named(e.name, fmt.Errorf("%w: %s is gone; open the environment again", ErrReplaced, e.path))
+		return fmt.Errorf("%w: %s is gone; open the environment again", ErrReplaced, e.path)
 	case err != nil:
-		return named(e.name, err)
+		return err
 	case !os.SameFile(e.opened, now):
-		return named(e.name, fmt.Errorf("%w: %s is another file than the one opened; open the environment again", ErrReplaced, e.path))
+		return fmt.Errorf("%w: %s is another file than the one opened; open the environment again", ErrReplaced, e.path)
 	}
 	// The pinned connection keeps the log: one missing was removed, and
 	// what is written now would reach no reader.
 	if _, err := os.Lstat(e.file + "-wal"); errors.Is(err, fs.ErrNotExist) {
-		return named(e.name, fmt.Errorf("%w: its write-ahead log %s-wal is gone; open the environment again", ErrReplaced, e.file))
+		return fmt.Errorf("%w: its write-ahead log %s-wal is gone; open the environment again", ErrReplaced, e.file)
 	}
 	return nil
 }
@@ -860,7 +893,7 @@ func (e *Env) read(fn func(db *sql.DB) error) error {
 			}
 		}
 		if attempt == 2 {
-			return fmt.Errorf("environment %q: the file kept changing under a read-only reader", e.name)
+			return named(e.name, errors.New("the file kept changing under a read-only reader"))
 		}
 		if err := e.reopenReadOnly(); err != nil {
 			return err

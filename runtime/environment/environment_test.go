@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"modernc.org/sqlite"
 
 	"github.com/vkrt/vkrt/internal/strictjson"
 )
@@ -754,4 +755,92 @@ func TestPutOvertakenByCloseIsErrClosed(t *testing.T) {
 	_, err = env.Put(context.Background(), "r", sampleRecord{Seq: 1})
 	require.ErrorIs(t, err, ErrClosed)
 	require.NotErrorIs(t, err, ErrReplaced)
+}
+
+// requireNamedOnce checks that err names the environment name once and
+// says "environment:" nowhere: a write that met a closed Env read
+// 'environment "x": closed (the write failed: environment "x": writing …)',
+// and a writer's read of a file that went 'environment "x": reading
+// records: environment "x": file removed …'.
+func requireNamedOnce(t *testing.T, name string, err error) {
+	t.Helper()
+	require.Error(t, err)
+	msg := err.Error()
+	require.Equal(t, 1, strings.Count(msg, fmt.Sprintf("environment %q", name)), "%s", msg)
+	require.True(t, strings.HasPrefix(msg, fmt.Sprintf("environment %q", name)), "%s", msg)
+	require.NotContains(t, msg, "environment:")
+}
+
+// A Put that Close overtakes, or whose file goes between its checks and
+// its write, names the environment once, and matches both the sentinel
+// and SQLite's error, which it told only as text.
+func TestAStoppedWriteNamesTheEnvironmentOnce(t *testing.T) {
+	ctx := context.Background()
+	var env *Env
+	env, err := Open("overtaken", WithDir(t.TempDir()), WithClock(func() time.Time {
+		env.Close()
+		return time.Now()
+	}))
+	require.NoError(t, err)
+	_, err = env.Put(ctx, "r", sampleRecord{Seq: 1})
+	require.ErrorIs(t, err, ErrClosed)
+	requireNamedOnce(t, "overtaken", err)
+	require.Contains(t, err.Error(), `environment "overtaken": closed (writing "sample" record "r" failed: `)
+
+	var moved *Env
+	moved, err = Open("moved", WithDir(t.TempDir()), WithClock(func() time.Time {
+		os.Remove(moved.Path())
+		return time.Now()
+	}))
+	require.NoError(t, err)
+	defer moved.Close()
+	_, err = moved.Put(ctx, "r", sampleRecord{Seq: 1})
+	require.ErrorIs(t, err, ErrReplaced)
+	var se *sqlite.Error
+	require.ErrorAs(t, err, &se, "SQLite's error is kept: %v", err)
+	requireNamedOnce(t, "moved", err)
+	require.Contains(t, err.Error(), `(writing "sample" record "r" failed: `)
+}
+
+// A read that meets an Env closed, a writer's file gone, or a reader's
+// file gone as it opens it again, names the environment once.
+func TestAFailedReadNamesTheEnvironmentOnce(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	w, err := Open("gone", WithDir(dir))
+	require.NoError(t, err)
+	defer w.Close()
+	_, err = w.Put(ctx, "r", sampleRecord{Seq: 1})
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(w.Path()))
+
+	_, err = w.Query(ctx, Query{})
+	require.ErrorIs(t, err, ErrReplaced)
+	requireNamedOnce(t, "gone", err)
+	require.True(t, strings.HasPrefix(err.Error(), `environment "gone": reading records: file removed or replaced while open: `), "%v", err)
+	_, err = w.Get(ctx, 1)
+	require.ErrorIs(t, err, ErrReplaced)
+	requireNamedOnce(t, "gone", err)
+	_, err = w.Kinds(ctx)
+	require.ErrorIs(t, err, ErrReplaced)
+	requireNamedOnce(t, "gone", err)
+
+	path := filledEnvironment(t, dir, "unlinked", 1)
+	r, err := Open("unlinked", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	defer r.Close()
+	require.NoError(t, os.Remove(path))
+	_, err = r.Get(ctx, 1)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	requireNamedOnce(t, "unlinked", err)
+
+	c, err := Open("closing", WithDir(dir))
+	require.NoError(t, err)
+	for i := range EachPage + 1 {
+		_, err := c.Put(ctx, "r", sampleRecord{Seq: i})
+		require.NoError(t, err)
+	}
+	err = c.Each(ctx, Query{}, func(Entry) error { return c.Close() })
+	require.ErrorIs(t, err, ErrClosed)
+	requireNamedOnce(t, "closing", err)
 }

@@ -120,20 +120,20 @@ func (e *Env) PutJSON(ctx context.Context, kind, label string, body []byte) (Ent
 	}
 	tx, err := e.db.BeginTx(ctx, nil)
 	if err != nil {
-		return Entry{}, e.failedWrite(namedf(e.name, dbError(e.path, e.busy, err), "writing %q record %q", kind, label))
+		return Entry{}, e.failedWrite(dbError(e.path, e.busy, err), "writing %q record %q", kind, label)
 	}
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, "INSERT INTO records (kind, label, time_ns, body) VALUES (?, ?, ?, ?)",
 		kind, label, at.UnixNano(), string(body))
 	if err != nil {
-		return Entry{}, e.failedWrite(namedf(e.name, dbError(e.path, e.busy, err), "writing %q record %q", kind, label))
+		return Entry{}, e.failedWrite(dbError(e.path, e.busy, err), "writing %q record %q", kind, label)
 	}
 	id, err := res.LastInsertId()
 	if err != nil {
-		return Entry{}, e.failedWrite(namedf(e.name, dbError(e.path, e.busy, err), "writing %q record %q", kind, label))
+		return Entry{}, e.failedWrite(dbError(e.path, e.busy, err), "writing %q record %q", kind, label)
 	}
 	if err := tx.Commit(); err != nil {
-		return Entry{}, e.failedWrite(namedf(e.name, dbError(e.path, e.busy, err), "committing %q record %q", kind, label))
+		return Entry{}, e.failedWrite(dbError(e.path, e.busy, err), "committing %q record %q", kind, label)
 	}
 	if err := e.sameFile(); err != nil {
 		return Entry{}, fmt.Errorf("%w (the %q record %q was committed as record %d, maybe into the file that went)", err, kind, label, id)
@@ -592,17 +592,35 @@ func reversedRange(set string) (lo, hi rune, ok bool) {
 	return 0, 0, false
 }
 
-// failedWrite is a failed write's error, told as ErrReplaced where the
-// file went meanwhile: SQLite then fails with an I/O error, or writes into
-// an empty file it made at the path, which match no sentinel.
-func (e *Env) failedWrite(err error) error {
+// failedWrite is the error of a write that failed doing what format and
+// args tell, told as ErrClosed where Close ran meanwhile and as ErrReplaced
+// where the file went: SQLite then fails with an I/O error, or writes into
+// an empty file it made at the path, which match no sentinel. The message
+// names the environment once, and the error matches both the sentinel and
+// SQLite's error.
+func (e *Env) failedWrite(err error, format string, args ...any) error {
 	if e.closed.Load() {
 		// Close removed the log: the write met a closed pool, not a
 		// file that went.
-		return fmt.Errorf("%w (the write failed: %v)", e.usable(), err)
+		return named(e.name, &stoppedError{stop: ErrClosed, doing: fmt.Sprintf(format, args...), cause: err})
 	}
-	if gone := e.sameFile(); errors.Is(gone, ErrReplaced) && !errors.Is(err, ErrReplaced) {
-		return fmt.Errorf("%w (the write failed: %v)", gone, err)
+	if gone := e.replaced(); errors.Is(gone, ErrReplaced) && !errors.Is(err, ErrReplaced) {
+		return named(e.name, &stoppedError{stop: gone, doing: fmt.Sprintf(format, args...), cause: err})
 	}
-	return err
+	return namedf(e.name, err, format, args...)
 }
+
+// stoppedError is a write that failed as the environment stopped under
+// it (stop: ErrClosed, or ErrReplaced with the file's path), with what it
+// was doing and SQLite's error. It matches both.
+type stoppedError struct {
+	stop  error
+	doing string
+	cause error
+}
+
+func (s *stoppedError) Error() string {
+	return fmt.Sprintf("%s (%s failed: %s)", s.stop, s.doing, strings.TrimPrefix(s.cause.Error(), "environment: "))
+}
+
+func (s *stoppedError) Unwrap() []error { return []error{s.stop, s.cause} }
