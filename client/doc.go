@@ -42,7 +42,12 @@
 // An allocation the device or a capped pool refuses is retried once after a
 // cleanup of every stream's pools; if it fails again the error is an
 // *AllocationError naming the size asked, the largest live buffers, the
-// pools' usage and the installed layout.
+// pools' usage and the installed layout. An op whose buffers hold their
+// memory, refused memory of its own by the device (a transfer's staging
+// buffer, a launch's descriptors), is run again after a cleanup the same
+// way; refused again, its error names the op and what it needed the memory
+// for, and matches runtime.ErrOutOfDeviceMemory, but is no *AllocationError:
+// no buffer was refused.
 //
 // # Misuse
 //

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/vkrt/vkrt/device"
 	"github.com/vkrt/vkrt/dryrun"
@@ -118,10 +119,20 @@ func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 		}
 		if err := s.c.dev.Dispatch(ctx, append(fills, dispatches...)); err != nil {
 			s.noteDeviceError(err)
-			err = prefixed(err, "stream %d", s.id)
 			if errors.Is(err, device.ErrNothingRan) {
-				return err // refused whole: a cleanup and a second run may cure it
+				// Refused whole: a cleanup and a second run may cure it.
+				// Refused memory, it is the launch's own (its
+				// descriptors), every buffer of it holding its memory.
+				what := fmt.Sprintf("a batch of %d launches", len(ops))
+				if len(ops) == 1 {
+					what = fmt.Sprintf("launch (%s)", ops[0].Kernel.Name)
+				}
+				if own := s.opMemory(err, "the launch itself (its buffers hold theirs)", "%s", what); own != nil {
+					return own
+				}
+				return prefixed(err, "stream %d", s.id)
 			}
+			err = prefixed(err, "stream %d", s.id)
 			// Otherwise the device may have run part of the batch before it
 			// failed (vk submits one in pieces): out of memory or not, a
 			// second run after a cleanup would apply those ops twice.

@@ -240,7 +240,50 @@ func (s *Stream) withMemoryOf(size *uint64, op func() error) error {
 	if !retryable(err) {
 		return err
 	}
+	var own *opMemoryError
+	if errors.As(err, &own) {
+		// The op's own memory, not a buffer's: no allocation of *size
+		// bytes was refused.
+		own.afterCleanup = true
+		return err
+	}
 	return s.c.allocationError(s, *size, err)
+}
+
+// opMemoryError is an op the device refused memory of its own for (a
+// transfer's staging buffer in host-visible memory, a launch's
+// descriptors), every buffer of it holding its memory already. A cleanup
+// may free what it needs, so it runs again after one; refused again, it is
+// told as the op's refusal, which matches the device's error
+// (runtime.ErrOutOfDeviceMemory), not as a *AllocationError of the buffer's
+// size, which nothing refused.
+type opMemoryError struct {
+	stream       vkruntime.StreamID
+	what         string // the op: "reading 4 B of buffer 1 at 0"
+	own          string // what it needed memory for: "the transfer itself (buffer 1 holds its own)"
+	afterCleanup bool
+	err          error // the device's
+}
+
+func (e *opMemoryError) Error() string {
+	again := ""
+	if e.afterCleanup {
+		again = ", even after a cleanup"
+	}
+	return fmt.Sprintf("client: stream %d: %s: the device had no memory for %s%s: %v",
+		e.stream, e.what, e.own, again, e.err)
+}
+
+func (e *opMemoryError) Unwrap() error { return e.err }
+
+// opMemory is err, the device's failure of the op what with its buffers
+// backed, as an *opMemoryError where the device says it is out of memory;
+// else nil.
+func (s *Stream) opMemory(err error, own, what string, args ...any) error {
+	if !retryable(err) {
+		return nil
+	}
+	return &opMemoryError{stream: s.id, what: fmt.Sprintf(what, args...), own: own, err: err}
 }
 
 // Empty makes a zero-filled buffer of size bytes.
@@ -356,6 +399,9 @@ func (s *Stream) back(b *Buffer) error {
 func (s *Stream) clear(ctx context.Context, b *Buffer) error {
 	if err := s.c.dev.Dispatch(ctx, []kernel.Op{zeroFill(b.slice)}); err != nil {
 		s.noteDeviceError(err)
+		if own := s.opMemory(err, fmt.Sprintf("the zero fill itself (buffer %d holds its own)", b.id), "zeroing buffer %d (%d B)", b.id, b.size); own != nil {
+			return own
+		}
 		return prefixed(err, "stream %d: zeroing buffer %d (%d B)", s.id, b.id, b.size)
 	}
 	b.zeroPending = false
@@ -374,6 +420,9 @@ func (s *Stream) upload(ctx context.Context, b *Buffer, offset uint64, data []by
 	dst := vkruntime.StorageHandle{ID: b.storage.ID, Offset: b.storage.Offset + offset, Size: uint64(len(data))}
 	if err := s.c.dev.Upload(ctx, dst, data); err != nil {
 		s.noteDeviceError(err)
+		if own := s.opMemory(err, fmt.Sprintf("the transfer itself (buffer %d holds its own)", b.id), "writing %d B to buffer %d at %d", len(data), b.id, offset); own != nil {
+			return own
+		}
 		return fmt.Errorf("client: writing %d B to buffer %d at %d: %w", len(data), b.id, offset, err)
 	}
 	b.zeroPending = b.zeroPending && !covers
@@ -567,6 +616,9 @@ func (s *Stream) read(ctx context.Context, b *Buffer, offset, n uint64, dst func
 		src := vkruntime.StorageHandle{ID: b.storage.ID, Offset: b.storage.Offset + offset, Size: n}
 		if err := s.c.dev.Download(ctx, src, buf); err != nil {
 			s.noteDeviceError(err)
+			if own := s.opMemory(err, fmt.Sprintf("the transfer itself (buffer %d holds its own)", b.id), "reading %d B of buffer %d at %d", n, b.id, offset); own != nil {
+				return own
+			}
 			return fmt.Errorf("client: reading %d B of buffer %d at %d: %w", n, b.id, offset, err)
 		}
 		return nil
