@@ -844,3 +844,49 @@ func TestAFailedReadNamesTheEnvironmentOnce(t *testing.T) {
 	require.ErrorIs(t, err, ErrClosed)
 	requireNamedOnce(t, "closing", err)
 }
+
+// pointerKind is a record kind whose Kind method is its pointer's.
+type pointerKind struct {
+	N int `json:"n"`
+}
+
+func (*pointerKind) Kind() string { return "pointer" }
+
+// A nil pointer record is refused, its Kind method the value's or the
+// pointer's: the first panicked ("value method … called using nil
+// pointer"), the second stored the body null. A typed query or Decode of a
+// pointer type asks the kind of the value it points to: they panicked the
+// same way for *sampleRecord.
+func TestNilPointerRecordsAndPointerTypes(t *testing.T) {
+	ctx := context.Background()
+	env, err := Open("pointers", WithDir(t.TempDir()))
+	require.NoError(t, err)
+	defer env.Close()
+	for _, rec := range []Record{(*sampleRecord)(nil), (*pointerKind)(nil)} {
+		require.NotPanics(t, func() {
+			_, err = env.Put(ctx, "nil", rec)
+		})
+		require.ErrorIs(t, err, ErrInvalidRecord)
+		require.ErrorContains(t, err, fmt.Sprintf("nil %T record", rec))
+	}
+	got, err := env.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Empty(t, got, "nothing was stored")
+
+	_, err = env.Put(ctx, "value", &sampleRecord{Seq: 7})
+	require.NoError(t, err)
+	ent, err := env.Put(ctx, "pointer", &pointerKind{N: 3})
+	require.NoError(t, err)
+	require.Equal(t, "pointer", ent.Kind)
+	var typed []Typed[*sampleRecord]
+	require.NotPanics(t, func() { typed, err = QueryAs[*sampleRecord](ctx, env, Query{}) })
+	require.NoError(t, err)
+	require.Len(t, typed, 1)
+	require.Equal(t, 7, typed[0].Value.Seq)
+	ptrs, err := QueryAs[*pointerKind](ctx, env, Query{})
+	require.NoError(t, err)
+	require.Len(t, ptrs, 1)
+	require.Equal(t, 3, ptrs[0].Value.N)
+	require.NotPanics(t, func() { _, err = Decode[*sampleRecord](ent) })
+	require.ErrorIs(t, err, ErrKindMismatch)
+}

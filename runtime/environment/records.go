@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -18,9 +19,37 @@ import (
 
 // Record is a value an environment can store: its kind names the table of
 // meaning its JSON body belongs to ("memory", …). Kind must not depend on the
-// value, since typed queries ask it of the zero value.
+// value, since typed queries ask it of the zero value (of a pointer type,
+// of the zero value it points to).
 type Record interface {
 	Kind() string
+}
+
+// kindOf is the kind of the records a T holds. A pointer type's zero value
+// is nil, of which a Kind method of the type it points to cannot be asked
+// (Go panics: "value method … called using nil pointer"): it is asked of
+// that type's zero value.
+func kindOf[T Record]() string {
+	var zero T
+	if t := reflect.TypeFor[T](); t.Kind() == reflect.Pointer {
+		if r, ok := reflect.New(t.Elem()).Interface().(T); ok {
+			return r.Kind()
+		}
+	}
+	return zero.Kind()
+}
+
+// isNil: rec holds no value to store, a nil pointer, map or slice, which
+// encodes as the JSON null.
+func isNil(rec Record) bool {
+	if rec == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(rec); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice:
+		return v.IsNil()
+	}
+	return false
 }
 
 // KindMemory is the kind of the memory records clients write: a stream's
@@ -60,7 +89,7 @@ type Typed[T Record] struct {
 // ErrKindMismatch.
 func Decode[T Record](e Entry) (T, error) {
 	var v T
-	if kind := v.Kind(); e.Kind != kind {
+	if kind := kindOf[T](); e.Kind != kind {
 		return v, fmt.Errorf("%w: record %d is of kind %q, asked to decode it as %T of kind %q", ErrKindMismatch, e.ID, e.Kind, v, kind)
 	}
 	err := e.Decode(&v)
@@ -82,10 +111,15 @@ type Query struct {
 }
 
 // Put stores rec under label as one transaction and returns its entry. The
-// body is rec's JSON encoding.
+// body is rec's JSON encoding. A nil rec, or a nil pointer, map or slice,
+// is refused with ErrInvalidRecord: it holds no record, and its body would
+// be the JSON null.
 func (e *Env) Put(ctx context.Context, label string, rec Record) (Entry, error) {
-	if rec == nil {
-		return Entry{}, fmt.Errorf("%w: nil record for label %q", ErrInvalidRecord, label)
+	if isNil(rec) {
+		if rec == nil {
+			return Entry{}, fmt.Errorf("%w: nil record for label %q", ErrInvalidRecord, label)
+		}
+		return Entry{}, fmt.Errorf("%w: nil %T record for label %q", ErrInvalidRecord, rec, label)
 	}
 	body, err := json.Marshal(rec)
 	if err != nil {
@@ -398,7 +432,7 @@ func QueryAs[T Record](ctx context.Context, e *Env, q Query) ([]Typed[T], error)
 // does with that error.
 func EachAs[T Record](ctx context.Context, e *Env, q Query, fn func(Typed[T]) error) error {
 	var zero T
-	kind := zero.Kind()
+	kind := kindOf[T]()
 	if q.Kind != "" && q.Kind != kind {
 		return fmt.Errorf("%w: query asks for kind %q, decoding as %T of kind %q", ErrKindMismatch, q.Kind, zero, kind)
 	}
