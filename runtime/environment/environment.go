@@ -80,8 +80,12 @@ func ReadOnly() Option {
 	return func(c config) config { c.readOnly, c.create = true, false; return c }
 }
 
-// WithClock sets the clock that stamps records. The default is time.Now.
+// WithClock sets the clock that stamps records. The default is time.Now,
+// which a nil clock stands for (it made every Put panic).
 func WithClock(now func() time.Time) Option {
+	if now == nil {
+		now = time.Now
+	}
 	return func(c config) config { c.now = now; return c }
 }
 

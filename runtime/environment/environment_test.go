@@ -890,3 +890,15 @@ func TestNilPointerRecordsAndPointerTypes(t *testing.T) {
 	require.NotPanics(t, func() { _, err = Decode[*sampleRecord](ent) })
 	require.ErrorIs(t, err, ErrKindMismatch)
 }
+
+// A nil clock is the default one: every Put panicked.
+func TestANilClockIsTheDefault(t *testing.T) {
+	env, err := Open("clock", WithDir(t.TempDir()), WithClock(nil))
+	require.NoError(t, err)
+	defer env.Close()
+	before := time.Now()
+	var ent Entry
+	require.NotPanics(t, func() { ent, err = env.Put(context.Background(), "r", sampleRecord{Seq: 1}) })
+	require.NoError(t, err)
+	require.False(t, ent.Time.Before(before.Truncate(0)), "stamped %v, before %v", ent.Time, before)
+}
