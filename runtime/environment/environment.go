@@ -842,8 +842,11 @@ func (e *Env) replaced() error {
 		return fmt.Errorf("%w: %s is another file than the one opened; open the environment again", ErrReplaced, e.path)
 	}
 	// The pinned connection keeps the log: one missing was removed, and
-	// what is written now would reach no reader.
-	if _, err := os.Lstat(e.file + "-wal"); errors.Is(err, fs.ErrNotExist) {
+	// what is written now would reach no reader. Close removes it too,
+	// once it has moved every record committed into the file, and marks
+	// the Env closed first: a Put that committed as Close ran was told
+	// its record went into a file that went, which it had not.
+	if _, err := os.Lstat(e.file + "-wal"); errors.Is(err, fs.ErrNotExist) && !e.closed.Load() {
 		return fmt.Errorf("%w: its write-ahead log %s-wal is gone; open the environment again", ErrReplaced, e.file)
 	}
 	return nil
