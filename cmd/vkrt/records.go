@@ -270,8 +270,18 @@ type undecodableError struct {
 	Shown   string // what became of the undecodable ones
 }
 
+// Error says how many records could not be decoded, then why for each, a
+// line each indented under it: joined, the second and later reasons were
+// lines of their own that stderr showed without the "vkrt: " every error
+// line starts with, as if each were a failure of its own.
 func (e *undecodableError) Error() string {
-	return fmt.Sprintf("%d of %d records could not be decoded (%s): %v", len(e.Entries), e.Total, e.Shown, errors.Join(e.Errs...))
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d records could not be decoded (%s):", len(e.Entries), e.Total, e.Shown)
+	for _, err := range e.Errs {
+		b.WriteString("\n  ")
+		b.WriteString(strings.ReplaceAll(err.Error(), "\n", "\n  "))
+	}
+	return b.String()
 }
 
 func (e *undecodableError) Unwrap() []error { return e.Errs }

@@ -667,3 +667,24 @@ func TestRecordsLastZeroAndAnEmptyLabelListEveryRecord(t *testing.T) {
 	require.Contains(t, records.Flags().Lookup("last").Usage, "(0: all)")
 	require.Contains(t, records.Flags().Lookup("label").Usage, "'': every label")
 }
+
+// Records that could not be decoded are reported on stderr as one error
+// whose reasons are a line each indented under it: the second and later
+// were lines of their own without the "vkrt: " prefix every error line has.
+func TestRecordsUndecodableAreOneErrorWithAReasonALine(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	seedEnvironment(t, "bench")
+	insertForeignRows(t, "bench",
+		[3]string{"memory", "cut", `{"label":"cut"`},
+		[3]string{"note", "not json", "plain words"},
+		[3]string{"memory", "empty", `{}`})
+	_, err := executeRecords(t, "--env", "bench", "--kind", "all")
+	require.Error(t, err)
+	lines := strings.Split(errorLine(err), "\n")
+	require.Len(t, lines, 4, "%s", errorLine(err))
+	require.True(t, strings.HasPrefix(lines[0], "vkrt: 3 of 7 records could not be decoded (listed with '-'):"), lines[0])
+	for _, l := range lines[1:] {
+		require.True(t, strings.HasPrefix(l, "  "), "%q is indented under the error", l)
+	}
+	require.Contains(t, lines[2], `record 6 (kind "note")`)
+}
