@@ -340,6 +340,11 @@ func openContext(ctx context.Context, name string, opts []Option, attempt int) (
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		// Before the file is made: SQLite refused to open it, and the
+		// empty file stayed, an environment List named that no one made.
+		return nil, namedf(name, err, "opening")
+	}
 	dir, err := c.resolveDir()
 	if err != nil {
 		return nil, err

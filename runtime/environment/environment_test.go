@@ -953,3 +953,19 @@ func TestPutsRacingCloseAreStoredOrErrClosed(t *testing.T) {
 		require.Equal(t, ok, found[label], "record %s: Put said stored %v", label, ok)
 	}
 }
+
+// An Open whose context has ended makes no file: SQLite refused to open
+// the one it made, and the empty file stayed, an environment List named.
+func TestOpenWithAnEndedContextMakesNoFile(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := OpenContext(ctx, "ended", WithDir(dir))
+	require.ErrorIs(t, err, context.Canceled)
+	require.EqualError(t, err, `environment "ended": opening: context canceled`)
+	names, err := List(WithDir(dir))
+	require.NoError(t, err)
+	require.Empty(t, names)
+	_, err = os.Stat(filepath.Join(dir, "ended.sqlite"))
+	require.ErrorIs(t, err, fs.ErrNotExist)
+}
