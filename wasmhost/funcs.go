@@ -437,7 +437,7 @@ func isDryRun(g *instance, mem api.Memory, stack []uint64) Errno {
 func environmentRefusal(err error) string {
 	for _, kind := range []error{environment.ErrBusy, environment.ErrReadOnly, environment.ErrReplaced, environment.ErrClosed,
 		environment.ErrCorrupt, environment.ErrNotEnvironment, environment.ErrNewerSchema, environment.ErrInvalidRecord,
-		environment.ErrLogNotCopied, fs.ErrPermission, fs.ErrNotExist} {
+		environment.ErrLogNotCopied, environment.ErrHardLinked, fs.ErrPermission, fs.ErrNotExist} {
 		if errors.Is(err, kind) {
 			return "the host's environment refused the record (" + kind.Error() + ")"
 		}

@@ -27,8 +27,11 @@
 // writer refuses, before writing anything, a file it cannot write (an error
 // matching fs.ErrPermission) and one that fails SQLite's quick check
 // (ErrCorrupt), and a reader's first listing (Each, once per Open) fails
-// with the same error; a write lock held by another writer past the busy timeout
-// is ErrBusy. A writer whose file is removed or replaced, or whose
+// with the same error; a writer refuses a file that has other names (hard
+// links: SQLite keeps a log beside each name, and writers through two
+// damage it) with ErrHardLinked; a reader reads it, without the records a
+// writer through another name holds in its log; a write lock held by
+// another writer past the busy timeout is ErrBusy. A writer whose file is removed or replaced, or whose
 // write-ahead log is removed, while it is open stops with ErrReplaced
 // rather than write where no reader looks. An
 // environment reached through a symbolic link is read with

@@ -403,6 +403,13 @@ func openContext(ctx context.Context, name string, opts []Option, attempt int) (
 	if err != nil {
 		return nil, named(name, err)
 	}
+	if n := linkCount(made); n > 1 {
+		// SQLite only logs "multiple links to file"; a writer through the
+		// second name while one through the first had records in its log
+		// was refused the file as damaged.
+		return nil, fmt.Errorf("%w: %s has %d names; a writer through each keeps a log of its own beside it, and the two damage the file: remove the other names, or copy the file under a name of its own",
+			ErrHardLinked, path, n)
+	}
 	// The file may go while SQLite opens it (another process removing an
 	// environment it made and found empty): Open then failed with a bare
 	// "disk I/O error" or "no such file". It is opened again.

@@ -38,6 +38,13 @@ var (
 	ErrReplaced = errors.New("environment: file removed or replaced while open")
 )
 
+// ErrHardLinked: a writer was asked to open a file that has other names
+// (hard links). SQLite keeps the write-ahead log beside the name a file was
+// opened by, so writers through two names damage it, and a reader through
+// one misses what the other name's log holds; a writer opens an
+// environment by its one name.
+var ErrHardLinked = errors.New("environment: file has several names (hard links)")
+
 // SchemaError is ErrNewerSchema with the numbers: the file's schema version
 // and the newest one this build reads.
 type SchemaError struct {

@@ -738,3 +738,44 @@ func TestAWriterWhoseFileGoesWhileOpeningOpensItAgain(t *testing.T) {
 		})
 	}
 }
+
+// A writer is refused a file that has another name (a hard link): SQLite
+// keeps the log beside the name a file was opened by, so a writer through
+// the second name while one through the first had records in its log was
+// refused the file as damaged ("fails SQLite's quick_check … .recover can
+// salvage its records"), and two writers through the two damage it. The
+// file is left as it was, and the first writer goes on.
+func TestAWriterIsRefusedAFileOfSeveralNames(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a, err := Open("a", WithDir(dir))
+	require.NoError(t, err)
+	defer a.Close()
+	_, err = a.Put(ctx, "first", sampleRecord{Seq: 1})
+	require.NoError(t, err)
+	require.NoError(t, os.Link(a.Path(), filepath.Join(dir, "b.sqlite")))
+	before, err := os.ReadFile(a.Path())
+	require.NoError(t, err)
+
+	_, err = Open("b", WithDir(dir))
+	require.ErrorIs(t, err, ErrHardLinked)
+	require.NotErrorIs(t, err, ErrCorrupt)
+	require.ErrorContains(t, err, filepath.Join(dir, "b.sqlite")+" has 2 names")
+	after, err := os.ReadFile(a.Path())
+	require.NoError(t, err)
+	require.Equal(t, before, after, "the file is left as it was")
+	_, err = os.Lstat(filepath.Join(dir, "b.sqlite-wal"))
+	require.ErrorIs(t, err, fs.ErrNotExist, "no log beside the second name")
+
+	_, err = a.Put(ctx, "second", sampleRecord{Seq: 2})
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	_, err = Open("a", WithDir(dir))
+	require.ErrorIs(t, err, ErrHardLinked, "through the first name too")
+	r, err := Open("b", WithDir(dir), ReadOnly())
+	require.NoError(t, err, "a reader reads it")
+	defer r.Close()
+	got, err := r.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+}
