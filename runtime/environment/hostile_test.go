@@ -779,3 +779,31 @@ func TestAWriterIsRefusedAFileOfSeveralNames(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, 2)
 }
+
+// A file that starts as SQLite's do but is none (SQLite's 16-byte magic
+// alone, or over zeros) is ErrNotEnvironment to a writer and to a reader,
+// and left as it was: SQLite's "file is not a database", met as a
+// connection opened, matched no error kind.
+func TestAFileWithSQLitesMagicAloneIsNotAnEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string][]byte{
+		"magic":       []byte("SQLite format 3\x00"),
+		"magic-zeros": append([]byte("SQLite format 3\x00"), make([]byte, 84)...),
+	} {
+		path := filepath.Join(dir, name+".sqlite")
+		require.NoError(t, os.WriteFile(path, body, 0o644))
+		for _, opts := range [][]Option{{WithDir(dir)}, {WithDir(dir), ReadOnly()}} {
+			env, err := Open(name, opts...)
+			if err == nil {
+				_, err = env.Query(context.Background(), Query{})
+				env.Close()
+			}
+			require.ErrorIs(t, err, ErrNotEnvironment, "%s, %d options", name, len(opts))
+			require.ErrorContains(t, err, path)
+			got, rerr := os.ReadFile(path)
+			require.NoError(t, rerr)
+			require.Equal(t, body, got, "left as it was")
+			require.Empty(t, sideFiles(t, path))
+		}
+	}
+}

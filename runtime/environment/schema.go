@@ -358,6 +358,11 @@ func dbError(path string, busy time.Duration, err error) error {
 	switch se.Code() & 0xff {
 	case sqlite3.SQLITE_CORRUPT:
 		return fmt.Errorf("%w: %s: %w", ErrCorrupt, path, err)
+	case sqlite3.SQLITE_NOTADB:
+		// A file that starts as SQLite's do but is none (its header
+		// alone, a header over other bytes), met as a connection
+		// opens, where classify is not reached: it matched no kind.
+		return fmt.Errorf("%w: %s: %w", ErrNotEnvironment, path, err)
 	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
 		if busy <= 0 {
 			return fmt.Errorf("%w: %s: %w", ErrBusy, path, err)
