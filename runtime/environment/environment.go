@@ -433,7 +433,11 @@ func openContext(ctx context.Context, name string, opts []Option, attempt int) (
 			}
 		}
 	}
-	db, err := sql.Open("sqlite", dsn(path, c.busyTimeout, ""))
+	// mode=rw: the file is made above, and a connection the pool opens
+	// later never makes one. Where the file was removed meanwhile, SQLite
+	// made an empty one at its path, with its log and index, an
+	// environment List named that no one made.
+	db, err := sql.Open("sqlite", dsn(path, c.busyTimeout, "mode=rw"))
 	if err != nil {
 		return nil, named(name, err)
 	}

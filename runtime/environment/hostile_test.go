@@ -807,3 +807,27 @@ func TestAFileWithSQLitesMagicAloneIsNotAnEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// A writer whose file is removed between Put's checks and its write (here:
+// the clock removes it) stops with ErrReplaced saying the file is gone, and
+// makes none at its path: a connection the pool opened then made an empty
+// file there, an environment List named, and the error said the path held
+// "another file than the one opened".
+func TestAFileRemovedUnderAPutIsNotMadeAgain(t *testing.T) {
+	dir := t.TempDir()
+	var env *Env
+	env, err := Open("removed", WithDir(dir), WithClock(func() time.Time {
+		require.NoError(t, os.Remove(env.Path()))
+		return time.Now()
+	}))
+	require.NoError(t, err)
+	_, err = env.Put(context.Background(), "r", sampleRecord{Seq: 1})
+	require.ErrorIs(t, err, ErrReplaced)
+	require.ErrorContains(t, err, env.Path()+" is gone")
+	require.NoError(t, env.Close())
+	_, err = os.Stat(env.Path())
+	require.ErrorIs(t, err, fs.ErrNotExist, "no file is made at the path")
+	names, err := List(WithDir(dir))
+	require.NoError(t, err)
+	require.Empty(t, names)
+}
