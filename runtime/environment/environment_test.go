@@ -969,3 +969,20 @@ func TestOpenWithAnEndedContextMakesNoFile(t *testing.T) {
 	_, err = os.Stat(filepath.Join(dir, "ended.sqlite"))
 	require.ErrorIs(t, err, fs.ErrNotExist)
 }
+
+// A label glob holding a NUL byte is refused (ErrInvalidRecord): SQLite's
+// GLOB ended the pattern at it, so "a\x00zzz" listed the record labelled
+// "a", though no label holds a NUL.
+func TestALabelGlobWithANULIsRefused(t *testing.T) {
+	ctx := context.Background()
+	env, err := Open("nul", WithDir(t.TempDir()))
+	require.NoError(t, err)
+	defer env.Close()
+	_, err = env.Put(ctx, "a", sampleRecord{})
+	require.NoError(t, err)
+	got, err := env.Query(ctx, Query{LabelGlob: "a\x00zzz"})
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	require.ErrorContains(t, err, "NUL byte at byte 1")
+	require.Empty(t, got)
+	require.Error(t, CheckLabelGlob("*\x00"))
+}

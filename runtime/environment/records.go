@@ -564,15 +564,20 @@ func validateGlob(glob string) error {
 const maxGlobBytes = 50000
 
 // CheckLabelGlob says what is wrong with a Query's LabelGlob, if anything:
-// one longer than SQLite's GLOB takes (50,000 bytes), a set ('[') that never
-// closes, or one with a range whose ends are reversed ("[z-a]"), which GLOB
-// would silently treat as matching nothing. A command line checks its flag
-// with it before it opens an environment.
+// one longer than SQLite's GLOB takes (50,000 bytes), one holding a NUL
+// byte, a set ('[') that never closes, or one with a range whose ends are
+// reversed ("[z-a]"), which GLOB would silently treat as matching nothing.
+// A command line checks its flag with it before it opens an environment.
 func CheckLabelGlob(glob string) error {
 	if len(glob) > maxGlobBytes {
 		// SQLite's own refusal read "SQL logic error: LIKE or GLOB
 		// pattern too complex (1)", matching no error kind.
 		return fmt.Errorf("label glob is %d bytes long, at most %d allowed (a label is at most %d)", len(glob), maxGlobBytes, maxLabelLen)
+	}
+	if at := strings.IndexByte(glob, 0); at >= 0 {
+		// GLOB ends the pattern at it: "a\x00zzz" matched the label "a",
+		// though no label holds a NUL.
+		return fmt.Errorf("label glob %q holds a NUL byte at byte %d, which no label holds", glob, at)
 	}
 	for i := 0; i < len(glob); i++ {
 		if glob[i] != '[' {
