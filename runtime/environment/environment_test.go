@@ -986,3 +986,22 @@ func TestALabelGlobWithANULIsRefused(t *testing.T) {
 	require.Empty(t, got)
 	require.Error(t, CheckLabelGlob("*\x00"))
 }
+
+// A label glob that is not UTF-8 is refused (ErrInvalidRecord): SQLite's
+// GLOB read the byte as U+FFFD, so "a\xffb" listed the record labelled
+// "a\ufffdb", though every label is UTF-8.
+func TestALabelGlobThatIsNotUTF8IsRefused(t *testing.T) {
+	ctx := context.Background()
+	env, err := Open("utf8", WithDir(t.TempDir()))
+	require.NoError(t, err)
+	defer env.Close()
+	_, err = env.Put(ctx, "a\ufffdb", sampleRecord{})
+	require.NoError(t, err)
+	got, err := env.Query(ctx, Query{LabelGlob: "a\xffb"})
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	require.ErrorContains(t, err, "not valid UTF-8 (byte 1)")
+	require.Empty(t, got)
+	got, err = env.Query(ctx, Query{LabelGlob: "a\ufffdb"})
+	require.NoError(t, err)
+	require.Len(t, got, 1, "U+FFFD itself still matches")
+}

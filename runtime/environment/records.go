@@ -565,7 +565,7 @@ const maxGlobBytes = 50000
 
 // CheckLabelGlob says what is wrong with a Query's LabelGlob, if anything:
 // one longer than SQLite's GLOB takes (50,000 bytes), one holding a NUL
-// byte, a set ('[') that never closes, or one with a range whose ends are
+// byte or one that is not UTF-8 (no label holds either), a set ('[') that never closes, or one with a range whose ends are
 // reversed ("[z-a]"), which GLOB would silently treat as matching nothing.
 // A command line checks its flag with it before it opens an environment.
 func CheckLabelGlob(glob string) error {
@@ -578,6 +578,19 @@ func CheckLabelGlob(glob string) error {
 		// GLOB ends the pattern at it: "a\x00zzz" matched the label "a",
 		// though no label holds a NUL.
 		return fmt.Errorf("label glob %q holds a NUL byte at byte %d, which no label holds", glob, at)
+	}
+	if !utf8.ValidString(glob) {
+		// GLOB reads a byte that is not UTF-8 as U+FFFD: "a\xffb" matched
+		// the label "a\ufffdb", though every label is UTF-8.
+		at := 0
+		for at < len(glob) {
+			r, n := utf8.DecodeRuneInString(glob[at:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			at += n
+		}
+		return fmt.Errorf("label glob %q is not valid UTF-8 (byte %d), which every label is", glob, at)
 	}
 	for i := 0; i < len(glob); i++ {
 		if glob[i] != '[' {
