@@ -1005,3 +1005,24 @@ func TestALabelGlobThatIsNotUTF8IsRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, 1, "U+FFFD itself still matches")
 }
+
+// A body that is not JSON is refused saying where and why: the bare "is
+// not valid JSON (20002 bytes)" was all a body nested past encoding/json's
+// 10,000 levels (valid, yet no reader decodes it) was told, as one of
+// broken syntax was.
+func TestABodyThatIsNotJSONIsToldWhereAndWhy(t *testing.T) {
+	env, err := Open("where", WithDir(t.TempDir()))
+	require.NoError(t, err)
+	defer env.Close()
+	for body, want := range map[string]string{
+		strings.Repeat("[", 10001) + strings.Repeat("]", 10001): "is not valid JSON (byte 10000 of 20002): invalid character '[' exceeded max depth",
+		`{"a": tru}`: "is not valid JSON (byte 9 of 10): invalid character '}' in literal true",
+		"{}\x00{}":   "is not valid JSON (byte 2 of 5): invalid character '\\x00' after top-level value",
+		`{"a": 1`:    "is not valid JSON (byte 6 of 7): unexpected end of JSON input",
+	} {
+		_, err := env.PutJSON(context.Background(), "k", "l", []byte(body))
+		require.ErrorIs(t, err, ErrInvalidRecord)
+		require.ErrorContains(t, err, want)
+		require.ErrorContains(t, CheckBody([]byte(body)), want)
+	}
+}

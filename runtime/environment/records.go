@@ -514,6 +514,18 @@ func bodyProblem(body []byte) string {
 	// encoding/json's Valid, not goccy's: goccy's stops at a NUL byte,
 	// taking `{}` followed by NUL and anything at all for JSON.
 	if !stdjson.Valid(body) {
+		// Where and why: JSON nested past encoding/json's 10,000 levels
+		// is valid, yet no reader decodes it, and the bare "is not valid
+		// JSON" read as a body of broken syntax.
+		var raw stdjson.RawMessage
+		var se *stdjson.SyntaxError
+		if err := stdjson.Unmarshal(body, &raw); errors.As(err, &se) {
+			if se.Offset < 1 {
+				return fmt.Sprintf("is not valid JSON (%d bytes): %v", len(body), se)
+			}
+			// Offset counts the bytes read, the one refused included.
+			return fmt.Sprintf("is not valid JSON (byte %d of %d): %v", se.Offset-1, len(body), se)
+		}
 		return fmt.Sprintf("is not valid JSON (%d bytes)", len(body))
 	}
 	// JSON text is UTF-8, yet Valid takes any byte in a string: such a
