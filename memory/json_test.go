@@ -88,6 +88,22 @@ func TestZeroReportJSONReadsBack(t *testing.T) {
 	}
 }
 
+// A dynamic pool of no kind wrote "kind":null, JSON that reading back
+// refuses: a record stored so could not be read. Writing it is refused.
+func TestReportJSONRefusesDynamicPoolWithoutKind(t *testing.T) {
+	rep := Report{Dynamic: []PoolReport{{Kind: DirectKind{}}, {Usage: Usage{NumberAllocs: 1}}}, Persistent: PoolReport{Kind: PersistentKind{}}}
+	_, err := json.Marshal(rep)
+	require.ErrorContains(t, err, "report.dynamic[1] has no pool kind")
+	_, err = json.Marshal(Record{Label: "x", Report: rep})
+	require.ErrorContains(t, err, "report.dynamic[1] has no pool kind")
+	rep.Dynamic[1].Kind = SlicedKind{PageSize: 4096, MaxSliceSize: 1024}
+	out, err := json.Marshal(rep)
+	require.NoError(t, err)
+	var back Report
+	require.NoError(t, json.Unmarshal(out, &back))
+	require.Equal(t, rep, back)
+}
+
 func TestMalformedReportJSONIsRefused(t *testing.T) {
 	usage := `{"number_allocs":0,"bytes_in_use":0,"bytes_padding":0,"bytes_reserved":0}`
 	pool := func(kind string) string {

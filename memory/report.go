@@ -220,6 +220,8 @@ func (r Report) Usage() Usage {
 // reportJSON has no methods, so marshalling it does not recurse.
 type reportJSON Report
 
+// MarshalJSON writes the report as UnmarshalJSON reads it. A dynamic pool
+// with no kind is an error: its JSON would not read back.
 func (r Report) MarshalJSON() ([]byte, error) {
 	if r.Dynamic == nil {
 		r.Dynamic = []PoolReport{}
@@ -229,6 +231,14 @@ func (r Report) MarshalJSON() ([]byte, error) {
 		// persistent pool of no kind: written "kind":null, it was JSON
 		// that UnmarshalJSON refuses. The persistent pool has one kind.
 		r.Persistent.Kind = PersistentKind{}
+	}
+	for i, p := range r.Dynamic {
+		if p.Kind == nil {
+			// Written "kind":null, it is JSON that UnmarshalJSON refuses:
+			// a record stored so could not be read back. A dynamic pool's
+			// kind cannot be told from its figures.
+			return nil, fmt.Errorf("memory: report.dynamic[%d] has no pool kind: want one of Sliced, Exclusive, Direct, Arena, Virtual", i)
+		}
 	}
 	return json.Marshal(reportJSON(r))
 }
