@@ -73,13 +73,13 @@ func (e *InstallError) Error() string {
 func (e *InstallError) Transient() bool { return e.Kind == PoolsInUse }
 
 // Is lets errors.Is match an *InstallError by kind: errors.Is(err,
-// &InstallError{Kind: PoolsInUse}).
+// &InstallError{Kind: PoolsInUse}). A nil *InstallError names no kind and
+// matches none.
 func (e *InstallError) Is(target error) bool {
 	var t *InstallError
-	if errors.As(target, &t) {
-		return t.Kind == e.Kind
-	}
-	return false
+	// errors.As gives a typed nil target as it is: reading its kind
+	// panicked inside errors.Is.
+	return errors.As(target, &t) && t != nil && t.Kind == e.Kind
 }
 
 func invalidLayout(format string, args ...any) *InstallError {

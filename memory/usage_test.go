@@ -1,6 +1,8 @@
 package memory
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"testing"
 
@@ -77,4 +79,17 @@ func TestInstallErrorMessages(t *testing.T) {
 		require.ErrorIs(t, c.err, &InstallError{Kind: c.err.Kind})
 	}
 	require.NotErrorIs(t, &InstallError{Kind: PoolsInUse}, &InstallError{Kind: InvalidLayout})
+}
+
+// errors.Is with a nil *InstallError as its target (a variable declared
+// and never set) panicked reading the target's kind; it names no kind and
+// matches none.
+func TestInstallErrorIsNilTarget(t *testing.T) {
+	var target *InstallError
+	err := fmt.Errorf("install: %w", &InstallError{Kind: PoolsInUse, BytesInUse: 16, AllocsInUse: 1})
+	require.NotPanics(t, func() { require.False(t, errors.Is(err, target)) })
+	require.ErrorIs(t, err, &InstallError{Kind: PoolsInUse})
+	var ie *InstallError
+	require.ErrorAs(t, err, &ie)
+	require.Equal(t, PoolsInUse, ie.Kind)
 }
