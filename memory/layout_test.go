@@ -33,7 +33,7 @@ func TestInvalidLayouts(t *testing.T) {
 		{"arena zero page", ArenaLayout(ArenaPlan{Pages: []uint64{64, 0}}), "arena page 1 has size 0"},
 		{"arena zero slot", ArenaLayout(ArenaPlan{Pages: []uint64{64}, Slots: []ArenaSlot{{Size: 0}}}), "arena slot 0 has size 0"},
 		{"arena slot page", ArenaLayout(ArenaPlan{Pages: []uint64{64}, Slots: []ArenaSlot{{Size: 16}, {Size: 16, Page: 1}}}),
-			"arena slot 1 names page 1, but the arena has 1 pages"},
+			"arena slot 1 names page 1, but the arena has 1 page"},
 		{"arena slot past page", ArenaLayout(ArenaPlan{Pages: []uint64{64}, Slots: []ArenaSlot{{Size: 32, Offset: 48}}}),
 			"arena slot 0: 32 B at offset 48 passes the end of page 0 (64 B)"},
 		{"arena rounded slot past page", ArenaLayout(ArenaPlan{Pages: []uint64{100}, Slots: []ArenaSlot{{Size: 100, Offset: 16}}}),
@@ -45,7 +45,7 @@ func TestInvalidLayouts(t *testing.T) {
 		{"virtual profile ordinals repeated", VirtualLayout(VirtualPlan{PlannedBytes: 64, Profile: []VirtualMark{{3, 32}, {3, 64}}}),
 			"virtual profile mark 1: ordinals must rise and bytes not fall"},
 		{"virtual settled past the slots", VirtualLayout(VirtualPlan{PlannedBytes: 64, Slots: []VirtualSlot{{64, 0}}, Settled: VirtualMark{1, 64}}),
-			"virtual settled start: reservation 1 is past the plan's 1 slots"},
+			"virtual settled start: reservation 1 is past the plan's 1 slot"},
 		{"arena bad fallback", ArenaLayout(ArenaPlan{Pages: []uint64{64}, Fallback: []SlicedPool{{PageSize: 64, Pages: u64(0)}}}),
 			"arena fallback pool 0: pages 0 is outside 1..=65535"},
 	} {
@@ -289,4 +289,26 @@ func TestArenaPagesThatAddUpPast64BitsAreRefused(t *testing.T) {
 	apart := ArenaLayout(ArenaPlan{Pages: pages, Slots: []ArenaSlot{{Size: 16, Page: 16}}})
 	require.ErrorAs(t, apart.Validate(huge), &ie)
 	require.Equal(t, InvalidLayout, ie.Kind)
+}
+
+// A count of one is one page, or one slot: "the arena has 1 pages" read
+// as a slip.
+func TestInvalidLayoutCountsInWords(t *testing.T) {
+	for _, c := range []struct {
+		layout Layout
+		reason string
+	}{
+		{ArenaLayout(ArenaPlan{Pages: []uint64{64}, Slots: []ArenaSlot{{Size: 16, Page: 1}}}),
+			"arena slot 0 names page 1, but the arena has 1 page"},
+		{ArenaLayout(ArenaPlan{Pages: []uint64{64, 64}, Slots: []ArenaSlot{{Size: 16, Page: 2}}}),
+			"arena slot 0 names page 2, but the arena has 2 pages"},
+		{VirtualLayout(VirtualPlan{PlannedBytes: 64, Slots: []VirtualSlot{{64, 0}}, Settled: VirtualMark{1, 64}}),
+			"virtual settled start: reservation 1 is past the plan's 1 slot"},
+		{VirtualLayout(VirtualPlan{PlannedBytes: 64, Slots: []VirtualSlot{{64, 0}, {64, 64}}, Settled: VirtualMark{2, 64}}),
+			"virtual settled start: reservation 2 is past the plan's 2 slots"},
+	} {
+		var ie *InstallError
+		require.ErrorAs(t, c.layout.Validate(testProps), &ie)
+		require.Equal(t, c.reason, ie.Reason)
+	}
 }

@@ -356,7 +356,7 @@ func resolveVirtual(plan VirtualPlan, p vkruntime.DeviceProperties, backendLimit
 	c.profile = plan.Profile
 	if s := plan.Settled; s.Bytes != 0 {
 		if s.Ordinal >= uint64(len(plan.Slots)) {
-			return resolvedLayout{}, invalidLayout("virtual settled start: reservation %d is past the plan's %d slots", s.Ordinal, len(plan.Slots))
+			return resolvedLayout{}, invalidLayout("virtual settled start: reservation %d is past the plan's %s", s.Ordinal, countOf(len(plan.Slots), "slot"))
 		}
 		c.settled = s
 	}
