@@ -88,3 +88,28 @@ func TestAnArenaPageLargerThanTheDeviceMemorySendsItsSlotsToTheFallback(t *testi
 	require.NoError(t, m.Free(big))
 	require.NoError(t, m.Free(small))
 }
+
+// Properties a manager refuses have no SubSlices ladder: an alignment of
+// 0 gave a page of 0 B, one of 3 a page of 9 B in slices of 3 B.
+func TestSubSlicesPagesOfInvalidPropertiesIsNil(t *testing.T) {
+	for _, p := range []vkruntime.DeviceProperties{
+		{},
+		{Alignment: 3, MaxPageSize: 9},
+		{Alignment: 16},
+		{Alignment: 16, MaxPageSize: 8},
+	} {
+		require.Error(t, p.Validate())
+		require.Nil(t, SubSlicesPages(p), "%+v", p)
+		_, err := NewManager(newFakeStorage(), p, SubSlicesLayout())
+		require.Error(t, err)
+	}
+	// Valid ones have the ladder the manager builds.
+	p := vkruntime.DeviceProperties{Alignment: 16, MaxPageSize: 64 << 20}
+	m, err := NewManager(newFakeStorage(), p, SubSlicesLayout())
+	require.NoError(t, err)
+	pages := SubSlicesPages(p)
+	require.NotEmpty(t, pages)
+	for i, k := range pages {
+		require.Equal(t, k, m.Report().Dynamic[i].Kind)
+	}
+}

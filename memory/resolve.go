@@ -345,8 +345,14 @@ func exclusiveCeiling(p vkruntime.DeviceProperties, backendLimit uint64) uint64 
 // device with properties p, smallest first: each one's page and largest
 // slice (what passes the last slice goes to an exclusive pool). A host
 // that bounds what its guests' pools may hold reads the ladder here rather
-// than copying it.
+// than copying it. Properties no manager takes (DeviceProperties.Validate
+// refuses them) have no ladder: nil.
 func SubSlicesPages(p vkruntime.DeviceProperties) []SlicedKind {
+	if p.Validate() != nil {
+		// An alignment of 0 or 3 made pages of 0 B, or of 9 B in slices
+		// of 3 B, that no manager could build.
+		return nil
+	}
 	var pages []SlicedKind
 	for _, c := range subSlicesPools(p, math.MaxUint64) {
 		if c.shape == shapeSliced {
