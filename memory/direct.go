@@ -76,6 +76,8 @@ func (p *directPool) reserve(size, requested uint64, lazy bool) (int32, error) {
 		// room on the device, but stays cached until the new allocation
 		// is granted: a refused reservation maps it again and changes
 		// nothing.
+		done := false
+		defer p.forgetUnmappedOnPanic(&done)
 		for r, i := p.oldest, 0; i < n; r, i = p.entries[r].cacheNewer, i+1 {
 			if pg := &p.entries[r].devicePage; p.unmapPage(pg) {
 				p.unmapped = append(p.unmapped, pg)
@@ -86,6 +88,7 @@ func (p *directPool) reserve(size, requested uint64, lazy bool) (int32, error) {
 		}
 		dp, err := p.allocPage(size, lazy, freeing)
 		p.remapIfRefused(err)
+		done = true
 		if err != nil {
 			return 0, err
 		}

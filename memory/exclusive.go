@@ -148,6 +148,8 @@ func (p *exclusivePool) newPage(size, requested uint64, lazy bool) (int32, error
 	// The pages too small lose their memory first, to make room on
 	// the device, but are kept until the new page is granted: a
 	// refused reservation maps them again and changes nothing.
+	done := false
+	defer p.forgetUnmappedOnPanic(&done)
 	if drop {
 		for g := range below {
 			free := p.groups[g].free
@@ -163,6 +165,7 @@ func (p *exclusivePool) newPage(size, requested uint64, lazy bool) (int32, error
 	}
 	dp, err := p.allocPage(size, lazy, freeing)
 	p.remapIfRefused(err)
+	done = true
 	if err != nil {
 		return 0, err
 	}

@@ -349,7 +349,7 @@ func (m *Manager) routeOf(size uint64) *route {
 // than 2^64 B (lazy pages too); on error nothing changed. (A pool hands
 // free memory back before it asks the device for more, and takes it again
 // when the device refuses: what the device refuses again stays in the pool
-// unmapped, like a lazy page.)
+// unmapped, like a lazy page, as all of it does where the device panics.)
 func (m *Manager) Reserve(size uint64, mapping Mapping) (Handle, error) {
 	// The common case, kept short: the first accepting pool is sliced and
 	// has room. Everything else, errors included, takes reserveSlow.

@@ -179,8 +179,25 @@ func (b *poolBase) remapIfRefused(err error) {
 			_ = b.mapPage(pg)
 		}
 	}
+	b.forgetUnmapped()
+}
+
+func (b *poolBase) forgetUnmapped() {
 	clear(b.unmapped) // the pages may move with their slab
 	b.unmapped = b.unmapped[:0]
+}
+
+// forgetUnmappedOnPanic is deferred by a pool that unmaps pages to make
+// room for a new one, done set once remapIfRefused ran: where the device
+// panicked first (in Dealloc, Flush or Alloc), the pages stay unmapped, as
+// pages the device refused again do, and the list forgets them. Kept, the
+// next refusal gave memory to them, released or moved by then: the count of
+// unmapped pages wrapped past 2^64 and the device held an allocation of
+// 0 B no page owned.
+func (b *poolBase) forgetUnmappedOnPanic(done *bool) {
+	if !*done {
+		b.forgetUnmapped()
+	}
 }
 
 // roomFor refuses a page that would take the bytes the pools hold past
