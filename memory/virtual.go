@@ -995,8 +995,20 @@ func (p *virtualPool) bindRange(g0, g1 int, n uint64, accountOnly bool) error {
 	var added []int
 	peakPages, need := p.pagesPeak, p.usage.BytesReserved+(n-min(n, p.spareGr))<<p.shift
 	if p.spareGr < n {
+		// Where the device's Alloc panics, the unbinds above are
+		// submitted as where it refuses: staged and never sent, the pool
+		// took their granules for unbound while the device kept them
+		// bound, and a later bind of their memory elsewhere aliased it.
+		grown := false
+		defer func() {
+			if !grown {
+				_ = p.submit()
+			}
+		}()
 		var err error
-		if added, err = p.addChunks((n-p.spareGr)<<p.shift, false); err != nil {
+		added, err = p.addChunks((n-p.spareGr)<<p.shift, false)
+		grown = true
+		if err != nil {
 			// The unbinds above may stand: their granules were idle.
 			_ = p.submit()
 			return err
@@ -1018,6 +1030,15 @@ func (p *virtualPool) bindRange(g0, g1 int, n uint64, accountOnly bool) error {
 		p.unmapMappedNow()
 		return err
 	}
+	// Where the device's Alloc panics giving a chunk its memory, the
+	// binds are undone as where it refuses: kept, the pool took for bound
+	// granules that the device never bound, to a chunk with no memory.
+	failing := true
+	defer func() {
+		if failing {
+			_ = fail(nil)
+		}
+	}()
 	if !accountOnly {
 		if len(p.binds) == 0 { // the submission unbinds nothing
 			p.bindAhead()
@@ -1025,10 +1046,11 @@ func (p *virtualPool) bindRange(g0, g1 int, n uint64, accountOnly bool) error {
 		}
 		for _, ch := range p.journal[mark:] {
 			if err := p.bindOnDevice(ch.g, int(ch.n), ch.chunk, ch.at); err != nil {
+				failing = false
 				return fail(err)
 			}
 		}
-		p.realised = true
+		p.realised, failing = true, false
 		return p.settle(added, peakPages, need)
 	}
 	for a, b := p.gm.run(boundUnreal, g0, g1); a >= 0; a, b = p.gm.run(boundUnreal, b, g1) {
@@ -1036,13 +1058,14 @@ func (p *virtualPool) bindRange(g0, g1 int, n uint64, accountOnly bool) error {
 			ci, at, k := p.gm.extent(g)
 			k = min(k, b-g)
 			if err := p.bindOnDevice(g, k, ci, at); err != nil {
+				failing = false
 				return fail(err)
 			}
 			g += k
 		}
 		p.realising = append(p.realising, granuleRun{a, b})
 	}
-	p.realised = true
+	p.realised, failing = true, false
 	return p.settle(added, peakPages, need)
 }
 
