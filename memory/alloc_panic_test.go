@@ -177,3 +177,100 @@ func TestAPanickedAllocLeavesTheVirtualPoolAgreeing(t *testing.T) {
 		}
 	}
 }
+
+// panickingStorage is a sparse storage whose Alloc, Dealloc or Flush
+// panics at its n-th next call, where n is set, as a flawed device's may.
+type panickingStorage struct {
+	*sparseStorage
+	alloc, dealloc, flush int
+}
+
+func countDown(n *int, what string) {
+	if *n > 0 {
+		if *n--; *n == 0 {
+			panic("the device's " + what + " panics")
+		}
+	}
+}
+
+func (s *panickingStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
+	countDown(&s.alloc, "Alloc")
+	return s.sparseStorage.Alloc(size)
+}
+
+func (s *panickingStorage) Dealloc(id vkruntime.StorageID) {
+	countDown(&s.dealloc, "Dealloc")
+	s.sparseStorage.Dealloc(id)
+}
+
+func (s *panickingStorage) Flush() {
+	countDown(&s.flush, "Flush")
+	s.sparseStorage.Flush()
+}
+
+// A cleanup or a reservation in which the device's Dealloc or Flush
+// panics leaves every pool whole: what it released so far is released,
+// the rest held as it was. The sliced pool dropped a page's block before
+// giving the page back, the direct pool took an allocation out of its
+// cache, the exclusive pool left released pages in its free lists and
+// emptied groups in place, and the virtual pool took a chunk's granules
+// out of its spare ones, each before the device's call that panicked.
+// Streams of random calls, seeded, over every layout.
+func TestAPanickedDeallocLeavesThePoolsWhole(t *testing.T) {
+	props := vkruntime.DeviceProperties{Alignment: 16, MaxPageSize: 4096, MemorySize: 1 << 20}
+	layouts := fuzzLayouts()
+	layouts = layouts[:len(layouts)-1]
+	sizes := []uint64{0, 1, 16, 64, 100, 128, 256, 500, 1000, 1024, 2048, 3000, 4096, 5000, 1 << 16, 1 << 19}
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 5))
+		s := &panickingStorage{sparseStorage: newSparseStorage(256)}
+		m, err := NewManager(s, props, layouts[rng.IntN(len(layouts))], WithLogger(slog.New(slog.DiscardHandler)))
+		require.NoError(t, err)
+		var hs []Handle
+		for step := range 150 {
+			switch rng.IntN(12) {
+			case 0:
+				s.alloc = 1 + rng.IntN(2)
+			case 1, 2:
+				s.dealloc = 1 + rng.IntN(3)
+			case 3:
+				s.flush = 1 + rng.IntN(2)
+			}
+			func() {
+				defer func() { _ = recover() }()
+				switch rng.IntN(10) {
+				case 0, 1, 2, 3:
+					reserve := m.Reserve
+					if rng.IntN(2) == 0 {
+						reserve = m.ReserveTight
+					}
+					if h, err := reserve(sizes[rng.IntN(len(sizes))], Mapping(rng.IntN(2))); err == nil {
+						hs = append(hs, h)
+					}
+				case 4, 5:
+					if len(hs) > 0 {
+						i := rng.IntN(len(hs))
+						if m.Free(hs[i]) == nil {
+							hs = slices.Delete(hs, i, i+1)
+						}
+					}
+				case 6:
+					if len(hs) > 0 {
+						_, _ = m.ResolveTight(hs[rng.IntN(len(hs))])
+					}
+				case 7, 8:
+					m.Cleanup(rng.IntN(2) == 0)
+				case 9:
+					_ = m.Install(layouts[rng.IntN(len(layouts))])
+				}
+			}()
+			s.alloc, s.dealloc, s.flush = 0, 0, 0
+			require.NoError(t, m.checkInvariants(), "seed %d step %d", seed, step)
+			for _, p := range m.pools {
+				if vp, ok := p.(*virtualPool); ok {
+					require.NoError(t, deviceAgrees(vp, s.sparseStorage), "seed %d step %d", seed, step)
+				}
+			}
+		}
+	}
+}

@@ -153,6 +153,9 @@ func (p *directPool) reclaim(size uint64) {
 }
 
 func (p *directPool) release(ref int32) {
+	// The memory first: where the device's Dealloc panics, the entry
+	// stays cached as it was.
+	p.unmapPage(&p.entries[ref].devicePage)
 	p.uncache(ref)
 	p.closePage(&p.entries[ref].devicePage)
 	p.entries[ref] = directEntry{}

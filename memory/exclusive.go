@@ -285,7 +285,33 @@ func (p *exclusivePool) tooSmall(size uint64) (below int, idle uint64, drop bool
 // in order of size, then index.
 func (p *exclusivePool) release(groups int, drop func(*exclusivePage) bool) {
 	flush, emptied := false, false // flush: a page with memory went
-	for g := range groups {
+	g := 0
+	// Where the device's Dealloc panics, the pages released so far are
+	// taken out of their group's free list, and emptied groups out of the
+	// pool, as a release that ends does.
+	tidy := func(grp *pageGroup) {
+		grp.free = slices.DeleteFunc(grp.free, func(ref int32) bool { return ref == none })
+		emptied = emptied || grp.held == 0
+	}
+	dropEmptied := func() {
+		if emptied {
+			p.groups = slices.DeleteFunc(p.groups, func(grp pageGroup) bool {
+				if grp.held == 0 {
+					delete(p.groupOf, grp.size)
+				}
+				return grp.held == 0
+			})
+			p.indexGroups(0)
+		}
+	}
+	done := false
+	defer func() {
+		if !done {
+			tidy(&p.groups[g])
+			dropEmptied()
+		}
+	}()
+	for ; g < groups; g++ {
 		grp := &p.groups[g]
 		kept := len(grp.free)
 		for i := len(grp.free) - 1; i >= 0; i-- {
@@ -303,19 +329,12 @@ func (p *exclusivePool) release(groups int, drop func(*exclusivePage) bool) {
 			grp.held--
 		}
 		if kept != len(grp.free) {
-			grp.free = slices.DeleteFunc(grp.free, func(ref int32) bool { return ref == none })
+			tidy(grp)
 		}
 		emptied = emptied || grp.held == 0
 	}
-	if emptied {
-		p.groups = slices.DeleteFunc(p.groups, func(grp pageGroup) bool {
-			if grp.held == 0 {
-				delete(p.groupOf, grp.size)
-			}
-			return grp.held == 0
-		})
-		p.indexGroups(0)
-	}
+	done = true
+	dropEmptied()
 	if flush {
 		p.storage.Flush()
 	}

@@ -930,7 +930,8 @@ func (m *Manager) check(l Layout) (resolvedLayout, error) {
 // every page with nothing live in it (sliced pages, exclusive pages, arena
 // pages, cached direct and persistent allocations); an implicit one only
 // what a pool's own policy gives back (exclusive pages idle for a period,
-// direct allocations past the watermark).
+// direct allocations past the watermark). Where the device panics in it,
+// what went back before the panic is gone and the rest held as it was.
 func (m *Manager) Cleanup(explicit bool) {
 	m.cleanupDynamic(explicit)
 	m.persistent.cleanup(explicit)

@@ -343,8 +343,10 @@ func (p *slicedPool) cleanup(explicit bool) {
 		if !pg.held || pg.live != 0 {
 			continue
 		}
-		p.dropBlock(p.blocks, pg.first)
+		// The page first: where the device's Dealloc panics, the page
+		// stays as it was, its block with it.
 		p.closePage(&pg.devicePage)
+		p.dropBlock(p.blocks, pg.first)
 		*pg = slicedPage{}
 		p.held--
 		p.holes++

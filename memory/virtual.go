@@ -1870,8 +1870,8 @@ func (p *virtualPool) closeSpareChunks(added []int, peakPages uint64) {
 		if !c.held || uint64(c.spare) != c.size>>p.shift || p.staleInto(int32(ci)) {
 			continue
 		}
+		p.closePage(&c.devicePage) // first: a Dealloc that panics leaves the chunk as it was
 		p.spareGr -= uint64(c.spare)
-		p.closePage(&c.devicePage)
 		*c = virtualChunk{}
 		closed = true
 	}
@@ -1991,8 +1991,8 @@ func (p *virtualPool) cleanup(explicit bool) {
 		if !c.held || uint64(c.spare) != c.size>>p.shift || p.staleInto(int32(i)) {
 			continue
 		}
+		p.closePage(&c.devicePage) // first: a Dealloc that panics leaves the chunk as it was
 		p.spareGr -= uint64(c.spare)
-		p.closePage(&c.devicePage)
 		*c = virtualChunk{}
 	}
 	for len(p.chunks) > 0 && !p.chunks[len(p.chunks)-1].held {
