@@ -412,3 +412,42 @@ func TestAStreamOfAnotherClientIsRefused(t *testing.T) {
 	require.Nil(t, res, "no guest was loaded")
 	require.Empty(t, hostCalls(log.String()), "the guest never ran")
 }
+
+// closingWriter closes a stream when the guest first writes to it.
+type closingWriter struct{ s *client.Stream }
+
+func (w closingWriter) Write(p []byte) (int, error) {
+	_ = w.s.Close()
+	return len(p), nil
+}
+
+// buffer_free that the guest's stream refuses (the host program closed it
+// under the guest) changes nothing: the handle stays live, and a second
+// free is refused as the first was (EIO); the first dropped the handle, so
+// the second was EBADF for a handle the guest never freed.
+func TestARefusedFreeKeepsTheHandle(t *testing.T) {
+	c := openClient(t)
+	h, log := newLoggedHost(t, c)
+	s, err := c.NewStream()
+	require.NoError(t, err)
+	m := compile(t, h, wat(t, `(module
+  (import "vkrt_v1" "buffer_create" (func $create (param i64 i32) (result i32)))
+  (import "vkrt_v1" "buffer_free" (func $free (param i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_write" (func $fdwrite (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "\20\00\00\00\01\00\00\00x")
+  (func (export "_start")
+    (drop (call $create (i64.const 16) (i32.const 0)))
+    (drop (call $fdwrite (i32.const 1) (i32.const 16) (i32.const 1) (i32.const 8)))
+    (drop (call $free (i32.load (i32.const 0))))
+    (drop (call $free (i32.load (i32.const 0))))))`))
+	_, err = h.Run(context.Background(), m, OnStream(s), WithStdout(closingWriter{s}))
+	require.NoError(t, err, "the stream's Close freed the buffer the guest held")
+	require.True(t, s.Closed())
+	require.Equal(t, `==> vkrt_v1.buffer_create(size=16,out_handle=0)
+<== status=0
+==> vkrt_v1.buffer_free(handle=1048577)
+<== status=29
+==> vkrt_v1.buffer_free(handle=1048577)
+<== status=29`, hostCalls(log.String()))
+}

@@ -214,13 +214,16 @@ func bufferTransfer(g *instance, mem api.Memory, stack []uint64, fn, rangeName s
 
 func bufferFree(g *instance, _ api.Memory, stack []uint64) Errno {
 	handle := uint32(stack[0])
-	b := g.remove(handle)
+	b := g.lookup(handle)
 	if b == nil {
 		return badHandle(g, "buffer_free", handle)
 	}
+	// The handle goes only once the stream has freed its buffer: a refused
+	// free changes nothing, the handle still live and counted.
 	if err := g.stream.Free(b); err != nil {
 		return g.fail(err)
 	}
+	g.remove(handle)
 	g.freed = true
 	return ESUCCESS
 }

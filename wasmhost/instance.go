@@ -340,8 +340,11 @@ func (g *instance) release() error {
 	for ; g.persistent > 0; g.persistent-- {
 		g.stream.EndPersistent()
 	}
+	// A stream the host program closed under the guest freed its buffers
+	// as it closed: they are gone, not left.
+	closed := g.stream.Closed()
 	for i := range g.slots {
-		if b := g.slots[i].buf; b != nil {
+		if b := g.slots[i].buf; b != nil && !closed {
 			if err := g.stream.Free(b); err != nil {
 				errs = append(errs, fmt.Errorf("freeing buffer %d the guest left: %w", b.ID(), err))
 			}
