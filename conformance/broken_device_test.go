@@ -2,8 +2,12 @@ package conformance_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -45,11 +49,12 @@ const (
 	ignoresGridY                           // the element kernels leave the work of the grid's rows past the first undone
 	servesAfterClose                       // keeps released pages for reuse, and serves them after Close
 	checksContextOnEntry                   // looks at the context once, on entry, and runs the whole batch
+	laxDispatch                            // checks only the bindings: drops extra push constants, clamps the grid, copies overlapping ranges as memmove does
 )
 
 func (f deviceFlaw) String() string {
 	return [...]string{"not zero-initialised", "overlapping memory", "ignores alignment", "generic out-of-memory error", "leaks", "corrupts a byte after churn", "runs past its context",
-		"leaks on a refusal", "out-of-memory size aligned", "ignores the grid's y", "serves after Close", "checks its context on entry only"}[f]
+		"leaks on a refusal", "out-of-memory size aligned", "ignores the grid's y", "serves after Close", "checks its context on entry only", "lax dispatch checks"}[f]
 }
 
 type brokenStorage struct {
@@ -188,6 +193,16 @@ func (d *brokenDevice) Download(ctx context.Context, src vkruntime.StorageHandle
 }
 
 func (d *brokenDevice) Dispatch(ctx context.Context, ops []kernel.Op) error {
+	if d.flaw == laxDispatch {
+		return d.dispatchLax(ctx, ops)
+	}
+	// Checked as the device's own handles first, as a device does: the
+	// wrapper's look-up below refuses what is past its ranges otherwise.
+	for i, op := range ops {
+		if err := kernel.Validate(op.Kernel, op.Grid, op.Bindings, op.Push, d.Limits()); err != nil {
+			return fmt.Errorf("op %d of %d: %w", i, len(ops), err)
+		}
+	}
 	var kept []kernel.Op
 	for _, op := range ops {
 		if d.flaw == notZeroed && op.Kernel.Name == "fill" && len(op.Push) >= 8 && op.Push[4]|op.Push[5]|op.Push[6]|op.Push[7] == 0 {
@@ -227,6 +242,59 @@ func (d *brokenDevice) Dispatch(ctx context.Context, ops []kernel.Op) error {
 		return ctx.Err()
 	}
 	return d.Device.Dispatch(ctx, kept)
+}
+
+// dispatchLax runs ops as a device that checks all of them first, but
+// leniently: push constants past the kernel's are dropped, the grid is
+// clamped to the device's limits, and a copy whose output overlaps its
+// source is moved as memmove moves it.
+func (d *brokenDevice) dispatchLax(ctx context.Context, ops []kernel.Op) error {
+	lax := make([]kernel.Op, len(ops))
+	for j, op := range ops {
+		if size := int(op.Kernel.PushSize()); len(op.Push) > size {
+			op.Push = op.Push[:size]
+		}
+		limits := d.Limits().MaxComputeWorkGroupCount
+		for i := range op.Grid {
+			op.Grid[i] = min(op.Grid[i], limits[i])
+		}
+		checked := slices.Clone(op.Bindings)
+		if op.Kernel.Name == "copy" && len(checked) == 2 {
+			checked[1].ID = 1 << 62 // overlaps are not looked for
+		}
+		if err := kernel.Validate(op.Kernel, op.Grid, checked, op.Push, d.Limits()); err != nil {
+			return err
+		}
+		bindings := make([]vkruntime.StorageHandle, len(op.Bindings))
+		for i, b := range op.Bindings {
+			h, err := d.storage.inner(b)
+			if err != nil {
+				return err
+			}
+			bindings[i] = h
+		}
+		op.Bindings = bindings
+		lax[j] = op
+	}
+	for _, op := range lax {
+		bindings := op.Bindings
+		d.memoryAccess.Lock()
+		var err error
+		if op.Kernel.Name == "copy" && len(bindings) == 2 && bindings[0].ID == bindings[1].ID {
+			n := 4 * uint64(binary.LittleEndian.Uint32(op.Push))
+			buf := make([]byte, n)
+			if err = d.Device.Download(ctx, vkruntime.StorageHandle{ID: bindings[0].ID, Offset: bindings[0].Offset, Size: n}, buf); err == nil {
+				err = d.Device.Upload(ctx, vkruntime.StorageHandle{ID: bindings[1].ID, Offset: bindings[1].Offset, Size: n}, buf)
+			}
+		} else {
+			err = d.Device.Dispatch(ctx, []kernel.Op{op})
+		}
+		d.memoryAccess.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // elementKernels are the kernels of one invocation an element, striding
@@ -293,6 +361,7 @@ func TestBrokenDevicesAreCaught(t *testing.T) {
 		{ignoresGridY, []string{"kernel/fill", "kernel/copy", "kernel/add", "kernel/mul", "kernel/scale", "kernel/relu", "kernel/gelu"}},
 		{servesAfterClose, []string{"device/closed-classified"}},
 		{checksContextOnEntry, []string{"device/dispatch-cancel"}},
+		{laxDispatch, []string{"device/dispatch-checked-first"}},
 	} {
 		t.Run(tc.flaw.String(), func(t *testing.T) {
 			open := conformance.OnDevice(brokenOpener(tc.flaw))
@@ -300,6 +369,24 @@ func TestBrokenDevicesAreCaught(t *testing.T) {
 			requireCaught(t, rep, tc.caught, i == 0, func(tb testing.TB) { conformance.TestDevice(tb, open) })
 		})
 	}
+}
+
+// A device whose dispatch checks are lax is caught on each launch it
+// should have refused, each named once: the bytes it changed are not
+// blamed again on the launches after it, which it refused.
+func TestLaxDispatchChecksAreEachReported(t *testing.T) {
+	open := conformance.OnDevice(brokenOpener(laxDispatch))
+	rep := conformance.RunDevice(context.Background(), open, conformance.Options{Run: regexp.MustCompile("^device/dispatch-checked-first$")})
+	r, ok := rep.Result("device/dispatch-checked-first")
+	require.True(t, ok)
+	require.Equal(t, conformance.Fail, r.Status)
+	evidence := strings.Join(r.Evidence, "\n")
+	for _, what := range []string{"push constants 4 B longer than the kernel takes", "a copy whose output overlaps its source at another offset", "past the device's 65535"} {
+		require.Contains(t, evidence, what+": dispatched")
+	}
+	require.NotContains(t, evidence, "wraps past 2^64", "refused, it changed no byte")
+	require.NotContains(t, evidence, "smaller than its push constants call for", "refused, it changed no byte")
+	require.Len(t, r.Evidence, 6, "each of the three launches dispatched, and the bytes it changed")
 }
 
 // The wrapper itself keeps the contract when it has no flaw to show: what

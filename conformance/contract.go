@@ -30,7 +30,7 @@ func contractChecks(open OpenClient) []Check {
 		},
 		{
 			Name: "device/dispatch-checked-first",
-			Rule: "Dispatch checks every op (kernel.Validate, then that its bindings lie in live allocations) before any runs: an invalid op is an error matching kernel.ErrInvalidDispatch, a binding of a released allocation one matching runtime.ErrNotFound, and a refused batch changes no byte, inside its bindings or past them",
+			Rule: "Dispatch checks every op (kernel.Validate, then that its bindings lie in live allocations) before any runs: an invalid op (a binding smaller than the push constants call for, push constants of another size than the kernel takes, a grid past the device's work-group counts, a written binding sharing bytes with another, an offset plus size past 2^64) is an error matching kernel.ErrInvalidDispatch, a binding of a released allocation one matching runtime.ErrNotFound, and a refused batch changes no byte, inside its bindings or past them",
 			run:  withClient(open, checkDispatchCheckedFirst),
 		},
 		{
@@ -213,16 +213,44 @@ func checkDispatchCheckedFirst(c *checkState, cl *client.Client) {
 	small := fillOp(sub(a, align, align/2), words, 0x5A5A5A5A)
 	// A binding that passes the end of its allocation.
 	past := fillOp(sub(a, size-align, 2*align), 2*words, 0x5A5A5A5A)
-	for _, x := range []struct {
+	// Push constants a word longer than the kernel takes: a device that
+	// reads only the words it knows runs a launch its caller got wrong.
+	longPush := fillOp(sub(a, 0, align), words, 0x5A5A5A5A)
+	longPush.Push = append(append([]byte(nil), longPush.Push...), 0, 0, 0, 0)
+	// A copy whose output overlaps its source at another offset: its work
+	// groups race, and a device that copies as memmove does hides that.
+	overlapping := kernel.CopyWords(2*words).With(sub(a, 0, 2*align), sub(a, align, 2*align))
+	// A binding whose offset plus size wraps past 2^64 to a small end.
+	wraps := fillOp(vkruntime.StorageHandle{ID: a.ID, Offset: math.MaxUint64 &^ (align - 1), Size: 2 * align}, words, 0x5A5A5A5A)
+	type refused struct {
 		what string
 		ops  []kernel.Op
 		is   error
-	}{
+	}
+	cases := []refused{
 		{"a binding smaller than its push constants call for", []kernel.Op{small}, kernel.ErrInvalidDispatch},
 		{"a batch of a valid fill and then an invalid op", []kernel.Op{good, small}, kernel.ErrInvalidDispatch},
 		{"a batch of a valid fill and then a fill of a released allocation", []kernel.Op{good, fillOp(gone, words, 1)}, vkruntime.ErrNotFound},
 		{"a batch of a valid fill and then a binding past the end of its allocation", []kernel.Op{good, past}, nil},
-	} {
+		{"a batch of a valid fill and then a fill with push constants 4 B longer than the kernel takes", []kernel.Op{good, longPush}, kernel.ErrInvalidDispatch},
+		{"a batch of a valid fill and then a copy whose output overlaps its source at another offset", []kernel.Op{good, overlapping}, kernel.ErrInvalidDispatch},
+		{"a batch of a valid fill and then a binding whose offset plus size wraps past 2^64", []kernel.Op{good, wraps}, kernel.ErrInvalidDispatch},
+	}
+	if most := d.Limits().MaxComputeWorkGroupCount[0]; most < math.MaxUint32 {
+		// One work group past the device's count in x: a device that
+		// clamps the grid runs a launch Vulkan forbids.
+		tooMany := fillOp(sub(a, 0, align), words, 0x5A5A5A5A)
+		tooMany.Grid = [3]uint32{most + 1, 1, 1}
+		cases = append(cases, refused{fmt.Sprintf("a batch of a valid fill and then a fill on a grid of %d work groups in x, past the device's %d", most+1, most), []kernel.Op{good, tooMany}, kernel.ErrInvalidDispatch})
+	}
+	for i, x := range cases {
+		// Each case starts from the same bytes: one that changed them is
+		// reported on its own, not again under every case after it.
+		if i > 0 {
+			if err := d.Upload(ctx, a, want); err != nil {
+				c.Fatalf("Upload(%v): %v", a, err)
+			}
+		}
 		err := d.Dispatch(ctx, x.ops)
 		switch {
 		case err == nil:
@@ -230,7 +258,7 @@ func checkDispatchCheckedFirst(c *checkState, cl *client.Client) {
 		case x.is != nil && !errors.Is(err, x.is):
 			c.Errorf("%s: %v (%T), which does not match %v", x.what, err, err, x.is)
 		}
-		expectBytes(c, d, a, want, fmt.Sprintf("the allocation after %s was refused", x.what))
+		expectBytes(c, d, a, want, fmt.Sprintf("the allocation after %s, which must be refused", x.what))
 	}
 }
 
