@@ -243,7 +243,9 @@ func (d *Device) Download(ctx context.Context, src vkruntime.StorageHandle, dst 
 }
 
 // Dispatch checks every op, then runs them in order on the calling
-// goroutine. When ctx ends it stops between work items and returns
+// goroutine; an op refused by the check is an error matching
+// device.ErrNothingRan as well as its own kind (kernel.ErrInvalidDispatch,
+// runtime.ErrNotFound, runtime.ErrOutOfRange). When ctx ends it stops between work items and returns
 // ctx.Err(); the ops not finished leave their outputs partly written.
 func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 	if err := d.begin(ctx); err != nil {
@@ -261,10 +263,12 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 			err = d.storage.check(op.Bindings)
 		}
 		if err != nil {
+			// Refused before any op ran: the batch changed nothing, and the
+			// error says so, as vk's refusals of its bindings do.
 			if len(ops) > 1 {
-				return fmt.Errorf("op %d of %d: %w", i, len(ops), err)
+				err = fmt.Errorf("op %d of %d: %w", i, len(ops), err)
 			}
-			return err
+			return device.NothingRan(err)
 		}
 	}
 	if afterCheck != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/device"
 	"github.com/vkrt/vkrt/device/cpu"
 	"github.com/vkrt/vkrt/internal/cpuref"
 	"github.com/vkrt/vkrt/internal/devtest"
@@ -160,13 +161,21 @@ func TestDispatchChecksEveryOpFirst(t *testing.T) {
 	out := floatsOn(t, d, make([]float32, n))
 	err := d.Dispatch(t.Context(), []kernel.Op{kernel.ReLU(n).With(x, out), kernel.ReLU(n+1).With(x, out)})
 	require.ErrorIs(t, err, kernel.ErrInvalidDispatch)
+	require.ErrorIs(t, err, device.ErrNothingRan, "refused before anything ran, and saying so")
 	require.ErrorContains(t, err, "op 1 of 2")
 	require.Equal(t, make([]float32, n), read(t, d, out), "the first op did not run")
 
 	gone, err := d.Storage().Alloc(4 * n)
 	require.NoError(t, err)
 	d.Storage().Dealloc(gone.ID)
-	require.ErrorIs(t, d.Dispatch(t.Context(), []kernel.Op{kernel.ReLU(n).With(gone, out)}), vkruntime.ErrNotFound)
+	err = d.Dispatch(t.Context(), []kernel.Op{kernel.ReLU(n).With(gone, out)})
+	require.ErrorIs(t, err, vkruntime.ErrNotFound)
+	require.ErrorIs(t, err, device.ErrNothingRan, "refused before anything ran, and saying so")
+	err = d.Dispatch(t.Context(), []kernel.Op{kernel.ReLU(n).With(x, out), kernel.ReLU(n).With(gone, out)})
+	require.ErrorIs(t, err, vkruntime.ErrNotFound)
+	require.ErrorIs(t, err, device.ErrNothingRan)
+	require.ErrorContains(t, err, "op 1 of 2")
+	require.Equal(t, make([]float32, n), read(t, d, out), "the first op did not run")
 	require.ErrorIs(t, d.Upload(t.Context(), gone, []byte{1}), vkruntime.ErrNotFound)
 	past := vkruntime.StorageHandle{ID: out.ID, Offset: 256, Size: 4 * n}
 	require.ErrorContains(t, d.Download(t.Context(), past, make([]byte, 4)), "outside its page")
