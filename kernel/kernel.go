@@ -145,13 +145,18 @@ func groups(grid [3]uint32) uint64 { return uint64(grid[0]) * uint64(grid[1]) }
 // first did), and the copy's unrolled step wraps past its bindings.
 
 // stridedStep is the step of a strided kernel: the invocations, or the
-// work groups, the grid runs.
-func stridedStep(grid [3]uint32, perGroup uint64) uint64 { return groups(grid) * perGroup }
+// work groups, the grid runs, saturating at the largest uint64: on a device
+// that allows 2^32 - 1 work groups in x and y a grid may run more than
+// 2^64 invocations.
+func stridedStep(grid [3]uint32, perGroup uint64) uint64 { return product(groups(grid), perGroup) }
 
-// stepLoops reports a step that wraps to 0 over a non-empty range.
+// stepLoops reports a step that wraps to 0 over a non-empty range. The
+// step is taken modulo 2^32, as the shader takes it: counted in 64 bits,
+// 2^28 x 2^28 work groups of 256 wrapped to 0 there too, and passed as a
+// grid of no invocation.
 func stepLoops(n uint64, grid [3]uint32, perGroup uint64) error {
-	if step := stridedStep(grid, perGroup); n > 0 && step > 0 && step%indexSpace == 0 {
-		return fmt.Errorf("grid %v runs %d invocations of %d a work group, a step that wraps to 0 in 32 bits: the invocations with work would loop forever", grid, step, perGroup)
+	if g := groups(grid); n > 0 && g > 0 && g%indexSpace*perGroup%indexSpace == 0 {
+		return fmt.Errorf("grid %v runs %d work groups of %d invocations, a step that wraps to 0 in 32 bits: the invocations with work would loop forever", grid, g, perGroup)
 	}
 	return nil
 }
@@ -159,7 +164,8 @@ func stepLoops(n uint64, grid [3]uint32, perGroup uint64) error {
 // revisits reports whether a strided kernel's grid takes some of its n
 // elements (or rows) more than once.
 func revisits(n uint64, grid [3]uint32, perGroup uint64) bool {
-	return n > 0 && stridedStep(grid, perGroup)+n > indexSpace
+	step := stridedStep(grid, perGroup)
+	return n > 0 && (step >= indexSpace || step+n > indexSpace)
 }
 
 // wrapError refuses a grid whose indices would wrap, with the most work

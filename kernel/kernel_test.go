@@ -281,6 +281,24 @@ func TestValidateRefusesGridsThatWrapTheShadersIndices(t *testing.T) {
 		})
 	}
 
+	// A device that allows 2^32 - 1 work groups in x and y: grids whose
+	// invocation count passes 2^64. 2^28 x 2^28 groups of 256 is a step of
+	// 2^64, which wrapped to 0 in the check and passed as no step at all,
+	// and with a loop limit divided the elements by 0 (a panic).
+	widest := wideLimits
+	widest.MaxComputeWorkGroupCount = [3]uint32{math.MaxUint32, math.MaxUint32, 1}
+	looping := widest
+	looping.MaxLoopIterations = 65535
+	for _, limits := range []Limits{widest, looping} {
+		fill := FillWords(1, 7)
+		requireRefused(t, Validate(fill.Kernel, [3]uint32{1 << 28, 1 << 28, 1}, []vkruntime.StorageHandle{words(1, 1)}, fill.Push, limits), "fill", "loop forever")
+		scale := Scale(1, 2)
+		requireRefused(t, Validate(scale.Kernel, [3]uint32{math.MaxUint32, math.MaxUint32, 1}, same(1), scale.Push, limits), "scale", "takes some elements twice")
+	}
+	// Loop trips of such grids are counted, not divided by a wrapped 0.
+	require.Equal(t, uint64(1+1+9), LoopTrips(FillWords(1, 7).Kernel, [3]uint32{1 << 28, 1 << 28, 1}, FillWords(1, 7).Push))
+	require.Equal(t, uint64(1+1+9), LoopTrips(FillWords(1, 7).Kernel, [3]uint32{1 << 22, 1 << 22, 1 << 22}, FillWords(1, 7).Push))
+
 	// The typed launches of the largest bindings pass, in place too.
 	const most = (1<<32 - 1) / 4 // words in a 4 GiB binding
 	big := func(id vkruntime.StorageID) vkruntime.StorageHandle { return words(id, most) }

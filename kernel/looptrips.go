@@ -10,12 +10,14 @@ package kernel
 // launch past it, or it leaves part of the output silently unwritten.
 func LoopTrips(k Kernel, grid [3]uint32, push []byte) uint64 {
 	canon, ok := catalogueKernel(k.Name)
-	groups := uint64(grid[0]) * uint64(grid[1]) * uint64(grid[2])
+	// Saturated, not wrapped: a product of three dimensions may pass 2^64,
+	// and one that wrapped to 0 divided by it below.
+	groups := product(product(uint64(grid[0]), uint64(grid[1])), uint64(grid[2]))
 	if !ok || groups == 0 || uint64(len(push)) < uint64(canon.PushSize()) {
 		return 0
 	}
 	p := pushValues(push)
-	ceil := func(a, b uint64) uint64 { return (a + b - 1) / b }
+	ceil := ceilDiv     // (a + b - 1) / b wrapped for a saturated b
 	const reduction = 9 // a work group's sum or max: log2(256) steps and one more
 	switch canon.Name {
 	case "softmax", "layernorm":
@@ -38,6 +40,6 @@ func LoopTrips(k Kernel, grid [3]uint32, push []byte) uint64 {
 		// 1 + 11 a tile had been estimated.
 		return by * (4 + bx*13)
 	default: // the element kernels and reduce_sum
-		return ceil(p.u32(0), elementGroup*groups) + 1 + reduction
+		return ceilDiv(p.u32(0), product(elementGroup, groups)) + 1 + reduction
 	}
 }
