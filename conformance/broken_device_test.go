@@ -146,7 +146,7 @@ func (s *brokenStorage) inner(h vkruntime.StorageHandle) (vkruntime.StorageHandl
 		return vkruntime.StorageHandle{}, vkruntime.ErrNotFound
 	}
 	if h.Offset > r.Size || h.Size > r.Size-h.Offset {
-		return vkruntime.StorageHandle{}, errors.New("broken device: range outside its allocation")
+		return vkruntime.StorageHandle{}, fmt.Errorf("broken device: %v lies outside its allocation of %d B: %w", h, r.Size, vkruntime.ErrOutOfRange)
 	}
 	return vkruntime.StorageHandle{ID: r.ID, Offset: r.Offset + h.Offset, Size: h.Size}, nil
 }

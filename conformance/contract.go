@@ -25,12 +25,12 @@ func contractChecks(open OpenClient) []Check {
 	return []Check{
 		{
 			Name: "device/transfer-partial-range",
-			Rule: "Upload writes its bytes to the start of its range and Download reads the start of its range, fewer bytes than the range holds allowed; more is refused; no other byte changes",
+			Rule: "Upload writes its bytes to the start of its range and Download reads the start of its range, fewer bytes than the range holds allowed; more is refused with an error matching runtime.ErrOutOfRange; no other byte changes",
 			run:  withClient(open, checkPartialTransfers),
 		},
 		{
 			Name: "device/dispatch-checked-first",
-			Rule: "Dispatch checks every op (kernel.Validate, then that its bindings lie in live allocations) before any runs: an invalid op (a binding smaller than the push constants call for, push constants of another size than the kernel takes, a grid past the device's work-group counts, a written binding sharing bytes with another, an offset plus size past 2^64) is an error matching kernel.ErrInvalidDispatch, a binding of a released allocation one matching runtime.ErrNotFound, and a refused batch changes no byte, inside its bindings or past them",
+			Rule: "Dispatch checks every op (kernel.Validate, then that its bindings lie in live allocations) before any runs: an invalid op (a binding smaller than the push constants call for, push constants of another size than the kernel takes, a grid past the device's work-group counts, a written binding sharing bytes with another, an offset plus size past 2^64) is an error matching kernel.ErrInvalidDispatch, a binding of a released allocation one matching runtime.ErrNotFound, one past the end of its allocation one matching runtime.ErrOutOfRange, and a refused batch changes no byte, inside its bindings or past them",
 			run:  withClient(open, checkDispatchCheckedFirst),
 		},
 		{
@@ -128,11 +128,17 @@ func checkPartialTransfers(c *checkState, cl *client.Client) {
 	expectBytes(c, d, h, mirror, "the allocation after uploads of fewer bytes than their ranges")
 	for _, r := range []struct{ off, n uint64 }{{10, 20}, {1000, 1}, {2048, 0}} {
 		rng := sub(h, r.off, r.n)
-		if err := d.Upload(ctx, rng, pattern(1720, r.n+1)); err == nil {
+		switch err := d.Upload(ctx, rng, pattern(1720, r.n+1)); {
+		case err == nil:
 			c.Errorf("an Upload of %d B into %v, a range of %d B, succeeded", r.n+1, rng, r.n)
+		case !errors.Is(err, vkruntime.ErrOutOfRange):
+			c.Errorf("an Upload of %d B into %v, a range of %d B: %v (%T), which does not match runtime.ErrOutOfRange", r.n+1, rng, r.n, err, err)
 		}
-		if err := d.Download(ctx, rng, make([]byte, r.n+1)); err == nil {
+		switch err := d.Download(ctx, rng, make([]byte, r.n+1)); {
+		case err == nil:
 			c.Errorf("a Download of %d B from %v, a range of %d B, succeeded", r.n+1, rng, r.n)
+		case !errors.Is(err, vkruntime.ErrOutOfRange):
+			c.Errorf("a Download of %d B from %v, a range of %d B: %v (%T), which does not match runtime.ErrOutOfRange", r.n+1, rng, r.n, err, err)
 		}
 	}
 	expectBytes(c, d, h, mirror, "the allocation after refused uploads of more bytes than their ranges")
@@ -231,7 +237,7 @@ func checkDispatchCheckedFirst(c *checkState, cl *client.Client) {
 		{"a binding smaller than its push constants call for", []kernel.Op{small}, kernel.ErrInvalidDispatch},
 		{"a batch of a valid fill and then an invalid op", []kernel.Op{good, small}, kernel.ErrInvalidDispatch},
 		{"a batch of a valid fill and then a fill of a released allocation", []kernel.Op{good, fillOp(gone, words, 1)}, vkruntime.ErrNotFound},
-		{"a batch of a valid fill and then a binding past the end of its allocation", []kernel.Op{good, past}, nil},
+		{"a batch of a valid fill and then a binding past the end of its allocation", []kernel.Op{good, past}, vkruntime.ErrOutOfRange},
 		{"a batch of a valid fill and then a fill with push constants 4 B longer than the kernel takes", []kernel.Op{good, longPush}, kernel.ErrInvalidDispatch},
 		{"a batch of a valid fill and then a copy whose output overlaps its source at another offset", []kernel.Op{good, overlapping}, kernel.ErrInvalidDispatch},
 		{"a batch of a valid fill and then a binding whose offset plus size wraps past 2^64", []kernel.Op{good, wraps}, kernel.ErrInvalidDispatch},
@@ -255,7 +261,7 @@ func checkDispatchCheckedFirst(c *checkState, cl *client.Client) {
 		switch {
 		case err == nil:
 			c.Errorf("%s: dispatched", x.what)
-		case x.is != nil && !errors.Is(err, x.is):
+		case !errors.Is(err, x.is):
 			c.Errorf("%s: %v (%T), which does not match %v", x.what, err, err, x.is)
 		}
 		expectBytes(c, d, a, want, fmt.Sprintf("the allocation after %s, which must be refused", x.what))

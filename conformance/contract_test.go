@@ -65,6 +65,7 @@ const (
 	saysCancelRanNothing                  // a batch whose context ends after its first op ran says it ran nothing (device.ErrNothingRan)
 	keepsWhatItRead                       // a download of a range read before gives the bytes read then, unless an upload wrote the allocation since
 	bindsFirstAtStart                     // every kernel but fill reads its binding 0 from the start of its allocation, where that overlaps no other binding
+	unclassifiedOutOfRange                // a range past its allocation, or a transfer longer than its range, fails with a plain error
 )
 
 func (f contractFlaw) String() string {
@@ -75,7 +76,7 @@ func (f contractFlaw) String() string {
 		"shared staging buffer", "panics when concurrent", "unclassified closed", "skips idle grids", "refuses empty launches",
 		"adds one ulp off", "add writes past its output", "add writes its input", "add wrong past 4099", "layernorm without eps",
 		"mul saturates", "drops large bindings", "reads deep ranges late",
-		"says a cancel ran nothing", "keeps what it read", "binds the first at the start"}[f]
+		"says a cancel ran nothing", "keeps what it read", "binds the first at the start", "unclassified out of range"}[f]
 }
 
 type flawedDevice struct {
@@ -237,6 +238,9 @@ func (d *flawedDevice) Storage() device.Storage { return d.storage }
 // with its words kept and its class dropped.
 func declassifyClosed(f contractFlaw, err error) error {
 	if f == unclassifiedClosed && errors.Is(err, vkruntime.ErrClosed) {
+		return errors.New(err.Error())
+	}
+	if f == unclassifiedOutOfRange && errors.Is(err, vkruntime.ErrOutOfRange) {
 		return errors.New(err.Error())
 	}
 	return err
@@ -592,6 +596,7 @@ func TestFlawedDevicesAreCaught(t *testing.T) {
 		{ignoresContext, []string{"device/dispatch-cancel"}},
 		{transfersUnordered, []string{"device/dispatch-cancel"}},
 		{unclassifiedNotFound, []string{"device/dispatch-checked-first"}},
+		{unclassifiedOutOfRange, []string{"device/transfer-partial-range", "device/dispatch-checked-first"}},
 		{uncountedReleases, []string{"device/storage-figures"}},
 		{unreportedLimit, []string{"device/storage-figures"}},
 		{refusesAtTheLimit, []string{"device/storage-figures"}},

@@ -35,15 +35,21 @@ type Device interface {
 	// Storage is the device's one storage, shared by all its users.
 	Storage() Storage
 	// Upload writes src to the start of the byte range dst; len(src) may be
-	// less than dst.Size, not more.
+	// less than dst.Size, not more. A refused transfer moves no byte: one
+	// longer than its range, or a range past the end of its allocation, is
+	// an error matching runtime.ErrOutOfRange, a released or unknown
+	// allocation one matching runtime.ErrNotFound.
 	Upload(ctx context.Context, dst vkruntime.StorageHandle, src []byte) error
 	// Download reads the start of the byte range src into dst; len(dst) may
-	// be less than src.Size, not more.
+	// be less than src.Size, not more. It is refused as Upload is.
 	Download(ctx context.Context, src vkruntime.StorageHandle, dst []byte) error
 	// Dispatch runs ops in order, each one's writes visible to the next,
 	// and waits for them. Every op is checked (kernel.Validate, then that
 	// its bindings lie in live allocations) before any runs: a refused
-	// batch changes nothing. When ctx ends first, Dispatch returns ctx.Err()
+	// batch changes nothing. An op Validate refuses is an error matching
+	// kernel.ErrInvalidDispatch, a binding of a released allocation one
+	// matching runtime.ErrNotFound, one past the end of its allocation one
+	// matching runtime.ErrOutOfRange. When ctx ends first, Dispatch returns ctx.Err()
 	// at once; work already handed to the device may still finish, and the
 	// device keeps the memory it binds alive and orders later calls after it,
 	// but no op starts once ctx has ended, so a batch holds the device past
