@@ -140,12 +140,7 @@ func TestAPanickedAllocLeavesTheVirtualPoolAgreeing(t *testing.T) {
 						hs = append(hs, h)
 					}
 				case 4, 5:
-					if len(hs) > 0 {
-						i := rng.IntN(len(hs))
-						if m.Free(hs[i]) == nil {
-							hs = slices.Delete(hs, i, i+1)
-						}
-					}
+					hs = freeOne(m, rng, hs)
 				case 6:
 					if len(hs) > 0 {
 						h := hs[rng.IntN(len(hs))]
@@ -168,14 +163,34 @@ func TestAPanickedAllocLeavesTheVirtualPoolAgreeing(t *testing.T) {
 				}
 			}()
 			s.panics = false
-			require.NoError(t, m.checkInvariants(), "seed %d step %d", seed, step)
-			for _, p := range m.pools {
-				if vp, ok := p.(*virtualPool); ok {
-					require.NoError(t, deviceAgrees(vp, s.sparseStorage), "seed %d step %d", seed, step)
-				}
-			}
+			requirePoolsWhole(t, m, s.sparseStorage, "seed %d step %d", seed, step)
 		}
 	}
+}
+
+// requirePoolsWhole fails t where m breaks an invariant or a virtual pool
+// of it disagrees with the device about what is bound.
+func requirePoolsWhole(t *testing.T, m *Manager, s *sparseStorage, msgAndArgs ...any) {
+	t.Helper()
+	require.NoError(t, m.checkInvariants(), msgAndArgs...)
+	for _, p := range m.pools {
+		if vp, ok := p.(*virtualPool); ok {
+			require.NoError(t, deviceAgrees(vp, s), msgAndArgs...)
+		}
+	}
+}
+
+// freeOne frees one of hs, drawn by rng, and returns hs without it where
+// the free took (a panicking device may have stopped it).
+func freeOne(m *Manager, rng *rand.Rand, hs []Handle) []Handle {
+	if len(hs) == 0 {
+		return hs
+	}
+	i := rng.IntN(len(hs))
+	if m.Free(hs[i]) == nil {
+		hs = slices.Delete(hs, i, i+1)
+	}
+	return hs
 }
 
 // panickingStorage is a sparse storage whose Alloc, Dealloc or Flush
@@ -248,12 +263,7 @@ func TestAPanickedDeallocLeavesThePoolsWhole(t *testing.T) {
 						hs = append(hs, h)
 					}
 				case 4, 5:
-					if len(hs) > 0 {
-						i := rng.IntN(len(hs))
-						if m.Free(hs[i]) == nil {
-							hs = slices.Delete(hs, i, i+1)
-						}
-					}
+					hs = freeOne(m, rng, hs)
 				case 6:
 					if len(hs) > 0 {
 						_, _ = m.ResolveTight(hs[rng.IntN(len(hs))])
@@ -265,12 +275,7 @@ func TestAPanickedDeallocLeavesThePoolsWhole(t *testing.T) {
 				}
 			}()
 			s.alloc, s.dealloc, s.flush = 0, 0, 0
-			require.NoError(t, m.checkInvariants(), "seed %d step %d", seed, step)
-			for _, p := range m.pools {
-				if vp, ok := p.(*virtualPool); ok {
-					require.NoError(t, deviceAgrees(vp, s.sparseStorage), "seed %d step %d", seed, step)
-				}
-			}
+			requirePoolsWhole(t, m, s.sparseStorage, "seed %d step %d", seed, step)
 		}
 	}
 }
