@@ -200,7 +200,7 @@ func (d *brokenDevice) Dispatch(ctx context.Context, ops []kernel.Op) error {
 	// wrapper's look-up below refuses what is past its ranges otherwise.
 	for i, op := range ops {
 		if err := kernel.Validate(op.Kernel, op.Grid, op.Bindings, op.Push, d.Limits()); err != nil {
-			return fmt.Errorf("op %d of %d: %w", i, len(ops), err)
+			return device.NothingRan(fmt.Errorf("op %d of %d: %w", i, len(ops), err))
 		}
 	}
 	var kept []kernel.Op
@@ -212,7 +212,7 @@ func (d *brokenDevice) Dispatch(ctx context.Context, ops []kernel.Op) error {
 		for i, b := range op.Bindings {
 			h, err := d.storage.inner(b)
 			if err != nil {
-				return err
+				return device.NothingRan(err)
 			}
 			bindings[i] = h
 		}
@@ -263,13 +263,13 @@ func (d *brokenDevice) dispatchLax(ctx context.Context, ops []kernel.Op) error {
 			checked[1].ID = 1 << 62 // overlaps are not looked for
 		}
 		if err := kernel.Validate(op.Kernel, op.Grid, checked, op.Push, d.Limits()); err != nil {
-			return err
+			return device.NothingRan(err)
 		}
 		bindings := make([]vkruntime.StorageHandle, len(op.Bindings))
 		for i, b := range op.Bindings {
 			h, err := d.storage.inner(b)
 			if err != nil {
-				return err
+				return device.NothingRan(err)
 			}
 			bindings[i] = h
 		}

@@ -66,6 +66,7 @@ const (
 	keepsWhatItRead                       // a download of a range read before gives the bytes read then, unless an upload wrote the allocation since
 	bindsFirstAtStart                     // every kernel but fill reads its binding 0 from the start of its allocation, where that overlaps no other binding
 	unclassifiedOutOfRange                // a range past its allocation, or a transfer longer than its range, fails with a plain error
+	unmarkedRefusals                      // a batch refused by the checks is an error of its kind that does not match device.ErrNothingRan
 )
 
 func (f contractFlaw) String() string {
@@ -76,7 +77,8 @@ func (f contractFlaw) String() string {
 		"shared staging buffer", "panics when concurrent", "unclassified closed", "skips idle grids", "refuses empty launches",
 		"adds one ulp off", "add writes past its output", "add writes its input", "add wrong past 4099", "layernorm without eps",
 		"mul saturates", "drops large bindings", "reads deep ranges late",
-		"says a cancel ran nothing", "keeps what it read", "binds the first at the start", "unclassified out of range"}[f]
+		"says a cancel ran nothing", "keeps what it read", "binds the first at the start", "unclassified out of range",
+		"unmarked refusals"}[f]
 }
 
 type flawedDevice struct {
@@ -533,6 +535,12 @@ func (d *flawedDevice) dispatch(ctx context.Context, ops []kernel.Op) error {
 			return err
 		}
 		return nil
+	case unmarkedRefusals:
+		err := d.Device.Dispatch(ctx, ops)
+		if marked, ok := err.(interface{ Unwrap() []error }); ok && errors.Is(err, device.ErrNothingRan) {
+			return marked.Unwrap()[0] // the refusal's own kind, unmarked
+		}
+		return err
 	case panicsWhenConcurrent:
 		defer d.inflight.Add(-1)
 		if d.inflight.Add(1) > 1 {
@@ -597,6 +605,7 @@ func TestFlawedDevicesAreCaught(t *testing.T) {
 		{transfersUnordered, []string{"device/dispatch-cancel"}},
 		{unclassifiedNotFound, []string{"device/dispatch-checked-first"}},
 		{unclassifiedOutOfRange, []string{"device/transfer-partial-range", "device/dispatch-checked-first"}},
+		{unmarkedRefusals, []string{"device/dispatch-checked-first"}},
 		{uncountedReleases, []string{"device/storage-figures"}},
 		{unreportedLimit, []string{"device/storage-figures"}},
 		{refusesAtTheLimit, []string{"device/storage-figures"}},

@@ -99,7 +99,8 @@ func (d *Device) buildPipeline(k kernel.Kernel) (*pipeline, error) {
 // waits for all of them. Every op is checked before any is recorded:
 // kernel.Validate against the device's limits, then that the bindings name
 // live allocations of the device's storage and lie inside them; a refused
-// batch changes nothing.
+// batch changes nothing, and its error matches device.ErrNothingRan as
+// well as its own kind.
 //
 // Under a context that can end, the batch runs in submissions, each
 // waited for before the next is recorded, each holding the ops that the
@@ -134,9 +135,9 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 		op := own.Op(i)
 		if err := kernel.Validate(op.Kernel, op.Grid, op.Bindings, op.Push, limits); err != nil {
 			if len(ops) > 1 {
-				return fmt.Errorf("op %d of %d: %w", i, len(ops), err)
+				err = fmt.Errorf("op %d of %d: %w", i, len(ops), err)
 			}
-			return err
+			return device.NothingRan(err)
 		}
 		if kernel.NoOp(op.Kernel, op.Grid, op.Push) {
 			// Nothing to run (an empty launch on any grid would still run
@@ -158,7 +159,7 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 	}
 	if len(unrun) > 0 { // the storage's lock is not taken for nothing
 		if err := d.storage.check(unrun...); err != nil {
-			return err
+			return device.NothingRan(err)
 		}
 	}
 	if len(live) == 0 {

@@ -32,9 +32,11 @@ func TestDispatchChecksHandlesAndChangesNothingOnError(t *testing.T) {
 	page := d.storage.pages[out.ID].size
 	err = run(t, d, kernel.ReLU(n), x, handle(out.ID, 0, page+16))
 	require.ErrorContains(t, err, "outside its page")
+	require.ErrorIs(t, err, device.ErrNothingRan)
 
 	err = run(t, d, kernel.ReLU(n+1), x, out)
 	require.ErrorIs(t, err, kernel.ErrInvalidDispatch)
+	require.ErrorIs(t, err, device.ErrNothingRan, "a launch refused by kernel.Validate ran nothing, as the cpu device says")
 
 	// An op that runs no work group binds nothing, and its bindings are
 	// checked all the same: it dispatched a freed handle, and one past its
@@ -43,11 +45,15 @@ func TestDispatchChecksHandlesAndChangesNothingOnError(t *testing.T) {
 	require.Zero(t, empty.Grid[0])
 	err = d.Dispatch(t.Context(), []kernel.Op{kernel.ReLU(n).With(x, out), empty.With(gone, gone)})
 	require.ErrorIs(t, err, vkruntime.ErrNotFound)
+	require.ErrorIs(t, err, device.ErrNothingRan, "the batch's live op did not run either")
 	err = d.Dispatch(t.Context(), []kernel.Op{empty.With(x, handle(out.ID, 0, page+16))})
 	require.ErrorContains(t, err, "outside its page")
+	require.ErrorIs(t, err, device.ErrNothingRan)
 
 	err = d.Dispatch(t.Context(), []kernel.Op{kernel.ReLU(n).With(x, out), kernel.ReLU(n+4).With(x, out)})
 	require.ErrorContains(t, err, "op 1 of 2")
+	require.ErrorIs(t, err, kernel.ErrInvalidDispatch)
+	require.ErrorIs(t, err, device.ErrNothingRan)
 
 	for i, v := range readFloats(t, d, out) {
 		require.Equal(t, float32(7), v, "element %d untouched", i)
