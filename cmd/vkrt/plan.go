@@ -49,7 +49,10 @@ func runFigures(r *replay.Result) planTraceRun {
 // and that of long replays.
 func planTraces(cmd *cobra.Command, paths []string, out string, asJSON bool) error {
 	if out == "" {
-		return errors.New("plan: --out FILE is needed to plan from traces")
+		// A trace that is not there is said first, the missing flag
+		// after it: the --out line alone sent the user to add a flag, to
+		// be told then that the trace did not exist.
+		return errors.Join(checkTraceArgs(paths), errors.New("plan: --out FILE is needed to plan from traces"))
 	}
 	// A plan that cannot be written is found now, not after the planning.
 	if err := checkOutput("--out", out, paths...); err != nil {

@@ -379,3 +379,17 @@ func TestPlanTracesRefuseAGuestsArguments(t *testing.T) {
 	_, _, err = execute(t, "plan", "--out", out, "--", filepath.Base(dashed))
 	require.NoError(t, err)
 }
+
+// A trace that is not there is said before a missing --out, each on a line
+// of its own: the --out line alone sent the user to add a flag, to be told
+// then that the trace did not exist.
+func TestPlanTracesNamesAMissingTraceBeforeAMissingOut(t *testing.T) {
+	_, _, err := execute(t, "plan", "-")
+	lines := strings.Split(errorLine(err), "\n")
+	require.Len(t, lines, 2, "%v", err)
+	require.Equal(t, "vkrt: trace: stat -: no such file or directory (to read standard input, name /dev/stdin)", lines[0])
+	require.Equal(t, "vkrt: plan: --out FILE is needed to plan from traces", lines[1])
+
+	_, _, err = execute(t, "plan", writeTrace(t, "first.trace", shortRun))
+	require.EqualError(t, err, "plan: --out FILE is needed to plan from traces", "the traces are there: the flag alone is missing")
+}
