@@ -131,7 +131,7 @@ func TestJoinedFailuresAreALineEach(t *testing.T) {
 	require.Contains(t, lines[1], "dup.trace")
 
 	wrapped := fmt.Errorf("%w: %w", &interruptedError{signal: syscall.SIGINT}, errors.New("vkrt: guest: trapped"))
-	require.Equal(t, "vkrt: interrupted by SIGINT: vkrt: guest: trapped", errorLine(wrapped))
+	require.Equal(t, "vkrt: interrupted by SIGINT: guest: trapped", errorLine(wrapped))
 	require.Equal(t, "vkrt: a\nvkrt: b", errorLine(errors.Join(errors.New("a"), nil, errors.New("vkrt: b"))))
 }
 

@@ -170,7 +170,7 @@ func runCommandLine(args []string, stderr io.Writer) int {
 	if !reachedRun && cmd != nil {
 		// A bad flag or argument: say which command refused it and where
 		// its usage is.
-		line = fmt.Sprintf("%s: %s (see '%s --help')", cmd.CommandPath(), strings.TrimPrefix(err.Error(), "vkrt: "), cmd.CommandPath())
+		line = fmt.Sprintf("%s: %s (see '%s --help')", cmd.CommandPath(), strings.TrimPrefix(withoutInnerPrefixes(err), "vkrt: "), cmd.CommandPath())
 	}
 	fmt.Fprintln(stderr, shownOnTerminal(line))
 	return exitStatus(err)
@@ -265,5 +265,41 @@ func errorLine(err error) string {
 			return strings.Join(lines, "\n")
 		}
 	}
-	return "vkrt: " + strings.TrimPrefix(err.Error(), "vkrt: ")
+	return "vkrt: " + strings.TrimPrefix(withoutInnerPrefixes(err), "vkrt: ")
+}
+
+// withoutInnerPrefixes is err's message with the "vkrt: " that a wrapped
+// error's own message starts with (the runtime's sentinels: "vkrt: buffer
+// too big for every pool") dropped where the wrapping put words before it:
+// "replay: …: vkrt: buffer too big…" said "vkrt:" twice on one line. Only
+// the text of a wrapped error, where the message holds it, is changed: a
+// file name that holds "vkrt: " is shown as it is.
+func withoutInnerPrefixes(err error) string {
+	msg := err.Error()
+	var inner []error
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		inner = []error{u.Unwrap()}
+	case interface{ Unwrap() []error }:
+		inner = u.Unwrap()
+	}
+	for _, e := range inner {
+		if e == nil {
+			continue
+		}
+		text := e.Error()
+		// The wrapped text is the last of it in the message: what the
+		// wrapping says comes before it ("%s: %w"), and a name before it
+		// may hold the same words.
+		at := strings.LastIndex(msg, text)
+		if at < 0 {
+			continue
+		}
+		shown := withoutInnerPrefixes(e)
+		if at > 0 {
+			shown = strings.TrimPrefix(shown, "vkrt: ")
+		}
+		msg = msg[:at] + shown + msg[at+len(text):]
+	}
+	return msg
 }

@@ -382,8 +382,15 @@ func TestRecordsReadsADirectoryItCannotWrite(t *testing.T) {
 
 func TestErrorLineHasOnePrefix(t *testing.T) {
 	require.Equal(t, "vkrt: handle not found", errorLine(vkruntime.ErrNotFound))
-	require.Equal(t, "vkrt: replay: vkrt: handle not found", errorLine(fmt.Errorf("replay: %w", vkruntime.ErrNotFound)),
-		"only the leading prefix is the command's own")
+	// A sentinel of the runtime's, which starts with "vkrt: " of its own,
+	// wrapped under words of the command's: the line says "vkrt:" once.
+	require.Equal(t, "vkrt: replay: handle not found", errorLine(fmt.Errorf("replay: %w", vkruntime.ErrNotFound)))
+	require.Equal(t, "vkrt: replay: huge line 1: 18446744073709551615 B: buffer too big for every pool: asked 18446744073709551615 B",
+		errorLine(fmt.Errorf("replay: huge line 1: 18446744073709551615 B: %w", fmt.Errorf("%w: asked 18446744073709551615 B", vkruntime.ErrBufferTooBig))))
+	// Only the wrapped error's text loses its prefix: a name before it
+	// that holds the same words is shown as it is.
+	named := "a: vkrt: handle not found"
+	require.Equal(t, "vkrt: "+named+": handle not found", errorLine(fmt.Errorf("%s: %w", named, vkruntime.ErrNotFound)))
 	_, err := executeRecords(t, "--env", "../elsewhere")
 	require.Error(t, err)
 	require.NotContains(t, errorLine(err), "vkrt: vkrt:")

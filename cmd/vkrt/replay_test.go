@@ -25,6 +25,7 @@ import (
 	"github.com/vkrt/vkrt/internal/tlsfref"
 	"github.com/vkrt/vkrt/internal/tracetest"
 	"github.com/vkrt/vkrt/memory"
+	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
 // executeReplay runs `vkrt replay args...` in-process with fresh flag values
@@ -1049,4 +1050,17 @@ func TestDashSaysHowToReadStandardInput(t *testing.T) {
 	require.NoError(t, os.WriteFile("-", []byte("a 1 10 0\nf 1\n"), 0o644))
 	var stderr bytes.Buffer
 	require.Equal(t, 0, runCommandLine([]string{"replay", "-"}, &stderr), stderr.String())
+}
+
+// A trace asking 2^64 - 1 bytes is refused by the runtime's
+// ErrBufferTooBig, whose message starts with "vkrt: " of its own: the
+// line says "vkrt:" once.
+func TestReplayOfABufferTooBigSaysVkrtOnce(t *testing.T) {
+	huge := writeTrace(t, "huge.trace", "a 1 18446744073709551615 0\nf 1\n")
+	_, _, err := executeReplay(t, huge)
+	require.ErrorIs(t, err, vkruntime.ErrBufferTooBig)
+	line := errorLine(err)
+	require.Equal(t, 1, strings.Count(line, "vkrt:"), line)
+	require.True(t, strings.HasPrefix(line, "vkrt: replay: huge line 1: "), line)
+	require.Contains(t, line, ": buffer too big for every pool: asked 18446744073709551615 B")
 }
