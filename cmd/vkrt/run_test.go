@@ -404,6 +404,33 @@ func TestRunWithoutTheDefaultCompilationCacheCompiles(t *testing.T) {
 	require.Contains(t, stderr, "compiling the guest")
 }
 
+// A cache directory that is a file is said in vkrt's words, not wazero's
+// ("is not dir"), and matches syscall.ENOTDIR; the note on a default cache
+// the user's cache directory cannot hold escapes the path, which comes
+// from $XDG_CACHE_HOME or $HOME, as the error line escapes it.
+func TestACompilationCacheThatIsAFileIsSaidSo(t *testing.T) {
+	devicesOrSkip(t)
+	guest := watFile(t, `(module (memory 1) (func (export "_start")))`)
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	cacheHome := filepath.Join(t.TempDir(), "cache\x1b]0;title\x07")
+	require.NoError(t, os.MkdirAll(filepath.Join(cacheHome, "vkrt"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(cacheHome, "vkrt", "wazero"), nil, 0o644))
+	t.Setenv("XDG_CACHE_HOME", cacheHome)
+	t.Setenv("HOME", cacheHome)
+	_, stderr, err := execute(t, "run", "--compile-cache", defaultCompileCache(), "--env", "test", guest)
+	require.NoError(t, err)
+	require.Contains(t, stderr, "vkrt: no compilation cache (")
+	require.Contains(t, stderr, `cache\x1b]0;title\a/vkrt/wazero: not a directory`)
+	require.NotContains(t, stderr, "\x1b", "no escape reaches the terminal")
+	require.NotContains(t, stderr, "is not dir")
+
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	_, _, err = execute(t, "run", "--compile-cache", file, "--env", "test", guest)
+	require.ErrorIs(t, err, syscall.ENOTDIR)
+	require.ErrorContains(t, err, "mkdir "+file+": not a directory")
+}
+
 // exitsInTheRealRun is a guest that makes a buffer and, in a real run
 // only, exits 3: the real run of vkrt plan --verify fails.
 const exitsInTheRealRun = `(module
