@@ -53,7 +53,8 @@ is not JSON in UTF-8, is listed with '-' for its figures (with --json,
 written as stored where it is JSON); each such record is reported on stderr
 and the command exits non-zero once every record is written. Kinds are open
 (an application names its own): a --kind no record has lists nothing, and
-stderr names the kinds the environment holds.`,
+stderr names the kinds the environment holds, or says it holds no records;
+the command succeeds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Bad flags are the flags' errors, not the environment's.
@@ -105,19 +106,7 @@ func listRecords(ctx context.Context, out, stderr io.Writer, envName string, q e
 	// Kinds are open (an application names its own), so a kind no record
 	// has lists nothing and succeeds; stderr says so and names the kinds
 	// there are, where a misspelt --kind looked like an empty environment.
-	noneOfKind := func(kinds []string) {
-		if len(kinds) == 0 {
-			fmt.Fprintf(stderr, "vkrt: environment %q holds no records\n", envName)
-			return
-		}
-		// Quoted once: Go's quoting escapes what printable.Label would,
-		// and a kind it quoted was quoted again ("\"a\\nb\"").
-		quoted := make([]string, len(kinds))
-		for i, k := range kinds {
-			quoted[i] = strconv.Quote(k)
-		}
-		fmt.Fprintf(stderr, "vkrt: no record of kind %q in environment %q (its kinds: %s)\n", q.Kind, envName, strings.Join(quoted, ", "))
-	}
+	noneOfKind := noRecordsOfKind(stderr, envName, q.Kind)
 	if asJSON {
 		// Every record is written as stored, or as text where it is not
 		// JSON; one the table could not show still fails the command, as
@@ -181,6 +170,25 @@ func listRecords(ctx context.Context, out, stderr io.Writer, envName string, q e
 		return undecodable
 	}
 	return nil
+}
+
+// noRecordsOfKind is eachRecord's noneOfKind for a listing of kind's
+// records in environment envName: it says on stderr that the environment
+// holds no records, or names the kinds it holds.
+func noRecordsOfKind(stderr io.Writer, envName, kind string) func(kinds []string) {
+	return func(kinds []string) {
+		if len(kinds) == 0 {
+			fmt.Fprintf(stderr, "vkrt: environment %q holds no records\n", envName)
+			return
+		}
+		// Quoted once: Go's quoting escapes what printable.Label would,
+		// and a kind it quoted was quoted again ("\"a\\nb\"").
+		quoted := make([]string, len(kinds))
+		for i, k := range kinds {
+			quoted[i] = strconv.Quote(k)
+		}
+		fmt.Fprintf(stderr, "vkrt: no record of kind %q in environment %q (its kinds: %s)\n", kind, envName, strings.Join(quoted, ", "))
+	}
 }
 
 // eachRecord opens an environment read-only, so that reading never

@@ -41,7 +41,9 @@ the order they were written, one bar each, or past %d of them one bar per
 group of records in a row drawing the record of the group that reserved the
 most. A memory record that cannot be decoded is left out of that chart and
 named under it and on stderr, and the command exits non-zero once the page
-is written.
+is written. An environment that holds no memory records is drawn as such,
+stderr saying so and naming the kinds it holds, and the command succeeds,
+as vkrt records does for it.
 
 The plan is derived from each trace's own dry run, as 'vkrt replay --plan'
 does, unless --plan names one (a preset, a layout JSON literal, or a file
@@ -116,7 +118,7 @@ func runReport(cmd *cobra.Command, paths []string, f reportFlags) error {
 	}
 	if f.env != "" {
 		bar.stage("reading the records of "+f.env, 0)
-		recs, bad, err := envRecords(cmd.Context(), f.env)
+		recs, bad, err := envRecords(cmd.Context(), f.env, cmd.ErrOrStderr())
 		if err != nil {
 			return err
 		}
@@ -198,10 +200,13 @@ func distinctTraceNames(paths []string) []string {
 
 // envRecords reads an environment's memory records, oldest first. Those
 // that cannot be decoded are named on the page and in undecodable, and the
-// rest are drawn, as vkrt records lists them.
-func envRecords(ctx context.Context, name string) (_ *htmlreport.EnvRecords, undecodable error, _ error) {
+// rest are drawn, as vkrt records lists them. An environment that holds
+// none is said on stderr, as vkrt records says it: the page alone said so,
+// and the command succeeded without a word.
+func envRecords(ctx context.Context, name string, stderr io.Writer) (_ *htmlreport.EnvRecords, undecodable error, _ error) {
 	out := &htmlreport.EnvRecords{Name: name}
-	bad, err := eachRecord(ctx, name, environment.Query{Kind: environment.KindMemory}, "left out of the records chart", nil,
+	q := environment.Query{Kind: environment.KindMemory}
+	bad, err := eachRecord(ctx, name, q, "left out of the records chart", noRecordsOfKind(stderr, name, q.Kind),
 		func(e environment.Entry, rec *memory.Record, _ error) error {
 			if rec != nil {
 				out.Add(htmlreport.EnvRecord{ID: e.ID, Label: e.Label, Time: e.Time, Report: rec.Report})

@@ -416,3 +416,32 @@ func TestLayoutFlagsHelpNamesThePlanFileTheyTake(t *testing.T) {
 	_, _, err = execute(t, "report", "--html", filepath.Join(dir, "report.html"), "--layout", planFile, "--plan", planFile, trace)
 	require.NoError(t, err, "as the help says")
 }
+
+// An environment with no memory records is said on stderr as vkrt records
+// says it, and the command succeeds as records does: the page alone said
+// "no memory records", with nothing on stderr.
+func TestReportOfAnEnvironmentWithoutMemoryRecordsSaysSo(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	empty, err := environment.Open("empty")
+	require.NoError(t, err)
+	require.NoError(t, empty.Close())
+	out := filepath.Join(t.TempDir(), "report.html")
+	_, stderr, err := execute(t, "report", "--html", out, "--env", "empty")
+	require.NoError(t, err)
+	require.Equal(t, `vkrt: environment "empty" holds no records`+"\n", stderr)
+	page, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.Contains(t, string(page), "no memory records")
+
+	notes, err := environment.Open("notes")
+	require.NoError(t, err)
+	_, err = notes.PutJSON(t.Context(), "note", "a note", []byte(`{"text":"not a memory record"}`))
+	require.NoError(t, err)
+	require.NoError(t, notes.Close())
+	_, stderr, err = execute(t, "report", "--html", out, "--env", "notes")
+	require.NoError(t, err)
+	require.Equal(t, `vkrt: no record of kind "memory" in environment "notes" (its kinds: "note")`+"\n", stderr)
+	_, recordsStderr, err := execute(t, "records", "--env", "notes")
+	require.NoError(t, err)
+	require.Equal(t, recordsStderr, stderr, "as vkrt records says it")
+}
