@@ -14,6 +14,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/runtime/environment"
 )
 
 // execute runs `vkrt name args...` in-process, with the subcommand's flags
@@ -220,6 +222,15 @@ func TestErrorLineEscapesWhatATerminalActsOn(t *testing.T) {
 	require.Equal(t, "vkrt replay: unknown flag: --x\\x1b]0;title\\a (see 'vkrt replay --help')\n", stderr.String())
 
 	require.Equal(t, "trap\n\tat f\\x1b\n\tat g", shownOnTerminal("trap\n\tat f\x1b\n\tat g"))
+
+	// Only what does not show is escaped: the quotes and backslashes of
+	// the rest of the line stay as they are.
+	require.Equal(t, `name "a" in C:\dir\x1b[2J, \xff \u202e �`, shownOnTerminal("name \"a\" in C:\\dir\x1b[2J, \xff \u202e \ufffd"))
+	dir := filepath.Join(t.TempDir(), "env\x1b[2J")
+	t.Setenv(environment.DirEnvVar, dir)
+	stderr.Reset()
+	require.Equal(t, 1, runCommandLine([]string{"records", "--env", "default"}, &stderr))
+	require.Equal(t, fmt.Sprintf("vkrt: environment \"default\" does not exist (no file %s\\x1b[2J/default.sqlite): file does not exist\n", filepath.Dir(dir)+"/env"), stderr.String())
 }
 
 func resetHelpFlags(t *testing.T, c *cobra.Command) {

@@ -18,6 +18,7 @@ import (
 	"os"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -177,20 +178,26 @@ func runCommandLine(args []string, stderr io.Writer) int {
 }
 
 // shownOnTerminal is the error text s with what a terminal would act on
-// escaped, as printable.Escaped escapes it (a path named on the command
-// line or matched by a glob, whose escape sequence cleared the screen or
-// retitled the window when an error named it), its lines and tabs kept
-// (a guest's stack trace).
+// escaped as Go escapes it (a path named on the command line or matched by
+// a glob, whose escape sequence cleared the screen or retitled the window
+// when an error named it): each rune that is not printable, and each byte
+// that is not UTF-8, as printable.Escaped writes them. Its lines and tabs
+// are kept (a guest's stack trace), and so is the rest of the line: the
+// quotes and backslashes of its words were escaped with the rune
+// (`environment \"default\" does not exist` for a $VKRT_ENV_DIR holding
+// an escape).
 func shownOnTerminal(s string) string {
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		fields := strings.Split(l, "\t")
-		for j, f := range fields {
-			fields[j] = printable.Escaped(f)
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == '\n' || r == '\t' || (unicode.IsPrint(r) && (r != utf8.RuneError || size > 1)) {
+			b.WriteString(s[i : i+size])
+		} else {
+			b.WriteString(printable.Escaped(s[i : i+size]))
 		}
-		lines[i] = strings.Join(fields, "\t")
+		i += size
 	}
-	return strings.Join(lines, "\n")
+	return b.String()
 }
 
 // onRun has each command under root with a RunE call reached as it starts
