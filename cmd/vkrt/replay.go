@@ -283,8 +283,22 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 				return fmt.Errorf("--second-runs %s holds %s itself, not a second run of it: name the directory of the second runs", f.secondRuns, p)
 			}
 		}
-		if !slices.ContainsFunc(paths, func(p string) bool { return secondRunPath(f.secondRuns, p) != "" }) {
+		var seconds []string
+		for _, p := range paths {
+			if second := secondRunPath(f.secondRuns, p); second != "" {
+				seconds = append(seconds, second)
+			}
+		}
+		if len(seconds) == 0 {
 			return fmt.Errorf("--second-runs %s holds the second run of none of the traces (NAME.trace.gz or NAME.trace, NAME as the first run's)", f.secondRuns)
+		}
+		// The second runs are checked as the traces are: a directory of
+		// a trace's name, a broken link or a WebAssembly workload was found
+		// only when its turn came, after the traces before it had been
+		// replayed and planned, and a directory was "reading DIR/NAME.trace
+		// after line 0: … is a directory".
+		if err := checkTraceArgs(seconds); err != nil {
+			return fmt.Errorf("--second-runs: %w", err)
 		}
 	}
 	layout, err := replayLayout(f.layout)

@@ -1064,3 +1064,23 @@ func TestReplayOfABufferTooBigSaysVkrtOnce(t *testing.T) {
 	require.True(t, strings.HasPrefix(line, "vkrt: replay: huge line 1: "), line)
 	require.Contains(t, line, ": buffer too big for every pool: asked 18446744073709551615 B")
 }
+
+// A second run that is no trace (a directory of its name, a WebAssembly
+// workload) is refused before any trace is replayed, as a trace given so
+// is: it was found only when its turn came, the traces before it replayed
+// and planned, a directory as "reading DIR/NAME.trace after line 0".
+func TestReplaySecondRunsAreCheckedFirst(t *testing.T) {
+	_, first, seconds := firstRunAndSecondsDir(t)
+	require.NoError(t, os.Mkdir(filepath.Join(seconds, "run.trace"), 0o755))
+	broken := writeTrace(t, "broken.trace", "f 1\n")
+	require.NoError(t, os.WriteFile(filepath.Join(seconds, "broken.trace"), []byte(longRun), 0o644))
+	// broken.trace fails as it is read, before run.trace's second run: the
+	// directory is said first, before any trace is read.
+	_, _, err := executeReplay(t, "--plan", "--second-runs", seconds, broken, first)
+	require.EqualError(t, err, "--second-runs: trace: "+filepath.Join(seconds, "run.trace")+" is a directory")
+
+	require.NoError(t, os.Remove(filepath.Join(seconds, "run.trace")))
+	require.NoError(t, os.WriteFile(filepath.Join(seconds, "run.trace"), []byte("\x00asm\x01\x00\x00\x00"), 0o644))
+	_, _, err = executeReplay(t, "--plan", "--second-runs", seconds, first)
+	require.ErrorContains(t, err, filepath.Join(seconds, "run.trace")+" is a WebAssembly workload, not a trace")
+}
