@@ -20,6 +20,7 @@ import (
 
 	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/dryrun/plan"
 	"github.com/vkrt/vkrt/internal/printable"
 	"github.com/vkrt/vkrt/memory"
 	"github.com/vkrt/vkrt/runtime/environment"
@@ -178,6 +179,10 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 			} else {
 				err = fmt.Errorf("%w (no guest may start above %d pages)", err, wasmhost.MaxMemoryPages)
 			}
+		} else if !bytes.HasPrefix(wasm, wasmMagic) {
+			if what := notAWorkload(path); what != "" {
+				err = fmt.Errorf("%w; %s", err, what)
+			}
 		}
 		return refuse(fmt.Errorf("%s: %w", path, err))
 	}
@@ -222,6 +227,32 @@ func readGuest(path string) ([]byte, error) {
 }
 
 var wasmMagic = []byte{0x00, 'a', 's', 'm'}
+
+// notAWorkload says what the file at path is where it is another of
+// vkrt's files, not a module, and where it goes: a plan file (vkrt plan
+// --out) or an allocation trace (named NAME.trace or NAME.trace.gz), as
+// vkrt replay and vkrt plan say a guest or a plan file given as a trace
+// is; or a module in the text format (NAME.wat). "" for anything else, and for what is not a regular file: a pipe was
+// read once, and opening a named one waits for its writer.
+func notAWorkload(path string) string {
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	if f, err := os.Open(path); err == nil {
+		isPlan := plan.IsFileHead(f)
+		f.Close()
+		if isPlan {
+			return fmt.Sprintf("%s is a plan file, not a WebAssembly workload: give it to --layout (vkrt run, vkrt plan, vkrt replay) or --plan (vkrt report)", path)
+		}
+	}
+	switch base := filepath.Base(path); {
+	case strings.HasSuffix(strings.TrimSuffix(base, ".gz"), ".trace"):
+		return fmt.Sprintf("%s is an allocation trace, not a WebAssembly workload: replay it (vkrt replay %s) or plan from it (vkrt plan %s --out FILE)", path, path, path)
+	case strings.HasSuffix(base, ".wat"):
+		return fmt.Sprintf("%s is WebAssembly text: vkrt runs the binary format (wat2wasm makes it)", path)
+	}
+	return ""
+}
 
 // stdinHint is err, the error of opening path, saying how standard input
 // is named where path is "-" and no file has that name: the commands read

@@ -431,6 +431,41 @@ func TestACompilationCacheThatIsAFileIsSaidSo(t *testing.T) {
 	require.ErrorContains(t, err, "mkdir "+file+": not a directory")
 }
 
+// A plan file, an allocation trace or a module in the text format given
+// as the workload is refused as a module still (status "refused"), the
+// error saying what the file is and where it goes, as vkrt replay says a
+// guest or a plan file given as a trace is.
+func TestRunSaysWhatAFileGivenAsTheWorkloadIs(t *testing.T) {
+	devicesOrSkip(t)
+	tr := writeTrace(t, "first.trace", shortRun)
+	planFile := filepath.Join(t.TempDir(), "first.plan")
+	_, _, err := execute(t, "plan", tr, "--out", planFile)
+	require.NoError(t, err)
+	wat := filepath.Join(t.TempDir(), "guest.wat")
+	require.NoError(t, os.WriteFile(wat, []byte(`(module (func (export "_start")))`), 0o644))
+	other := filepath.Join(t.TempDir(), "notes.txt")
+	require.NoError(t, os.WriteFile(other, []byte("hello"), 0o644))
+	for path, want := range map[string]string{
+		planFile: planFile + " is a plan file, not a WebAssembly workload: give it to --layout",
+		tr:       tr + " is an allocation trace, not a WebAssembly workload: replay it (vkrt replay " + tr + ")",
+		wat:      wat + " is WebAssembly text",
+		other:    "",
+	} {
+		_, _, err := execute(t, "run", guestArgs(t, path)...)
+		require.ErrorIs(t, err, wasmhost.ErrRefused, path)
+		require.ErrorContains(t, err, "not a WebAssembly binary", path)
+		if want == "" {
+			require.NotContains(t, err.Error(), "; ", "nothing to add for a file of no kind vkrt knows")
+			continue
+		}
+		require.ErrorContains(t, err, want)
+		out, _, _ := execute(t, "run", guestArgs(t, path, "--json")...)
+		var line runLine
+		require.NoError(t, json.Unmarshal([]byte(out), &line), out)
+		require.Equal(t, "refused", line.Status, path)
+	}
+}
+
 // exitsInTheRealRun is a guest that makes a buffer and, in a real run
 // only, exits 3: the real run of vkrt plan --verify fails.
 const exitsInTheRealRun = `(module
