@@ -90,6 +90,61 @@ func checkTraceArgs(paths []string) error {
 	return nil
 }
 
+// namedInput is a file a command reads, and what reads it: "a trace",
+// "the workload", or a flag ("--layout").
+type namedInput struct{ path, role string }
+
+// layoutInput is the file a layout flag (--layout, --plan) reads: none
+// ("") where arg is a preset or a layout JSON literal.
+func layoutInput(flag, arg string) namedInput {
+	if _, err := memory.ParseLayout(arg); err == nil {
+		return namedInput{role: flag}
+	}
+	return namedInput{path: arg, role: flag}
+}
+
+// checkStreamsReadOnce refuses, before anything is read, a stream (a pipe
+// or a device: /dev/stdin, a shell's <(…)) that two of inputs name: the
+// first to read it took its bytes, and the second read none, or what the
+// first left (vkrt replay --layout /dev/stdin /dev/stdin called the trace
+// empty; vkrt run --layout /dev/stdin /dev/stdin read the workload's first
+// bytes and the layout from the fifth byte on). A regular file is opened
+// anew by each.
+func checkStreamsReadOnce(inputs ...namedInput) error {
+	var streams []namedInput
+	var infos []os.FileInfo
+	for _, in := range inputs {
+		if in.path == "" {
+			continue
+		}
+		fi, err := os.Stat(in.path)
+		if err != nil || fi.IsDir() || fi.Mode().IsRegular() {
+			continue // its reader says why it cannot be read
+		}
+		for i, seen := range infos {
+			if !os.SameFile(fi, seen) {
+				continue
+			}
+			if streams[i].role == in.role {
+				return fmt.Errorf("%s is given twice as %s; it is a stream (a pipe or a device), not a file, and is read once", in.path, in.role)
+			}
+			return fmt.Errorf("%s is given as %s and as %s; it is a stream (a pipe or a device), not a file, and is read once", in.path, streams[i].role, in.role)
+		}
+		streams, infos = append(streams, in), append(infos, fi)
+	}
+	return nil
+}
+
+// traceInputs are paths as the inputs of a command that reads them as
+// traces.
+func traceInputs(paths []string) []namedInput {
+	inputs := make([]namedInput, len(paths))
+	for i, p := range paths {
+		inputs[i] = namedInput{path: p, role: "a trace"}
+	}
+	return inputs
+}
+
 func guestNotTrace(p string) error {
 	return fmt.Errorf("%s is a WebAssembly workload, not a trace: plan it alone (vkrt plan %s) or run it (vkrt run %s)", p, p, p)
 }

@@ -266,6 +266,9 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 	if err := checkTraceArgs(paths); err != nil {
 		return err
 	}
+	if err := checkStreamsReadOnce(append([]namedInput{layoutInput("--layout", f.layout)}, traceInputs(paths)...)...); err != nil {
+		return err
+	}
 	if f.secondRuns != "" {
 		// A directory that is not there would read as one holding no
 		// second run of any trace.

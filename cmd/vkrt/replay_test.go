@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -1083,4 +1084,52 @@ func TestReplaySecondRunsAreCheckedFirst(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(seconds, "run.trace"), []byte("\x00asm\x01\x00\x00\x00"), 0o644))
 	_, _, err = executeReplay(t, "--plan", "--second-runs", seconds, first)
 	require.ErrorContains(t, err, filepath.Join(seconds, "run.trace")+" is a WebAssembly workload, not a trace")
+}
+
+// A stream (a pipe) named by two inputs of one command, a layout and a
+// trace or a workload, is refused before either reads it: the first took
+// its bytes, and the second read none (vkrt replay --layout /dev/stdin
+// /dev/stdin called the trace empty) or what the first left (vkrt run read
+// the workload's first bytes and the layout from the fifth byte on).
+func TestAStreamGivenToTwoInputsIsRefused(t *testing.T) {
+	tr := writeTrace(t, "first.trace", shortRun)
+	planFile := filepath.Join(t.TempDir(), "first.plan")
+	_, _, err := execute(t, "plan", tr, "--out", planFile)
+	require.NoError(t, err)
+	data, err := os.ReadFile(planFile)
+	require.NoError(t, err)
+	pipe := func() string {
+		r, w, err := os.Pipe()
+		require.NoError(t, err)
+		t.Cleanup(func() { r.Close() })
+		go func() {
+			w.Write(data)
+			w.Close()
+		}()
+		return "/dev/fd/" + strconv.Itoa(int(r.Fd()))
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"replay", "--layout", "PIPE", "PIPE"}, "PIPE is given as --layout and as a trace"},
+		{[]string{"report", "--html", filepath.Join(t.TempDir(), "r.html"), "--plan", "PIPE", "PIPE"}, "PIPE is given as --plan and as a trace"},
+		{[]string{"report", "--html", filepath.Join(t.TempDir(), "r.html"), "--layout", "PIPE", "--plan", "PIPE", tr}, "PIPE is given as --layout and as --plan"},
+		{[]string{"run", "--compile-cache", "", "--layout", "PIPE", "PIPE"}, "PIPE is given as the workload and as --layout"},
+	} {
+		name := pipe()
+		args := slices.Clone(c.args)
+		for i, a := range args {
+			if a == "PIPE" {
+				args[i] = name
+			}
+		}
+		stdout, _, err := execute(t, args[0], args[1:]...)
+		require.ErrorContains(t, err, strings.ReplaceAll(c.want, "PIPE", name)+"; it is a stream (a pipe or a device), not a file, and is read once", "%v", args)
+		require.Empty(t, stdout, "%v", args)
+	}
+	// Given to one input, the pipe is read.
+	stdout, _, err := executeReplay(t, "--layout", pipe(), tr)
+	require.NoError(t, err)
+	require.Contains(t, stdout, "planned")
 }

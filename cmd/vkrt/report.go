@@ -82,6 +82,11 @@ func runReport(cmd *cobra.Command, paths []string, f reportFlags) error {
 			}
 		}
 	}
+	// The layouts are read first: a stream one of them names with a trace
+	// is refused before either takes its bytes.
+	if err := checkStreamsReadOnce(append([]namedInput{layoutInput("--layout", f.layout), layoutInput("--plan", f.plan)}, traceInputs(paths)...)...); err != nil {
+		return err
+	}
 	base, err := replayLayout(f.layout)
 	if err != nil {
 		return err

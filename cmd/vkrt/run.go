@@ -108,6 +108,9 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 	if f.maxMemoryPages == 0 || f.maxMemoryPages > wasmhost.MaxMemoryPages {
 		return nil, fmt.Errorf("--max-memory-pages %d: want 1 to %d", f.maxMemoryPages, wasmhost.MaxMemoryPages)
 	}
+	if err := checkStreamsReadOnce(namedInput{path: path, role: "the workload"}, layoutInput("--layout", f.layout)); err != nil {
+		return nil, err
+	}
 	wasm, err := readGuest(path)
 	if err != nil {
 		return nil, err
