@@ -632,8 +632,12 @@ func writeReplayTable(w io.Writer, rows []replayRow, f replayFlags) error {
 	if len(rows) > 0 {
 		fmt.Fprintf(w, "\nlayout: %s\n", summarizeLayout(rows[0].dry.Layout))
 		if f.bench {
-			fmt.Fprintf(w, "ref: VMA's TLSF virtual block (one 32 GiB block, or the power of two a stream needs past it; alignment 32); ns/event: the best of %s passes each, alternating\n",
-				passesTimed(rows))
+			passes := passesTimed(rows)
+			timed := "the best of " + passes + " passes each"
+			if passes == "1" { // --passes 1
+				timed = "one pass each"
+			}
+			fmt.Fprintf(w, "ref: VMA's TLSF virtual block (one 32 GiB block, or the power of two a stream needs past it; alignment 32); ns/event: %s, alternating\n", timed)
 		}
 	}
 	return nil

@@ -177,6 +177,9 @@ func TestReplayBenchTableShowsTheReferenceBeside(t *testing.T) {
 	}
 	require.Regexp(t, `resnet50_train .* 1\.019×\n`, out, "the last column: the reference's extent on resnet50_train, as VMA's own")
 	require.Contains(t, out, "the best of 2 passes each, alternating")
+	out, _, err = executeReplay(t, "--bench", "--passes", "1", writeTrace(t, "short.trace", shortRun))
+	require.NoError(t, err)
+	require.Contains(t, out, "ns/event: one pass each, alternating", "not \"the best of 1 passes\"")
 
 	_, _, err = executeReplay(t, "--bench", "--passes", "-1", resnetTrace)
 	require.ErrorContains(t, err, "--passes -1: want a number of passes up to 10000, or 0 for as many as fill 2s")
