@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	json "github.com/goccy/go-json"
 	"github.com/spf13/cobra"
@@ -204,7 +206,13 @@ func readLayoutArg(path string) (_ memory.Layout, pf *plan.File, _ error) {
 	isPlan := plan.IsFileHead(io.TeeReader(br, &seen))
 	rest := io.MultiReader(&seen, br)
 	if !isPlan {
+		head := bytes.Clone(seen.Bytes()[:min(seen.Len(), len(wasmMagic))]) // rest drains seen
 		l, err := memory.ReadLayout(rest, path)
+		if err != nil {
+			if what := notALayout(path, head); what != "" {
+				err = fmt.Errorf("%w; %s", err, what)
+			}
+		}
 		return l, nil, err
 	}
 	read, err := plan.Read(rest, path)
@@ -212,6 +220,20 @@ func readLayoutArg(path string) (_ memory.Layout, pf *plan.File, _ error) {
 		return memory.Layout{}, nil, err
 	}
 	return read.Layout, &read, nil
+}
+
+// notALayout says what the file at path, whose first bytes are head, is
+// where it is another of vkrt's inputs, not a layout: a WebAssembly
+// workload, or an allocation trace (named NAME.trace or NAME.trace.gz);
+// "" for anything else.
+func notALayout(path string, head []byte) string {
+	switch {
+	case bytes.HasPrefix(head, wasmMagic):
+		return fmt.Sprintf("%s is a WebAssembly workload, not a layout: run it (vkrt run %s) or plan it (vkrt plan %s)", path, path, path)
+	case strings.HasSuffix(strings.TrimSuffix(filepath.Base(path), ".gz"), ".trace"):
+		return fmt.Sprintf("%s is an allocation trace, not a layout: replay it (vkrt replay %s) or plan from it (vkrt plan %s --out FILE)", path, path, path)
+	}
+	return ""
 }
 
 // checkPlanOn checks the --layout a guest runs under on client c: layout,

@@ -1136,3 +1136,22 @@ func TestAStreamGivenToTwoInputsIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, stdout, "planned")
 }
+
+// A workload or a trace given where a layout goes (--layout, --plan) is
+// said to be one, after the layout reader's refusal, as a workload or a
+// plan file given as a trace is: the refusal alone quoted its bytes.
+func TestALayoutFlagSaysWhatAWorkloadOrTraceGivenToItIs(t *testing.T) {
+	tr := writeTrace(t, "first.trace", shortRun)
+	guest := filepath.Join(t.TempDir(), "guest.bin")
+	require.NoError(t, os.WriteFile(guest, []byte("\x00asm\x01\x00\x00\x00"), 0o644))
+	_, _, err := executeReplay(t, "--layout", guest, tr)
+	require.ErrorContains(t, err, "; "+guest+" is a WebAssembly workload, not a layout: run it (vkrt run "+guest+")")
+	_, _, err = execute(t, "report", "--html", filepath.Join(t.TempDir(), "r.html"), "--plan", tr, tr)
+	require.ErrorContains(t, err, "; "+tr+" is an allocation trace, not a layout: replay it (vkrt replay "+tr+")")
+	require.True(t, strings.HasPrefix(err.Error(), "--plan: "), err.Error())
+
+	notes := writeTrace(t, "notes.txt", "hello")
+	_, _, err = executeReplay(t, "--layout", notes, tr)
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "; ", "nothing to add for a file of no kind vkrt knows")
+}
