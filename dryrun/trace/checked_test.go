@@ -1,6 +1,8 @@
 package trace
 
 import (
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -22,4 +24,21 @@ func TestCheckTrustsWhatReadCheckedAndNoMore(t *testing.T) {
 	require.NoError(t, tr.Check())
 	tr.Allocations = 0
 	require.ErrorIs(t, tr.Check(), ErrMalformed, "allocations changed after Read")
+}
+
+// A trace built by hand that claims more allocations than it has events
+// is refused before Check makes the state of each: one claiming more than
+// an int holds panicked in make, and one claiming 2^40 asked for a
+// terabyte.
+func TestCheckRefusesMoreAllocationsThanEvents(t *testing.T) {
+	one := []Event{{Op: OpAlloc, Index: 0, Size: 10}}
+	for _, n := range []int{math.MaxInt, 1 << 40, 2} {
+		tr := &Trace{Name: "hand", Allocations: n, Events: one}
+		require.NotPanics(t, func() {
+			err := tr.Check()
+			require.ErrorIs(t, err, ErrMalformed)
+			require.ErrorContains(t, err, fmt.Sprintf("%d allocations in 1 events", n))
+		})
+	}
+	require.NoError(t, (&Trace{Name: "hand", Allocations: 1, Events: one}).Check())
 }

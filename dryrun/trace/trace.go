@@ -477,9 +477,10 @@ func NameOf(path string) string {
 	return printable.Label(name)
 }
 
-// Check reports whether the trace is one Read could have made: every
-// event's index below Allocations, each allocated once with a size of at
-// least one byte, and freed at most once, after it was allocated. A trace
+// Check reports whether the trace is one Read could have made: no more
+// Allocations than events, every event's index below Allocations, each
+// allocated once with a size of at least one byte, and freed at most
+// once, after it was allocated. A trace
 // built by hand (its fields are exported) is checked before it is
 // replayed; one from Read always passes, at once unless its events were
 // replaced or appended to since (events Read made, changed in place, are
@@ -488,8 +489,12 @@ func (t *Trace) Check() error {
 	if t.checked == t.as() {
 		return nil
 	}
-	if t.Allocations < 0 {
-		return fmt.Errorf("%w: %s: %d allocations", ErrMalformed, t.Name, t.Allocations)
+	// Each allocation is an event of the trace, so a count past the events
+	// is refused before the state of each is made: a trace of one event
+	// claiming 2^40 allocations asked for a terabyte, and one claiming
+	// more than an int holds panicked.
+	if t.Allocations < 0 || t.Allocations > len(t.Events) {
+		return fmt.Errorf("%w: %s: %d allocations in %d events", ErrMalformed, t.Name, t.Allocations, len(t.Events))
 	}
 	const (
 		unseen = iota
