@@ -185,6 +185,11 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 	gzipped := isGzip(magic)
 	if gzipped {
 		zr, err := gzip.NewReader(br)
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			// A copy cut short within the header's first bytes is cut
+			// short as well as one cut short after them.
+			return nil, fmt.Errorf("%w: %s: the gzip stream is cut short in its header: %w", ErrTruncated, where, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: gzip header: %w", ErrMalformed, where, err)
 		}
