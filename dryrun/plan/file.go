@@ -111,6 +111,38 @@ func (d *fileDevice) UnmarshalJSON(data []byte) error {
 // byte).
 const MaxFileTraces = 1 << 16
 
+// CheckTraceNames says whether a plan file of Runs can name runs of these
+// names and still be read back: at most MaxFileTraces of them, and their
+// quoted bytes, with the rest of the file's strings (its member names),
+// within the memory.MaxLayoutStringBytes that ReadFile takes. Runs checks
+// it before it replays anything; a caller that reads its traces first can
+// check the names it will give them before the reading. The error matches
+// ErrCannotPlan.
+func CheckTraceNames(names []string) error {
+	if len(names) > MaxFileTraces {
+		return fmt.Errorf("%w: %d runs, more than the %d a plan file names", ErrCannotPlan, len(names), MaxFileTraces)
+	}
+	// A virtual plan with every member the planner writes: the file Runs
+	// writes has no other strings.
+	f := File{Traces: names, Layout: memory.VirtualLayout(memory.VirtualPlan{PlannedBytes: 1,
+		Slots: []memory.VirtualSlot{{Size: 1}}, Profile: []memory.VirtualMark{{Bytes: 1}}, Settled: memory.VirtualMark{Bytes: 1}})}
+	data, err := f.MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrCannotPlan, err)
+	}
+	squeezer := strictjson.Squeezer{MaxStringBytes: maxFileStringBytes}
+	if _, err := squeezer.Append(nil, data); err != nil {
+		return fmt.Errorf("%w: the names of the %d runs take more than the %d bytes a plan file's strings may hold: give the traces shorter names",
+			ErrCannotPlan, len(names), maxFileStringBytes)
+	}
+	return nil
+}
+
+// maxFileStringBytes is the bytes a plan file's strings may hold, all
+// together: memory.MaxLayoutStringBytes, a variable so a test need not
+// make names of 32 MiB.
+var maxFileStringBytes int64 = memory.MaxLayoutStringBytes
+
 type fileJSON struct {
 	Version *uint64            `json:"vkrt_plan"`
 	Device  *fileDevice        `json:"device"`
@@ -402,7 +434,7 @@ func Read(r io.Reader, name string) (File, error) {
 func readBounded(r io.Reader, limit int64) ([]byte, error) {
 	// Padding is dropped as it is read: it costs neither memory nor
 	// decoding.
-	squeezer := strictjson.Squeezer{MaxStringBytes: memory.MaxLayoutStringBytes}
+	squeezer := strictjson.Squeezer{MaxStringBytes: maxFileStringBytes}
 	data, _, err := gzread.ReadAllWith(r, limit, squeezer.Append)
 	var tooLarge *gzread.TooLargeError
 	switch {
@@ -441,8 +473,14 @@ func Runs(streams []*trace.Trace, opts Options) (File, error) {
 	if len(streams) == 0 {
 		return File{}, fmt.Errorf("%w: no stream to plan from", ErrCannotPlan)
 	}
-	if len(streams) > MaxFileTraces {
-		return File{}, fmt.Errorf("%w: %d streams, more than the %d a plan file names", ErrCannotPlan, len(streams), MaxFileTraces)
+	names := make([]string, len(streams))
+	for i, t := range streams {
+		names[i] = t.Name
+	}
+	// The file must read back: what its names hold is known before the
+	// replays, which it was not to ReadFile until the plan was written.
+	if err := CheckTraceNames(names); err != nil {
+		return File{}, err
 	}
 	// Each run is one stream's, the later ones as the first: a run's
 	// need is measured on the first stream it allocates on.
@@ -467,7 +505,6 @@ func Runs(streams []*trace.Trace, opts Options) (File, error) {
 	if !ok {
 		return File{}, fmt.Errorf("%w: %s did not give a virtual plan", ErrCannotPlan, streams[0].Name)
 	}
-	names := []string{streams[0].Name}
 	for _, t := range streams[1:] {
 		r, err := replay.Run(t, l, ro)
 		if err != nil {
@@ -475,7 +512,6 @@ func Runs(streams []*trace.Trace, opts Options) (File, error) {
 		}
 		k, _ := measuredVirtual(r.Report)
 		vp.PlannedBytes = max(vp.PlannedBytes, k.NeededPeakBytes)
-		names = append(names, t.Name)
 	}
 	return File{Device: device, Granule: replay.H200Granule, Traces: names, Layout: memory.VirtualLayout(vp)}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	stdjson "encoding/json"
 	"io"
+	"sort"
 	"strings"
 	"testing"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/vkrt/vkrt/internal/strictjson"
 	"github.com/vkrt/vkrt/internal/tracetest"
 	"github.com/vkrt/vkrt/memory"
+	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
 func TestPlanFileRoundTripsAndChecksItsDevice(t *testing.T) {
@@ -358,4 +360,41 @@ func TestPlanFileCutShortSaysSo(t *testing.T) {
 		require.ErrorIs(t, err, io.ErrUnexpectedEOF, "%q", data[:n])
 		require.ErrorContains(t, err, "cut short", "%q", data[:n])
 	}
+}
+
+// Runs makes no plan its file could not name: names past what a plan
+// file's strings may hold (memory.MaxLayoutStringBytes, lowered here) are
+// refused before any replay, where the plan was made and its file then
+// refused by ReadFile. Names that pass CheckTraceNames read back.
+func TestRunsRefusesNamesNoPlanFileCanHoldBeforeReplaying(t *testing.T) {
+	defer func(was int64) { maxFileStringBytes = was }(maxFileStringBytes)
+	maxFileStringBytes = 4096
+	// The largest name CheckTraceNames takes, one of two.
+	fits := sort.Search(4096, func(n int) bool {
+		return CheckTraceNames([]string{"a", strings.Repeat("n", n+1)}) != nil
+	})
+	require.Greater(t, fits, 3000, "the file's other strings take under a kilobyte")
+	require.Less(t, fits, 4096)
+
+	stream := func(name string) *trace.Trace {
+		tr := tracetest.Inline(t, "a 1 1000 0\nf 1\n")
+		tr.Name = name
+		return tr
+	}
+	pf, err := Runs([]*trace.Trace{stream("a"), stream(strings.Repeat("n", fits))}, Options{Strength: Strong})
+	require.NoError(t, err)
+	data, err := pf.Encode(false)
+	require.NoError(t, err)
+	back, err := Read(bytes.NewReader(data), "plan.json")
+	require.NoError(t, err)
+	require.Len(t, back.Traces[1], fits)
+	_, err = Read(bytes.NewReader(bytes.Replace(data, []byte(`"a"`), []byte(`"aa"`), 1)), "plan.json")
+	require.ErrorIs(t, err, strictjson.ErrStringBytes, "one byte more is past what ReadFile takes")
+
+	// A device too small for the stream: a replay fails if one starts.
+	small := vkruntime.DeviceProperties{Alignment: 16, MaxPageSize: 1 << 20, MemorySize: 100}
+	_, err = Runs([]*trace.Trace{stream("a"), stream(strings.Repeat("n", fits+1))}, Options{Strength: Strong, Device: small})
+	require.ErrorIs(t, err, ErrCannotPlan)
+	require.ErrorContains(t, err, "shorter names")
+	require.ErrorIs(t, CheckTraceNames(make([]string, MaxFileTraces+1)), ErrCannotPlan)
 }
