@@ -340,10 +340,25 @@ func hasExclusivePool(l memory.Layout) bool {
 // compressed. A plan's slots repeat their sizes and offsets, so gzip takes
 // a long stream's plan to a small part of it (llama_generate's 143,238
 // slots: 2.36 MB, 135 KB gzipped). ReadFile and IsFileHead take either.
+//
+// A plan that ReadFile would refuse for its size is refused here, as
+// ErrPlanFile, not written: more than MaxFileTraces names, more than
+// memory.MaxLayoutStringBytes in its strings or memory.MaxLayoutFileBytes
+// in all.
 func (f File) Encode(compressed bool) ([]byte, error) {
+	if len(f.Traces) > MaxFileTraces {
+		return nil, fmt.Errorf("%w: it would name %d runs, more than the %d a plan file names", ErrPlanFile, len(f.Traces), MaxFileTraces)
+	}
 	data, err := f.MarshalJSON()
 	if err != nil {
 		return nil, err
+	}
+	squeezer := strictjson.Squeezer{MaxStringBytes: maxFileStringBytes}
+	if _, err := squeezer.Append(nil, data); err != nil {
+		return nil, fmt.Errorf("%w: %w: a plan's strings are the names of its traces, variants and members", ErrPlanFile, err)
+	}
+	if int64(len(data)) >= memory.MaxLayoutFileBytes {
+		return nil, fmt.Errorf("%w: %w", ErrPlanFile, &gzread.TooLargeError{Limit: memory.MaxLayoutFileBytes})
 	}
 	data = append(data, '\n')
 	if !compressed {

@@ -398,3 +398,31 @@ func TestRunsRefusesNamesNoPlanFileCanHoldBeforeReplaying(t *testing.T) {
 	require.ErrorContains(t, err, "shorter names")
 	require.ErrorIs(t, CheckTraceNames(make([]string, MaxFileTraces+1)), ErrCannotPlan)
 }
+
+// Encode writes no plan ReadFile would refuse for its size: a File built
+// by hand with more names than a plan file holds, or more bytes in its
+// strings (memory.MaxLayoutStringBytes, lowered here), was written and
+// then refused when read back.
+func TestEncodeRefusesAPlanFileThatWouldNotReadBack(t *testing.T) {
+	defer func(was int64) { maxFileStringBytes = was }(maxFileStringBytes)
+	maxFileStringBytes = 4096
+	pf := File{Device: replay.H200(), Granule: replay.H200Granule, Layout: memory.VirtualLayout(memory.VirtualPlan{PlannedBytes: 1 << 20})}
+	for _, compressed := range []bool{false, true} {
+		pf.Traces = make([]string, MaxFileTraces+1)
+		_, err := pf.Encode(compressed)
+		require.ErrorIs(t, err, ErrPlanFile)
+		require.ErrorContains(t, err, "65537 runs")
+
+		pf.Traces = []string{strings.Repeat("n", 4096)}
+		_, err = pf.Encode(compressed)
+		require.ErrorIs(t, err, ErrPlanFile)
+		require.ErrorIs(t, err, strictjson.ErrStringBytes)
+
+		pf.Traces = []string{strings.Repeat("n", 3000)}
+		data, err := pf.Encode(compressed)
+		require.NoError(t, err)
+		back, err := Read(bytes.NewReader(data), "plan.json")
+		require.NoError(t, err)
+		require.Equal(t, pf.Traces, back.Traces)
+	}
+}
