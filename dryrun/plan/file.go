@@ -230,6 +230,10 @@ func DecodeFile(data []byte) (File, error) {
 		// The decoder would name the mark's first byte, as Latin-1: 'ï'.
 		return File{}, fmt.Errorf("%w: it starts with a UTF-8 byte-order mark (JSON has none): save it without one", ErrPlanFile)
 	}
+	if len(bytes.TrimLeft(data, jsonSpace)) == 0 {
+		// The decoder says no more than "EOF".
+		return File{}, fmt.Errorf("%w: it is empty, no plan in it", ErrPlanFile)
+	}
 	dec := stdjson.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var raw fileJSON

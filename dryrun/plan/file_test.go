@@ -426,3 +426,15 @@ func TestEncodeRefusesAPlanFileThatWouldNotReadBack(t *testing.T) {
 		require.Equal(t, pf.Traces, back.Traces)
 	}
 }
+
+// An empty plan file, or one of white space alone, says it is empty: the
+// decoder's "EOF" was all the error said.
+func TestAnEmptyPlanFileSaysSo(t *testing.T) {
+	for _, data := range []string{"", " \n\t\r\n"} {
+		_, err := DecodeFile([]byte(data))
+		require.ErrorIs(t, err, ErrPlanFile)
+		require.ErrorContains(t, err, "it is empty", "%q", data)
+		_, err = Read(bytes.NewReader(gzread.Pack([]byte(data))), "plan.json.gz")
+		require.ErrorContains(t, err, "plan.json.gz: plan: not a usable plan file: it is empty", "%q gzipped", data)
+	}
+}
