@@ -96,9 +96,19 @@ func (d *fileDevice) UnmarshalJSON(data []byte) error {
 	if err := dec.Decode((*plain)(d)); err != nil {
 		return err
 	}
-	names := strictjson.MemberNames(data) // an object: it decoded
+	members, err := strictjson.Members(data) // an object: it decoded
+	if err != nil {
+		return fmt.Errorf("device: %w", err)
+	}
+	for _, m := range members {
+		if string(m.Value) == "null" {
+			// Decoded into a number, null left it 0, as a member left
+			// out would.
+			return fmt.Errorf("device.%s: want a non-negative integer, got null", m.Name)
+		}
+	}
 	for _, want := range fileDeviceFields {
-		if !slices.Contains(names, want) {
+		if !slices.ContainsFunc(members, func(m strictjson.Member) bool { return m.Name == want }) {
 			return fmt.Errorf("device: missing field %q", want)
 		}
 	}
@@ -170,11 +180,16 @@ func (n *traceNames) UnmarshalJSON(data []byte) error {
 		if len(names) == MaxFileTraces {
 			return fmt.Errorf("traces: more than %d names", MaxFileTraces)
 		}
-		var name string
+		var name *string
 		if err := dec.Decode(&name); err != nil {
 			return err // unwrapped: the file's decoder names the member
 		}
-		names = append(names, name)
+		if name == nil {
+			// Decoded into a string, null left it empty: a name no
+			// run has, where the file gave none.
+			return fmt.Errorf("traces: want a string, got null")
+		}
+		names = append(names, *name)
 	}
 	*n = names
 	return nil

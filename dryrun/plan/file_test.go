@@ -339,6 +339,11 @@ func TestPlanFileValueOfTheWrongTypeIsToldInJSONsWords(t *testing.T) {
 		`{"vkrt_plan":4,"device":{"alignment":{},"max_page_size":1,"memory_size":1,"sparse_granule":0},"traces":[],"layout":"Virtual"}`: `device.alignment: want a non-negative integer, got an object`,
 		`{"vkrt_plan":4,` + device + `,"traces":[["a"]],"layout":"Virtual"}`:                                                            `traces: want a string, got an array`,
 		`[4]`: `usable plan file: want an object, got an array`,
+		// Decoded as they were, null took a name "" and a device's
+		// member 0.
+		`{"vkrt_plan":4,` + device + `,"traces":["a",null],"layout":"Virtual"}`:                                                              `traces: want a string, got null`,
+		`{"vkrt_plan":4,"device":{"alignment":16,"max_page_size":null,"memory_size":1,"sparse_granule":0},"traces":[],"layout":"Virtual"}`:   `device.max_page_size: want a non-negative integer, got null`,
+		`{"vkrt_plan":4,"device":{"alignment":16,"max_page_size":1,"memory_size":1,"sparse_granule": null },"traces":[],"layout":"Virtual"}`: `device.sparse_granule: want a non-negative integer, got null`,
 	} {
 		_, err := DecodeFile([]byte(doc))
 		require.ErrorIs(t, err, ErrPlanFile, doc)
