@@ -516,6 +516,9 @@ func Runs(streams []*trace.Trace, opts Options) (File, error) {
 	if err := CheckTraceNames(names); err != nil {
 		return File{}, err
 	}
+	if err := opts.checkStrength(); err != nil {
+		return File{}, err
+	}
 	// Each run is one stream's, the later ones as the first: a run's
 	// need is measured on the first stream it allocates on.
 	for _, t := range streams {

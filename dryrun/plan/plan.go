@@ -130,12 +130,11 @@ func Derive(report memory.Report, opts Options) (memory.Layout, error) {
 	if k, ok := measuredVirtual(report); ok && (opts.Strength == Basic || opts.Strength == Strong) {
 		return deriveVirtual(k, opts)
 	}
-	switch opts.Strength {
-	case Basic:
+	if err := opts.checkStrength(); err != nil {
+		return memory.Layout{}, err
+	}
+	if opts.Strength == Basic {
 		return planBasic(report, opts)
-	case Strong:
-	default:
-		return memory.Layout{}, fmt.Errorf("%w: unknown strength %d (want Basic or Strong)", ErrCannotPlan, int(opts.Strength))
 	}
 	if opts.Trace == nil {
 		return memory.Layout{}, fmt.Errorf("%w: a strong plan needs the dry run's stream, got none", ErrCannotPlan)
@@ -188,6 +187,10 @@ type Measured struct {
 // Measure replays t under the layout it is measured with, plans from the
 // result (opts.Trace is set to t) and replays t under the plan.
 func Measure(t *trace.Trace, measured memory.Layout, opts Options) (*Measured, error) {
+	// Options Derive refuses are refused before the dry run is replayed.
+	if err := opts.checkStrength(); err != nil {
+		return nil, err
+	}
 	ro := replay.Options{Device: opts.Device}
 	dry, err := replay.Run(t, measured, ro)
 	if err != nil {
@@ -339,6 +342,15 @@ func oneStream(t *trace.Trace) error {
 		}
 	}
 	return nil
+}
+
+// checkStrength refuses a Strength Derive does not know, as ErrCannotPlan.
+func (o Options) checkStrength() error {
+	switch o.Strength {
+	case Basic, Strong:
+		return nil
+	}
+	return fmt.Errorf("%w: unknown strength %d (want Basic or Strong)", ErrCannotPlan, int(o.Strength))
 }
 
 func (o Options) searchSteps() int {

@@ -431,3 +431,21 @@ func TestTheLeanerPlanIsOneThatReplays(t *testing.T) {
 	_, err := leaner(tr, fails, fails, replay.H200())
 	require.ErrorIs(t, err, vkruntime.ErrPoolCapacityExceeded)
 }
+
+// An unknown Strength is refused before anything is replayed: Measure
+// and Runs replayed the dry run (seconds on a long stream) and only then
+// had Derive refuse it, or failed on the replay and never told it.
+func TestAnUnknownStrengthIsRefusedBeforeReplaying(t *testing.T) {
+	tr := tracetest.Inline(t, "a 1 1000 0\nf 1\n")
+	// A device too small for the stream: a replay fails if one starts.
+	small := vkruntime.DeviceProperties{Alignment: 16, MaxPageSize: 1 << 20, MemorySize: 100}
+	_, err := Measure(tr, memory.SubSlicesLayout(), Options{Strength: 7, Device: small})
+	require.ErrorIs(t, err, ErrCannotPlan)
+	require.ErrorContains(t, err, "unknown strength 7")
+	_, err = Runs([]*trace.Trace{tr}, Options{Strength: -1, Device: small})
+	require.ErrorIs(t, err, ErrCannotPlan)
+	require.ErrorContains(t, err, "unknown strength -1")
+	_, err = Derive(memory.Report{}, Options{Strength: 2})
+	require.ErrorIs(t, err, ErrCannotPlan)
+	require.ErrorContains(t, err, "unknown strength 2")
+}
