@@ -76,25 +76,49 @@ func (s *CountingStorage) ReleaseVirtual(id vkruntime.StorageID) {
 	delete(s.virtual, id)
 }
 
-// Bind counts one submission and its binds and unbinds. A bind that names
-// memory the storage does not hold is an error, as it would be a device's,
-// and so is a submission naming a granule twice.
-func (s *CountingStorage) Bind(_ vkruntime.StorageID, binds []vkruntime.SparseBind) error {
+// Bind counts one submission and its binds and unbinds. What a device
+// refuses is an error here too, and counts nothing: a bind into no live
+// range or a storage without sparse residency, one not in whole granules,
+// past its range (runtime.ErrOutOfRange), naming memory the storage does
+// not hold (runtime.ErrNotFound) or past it (ErrOutOfRange), and a
+// submission naming a granule twice.
+func (s *CountingStorage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	g := s.Granule
+	if g == 0 {
+		return fmt.Errorf("replay: this storage models a device without sparse residency")
+	}
+	size, ok := s.virtual[virtual]
+	if !ok {
+		return fmt.Errorf("replay: sparse bind into storage %d, which is no live virtual range: %w", virtual, vkruntime.ErrNotFound)
+	}
+	// A range's last granule is bound whole, as a device binds it (its
+	// size is at most the address space, so this does not wrap).
+	size = (size + g - 1) / g * g
 	if err := vkruntime.CheckOverlappingBinds(binds); err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
 	var bound, boundBytes, unboundBytes uint64
-	for _, b := range binds {
+	for i, b := range binds {
+		if b.Offset%g != 0 || b.Size%g != 0 || b.MemoryOffset%g != 0 || b.Size == 0 {
+			return fmt.Errorf("replay: sparse bind %d (%+v): offsets and sizes must be non-zero multiples of the %d B granule", i, b, g)
+		}
+		if b.Offset > size || b.Size > size-b.Offset {
+			return fmt.Errorf("replay: sparse bind %d (%+v) lies outside the %d B virtual range: %w", i, b, size, vkruntime.ErrOutOfRange)
+		}
 		if b.Memory == 0 {
 			unboundBytes += b.Size
 			continue
 		}
 		bound++
 		boundBytes += b.Size
-		if a, ok := s.allocation(b.Memory); !ok || b.MemoryOffset > a.size || b.Size > a.size-b.MemoryOffset {
-			return fmt.Errorf("replay: bind of %d B at %d of allocation %d, which is not held or too small", b.Size, b.MemoryOffset, b.Memory)
+		a, ok := s.allocation(b.Memory)
+		if !ok {
+			return fmt.Errorf("replay: sparse bind %d (%+v): allocation %d is not held: %w", i, b, b.Memory, vkruntime.ErrNotFound)
+		}
+		if b.MemoryOffset > a.size || b.Size > a.size-b.MemoryOffset {
+			return fmt.Errorf("replay: sparse bind %d (%+v): allocation %d holds %d B: %w", i, b, b.Memory, a.size, vkruntime.ErrOutOfRange)
 		}
 	}
 	s.sparse.calls++

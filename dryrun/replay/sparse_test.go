@@ -178,3 +178,44 @@ func TestAReplayCountsTheMemoryItsSubmissionsMove(t *testing.T) {
 	require.Equal(t, uint64(20+12)*mib, r.BoundBytes, "the first chunk, then the third buffer")
 	require.Equal(t, uint64(10*mib), r.UnboundBytes, "the hole's memory, moved under the third buffer")
 }
+
+// The counting storage refuses the binds a device refuses, as the cpu
+// device and vk do, so a replay fails where a run on the device would:
+// it counted a bind into no range, one past its range, into a released
+// one and one not in whole granules. A refused submission counts nothing.
+func TestCountingStorageRefusesTheBindsADeviceRefuses(t *testing.T) {
+	const g = replay.H200Granule
+	s := replay.NewCountingStorage(1 << 30)
+	s.Granule = g
+	v, err := s.ReserveVirtual(4 * g)
+	require.NoError(t, err)
+	page, err := s.Alloc(2 * g)
+	require.NoError(t, err)
+	require.NoError(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 3 * g, Size: g, Memory: page.ID, MemoryOffset: g}}))
+	for name, c := range map[string]struct {
+		virtual vkruntime.StorageID
+		bind    vkruntime.SparseBind
+		want    error
+	}{
+		"into a page, not a range":   {page.ID, vkruntime.SparseBind{Size: g, Memory: page.ID}, vkruntime.ErrNotFound},
+		"into no storage":            {v.ID + 100, vkruntime.SparseBind{Size: g, Memory: page.ID}, vkruntime.ErrNotFound},
+		"past the range":             {v.ID, vkruntime.SparseBind{Offset: 3 * g, Size: 2 * g, Memory: page.ID}, vkruntime.ErrOutOfRange},
+		"unbind past the range":      {v.ID, vkruntime.SparseBind{Offset: 4 * g, Size: g}, vkruntime.ErrOutOfRange},
+		"offset wrapping":            {v.ID, vkruntime.SparseBind{Offset: 1<<64 - g, Size: 2 * g}, vkruntime.ErrOutOfRange},
+		"memory past the allocation": {v.ID, vkruntime.SparseBind{Size: 2 * g, Memory: page.ID, MemoryOffset: g}, vkruntime.ErrOutOfRange},
+		"memory not held":            {v.ID, vkruntime.SparseBind{Size: g, Memory: page.ID + 100}, vkruntime.ErrNotFound},
+		"half a granule":             {v.ID, vkruntime.SparseBind{Size: g / 2, Memory: page.ID}, nil},
+		"no bytes":                   {v.ID, vkruntime.SparseBind{Memory: page.ID}, nil},
+	} {
+		err := s.Bind(c.virtual, []vkruntime.SparseBind{c.bind})
+		require.Error(t, err, name)
+		if c.want != nil {
+			require.ErrorIs(t, err, c.want, name)
+		}
+	}
+	s.ReleaseVirtual(v.ID)
+	err = s.Bind(v.ID, []vkruntime.SparseBind{{Size: g, Memory: page.ID}})
+	require.ErrorIs(t, err, vkruntime.ErrNotFound, "into a released range")
+	require.Equal(t, uint64(1), s.Counts().BindCalls, "refused submissions count nothing")
+	require.Equal(t, uint64(g), s.Counts().BoundBytes)
+}
