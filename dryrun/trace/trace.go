@@ -209,6 +209,8 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 	var live []bool
 	line := 0
 	fields := make([][]byte, 0, 8)
+	// fail blames line for reason, quoting text (none for a line too
+	// long to quote).
 	fail := func(text []byte, reason string) error {
 		s := string(text)
 		if len(s) > 80 {
@@ -219,21 +221,28 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 		// compressed bytes, which the checksum at the stream's end tells:
 		// say so rather than blame the line.
 		if gzipped {
+			what := fmt.Sprintf("line %d reads %q", line, s)
+			if text == nil {
+				what = fmt.Sprintf("line %d: %s", line, reason)
+			}
 			_, err := io.Copy(io.Discard, src)
 			switch {
 			case errors.Is(err, io.ErrUnexpectedEOF):
-				return fmt.Errorf("%w: %s: the gzip stream is cut short; line %d reads %q: %w", ErrTruncated, where, line, s, err)
+				return fmt.Errorf("%w: %s: the gzip stream is cut short; %s: %w", ErrTruncated, where, what, err)
 			case err != nil && corruptGzip(err):
-				return fmt.Errorf("%w: %s: corrupt compressed data: line %d reads %q, and the gzip stream fails its check: %w", ErrMalformed, where, line, s, err)
+				return fmt.Errorf("%w: %s: corrupt compressed data: %s, and the gzip stream fails its check: %w", ErrMalformed, where, what, err)
 			}
 		}
 		return lineErr
 	}
+	// A line too long is blamed as a bad line is: in a gzipped trace it
+	// is most often damage too (a block of the file overwritten).
+	tooLong := fmt.Sprintf("line longer than %d bytes", maxTraceLine)
 	for sc.Scan() {
 		line++
 		text := sc.Bytes()
 		if len(text) > maxTraceLine {
-			return nil, &LineError{Name: name, Path: path, Line: line, Reason: fmt.Sprintf("line longer than %d bytes", maxTraceLine)}
+			return nil, fail(nil, tooLong)
 		}
 		if line == 1 && bytes.HasPrefix(text, utf8BOM) {
 			// The event would be told unknown, shown as "\ufeffa 1 …".
@@ -297,7 +306,8 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, &LineError{Name: name, Path: path, Line: line + 1, Reason: fmt.Sprintf("line longer than %d bytes", maxTraceLine)}
+			line++
+			return nil, fail(nil, tooLong)
 		}
 		if errors.Is(err, errAfterGzip) {
 			return nil, fmt.Errorf("%w: %s: %w, after line %d", ErrMalformed, where, err, line)

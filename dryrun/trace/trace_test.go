@@ -193,6 +193,48 @@ func TestADamagedGzippedTraceIsCorruptDataNotABadLine(t *testing.T) {
 	require.Equal(t, 1001, le.Line)
 }
 
+// A block of a gzipped trace overwritten reads as a line too long before
+// the checksum at the stream's end can tell: the error says the compressed
+// data is corrupt, as it does for a bad line, while a line too long in an
+// intact stream is the line's.
+func TestADamagedGzippedTraceIsCorruptDataNotALineTooLong(t *testing.T) {
+	var text strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&text, "a %d %d 0\n", i, 1000+i)
+	}
+	// Stored, not compressed: a byte of the text is a byte of the file.
+	pack := func(s string) []byte {
+		var buf bytes.Buffer
+		zw, err := gzip.NewWriterLevel(&buf, gzip.NoCompression)
+		require.NoError(t, err)
+		_, err = zw.Write([]byte(s))
+		require.NoError(t, err)
+		require.NoError(t, zw.Close())
+		return buf.Bytes()
+	}
+	whole := pack(text.String())
+	at := bytes.Index(whole, []byte("a 1000 2000 0"))
+	require.Positive(t, at)
+	damaged := bytes.Clone(whole)
+	copy(damaged[at:], bytes.Repeat([]byte{0}, 8192))
+	_, err := trace.Read("damaged", bytes.NewReader(damaged))
+	require.ErrorIs(t, err, trace.ErrMalformed)
+	require.ErrorContains(t, err, "corrupt compressed data: line 1001: line longer than 4096 bytes, and the gzip stream fails its check")
+	var le *trace.LineError
+	require.False(t, errors.As(err, &le), "no line is blamed: %v", err)
+
+	long := text.String()[:strings.Index(text.String(), "a 1000 2000 0")] + strings.Repeat("x", 8192) + "\n"
+	_, err = trace.Read("edited", bytes.NewReader(pack(long)))
+	require.ErrorAs(t, err, &le, "an intact stream's line too long is the line's")
+	require.Equal(t, 1001, le.Line)
+	require.Equal(t, "line longer than 4096 bytes", le.Reason)
+	_, err = trace.Read("plain", strings.NewReader(long))
+	require.ErrorAs(t, err, &le)
+	require.Equal(t, 1001, le.Line)
+	require.Equal(t, "line longer than 4096 bytes", le.Reason)
+	require.Empty(t, le.Text)
+}
+
 func TestReadTraceCutShortIsATruncatedGzipNotABadLine(t *testing.T) {
 	var text strings.Builder
 	for i := range 2000 {
