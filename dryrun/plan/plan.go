@@ -247,6 +247,9 @@ func basicPools(report memory.Report, alignment uint64, dropUnused bool) ([]memo
 				continue
 			}
 			pools = append(pools, memory.SlicedPool{PageSize: page, Pages: &peak, Exclusive: true})
+		case nil:
+			// A report built by hand; MarshalJSON below panicked on it.
+			return nil, fmt.Errorf("%w: dynamic pool %d of the report has no kind", ErrCannotPlan, i)
 		default:
 			kind, _ := pr.Kind.MarshalJSON()
 			return nil, fmt.Errorf("%w: the basic plan caps sliced and exclusive pools; dynamic pool %d is %s", ErrCannotPlan, i, kind)

@@ -449,3 +449,14 @@ func TestAnUnknownStrengthIsRefusedBeforeReplaying(t *testing.T) {
 	require.ErrorIs(t, err, ErrCannotPlan)
 	require.ErrorContains(t, err, "unknown strength 2")
 }
+
+// A report built by hand with a pool of no kind is refused as
+// ErrCannotPlan: the basic plan panicked naming it.
+func TestABasicPlanOfAPoolOfNoKindIsRefused(t *testing.T) {
+	report := memory.Report{Dynamic: []memory.PoolReport{{Kind: memory.SlicedKind{PageSize: 2 << 20, MaxSliceSize: 1 << 20}, PagesPeak: 1}, {PagesPeak: 1}}}
+	require.NotPanics(t, func() {
+		_, err := Derive(report, Options{Strength: Basic})
+		require.ErrorIs(t, err, ErrCannotPlan)
+		require.ErrorContains(t, err, "dynamic pool 1 of the report has no kind")
+	})
+}
