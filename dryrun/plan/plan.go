@@ -271,7 +271,14 @@ func planBasic(report memory.Report, opts Options) (memory.Layout, error) {
 		if err := sameRoutingWhenCapped(report); err != nil {
 			return memory.Layout{}, err
 		}
-		return forecast(pools), nil
+		// No replay checks it against the device, as one does the plan
+		// of a stream: pages a report built by hand gives past the
+		// device, or past 2^64 once aligned, made a plan no run installs.
+		l := forecast(pools)
+		if err := l.Validate(device); err != nil {
+			return memory.Layout{}, fmt.Errorf("%w: the report's pools make no plan for the device: %w", ErrCannotPlan, err)
+		}
+		return l, nil
 	}
 	// Measure the stream again under the capped pools' routing (an uncapped
 	// pool also takes sizes near its page; a capped one does not), growable,

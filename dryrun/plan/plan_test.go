@@ -460,3 +460,22 @@ func TestABasicPlanOfAPoolOfNoKindIsRefused(t *testing.T) {
 		require.ErrorContains(t, err, "dynamic pool 1 of the report has no kind")
 	})
 }
+
+// A basic plan from a report alone is checked against the device, as a
+// replay checks the plan of a stream: a report built by hand whose
+// largest allocation wraps past 2^64 once aligned made a plan of pages of
+// 0 B, and one of pages of 2^64 - 1 B a plan no run installs.
+func TestABasicPlanFromAReportAloneIsCheckedAgainstTheDevice(t *testing.T) {
+	const most = 1<<64 - 1
+	for name, pr := range map[string]memory.PoolReport{
+		"an exclusive pool's largest wrapping": {Kind: memory.ExclusiveKind{}, LargestAlloc: most, PagesPeak: 1},
+		"a sliced pool's pages past 2^64":      {Kind: memory.SlicedKind{PageSize: most, MaxSliceSize: most}, LargestAlloc: 5, PagesPeak: 2},
+	} {
+		_, err := Derive(memory.Report{Dynamic: []memory.PoolReport{pr}}, Options{Strength: Basic})
+		require.ErrorIs(t, err, ErrCannotPlan, name)
+		require.ErrorContains(t, err, "make no plan for the device", name)
+	}
+	sound := memory.PoolReport{Kind: memory.SlicedKind{PageSize: 2 << 20, MaxSliceSize: 1 << 20}, LargestAlloc: 5, PagesPeak: 2}
+	_, err := Derive(memory.Report{Dynamic: []memory.PoolReport{sound}}, Options{Strength: Basic})
+	require.NoError(t, err)
+}
