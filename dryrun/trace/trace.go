@@ -146,6 +146,13 @@ func (e *LineError) Is(target error) bool { return target == ErrMalformed }
 // buffer without limit; a well-formed line is under 60 bytes.
 const maxTraceLine = 4096
 
+// maxCheckedRest bounds what a bad line in a gzipped trace makes Read
+// unpack of the rest of the stream, to tell by its checksum whether the
+// compressed bytes are damaged: a stream that never ends (`yes 'a 1 1 0' |
+// gzip` into a pipe) was read for ever. Past it the line is blamed, as in
+// a stream that checks. A variable so a test need not unpack a gigabyte.
+var maxCheckedRest int64 = 1 << 30
+
 // maxAllocations keeps dense indices within int32.
 const maxAllocations = 1<<31 - 1
 
@@ -225,7 +232,8 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 			if text == nil {
 				what = fmt.Sprintf("line %d: %s", line, reason)
 			}
-			_, err := io.Copy(io.Discard, src)
+			// At most maxCheckedRest of it: past that the line is blamed.
+			_, err := io.Copy(io.Discard, io.LimitReader(src, maxCheckedRest))
 			switch {
 			case errors.Is(err, io.ErrUnexpectedEOF):
 				return fmt.Errorf("%w: %s: the gzip stream is cut short; %s: %w", ErrTruncated, where, what, err)

@@ -5,12 +5,14 @@ import (
 	"compress/gzip"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -368,4 +370,36 @@ func TestWhereNamesTheLineOrTheAllocation(t *testing.T) {
 	require.Equal(t, "line 7", (&trace.Event{Op: trace.OpFree, Index: 2, Line: 7}).Where())
 	require.Equal(t, "allocation 3", (&trace.Event{Op: trace.OpAlloc, Index: 2}).Where())
 	require.Equal(t, "free of allocation 3", (&trace.Event{Op: trace.OpFree, Index: 2}).Where())
+}
+
+// A bad line in a gzipped stream that never ends (`yes 'a 1 1 0' | gzip`
+// into a pipe) is blamed once a bounded part of the rest is unpacked and
+// has not failed its check: the rest was read for ever to find the
+// checksum at the stream's end.
+func TestABadLineInAnEndlessGzippedStreamIsBlamedInTime(t *testing.T) {
+	defer trace.SetMaxCheckedRest(trace.SetMaxCheckedRest(1 << 20))
+	pr, pw := io.Pipe()
+	go func() {
+		zw := gzip.NewWriter(pw)
+		_, err := zw.Write([]byte("a 1 1 0\na 1 1 0\n"))
+		pad := []byte(strings.Repeat("# padding\n", 1000))
+		for err == nil {
+			_, err = zw.Write(pad)
+		}
+	}()
+	defer pr.Close() // the writer stops
+	done := make(chan error, 1)
+	go func() {
+		_, err := trace.Read("endless", pr)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		var le *trace.LineError
+		require.ErrorAs(t, err, &le)
+		require.Equal(t, 2, le.Line)
+		require.Contains(t, le.Reason, "already used on line 1")
+	case <-time.After(20 * time.Second):
+		t.Fatal("Read still reading an endless stream after a bad line")
+	}
 }
