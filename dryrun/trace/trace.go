@@ -256,6 +256,11 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 			// The event would be told unknown, shown as "\ufeffa 1 …".
 			return nil, fail(text, "the trace starts with a UTF-8 byte-order mark: save it without one")
 		}
+		if line == 1 && (bytes.HasPrefix(text, utf16LEBOM) || bytes.HasPrefix(text, utf16BEBOM)) {
+			// As a shell's redirection writes it on Windows: the event
+			// was told unknown, shown as "\xff\xfea\x00 \x001\x00 …".
+			return nil, fail(text, "the trace is UTF-16 text (it starts with a UTF-16 byte-order mark): save it as UTF-8 or ASCII")
+		}
 		fields = splitFields(fields[:0], text)
 		if len(fields) == 0 || fields[0][0] == '#' {
 			continue
@@ -350,6 +355,9 @@ func (t *Trace) lineOf(op Op, index int32) int {
 
 // utf8BOM is the byte-order mark some editors put before UTF-8 text.
 var utf8BOM = []byte("\xef\xbb\xbf")
+
+// utf16LEBOM and utf16BEBOM start UTF-16 text, little- and big-endian.
+var utf16LEBOM, utf16BEBOM = []byte("\xff\xfe"), []byte("\xfe\xff")
 
 func isGzip(magic []byte) bool { return len(magic) >= 2 && magic[0] == 0x1f && magic[1] == 0x8b }
 

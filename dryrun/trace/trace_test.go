@@ -67,6 +67,9 @@ func TestReadTraceErrorsNameTheLine(t *testing.T) {
 		{"a 1 10 0\nf 2\n", 2, "never allocated"},
 		{"\xef\xbb\xbfa 1 10 0\nf 1\n", 1, "starts with a UTF-8 byte-order mark"},
 		{"\xef\xbb\xbf# made by hand\na 1 10 0\n", 1, "starts with a UTF-8 byte-order mark"},
+		// As PowerShell's > writes it: it was an unknown event.
+		{"\xff\xfea\x00 \x001\x00 \x001\x000\x00 \x000\x00\r\x00\n\x00", 1, "UTF-16 text"},
+		{"\xfe\xff\x00a\x00 \x001\x00 \x001\x000\x00 \x000\x00\n", 1, "UTF-16 text"},
 		{"a 1 10 0\na 2 10 0\nf 1\n\nf 2\nf 1\n", 6, "free of id 1, which line 3 already freed"},
 		{"a 1 10 0\n\nf\n", 3, "needs 1 field"},
 		{"a 1 10 0\n" + strings.Repeat("9", trace.MaxLine+1) + "\n", 2, "longer than"},
