@@ -237,6 +237,14 @@ func IsFile(data []byte) bool {
 // utf8BOM is the byte-order mark some editors put before UTF-8 text.
 var utf8BOM = []byte("\xef\xbb\xbf")
 
+// utf16Text says whether data starts as UTF-16 text: a byte-order mark,
+// or a NUL in its first two bytes, which JSON's first character in UTF-8
+// never is.
+func utf16Text(data []byte) bool {
+	return bytes.HasPrefix(data, []byte("\xff\xfe")) || bytes.HasPrefix(data, []byte("\xfe\xff")) ||
+		(len(data) >= 2 && (data[0] == 0 || data[1] == 0))
+}
+
 // DecodeFile reads a plan file: strictly (unknown members, wrong types and
 // numbers that do not fit are errors), refusing versions it does not know.
 // Every error matches ErrPlanFile.
@@ -244,6 +252,11 @@ func DecodeFile(data []byte) (File, error) {
 	if bytes.HasPrefix(data, utf8BOM) {
 		// The decoder would name the mark's first byte, as Latin-1: 'ï'.
 		return File{}, fmt.Errorf("%w: it starts with a UTF-8 byte-order mark (JSON has none): save it without one", ErrPlanFile)
+	}
+	if utf16Text(data) {
+		// The decoder would name the mark's first byte, as Latin-1 ('ÿ'
+		// or 'þ'), or a NUL.
+		return File{}, fmt.Errorf("%w: it is UTF-16 text (as PowerShell's > writes it), and JSON is UTF-8: save it as UTF-8", ErrPlanFile)
 	}
 	if len(bytes.TrimLeft(data, jsonSpace)) == 0 {
 		// The decoder says no more than "EOF".

@@ -81,6 +81,28 @@ func TestPlanFileWithAByteOrderMarkSaysSo(t *testing.T) {
 	require.NotContains(t, err.Error(), "ï")
 }
 
+// A plan file in UTF-16 (as PowerShell's > writes it), with a byte-order
+// mark or without, says so: the decoder named the mark's first byte as
+// 'ÿ', or a NUL.
+func TestPlanFileInUTF16SaysSo(t *testing.T) {
+	data := strongPlanFile(t, "a 1 3000000 0\nf 1\n")
+	le, be := []byte{}, []byte{}
+	for _, c := range data {
+		le, be = append(le, c, 0), append(be, 0, c)
+	}
+	for name, doc := range map[string][]byte{
+		"little-endian": append([]byte("\xff\xfe"), le...), "big-endian": append([]byte("\xfe\xff"), be...),
+		"little-endian, no mark": le, "big-endian, no mark": be,
+	} {
+		_, err := DecodeFile(doc)
+		require.ErrorIs(t, err, ErrPlanFile, name)
+		require.ErrorContains(t, err, "UTF-16 text", name)
+		_, err = Read(bytes.NewReader(gzread.Pack(doc)), "plan.json.gz")
+		require.ErrorIs(t, err, ErrPlanFile, name)
+		require.ErrorContains(t, err, "UTF-16 text", name)
+	}
+}
+
 // strongPlanFile is the plan file of a strong plan of events.
 func strongPlanFile(t *testing.T, events string) []byte {
 	t.Helper()
