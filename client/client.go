@@ -22,6 +22,10 @@ import (
 // device open, so its errors match ErrClosed only.
 var ErrClosed = errors.New("client: closed")
 
+// ErrInvalidOption: Open was given an option it cannot follow, such as a
+// nil environment (UseEnvironment) or a nil device (WithBackend).
+var ErrInvalidOption = errors.New("client: invalid option")
+
 // ErrNil: a method was called on a nil *Client or *Stream, or on a zero
 // one, which neither Open nor NewStream makes: it has no device to act on.
 // Such a method returns ErrNil where it returns an error, and otherwise its
@@ -90,6 +94,8 @@ type config struct {
 	envNamed  bool // WithEnvironment was given, with envName even if empty
 	envOpts   []environment.Option
 	env       *environment.Env
+	// envUsed: UseEnvironment was given, with env even if nil.
+	envUsed bool
 }
 
 // Option configures Open. Every constructor of the module (client.Open,
@@ -163,15 +169,21 @@ func WithValidation(on bool) Option {
 // environment environment.DefaultName is opened at the first record.
 func WithEnvironment(name string, opts ...environment.Option) Option {
 	return func(c config) config {
-		c.envName, c.envOpts, c.env, c.envNamed = name, slices.Clone(opts), nil, true
+		c.envName, c.envOpts, c.env, c.envNamed, c.envUsed = name, slices.Clone(opts), nil, true, false
 		return c
 	}
 }
 
 // UseEnvironment makes an already open environment the one RecordMemory
-// writes to. The client does not close it.
+// writes to. The client does not close it. A nil env fails Open with an
+// error matching ErrInvalidOption: the records would have gone to the
+// default environment, where the caller did not ask them to go (leave the
+// option out for that).
 func UseEnvironment(env *environment.Env) Option {
-	return func(c config) config { c.env, c.envName, c.envOpts, c.envNamed = env, "", nil, false; return c }
+	return func(c config) config {
+		c.env, c.envName, c.envOpts, c.envNamed, c.envUsed = env, "", nil, false, true
+		return c
+	}
 }
 
 // Client is one device, its streams and their pools. It is safe for
@@ -235,6 +247,13 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 		c = o(c)
 	}
 	c.closeReplaced()
+	if c.envUsed && c.env == nil {
+		if c.backend != nil {
+			closeUnused(c.backend) // the client's from WithBackend on
+		}
+		return nil, fmt.Errorf("%w: UseEnvironment was given no environment (nil); open one with environment.Open, "+
+			"or leave the option out to record into the default environment", ErrInvalidOption)
+	}
 	dev, err := c.open(ctx)
 	if err != nil {
 		return nil, err

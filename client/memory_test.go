@@ -274,8 +274,37 @@ func TestAnEmptyEnvironmentNameIsAnErrorOfOpen(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, names)
 	// UseEnvironment after it is no name at all.
-	c := openOnCPU(t, nil, WithEnvironment(""), UseEnvironment(nil))
+	env, err := environment.Open("given", environment.WithDir(dir))
+	require.NoError(t, err)
+	defer env.Close()
+	c := openOnCPU(t, nil, WithEnvironment(""), UseEnvironment(env))
 	require.NotNil(t, c)
+}
+
+// UseEnvironment(nil) fails Open with ErrInvalidOption and closes the
+// device handed to it: the client recorded into the default environment,
+// which the caller, handing an environment, did not ask for. A
+// WithEnvironment after it replaces it, as any later option does.
+func TestUseEnvironmentNilIsAnErrorOfOpen(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(environment.DirEnvVar, dir)
+	d, err := cpu.New()
+	require.NoError(t, err)
+	c, err := Open(context.Background(), WithBackend(d), UseEnvironment(nil))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.ErrorContains(t, err, "UseEnvironment was given no environment (nil)")
+	require.Nil(t, c)
+	requireClosed(t, d, "a failed Open closes the handed device")
+	names, err := environment.List()
+	require.NoError(t, err)
+	require.Empty(t, names, "no default environment is made")
+
+	c = openOnCPU(t, nil, UseEnvironment(nil), WithEnvironment("named", environment.WithDir(dir)))
+	_, err = c.RecordMemory(context.Background(), "x")
+	require.NoError(t, err)
+	names, err = environment.List()
+	require.NoError(t, err)
+	require.Equal(t, []string{"named"}, names)
 }
 
 // A record whose environment's file was removed under the client fails
