@@ -42,7 +42,8 @@ func TestWithBackendReplacedIsClosed(t *testing.T) {
 
 	d := newDevice()
 	c, err = Open(ctx, WithBackend(d), WithBackend(nil))
-	require.EqualError(t, err, "client: WithBackend was given no device (nil)")
+	require.EqualError(t, err, "client: invalid option: WithBackend was given no device (nil)")
+	require.ErrorIs(t, err, ErrInvalidOption)
 	require.Nil(t, c)
 	requireClosed(t, d, "a failed Open closes the device handed before the nil one")
 

@@ -114,8 +114,9 @@ type Option func(config) config
 // instead of opening the default device. Open takes d over whatever
 // follows: the client owns it from then on, Close closes it, and so does a
 // failed Open; where a later WithBackend replaces d, Open closes d, which
-// the client never runs on. A nil d fails Open, which closes the devices
-// given before it.
+// the client never runs on. A nil d fails Open (ErrInvalidOption), which
+// closes the devices given before it, and so does WithDevice or
+// WithValidation given with it.
 func WithBackend(d device.Device) Option {
 	return func(c config) config {
 		c.backend, c.backendSet = d, true
@@ -346,12 +347,12 @@ func (c config) open(ctx context.Context) (device.Device, error) {
 	if c.backendSet && c.backend == nil {
 		// Opening the default device instead ran the client on a device
 		// nobody asked for.
-		return nil, errors.New("client: WithBackend was given no device (nil)")
+		return nil, fmt.Errorf("%w: WithBackend was given no device (nil)", ErrInvalidOption)
 	}
 	if c.backend != nil {
 		if c.deviceSet {
 			c.backend.Close()
-			return nil, errors.New("client: WithDevice and WithValidation configure the default device; the device WithBackend hands is already open")
+			return nil, fmt.Errorf("%w: WithDevice and WithValidation configure the default device; the device WithBackend hands is already open", ErrInvalidOption)
 		}
 		if err := ctx.Err(); err != nil {
 			c.backend.Close()

@@ -168,13 +168,15 @@ func TestWithBackendHandsTheClientADevice(t *testing.T) {
 	require.NoError(t, err)
 	_, err = Open(ctx, WithBackend(other), WithDevice(1))
 	require.ErrorContains(t, err, "configure the default device")
+	require.ErrorIs(t, err, ErrInvalidOption)
 	_, err = other.Storage().Alloc(16)
 	require.ErrorContains(t, err, "closed", "a failed Open closes the handed device")
 
 	// A nil device is an error, where the client opened the default device
 	// instead, one nobody asked for.
 	c, err = Open(ctx, WithBackend(nil))
-	require.EqualError(t, err, "client: WithBackend was given no device (nil)")
+	require.EqualError(t, err, "client: invalid option: WithBackend was given no device (nil)")
+	require.ErrorIs(t, err, ErrInvalidOption)
 	require.Nil(t, c)
 
 	// The client holds a handed device to its memory limit.
