@@ -218,7 +218,7 @@ func (c *Client) RecordMemory(ctx context.Context, label string) (environment.En
 	// The stream and the label are checked before the environment is
 	// opened: a refused record leaves no default environment behind.
 	if err := environment.CheckLabel(label); err != nil {
-		return environment.Entry{}, err
+		return environment.Entry{}, prefixed(err, "recording memory")
 	}
 	report, err := s.openReport()
 	if err != nil {
@@ -233,10 +233,13 @@ func (c *Client) RecordMemory(ctx context.Context, label string) (environment.En
 	rec := MemoryRecord{memory.Record{Label: label, Report: report}}
 	ent, err := env.Put(ctx, label, rec)
 	c.recording.RUnlock()
-	if errors.Is(err, environment.ErrReplaced) {
-		c.forgetReplaced(env)
+	if err != nil {
+		if errors.Is(err, environment.ErrReplaced) {
+			c.forgetReplaced(env)
+		}
+		return environment.Entry{}, prefixed(err, "recording memory")
 	}
-	return ent, err
+	return ent, nil
 }
 
 // openReport is the stream's report, refused once the stream is closed.

@@ -604,3 +604,24 @@ func TestOpeningTheEnvironmentHoldsUpNothingElse(t *testing.T) {
 	require.NoError(t, <-recorded, "the record is written once the other writer is done")
 	require.Less(t, took, time.Second, "a stream made while the record waited")
 }
+
+// RecordMemory's refusals say "client:" first, as every other error of
+// the client does, and still match the environment's kinds: a label the
+// environment refuses, a write it refuses.
+func TestRecordMemoryErrorsSayClient(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := openOnCPU(t, nil, WithEnvironment("rec", environment.WithDir(dir)))
+	_, err := c.RecordMemory(ctx, "")
+	require.ErrorIs(t, err, environment.ErrInvalidRecord)
+	require.True(t, strings.HasPrefix(err.Error(), "client: recording memory: "), "%v", err)
+
+	ro, err := environment.Open("rec", environment.WithDir(dir), environment.ReadOnly())
+	require.NoError(t, err)
+	defer ro.Close()
+	c = openOnCPU(t, nil, UseEnvironment(ro))
+	_, err = c.RecordMemory(ctx, "x")
+	require.ErrorIs(t, err, environment.ErrReadOnly)
+	require.True(t, strings.HasPrefix(err.Error(), "client: recording memory: "), "%v", err)
+	require.Equal(t, 1, strings.Count(err.Error(), "client: "), "%v", err)
+}
