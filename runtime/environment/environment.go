@@ -340,6 +340,9 @@ func openContext(ctx context.Context, name string, opts []Option, attempt int) (
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
+	if ctx == nil {
+		return nil, namedf(name, ErrNilContext, "opening")
+	}
 	if err := ctx.Err(); err != nil {
 		// Before the file is made: SQLite refused to open it, and the
 		// empty file stayed, an environment List named that no one made.
@@ -822,6 +825,17 @@ func (e *Env) Close() error {
 func (e *Env) usable() error {
 	if e.closed.Load() {
 		return named(e.name, ErrClosed)
+	}
+	return nil
+}
+
+// callable is usable, for a call given ctx, which must be a context.
+func (e *Env) callable(ctx context.Context) error {
+	if err := e.usable(); err != nil {
+		return err
+	}
+	if ctx == nil {
+		return named(e.name, ErrNilContext)
 	}
 	return nil
 }

@@ -61,6 +61,11 @@ func (e *SchemaError) Error() string {
 // Is makes a *SchemaError match ErrNewerSchema.
 func (e *SchemaError) Is(target error) bool { return target == ErrNewerSchema }
 
+// ErrNilContext: a nil context.Context was passed where a call takes one
+// (it panicked deep in database/sql); context.Background() stands for
+// none.
+var ErrNilContext = errors.New("environment: nil context (pass context.Background() for none)")
+
 // ErrNoRecord: no record has the id asked for.
 var ErrNoRecord = errors.New("environment: no such record")
 

@@ -831,3 +831,57 @@ func TestAFileRemovedUnderAPutIsNotMadeAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, names)
 }
+
+// A nil context is refused with ErrNilContext by every call that takes
+// one, of a writer and of a reader, where each panicked inside
+// database/sql; nothing is written.
+func TestNilContextIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	filledEnvironment(t, dir, "nilctx", 1)
+	var nilCtx context.Context
+	_, err := OpenContext(nilCtx, "nilctx", WithDir(dir))
+	require.ErrorIs(t, err, ErrNilContext)
+	_, err = OpenContext(nilCtx, "fresh", WithDir(dir))
+	require.ErrorIs(t, err, ErrNilContext)
+	names, err := List(WithDir(dir))
+	require.NoError(t, err)
+	require.Equal(t, []string{"nilctx"}, names, "a refused open makes no file")
+
+	for _, opts := range [][]Option{{WithDir(dir)}, {WithDir(dir), ReadOnly()}} {
+		env, err := Open("nilctx", opts...)
+		require.NoError(t, err)
+		calls := map[string]func() error{
+			"Put": func() error { _, err := env.Put(nilCtx, "l", sampleRecord{Seq: 1}); return err },
+			"PutJSON": func() error {
+				_, err := env.PutJSON(nilCtx, "sample", "l", []byte(`{}`))
+				return err
+			},
+			"Get":   func() error { _, err := env.Get(nilCtx, 1); return err },
+			"Kinds": func() error { _, err := env.Kinds(nilCtx); return err },
+			"Each":  func() error { return env.Each(nilCtx, Query{}, func(Entry) error { return nil }) },
+			"Query": func() error { _, err := env.Query(nilCtx, Query{}); return err },
+			"QueryAs": func() error {
+				_, err := QueryAs[sampleRecord](nilCtx, env, Query{})
+				return err
+			},
+			"EachAs": func() error {
+				return EachAs(nilCtx, env, Query{}, func(Typed[sampleRecord]) error { return nil })
+			},
+		}
+		for name, call := range calls {
+			if env.readOnly && strings.HasPrefix(name, "Put") {
+				continue // ErrReadOnly first
+			}
+			require.NotPanics(t, func() { err = call() }, name)
+			require.ErrorIs(t, err, ErrNilContext, name)
+			require.ErrorContains(t, err, `environment "nilctx": nil context`, name)
+		}
+		require.NoError(t, env.Close())
+	}
+	env, err := Open("nilctx", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	defer env.Close()
+	n, err := env.Query(context.Background(), Query{})
+	require.NoError(t, err)
+	require.Len(t, n, 1, "nothing was written")
+}

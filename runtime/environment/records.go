@@ -135,6 +135,9 @@ func (e *Env) PutJSON(ctx context.Context, kind, label string, body []byte) (Ent
 	if err := e.writable(); err != nil {
 		return Entry{}, err
 	}
+	if ctx == nil {
+		return Entry{}, named(e.name, ErrNilContext)
+	}
 	if err := validateKind(kind); err != nil {
 		return Entry{}, err
 	}
@@ -177,7 +180,7 @@ func (e *Env) PutJSON(ctx context.Context, kind, label string, body []byte) (Ent
 
 // Get returns the record with the given id, or ErrNoRecord.
 func (e *Env) Get(ctx context.Context, id int64) (Entry, error) {
-	if err := e.usable(); err != nil {
+	if err := e.callable(ctx); err != nil {
 		return Entry{}, err
 	}
 	var ent Entry
@@ -216,7 +219,7 @@ func collect[T any](each func(fn func(T) error) error) ([]T, error) {
 // Kinds returns the kinds of the records stored, sorted, each once: none
 // for an environment with no records.
 func (e *Env) Kinds(ctx context.Context) ([]string, error) {
-	if err := e.usable(); err != nil {
+	if err := e.callable(ctx); err != nil {
 		return nil, err
 	}
 	var kinds []string
@@ -262,7 +265,7 @@ const eachPageBytes = 16 << 20
 // opened ReadOnly reads the whole file once for SQLite's quick check and
 // fails on a damaged one with ErrCorrupt, the error a writer's Open gives.
 func (e *Env) Each(ctx context.Context, q Query, fn func(Entry) error) error {
-	if err := e.usable(); err != nil {
+	if err := e.callable(ctx); err != nil {
 		return err
 	}
 	where, args, err := q.clauses()
