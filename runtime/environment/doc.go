@@ -26,8 +26,8 @@
 // is opened, and so is a log or index next to it that is not a file. A
 // writer refuses, before writing anything, a file it cannot write (an error
 // matching fs.ErrPermission) and one that fails SQLite's quick check
-// (ErrCorrupt), and a reader's first listing (Each, once per Open) fails
-// with the same error; a writer refuses a file that has other names (hard
+// (ErrCorrupt), and a reader's first read (Each, Get or Kinds, once per
+// Open) fails with the same error; a writer refuses a file that has other names (hard
 // links: SQLite keeps a log beside each name, and writers through two
 // damage it) with ErrHardLinked; a reader reads it, without the records a
 // writer through another name holds in its log; a write lock held by

@@ -25,8 +25,8 @@ var (
 	// ErrCorrupt: the file is a vkrt environment whose pages SQLite found
 	// damaged (truncated, overwritten). A writer refuses it at Open, before
 	// writing into it; a reader opened ReadOnly is refused it at its first
-	// Each (or Query, EachAs, QueryAs), where SQLite reads a broken page of
-	// records as holding none.
+	// read (Each, Query, EachAs, QueryAs, Get or Kinds), where SQLite reads
+	// a broken page of records as holding none.
 	ErrCorrupt = errors.New("environment: file is damaged")
 	// ErrBusy: another writer (a goroutine or a process) held the
 	// environment's write lock for longer than the busy timeout.

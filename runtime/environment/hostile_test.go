@@ -137,6 +137,27 @@ func TestAReaderOfADamagedFileIsToldAsTheWriterIs(t *testing.T) {
 	}
 	err = EachAs(ctx, reader, Query{}, func(Typed[sampleRecord]) error { return nil })
 	require.ErrorIs(t, err, ErrCorrupt)
+	// Get and Kinds, first or after a listing, are refused the same way:
+	// they read the broken page as holding no record (ErrNoRecord) and
+	// no kind.
+	for _, first := range []string{"Get", "Kinds"} {
+		r, err := Open("broken", WithDir(dir), ReadOnly())
+		require.NoError(t, err)
+		for _, call := range []string{first, "Get", "Kinds"} {
+			switch call {
+			case "Get":
+				_, err = r.Get(ctx, 1)
+				require.NotErrorIs(t, err, ErrNoRecord, "%s after %s", call, first)
+			case "Kinds":
+				var kinds []string
+				kinds, err = r.Kinds(ctx)
+				require.Nil(t, kinds, "%s after %s", call, first)
+			}
+			require.ErrorIs(t, err, ErrCorrupt, "%s after %s", call, first)
+			require.Equal(t, writerErr.Error(), err.Error())
+		}
+		require.NoError(t, r.Close())
+	}
 	after, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.Equal(t, data, after, "the file is left as it was")

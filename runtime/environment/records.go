@@ -178,9 +178,14 @@ func (e *Env) PutJSON(ctx context.Context, kind, label string, body []byte) (Ent
 	return Entry{ID: id, Kind: kind, Label: label, Time: time.Unix(0, at.UnixNano()), Body: body}, nil
 }
 
-// Get returns the record with the given id, or ErrNoRecord.
+// Get returns the record with the given id, or ErrNoRecord. Of an Env
+// opened ReadOnly it is refused a damaged file with ErrCorrupt, as Each is
+// (the first read checks the whole file).
 func (e *Env) Get(ctx context.Context, id int64) (Entry, error) {
 	if err := e.callable(ctx); err != nil {
+		return Entry{}, err
+	}
+	if err := e.checkOnce(ctx); err != nil {
 		return Entry{}, err
 	}
 	var ent Entry
@@ -217,9 +222,13 @@ func collect[T any](each func(fn func(T) error) error) ([]T, error) {
 }
 
 // Kinds returns the kinds of the records stored, sorted, each once: none
-// for an environment with no records.
+// for an environment with no records. Of an Env opened ReadOnly it is
+// refused a damaged file with ErrCorrupt, as Each is.
 func (e *Env) Kinds(ctx context.Context) ([]string, error) {
 	if err := e.callable(ctx); err != nil {
+		return nil, err
+	}
+	if err := e.checkOnce(ctx); err != nil {
 		return nil, err
 	}
 	var kinds []string
@@ -261,9 +270,10 @@ const eachPageBytes = 16 << 20
 // 1.7 kB held 145 MB in vkrt records when they were all read first). The records are those stored when Each began:
 // records are never changed or removed, and ones put meanwhile have
 // larger ids than any it lists, so it leaves them out. An error fn
-// returns ends Each and is returned as it is. The first Each of an Env
-// opened ReadOnly reads the whole file once for SQLite's quick check and
-// fails on a damaged one with ErrCorrupt, the error a writer's Open gives.
+// returns ends Each and is returned as it is. The first Each (or Get, or
+// Kinds) of an Env opened ReadOnly reads the whole file once for SQLite's
+// quick check and fails on a damaged one with ErrCorrupt, the error a
+// writer's Open gives.
 func (e *Env) Each(ctx context.Context, q Query, fn func(Entry) error) error {
 	if err := e.callable(ctx); err != nil {
 		return err
@@ -360,10 +370,10 @@ func (e *Env) Each(ctx context.Context, q Query, fn func(Entry) error) error {
 // checkOnce refuses a damaged file, read-only, with the writer's ErrCorrupt
 // (quickCheck), once per Env: SQLite reads a broken page of records as one
 // that holds none, so a listing of a damaged file was empty, or short, and
-// said nothing. quick_check reads the whole file, as a listing does, so only
-// the first listing pays for it; the pools a reader opens again when a
-// writer changed the files are not checked again, as a writer checks the
-// file before it writes. A writer checked its file when it opened it.
+// said nothing, and so did Get (ErrNoRecord) and Kinds. quick_check reads
+// the whole file, as a listing does, so only the first read pays for it;
+// the pools a reader opens again when a writer changed the files are not
+// checked again, as a writer checks the file before it writes. A writer checked its file when it opened it.
 func (e *Env) checkOnce(ctx context.Context) error {
 	if !e.readOnly {
 		return nil
