@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"math"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +17,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/internal/strictjson"
 )
 
 // filledEnvironment writes n records whose notes carry "marker-<seq>;" and
@@ -905,4 +909,58 @@ func TestNilContextIsRefused(t *testing.T) {
 	n, err := env.Query(context.Background(), Query{})
 	require.NoError(t, err)
 	require.Len(t, n, 1, "nothing was written")
+}
+
+// nestedRecord has fields of every shape a body's value can be refused by.
+type nestedRecord struct {
+	Seq   int      `json:"seq"`
+	Flag  bool     `json:"flag"`
+	Small uint8    `json:"small"`
+	Names []string `json:"names"`
+	Inner struct {
+		Level int16 `json:"level"`
+	} `json:"inner"`
+	Wrapped
+	Addr netip.Addr `json:"addr"`
+}
+
+// Wrapped is embedded: its fields are nestedRecord's in the body.
+type Wrapped struct {
+	Count uint32 `json:"count"`
+}
+
+func (nestedRecord) Kind() string { return "nested" }
+
+// A body whose values do not fit the record's fields is told in the
+// body's terms: the field's JSON path, what it takes and what it holds;
+// the errors named Go's types ("cannot unmarshal string into Go struct
+// field sampleRecord.seq of type int", "*environment.sampleRecord"). The
+// kinds still match.
+func TestDecodeErrorsSpeakOfTheBodysFields(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"seq":"x"}`:             `field "seq": want an integer from -9223372036854775808 to 9223372036854775807, got a string`,
+		`{"flag":1}`:              `field "flag": want true or false, got a number`,
+		`{"seq":true}`:            `field "seq": want an integer from -9223372036854775808 to 9223372036854775807, got true or false`,
+		`{"small":300}`:           `field "small": the number 300 does not fit it: want an integer from 0 to 255`,
+		`{"small":1.5}`:           `field "small": the number 1.5 does not fit it: want an integer from 0 to 255`,
+		`{"names":[1]}`:           `field "names": want a string, got a number`,
+		`{"names":{}}`:            `field "names": want an array, got an object`,
+		`{"inner":{"level":"a"}}`: `field "inner.level": want an integer from -32768 to 32767, got a string`,
+		`{"inner":{"level":4e4}}`: `field "inner.level": the number 4e4 does not fit it: want an integer from -32768 to 32767`,
+		`{"inner":[]}`:            `field "inner": want an object, got an array`,
+		`{"count":-1}`:            `field "count": the number -1 does not fit it: want an integer from 0 to 4294967295`,
+		`{"addr":5}`:              `field "addr": want a string, got a number`,
+		`[1]`:                     `the body: want an object, got an array`,
+		`"text"`:                  `the body: want an object, got a string`,
+	} {
+		_, err := Decode[nestedRecord](Entry{ID: 7, Kind: "nested", Body: []byte(body)})
+		require.EqualError(t, err, `environment: decoding record 7 (kind "nested"): `+want, body)
+		for _, goWord := range []string{"Go ", "nestedRecord", "int16", "uint8", "struct"} {
+			require.NotContains(t, err.Error(), goWord, body)
+		}
+		var typeErr *json.UnmarshalTypeError
+		require.True(t, errors.As(err, &typeErr) || errors.Is(err, strictjson.ErrNumberDoesNotFit), "%s: the kind still matches", body)
+	}
+	_, err := Decode[nestedRecord](Entry{ID: 7, Kind: "nested", Body: []byte(`{"small":256}`)})
+	require.ErrorIs(t, err, strictjson.ErrNumberDoesNotFit)
 }

@@ -71,10 +71,14 @@ type Entry struct {
 // Decode unmarshals the body into v. A number that does not fit its field
 // (past the field's range, negative for an unsigned one, fractional or in
 // exponent form for an integer one) is refused with an error matching
-// strictjson.ErrNumberDoesNotFit, never wrapped.
+// strictjson.ErrNumberDoesNotFit, never wrapped. A value of the wrong kind
+// for its field is told in the body's terms, the field's JSON path, what
+// it takes and what the body holds ('field "seq": want an integer from
+// ... to ..., got a string'), not in Go's, and still matches the
+// *json.UnmarshalTypeError it comes from.
 func (e Entry) Decode(v any) error {
 	if err := strictjson.Unmarshal(e.Body, v); err != nil {
-		return fmt.Errorf("environment: decoding record %d (kind %q) into %T: %w", e.ID, e.Kind, v, err)
+		return decodeFailed(e.ID, e.Kind, v, err)
 	}
 	return nil
 }
