@@ -1,6 +1,7 @@
 package wasmhost
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"testing"
@@ -102,4 +103,54 @@ func TestHostFunctionsCalledDirectly(t *testing.T) {
 	require.Equal(t, ESUCCESS, call(ctx, small, "buffer_free", uint64(handle)))
 	require.Equal(t, EBADF, call(ctx, small, "buffer_free", uint64(handle)))
 	require.Equal(t, uint64(6), g.failedCalls, "every call that returned a status other than ESUCCESS, last_error's own two too")
+}
+
+// last_error and memory_report refuse an out_len that lies inside buf,
+// with EINVAL, writing nothing: the length went in and then the bytes
+// over it (or the other way round), so the guest read a length made of
+// its message. Ranges that only touch are apart.
+func TestOutLenOverlappingBufIsRefused(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	s, err := c.NewStream()
+	require.NoError(t, err)
+	defer s.Close()
+	g := newInstance(h, context.Background(), s, runConfig{})
+	t.Cleanup(func() { require.NoError(t, g.release()) })
+	ctx := context.WithValue(context.Background(), instanceKey{}, g)
+	mem := &fakeMemory{b: make([]byte, 8192)}
+	mod := fakeModule{mem: mem}
+
+	require.Equal(t, EBADF, call(ctx, mod, "buffer_free", 99), "a last error to read")
+	for _, fn := range []string{"last_error", "memory_report"} {
+		for _, c := range []struct{ buf, n, out uint64 }{
+			{0, 4096, 0}, {0, 4096, 4092}, {4, 4096, 2}, {4, 4096, 1}, {100, 1, 97}, {100, 1, 100},
+		} {
+			fill := bytes.Repeat([]byte{0xa5}, len(mem.b))
+			copy(mem.b, fill)
+			require.Equal(t, EINVAL, call(ctx, mod, fn, c.buf, c.n, c.out), "%s buf [%d, +%d) out_len %d", fn, c.buf, c.n, c.out)
+			require.Equal(t, fill, mem.b, "%s: nothing is written", fn)
+		}
+		for _, c := range []struct{ buf, n, out uint64 }{
+			{0, 4096, 4096}, {4, 4096, 0}, {100, 0, 100}, {4100, 4000, 4096},
+		} {
+			// An empty buf overlaps nothing: ERANGE, the length needed.
+			want := ESUCCESS
+			if c.n == 0 {
+				want = ERANGE
+			}
+			require.Equal(t, want, call(ctx, mod, fn, c.buf, c.n, c.out), "%s buf [%d, +%d) out_len %d", fn, c.buf, c.n, c.out)
+		}
+	}
+	// last_error's refusal leaves the message it reports in place;
+	// memory_report's is the last error.
+	require.Equal(t, EBADF, call(ctx, mod, "buffer_free", 99))
+	require.Equal(t, EINVAL, call(ctx, mod, "last_error", 0, 4096, 0))
+	require.Equal(t, ESUCCESS, call(ctx, mod, "last_error", 0, 4096, 4096))
+	n := binary.LittleEndian.Uint32(mem.b[4096:])
+	require.Contains(t, string(mem.b[:n]), "buffer_free")
+	require.Equal(t, EINVAL, call(ctx, mod, "memory_report", 0, 64, 60))
+	require.Equal(t, ESUCCESS, call(ctx, mod, "last_error", 100, 4000, 4100))
+	n = binary.LittleEndian.Uint32(mem.b[4100:])
+	require.Equal(t, "memory_report: out_len [60, 64) overlaps buf [0, 64); the length and the bytes would be written over each other", string(mem.b[100:100+n]))
 }

@@ -286,14 +286,11 @@ func memoryUsage(g *instance, mem api.Memory, stack []uint64) Errno {
 // writeOut answers a (buf, buf_len, out_len) call with msg: the needed
 // length always goes to out_len, the bytes only if they fit.
 func writeOut(g *instance, mem api.Memory, what string, stack []uint64, msg []byte, record bool) Errno {
-	ptr, n, outLen := uint32(stack[0]), uint32(stack[1]), uint32(stack[2])
-	dst, ok := guestRange(mem, ptr, n)
-	if !ok {
-		return faultOrKeep(g, what+" buf", ptr, n, mem, record)
+	dst, errno := checkOut(g, mem, what, stack, record)
+	if errno != ESUCCESS {
+		return errno
 	}
-	if _, ok := guestRange(mem, outLen, 4); !ok {
-		return faultOrKeep(g, what+" out_len", outLen, 4, mem, record)
-	}
+	outLen := uint32(stack[2])
 	if uint64(len(msg)) > math.MaxUint32 {
 		return g.fail(fail(EIO, "%s: %d B do not fit a u32 length", what, len(msg)))
 	}
@@ -306,6 +303,32 @@ func writeOut(g *instance, mem api.Memory, what string, stack []uint64, msg []by
 	}
 	copy(dst, msg)
 	return ESUCCESS
+}
+
+// checkOut checks the ranges of a (buf, buf_len, out_len) call: each
+// inside the guest's memory (EFAULT), and the two apart (EINVAL). It
+// returns buf's bytes. A failure is recorded as the last error unless
+// record is false (last_error's own).
+func checkOut(g *instance, mem api.Memory, what string, stack []uint64, record bool) ([]byte, Errno) {
+	ptr, n, outLen := uint32(stack[0]), uint32(stack[1]), uint32(stack[2])
+	dst, ok := guestRange(mem, ptr, n)
+	if !ok {
+		return nil, faultOrKeep(g, what+" buf", ptr, n, mem, record)
+	}
+	if _, ok := guestRange(mem, outLen, 4); !ok {
+		return nil, faultOrKeep(g, what+" out_len", outLen, 4, mem, record)
+	}
+	if n > 0 && uint64(outLen) < uint64(ptr)+uint64(n) && uint64(ptr) < uint64(outLen)+4 {
+		// The length and the bytes would be written over each other: the
+		// guest read a length made of its message, or a message cut by
+		// its length.
+		if !record {
+			return nil, EINVAL
+		}
+		return nil, g.fail(fail(EINVAL, "%s: out_len [%d, %d) overlaps buf [%d, %d); the length and the bytes would be written over each other",
+			what, outLen, uint64(outLen)+4, ptr, uint64(ptr)+uint64(n)))
+	}
+	return dst, ESUCCESS
 }
 
 // faultOrKeep is an EFAULT that, for last_error, leaves the last error the
