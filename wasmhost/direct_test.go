@@ -154,3 +154,34 @@ func TestOutLenOverlappingBufIsRefused(t *testing.T) {
 	n = binary.LittleEndian.Uint32(mem.b[4100:])
 	require.Equal(t, "memory_report: out_len [60, 64) overlaps buf [0, 64); the length and the bytes would be written over each other", string(mem.b[100:100+n]))
 }
+
+// memory_usage and memory_report of a guest whose stream the host program
+// closed answer EIO, as sync does, and write nothing: they answered
+// ESUCCESS with the zeros of pools that were gone.
+func TestUsageAndReportOfAClosedStreamAreEIO(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	s, err := c.NewStream()
+	require.NoError(t, err)
+	g := newInstance(h, context.Background(), s, runConfig{})
+	t.Cleanup(func() { require.NoError(t, g.release()) })
+	ctx := context.WithValue(context.Background(), instanceKey{}, g)
+	mem := &fakeMemory{b: make([]byte, 8192)}
+	mod := fakeModule{mem: mem}
+	require.Equal(t, ESUCCESS, call(ctx, mod, "memory_usage", 0))
+	require.Equal(t, ESUCCESS, call(ctx, mod, "memory_report", 0, 4096, 4096))
+	require.NoError(t, s.Close())
+
+	fill := bytes.Repeat([]byte{0xa5}, len(mem.b))
+	copy(mem.b, fill)
+	require.Equal(t, EIO, call(ctx, mod, "memory_usage", 0))
+	require.Equal(t, EIO, call(ctx, mod, "memory_report", 0, 4096, 4096))
+	require.Equal(t, EIO, call(ctx, mod, "sync"))
+	require.Equal(t, fill, mem.b, "nothing is written")
+	require.Equal(t, EFAULT, call(ctx, mod, "memory_usage", 8190), "the range is checked first")
+	require.Equal(t, EFAULT, call(ctx, mod, "memory_report", 0, 4096, 8190))
+	require.Equal(t, EIO, call(ctx, mod, "memory_usage", 0))
+	require.Equal(t, ESUCCESS, call(ctx, mod, "last_error", 0, 4096, 4096))
+	n := binary.LittleEndian.Uint32(mem.b[4096:])
+	require.Contains(t, string(mem.b[:n]), "is closed")
+}

@@ -263,10 +263,19 @@ func syncStream(g *instance, _ api.Memory, _ []uint64) Errno {
 	if err := g.stream.Err(); err != nil {
 		return g.fail(err)
 	}
-	if g.stream.Closed() {
-		return g.fail(fmt.Errorf("the guest's stream %d is closed: %w", g.stream.ID(), client.ErrClosed))
+	if err := g.streamClosed(); err != nil {
+		return g.fail(err)
 	}
 	return ESUCCESS
+}
+
+// streamClosed is the error of a guest whose stream the host program
+// closed (EIO), or nil.
+func (g *instance) streamClosed() error {
+	if g.stream.Closed() {
+		return fmt.Errorf("the guest's stream %d is closed: %w", g.stream.ID(), client.ErrClosed)
+	}
+	return nil
 }
 
 func memoryUsage(g *instance, mem api.Memory, stack []uint64) Errno {
@@ -274,6 +283,11 @@ func memoryUsage(g *instance, mem api.Memory, stack []uint64) Errno {
 	buf, ok := guestRange(mem, out, 32)
 	if !ok {
 		return faultf(g, "memory_usage out", out, 32, mem)
+	}
+	if err := g.streamClosed(); err != nil {
+		// A closed stream's pools are gone: their usage read as zeros,
+		// which a guest took for pools that hold nothing.
+		return g.fail(err)
 	}
 	u := g.stream.Usage()
 	binary.LittleEndian.PutUint64(buf[0:], u.NumberAllocs)
@@ -341,6 +355,13 @@ func faultOrKeep(g *instance, what string, ptr, n uint32, mem api.Memory, record
 }
 
 func memoryReport(g *instance, mem api.Memory, stack []uint64) Errno {
+	if _, errno := checkOut(g, mem, "memory_report", stack, true); errno != ESUCCESS {
+		return errno
+	}
+	if err := g.streamClosed(); err != nil {
+		// A closed stream's pools are gone: the report read as empty.
+		return g.fail(err)
+	}
 	msg, err := json.Marshal(g.stream.Report())
 	if err != nil {
 		return g.fail(fail(EIO, "memory_report: %v", err))
