@@ -786,15 +786,31 @@ func escapeURIPath(path string) string {
 	return b.String()
 }
 
-// Name is the environment's name.
-func (e *Env) Name() string { return e.name }
+// isNil says whether e is no environment: nil, or zero (Open names it).
+func (e *Env) isNil() bool { return e == nil || e.name == "" }
 
-// Path is the environment's file.
-func (e *Env) Path() string { return e.path }
+// Name is the environment's name; "" for a nil or zero Env.
+func (e *Env) Name() string {
+	if e == nil {
+		return ""
+	}
+	return e.name
+}
+
+// Path is the environment's file; "" for a nil or zero Env.
+func (e *Env) Path() string {
+	if e == nil {
+		return ""
+	}
+	return e.path
+}
 
 // Close releases the environment. Using it afterwards fails with ErrClosed;
-// closing twice is harmless.
+// closing twice is harmless. A nil or zero Env is ErrNil.
 func (e *Env) Close() error {
+	if e.isNil() {
+		return ErrNil
+	}
 	if e.closed.Swap(true) {
 		return nil
 	}
@@ -823,6 +839,9 @@ func (e *Env) Close() error {
 }
 
 func (e *Env) usable() error {
+	if e.isNil() {
+		return ErrNil
+	}
 	if e.closed.Load() {
 		return named(e.name, ErrClosed)
 	}

@@ -61,6 +61,11 @@ func (e *SchemaError) Error() string {
 // Is makes a *SchemaError match ErrNewerSchema.
 func (e *SchemaError) Is(target error) bool { return target == ErrNewerSchema }
 
+// ErrNil: a method was called on a nil *Env, or on a zero one, which Open
+// never returns: it has no file to act on. Every method that returns an
+// error returns it (Name and Path say ""), rather than dereferencing nil.
+var ErrNil = errors.New("environment: a nil or zero Env, not made by Open")
+
 // ErrNilContext: a nil context.Context was passed where a call takes one
 // (it panicked deep in database/sql); context.Background() stands for
 // none.

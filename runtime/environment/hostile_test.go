@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -963,4 +964,50 @@ func TestDecodeErrorsSpeakOfTheBodysFields(t *testing.T) {
 	}
 	_, err := Decode[nestedRecord](Entry{ID: 7, Kind: "nested", Body: []byte(`{"small":256}`)})
 	require.ErrorIs(t, err, strictjson.ErrNumberDoesNotFit)
+}
+
+// Every exported method of a nil or zero *Env, and the functions that take
+// one, return ErrNil where they return an error and their zero value
+// otherwise, where each panicked with a nil dereference (Close too). The
+// methods are listed by reflection, so one added later is held to it too.
+func TestNilAndZeroEnvRefuseWithoutPanicking(t *testing.T) {
+	errType := reflect.TypeFor[error]()
+	ctxType := reflect.TypeFor[context.Context]()
+	for _, env := range []*Env{nil, {}} {
+		v := reflect.ValueOf(env)
+		require.GreaterOrEqual(t, v.NumMethod(), 9)
+		for i := range v.NumMethod() {
+			m, name := v.Method(i), v.Type().Method(i).Name
+			what := fmt.Sprintf("(nil: %v).%s", env == nil, name)
+			args := make([]reflect.Value, m.Type().NumIn())
+			for j := range args {
+				switch in := m.Type().In(j); {
+				case in == ctxType:
+					args[j] = reflect.ValueOf(context.Background())
+				case in == reflect.TypeFor[Record]():
+					args[j] = reflect.ValueOf(sampleRecord{Seq: 1})
+				default:
+					args[j] = reflect.Zero(in)
+				}
+			}
+			var out []reflect.Value
+			require.NotPanics(t, func() { out = m.Call(args) }, what)
+			for k, r := range out {
+				if r.Type() == errType && k == len(out)-1 {
+					err, _ := r.Interface().(error)
+					require.ErrorIs(t, err, ErrNil, what)
+				} else {
+					require.True(t, r.IsZero(), "%s: result %d is %v, want the zero value", what, k, r)
+				}
+			}
+		}
+		ctx := context.Background()
+		var err error
+		require.NotPanics(t, func() { _, err = QueryAs[sampleRecord](ctx, env, Query{}) })
+		require.ErrorIs(t, err, ErrNil)
+		require.NotPanics(t, func() {
+			err = EachAs(ctx, env, Query{}, func(Typed[sampleRecord]) error { return nil })
+		})
+		require.ErrorIs(t, err, ErrNil)
+	}
 }

@@ -119,6 +119,9 @@ type Query struct {
 // is refused with ErrInvalidRecord: it holds no record, and its body would
 // be the JSON null.
 func (e *Env) Put(ctx context.Context, label string, rec Record) (Entry, error) {
+	if e.isNil() {
+		return Entry{}, ErrNil
+	}
 	if isNil(rec) {
 		if rec == nil {
 			return Entry{}, fmt.Errorf("%w: nil record for label %q", ErrInvalidRecord, label)
