@@ -16,7 +16,7 @@ var (
 	// ErrClosed: the environment was used after Close.
 	ErrClosed = errors.New("environment: closed")
 	// ErrInvalidRecord: a kind, label or body that cannot be stored, or a
-	// query that cannot be run.
+	// query that cannot be run (a listing given no function among them).
 	ErrInvalidRecord = errors.New("environment: invalid record")
 	// ErrReadOnly: a write to an environment opened with ReadOnly.
 	ErrReadOnly = errors.New("environment: opened read-only")

@@ -1011,3 +1011,23 @@ func TestNilAndZeroEnvRefuseWithoutPanicking(t *testing.T) {
 		require.ErrorIs(t, err, ErrNil)
 	}
 }
+
+// Each and EachAs given no function refuse the listing with
+// ErrInvalidRecord, where each panicked at the first record; so does the
+// client's EachMemoryRecord, which is EachAs.
+func TestListingWithANilFunctionIsRefused(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	filledEnvironment(t, dir, "nilfn", 2)
+	for _, opts := range [][]Option{{WithDir(dir)}, {WithDir(dir), ReadOnly()}} {
+		env, err := Open("nilfn", opts...)
+		require.NoError(t, err)
+		require.NotPanics(t, func() { err = env.Each(ctx, Query{}, nil) })
+		require.ErrorIs(t, err, ErrInvalidRecord)
+		require.ErrorContains(t, err, "no function (nil)")
+		require.NotPanics(t, func() { err = EachAs[sampleRecord](ctx, env, Query{}, nil) })
+		require.ErrorIs(t, err, ErrInvalidRecord)
+		require.NoError(t, env.Close())
+		require.ErrorIs(t, env.Each(ctx, Query{}, nil), ErrClosed, "a closed Env says so first")
+	}
+}

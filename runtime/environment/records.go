@@ -280,10 +280,14 @@ const eachPageBytes = 16 << 20
 // returns ends Each and is returned as it is. The first Each (or Get, or
 // Kinds) of an Env opened ReadOnly reads the whole file once for SQLite's
 // quick check and fails on a damaged one with ErrCorrupt, the error a
-// writer's Open gives.
+// writer's Open gives. A nil fn is refused with ErrInvalidRecord.
 func (e *Env) Each(ctx context.Context, q Query, fn func(Entry) error) error {
 	if err := e.callable(ctx); err != nil {
 		return err
+	}
+	if fn == nil {
+		// It would be called with the first record, a nil function's panic.
+		return fmt.Errorf("%w: the listing was given no function (nil) to call with the records", ErrInvalidRecord)
 	}
 	where, args, err := q.clauses()
 	if err != nil {
@@ -457,13 +461,17 @@ func EachAs[T Record](ctx context.Context, e *Env, q Query, fn func(Typed[T]) er
 		return fmt.Errorf("%w: query asks for kind %q, decoding as %T of kind %q", ErrKindMismatch, q.Kind, zero, kind)
 	}
 	q.Kind = kind
-	return e.Each(ctx, q, func(ent Entry) error {
-		v, err := Decode[T](ent)
-		if err != nil {
-			return err
+	var each func(Entry) error // nil for a nil fn, which Each refuses
+	if fn != nil {
+		each = func(ent Entry) error {
+			v, err := Decode[T](ent)
+			if err != nil {
+				return err
+			}
+			return fn(Typed[T]{Entry: ent, Value: v})
 		}
-		return fn(Typed[T]{Entry: ent, Value: v})
-	})
+	}
+	return e.Each(ctx, q, each)
 }
 
 type scanner interface{ Scan(dest ...any) error }
