@@ -157,7 +157,8 @@ func TestOutLenOverlappingBufIsRefused(t *testing.T) {
 
 // memory_usage and memory_report of a guest whose stream the host program
 // closed answer EIO, as sync does, and write nothing: they answered
-// ESUCCESS with the zeros of pools that were gone.
+// ESUCCESS with the zeros of pools that were gone. persistent_end answers
+// EIO too, as persistent_begin does.
 func TestUsageAndReportOfAClosedStreamAreEIO(t *testing.T) {
 	c := openClient(t)
 	h := newHost(t, context.Background(), c)
@@ -170,7 +171,10 @@ func TestUsageAndReportOfAClosedStreamAreEIO(t *testing.T) {
 	mod := fakeModule{mem: mem}
 	require.Equal(t, ESUCCESS, call(ctx, mod, "memory_usage", 0))
 	require.Equal(t, ESUCCESS, call(ctx, mod, "memory_report", 0, 4096, 4096))
+	require.Equal(t, ESUCCESS, call(ctx, mod, "persistent_begin"))
 	require.NoError(t, s.Close())
+	require.Equal(t, EIO, call(ctx, mod, "persistent_end"), "persistent_end answered ESUCCESS where persistent_begin is EIO")
+	require.Equal(t, EIO, call(ctx, mod, "persistent_begin"))
 
 	fill := bytes.Repeat([]byte{0xa5}, len(mem.b))
 	copy(mem.b, fill)

@@ -461,6 +461,10 @@ func persistentEnd(g *instance, _ api.Memory, _ []uint64) Errno {
 	if g.persistent == 0 {
 		return g.fail(fail(EINVAL, "persistent_end: no persistent window is open"))
 	}
+	if err := g.streamClosed(); err != nil {
+		// Its windows went with its pools; release ends what is counted.
+		return g.fail(err)
+	}
 	g.stream.EndPersistent()
 	g.persistent--
 	return ESUCCESS
