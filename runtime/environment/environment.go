@@ -37,6 +37,7 @@ const maxNameLen = 128
 // option to its own copy, so an option value can be reused freely.
 type config struct {
 	dir         string
+	dirSet      bool // WithDir was given, with dir even if empty
 	busyTimeout time.Duration
 	create      bool
 	readOnly    bool
@@ -47,8 +48,11 @@ type config struct {
 type Option func(config) config
 
 // WithDir stores environments in dir instead of the default data directory.
+// An empty dir is refused (an error matching fs.ErrInvalid) by Open, Path
+// and List: it stood for the default data directory, so a caller's unset
+// directory put its records where it did not look.
 func WithDir(dir string) Option {
-	return func(c config) config { c.dir = dir; return c }
+	return func(c config) config { c.dir, c.dirSet = dir, true; return c }
 }
 
 // WithBusyTimeout sets how long a write waits for another writer (another
@@ -194,6 +198,9 @@ func (c config) notDirError(dir string, err error) error {
 func (c config) resolveDir() (string, error) {
 	if c.dir != "" {
 		return c.dir, nil
+	}
+	if c.dirSet {
+		return "", fmt.Errorf("environment: WithDir was given an empty directory; leave the option out for the default data directory: %w", fs.ErrInvalid)
 	}
 	return DefaultDir()
 }

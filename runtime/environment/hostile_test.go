@@ -1031,3 +1031,28 @@ func TestListingWithANilFunctionIsRefused(t *testing.T) {
 		require.ErrorIs(t, env.Each(ctx, Query{}, nil), ErrClosed, "a closed Env says so first")
 	}
 }
+
+// WithDir("") is refused by Open, Path and List, where it stood for the
+// default data directory: a caller whose directory was unset wrote its
+// records where it never looked.
+func TestWithAnEmptyDirIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(DirEnvVar, dir)
+	_, err := Open("x", WithDir(""))
+	require.ErrorIs(t, err, fs.ErrInvalid)
+	require.ErrorContains(t, err, "WithDir was given an empty directory")
+	_, err = Open("x", WithDir(""), ReadOnly())
+	require.ErrorIs(t, err, fs.ErrInvalid)
+	_, err = Path("x", WithDir(""))
+	require.ErrorIs(t, err, fs.ErrInvalid)
+	_, err = List(WithDir(""))
+	require.ErrorIs(t, err, fs.ErrInvalid)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "nothing is made in the default directory")
+
+	// A later WithDir replaces it, as any later option does.
+	env, err := Open("x", WithDir(""), WithDir(dir))
+	require.NoError(t, err)
+	require.NoError(t, env.Close())
+}
