@@ -22,6 +22,18 @@ import (
 // device open, so its errors match ErrClosed only.
 var ErrClosed = errors.New("client: closed")
 
+// ErrNilContext: a nil context.Context was passed where a call takes one
+// (it panicked inside the call); context.Background() stands for none.
+var ErrNilContext = errors.New("client: nil context (pass context.Background() for none)")
+
+// ctxErr is ctx.Err(), or ErrNilContext for a nil ctx.
+func ctxErr(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	return ctx.Err()
+}
+
 // ErrInvalidOption: Open was given an option it cannot follow, such as a
 // nil environment (UseEnvironment) or a nil device (WithBackend).
 var ErrInvalidOption = errors.New("client: invalid option")
@@ -248,6 +260,12 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 		c = o(c)
 	}
 	c.closeReplaced()
+	if ctx == nil {
+		if c.backend != nil {
+			closeUnused(c.backend) // the client's from WithBackend on
+		}
+		return nil, ErrNilContext
+	}
 	if c.envUsed && c.env == nil {
 		if c.backend != nil {
 			closeUnused(c.backend) // the client's from WithBackend on
@@ -514,6 +532,9 @@ func (c *Client) Stream(ctx context.Context) *Stream {
 func (c *Client) CallingStream(ctx context.Context) (*Stream, error) {
 	if c.isNil() {
 		return nil, ErrNil
+	}
+	if ctx == nil {
+		return nil, ErrNilContext
 	}
 	s, _ := ctx.Value(streamKey{}).(*Stream)
 	switch {

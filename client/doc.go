@@ -62,5 +62,6 @@
 // A nil *Client or *Stream (or a zero one, which neither Open nor NewStream
 // makes) is no client: a method of it that returns an error returns ErrNil,
 // the others their zero value (Stream.Closed says true), rather than
-// dereferencing nil.
+// dereferencing nil. A call given a nil context, Open's too, is refused
+// with ErrNilContext.
 package client

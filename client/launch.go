@@ -51,7 +51,7 @@ func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 	if s.isNil() {
 		return ErrNil
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return err
 	}
 	dry := dryrun.Active(ctx)

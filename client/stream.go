@@ -303,7 +303,7 @@ func (s *Stream) Create(ctx context.Context, data []byte) (*Buffer, error) {
 }
 
 func (s *Stream) alloc(ctx context.Context, size uint64, data []byte) (*Buffer, error) {
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
 	dry := dryrun.Active(ctx)
@@ -508,7 +508,7 @@ func (s *Stream) Write(ctx context.Context, b *Buffer, offset uint64, data []byt
 	if s.isNil() {
 		return ErrNil
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return err
 	}
 	dry := dryrun.Active(ctx)
@@ -542,7 +542,7 @@ func (s *Stream) Back(ctx context.Context, b *Buffer) error {
 	if s.isNil() {
 		return ErrNil
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return err
 	}
 	dry := dryrun.Active(ctx)
@@ -588,7 +588,7 @@ func (s *Stream) ReadInto(ctx context.Context, b *Buffer, offset uint64, dst []b
 // read reads n bytes of b from offset into the memory dst gives once the
 // read is known to be valid.
 func (s *Stream) read(ctx context.Context, b *Buffer, offset, n uint64, dst func() []byte) error {
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return err
 	}
 	dry := dryrun.Active(ctx)
