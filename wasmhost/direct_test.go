@@ -189,3 +189,26 @@ func TestUsageAndReportOfAClosedStreamAreEIO(t *testing.T) {
 	n := binary.LittleEndian.Uint32(mem.b[4096:])
 	require.Contains(t, string(mem.b[:n]), "is closed")
 }
+
+// New, Compile and Run refuse a nil context with ErrNilContext: New and
+// Run panicked, and Compile refused the module as one wazero failed on.
+func TestNilContextIsRefused(t *testing.T) {
+	var nilCtx context.Context
+	c := openClient(t)
+	h, err := New(nilCtx, c)
+	require.ErrorIs(t, err, ErrNilContext)
+	require.Nil(t, h)
+	h = newHost(t, context.Background(), c)
+	src := guestWAT(t, "", `(drop (call $sync))`)
+	m, err := h.Compile(nilCtx, src)
+	require.ErrorIs(t, err, ErrNilContext)
+	require.NotErrorIs(t, err, ErrRefused, "the module is not to blame")
+	require.Nil(t, m)
+	m = compile(t, h, src)
+	var res *Result
+	require.NotPanics(t, func() { res, err = h.Run(nilCtx, m) })
+	require.ErrorIs(t, err, ErrNilContext)
+	require.Nil(t, res)
+	_, err = h.Run(context.Background(), m)
+	require.NoError(t, err, "the host and the module are as they were")
+}

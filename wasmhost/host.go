@@ -46,6 +46,10 @@ var (
 	// ErrClosed: the host was used after Close, or closed while the guest
 	// ran.
 	ErrClosed = errors.New("wasmhost: host closed")
+	// ErrNilContext: New, Compile or Run was given a nil context.Context
+	// (New and Run panicked, and Compile blamed the module);
+	// context.Background() stands for none.
+	ErrNilContext = errors.New("wasmhost: nil context (pass context.Background() for none)")
 )
 
 // ExitError is a guest that exited with a non-zero code.
@@ -111,6 +115,9 @@ const closedExitCode = 0xc105ed
 // New starts a host over c. ctx may carry wazero's experimental function
 // listener, which then sees every host call.
 func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	cfg := hostConfig{maxMemoryPages: DefaultMaxMemoryPages, maxTableEntries: DefaultMaxTableEntries, records: true}
 	for _, o := range opts {
 		cfg = o(cfg)
@@ -225,6 +232,9 @@ func checkBinary(wasm []byte) (wasmModule, error) {
 // each (see checkLocals) and of control flow that compiles in seconds (see
 // checkControl). Anything else is ErrRefused.
 func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -424,6 +434,9 @@ type instanceKey struct{}
 // freed before Run returns. m is a module this host compiled and has not
 // closed: a nil one, one of another host or a closed one is ErrRefused.
 func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
