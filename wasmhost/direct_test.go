@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/vkrt/vkrt/client"
 )
 
 // fakeModule is a guest module for calling host functions directly: its
@@ -211,4 +213,15 @@ func TestNilContextIsRefused(t *testing.T) {
 	require.Nil(t, res)
 	_, err = h.Run(context.Background(), m)
 	require.NoError(t, err, "the host and the module are as they were")
+}
+
+// New refuses a nil or zero client with client.ErrNil, where it made a
+// host that refused every guest at Run ("a stream for the guest").
+func TestNewRefusesANilClient(t *testing.T) {
+	for _, c := range []*client.Client{nil, {}} {
+		h, err := New(context.Background(), c)
+		require.ErrorIs(t, err, client.ErrNil)
+		require.ErrorContains(t, err, "wasmhost: no client to run guests on")
+		require.Nil(t, h)
+	}
 }

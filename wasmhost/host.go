@@ -113,10 +113,15 @@ type Host struct {
 const closedExitCode = 0xc105ed
 
 // New starts a host over c. ctx may carry wazero's experimental function
-// listener, which then sees every host call.
+// listener, which then sees every host call. A nil or zero c, which
+// client.Open never returns, is refused with client.ErrNil: the host ran
+// no guest on it.
 func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 	if ctx == nil {
 		return nil, ErrNilContext
+	}
+	if c.Device() == nil { // a nil or zero client has none
+		return nil, fmt.Errorf("wasmhost: no client to run guests on: %w", client.ErrNil)
 	}
 	cfg := hostConfig{maxMemoryPages: DefaultMaxMemoryPages, maxTableEntries: DefaultMaxTableEntries, records: true}
 	for _, o := range opts {
