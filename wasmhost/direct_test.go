@@ -225,3 +225,29 @@ func TestNewRefusesANilClient(t *testing.T) {
 		require.Nil(t, h)
 	}
 }
+
+// A nil or zero Host or Module is no host or module: its methods return
+// ErrNil (Client nil) where each panicked with a nil dereference, and Run
+// refuses a zero Module as it does a nil one.
+func TestNilAndZeroHostAndModuleRefuseWithoutPanicking(t *testing.T) {
+	ctx := context.Background()
+	src := guestWAT(t, "", `(drop (call $sync))`)
+	for _, h := range []*Host{nil, {}} {
+		require.NotPanics(t, func() {
+			require.Nil(t, h.Client())
+			_, err := h.Compile(ctx, src)
+			require.ErrorIs(t, err, ErrNil)
+			_, err = h.Run(ctx, nil)
+			require.ErrorIs(t, err, ErrNil)
+			require.ErrorIs(t, h.Close(ctx), ErrNil)
+		}, "host nil: %v", h == nil)
+	}
+	for _, m := range []*Module{nil, {}} {
+		require.NotPanics(t, func() { require.ErrorIs(t, m.Close(ctx), ErrNil) }, "module nil: %v", m == nil)
+	}
+	h := newHost(t, ctx, openClient(t))
+	var err error
+	require.NotPanics(t, func() { _, err = h.Run(ctx, &Module{}) })
+	require.ErrorIs(t, err, ErrRefused)
+	require.ErrorContains(t, err, "a zero Module")
+}

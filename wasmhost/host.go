@@ -50,6 +50,11 @@ var (
 	// (New and Run panicked, and Compile blamed the module);
 	// context.Background() stands for none.
 	ErrNilContext = errors.New("wasmhost: nil context (pass context.Background() for none)")
+	// ErrNil: a method was called on a nil *Host or *Module, or on a zero
+	// one, which New and Compile never return: it has no runtime or code
+	// to act on. Such a method returns ErrNil where it returns an error
+	// (Client returns nil), rather than dereferencing nil.
+	ErrNil = errors.New("wasmhost: a nil or zero Host or Module, not made by New or Compile")
 )
 
 // ExitError is a guest that exited with a non-zero code.
@@ -171,6 +176,9 @@ const guestFeatures = api.CoreFeaturesV2 &^ api.CoreFeatureReferenceTypes
 // under way finishes first. The client stays open. A second Close returns
 // once the first has, and does nothing else.
 func (h *Host) Close(ctx context.Context) error {
+	if h.isNil() {
+		return ErrNil
+	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -197,8 +205,17 @@ func (h *Host) isClosed() bool {
 	return h.closed
 }
 
-// Client is the client the host runs guests on.
-func (h *Host) Client() *client.Client { return h.c }
+// isNil says whether h is no host: nil, or zero (New sets rt).
+func (h *Host) isNil() bool { return h == nil || h.rt == nil }
+
+// Client is the client the host runs guests on; nil for a nil or zero
+// Host.
+func (h *Host) Client() *client.Client {
+	if h.isNil() {
+		return nil
+	}
+	return h.c
+}
 
 func (h *Host) deviceBytes() uint64 { return h.c.Device().Storage().Allocated() }
 
@@ -237,6 +254,9 @@ func checkBinary(wasm []byte) (wasmModule, error) {
 // each (see checkLocals) and of control flow that compiles in seconds (see
 // checkControl). Anything else is ErrRefused.
 func (h *Host) Compile(ctx context.Context, wasm []byte) (*Module, error) {
+	if h.isNil() {
+		return nil, ErrNil
+	}
 	if ctx == nil {
 		return nil, ErrNilContext
 	}
@@ -303,8 +323,11 @@ func compileModule(ctx context.Context, rt wazero.Runtime, wasm []byte) (cm waze
 }
 
 // Close releases the compiled code; a Run of the module after it is
-// ErrRefused.
+// ErrRefused. A nil or zero Module is ErrNil.
 func (m *Module) Close(ctx context.Context) error {
+	if m == nil || m.compiled == nil {
+		return ErrNil
+	}
 	m.closed.Store(true)
 	return m.compiled.Close(ctx)
 }
@@ -439,6 +462,9 @@ type instanceKey struct{}
 // freed before Run returns. m is a module this host compiled and has not
 // closed: a nil one, one of another host or a closed one is ErrRefused.
 func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, error) {
+	if h.isNil() {
+		return nil, ErrNil
+	}
 	if ctx == nil {
 		return nil, ErrNilContext
 	}
@@ -454,6 +480,8 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 	case m == nil:
 		// What a failed Compile returns: Run dereferenced it and panicked.
 		return nil, fmt.Errorf("%w: a nil *Module (Compile refused the guest?)", ErrRefused)
+	case m.compiled == nil:
+		return nil, fmt.Errorf("%w: a zero Module, which Compile never returns", ErrRefused)
 	case m.host != h:
 		// wazero's words were "source module must be compiled before
 		// instantiation", said once a stream was made for the guest.
