@@ -1056,3 +1056,25 @@ func TestWithAnEmptyDirIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, env.Close())
 }
+
+// Decode, QueryAs and EachAs asked to decode as an interface type (Record
+// itself) refuse with ErrInvalidRecord, where asking the nil interface its
+// kind panicked.
+func TestDecodingAsAnInterfaceTypeIsRefused(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	filledEnvironment(t, dir, "iface", 1)
+	env, err := Open("iface", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	defer env.Close()
+	ents, err := env.Query(ctx, Query{})
+	require.NoError(t, err)
+	require.Len(t, ents, 1)
+	require.NotPanics(t, func() { _, err = Decode[Record](ents[0]) })
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	require.ErrorContains(t, err, "not as the interface type")
+	require.NotPanics(t, func() { _, err = QueryAs[Record](ctx, env, Query{}) })
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	require.NotPanics(t, func() { err = EachAs(ctx, env, Query{}, func(Typed[Record]) error { return nil }) })
+	require.ErrorIs(t, err, ErrInvalidRecord)
+}

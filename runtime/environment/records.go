@@ -29,14 +29,22 @@ type Record interface {
 // is nil, of which a Kind method of the type it points to cannot be asked
 // (Go panics: "value method … called using nil pointer"): it is asked of
 // that type's zero value.
-func kindOf[T Record]() string {
+//
+// An interface type (Record itself) has no zero value to ask: its nil
+// panicked. It is refused with ErrInvalidRecord, as the records' type
+// decodes them, and an interface type can hold any.
+func kindOf[T Record]() (string, error) {
 	var zero T
-	if t := reflect.TypeFor[T](); t.Kind() == reflect.Pointer {
+	t := reflect.TypeFor[T]()
+	switch t.Kind() {
+	case reflect.Interface:
+		return "", fmt.Errorf("%w: records are decoded as a type of one kind, not as the interface type %v", ErrInvalidRecord, t)
+	case reflect.Pointer:
 		if r, ok := reflect.New(t.Elem()).Interface().(T); ok {
-			return r.Kind()
+			return r.Kind(), nil
 		}
 	}
-	return zero.Kind()
+	return zero.Kind(), nil
 }
 
 // isNil: rec holds no value to store, a nil pointer, map or slice, which
@@ -93,10 +101,14 @@ type Typed[T Record] struct {
 // ErrKindMismatch.
 func Decode[T Record](e Entry) (T, error) {
 	var v T
-	if kind := kindOf[T](); e.Kind != kind {
+	kind, err := kindOf[T]()
+	if err != nil {
+		return v, err
+	}
+	if e.Kind != kind {
 		return v, fmt.Errorf("%w: record %d is of kind %q, asked to decode it as %T of kind %q", ErrKindMismatch, e.ID, e.Kind, v, kind)
 	}
-	err := e.Decode(&v)
+	err = e.Decode(&v)
 	return v, err
 }
 
@@ -456,7 +468,10 @@ func QueryAs[T Record](ctx context.Context, e *Env, q Query) ([]Typed[T], error)
 // does with that error.
 func EachAs[T Record](ctx context.Context, e *Env, q Query, fn func(Typed[T]) error) error {
 	var zero T
-	kind := kindOf[T]()
+	kind, err := kindOf[T]()
+	if err != nil {
+		return err
+	}
 	if q.Kind != "" && q.Kind != kind {
 		return fmt.Errorf("%w: query asks for kind %q, decoding as %T of kind %q", ErrKindMismatch, q.Kind, zero, kind)
 	}
