@@ -63,10 +63,15 @@ func planTraces(cmd *cobra.Command, paths []string, out string, asJSON bool) err
 	if err := checkTraceArgs(paths); err != nil {
 		return err
 	}
+	names := distinctTraceNames(paths)
+	// Too many traces, or names too long for a plan file, are refused
+	// before any is read, not once every one was.
+	if err := plan.CheckTraceNames(names); err != nil {
+		return err // it says "plan:" itself
+	}
 	bar := newReplayProgress(cmd.ErrOrStderr())
 	defer bar.clear()
 	streams := make([]*trace.Trace, len(paths))
-	names := distinctTraceNames(paths)
 	for i, p := range paths {
 		t, err := readTrace(p, bar)
 		if err != nil {

@@ -393,3 +393,18 @@ func TestPlanTracesNamesAMissingTraceBeforeAMissingOut(t *testing.T) {
 	_, _, err = execute(t, "plan", writeTrace(t, "first.trace", shortRun))
 	require.EqualError(t, err, "plan: --out FILE is needed to plan from traces", "the traces are there: the flag alone is missing")
 }
+
+// More traces than a plan file names are refused before any is read: the
+// last of them, malformed, was what the command said, once it had read
+// every trace before it.
+func TestPlanTracesRefusesTooManyBeforeReadingThem(t *testing.T) {
+	good := writeTrace(t, "run.trace", shortRun)
+	paths := make([]string, 0, plan.MaxFileTraces+1)
+	for range plan.MaxFileTraces {
+		paths = append(paths, good)
+	}
+	paths = append(paths, writeTrace(t, "bad.trace", "not a trace\n"))
+	_, _, err := execute(t, "plan", append([]string{"--out", filepath.Join(t.TempDir(), "p.plan")}, paths...)...)
+	require.ErrorIs(t, err, plan.ErrCannotPlan)
+	require.ErrorContains(t, err, fmt.Sprintf("%d runs, more than the %d a plan file names", plan.MaxFileTraces+1, plan.MaxFileTraces))
+}
