@@ -110,7 +110,8 @@ type Manager struct {
 	spills       uint64
 }
 
-// ManagerOption configures NewManager.
+// ManagerOption configures NewManager. A nil option is no option, as a
+// nil logger or warning function given to one is the default.
 type ManagerOption func(*Manager)
 
 // WithLogger is where the manager warns, from the layout NewManager builds
@@ -167,7 +168,9 @@ func NewManager(s vkruntime.Storage, p vkruntime.DeviceProperties, l Layout, opt
 	}
 	m := &Manager{id: managerIDs.Add(1), storage: s, props: p, logger: slog.Default(), unusedSlot: noSlot}
 	for _, o := range opts {
-		o(m)
+		if o != nil {
+			o(m)
+		}
 	}
 	if lim, ok := s.(vkruntime.AllocationLimiter); ok {
 		m.backendLimit = lim.MaxAllocationSize()

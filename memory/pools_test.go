@@ -326,3 +326,15 @@ func TestInstallRefusalCountsReservationsOfNoBytes(t *testing.T) {
 	require.NoError(t, m.Free(h))
 	require.NoError(t, m.Install(DirectLayout()))
 }
+
+// A nil option is no option: NewManager builds the manager as without it,
+// where it panicked calling it.
+func TestNewManagerIgnoresANilOption(t *testing.T) {
+	var none ManagerOption
+	logger := slog.New(slog.DiscardHandler)
+	m, err := NewManager(newFakeStorage(), testProps, SubSlicesLayout(), none, WithLogger(logger), nil)
+	require.NoError(t, err)
+	require.Same(t, logger, m.logger, "the options past a nil one apply")
+	h := mustReserve(t, m, 100, Eager)
+	require.NoError(t, m.Free(h))
+}
