@@ -85,7 +85,9 @@
 // sliced pools, [MaxArenaSlots] slots and [MaxArenaPages] arena pages.
 // [ParseLayout] takes the command line's preset names (sub-slices,
 // exclusive-pages, direct, virtual) or a JSON literal, [ReadLayoutFile] a
-// file of at most [MaxLayoutFileBytes].
+// file of at most [MaxLayoutFileBytes]. A layout that cannot be read is
+// an [InvalidLayout] as one that cannot be honoured is: errors.Is(err,
+// &InstallError{Kind: InvalidLayout}) holds for both.
 //
 // # Reservations
 //

@@ -3,6 +3,7 @@ package memory
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrUnknownMapping: Reserve was given a Mapping other than Eager and
@@ -20,7 +21,13 @@ const (
 	StreamUnavailable
 	// Unsupported: the backend has no configurable pools. Permanent.
 	Unsupported
-	// InvalidLayout: the layout cannot be honoured. Permanent.
+	// InvalidLayout: the layout cannot be honoured. Permanent. A layout
+	// that cannot be read (ParseLayout, ReadLayout, ReadLayoutFile and
+	// Layout.UnmarshalJSON refusing malformed JSON, an unknown preset or
+	// variant, a byte order mark, an empty or oversized file) is one too:
+	// its error matches InvalidLayout under errors.Is and errors.As
+	// gives an *InstallError of this kind, while a file that cannot be
+	// opened or read keeps its own error and matches no kind.
 	InvalidLayout
 )
 
@@ -84,4 +91,40 @@ func (e *InstallError) Is(target error) bool {
 
 func invalidLayout(format string, args ...any) *InstallError {
 	return &InstallError{Kind: InvalidLayout, Reason: fmt.Sprintf(format, args...)}
+}
+
+// unreadableLayout is the error of a layout that cannot be read: it says
+// what the reader said, and classifies as InvalidLayout.
+type unreadableLayout struct{ err error }
+
+// layoutUnreadable classifies err, a refusal of a layout's text, as
+// InvalidLayout; nil stays nil.
+func layoutUnreadable(err error) error {
+	if err == nil {
+		return nil
+	}
+	var u *unreadableLayout
+	if errors.As(err, &u) {
+		return err
+	}
+	return &unreadableLayout{err: err}
+}
+
+func (e *unreadableLayout) Error() string { return e.err.Error() }
+func (e *unreadableLayout) Unwrap() error { return e.err }
+
+// Is matches an *InstallError of kind InvalidLayout.
+func (e *unreadableLayout) Is(target error) bool {
+	var t *InstallError
+	return errors.As(target, &t) && t != nil && t.Kind == InvalidLayout
+}
+
+// As gives an *InstallError target the InvalidLayout it is, its reason
+// the reader's message.
+func (e *unreadableLayout) As(target any) bool {
+	t, ok := target.(**InstallError)
+	if ok {
+		*t = &InstallError{Kind: InvalidLayout, Reason: strings.TrimPrefix(e.err.Error(), "memory: ")}
+	}
+	return ok
 }

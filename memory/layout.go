@@ -277,6 +277,8 @@ func (p ArenaPlan) clone() ArenaPlan {
 
 // ParseLayout reads a layout as the command line takes it: a preset name
 // (sub-slices, exclusive-pages, direct, virtual) or a layout JSON literal.
+// A string that is neither is refused with an error matching InvalidLayout
+// (see InstallErrorKind).
 func ParseLayout(s string) (Layout, error) { return parseLayout([]byte(s)) }
 
 // parseLayout is ParseLayout on bytes, so a layout file is parsed where it
@@ -294,7 +296,7 @@ func parseLayout(b []byte) (Layout, error) {
 		return VirtualLayout(VirtualPlan{}), nil
 	}
 	if bom := byteOrderMark(t); bom != "" {
-		return Layout{}, fmt.Errorf("memory: layout %s starts with a %s byte order mark: want a layout JSON literal or a preset name, in UTF-8 without one", abbreviate(t), bom)
+		return Layout{}, layoutUnreadable(fmt.Errorf("memory: layout %s starts with a %s byte order mark: want a layout JSON literal or a preset name, in UTF-8 without one", abbreviate(t), bom))
 	}
 	if len(t) > 0 && (t[0] == '{' || t[0] == '"') {
 		var l Layout
@@ -305,7 +307,7 @@ func parseLayout(b []byte) (Layout, error) {
 		}
 		return l, nil
 	}
-	return Layout{}, fmt.Errorf("memory: unknown layout %s: want sub-slices, exclusive-pages, direct, virtual or a layout JSON literal", abbreviate(t))
+	return Layout{}, layoutUnreadable(fmt.Errorf("memory: unknown layout %s: want sub-slices, exclusive-pages, direct, virtual or a layout JSON literal", abbreviate(t)))
 }
 
 // Bounds on what a layout may hold, so a layout that is huge by mistake or
@@ -355,7 +357,9 @@ func (e *literalError) Unwrap() error { return e.err }
 // ReadLayoutFile reads a layout from a file as ParseLayout reads it from a
 // string. A file whose first bytes cannot start a layout is refused after
 // reading those bytes alone, one past MaxLayoutFileBytes without reading
-// further, and errors quote at most 40 bytes of it.
+// further, and errors quote at most 40 bytes of it. What the file holds is
+// refused as ParseLayout refuses it, with an error matching InvalidLayout;
+// a file that cannot be opened or read keeps the error of that.
 func ReadLayoutFile(path string) (Layout, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -394,26 +398,30 @@ func ReadLayout(r io.Reader, name string) (Layout, error) {
 	if bom := byteOrderMark(head); bom != "" {
 		// An editor's mark, in front of what may be a layout: "holds no
 		// layout" would send its user looking in the wrong place.
-		return Layout{}, fmt.Errorf("memory: layout file %s%s starts with a %s byte order mark: want a layout JSON literal or a preset name, in UTF-8 without one",
-			name, what, bom)
+		return Layout{}, layoutUnreadable(fmt.Errorf("memory: layout file %s%s starts with a %s byte order mark: want a layout JSON literal or a preset name, in UTF-8 without one",
+			name, what, bom))
 	}
 	if start := bytes.TrimLeft(head, " \t\r\n"); len(start) > 0 && start[0] != '{' && start[0] != '"' && len(head) == 64 && !presetHead(start) {
-		return Layout{}, fmt.Errorf("memory: layout file %s%s holds no layout: want a layout JSON literal or a preset name, starts with %s",
-			name, what, abbreviate(start))
+		return Layout{}, layoutUnreadable(fmt.Errorf("memory: layout file %s%s holds no layout: want a layout JSON literal or a preset name, starts with %s",
+			name, what, abbreviate(start)))
 	}
 	// A gzipped file is bounded by what it unpacks to. Padding is dropped
 	// as it is read: it costs neither memory nor parsing.
 	squeezer := strictjson.Squeezer{MaxStringBytes: MaxLayoutStringBytes}
 	data, _, err := gzread.ReadAllWith(src, MaxLayoutFileBytes, squeezer.Append)
 	if errors.Is(err, strictjson.ErrStringBytes) {
-		return Layout{}, fmt.Errorf("memory: layout file %s: %w: a layout's strings are the names of its variants and members", name, err)
+		return Layout{}, layoutUnreadable(fmt.Errorf("memory: layout file %s: %w: a layout's strings are the names of its variants and members", name, err))
 	}
 	if err != nil {
-		return Layout{}, fmt.Errorf("memory: layout file %s: %w", name, err)
+		err = fmt.Errorf("memory: layout file %s: %w", name, err)
+		if malformedFile(err) {
+			err = layoutUnreadable(err)
+		}
+		return Layout{}, err
 	}
 	if len(data) == 0 {
 		// parseLayout would call it the unknown layout "nothing".
-		return Layout{}, fmt.Errorf("memory: layout file %s%s is empty: want a layout JSON literal or a preset name", name, what)
+		return Layout{}, layoutUnreadable(fmt.Errorf("memory: layout file %s%s is empty: want a layout JSON literal or a preset name", name, what))
 	}
 	l, err := parseLayout(data)
 	if err != nil {
@@ -423,6 +431,14 @@ func ReadLayout(r io.Reader, name string) (Layout, error) {
 		return Layout{}, nested("layout file "+name, err)
 	}
 	return l, nil
+}
+
+// malformedFile is whether err, a layout file's reading error, is about
+// what the file holds (past the size bound, gzip cut short or followed by
+// other data) rather than a failure to read it.
+func malformedFile(err error) bool {
+	var tooLarge *gzread.TooLargeError
+	return errors.As(err, &tooLarge) || errors.Is(err, gzread.ErrUnreadable) || errors.Is(err, gzread.ErrTrailing)
 }
 
 // byteOrderMark names the byte order mark b starts with (what some editors
@@ -652,7 +668,13 @@ func (l Layout) MarshalJSON() ([]byte, error) {
 	return nil, fmt.Errorf("memory: layout of unknown kind %d", l.kind)
 }
 
+// UnmarshalJSON reads the layout's JSON strictly; an error matches
+// InvalidLayout (see InstallErrorKind).
 func (l *Layout) UnmarshalJSON(data []byte) error {
+	return layoutUnreadable(l.unmarshalJSON(data))
+}
+
+func (l *Layout) unmarshalJSON(data []byte) error {
 	const what = "layout"
 	name, body, err := decodeVariant(data, what)
 	if err != nil {

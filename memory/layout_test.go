@@ -2,11 +2,18 @@ package memory
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/internal/gzread"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
@@ -311,4 +318,54 @@ func TestInvalidLayoutCountsInWords(t *testing.T) {
 		require.ErrorAs(t, c.layout.Validate(testProps), &ie)
 		require.Equal(t, c.reason, ie.Reason)
 	}
+}
+
+// A layout that cannot be read is an InvalidLayout, as one that cannot be
+// honoured is, from every reader: its errors matched no kind, so a caller
+// could not classify a malformed layout at all. A file that cannot be
+// opened or read is no layout's fault and keeps its own error.
+func TestUnreadableLayoutsAreInvalidLayouts(t *testing.T) {
+	invalid := &InstallError{Kind: InvalidLayout}
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, data, 0o600))
+		return path
+	}
+	var errs []error
+	for _, text := range []string{"nonsense", `{"Sliced":`, `{"Nope":null}`, `{"Sliced":[{"page_size":-1}]}`, "\ufeffdirect", `"SubSlices" x`} {
+		_, err := ParseLayout(text)
+		errs = append(errs, err)
+		if json.Valid([]byte(text)) {
+			// encoding/json refuses other text itself, with its own error.
+			var l Layout
+			errs = append(errs, json.Unmarshal([]byte(text), &l))
+		}
+	}
+	for _, data := range [][]byte{[]byte("   "), []byte(`{"Direct":1}`), []byte("\ufeff\"Direct\""), bytes.Repeat([]byte("x"), 100),
+		gzread.Pack([]byte(`{"Sliced":[]`)), append(gzread.Pack([]byte("direct")), "junk"[:]...), gzread.Pack([]byte("direct"))[:10]} {
+		_, err := ReadLayoutFile(write("layout", data))
+		errs = append(errs, err)
+	}
+	for _, err := range errs {
+		require.Error(t, err)
+		require.ErrorIs(t, err, invalid, "%v", err)
+		require.NotErrorIs(t, err, &InstallError{Kind: PoolsInUse})
+		var ie *InstallError
+		require.ErrorAs(t, err, &ie)
+		require.Equal(t, InvalidLayout, ie.Kind)
+		require.NotEmpty(t, ie.Reason)
+		require.NotContains(t, err.Error(), "cannot be honoured", "the message is the reader's")
+	}
+
+	_, err := ReadLayoutFile(filepath.Join(dir, "missing"))
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.NotErrorIs(t, err, invalid)
+	_, err = ReadLayout(iotest.ErrReader(errors.New("disk on fire")), "broken")
+	require.ErrorContains(t, err, "disk on fire")
+	require.NotErrorIs(t, err, invalid)
+
+	l, err := ReadLayoutFile(write("good", []byte(" exclusive-pages\n")))
+	require.NoError(t, err)
+	require.Equal(t, ExclusivePagesLayout(), l)
 }
