@@ -279,3 +279,52 @@ func TestAPanickedDeallocLeavesThePoolsWhole(t *testing.T) {
 		}
 	}
 }
+
+// A reservation after which an exclusive pool sweeps its pages idle for a
+// period, where the device's Dealloc or Flush panics in the sweep, leaves
+// nothing counted live: the pool had counted the reservation and kept its
+// page in use, and the manager, which gave out no handle, could never
+// free either.
+func TestAPanicInAnExclusiveSweepLeaksNoPage(t *testing.T) {
+	for name, l := range map[string]Layout{
+		"uncapped": SlicedLayout(SlicedPool{PageSize: 8 << 20, Exclusive: true}),
+		"capped":   SlicedLayout(SlicedPool{PageSize: 8 << 20, Pages: u64(2), Exclusive: true}),
+	} {
+		for _, what := range []string{"Dealloc", "Flush"} {
+			t.Run(name+"/"+what, func(t *testing.T) {
+				s := &panickingStorage{sparseStorage: newSparseStorage(256)}
+				m, err := NewManager(s, testProps, l)
+				require.NoError(t, err)
+				// The page of b stays free while a's is reserved and
+				// freed again and again, until a sweep returns it.
+				a := mustReserve(t, m, 1<<20, Eager)
+				b := mustReserve(t, m, 2<<20, Eager)
+				require.NoError(t, m.Free(a))
+				require.NoError(t, m.Free(b))
+				if what == "Dealloc" {
+					s.dealloc = 1
+				} else {
+					s.flush = 1
+				}
+				panicked := false
+				for range 2 * exclusiveDeallocPeriod {
+					require.NotPanics(t, func() {
+						defer func() { panicked = recover() != nil }()
+						h := mustReserve(t, m, 1<<20, Eager)
+						require.NoError(t, m.Free(h))
+					})
+					if panicked {
+						break
+					}
+				}
+				require.True(t, panicked, "no sweep reached the device")
+				require.NoError(t, m.checkInvariants())
+				require.Zero(t, m.Usage().NumberAllocs)
+				require.Zero(t, m.Usage().BytesInUse)
+				m.Cleanup(true)
+				require.NoError(t, m.checkInvariants())
+				require.Empty(t, s.live, "a page no reservation holds was kept")
+			})
+		}
+	}
+}
