@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -349,7 +350,10 @@ func (m *Manager) routeOf(size uint64) *route {
 // layout order. Errors: ErrBufferTooBig when no pool accepts the size,
 // *CapacityError when every accepting pool is full at its cap, the
 // storage's error, or an *OutOfMemoryError where the pools would hold more
-// than 2^64 B (lazy pages too); on error nothing changed. (A pool hands
+// than 2^64 B (lazy pages too); on error nothing changed. An
+// *OutOfMemoryError reached with errors.As carries the size asked, not that
+// of the page or chunk refused for it, which its Detail names (the
+// device's own error stays in the chain); Resolve's does too. (A pool hands
 // free memory back before it asks the device for more, and takes it again
 // when the device refuses: what the device refuses again stays in the pool
 // unmapped, like a lazy page, as all of it does where the device panics.)
@@ -408,8 +412,49 @@ func (m *Manager) mayTakeExact(err error) bool {
 }
 
 func reserveFailed(size uint64, err error) error {
-	return fmt.Errorf("memory: reserve %d B: %w", size, err)
+	return fmt.Errorf("memory: reserve %d B: %w", size, refusedFor(size, err))
 }
+
+// refusedFor is err, a refusal of a request of size bytes, with the
+// *OutOfMemoryError in it restated for the request: its Size is size,
+// the device's figures are kept, and its Detail says what was refused
+// (by the device, or by the pools where they would pass 2^64 B), a page
+// or a chunk of another size. errors.As found the size of
+// the last device allocation the pools asked for, which said of a request
+// of the whole device memory that it asked 1245184 B. The device's error
+// stays in the chain.
+func refusedFor(size uint64, err error) error {
+	var oom *vkruntime.OutOfMemoryError
+	if !errors.As(err, &oom) || oom.Size == size {
+		return err
+	}
+	r := *oom
+	r.Size = size
+	r.Detail = fmt.Sprintf("an allocation of %d B for it was refused", oom.Size)
+	if oom.Detail != "" {
+		r.Detail += ": " + oom.Detail
+	}
+	// The message is err's, what wraps the device's error kept, with the
+	// device's words restated.
+	msg, said := err.Error(), oom.Error()
+	if i := strings.Index(msg, said); i >= 0 {
+		msg = msg[:i] + r.Error() + msg[i+len(said):]
+	} else {
+		msg = r.Error() + " (" + msg + ")"
+	}
+	return &requestRefused{msg: msg, oom: &r, err: err}
+}
+
+// requestRefused is an *OutOfMemoryError restated for the request, in
+// front of the device's error it restates.
+type requestRefused struct {
+	msg string
+	oom *vkruntime.OutOfMemoryError
+	err error
+}
+
+func (e *requestRefused) Error() string   { return e.msg }
+func (e *requestRefused) Unwrap() []error { return []error{e.oom, e.err} }
 
 // reserveSlow is Reserve past its common case, and ReserveTight when tight.
 func (m *Manager) reserveSlow(size uint64, mapping Mapping, tight bool) (Handle, error) {
@@ -433,7 +478,7 @@ func (m *Manager) reserveSlow(size uint64, mapping Mapping, tight bool) (Handle,
 		}
 		poolIdx = poolPersistent
 		if ref, err = m.persistent.reserve(aligned, size, lazy); err != nil {
-			return Handle{}, fmt.Errorf("memory: reserve %d B: %w", size, err)
+			return Handle{}, reserveFailed(size, err)
 		}
 	} else {
 		poolIdx, ref, err = m.reserveDynamic(aligned, size, lazy, tight)
@@ -459,7 +504,7 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy, tight bool) (int16,
 	if m.arena != nil {
 		ref, hit, refused, err := m.arena.place(m.ordinal, aligned, size, lazy)
 		if err != nil {
-			return 0, 0, fmt.Errorf("memory: reserve %d B: %w", size, err)
+			return 0, 0, reserveFailed(size, err)
 		}
 		if hit {
 			return poolArena, ref, nil
@@ -474,7 +519,7 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy, tight bool) (int16,
 		case errors.Is(err, vkruntime.ErrOutOfDeviceMemory):
 			arenaRefused = err
 		case err != nil:
-			return 0, 0, fmt.Errorf("memory: reserve %d B: %w", size, err)
+			return 0, 0, reserveFailed(size, err)
 		}
 	}
 	r := m.routeOf(aligned)
@@ -537,7 +582,7 @@ func (m *Manager) reserveDynamic(aligned, size uint64, lazy, tight bool) (int16,
 			}
 		}
 		if err != nil {
-			return 0, 0, fmt.Errorf("memory: reserve %d B: %w", size, err)
+			return 0, 0, reserveFailed(size, err)
 		}
 		if n != 0 {
 			spilled = true
@@ -794,7 +839,7 @@ func (m *Manager) Resolve(h Handle) (vkruntime.StorageHandle, error) {
 	}
 	sh, err := m.poolOf(r).resolve(r.ref)
 	if err != nil {
-		return vkruntime.StorageHandle{}, fmt.Errorf("memory: resolve %v (%d B): %w", h, r.requested, err)
+		return vkruntime.StorageHandle{}, fmt.Errorf("memory: resolve %v (%d B): %w", h, r.requested, refusedFor(r.requested, err))
 	}
 	if invariantsEnabled {
 		m.mustHoldInvariants("Resolve")
@@ -825,7 +870,7 @@ func (m *Manager) ResolveTight(h Handle) (vkruntime.StorageHandle, error) {
 	}
 	ref, xerr := exact.reserve(size, r.requested, false)
 	if xerr != nil {
-		return sh, fmt.Errorf("memory: resolve %v (%d B): %w", h, r.requested, xerr)
+		return sh, fmt.Errorf("memory: resolve %v (%d B): %w", h, r.requested, refusedFor(r.requested, xerr))
 	}
 	from := int(r.pool) - firstDynamic
 	sp.free(r.ref, r.requested)

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"maps"
 	"math"
@@ -215,4 +216,85 @@ func TestAStaleHandleNeverNamesALaterReservation(t *testing.T) {
 	_, err := m.Resolve(next)
 	require.NoError(t, err, "the live reservation is untouched")
 	require.NoError(t, m.checkInvariants())
+}
+
+// A reservation the device has no memory for is refused with an
+// *OutOfMemoryError whose Size is the size asked, whatever device
+// allocation the pools asked for it: a request of the whole device memory
+// on a virtual pool took chunks until the device refused the last one, and
+// errors.As gave that chunk's size, 5033164800 B here. The device's
+// figures and its own error stay; the detail names what it refused. A
+// lazy reservation's resolve says the same of its page.
+func TestARefusalCarriesTheRequestsOwnSize(t *testing.T) {
+	props := vkruntime.DeviceProperties{Alignment: 256, MaxPageSize: 1 << 30, MemorySize: 150 << 30}
+	s := newSparseStorage(64 << 10)
+	s.heapSize = props.MemorySize - 5<<20
+	m, err := NewManager(s, props, VirtualLayout(VirtualPlan{}), WithLogger(slog.New(slog.DiscardHandler)))
+	require.NoError(t, err)
+	_, err = m.Reserve(props.MemorySize, Eager)
+	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
+	var oom *vkruntime.OutOfMemoryError
+	require.ErrorAs(t, err, &oom)
+	require.Equal(t, props.MemorySize, oom.Size, "%v", err)
+	require.Equal(t, s.heapSize, oom.Limit, "the device's figures")
+	require.Regexp(t, `^memory: reserve 161061273600 B: vkrt: out of device memory: asked 161061273600 B, in use \d+ B, limit 161056030720 B: an allocation of \d+ B for it was refused$`, err.Error())
+	require.Empty(t, s.live, "the refused request holds nothing")
+
+	sliced, fs := newTestManager(t, SlicedLayout(SlicedPool{PageSize: 4096}))
+	h := mustReserve(t, sliced, 100, Lazy)
+	fs.failAfter = 0
+	_, err = sliced.Resolve(h)
+	require.ErrorAs(t, err, &oom)
+	require.Equal(t, uint64(100), oom.Size)
+	require.ErrorContains(t, err, "(100 B): vkrt: out of device memory: asked 100 B: an allocation of 4096 B for it was refused: test storage refuses")
+	var device *vkruntime.OutOfMemoryError
+	for e := range allErrors(err) {
+		if o, ok := e.(*vkruntime.OutOfMemoryError); ok && o.Size == 4096 {
+			device = o
+		}
+	}
+	require.NotNil(t, device, "the device's own error stays in the chain")
+
+	// What wraps the device's error in its words stays around it.
+	wrapped, err := NewManager(wrappingStorage{newFakeStorage()}, testProps, SlicedLayout(SlicedPool{PageSize: 4096}))
+	require.NoError(t, err)
+	_, err = wrapped.Reserve(100, Eager)
+	require.ErrorAs(t, err, &oom)
+	require.Equal(t, uint64(100), oom.Size)
+	require.EqualError(t, err, "memory: reserve 100 B: driver: vkrt: out of device memory: asked 100 B, heap 8192 B: an allocation of 4096 B for it was refused (no room)")
+}
+
+// wrappingStorage refuses every Alloc with an *OutOfMemoryError wrapped in
+// words of its own.
+type wrappingStorage struct{ *fakeStorage }
+
+func (wrappingStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
+	return vkruntime.StorageHandle{}, fmt.Errorf("driver: %w (no room)", &vkruntime.OutOfMemoryError{Size: size, HeapSize: 8192})
+}
+
+// allErrors yields err and every error it wraps, depth first.
+func allErrors(err error) func(func(error) bool) {
+	return func(yield func(error) bool) {
+		var walk func(error) bool
+		walk = func(e error) bool {
+			if e == nil {
+				return true
+			}
+			if !yield(e) {
+				return false
+			}
+			switch u := e.(type) {
+			case interface{ Unwrap() error }:
+				return walk(u.Unwrap())
+			case interface{ Unwrap() []error }:
+				for _, w := range u.Unwrap() {
+					if !walk(w) {
+						return false
+					}
+				}
+			}
+			return true
+		}
+		walk(err)
+	}
 }

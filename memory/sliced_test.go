@@ -194,7 +194,8 @@ func TestDriverRefusalChangesNothing(t *testing.T) {
 	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
 	var oom *vkruntime.OutOfMemoryError
 	require.ErrorAs(t, err, &oom)
-	require.Equal(t, uint64(1024), oom.Size)
+	require.Equal(t, uint64(1000), oom.Size, "the request's size, not its page's")
+	require.ErrorContains(t, err, "asked 1000 B: an allocation of 1024 B for it was refused: test storage refuses")
 	_, err = m.Resolve(lazy)
 	require.ErrorIs(t, err, vkruntime.ErrOutOfDeviceMemory)
 	_, err = m.Reserve(16, Eager) // fits the unmapped page, which cannot be mapped
