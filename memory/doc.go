@@ -60,7 +60,9 @@
 //     reservations will land (above it, or under the plan's next places),
 //     so that they need none of their own.
 //     It needs a [github.com/vkrt/vkrt/runtime.SparseStorage] (Vulkan sparse residency) and
-//     builds the SubSlices pools on a storage without one.
+//     builds the SubSlices pools on a storage without one, or whose
+//     granule or sparse address space it cannot use (an address space
+//     that holds no granule, among others).
 //     A [VirtualPlan] names the memory a run is expected to need: the pool
 //     reaches it in a few device allocations and grows past it, warning
 //     once, when the run needs more.

@@ -224,7 +224,9 @@ func unmarshalVirtualKind(body []byte) (PoolKind, error) {
 // served nothing, not even 1 B). A granule below virtualMinGranule is
 // refused too: the pool keeps bits for each granule of its range, and at
 // 1 B granules one of 256 MiB took 134 MB of heap, and one of 8 GiB ran
-// the process out of memory under an 8 GB limit.
+// the process out of memory under an 8 GB limit. So is a sparse address
+// space that holds no granule: a pool built on one served nothing and held
+// a range of 0 B, and a plan's layout was refused as invalid.
 func (m *Manager) sparseGranuleOf() (vkruntime.SparseStorage, uint64) {
 	s, ok := m.storage.(vkruntime.SparseStorage)
 	if !ok {
@@ -232,7 +234,7 @@ func (m *Manager) sparseGranuleOf() (vkruntime.SparseStorage, uint64) {
 	}
 	granule := s.SparseGranule()
 	if granule < virtualMinGranule || granule&(granule-1) != 0 || granule%m.props.Alignment != 0 || granule > m.limit() ||
-		(m.props.MemorySize != 0 && granule > m.props.MemorySize) {
+		(m.props.MemorySize != 0 && granule > m.props.MemorySize) || s.MaxVirtualSize() < granule {
 		return nil, 0
 	}
 	return s, granule

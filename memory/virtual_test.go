@@ -556,28 +556,49 @@ func TestAPlannedRunFollowsItsPlanAcrossACleanup(t *testing.T) {
 
 // A storage without sparse residency gets the SubSlices pools, and so does
 // one whose granule a virtual pool cannot use: none, not a power of two,
-// below virtualMinGranule, or past the device's memory. The pools serve a
-// reservation.
+// below virtualMinGranule, or past the device's memory, or whose sparse
+// address space holds no granule (a virtual pool of 0 B served nothing and
+// broke its own structure; a plan's layout was refused as invalid). The
+// pools serve a reservation.
 func TestVirtualLayoutFallsBackToSubSlicesWithoutSparseResidency(t *testing.T) {
 	tiny := vkruntime.DeviceProperties{Alignment: 1, MaxPageSize: 4096, MemorySize: 4096}
+	plan := VirtualPlan{PlannedBytes: 4096, Slots: []VirtualSlot{{64, 0}, {128, 64}}}
 	for _, tc := range []struct {
 		granule uint64
 		props   vkruntime.DeviceProperties
-	}{{0, testProps}, {3 << 20, testProps}, {1, tiny}, {virtualMinGranule / 2, tiny}, {64 << 10, tiny}} {
-		s := newSparseStorage(tc.granule)
-		m, err := NewManager(s, tc.props, VirtualLayout(VirtualPlan{}))
+		space   uint64 // the storage's sparse address space where not 0
+		plan    VirtualPlan
+	}{{0, testProps, 0, VirtualPlan{}}, {3 << 20, testProps, 0, VirtualPlan{}}, {1, tiny, 0, VirtualPlan{}},
+		{virtualMinGranule / 2, tiny, 0, VirtualPlan{}}, {64 << 10, tiny, 0, VirtualPlan{}},
+		{testGranule, testProps, testGranule - 1, VirtualPlan{}}, {testGranule, testProps, 1, plan}} {
+		var s vkruntime.SparseStorage = newSparseStorage(tc.granule)
+		if tc.space != 0 {
+			s = smallSpaceStorage{s.(*sparseStorage), tc.space}
+		}
+		m, err := NewManager(s, tc.props, VirtualLayout(tc.plan))
 		require.NoError(t, err)
+		require.NoError(t, m.checkInvariants())
 		sub, err := NewManager(newFakeStorage(), tc.props, SubSlicesLayout())
 		require.NoError(t, err)
 		require.Equal(t, len(sub.Report().Dynamic), len(m.Report().Dynamic))
 		_, isSliced := m.Report().Dynamic[0].Kind.(SlicedKind)
 		require.True(t, isSliced, "a granule of %d B", tc.granule)
-		require.True(t, m.Layout().Equal(VirtualLayout(VirtualPlan{})), "the layout asked for is kept")
+		require.True(t, m.Layout().Equal(VirtualLayout(tc.plan)), "the layout asked for is kept")
 		h, err := m.Reserve(100, Eager)
 		require.NoError(t, err, "a granule of %d B", tc.granule)
 		require.NoError(t, m.Free(h))
+		require.NoError(t, m.checkInvariants())
 	}
 }
+
+// smallSpaceStorage is a sparse storage whose address space is space
+// bytes.
+type smallSpaceStorage struct {
+	*sparseStorage
+	space uint64
+}
+
+func (s smallSpaceStorage) MaxVirtualSize() uint64 { return s.space }
 
 // Lazy reservations bind nothing until resolved, and count the granules
 // they need for a plan.
