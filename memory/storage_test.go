@@ -2,6 +2,8 @@ package memory
 
 import (
 	"fmt"
+	"os"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -27,6 +29,12 @@ func newFakeStorage() *fakeStorage {
 }
 
 func (s *fakeStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
+	if size == 0 {
+		// A device may refuse it with an error of no kind (vk does): the
+		// pools never ask it, a reservation of 0 B taking one alignment
+		// unit.
+		return vkruntime.StorageHandle{}, misuse("fake storage: an allocation of 0 B")
+	}
 	if s.failAfter == 0 {
 		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Detail: "test storage refuses"}
 	}
@@ -37,6 +45,33 @@ func (s *fakeStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 	s.allocs++
 	s.live[s.next] = size
 	return vkruntime.StorageHandle{ID: s.next, Size: size}, nil
+}
+
+// misuses counts what the pools asked the test storages that no device
+// grants (an allocation of 0 B, a virtual range or a bind not of whole
+// granules), wherever a test swallowed the refusal; TestMain fails the
+// run on any. firstMisuse is the first one's message.
+var (
+	misuses     atomic.Int64
+	firstMisuse atomic.Value
+)
+
+// misuse counts one and is the error a storage refuses it with.
+func misuse(format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	if misuses.Add(1) == 1 {
+		firstMisuse.Store(err.Error())
+	}
+	return err
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if n := misuses.Load(); n > 0 {
+		fmt.Fprintf(os.Stderr, "the pools asked the test storages %d things no device grants, the first: %v\n", n, firstMisuse.Load())
+		code = 1
+	}
+	os.Exit(code)
 }
 
 func (s *fakeStorage) Dealloc(id vkruntime.StorageID) {

@@ -62,6 +62,10 @@ func (s *sparseStorage) MaxVirtualSize() uint64 { return 1 << 40 }
 // ReserveVirtual refuses past the address space the live ranges leave of
 // MaxVirtualSize, as the devices do.
 func (s *sparseStorage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
+	if size == 0 || size%s.granule != 0 {
+		// The pools ask whole granules only.
+		return vkruntime.StorageHandle{}, misuse("sparse storage: a range of %d B, not a whole number of %d B granules", size, s.granule)
+	}
 	var taken uint64
 	for _, r := range s.ranges {
 		taken += r
@@ -99,8 +103,8 @@ func (s *sparseStorage) Bind(id vkruntime.StorageID, binds []vkruntime.SparseBin
 	named := map[uint64]bool{}
 	memBinds := 0
 	for _, b := range binds {
-		if b.Offset%s.granule != 0 || b.Size%s.granule != 0 || b.MemoryOffset%s.granule != 0 {
-			return fmt.Errorf("bind %+v not on granules", b)
+		if b.Offset%s.granule != 0 || b.Size%s.granule != 0 || b.MemoryOffset%s.granule != 0 || b.Size == 0 {
+			return misuse("bind %+v not of whole granules", b)
 		}
 		if b.Offset > size || b.Size > size-b.Offset {
 			return fmt.Errorf("bind %+v past the range's %d B", b, size)
