@@ -317,6 +317,39 @@ func storageChecks(newStorage NewStorage) []Check {
 			},
 		},
 		{
+			Name: "storage/zero-size-refused",
+			Rule: "Alloc(0), and where the storage offers sparse binding ReserveVirtual(0), fail with an error matching runtime.ErrZeroSize and change nothing: Vulkan has no allocation of 0 B",
+			run: func(c *checkState) {
+				t := openStorage(c, newStorage, StorageConfig{})
+				held, hasHeld := t.held()
+				var before uint64
+				if hasHeld {
+					before = held()
+				}
+				refused := func(what string, h vkruntime.StorageHandle, err error, undo func(vkruntime.StorageID)) {
+					switch {
+					case err == nil:
+						c.Errorf("%s = %v: want an error matching runtime.ErrZeroSize", what, h)
+						undo(h.ID)
+					case !errors.Is(err, vkruntime.ErrZeroSize):
+						c.Errorf("%s: %v (%T), which does not match runtime.ErrZeroSize", what, err, err)
+					}
+				}
+				h, err := t.Storage.Alloc(0)
+				refused("Alloc(0)", h, err, t.Storage.Dealloc)
+				if s, ok := t.Storage.(vkruntime.SparseStorage); ok && s.SparseGranule() != 0 {
+					h, err = s.ReserveVirtual(0)
+					refused("ReserveVirtual(0)", h, err, s.ReleaseVirtual)
+				}
+				t.Storage.Flush()
+				if hasHeld {
+					if after := held(); after != before {
+						c.Errorf("the storage held %d B before the refusals and %d B after", before, after)
+					}
+				}
+			},
+		},
+		{
 			Name: "storage/oom-classified",
 			Rule: "Past its memory limit Alloc fails with an error matching runtime.ErrOutOfDeviceMemory, both when the limit is filled and when one allocation alone exceeds it",
 			run: func(c *checkState) {

@@ -71,11 +71,14 @@ const (
 	sparseReleaseKeepsRange      // ReleaseVirtual forgets nothing: the range and its bindings stay usable
 	sparseUnbindIgnored          // a bind of Memory 0 leaves the granule bound
 	sparseBindsAsItChecks        // each bind of a submission applies once checked, before the next is
+	allocatesZero                // Alloc(0) and ReserveVirtual(0) make an allocation and a range of 0 B
+	genericZeroSize              // Alloc(0) and ReserveVirtual(0) fail with plain errors
 )
 
 func (f flaw) String() string {
 	return [...]string{"none", "overlapping pages", "ignores alignment", "generic out-of-memory error", "leaks", "corrupts a byte after churn", "binds the wrong granules", "applies overlapping binds",
-		"unshared address space", "generic address-space error", "release keeps the range", "ignores unbinds", "binds as it checks"}[f]
+		"unshared address space", "generic address-space error", "release keeps the range", "ignores unbinds", "binds as it checks",
+		"allocates 0 B", "generic zero-size error"}[f]
 }
 
 const heapAlignment = 16
@@ -91,8 +94,11 @@ func newHeapStorage(limit uint64, f flaw) *heapStorage {
 func (s *heapStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if size == 0 {
-		return vkruntime.StorageHandle{}, fmt.Errorf("heap storage: an allocation of 0 B")
+	if size == 0 && s.flaw != allocatesZero {
+		if s.flaw == genericZeroSize {
+			return vkruntime.StorageHandle{}, errors.New("heap storage: an allocation of 0 B")
+		}
+		return vkruntime.StorageHandle{}, fmt.Errorf("heap storage: an allocation of 0 B: %w", vkruntime.ErrZeroSize)
 	}
 	if s.limit != 0 && (size > s.limit || s.held > s.limit-size) {
 		if s.flaw == genericOOM {
@@ -228,7 +234,13 @@ func (s *heapStorage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, erro
 	if s.flaw == sparseSpaceUnshared {
 		left = s.MaxVirtualSize()
 	}
-	if size == 0 || size > left {
+	if size == 0 && s.flaw != allocatesZero {
+		if s.flaw == genericZeroSize {
+			return vkruntime.StorageHandle{}, errors.New("heap storage: a virtual range of 0 B")
+		}
+		return vkruntime.StorageHandle{}, fmt.Errorf("heap storage: a virtual range of 0 B: %w", vkruntime.ErrZeroSize)
+	}
+	if size > left {
 		if s.flaw == sparseGenericSpaceError {
 			return vkruntime.StorageHandle{}, errors.New("heap storage: no room for the virtual range")
 		}
@@ -406,6 +418,8 @@ func TestBrokenStoragesAreCaught(t *testing.T) {
 		{sparseReleaseKeepsRange, []string{"storage/sparse-release"}},
 		{sparseUnbindIgnored, []string{"storage/sparse-release"}},
 		{sparseBindsAsItChecks, []string{"storage/sparse-release"}},
+		{allocatesZero, []string{"storage/zero-size-refused"}},
+		{genericZeroSize, []string{"storage/zero-size-refused"}},
 	} {
 		t.Run(tc.flaw.String(), func(t *testing.T) {
 			rep := conformance.RunStorage(context.Background(), heapFactory(tc.flaw), conformance.Options{})

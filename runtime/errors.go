@@ -33,6 +33,10 @@ var (
 	// a transfer is longer than the range it reads or writes; nothing was
 	// read or written. The message carries the numbers.
 	ErrOutOfRange = errors.New("vkrt: range outside its allocation")
+	// ErrZeroSize: an allocation or a virtual range of 0 B was asked of a
+	// storage (Alloc, ReserveVirtual), which Vulkan has no such thing as;
+	// nothing was made.
+	ErrZeroSize = errors.New("vkrt: allocation of 0 B")
 )
 
 // CapacityError is ErrPoolCapacityExceeded with the numbers: a request of

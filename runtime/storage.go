@@ -43,6 +43,7 @@ func (h StorageHandle) String() string {
 // serialises its calls.
 type Storage interface {
 	// Alloc makes one device allocation of size bytes; the handle's Offset is 0.
+	// Alloc(0) makes nothing and fails with an error matching ErrZeroSize.
 	Alloc(size uint64) (StorageHandle, error)
 	// Dealloc releases an allocation. It may be deferred until Flush.
 	Dealloc(id StorageID)

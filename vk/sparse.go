@@ -70,7 +70,7 @@ func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
 	case d.sparseGranule == 0:
 		return vkruntime.StorageHandle{}, fmt.Errorf("vk: device %d (%s) has no sparse residency", d.info.Index, d.info.Name)
 	case size == 0:
-		return vkruntime.StorageHandle{}, fmt.Errorf("vk: a virtual range of 0 B")
+		return vkruntime.StorageHandle{}, fmt.Errorf("vk: a virtual range needs at least one byte: %w", vkruntime.ErrZeroSize)
 	case size > d.sparseSpace:
 		// Past the whole space is past what the live ranges leave: the
 		// contract's class, which a pool halving its range relies on.

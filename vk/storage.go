@@ -108,7 +108,7 @@ func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 	}
 	defer d.end()
 	if size == 0 {
-		return vkruntime.StorageHandle{}, fmt.Errorf("vk: storage allocation of 0 B: a page needs at least one byte")
+		return vkruntime.StorageHandle{}, fmt.Errorf("vk: a page needs at least one byte: %w", vkruntime.ErrZeroSize)
 	}
 	heap := d.info.Heaps[d.heapIndex].Size
 	if size > heap {

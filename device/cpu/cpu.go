@@ -12,7 +12,6 @@ package cpu
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	goruntime "runtime"
@@ -355,7 +354,7 @@ func (s *Storage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 	}
 	defer s.dev.end()
 	if size == 0 {
-		return vkruntime.StorageHandle{}, errors.New("cpu: storage allocation of 0 B: a page needs at least one byte")
+		return vkruntime.StorageHandle{}, fmt.Errorf("cpu: a page needs at least one byte: %w", vkruntime.ErrZeroSize)
 	}
 	align := s.dev.props.Alignment
 	held := (size + align - 1) / align * align

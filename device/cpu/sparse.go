@@ -52,7 +52,7 @@ func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
 		return vkruntime.StorageHandle{}, errNoSparse
 	}
 	if size == 0 {
-		return vkruntime.StorageHandle{}, errors.New("cpu: a virtual range of 0 B")
+		return vkruntime.StorageHandle{}, fmt.Errorf("cpu: a virtual range needs at least one byte: %w", vkruntime.ErrZeroSize)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

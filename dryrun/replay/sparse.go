@@ -53,6 +53,9 @@ func (s *CountingStorage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, 
 	if s.Granule == 0 {
 		return vkruntime.StorageHandle{}, fmt.Errorf("replay: this storage models a device without sparse residency")
 	}
+	if size == 0 {
+		return vkruntime.StorageHandle{}, fmt.Errorf("replay: a virtual range needs at least one byte: %w", vkruntime.ErrZeroSize)
+	}
 	// The ranges share the address space, as a device's do.
 	if space := s.maxVirtualSize(); size > space-s.virtualBytes {
 		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Limit: space,

@@ -50,6 +50,9 @@ func NewCountingStorage(limit uint64) *CountingStorage {
 func (s *CountingStorage) Alloc(size uint64) (vkruntime.StorageHandle, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if size == 0 {
+		return vkruntime.StorageHandle{}, fmt.Errorf("replay: a page needs at least one byte: %w", vkruntime.ErrZeroSize)
+	}
 	if s.Limit != 0 && (size > s.Limit || s.bytesHeld > s.Limit-size) {
 		return vkruntime.StorageHandle{}, &vkruntime.OutOfMemoryError{Size: size, Limit: s.Limit, Usage: s.bytesHeld,
 			Detail: fmt.Sprintf("a dry-run storage of %d B already holds %d B", s.Limit, s.bytesHeld)}
