@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,7 +43,10 @@ supported (a capability the device lacks, such as a memory budget). A line per
 check goes to stderr on a terminal; a table of every check follows on stdout,
 with the rule and the evidence under each failure. --json and --junit write
 the report to files ("-" or /dev/stdout for stdout, the table then going to
-stderr). The exit status is non-zero when any check fails.
+stderr). The exit status is non-zero when any check fails. A device that
+does not open fails the command before any check, and the reports still say
+why: "interrupted" in JSON and the JUnit suite's property of that name, with
+every check not run (JSON's not_run, JUnit <error> test cases).
 
 SIGINT, SIGTERM or SIGHUP stops the suite: the reports and the table are
 still written, with the checks done so far and the rest listed as not run
@@ -131,42 +136,18 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 	// does not open the device for it: only its checks do, each its own.
 	cl, err := open(ctx, conformance.DeviceConfig{})
 	if err != nil {
-		return noBackendWhy(err)
+		return notStarted(stdout, f, selected, "the device did not open", noBackendWhy(err))
 	}
 	o.Target = cl.Device().Name()
 	if err := cl.Close(); err != nil {
-		return err
+		return notStarted(stdout, f, selected, "the device did not close", err)
 	}
 	// A signal stops the suite, not the command: the checks run so far are
 	// reported, those left listed as not run, and the command then ends as
 	// the signal would have ended it.
 	var rep conformance.Report
 	stopped := whileInterruptible(ctx, func(ctx context.Context) { rep = conformance.RunDevice(ctx, open, o) })
-	// A report that cannot be written (a disk filled during the run)
-	// leaves the others, and the table, to be written: the run is not
-	// lost with it.
-	toStdout := false
-	var writeErrs []error
-	for _, out := range []struct {
-		flag, path string
-		write      func(io.Writer) error
-	}{{"--json", f.json, rep.WriteJSON}, {"--junit", f.junit, rep.WriteJUnit}} {
-		switch out.path {
-		case "":
-		case "-":
-			toStdout = true
-			if err := out.write(stdout); err != nil {
-				writeErrs = append(writeErrs, fmt.Errorf("%s -: %w", out.flag, err))
-			}
-		default:
-			// A name of stdout (/dev/stdout) takes the table's place as
-			// "-" does: after the report, the table would spoil it.
-			toStdout = toStdout || namesStdout(out.path, false)
-			if err := writeOutput(out.flag, out.path, out.write); err != nil {
-				writeErrs = append(writeErrs, err)
-			}
-		}
-	}
+	toStdout, writeErrs := writeReports(stdout, f, rep.WriteJSON, rep.WriteJUnit)
 	table := stdout
 	if toStdout {
 		table = stderr
@@ -186,6 +167,74 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 		return errors.Join(append(writeErrs, fmt.Errorf("%d of %d checks failed: %v", len(failed), len(rep.Results), failed))...)
 	}
 	return errors.Join(writeErrs...)
+}
+
+// writeReports writes the --json and --junit reports f asks for, with
+// writeJSON and writeJUnit; toStdout says one went to stdout. A report that
+// cannot be written (a disk filled during the run) leaves the others, and
+// the table, to be written: the run is not lost with it.
+func writeReports(stdout io.Writer, f conformanceFlags, writeJSON, writeJUnit func(io.Writer) error) (toStdout bool, errs []error) {
+	for _, out := range []struct {
+		flag, path string
+		write      func(io.Writer) error
+	}{{"--json", f.json, writeJSON}, {"--junit", f.junit, writeJUnit}} {
+		switch out.path {
+		case "":
+		case "-":
+			toStdout = true
+			if err := out.write(stdout); err != nil {
+				errs = append(errs, fmt.Errorf("%s -: %w", out.flag, err))
+			}
+		default:
+			// A name of stdout (/dev/stdout) takes the table's place as
+			// "-" does: after the report, the table would spoil it.
+			toStdout = toStdout || namesStdout(out.path, false)
+			if err := writeOutput(out.flag, out.path, out.write); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return toStdout, errs
+}
+
+// notStarted ends a suite that could not start, with err, what saying why
+// (the device did not open, or close, for its name): the --json and
+// --junit reports are still written, so that a CI reading them finds why,
+// as the error line says it. They say it
+// where an interrupted run says what ended it (interrupted, and the JUnit
+// suite's property of that name), with every selected check not run: in
+// not_run (JSON), and as a JUnit <error> test case whose message is why.
+func notStarted(stdout io.Writer, f conformanceFlags, selected []conformance.Check, what string, err error) error {
+	if f.json == "" && f.junit == "" {
+		return err
+	}
+	why := what + ": " + strings.TrimPrefix(withoutInnerPrefixes(err), "vkrt: ")
+	rep := conformance.Report{Suite: "device", Started: time.Now().UTC(), Interrupted: why}
+	for _, ch := range selected {
+		rep.NotRun = append(rep.NotRun, ch.Name)
+	}
+	writeJUnit := func(w io.Writer) error {
+		doc := rep.JUnit()
+		for i := range doc.Suites {
+			for j := range doc.Suites[i].Cases {
+				if e := doc.Suites[i].Cases[j].Error; e != nil {
+					e.Message, e.Type = "not run: "+why, "not started"
+				}
+			}
+		}
+		if _, err := io.WriteString(w, xml.Header); err != nil {
+			return err
+		}
+		enc := xml.NewEncoder(w)
+		enc.Indent("", "  ")
+		if err := enc.Encode(doc); err != nil {
+			return err
+		}
+		_, err := io.WriteString(w, "\n")
+		return err
+	}
+	_, writeErrs := writeReports(stdout, f, rep.WriteJSON, writeJUnit)
+	return errors.Join(append(writeErrs, err)...)
 }
 
 // errProbe ends checkOutput's write before it writes anything.

@@ -111,6 +111,12 @@ func (d flippingDevice) Download(ctx context.Context, src vkruntime.StorageHandl
 	return err
 }
 
+type failingClose struct{ device.Device }
+
+func (d failingClose) Close() error {
+	return errors.Join(d.Device.Close(), errors.New("the device would not close"))
+}
+
 // A device that breaks rules fails the checks of them: the exit is an
 // error, and the table and the JUnit name the rule and the evidence.
 func TestConformanceFailsWhenChecksFail(t *testing.T) {
@@ -264,18 +270,78 @@ func TestConformanceReportThatCannotBeWrittenFailsBeforeTheSuite(t *testing.T) {
 	require.Empty(t, entries, "checking the paths wrote nothing")
 }
 
-// A suite that does not start leaves no empty report behind.
-func TestConformanceThatDoesNotStartWritesNoReport(t *testing.T) {
+// A suite that does not start (its device does not open) still writes the
+// reports asked for, saying why, with every selected check not run, and
+// fails: a CI reading the report finds why, not a missing file.
+func TestConformanceThatDoesNotStartReportsWhy(t *testing.T) {
 	dir := t.TempDir()
 	missing := func(context.Context, conformance.DeviceConfig) (*client.Client, error) {
 		return nil, errors.New("the device fell off the bus")
 	}
+	const why = "the device did not open: the device fell off the bus"
+	type jsonReport struct {
+		Interrupted string   `json:"interrupted"`
+		NotRun      []string `json:"not_run"`
+		Results     []any    `json:"results"`
+	}
 	var stdout, stderr bytes.Buffer
-	err := runConformance(context.Background(), &stdout, &stderr, missing, conformanceFlags{json: filepath.Join(dir, "c.json"), junit: filepath.Join(dir, "c.xml")})
-	require.ErrorContains(t, err, "the device fell off the bus")
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	require.Empty(t, entries)
+	jsonPath, junitPath := filepath.Join(dir, "c.json"), filepath.Join(dir, "c.xml")
+	err := runConformance(context.Background(), &stdout, &stderr, missing, conformanceFlags{run: "^kernel/(add|mul)$", json: jsonPath, junit: junitPath})
+	require.EqualError(t, err, "the device fell off the bus")
+	require.Empty(t, stdout.String(), "no table: the error says it once")
+
+	data, rerr := os.ReadFile(jsonPath)
+	require.NoError(t, rerr)
+	var rep jsonReport
+	require.NoError(t, json.Unmarshal(data, &rep))
+	require.Equal(t, jsonReport{Interrupted: why, NotRun: []string{"kernel/add", "kernel/mul"}, Results: []any{}}, rep)
+
+	data, rerr = os.ReadFile(junitPath)
+	require.NoError(t, rerr)
+	var doc struct {
+		Tests  int `xml:"tests,attr"`
+		Errors int `xml:"errors,attr"`
+		Suites []struct {
+			Cases []struct {
+				Name  string `xml:"name,attr"`
+				Error *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"error"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	require.NoError(t, xml.Unmarshal(data, &doc))
+	require.Equal(t, 2, doc.Tests)
+	require.Equal(t, 2, doc.Errors)
+	require.Len(t, doc.Suites, 1)
+	require.Len(t, doc.Suites[0].Cases, 2)
+	for _, c := range doc.Suites[0].Cases {
+		require.NotNil(t, c.Error, c.Name)
+		require.Equal(t, "not run: "+why, c.Error.Message)
+	}
+
+	// A device that opens for its name but does not close says so.
+	closeFails := conformance.OnDevice(func(ctx context.Context, cfg device.Config) (device.Device, error) {
+		d, err := cpu.Open(ctx, cfg)
+		return failingClose{d}, err
+	})
+	err = runConformance(context.Background(), &stdout, &stderr, closeFails, conformanceFlags{run: "^kernel/add$", json: jsonPath})
+	require.ErrorContains(t, err, "the device would not close")
+	data, rerr = os.ReadFile(jsonPath)
+	require.NoError(t, rerr)
+	rep = jsonReport{}
+	require.NoError(t, json.Unmarshal(data, &rep))
+	require.True(t, strings.HasPrefix(rep.Interrupted, "the device did not close: "), rep.Interrupted)
+	require.Contains(t, rep.Interrupted, "the device would not close")
+	require.Equal(t, []string{"kernel/add"}, rep.NotRun)
+
+	// To stdout too: the report is the whole of it.
+	stdout.Reset()
+	err = runConformance(context.Background(), &stdout, &stderr, missing, conformanceFlags{run: "^kernel/add$", json: "-"})
+	require.EqualError(t, err, "the device fell off the bus")
+	rep = jsonReport{}
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep), stdout.String())
+	require.Equal(t, jsonReport{Interrupted: why, NotRun: []string{"kernel/add"}, Results: []any{}}, rep)
 }
 
 // A report write that fails half way (past the file size limit, as a full
