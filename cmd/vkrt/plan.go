@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	json "github.com/goccy/go-json"
 	"github.com/spf13/cobra"
@@ -202,9 +204,16 @@ func readLayoutArg(path string) (_ memory.Layout, pf *plan.File, _ error) {
 		return memory.Layout{}, nil, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		// Its read said the name twice: "DIR: read DIR: is a directory".
+		return memory.Layout{}, nil, &isDirectoryError{path}
+	}
 	br := bufio.NewReader(f)
 	// JSON may start with any amount of whitespace: the head is past it.
 	if err := plan.SkipSpace(br); err != nil {
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) && pe.Path == path {
+			return memory.Layout{}, nil, err // it names the file
+		}
 		return memory.Layout{}, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var seen bytes.Buffer
@@ -226,6 +235,13 @@ func readLayoutArg(path string) (_ memory.Layout, pf *plan.File, _ error) {
 	}
 	return read.Layout, &read, nil
 }
+
+// isDirectoryError is an input named on the command line that is a
+// directory: "PATH is a directory", matching syscall.EISDIR.
+type isDirectoryError struct{ path string }
+
+func (e *isDirectoryError) Error() string { return e.path + " is a directory" }
+func (e *isDirectoryError) Unwrap() error { return syscall.EISDIR }
 
 // notALayout says what the file at path, whose first bytes are head, is
 // where it is another of vkrt's inputs, not a layout: a WebAssembly

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -1154,4 +1155,20 @@ func TestALayoutFlagSaysWhatAWorkloadOrTraceGivenToItIs(t *testing.T) {
 	_, _, err = executeReplay(t, "--layout", notes, tr)
 	require.Error(t, err)
 	require.NotContains(t, err.Error(), "; ", "nothing to add for a file of no kind vkrt knows")
+}
+
+// A directory given as --layout (or report's --plan) is said so once,
+// matching syscall.EISDIR: the read said the name twice, "DIR: read DIR:
+// is a directory".
+func TestLayoutThatIsADirectoryIsSaidOnce(t *testing.T) {
+	dir := t.TempDir()
+	_, _, err := executeReplay(t, "--layout", dir, resnetTrace)
+	require.EqualError(t, err, "--layout: "+dir+" is a directory")
+	require.ErrorIs(t, err, syscall.EISDIR)
+	_, _, err = execute(t, "report", "--plan", dir, "--html", filepath.Join(t.TempDir(), "r.html"), resnetTrace)
+	require.EqualError(t, err, "--plan: "+dir+" is a directory")
+	guest := filepath.Join(t.TempDir(), "w.wasm")
+	require.NoError(t, os.WriteFile(guest, []byte("\x00asm\x01\x00\x00\x00"), 0o644))
+	_, _, err = execute(t, "run", "--layout", dir, guest)
+	require.ErrorContains(t, err, "--layout: "+dir+" is a directory")
 }
