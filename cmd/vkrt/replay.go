@@ -90,7 +90,7 @@ live bytes, and device allocations (cudaMalloc calls, or mapping calls).`,
 	cmd.Flags().BoolVar(&f.json, "json", false, "one JSON object per trace and line")
 	cmd.Flags().BoolVar(&f.bench, "bench", false, "report the cost of one replayed event, beside VMA's TLSF placement on the same stream")
 	cmd.Flags().IntVar(&f.passes, "passes", 0, "with --bench: timed passes of each side, alternating, the best of each kept (at most 10,000); 0: as many as fill 2 s of both, 5 to 1,000")
-	cmd.Flags().StringVar(&f.secondRuns, "second-runs", "", "with --plan: a directory of second runs of the traces (same names); each runs under the first run's plan and the other way round")
+	cmd.Flags().StringVar(&f.secondRuns, "second-runs", "", "with --plan: a directory of second runs of the traces (same names: NAME.trace.gz or NAME.trace, not both); each runs under the first run's plan and the other way round")
 	cmd.Flags().BoolVar(&f.pytorch, "pytorch", false, "also replay each stream through a model of PyTorch's caching allocator (default and expandable segments)")
 	cmd.Flags().BoolVar(&f.markdown, "markdown", false, "the table in Markdown, deterministic figures only (the README's plan table)")
 	rootCmd.AddCommand(cmd)
@@ -281,14 +281,16 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 		// mistake, not a table of dashes.
 		// A trace of the directory itself would be its own second run: a
 		// plan replayed on its own stream, shown as another run's.
-		for _, p := range paths {
-			if second := secondRunPath(f.secondRuns, p); second != "" && sameFile(p, second) {
-				return fmt.Errorf("--second-runs %s holds %s itself, not a second run of it: name the directory of the second runs", f.secondRuns, p)
-			}
-		}
 		var seconds []string
 		for _, p := range paths {
-			if second := secondRunPath(f.secondRuns, p); second != "" {
+			second, err := secondRunPath(f.secondRuns, p)
+			if err != nil {
+				return err
+			}
+			if second != "" && sameFile(p, second) {
+				return fmt.Errorf("--second-runs %s holds %s itself, not a second run of it: name the directory of the second runs", f.secondRuns, p)
+			}
+			if second != "" {
 				seconds = append(seconds, second)
 			}
 		}

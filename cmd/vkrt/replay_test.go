@@ -1090,6 +1090,29 @@ func TestReplaySecondRunsAreCheckedFirst(t *testing.T) {
 	require.ErrorContains(t, err, filepath.Join(seconds, "run.trace")+" is a WebAssembly workload, not a trace")
 }
 
+// A directory holding both NAME.trace and NAME.trace.gz holds two second
+// runs of NAME: it is refused, naming both, before any trace is replayed;
+// NAME.trace.gz was taken and NAME.trace left unsaid.
+func TestReplaySecondRunsRefuseTwoOfOneName(t *testing.T) {
+	_, first, seconds := firstRunAndSecondsDir(t)
+	plain := filepath.Join(seconds, "run.trace")
+	require.NoError(t, os.WriteFile(plain, []byte(longRun), 0o644))
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	_, err := zw.Write([]byte(shortRun))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	gz := filepath.Join(seconds, "run.trace.gz")
+	require.NoError(t, os.WriteFile(gz, zipped.Bytes(), 0o644))
+	out, _, err := executeReplay(t, "--plan", "--second-runs", seconds, first)
+	require.EqualError(t, err, "--second-runs "+seconds+" holds both "+gz+" and "+plain+" as the second run of "+first+": keep one, remove or rename the other")
+	require.Empty(t, out)
+
+	require.NoError(t, os.Remove(plain))
+	_, _, err = executeReplay(t, "--plan", "--second-runs", seconds, first)
+	require.NoError(t, err, "one of them is the second run")
+}
+
 // A stream (a pipe) named by two inputs of one command, a layout and a
 // trace or a workload, is refused before either reads it: the first took
 // its bytes, and the second read none (vkrt replay --layout /dev/stdin

@@ -29,25 +29,34 @@ var secondRunHead = []string{"second run: peak live", "under the first run's pla
 // first run's file name less its suffixes, as it is on disk (the trace's
 // name shows some characters escaped). A link counts as there even when
 // what it names is not, so reading it fails naming it: a broken link was
-// taken for no second run.
-func secondRunPath(dir, first string) string {
+// taken for no second run. A directory that holds both is an error: which
+// is the second run is not for the command to guess (NAME.trace.gz was
+// taken, and NAME.trace left unsaid).
+func secondRunPath(dir, first string) (string, error) {
 	name := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(first), ".gz"), ".trace")
+	var found []string
 	for _, file := range []string{name + ".trace.gz", name + ".trace"} {
 		path := filepath.Join(dir, file)
 		if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
-			return path
+			found = append(found, path)
 		}
 	}
-	return ""
+	switch len(found) {
+	case 0:
+		return "", nil
+	case 1:
+		return found[0], nil
+	}
+	return "", fmt.Errorf("--second-runs %s holds both %s and %s as the second run of %s: keep one, remove or rename the other", dir, found[0], found[1], first)
 }
 
 // replaySecondRun finds the second run in dir of first, read from
 // firstPath (nil when there is none), and runs each under the other's
 // plan.
 func replaySecondRun(first *trace.Trace, firstPath string, firstPlan, layout memory.Layout, dir string) (*secondRun, error) {
-	path := secondRunPath(dir, firstPath)
-	if path == "" {
-		return nil, nil
+	path, err := secondRunPath(dir, firstPath)
+	if path == "" || err != nil {
+		return nil, err
 	}
 	tr, err := trace.ReadFile(path)
 	if err != nil {
