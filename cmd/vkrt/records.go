@@ -61,6 +61,11 @@ the command succeeds.`,
 			if last < 0 {
 				return fmt.Errorf("--last %d: want a count of the newest records, or 0 for all", last)
 			}
+			// A backslash first: "x\[" is an escape to its writer, not
+			// a set that never closes.
+			if err := checkGlobEscapes(glob); err != nil {
+				return err
+			}
 			if err := environment.CheckLabelGlob(glob); err != nil {
 				return fmt.Errorf("--label: %w", err)
 			}
@@ -78,7 +83,7 @@ the command succeeds.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&envName, "env", environment.DefaultName, "environment name (directory: $"+environment.DirEnvVar+", else the XDG data directory)")
-	f.StringVar(&glob, "label", "", "only labels matching this glob ('*', '?', '[...]'; '': every label)")
+	f.StringVar(&glob, "label", "", "only labels matching this glob ('*', '?', '[...]', no escape character: '[*]' matches a '*'; '': every label)")
 	f.StringVar(&kind, "kind", environment.KindMemory, "record kind, or '"+allKinds+"' for every kind")
 	f.IntVar(&last, "last", 0, "only the newest N records (0: all)")
 	f.BoolVar(&asJSON, "json", false, "one JSON object per line")
@@ -86,6 +91,52 @@ the command succeeds.`,
 }
 
 func init() { rootCmd.AddCommand(newRecordsCmd()) }
+
+// checkGlobEscapes refuses a --label glob with a backslash where a shell's
+// glob, fnmatch or path.Match takes it as an escape: before '*', '?', '[',
+// ']' or another backslash, or ending the glob (which those refuse). A
+// label glob is SQLite's GLOB, which has no escape character: it matched
+// the backslash itself, so "a\*" listed labels starting "a\" and not the
+// label "a*", and "\" was taken where path.Match calls it malformed. A
+// backslash in a set ("[\]") is a member, as it is to GLOB; past a set
+// that never closes, the rest is read as outside one.
+func checkGlobEscapes(glob string) error {
+	for i := 0; i < len(glob); i++ {
+		switch glob[i] {
+		case '[':
+			// Past the set: a ']' just after '[' or "[^" is a member.
+			j := i + 1
+			if j < len(glob) && glob[j] == '^' {
+				j++
+			}
+			if j < len(glob) && glob[j] == ']' {
+				j++
+			}
+			if end := strings.IndexByte(glob[j:], ']'); end >= 0 {
+				i = j + end
+			}
+		case '\\':
+			const noEscape = "a label glob has no escape character (it is SQLite's GLOB)"
+			if i+1 == len(glob) {
+				return fmt.Errorf("--label %s: %s: the backslash ending it would match a backslash, where path.Match calls it malformed; write [\\] to match a backslash", printable.Label(glob), noEscape)
+			}
+			next := glob[i+1]
+			if !strings.ContainsRune(`*?[]\\`, rune(next)) {
+				continue
+			}
+			if next == '\\' {
+				return fmt.Errorf("--label %s: %s: the backslashes at byte %d match two backslashes, not one; write [\\] to match a backslash", printable.Label(glob), noEscape, i)
+			}
+			itself := "[" + string(next) + "]"
+			if next == ']' {
+				itself = "]" // outside a set, ']' is itself
+			}
+			return fmt.Errorf("--label %s: %s: the backslash at byte %d would match a backslash, not escape the '%c' after it; write %s to match a '%c' itself, and [\\] for a backslash",
+				printable.Label(glob), noEscape, i, next, itself, next)
+		}
+	}
+	return nil
+}
 
 // recordLine is one record in --json output.
 type recordLine struct {

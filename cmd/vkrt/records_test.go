@@ -695,3 +695,48 @@ func TestRecordsUndecodableAreOneErrorWithAReasonALine(t *testing.T) {
 	}
 	require.Contains(t, lines[2], `record 6 (kind "note")`)
 }
+
+// A label glob is SQLite's GLOB, which has no escape character: a
+// backslash where a shell's glob or path.Match escapes with it (before
+// '*', '?', '[', ']' or a backslash, or ending the glob) is refused before
+// the environment opens, saying how to match the character itself. It
+// matched the backslash: "a\*" listed "a\b" and not "a*", and "\" was
+// taken where path.Match calls it malformed.
+func TestRecordsLabelGlobHasNoEscape(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	env, err := environment.Open("bench")
+	require.NoError(t, err)
+	for i, label := range []string{"a*", `a\b`, `\`} {
+		body, err := json.Marshal(sampleMemoryRecord(label, uint64(i+1)))
+		require.NoError(t, err)
+		_, err = env.PutJSON(context.Background(), environment.KindMemory, label, body)
+		require.NoError(t, err)
+	}
+	require.NoError(t, env.Close())
+	const noEscape = "a label glob has no escape character (it is SQLite's GLOB)"
+	for glob, want := range map[string]string{
+		`a\*`:  `--label a\*: ` + noEscape + `: the backslash at byte 1 would match a backslash, not escape the '*' after it; write [*] to match a '*' itself, and [\] for a backslash`,
+		`\?`:   `the '?' after it; write [?] to match a '?' itself`,
+		`x\[`:  `write [[] to match a '[' itself`,
+		`x\]`:  `write ] to match a ']' itself`,
+		`\`:    `--label \: ` + noEscape + `: the backslash ending it would match a backslash, where path.Match calls it malformed; write [\] to match a backslash`,
+		`a\\*`: `the backslashes at byte 1 match two backslashes, not one; write [\] to match a backslash`,
+	} {
+		out, err := executeRecords(t, "--env", "bench", "--label", glob)
+		require.ErrorContains(t, err, want, glob)
+		require.Empty(t, out, glob)
+		// Before the environment opens, as the glob's other mistakes are.
+		_, err = executeRecords(t, "--env", "no such environment", "--label", glob)
+		require.ErrorContains(t, err, want, glob)
+	}
+	// What the refusals say to write matches the character itself; a
+	// backslash before another character, or in a set, is taken as it is.
+	for glob, want := range map[string]string{`a[*]`: "a*", `[\]`: `\`, `a\b`: `a\b`, `a[\]?`: `a\b`} {
+		out, err := executeRecords(t, "--env", "bench", "--json", "--label", glob)
+		require.NoError(t, err, glob)
+		var line recordLine
+		require.Equal(t, 1, strings.Count(out, "\n"), "%s: %s", glob, out)
+		require.NoError(t, json.Unmarshal([]byte(out), &line))
+		require.Equal(t, want, line.Label, glob)
+	}
+}
