@@ -251,6 +251,10 @@ func TestRecordsListsTheRestWhenOneRecordCannotBeDecoded(t *testing.T) {
 	require.Contains(t, lines[5], "after the bad one")
 	require.Contains(t, lines[5], memory.FormatBytes(1<<20+512))
 
+	// The count's noun agrees with it: "1 of 1 records" said it wrong.
+	_, err = executeRecords(t, "--env", "bench", "--label", "wrapped")
+	require.ErrorContains(t, err, "1 of 1 record could not be decoded (listed with '-'):")
+
 	// --json writes every record as stored, and fails as the table does.
 	out, err = executeRecords(t, "--env", "bench", "--json")
 	require.ErrorIs(t, err, strictjson.ErrNumberDoesNotFit)
