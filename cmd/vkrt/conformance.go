@@ -157,14 +157,14 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 	}
 	failed := rep.Failed()
 	if stopped != nil {
-		err := fmt.Errorf("%w: %d of %d checks not run", stopped, len(rep.NotRun), len(rep.Results)+len(rep.NotRun))
+		err := fmt.Errorf("%w: %d of %s not run", stopped, len(rep.NotRun), plural(len(rep.Results)+len(rep.NotRun), "check"))
 		if len(failed) > 0 {
 			err = fmt.Errorf("%w; %d of those run failed: %v", err, len(failed), failed)
 		}
 		return errors.Join(append(writeErrs, err)...)
 	}
 	if len(failed) > 0 {
-		return errors.Join(append(writeErrs, fmt.Errorf("%d of %d checks failed: %v", len(failed), len(rep.Results), failed))...)
+		return errors.Join(append(writeErrs, fmt.Errorf("%d of %s failed: %v", len(failed), plural(len(rep.Results), "check"), failed))...)
 	}
 	return errors.Join(writeErrs...)
 }

@@ -145,6 +145,10 @@ func TestConformanceFailsWhenChecksFail(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2, failures)
+
+	// The count's noun agrees with it: "1 of 1 checks failed" said it wrong.
+	err = runConformance(context.Background(), &stdout, &stderr, broken, conformanceFlags{run: "^device/zero-initialised$", timeout: conformance.DefaultTimeout})
+	require.EqualError(t, err, "1 of 1 check failed: [device/zero-initialised]")
 }
 
 // A device that does not open is one error, not a failure of every check.
