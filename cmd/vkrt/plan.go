@@ -279,8 +279,8 @@ func checkPlanOn(arg string, pf *plan.File, layout memory.Layout, c *client.Clie
 		}
 	}
 	if v, ok := layout.Virtual(); ok && v.PlannedBytes != 0 && granule == 0 {
-		fmt.Fprintf(stderr, "vkrt: --layout is a virtual plan (%s in %d slots), but this device has no sparse residency: the guest runs under the SubSlices pools, unplanned\n",
-			memory.FormatBytes(v.PlannedBytes), len(v.Slots))
+		fmt.Fprintf(stderr, "vkrt: --layout is a virtual plan (%s in %s), but this device has no sparse residency: the guest runs under the SubSlices pools, unplanned\n",
+			memory.FormatBytes(v.PlannedBytes), plural(len(v.Slots), "slot"))
 	}
 	return nil
 }

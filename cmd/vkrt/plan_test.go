@@ -231,7 +231,12 @@ func TestRunSaysAVirtualPlanIsUnusedWithoutSparseResidency(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(stdout), &line))
 	require.Zero(t, line.PlanCapacity, "no plan is in effect")
 	require.Equal(t, 1, strings.Count(stderr, "no sparse residency"), stderr)
-	require.Contains(t, stderr, memory.FormatBytes(1048576))
+	require.Contains(t, stderr, "("+memory.FormatBytes(1048576)+" in 2 slots)")
+
+	// One slot is said as one: "in 1 slots" said it wrong.
+	_, stderr, err = execute(t, "run", guestArgs(t, guest, "--json", "--layout", `{"Virtual":{"planned_bytes":1048576,"slots":[4096,0]}}`)...)
+	require.NoError(t, err)
+	require.Contains(t, stderr, "("+memory.FormatBytes(1048576)+" in 1 slot)")
 }
 
 // A guest's plan file records the device it was measured on, in the plan
