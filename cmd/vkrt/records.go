@@ -53,8 +53,8 @@ is not JSON in UTF-8, is listed with '-' for its figures (with --json,
 written as stored where it is JSON); each such record is reported on stderr
 and the command exits non-zero once every record is written. Kinds are open
 (an application names its own): a --kind no record has lists nothing, and
-stderr names the kinds the environment holds, or says it holds no records;
-the command succeeds.`,
+stderr names the kinds the environment holds, or says it holds no records
+(as it says for --kind all); the command succeeds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Bad flags are the flags' errors, not the environment's.
@@ -248,9 +248,10 @@ func noRecordsOfKind(stderr io.Writer, envName, kind string) func(kinds []string
 // (environment.Env.Each), with its decoded memory record (nil for a
 // record of another kind or one that cannot be decoded) and, for one that
 // cannot be decoded, why. Those are named in undecodable, which a reader
-// returns once it has shown the rest; shown says what became of them. An error of fn ends the listing. Where q names
-// a kind and nothing is listed, noneOfKind (if not nil) is called with the
-// kinds the environment holds if q's is not among them.
+// returns once it has shown the rest; shown says what became of them. An
+// error of fn ends the listing. Where nothing is listed, noneOfKind (if
+// not nil) is called with the kinds the environment holds if q names a
+// kind not among them, or if it holds none.
 func eachRecord(ctx context.Context, name string, q environment.Query, shown string, noneOfKind func(kinds []string),
 	fn func(environment.Entry, *memory.Record, error) error) (undecodable *undecodableError, _ error) {
 	if ctx == nil {
@@ -279,12 +280,14 @@ func eachRecord(ctx context.Context, name string, q environment.Query, shown str
 	if undecodable != nil {
 		undecodable.Total = total
 	}
-	if err == nil && total == 0 && q.Kind != "" && noneOfKind != nil {
+	if err == nil && total == 0 && noneOfKind != nil {
 		kinds, err := env.Kinds(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if !slices.Contains(kinds, q.Kind) {
+		// Every kind asked for (vkrt records --kind all) in an environment
+		// of none: said as for one kind, where it listed nothing, silently.
+		if (q.Kind != "" && !slices.Contains(kinds, q.Kind)) || len(kinds) == 0 {
 			noneOfKind(kinds)
 		}
 	}

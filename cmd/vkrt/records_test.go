@@ -201,6 +201,15 @@ func TestRecordsSayWhichKindsThereAreWhenNoneIsOfTheKind(t *testing.T) {
 	_, errOut, err = execute(t, "records", "--env", "empty")
 	require.NoError(t, err)
 	require.Equal(t, `vkrt: environment "empty" holds no records`+"\n", errOut)
+	// Every kind asked for says so too: it listed a header and nothing.
+	for _, args := range [][]string{{"--kind", "all"}, {"--kind", "all", "--json"}, {"--kind", "all", "--label", "x*"}} {
+		_, errOut, err = execute(t, "records", append([]string{"--env", "empty"}, args...)...)
+		require.NoError(t, err)
+		require.Equal(t, `vkrt: environment "empty" holds no records`+"\n", errOut, args)
+	}
+	_, errOut, err = execute(t, "records", "--env", "bench", "--kind", "all", "--label", "nothing like it")
+	require.NoError(t, err)
+	require.Empty(t, errOut, "records exist; the label matched none")
 }
 
 // TestRecordsFromClient reads back what a client recorded (on the pure-Go
