@@ -112,6 +112,16 @@ func runReport(cmd *cobra.Command, paths []string, f reportFlags) error {
 	var page htmlreport.Page
 	bar := newReplayProgress(cmd.ErrOrStderr())
 	defer bar.clear()
+	// The records are read before the traces are replayed: an environment
+	// that does not exist (a misspelt --env) was found only after every
+	// replay.
+	var badRecords error
+	if f.env != "" {
+		bar.stage("reading the records of "+f.env, 0)
+		if page.Env, badRecords, err = envRecords(cmd.Context(), f.env, cmd.ErrOrStderr()); err != nil {
+			return err
+		}
+	}
 	if page.Traces, err = reportTraces(paths, layouts, bar); err != nil {
 		return err
 	}
@@ -121,16 +131,8 @@ func runReport(cmd *cobra.Command, paths []string, f reportFlags) error {
 			partial = append(partial, fmt.Errorf("report: %s is drawn without a plan: %w", tr.Name, tr.NoPlan))
 		}
 	}
-	if f.env != "" {
-		bar.stage("reading the records of "+f.env, 0)
-		recs, bad, err := envRecords(cmd.Context(), f.env, cmd.ErrOrStderr())
-		if err != nil {
-			return err
-		}
-		page.Env = recs
-		if bad != nil {
-			partial = append(partial, bad)
-		}
+	if badRecords != nil {
+		partial = append(partial, badRecords)
 	}
 	bar.stage("writing "+f.html, 0)
 	if err := writeReport(f.html, page); err != nil {

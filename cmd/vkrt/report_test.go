@@ -265,6 +265,20 @@ func TestReportLeavesOutARecordWhoseTotalsOverflow(t *testing.T) {
 // A terminal sees each trace's stages as vkrt replay shows them: the replay
 // under the layout without a plan, the planning and the replay under the
 // plan, each counted; stderr that is not a terminal gets none of it.
+// An environment that does not exist is found before any trace is read
+// and replayed: it was found after every replay, which takes minutes for
+// long traces, and a trace that fails as it is read was what it said.
+func TestReportFindsAMissingEnvironmentBeforeTheTraces(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.trace")
+	require.NoError(t, os.WriteFile(bad, []byte("a 1 100 0\nx\n"), 0o644))
+	_, _, err := execute(t, "report", "--html", filepath.Join(dir, "r.html"), "--env", "no-such-env", bad)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.ErrorContains(t, err, `environment "no-such-env" does not exist`)
+	require.NoFileExists(t, filepath.Join(dir, "r.html"))
+}
+
 func TestReportShowsProgressWithinATrace(t *testing.T) {
 	var buf bytes.Buffer
 	bar := &replayProgress{w: &buf, visible: true}
