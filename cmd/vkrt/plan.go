@@ -183,7 +183,7 @@ func guestLayout(arg string) (memory.Layout, *plan.File, error) {
 		return l, nil, nil
 	}
 	if _, err := os.Stat(arg); err != nil {
-		l, err := replayLayout(arg) // says why arg is none of the three
+		l, err := layoutFlag("--layout", arg) // says why arg is none of the three
 		return l, nil, err
 	}
 	l, pf, err := readLayoutArg(arg)

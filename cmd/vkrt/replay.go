@@ -97,8 +97,8 @@ live bytes, and device allocations (cudaMalloc calls, or mapping calls).`,
 }
 
 // replayLayout reads --layout: a preset name or JSON literal, else a file
-// holding one.
-func replayLayout(arg string) (memory.Layout, error) { return layoutFlag("--layout", arg) }
+// holding one, checked on the replay's device model.
+func replayLayout(arg string) (memory.Layout, error) { return honouredLayout("--layout", arg) }
 
 // layoutFlag is replayLayout for a flag of another name (report's --plan).
 func layoutFlag(flag, arg string) (memory.Layout, error) {
@@ -128,6 +128,28 @@ func layoutFlag(flag, arg string) (memory.Layout, error) {
 	}
 	if l, err = layoutFile(arg); err != nil {
 		return memory.Layout{}, fmt.Errorf("%s: %w", flag, err)
+	}
+	return l, nil
+}
+
+// honouredLayout is layoutFlag's layout, checked on the replay's device
+// model as a replay checks it, building a stream's pools: one the pools
+// cannot honour (an empty pool list, a page of 0 B) is the flag's error,
+// said once, before any trace is read; it was each trace's, the same
+// words a trace each ("replay: NAME: the pool layout cannot be honoured:
+// …"), after the trace was read.
+func honouredLayout(flag, arg string) (memory.Layout, error) {
+	l, err := layoutFlag(flag, arg)
+	if err != nil {
+		return l, err
+	}
+	// The pools of a replay's stream, on its storage; what the layout asks
+	// past the device the replay itself warns of.
+	storage := replay.NewCountingStorage(replay.H200().MemorySize)
+	storage.Granule = replay.H200Granule
+	_, err = memory.NewManager(storage, replay.H200(), l, memory.WithLayoutWarnings(func(memory.Layout, string) {}))
+	if err != nil {
+		return memory.Layout{}, fmt.Errorf("%s: %w (on the replay's H200 device model)", flag, err)
 	}
 	return l, nil
 }

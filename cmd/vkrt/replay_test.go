@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -1194,4 +1195,37 @@ func TestLayoutThatIsADirectoryIsSaidOnce(t *testing.T) {
 	require.NoError(t, os.WriteFile(guest, []byte("\x00asm\x01\x00\x00\x00"), 0o644))
 	_, _, err = execute(t, "run", "--layout", dir, guest)
 	require.ErrorContains(t, err, "--layout: "+dir+" is a directory")
+}
+
+// A layout the pools cannot honour on the replay's device model is the
+// flag's error, said once, before any trace is read: it was each trace's,
+// in the same words a trace each, after the trace was read (a malformed
+// trace was what it said).
+func TestLayoutThePoolsCannotHonourIsTheFlagsError(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.trace")
+	require.NoError(t, os.WriteFile(bad, []byte("a 1 100 0\nx\n"), 0o644))
+	const empty = `{"Sliced":[]}`
+	const why = "the pool layout cannot be honoured: the pool list is empty (on the replay's H200 device model)"
+	_, _, err := executeReplay(t, "--layout", empty, resnetTrace, bad, resnetTrace)
+	require.EqualError(t, err, "--layout: "+why)
+	var ie *memory.InstallError
+	require.ErrorAs(t, err, &ie)
+	require.Equal(t, memory.InvalidLayout, ie.Kind)
+
+	html := filepath.Join(dir, "r.html")
+	_, _, err = execute(t, "report", "--html", html, "--layout", empty, bad)
+	require.EqualError(t, err, "--layout: "+why)
+	_, _, err = execute(t, "report", "--html", html, "--plan", empty, bad)
+	require.EqualError(t, err, "--plan: "+why)
+	require.NoFileExists(t, html)
+
+	// A layout the pools take with a warning is warned of once, by the
+	// replay: the check says nothing.
+	var logged bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+	_, _, err = executeReplay(t, "--layout", `{"Sliced":[{"page_size":200000000000,"pages":1}]}`, resnetTrace)
+	require.NoError(t, err)
+	require.Equal(t, 1, strings.Count(logged.String(), "is larger than the device memory"), logged.String())
 }

@@ -103,7 +103,7 @@ func runReport(cmd *cobra.Command, paths []string, f reportFlags) error {
 		layouts.DefaultName = "layout " + printable.Label(filepath.Base(f.layout))
 	}
 	if f.plan != "" {
-		l, err := layoutFlag("--plan", f.plan)
+		l, err := honouredLayout("--plan", f.plan)
 		if err != nil {
 			return err
 		}
