@@ -786,6 +786,28 @@ Other figures:
 	require.Equal(t, "?", recordedPyTorch(readme, "b"))
 }
 
+// A README.md that is no file (a FIFO, a device) records nothing: opening
+// a FIFO waited for a writer, and vkrt replay --second-runs hung.
+func TestRecordedPyTorchReadsOnlyAFile(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "README.md")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o644))
+	t.Cleanup(func() {
+		// Lets a reader blocked opening it go.
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+	})
+	got := make(chan string, 1)
+	go func() { got <- recordedPyTorch(fifo, "a") }()
+	select {
+	case cell := <-got:
+		require.Equal(t, "?", cell)
+	case <-time.After(5 * time.Second):
+		t.Fatal("recordedPyTorch waits on a FIFO")
+	}
+	require.Equal(t, "?", recordedPyTorch("/dev/zero", "a"))
+}
+
 // A trace whose file name shows escaped (here a no-break space, which
 // unicode.IsPrint refuses) finds its second run by the file's own name:
 // it was looked for under the escaped one, and none was found.

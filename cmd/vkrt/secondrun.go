@@ -90,8 +90,14 @@ func (s *secondRun) cells() []string {
 }
 
 // recordedPyTorch is the "PyTorch expandable segments" cell of name's row
-// in the Markdown table of readme, or "?" when it records none.
+// in the Markdown table of readme, or "?" when it records none or is no
+// regular file.
 func recordedPyTorch(readme, name string) string {
+	// Only a file: opening a FIFO of that name waited for a writer, and
+	// the replay hung after the second run (a device never ended).
+	if fi, err := os.Stat(readme); err != nil || !fi.Mode().IsRegular() {
+		return "?"
+	}
 	f, err := os.Open(readme)
 	if err != nil {
 		return "?"
