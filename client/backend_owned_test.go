@@ -67,3 +67,26 @@ func TestWithBackendReplacingATypedNilOpens(t *testing.T) {
 	require.Same(t, kept, c.Device())
 	require.NoError(t, c.Close())
 }
+
+// A nil Option fails Open with ErrInvalidOption, where calling it panicked,
+// and the devices handed before and after it are closed, as on any failed
+// Open.
+func TestNilOptionIsRefused(t *testing.T) {
+	before, err := cpu.New()
+	require.NoError(t, err)
+	after, err := cpu.New()
+	require.NoError(t, err)
+	var c *Client
+	require.NotPanics(t, func() {
+		c, err = Open(context.Background(), WithBackend(before), nil, WithBackend(after))
+	})
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.EqualError(t, err, "client: invalid option: option 2 of the 3 given to Open is nil")
+	require.Nil(t, c)
+	requireClosed(t, before, "the device replaced is closed")
+	requireClosed(t, after, "the device Open would have run on is closed")
+
+	require.NotPanics(t, func() { c, err = Open(context.Background(), nil) })
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.Nil(t, c)
+}

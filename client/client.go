@@ -35,7 +35,8 @@ func ctxErr(ctx context.Context) error {
 }
 
 // ErrInvalidOption: Open was given an option it cannot follow, such as a
-// nil environment (UseEnvironment) or a nil device (WithBackend).
+// nil Option, a nil environment (UseEnvironment) or a nil device
+// (WithBackend).
 var ErrInvalidOption = errors.New("client: invalid option")
 
 // ErrNil: a method was called on a nil *Client or *Stream, or on a zero
@@ -254,9 +255,20 @@ type Client struct {
 // program: with the Vulkan backend (import _ "github.com/vkrt/vkrt/vk"),
 // the first Vulkan device unless WithDevice says otherwise, lavapipe where
 // there is no GPU. Without a backend it fails with device.ErrNoBackend.
+// A nil Option among opts fails it with ErrInvalidOption, and closes every
+// device WithBackend handed it, as any failed Open does.
 func Open(ctx context.Context, opts ...Option) (*Client, error) {
 	c := config{layout: memory.VirtualLayout(memory.VirtualPlan{})}
-	for _, o := range opts {
+	nilAt := 0 // the first nil option, counted from 1
+	for i, o := range opts {
+		if o == nil {
+			// Calling it panicked. The options after it are applied
+			// still, so that every device handed is closed.
+			if nilAt == 0 {
+				nilAt = i + 1
+			}
+			continue
+		}
 		c = o(c)
 	}
 	c.closeReplaced()
@@ -265,6 +277,12 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 			closeUnused(c.backend) // the client's from WithBackend on
 		}
 		return nil, ErrNilContext
+	}
+	if nilAt > 0 {
+		if c.backend != nil {
+			closeUnused(c.backend) // the client's from WithBackend on
+		}
+		return nil, fmt.Errorf("%w: option %d of the %d given to Open is nil", ErrInvalidOption, nilAt, len(opts))
 	}
 	if c.envUsed && c.env == nil {
 		if c.backend != nil {

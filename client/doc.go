@@ -63,5 +63,5 @@
 // makes) is no client: a method of it that returns an error returns ErrNil,
 // the others their zero value (Stream.Closed says true), rather than
 // dereferencing nil. A call given a nil context, Open's too, is refused
-// with ErrNilContext.
+// with ErrNilContext, and Open given a nil Option with ErrInvalidOption.
 package client
