@@ -37,8 +37,9 @@
 // environment reached through a symbolic link is read with
 // the log next to the file the link points to, where SQLite keeps it.
 //
-// A call given a nil context is refused with ErrNilContext, and a method
-// of a nil or zero *Env (which Open never returns) with ErrNil.
+// A call given a nil context is refused with ErrNilContext, one given a nil
+// Option with ErrInvalidOption, and a method of a nil or zero *Env (which
+// Open never returns) with ErrNil.
 //
 // Each lists records a page at a time, so a listing of a large environment
 // holds one page of bodies, not all of them; Query collects what Each

@@ -93,12 +93,17 @@ func WithClock(now func() time.Time) Option {
 	return func(c config) config { c.now = now; return c }
 }
 
-func newConfig(opts []Option) config {
+// newConfig applies opts to the defaults. A nil option, which panicked
+// when called, is ErrInvalidOption.
+func newConfig(opts []Option) (config, error) {
 	c := config{busyTimeout: 10 * time.Second, create: true, now: time.Now}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return c, fmt.Errorf("%w: option %d of the %d given is nil", ErrInvalidOption, i+1, len(opts))
+		}
 		c = o(c)
 	}
-	return c
+	return c, nil
 }
 
 // DefaultDir is the data directory environments live in when no option
@@ -237,7 +242,11 @@ func Path(name string, opts ...Option) (string, error) {
 	if err := ValidateName(name); err != nil {
 		return "", err
 	}
-	dir, err := newConfig(opts).resolveDir()
+	c, err := newConfig(opts)
+	if err != nil {
+		return "", err
+	}
+	dir, err := c.resolveDir()
 	if err != nil {
 		return "", err
 	}
@@ -247,7 +256,11 @@ func Path(name string, opts ...Option) (string, error) {
 // List names the environments in the options' data directory, sorted. A
 // directory that does not exist holds none.
 func List(opts ...Option) ([]string, error) {
-	dir, err := newConfig(opts).resolveDir()
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := c.resolveDir()
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +268,7 @@ func List(opts ...Option) ([]string, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	if nd := newConfig(opts).notDirError(dir, err); nd != nil {
+	if nd := c.notDirError(dir, err); nd != nil {
 		return nil, nd
 	}
 	if err != nil {
@@ -343,12 +356,15 @@ const openAttempts = 3
 var afterPrepare func(path string)
 
 func openContext(ctx context.Context, name string, opts []Option, attempt int) (*Env, error) {
-	c := newConfig(opts)
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
 	if ctx == nil {
 		return nil, namedf(name, ErrNilContext, "opening")
+	}
+	c, err := newConfig(opts)
+	if err != nil {
+		return nil, namedf(name, err, "opening")
 	}
 	if err := ctx.Err(); err != nil {
 		// Before the file is made: SQLite refused to open it, and the

@@ -71,6 +71,10 @@ var ErrNil = errors.New("environment: a nil or zero Env, not made by Open")
 // none.
 var ErrNilContext = errors.New("environment: nil context (pass context.Background() for none)")
 
+// ErrInvalidOption: Open, Path or List was given an option it cannot
+// follow: a nil Option (calling it panicked).
+var ErrInvalidOption = errors.New("environment: invalid option")
+
 // ErrNoRecord: no record has the id asked for.
 var ErrNoRecord = errors.New("environment: no such record")
 

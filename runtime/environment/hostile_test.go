@@ -1078,3 +1078,28 @@ func TestDecodingAsAnInterfaceTypeIsRefused(t *testing.T) {
 	require.NotPanics(t, func() { err = EachAs(ctx, env, Query{}, func(Typed[Record]) error { return nil }) })
 	require.ErrorIs(t, err, ErrInvalidRecord)
 }
+
+// A nil Option given to Open, OpenContext, Path or List is refused with
+// ErrInvalidOption, where calling it panicked, and nothing is made.
+func TestANilOptionIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(DirEnvVar, dir)
+	calls := map[string]func() error{
+		"Open":        func() error { _, err := Open("x", WithDir(dir), nil); return err },
+		"OpenContext": func() error { _, err := OpenContext(context.Background(), "x", nil, WithDir(dir)); return err },
+		"ReadOnly":    func() error { _, err := Open("x", ReadOnly(), nil); return err },
+		"Path":        func() error { _, err := Path("x", nil); return err },
+		"List":        func() error { _, err := List(nil); return err },
+	}
+	for name, call := range calls {
+		var err error
+		require.NotPanics(t, func() { err = call() }, name)
+		require.ErrorIs(t, err, ErrInvalidOption, name)
+		require.ErrorContains(t, err, "is nil", name)
+	}
+	_, err := Open("x", WithDir(dir), nil)
+	require.EqualError(t, err, `environment "x": opening: invalid option: option 2 of the 2 given is nil`)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "nothing is made")
+}
