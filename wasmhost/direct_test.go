@@ -251,3 +251,35 @@ func TestNilAndZeroHostAndModuleRefuseWithoutPanicking(t *testing.T) {
 	require.ErrorIs(t, err, ErrRefused)
 	require.ErrorContains(t, err, "a zero Module")
 }
+
+// A nil Option given to New, a nil RunOption given to WithDefaults, and one
+// given to Run are refused with ErrInvalidOption, where each panicked when
+// called; Run makes no stream for the guest, and the host and module stay
+// as they were.
+func TestNilOptionsAreRefused(t *testing.T) {
+	ctx := context.Background()
+	c := openClient(t)
+	for _, opts := range [][]Option{{nil}, {WithoutRecords(), nil}, {WithDefaults(WithClocks(), nil)}} {
+		var h *Host
+		var err error
+		require.NotPanics(t, func() { h, err = New(ctx, c, opts...) })
+		require.ErrorIs(t, err, ErrInvalidOption)
+		require.ErrorContains(t, err, "is nil")
+		require.Nil(t, h)
+	}
+	_, err := New(ctx, c, WithDefaults(WithClocks(), nil))
+	require.EqualError(t, err, "wasmhost: invalid option: option 2 of the 2 given to WithDefaults is nil")
+
+	h := newHost(t, ctx, c)
+	m := compile(t, h, guestWAT(t, "", `(drop (call $sync))`))
+	streams := len(c.Streams())
+	var res *Result
+	require.NotPanics(t, func() { res, err = h.Run(ctx, m, nil) })
+	require.EqualError(t, err, "wasmhost: invalid option: option 1 of the 1 given to Run is nil")
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.NotErrorIs(t, err, ErrRefused, "the module is not to blame")
+	require.Nil(t, res)
+	require.Len(t, c.Streams(), streams, "no stream was made for the guest")
+	_, err = h.Run(ctx, m)
+	require.NoError(t, err, "the host and the module are as they were")
+}

@@ -29,5 +29,8 @@
 //	m, _ := h.Compile(ctx, wasm)               // ErrRefused: not a guest of this host
 //	res, err := h.Run(ctx, m, wasmhost.WithDeadline(time.Minute))
 //
+// An option New or Run cannot follow (a nil one) is refused with
+// ErrInvalidOption before anything is made: the guest is not to blame.
+//
 // Go guests are written with package wasmhost/guest.
 package wasmhost

@@ -55,6 +55,10 @@ var (
 	// to act on. Such a method returns ErrNil where it returns an error
 	// (Client returns nil), rather than dereferencing nil.
 	ErrNil = errors.New("wasmhost: a nil or zero Host or Module, not made by New or Compile")
+	// ErrInvalidOption: New or Run was given an option it cannot follow,
+	// such as a nil Option or RunOption. Nothing of the host or the run is
+	// made.
+	ErrInvalidOption = errors.New("wasmhost: invalid option")
 )
 
 // ExitError is a guest that exited with a non-zero code.
@@ -120,7 +124,8 @@ const closedExitCode = 0xc105ed
 // New starts a host over c. ctx may carry wazero's experimental function
 // listener, which then sees every host call. A nil or zero c, which
 // client.Open never returns, is refused with client.ErrNil: the host ran
-// no guest on it.
+// no guest on it. A nil Option, or a nil RunOption given to WithDefaults,
+// is refused with ErrInvalidOption.
 func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 	if ctx == nil {
 		return nil, ErrNilContext
@@ -129,8 +134,14 @@ func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 		return nil, fmt.Errorf("wasmhost: no client to run guests on: %w", client.ErrNil)
 	}
 	cfg := hostConfig{maxMemoryPages: DefaultMaxMemoryPages, maxTableEntries: DefaultMaxTableEntries, records: true}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return nil, nilOption("New", i, len(opts))
+		}
 		cfg = o(cfg)
+	}
+	if cfg.invalid != nil {
+		return nil, cfg.invalid
 	}
 	if cfg.maxMemoryPages == 0 || cfg.maxMemoryPages > MaxMemoryPages {
 		return nil, fmt.Errorf("wasmhost: memory limit of %d pages: want 1 to %d", cfg.maxMemoryPages, MaxMemoryPages)
@@ -461,6 +472,8 @@ type instanceKey struct{}
 // non-nil whenever the guest was loaded. Whatever the guest still holds is
 // freed before Run returns. m is a module this host compiled and has not
 // closed: a nil one, one of another host or a closed one is ErrRefused.
+// A nil RunOption is refused with ErrInvalidOption, before anything is
+// made for the guest.
 func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, error) {
 	if h.isNil() {
 		return nil, ErrNil
@@ -491,7 +504,10 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 		return nil, fmt.Errorf("%w: the module is closed", ErrRefused)
 	}
 	cfg := h.cfg.run
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return nil, nilOption("Run", i, len(opts))
+		}
 		cfg = o(cfg)
 	}
 	if cfg.stream != nil {

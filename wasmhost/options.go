@@ -1,6 +1,7 @@
 package wasmhost
 
 import (
+	"fmt"
 	"io"
 	"time"
 
@@ -37,6 +38,9 @@ type hostConfig struct {
 	cacheDir        string
 	records         bool
 	run             runConfig
+	// invalid is the first option WithDefaults could not follow (a nil
+	// RunOption), which New refuses.
+	invalid error
 }
 
 type runConfig struct {
@@ -87,14 +91,27 @@ func WithoutRecords() Option {
 }
 
 // WithDefaults makes opts the defaults of every run of the host; Run's own
-// options come after them.
+// options come after them. A nil RunOption among them fails New with
+// ErrInvalidOption.
 func WithDefaults(opts ...RunOption) Option {
 	return func(c hostConfig) hostConfig {
-		for _, o := range opts {
+		for i, o := range opts {
+			if o == nil {
+				if c.invalid == nil {
+					c.invalid = nilOption("WithDefaults", i, len(opts))
+				}
+				continue
+			}
 			c.run = o(c.run)
 		}
 		return c
 	}
+}
+
+// nilOption is the refusal of the option at index i of the n given to
+// where: a nil one, which panicked when called.
+func nilOption(where string, i, n int) error {
+	return fmt.Errorf("%w: option %d of the %d given to %s is nil", ErrInvalidOption, i+1, n, where)
 }
 
 // RunOption configures one run of a guest.
