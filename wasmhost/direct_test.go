@@ -283,3 +283,41 @@ func TestNilOptionsAreRefused(t *testing.T) {
 	_, err = h.Run(ctx, m)
 	require.NoError(t, err, "the host and the module are as they were")
 }
+
+// An argument or environment variable WASI cannot pass is refused as the
+// host's option (ErrInvalidOption) before anything is made for the guest,
+// by New where WithDefaults gives it: wazero refused it as the guest
+// loaded, and Run said the module was refused (ErrRefused).
+func TestArgsAndEnvWASICannotPassAreRefused(t *testing.T) {
+	ctx := context.Background()
+	c := openClient(t)
+	h := newHost(t, ctx, c)
+	m := compile(t, h, guestWAT(t, "", `(drop (call $sync))`))
+	streams := len(c.Streams())
+	for _, tc := range []struct {
+		opt  RunOption
+		want string
+	}{
+		{WithArgs("guest", "a\x00b"), `WithArgs: argument 1, "a\x00b", holds a NUL byte at 1`},
+		{WithEnv("A=B", "c"), `WithEnv: the name "A=B" holds '='`},
+		{WithEnv("", "c"), `WithEnv: an empty name`},
+		{WithEnv("A\x00", "c"), `WithEnv: the name "A\x00" holds a NUL byte`},
+		{WithEnv("SECRET", "s3\x00cr"), `WithEnv: the value of "SECRET" holds a NUL byte at 2`},
+	} {
+		opt, want := tc.opt, tc.want
+		res, err := h.Run(ctx, m, opt)
+		require.ErrorIs(t, err, ErrInvalidOption, want)
+		require.NotErrorIs(t, err, ErrRefused, "the module is not to blame")
+		require.ErrorContains(t, err, "wasmhost: invalid option: "+want)
+		require.NotContains(t, err.Error(), "s3", "a value is not shown")
+		require.Nil(t, res, "nothing was loaded")
+		require.Len(t, c.Streams(), streams, "no stream was made for the guest")
+
+		g, err := New(ctx, c, WithDefaults(opt))
+		require.ErrorIs(t, err, ErrInvalidOption, want)
+		require.ErrorContains(t, err, "wasmhost: invalid option: WithDefaults: "+want)
+		require.Nil(t, g)
+	}
+	_, err := h.Run(ctx, m, WithArgs("guest", "a=b"), WithEnv("A", "b=c"), WithEnv("A", ""))
+	require.NoError(t, err, "'=' in an argument or a value, and an empty value, are passed")
+}

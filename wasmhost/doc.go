@@ -29,8 +29,9 @@
 //	m, _ := h.Compile(ctx, wasm)               // ErrRefused: not a guest of this host
 //	res, err := h.Run(ctx, m, wasmhost.WithDeadline(time.Minute))
 //
-// An option New or Run cannot follow (a nil one) is refused with
-// ErrInvalidOption before anything is made: the guest is not to blame.
+// An option New or Run cannot follow (a nil one, an argument or environment
+// variable WASI cannot pass) is refused with ErrInvalidOption before
+// anything is made: the guest is not to blame.
 //
 // Go guests are written with package wasmhost/guest.
 package wasmhost

@@ -125,7 +125,8 @@ const closedExitCode = 0xc105ed
 // listener, which then sees every host call. A nil or zero c, which
 // client.Open never returns, is refused with client.ErrNil: the host ran
 // no guest on it. A nil Option, or a nil RunOption given to WithDefaults,
-// is refused with ErrInvalidOption.
+// is refused with ErrInvalidOption, and so is an argument or environment
+// variable WithDefaults gives that WASI cannot pass.
 func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 	if ctx == nil {
 		return nil, ErrNilContext
@@ -142,6 +143,10 @@ func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 	}
 	if cfg.invalid != nil {
 		return nil, cfg.invalid
+	}
+	if err := cfg.run.check(); err != nil {
+		// Every run would be refused it.
+		return nil, fmt.Errorf("%w: WithDefaults: %w", ErrInvalidOption, err)
 	}
 	if cfg.maxMemoryPages == 0 || cfg.maxMemoryPages > MaxMemoryPages {
 		return nil, fmt.Errorf("wasmhost: memory limit of %d pages: want 1 to %d", cfg.maxMemoryPages, MaxMemoryPages)
@@ -472,8 +477,9 @@ type instanceKey struct{}
 // non-nil whenever the guest was loaded. Whatever the guest still holds is
 // freed before Run returns. m is a module this host compiled and has not
 // closed: a nil one, one of another host or a closed one is ErrRefused.
-// A nil RunOption is refused with ErrInvalidOption, before anything is
-// made for the guest.
+// A nil RunOption, and an argument or environment variable WASI cannot
+// pass (see WithArgs, WithEnv), are refused with ErrInvalidOption, before
+// anything is made for the guest.
 func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, error) {
 	if h.isNil() {
 		return nil, ErrNil
@@ -509,6 +515,9 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 			return nil, nilOption("Run", i, len(opts))
 		}
 		cfg = o(cfg)
+	}
+	if err := cfg.check(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	if cfg.stream != nil {
 		// A stream of another client: every buffer call of the guest

@@ -1,8 +1,10 @@
 package wasmhost
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/vkrt/vkrt/client"
@@ -108,6 +110,35 @@ func WithDefaults(opts ...RunOption) Option {
 	}
 }
 
+// check says what of c WASI cannot pass to a guest: arguments and
+// environment variables it would take apart or cut short. wazero refused
+// them only as the guest was loaded, an error Run blamed on the module
+// (ErrRefused).
+func (c runConfig) check() error {
+	for i, a := range c.args {
+		if at := strings.IndexByte(a, 0); at >= 0 {
+			return fmt.Errorf("WithArgs: argument %d, %q, holds a NUL byte at %d; WASI passes arguments as NUL-terminated strings",
+				i, abbreviate([]byte(a)), at)
+		}
+	}
+	for _, kv := range c.env {
+		name, value := kv[0], kv[1]
+		switch {
+		case name == "":
+			return errors.New("WithEnv: an empty name")
+		case strings.ContainsRune(name, '='):
+			return fmt.Errorf("WithEnv: the name %q holds '='; WASI passes a variable as name=value", abbreviate([]byte(name)))
+		case strings.IndexByte(name, 0) >= 0:
+			return fmt.Errorf("WithEnv: the name %q holds a NUL byte; WASI passes a variable as a NUL-terminated string", abbreviate([]byte(name)))
+		case strings.IndexByte(value, 0) >= 0:
+			// The value is not shown: it may be a secret.
+			return fmt.Errorf("WithEnv: the value of %q holds a NUL byte at %d; WASI passes a variable as a NUL-terminated string",
+				abbreviate([]byte(name)), strings.IndexByte(value, 0))
+		}
+	}
+	return nil
+}
+
 // nilOption is the refusal of the option at index i of the n given to
 // where: a nil one, which panicked when called.
 func nilOption(where string, i, n int) error {
@@ -160,13 +191,18 @@ func WithMaxHandles(n uint32) RunOption {
 }
 
 // WithArgs grants the guest command-line arguments (argv[0] included, if
-// the guest expects one). Without it the guest has none.
+// the guest expects one). Without it the guest has none. WASI passes them
+// as NUL-terminated strings, so an argument holding a NUL byte is refused
+// (ErrInvalidOption): by New where WithDefaults gives it, else by Run.
 func WithArgs(args ...string) RunOption {
 	return func(c runConfig) runConfig { c.args = append([]string(nil), args...); return c }
 }
 
 // WithEnv grants the guest an environment variable. Without it the guest's
-// environment is empty.
+// environment is empty. A name that is empty or holds '=' or a NUL byte,
+// and a value that holds a NUL byte, cannot be passed as "name=value" and
+// are refused (ErrInvalidOption): by New where WithDefaults gives it, else
+// by Run. A name given again replaces the value given before.
 func WithEnv(name, value string) RunOption {
 	return func(c runConfig) runConfig {
 		c.env = append(append([][2]string(nil), c.env...), [2]string{name, value})
