@@ -828,6 +828,13 @@ func (e *Env) Path() string {
 	return e.path
 }
 
+// ReadOnly says whether the environment was opened with ReadOnly, so that
+// every Put of it fails with ErrReadOnly: a caller handed an Env to write
+// to can refuse it at once. A nil or zero Env says false.
+func (e *Env) ReadOnly() bool {
+	return e != nil && e.readOnly
+}
+
 // Close releases the environment. Using it afterwards fails with ErrClosed;
 // closing twice is harmless. A nil or zero Env is ErrNil.
 func (e *Env) Close() error {

@@ -731,3 +731,32 @@ func runAsNobody(t *testing.T, root, test string, env ...string) (string, error)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// ReadOnly says which environments refuse every Put: those opened with
+// ReadOnly, an empty file's too; not a writer, a closed one or a nil Env.
+func TestReadOnlySaysWhetherPutIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	w, err := Open("ro", WithDir(dir))
+	require.NoError(t, err)
+	require.False(t, w.ReadOnly())
+	r, err := Open("ro", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	require.True(t, r.ReadOnly())
+	_, err = r.Put(ctx, "x", sampleRecord{Seq: 1})
+	require.ErrorIs(t, err, ErrReadOnly, "what ReadOnly says")
+	require.NoError(t, r.Close())
+	require.True(t, r.ReadOnly(), "closed, it was still opened read-only")
+	require.NoError(t, w.Close())
+	require.False(t, w.ReadOnly())
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "empty.sqlite"), nil, 0o644))
+	e, err := Open("empty", WithDir(dir), ReadOnly())
+	require.NoError(t, err)
+	require.True(t, e.ReadOnly(), "an empty file opened read-only")
+	require.NoError(t, e.Close())
+
+	var nilEnv *Env
+	require.False(t, nilEnv.ReadOnly())
+	require.False(t, (&Env{}).ReadOnly())
+}
