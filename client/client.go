@@ -179,7 +179,8 @@ func WithValidation(on bool) Option {
 
 // WithEnvironment makes the environment name (opened with opts) the one
 // RecordMemory writes to; Open opens it, and an invalid name, the empty
-// one too, is an error of Open. Without this option or UseEnvironment, the
+// one too, is an error of Open. opts holding environment.ReadOnly fail
+// Open with ErrInvalidOption: every record would fail. Without this option or UseEnvironment, the
 // environment environment.DefaultName is opened at the first record.
 func WithEnvironment(name string, opts ...environment.Option) Option {
 	return func(c config) config {
@@ -192,7 +193,8 @@ func WithEnvironment(name string, opts ...environment.Option) Option {
 // writes to. The client does not close it. A nil env fails Open with an
 // error matching ErrInvalidOption: the records would have gone to the
 // default environment, where the caller did not ask them to go (leave the
-// option out for that).
+// option out for that). So does one opened with environment.ReadOnly,
+// which every record would fail in.
 func UseEnvironment(env *environment.Env) Option {
 	return func(c config) config {
 		c.env, c.envName, c.envOpts, c.envNamed, c.envUsed = env, "", nil, false, true
@@ -291,6 +293,12 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("%w: UseEnvironment was given no environment (nil); open one with environment.Open, "+
 			"or leave the option out to record into the default environment", ErrInvalidOption)
 	}
+	if c.envUsed && c.env.ReadOnly() {
+		if c.backend != nil {
+			closeUnused(c.backend) // the client's from WithBackend on
+		}
+		return nil, readOnlyEnvironment("UseEnvironment", c.env)
+	}
 	dev, err := c.open(ctx)
 	if err != nil {
 		return nil, err
@@ -327,6 +335,11 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 			dev.Close()
 			return nil, fmt.Errorf("client: %w", err)
 		}
+		if env.ReadOnly() {
+			env.Close()
+			dev.Close()
+			return nil, readOnlyEnvironment("WithEnvironment", env)
+		}
 		cl.env, cl.ownsEnv = env, true
 	}
 	def, err := cl.NewStream()
@@ -343,6 +356,13 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 	}
 	cl.def = def
 	return cl, nil
+}
+
+// readOnlyEnvironment is Open's refusal of env, opened read-only, given by
+// option: RecordMemory failed in it, every time, with ErrReadOnly.
+func readOnlyEnvironment(option string, env *environment.Env) error {
+	return fmt.Errorf("%w: %s was given environment %q opened read-only, which RecordMemory cannot write to",
+		ErrInvalidOption, option, env.Name())
 }
 
 // closeReplaced closes the devices WithBackend was given that the client

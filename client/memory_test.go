@@ -616,12 +616,51 @@ func TestRecordMemoryErrorsSayClient(t *testing.T) {
 	require.ErrorIs(t, err, environment.ErrInvalidRecord)
 	require.True(t, strings.HasPrefix(err.Error(), "client: recording memory: "), "%v", err)
 
-	ro, err := environment.Open("rec", environment.WithDir(dir), environment.ReadOnly())
+	given, err := environment.Open("given", environment.WithDir(dir))
 	require.NoError(t, err)
-	defer ro.Close()
-	c = openOnCPU(t, nil, UseEnvironment(ro))
+	c = openOnCPU(t, nil, UseEnvironment(given))
+	require.NoError(t, given.Close()) // the caller's, closed under the client
 	_, err = c.RecordMemory(ctx, "x")
-	require.ErrorIs(t, err, environment.ErrReadOnly)
+	require.ErrorIs(t, err, environment.ErrClosed)
 	require.True(t, strings.HasPrefix(err.Error(), "client: recording memory: "), "%v", err)
 	require.Equal(t, 1, strings.Count(err.Error(), "client: "), "%v", err)
+}
+
+// An environment opened read-only, given with UseEnvironment or opened by
+// WithEnvironment with environment.ReadOnly, fails Open with
+// ErrInvalidOption and the handed device is closed: Open succeeded, and
+// every RecordMemory then failed with environment.ErrReadOnly. The
+// environment handed stays open, the caller's.
+func TestAReadOnlyEnvironmentIsAnErrorOfOpen(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	w, err := environment.Open("ro", environment.WithDir(dir))
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	r, err := environment.Open("ro", environment.WithDir(dir), environment.ReadOnly())
+	require.NoError(t, err)
+	defer r.Close()
+
+	d, err := cpu.New()
+	require.NoError(t, err)
+	c, err := Open(ctx, WithBackend(d), UseEnvironment(r))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.EqualError(t, err, `client: invalid option: UseEnvironment was given environment "ro" opened read-only, which RecordMemory cannot write to`)
+	require.Nil(t, c)
+	requireClosed(t, d, "a failed Open closes the handed device")
+	_, err = r.Kinds(ctx)
+	require.NoError(t, err, "the environment handed is left open")
+
+	d, err = cpu.New()
+	require.NoError(t, err)
+	c, err = Open(ctx, WithBackend(d), WithEnvironment("ro", environment.WithDir(dir), environment.ReadOnly()))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.ErrorContains(t, err, `WithEnvironment was given environment "ro" opened read-only`)
+	require.Nil(t, c)
+	requireClosed(t, d, "a failed Open closes the handed device")
+
+	// A later option replaces it, as any later option does.
+	c = openOnCPU(t, nil, UseEnvironment(r), WithEnvironment("rw", environment.WithDir(dir)))
+	_, err = c.RecordMemory(ctx, "x")
+	require.NoError(t, err)
 }
