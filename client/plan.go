@@ -184,7 +184,7 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 	if m.Trace.Allocations == 0 {
 		// Said plainly: the planner's own word was "the stream stream 1
 		// dry run has no allocations".
-		return m, fmt.Errorf("client: the dry run of the workload made no buffer on its stream, so there is nothing to plan: %w", plan.ErrCannotPlan)
+		return m, errNothingToPlan
 	}
 	// The exact stream lets even a basic plan re-measure under the capped
 	// pools' own routing.
@@ -235,3 +235,22 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 	}
 	return m, nil
 }
+
+// errNothingToPlan is MeasurePlan's refusal of a dry run that made no
+// buffer. It matches plan.ErrCannotPlan, whose words ("plan: cannot plan")
+// are not repeated after its own: the message said "…nothing to plan:
+// plan: cannot plan".
+var errNothingToPlan error = kindError{
+	msg:  "client: the dry run of the workload made no buffer on its stream, so there is nothing to plan",
+	kind: plan.ErrCannotPlan,
+}
+
+// kindError is an error of its own words that matches kind.
+type kindError struct {
+	msg  string
+	kind error
+}
+
+func (e kindError) Error() string { return e.msg }
+
+func (e kindError) Unwrap() error { return e.kind }

@@ -147,7 +147,8 @@ func TestMeasurePlanNeedsDrainedStream(t *testing.T) {
 	// A workload that makes no buffer is told so, as ErrCannotPlan.
 	_, err = c.MeasurePlan(ctx, func(context.Context) error { return nil }, MeasureOptions{})
 	require.ErrorIs(t, err, plan.ErrCannotPlan)
-	require.ErrorContains(t, err, "the dry run of the workload made no buffer on its stream, so there is nothing to plan")
+	require.EqualError(t, err, "client: the dry run of the workload made no buffer on its stream, so there is nothing to plan",
+		"said once, not followed by the words of ErrCannotPlan")
 }
 
 // MeasurePlan without a layout measures under the one the client was
