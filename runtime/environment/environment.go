@@ -48,8 +48,8 @@ type config struct {
 type Option func(config) config
 
 // WithDir stores environments in dir instead of the default data directory.
-// An empty dir is refused (an error matching fs.ErrInvalid) by Open, Path
-// and List: it stood for the default data directory, so a caller's unset
+// An empty dir is refused (an error matching ErrInvalidOption and
+// fs.ErrInvalid) by Open, Path and List: it stood for the default data directory, so a caller's unset
 // directory put its records where it did not look.
 func WithDir(dir string) Option {
 	return func(c config) config { c.dir, c.dirSet = dir, true; return c }
@@ -57,7 +57,8 @@ func WithDir(dir string) Option {
 
 // WithBusyTimeout sets how long a write waits for another writer (another
 // goroutine or process) before failing with ErrBusy. The default is 10
-// seconds; SQLite waits at most about 24 days, in whole milliseconds.
+// seconds; SQLite waits at most about 24 days, in whole milliseconds. A
+// negative d fails Open with ErrInvalidOption.
 func WithBusyTimeout(d time.Duration) Option {
 	return func(c config) config { c.busyTimeout = d; return c }
 }
@@ -205,7 +206,7 @@ func (c config) resolveDir() (string, error) {
 		return c.dir, nil
 	}
 	if c.dirSet {
-		return "", fmt.Errorf("environment: WithDir was given an empty directory; leave the option out for the default data directory: %w", fs.ErrInvalid)
+		return "", fmt.Errorf("%w: WithDir was given an empty directory; leave the option out for the default data directory: %w", ErrInvalidOption, fs.ErrInvalid)
 	}
 	return DefaultDir()
 }
@@ -377,7 +378,7 @@ func openContext(ctx context.Context, name string, opts []Option, attempt int) (
 	}
 	path := filepath.Join(dir, name+fileExt)
 	if c.busyTimeout < 0 {
-		return nil, fmt.Errorf("environment: busy timeout %v is negative", c.busyTimeout)
+		return nil, fmt.Errorf("%w: WithBusyTimeout was given %v, a negative timeout", ErrInvalidOption, c.busyTimeout)
 	}
 	file := path
 	info, err := os.Stat(path)

@@ -72,7 +72,8 @@ var ErrNil = errors.New("environment: a nil or zero Env, not made by Open")
 var ErrNilContext = errors.New("environment: nil context (pass context.Background() for none)")
 
 // ErrInvalidOption: Open, Path or List was given an option it cannot
-// follow: a nil Option (calling it panicked).
+// follow: a nil Option (calling it panicked), an empty WithDir, a negative
+// WithBusyTimeout.
 var ErrInvalidOption = errors.New("environment: invalid option")
 
 // ErrNoRecord: no record has the id asked for.

@@ -1034,12 +1034,14 @@ func TestListingWithANilFunctionIsRefused(t *testing.T) {
 
 // WithDir("") is refused by Open, Path and List, where it stood for the
 // default data directory: a caller whose directory was unset wrote its
-// records where it never looked.
+// records where it never looked. It is an invalid option, as a negative
+// WithBusyTimeout is, and both match ErrInvalidOption.
 func TestWithAnEmptyDirIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv(DirEnvVar, dir)
 	_, err := Open("x", WithDir(""))
 	require.ErrorIs(t, err, fs.ErrInvalid)
+	require.ErrorIs(t, err, ErrInvalidOption)
 	require.ErrorContains(t, err, "WithDir was given an empty directory")
 	_, err = Open("x", WithDir(""), ReadOnly())
 	require.ErrorIs(t, err, fs.ErrInvalid)
@@ -1047,6 +1049,10 @@ func TestWithAnEmptyDirIsRefused(t *testing.T) {
 	require.ErrorIs(t, err, fs.ErrInvalid)
 	_, err = List(WithDir(""))
 	require.ErrorIs(t, err, fs.ErrInvalid)
+	require.ErrorIs(t, err, ErrInvalidOption)
+	_, err = Open("x", WithDir(dir), WithBusyTimeout(-time.Second))
+	require.ErrorIs(t, err, ErrInvalidOption, "a negative busy timeout")
+	require.ErrorContains(t, err, "WithBusyTimeout was given -1s, a negative timeout")
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Empty(t, entries, "nothing is made in the default directory")
