@@ -836,6 +836,14 @@ func (e *Env) ReadOnly() bool {
 	return e != nil && e.readOnly
 }
 
+// Closed says whether Close was called, after which every call of the
+// environment fails with ErrClosed: a caller handed an Env can refuse a
+// closed one at once. A nil or zero Env, which is no environment (its
+// calls fail with ErrNil), says false.
+func (e *Env) Closed() bool {
+	return !e.isNil() && e.closed.Load()
+}
+
 // Close releases the environment. Using it afterwards fails with ErrClosed;
 // closing twice is harmless. A nil or zero Env is ErrNil.
 func (e *Env) Close() error {

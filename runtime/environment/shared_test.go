@@ -760,3 +760,20 @@ func TestReadOnlySaysWhetherPutIsRefused(t *testing.T) {
 	require.False(t, nilEnv.ReadOnly())
 	require.False(t, (&Env{}).ReadOnly())
 }
+
+// Closed says whether Close was called, as the calls' ErrClosed does.
+func TestClosedSaysWhetherCloseWasCalled(t *testing.T) {
+	dir := t.TempDir()
+	for _, opts := range [][]Option{{WithDir(dir)}, {WithDir(dir), ReadOnly()}} {
+		env, err := Open("c", opts...)
+		require.NoError(t, err)
+		require.False(t, env.Closed())
+		require.NoError(t, env.Close())
+		require.True(t, env.Closed())
+		_, err = env.Kinds(context.Background())
+		require.ErrorIs(t, err, ErrClosed, "what Closed says")
+	}
+	var nilEnv *Env
+	require.False(t, nilEnv.Closed())
+	require.False(t, (&Env{}).Closed())
+}
