@@ -193,8 +193,8 @@ func WithEnvironment(name string, opts ...environment.Option) Option {
 // writes to. The client does not close it. A nil env fails Open with an
 // error matching ErrInvalidOption: the records would have gone to the
 // default environment, where the caller did not ask them to go (leave the
-// option out for that). So does one opened with environment.ReadOnly,
-// which every record would fail in.
+// option out for that). So does a zero, closed or read-only env (opened
+// with environment.ReadOnly), which every record would fail in.
 func UseEnvironment(env *environment.Env) Option {
 	return func(c config) config {
 		c.env, c.envName, c.envOpts, c.envNamed, c.envUsed = env, "", nil, false, true
@@ -293,11 +293,22 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("%w: UseEnvironment was given no environment (nil); open one with environment.Open, "+
 			"or leave the option out to record into the default environment", ErrInvalidOption)
 	}
-	if c.envUsed && c.env.ReadOnly() {
-		if c.backend != nil {
-			closeUnused(c.backend) // the client's from WithBackend on
+	if c.envUsed {
+		var err error
+		switch {
+		case c.env.Name() == "":
+			err = fmt.Errorf("%w: UseEnvironment was given a zero environment.Env, which environment.Open never returns", ErrInvalidOption)
+		case c.env.Closed():
+			err = fmt.Errorf("%w: UseEnvironment was given environment %q, which is closed", ErrInvalidOption, c.env.Name())
+		case c.env.ReadOnly():
+			err = readOnlyEnvironment("UseEnvironment", c.env)
 		}
-		return nil, readOnlyEnvironment("UseEnvironment", c.env)
+		if err != nil {
+			if c.backend != nil {
+				closeUnused(c.backend) // the client's from WithBackend on
+			}
+			return nil, err
+		}
 	}
 	dev, err := c.open(ctx)
 	if err != nil {

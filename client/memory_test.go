@@ -664,3 +664,25 @@ func TestAReadOnlyEnvironmentIsAnErrorOfOpen(t *testing.T) {
 	_, err = c.RecordMemory(ctx, "x")
 	require.NoError(t, err)
 }
+
+// A zero or closed environment given with UseEnvironment fails Open with
+// ErrInvalidOption, and the handed device is closed: Open succeeded, and
+// every RecordMemory then failed (environment.ErrNil, ErrClosed).
+func TestAZeroOrClosedEnvironmentIsAnErrorOfOpen(t *testing.T) {
+	ctx := context.Background()
+	closed, err := environment.Open("closed", environment.WithDir(t.TempDir()))
+	require.NoError(t, err)
+	require.NoError(t, closed.Close())
+	for env, want := range map[*environment.Env]string{
+		{}:     "client: invalid option: UseEnvironment was given a zero environment.Env, which environment.Open never returns",
+		closed: `client: invalid option: UseEnvironment was given environment "closed", which is closed`,
+	} {
+		d, err := cpu.New()
+		require.NoError(t, err)
+		c, err := Open(ctx, WithBackend(d), UseEnvironment(env))
+		require.ErrorIs(t, err, ErrInvalidOption, want)
+		require.EqualError(t, err, want)
+		require.Nil(t, c)
+		requireClosed(t, d, "a failed Open closes the handed device")
+	}
+}
