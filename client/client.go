@@ -178,9 +178,11 @@ func WithValidation(on bool) Option {
 }
 
 // WithEnvironment makes the environment name (opened with opts) the one
-// RecordMemory writes to; Open opens it, and an invalid name, the empty
-// one too, is an error of Open. opts holding environment.ReadOnly fail
-// Open with ErrInvalidOption: every record would fail. Without this option or UseEnvironment, the
+// RecordMemory writes to; Open opens it. An invalid name, the empty one
+// too, and opts the environment refuses (a nil one, an empty WithDir) fail
+// Open with an error matching ErrInvalidOption as well as the
+// environment's (environment.ErrInvalidName, ErrInvalidOption); so do opts
+// holding environment.ReadOnly: every record would fail. Without this option or UseEnvironment, the
 // environment environment.DefaultName is opened at the first record.
 func WithEnvironment(name string, opts ...environment.Option) Option {
 	return func(c config) config {
@@ -344,6 +346,10 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 		env, err := environment.OpenContext(ctx, c.envName, c.envOpts...)
 		if err != nil {
 			dev.Close()
+			if errors.Is(err, environment.ErrInvalidName) || errors.Is(err, environment.ErrInvalidOption) {
+				// WithEnvironment's name or options: the client's option.
+				return nil, &invalidEnvironmentError{err}
+			}
 			return nil, fmt.Errorf("client: %w", err)
 		}
 		if env.ReadOnly() {
@@ -368,6 +374,15 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 	cl.def = def
 	return cl, nil
 }
+
+// invalidEnvironmentError is the environment's refusal of the name or an
+// option WithEnvironment gave: it matches ErrInvalidOption as well as the
+// environment's own kind, and says "client: " once.
+type invalidEnvironmentError struct{ err error }
+
+func (e *invalidEnvironmentError) Error() string { return "client: " + e.err.Error() }
+
+func (e *invalidEnvironmentError) Unwrap() []error { return []error{ErrInvalidOption, e.err} }
 
 // readOnlyEnvironment is Open's refusal of env, opened read-only, given by
 // option: RecordMemory failed in it, every time, with ErrReadOnly.

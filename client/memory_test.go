@@ -686,3 +686,33 @@ func TestAZeroOrClosedEnvironmentIsAnErrorOfOpen(t *testing.T) {
 		requireClosed(t, d, "a failed Open closes the handed device")
 	}
 }
+
+// A name or options WithEnvironment gave that the environment refuses (an
+// invalid name, a nil option, an empty WithDir) fail Open with an error
+// matching ErrInvalidOption, as the client's other invalid options do, as
+// well as the environment's kind; the handed device is closed.
+func TestEnvironmentOptionsRefusedAreInvalidOptions(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		opt  Option
+		kind error
+		want string
+	}{
+		{WithEnvironment("a/b", environment.WithDir(dir)), environment.ErrInvalidName, `client: environment: invalid name: "a/b" contains a path separator`},
+		{WithEnvironment("a", environment.WithDir(dir), nil), environment.ErrInvalidOption,
+			`client: environment "a": opening: invalid option: option 2 of the 2 given is nil`},
+		{WithEnvironment("a", environment.WithDir("")), environment.ErrInvalidOption, `client: environment: invalid option: WithDir was given an empty directory`},
+	} {
+		d, err := cpu.New()
+		require.NoError(t, err)
+		c, err := Open(context.Background(), WithBackend(d), tc.opt)
+		require.ErrorIs(t, err, ErrInvalidOption, tc.want)
+		require.ErrorIs(t, err, tc.kind, tc.want)
+		require.ErrorContains(t, err, tc.want)
+		require.Nil(t, c)
+		requireClosed(t, d, "a failed Open closes the handed device")
+	}
+	names, err := environment.List(environment.WithDir(dir))
+	require.NoError(t, err)
+	require.Empty(t, names)
+}
