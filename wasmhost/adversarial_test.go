@@ -3,6 +3,8 @@ package wasmhost
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -313,11 +315,21 @@ func TestOtherGuestsHandles(t *testing.T) {
 // TestLargestGuestMemory: a host grants a guest at most MaxMemoryPages, one
 // page short of 4 GiB (wazero traps every load and store of a 4 GiB memory,
 // and a range ending at 2^32 wraps a u32 sum). A guest holding that much
-// reaches its last bytes through the host, no further, and cannot grow.
+// reaches its last bytes through the host, no further, and cannot grow. A
+// limit outside 1 to MaxMemoryPages, like a compilation cache directory
+// that is a file, fails New with ErrInvalidOption (both were of no kind).
 func TestLargestGuestMemory(t *testing.T) {
 	c := openClient(t)
 	_, err := New(context.Background(), c, WithMaxMemoryPages(65536))
 	require.ErrorContains(t, err, "memory limit of 65536 pages: want 1 to 65535")
+	require.ErrorIs(t, err, ErrInvalidOption)
+	_, err = New(context.Background(), c, WithMaxMemoryPages(0))
+	require.EqualError(t, err, "wasmhost: invalid option: WithMaxMemoryPages: memory limit of 0 pages: want 1 to 65535")
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	_, err = New(context.Background(), c, WithCompilationCacheDir(file))
+	require.ErrorIs(t, err, ErrInvalidOption, "a cache directory that is a file")
+	require.ErrorContains(t, err, "wasmhost: invalid option: WithCompilationCacheDir: compilation cache in "+file)
 
 	h, log := newLoggedHost(t, c, WithMaxMemoryPages(MaxMemoryPages))
 	src := strings.Replace(watPrelude, `(memory (export "memory") 1)`, `(memory (export "memory") 65535)`, 1) + `

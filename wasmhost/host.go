@@ -56,8 +56,9 @@ var (
 	// (Client returns nil), rather than dereferencing nil.
 	ErrNil = errors.New("wasmhost: a nil or zero Host or Module, not made by New or Compile")
 	// ErrInvalidOption: New or Run was given an option it cannot follow,
-	// such as a nil Option or RunOption. Nothing of the host or the run is
-	// made.
+	// such as a nil Option or RunOption, a memory limit out of range, a
+	// compilation cache directory that cannot be one. Nothing of the host
+	// or the run is made.
 	ErrInvalidOption = errors.New("wasmhost: invalid option")
 )
 
@@ -149,7 +150,7 @@ func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 		return nil, fmt.Errorf("%w: WithDefaults: %w", ErrInvalidOption, err)
 	}
 	if cfg.maxMemoryPages == 0 || cfg.maxMemoryPages > MaxMemoryPages {
-		return nil, fmt.Errorf("wasmhost: memory limit of %d pages: want 1 to %d", cfg.maxMemoryPages, MaxMemoryPages)
+		return nil, fmt.Errorf("%w: WithMaxMemoryPages: memory limit of %d pages: want 1 to %d", ErrInvalidOption, cfg.maxMemoryPages, MaxMemoryPages)
 	}
 	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true).WithMemoryLimitPages(cfg.maxMemoryPages).
 		WithCoreFeatures(guestFeatures)
@@ -158,7 +159,7 @@ func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 	if cfg.cacheDir != "" {
 		cache, err := wazero.NewCompilationCacheWithDir(cfg.cacheDir)
 		if err != nil {
-			return nil, fmt.Errorf("wasmhost: compilation cache in %s: %w", cfg.cacheDir, err)
+			return nil, fmt.Errorf("%w: WithCompilationCacheDir: compilation cache in %s: %w", ErrInvalidOption, cfg.cacheDir, err)
 		}
 		h.cache = cache
 		rc = rc.WithCompilationCache(cache)
