@@ -382,21 +382,60 @@ func TestRecordQuota(t *testing.T) {
 	require.Contains(t, res.LastError, "at most 1024 records")
 }
 
-// sync on a stream the host program closed before passing it with OnStream
+// sync on a stream the host program closed under the guest (OnStream)
 // fails as the buffer calls on it do (EIO); it answered 0.
 func TestSyncOnAClosedStreamFails(t *testing.T) {
 	c := openClient(t)
 	h, log := newLoggedHost(t, c)
 	s, err := c.NewStream()
 	require.NoError(t, err)
-	require.NoError(t, s.Close())
-	m := compile(t, h, guestWAT(t, "", `(drop (call $create (i64.const 16) (i32.const 0))) (drop (call $sync))`))
-	_, err = h.Run(context.Background(), m, OnStream(s))
+	m := compile(t, h, wat(t, `(module
+  (import "vkrt_v1" "buffer_create" (func $create (param i64 i32) (result i32)))
+  (import "vkrt_v1" "sync" (func $sync (result i32)))
+  (import "wasi_snapshot_preview1" "fd_write" (func $fdwrite (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "\20\00\00\00\01\00\00\00x")
+  (func (export "_start")
+    (drop (call $fdwrite (i32.const 1) (i32.const 16) (i32.const 1) (i32.const 8)))
+    (drop (call $create (i64.const 16) (i32.const 0)))
+    (drop (call $sync))))`))
+	_, err = h.Run(context.Background(), m, OnStream(s), WithStdout(closingWriter{s}))
 	require.NoError(t, err)
+	require.True(t, s.Closed())
 	require.Equal(t, `==> vkrt_v1.buffer_create(size=16,out_handle=0)
 <== status=29
 ==> vkrt_v1.sync()
 <== status=29`, hostCalls(log.String()))
+}
+
+// A closed or zero stream given with OnStream is refused as an invalid
+// option before the guest is loaded, as another client's is: the guest
+// ran, and each of its buffer calls failed with EIO.
+func TestAClosedOrZeroStreamIsRefused(t *testing.T) {
+	c, other := openClient(t), openClient(t)
+	h, log := newLoggedHost(t, c)
+	m := compile(t, h, guestWAT(t, "", `(drop (call $create (i64.const 16) (i32.const 0)))`))
+	closed, err := c.NewStream()
+	require.NoError(t, err)
+	require.NoError(t, closed.Close())
+	foreign, err := other.NewStream()
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		s    *client.Stream
+		kind error
+		want string
+	}{
+		{closed, client.ErrClosed, "wasmhost: invalid option: OnStream: stream 1 is closed: client: closed"},
+		{&client.Stream{}, client.ErrNil, "wasmhost: invalid option: OnStream: client: a nil or zero Client or Stream"},
+		{foreign, client.ErrForeignStream, "wasmhost: invalid option: OnStream: client: the context's stream 1 belongs to another client"},
+	} {
+		res, err := h.Run(context.Background(), m, OnStream(tc.s))
+		require.ErrorIs(t, err, ErrInvalidOption, tc.want)
+		require.ErrorIs(t, err, tc.kind, tc.want)
+		require.ErrorContains(t, err, tc.want)
+		require.Nil(t, res, "no guest was loaded")
+	}
+	require.Empty(t, hostCalls(log.String()), "the guest never ran")
 }
 
 // A stream of another client is refused before the guest starts, where each

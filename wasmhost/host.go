@@ -521,10 +521,14 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	if cfg.stream != nil {
-		// A stream of another client: every buffer call of the guest
-		// would fail, one by one, as EIO.
-		if _, err := h.c.CallingStream(client.WithStream(ctx, cfg.stream)); err != nil {
-			return nil, fmt.Errorf("wasmhost: OnStream: %w", err)
+		// A stream of another client, or a closed one: every buffer call
+		// of the guest would fail, one by one, as EIO.
+		_, err := h.c.CallingStream(client.WithStream(ctx, cfg.stream))
+		if err == nil && cfg.stream.Closed() {
+			err = fmt.Errorf("stream %d is closed: %w", cfg.stream.ID(), client.ErrClosed)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: OnStream: %w", ErrInvalidOption, err)
 		}
 	}
 	dirs, err := openGuestDirs(cfg.dirs)

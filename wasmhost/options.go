@@ -256,8 +256,10 @@ func WithRandomness() RunOption {
 // OnStream runs the guest on s instead of a stream of its own; what the
 // guest still holds when it ends is freed, and s stays open. A measurement
 // (client.MeasurePlan) runs a guest on the stream it measures this way.
-// A stream of another client than the host's is refused
-// (client.ErrForeignStream).
+// A stream of another client than the host's (client.ErrForeignStream), a
+// zero one (client.ErrNil) and a closed one (client.ErrClosed) are refused
+// with an error that matches ErrInvalidOption too, before the guest is
+// loaded.
 // A quota (WithMaxDeviceBytes) bounds what the stream's pools reserve,
 // which are shared: on a stream where others hold buffers (the host, a
 // guest run on it at the same time) theirs count against the guest's
