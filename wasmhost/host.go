@@ -711,7 +711,8 @@ func (h *Host) ended() *sys.ExitError {
 // own, and from a copy, since the guest's memory is the guest's again once
 // it has ended. A write the guest is ended during is the last of its run,
 // and goes on until w takes it or fails. A plain Write held a guest of
-// 300 ms deadline, and Close with it, until the reader went away.
+// 300 ms deadline, and Close with it, until the reader went away. A write
+// w panics in fails, as one w refuses does: the guest sees EIO.
 func (h *Host) output(runCtx context.Context) func(w io.Writer) io.Writer {
 	return func(w io.Writer) io.Writer {
 		return writerFunc(func(p []byte) (int, error) {
@@ -725,8 +726,16 @@ func (h *Host) output(runCtx context.Context) func(w io.Writer) io.Writer {
 			done := make(chan result, 1)
 			p = bytes.Clone(p)
 			go func() {
-				n, err := w.Write(p)
-				done <- result{n, err}
+				var r result
+				defer func() {
+					// Here a panic of w (a typed nil *bytes.Buffer
+					// given to WithStdout) ended the host's process.
+					if v := recover(); v != nil {
+						r = result{0, fmt.Errorf("wasmhost: the guest's output writer %T panicked: %v", w, v)}
+					}
+					done <- r
+				}()
+				r.n, r.err = w.Write(p)
 			}()
 			select {
 			case r := <-done:

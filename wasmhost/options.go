@@ -227,7 +227,8 @@ func WithReadOnlyDir(hostDir, guestPath string) RunOption {
 // WithStdout and WithStderr are where the guest's output goes; without
 // them it is discarded. A guest whose write blocks (a pipe nobody reads)
 // ends at its deadline, or when the host closes, as a sleeping one does;
-// the write it was ended in goes on without it.
+// the write it was ended in goes on without it. A write the writer fails,
+// or panics in, fails the guest's write (EIO).
 func WithStdout(w io.Writer) RunOption {
 	return func(c runConfig) runConfig { c.stdout = w; return c }
 }

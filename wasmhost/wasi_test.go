@@ -3,6 +3,7 @@ package wasmhost
 import (
 	"bytes"
 	"context"
+	"io"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -72,4 +73,31 @@ func TestRandomIsTheSameInEveryRunUnlessGranted(t *testing.T) {
 	granted := bytesOf(WithRandomness())
 	require.NotEqual(t, first, granted)
 	require.NotEqual(t, granted, bytesOf(WithRandomness()), "16 random bytes twice the same")
+}
+
+// A writer that panics (a typed nil *bytes.Buffer given to WithStdout)
+// fails the guest's write with EIO, as a writer's error does, and the
+// host goes on: the panic, in the goroutine the write runs on, ended the
+// process.
+func TestAWriterThatPanicsFailsTheWrite(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	// fd_write's errno is the exit code.
+	m := compile(t, h, wat(t, `(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $fdwrite (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "\18\00\00\00\01\00\00\00x")
+  (func (export "_start")
+    (call $exit (call $fdwrite (i32.const 1) (i32.const 16) (i32.const 1) (i32.const 8)))))`))
+	for _, w := range []io.Writer{(*bytes.Buffer)(nil), writerFunc(func([]byte) (int, error) { panic("boom") })} {
+		res, err := h.Run(context.Background(), m, WithStdout(w))
+		var exit *ExitError
+		require.ErrorAs(t, err, &exit, "%T", w)
+		require.Equal(t, uint32(EIO), res.ExitCode, "%T", w)
+	}
+	var out bytes.Buffer
+	_, err := h.Run(context.Background(), m, WithStdout(&out))
+	require.NoError(t, err, "the host runs guests still")
+	require.Equal(t, "x", out.String())
 }
