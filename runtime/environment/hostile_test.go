@@ -1109,3 +1109,26 @@ func TestANilOptionIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, entries, "nothing is made")
 }
+
+// floatRecord holds a float, which JSON cannot encode when it is NaN.
+type floatRecord struct {
+	F float64 `json:"f"`
+}
+
+func (floatRecord) Kind() string { return "float" }
+
+// A record JSON cannot encode is refused with ErrInvalidRecord, as other
+// records that cannot be stored are, where its error was of no kind, and
+// nothing is stored.
+func TestPutRefusesARecordJSONCannotEncode(t *testing.T) {
+	ctx := context.Background()
+	env, err := Open("nan", WithDir(t.TempDir()))
+	require.NoError(t, err)
+	defer env.Close()
+	_, err = env.Put(ctx, "nan", floatRecord{F: math.NaN()})
+	require.ErrorIs(t, err, ErrInvalidRecord)
+	require.EqualError(t, err, `environment: invalid record: encoding environment.floatRecord record "nan": json: unsupported value: NaN`)
+	kinds, err := env.Kinds(ctx)
+	require.NoError(t, err)
+	require.Empty(t, kinds, "nothing is stored")
+}

@@ -129,7 +129,7 @@ type Query struct {
 // Put stores rec under label as one transaction and returns its entry. The
 // body is rec's JSON encoding. A nil rec, or a nil pointer, map or slice,
 // is refused with ErrInvalidRecord: it holds no record, and its body would
-// be the JSON null.
+// be the JSON null; so is one JSON cannot encode (a NaN, a channel).
 func (e *Env) Put(ctx context.Context, label string, rec Record) (Entry, error) {
 	if e.isNil() {
 		return Entry{}, ErrNil
@@ -142,7 +142,7 @@ func (e *Env) Put(ctx context.Context, label string, rec Record) (Entry, error) 
 	}
 	body, err := json.Marshal(rec)
 	if err != nil {
-		return Entry{}, fmt.Errorf("environment: encoding %T record %q: %w", rec, label, err)
+		return Entry{}, fmt.Errorf("%w: encoding %T record %q: %w", ErrInvalidRecord, rec, label, err)
 	}
 	return e.PutJSON(ctx, rec.Kind(), label, body)
 }
