@@ -39,6 +39,11 @@ func ctxErr(ctx context.Context) error {
 // (WithBackend).
 var ErrInvalidOption = errors.New("client: invalid option")
 
+// ErrNilFunction: Persistent was given a nil function, or MeasurePlan a
+// nil workload, which the call would have called inside its window or dry
+// run (and panicked there); nothing is opened or measured.
+var ErrNilFunction = errors.New("client: nil function")
+
 // ErrNil: a method was called on a nil *Client or *Stream, or on a zero
 // one, which neither Open nor NewStream makes: it has no device to act on.
 // Such a method returns ErrNil where it returns an error, and otherwise its

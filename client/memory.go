@@ -67,14 +67,15 @@ func (s *Stream) MemoryCleanup() {
 // Persistent runs fn with the calling stream in a persistent window: what fn
 // allocates on it (weights, caches) goes to the persistent pool, which
 // InstallMemoryPools leaves alone. Windows nest; other work on the same
-// stream meanwhile is inside the window too.
+// stream meanwhile is inside the window too. A nil fn is refused with
+// ErrNilFunction, opening no window.
 func (c *Client) Persistent(ctx context.Context, fn func(ctx context.Context) error) error {
 	if c.isNil() {
 		return ErrNil
 	}
 	if fn == nil {
 		// It would be called inside the window, a nil function's panic.
-		return errors.New("client: Persistent: the function is nil")
+		return fmt.Errorf("%w: Persistent was given none to run in the window", ErrNilFunction)
 	}
 	s, err := c.CallingStream(ctx)
 	if err != nil {

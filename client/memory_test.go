@@ -161,7 +161,9 @@ func TestPersistentWindow(t *testing.T) {
 	ctx := context.Background()
 	// A nil function is an error, and opens no window: it panicked inside
 	// one.
-	require.EqualError(t, c.Persistent(ctx, nil), "client: Persistent: the function is nil")
+	err := c.Persistent(ctx, nil)
+	require.ErrorIs(t, err, ErrNilFunction)
+	require.EqualError(t, err, "client: nil function: Persistent was given none to run in the window")
 	require.False(t, c.DefaultStream().mgr.InPersistent(), "no window left open")
 	var weights *Buffer
 	require.NoError(t, c.Persistent(ctx, func(ctx context.Context) error {

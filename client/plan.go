@@ -102,14 +102,15 @@ var measuredAllocations = MaxMeasuredAllocations
 // layout from the report, installs it on the calling stream (which must
 // hold no live dynamic buffers) as Client.InstallMemoryPools does, so
 // streams created afterwards get it too, and, with opts.Verify, runs the
-// workload for real there and checks it fit.
+// workload for real there and checks it fit. A nil workload is refused
+// with ErrNilFunction before anything is made.
 func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts MeasureOptions) (*Measurement, error) {
 	if c.isNil() {
 		return nil, ErrNil
 	}
 	if workload == nil {
 		// It would be called in the dry run, a nil function's panic.
-		return nil, errors.New("client: MeasurePlan: the workload is nil")
+		return nil, fmt.Errorf("%w: MeasurePlan was given no workload to measure", ErrNilFunction)
 	}
 	target, err := c.CallingStream(ctx)
 	if err != nil {

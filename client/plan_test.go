@@ -114,12 +114,14 @@ func TestMeasurePlanOfAZeroByteBuffer(t *testing.T) {
 	require.Equal(t, 3, m.Trace.Allocations)
 }
 
-// A nil workload is an error, where the dry run called it and panicked.
+// A nil workload is refused with ErrNilFunction, where the dry run called
+// it and panicked.
 func TestMeasurePlanRefusesANilWorkload(t *testing.T) {
 	c := openOnCPU(t, nil)
 	before := c.MemoryReport(context.Background())
 	m, err := c.MeasurePlan(context.Background(), nil, MeasureOptions{})
-	require.ErrorContains(t, err, "the workload is nil")
+	require.ErrorIs(t, err, ErrNilFunction)
+	require.EqualError(t, err, "client: nil function: MeasurePlan was given no workload to measure")
 	require.Nil(t, m)
 	require.Equal(t, before, c.MemoryReport(context.Background()), "nothing installed")
 }
