@@ -89,9 +89,9 @@ type Measurement struct {
 // its free) is bounded by it, where a workload creating and freeing one
 // buffer in a loop made it grow without end (a guest under vkrt plan,
 // within its quotas, by 286 MiB in 4 s). Past it the dry run goes on
-// without recording and the measurement fails: a plan of so many
-// reservations is far past any model's stream (llama_generate's trace, the
-// longest shipped, holds 286,475 events).
+// without recording and the measurement fails (plan.ErrCannotPlan): a
+// plan of so many reservations is far past any model's stream
+// (llama_generate's trace, the longest shipped, holds 286,475 events).
 const MaxMeasuredAllocations = 1 << 22
 
 // measuredAllocations is MaxMeasuredAllocations, lowered by tests.
@@ -174,7 +174,10 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 		// The dry run ended well: what it measured is returned with the
 		// error, as for a plan the planner refuses (vkrt plan --json
 		// writes its line from it).
-		return m, fmt.Errorf("client: the dry run made more than %d allocations, more than a measurement records: measure a shorter run of the workload", measuredAllocations)
+		return m, kindError{
+			msg:  fmt.Sprintf("client: the dry run made more than %d allocations, more than a measurement records: measure a shorter run of the workload", measuredAllocations),
+			kind: plan.ErrCannotPlan,
+		}
 	}
 	if opts.Label != "" {
 		if _, err := c.RecordMemory(WithStream(ctx, probe), opts.Label+dryRunLabel); err != nil {

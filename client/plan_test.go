@@ -212,7 +212,7 @@ func TestMeasurePlanDefaultsToTheClientsLayout(t *testing.T) {
 }
 
 // A dry run that makes more allocations than a measurement records fails
-// the measurement once it ends, its trace bounded: a workload creating
+// the measurement once it ends (plan.ErrCannotPlan), its trace bounded: a workload creating
 // and freeing one buffer in a loop grew the host's memory without end.
 func TestMeasurePlanBoundsTheTrace(t *testing.T) {
 	saved := measuredAllocations
@@ -235,7 +235,8 @@ func TestMeasurePlanBoundsTheTrace(t *testing.T) {
 		}
 	}
 	m, err := c.MeasurePlan(ctx, loop(1000), MeasureOptions{})
-	require.ErrorContains(t, err, "the dry run made more than 100 allocations")
+	require.EqualError(t, err, "client: the dry run made more than 100 allocations, more than a measurement records: measure a shorter run of the workload")
+	require.ErrorIs(t, err, plan.ErrCannotPlan, "there is no plan of it to make")
 	// The dry run ended well: what it measured comes with the error, as
 	// vkrt plan --json writes it, and no trace, as none was kept whole.
 	require.NotNil(t, m)
