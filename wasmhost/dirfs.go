@@ -60,7 +60,8 @@ func openGuestDirs(dirs [][2]string) ([]guestDir, error) {
 		root, err := os.OpenRoot(d[0])
 		if err != nil {
 			closeGuestDirs(out)
-			return nil, fmt.Errorf("%w: the directory granted at %s: %w", ErrRefused, d[1], err)
+			// The host's option, not the module, is at fault.
+			return nil, fmt.Errorf("%w: WithReadOnlyDir: the directory granted at %s: %w", ErrInvalidOption, d[1], err)
 		}
 		out = append(out, guestDir{root: root, fsys: root.FS(), guestPath: d[1]})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -92,4 +93,22 @@ func TestAGrantedDirectoryReadsItsRegularFilesOnly(t *testing.T) {
 	code, err = run("fifo")
 	require.NoError(t, err)
 	require.True(t, code > 200 && code < 300, "fifo: the read was not refused (exit %d)", code)
+}
+
+// A granted directory that cannot be opened is refused as the host's
+// option (ErrInvalidOption) before anything is made for the guest: it was
+// ErrRefused, which blames the module.
+func TestAGrantedDirectoryThatCannotBeOpenedIsAnInvalidOption(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	m := compile(t, h, guestWAT(t, "", `(drop (call $sync))`))
+	streams := len(c.Streams())
+	missing := filepath.Join(t.TempDir(), "missing")
+	res, err := h.Run(context.Background(), m, WithReadOnlyDir(t.TempDir(), "/ok"), WithReadOnlyDir(missing, "/data"))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.NotErrorIs(t, err, ErrRefused, "the module is not to blame")
+	require.ErrorContains(t, err, "wasmhost: invalid option: WithReadOnlyDir: the directory granted at /data: ")
+	require.Nil(t, res)
+	require.Len(t, c.Streams(), streams, "no stream was made for the guest")
 }

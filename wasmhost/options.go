@@ -215,8 +215,8 @@ func WithEnv(name, value string) RunOption {
 // link in it leads outside it, and the guest reads only its regular files
 // and directories: a FIFO, device or socket it may list and stat, but a
 // read of one is refused (EPERM), since it could hold the guest inside the
-// host's call past its deadline. A directory that cannot be opened refuses
-// the run (ErrRefused).
+// host's call past its deadline. A directory that cannot be opened fails
+// Run with ErrInvalidOption before anything is made for the guest.
 func WithReadOnlyDir(hostDir, guestPath string) RunOption {
 	return func(c runConfig) runConfig {
 		c.dirs = append(append([][2]string(nil), c.dirs...), [2]string{hostDir, guestPath})
