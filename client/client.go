@@ -555,8 +555,13 @@ func (c *Client) Streams() []*Stream {
 type streamKey struct{}
 
 // WithStream makes s the calling stream of Client methods under ctx; a nil
-// s names none, which leaves the default stream calling.
+// s names none, which leaves the default stream calling. A nil ctx gives
+// nil, which every call refuses with ErrNilContext, where it panicked
+// here.
 func WithStream(ctx context.Context, s *Stream) context.Context {
+	if ctx == nil {
+		return nil
+	}
 	return context.WithValue(ctx, streamKey{}, s)
 }
 

@@ -124,3 +124,19 @@ func TestNilContextIsRefused(t *testing.T) {
 	require.NoError(t, err, "the buffer is as it was")
 	require.Equal(t, make([]byte, 64), got)
 }
+
+// WithStream of a nil context is nil, which the calls then refuse with
+// ErrNilContext: it panicked making a context of a nil parent.
+func TestWithStreamOfANilContextIsRefusedByTheCall(t *testing.T) {
+	c := openOnCPU(t, nil)
+	s, err := c.NewStream()
+	require.NoError(t, err)
+	var nilCtx context.Context
+	var ctx context.Context
+	require.NotPanics(t, func() { ctx = WithStream(nilCtx, s) })
+	require.Nil(t, ctx)
+	_, err = c.Empty(ctx, 16)
+	require.ErrorIs(t, err, ErrNilContext)
+	_, err = c.CallingStream(ctx)
+	require.ErrorIs(t, err, ErrNilContext)
+}
