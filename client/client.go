@@ -35,7 +35,9 @@ func ctxErr(ctx context.Context) error {
 }
 
 // ErrInvalidOption: Open was given an option it cannot follow, such as a
-// nil Option, a nil environment (UseEnvironment) or a nil device
+// nil Option, a nil, closed or read-only environment (UseEnvironment), an
+// environment name or options the environment refuses (WithEnvironment), a
+// layout the device cannot honour (WithLayout) or a nil device
 // (WithBackend).
 var ErrInvalidOption = errors.New("client: invalid option")
 
@@ -155,7 +157,9 @@ func WithDevice(index int) Option {
 // device with sparse residency one virtual range whose granules are bound
 // to device memory under live buffers only, on one without (lavapipe, the
 // cpu device unless made with a sparse granule) the SubSlices pools. It
-// stays the layout MeasurePlan measures under unless told another.
+// stays the layout MeasurePlan measures under unless told another. A
+// layout the device cannot honour fails Open with an error matching
+// ErrInvalidOption as well as the pools' *memory.InstallError.
 func WithLayout(l memory.Layout) Option {
 	return func(c config) config { c.layout = l; return c }
 }
@@ -339,7 +343,7 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 	}
 	if err := c.layout.Validate(props); err != nil {
 		dev.Close()
-		return nil, fmt.Errorf("client: initial layout %s: %w", c.layout.Brief(), err)
+		return nil, &invalidOptionError{fmt.Errorf("initial layout %s: %w", c.layout.Brief(), err)}
 	}
 	cl := &Client{
 		dev: dev, storage: storage, props: props, streams: map[vkruntime.StreamID]*Stream{}, layout: c.layout, opened: c.layout, done: make(chan struct{}),
@@ -353,7 +357,7 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 			dev.Close()
 			if errors.Is(err, environment.ErrInvalidName) || errors.Is(err, environment.ErrInvalidOption) {
 				// WithEnvironment's name or options: the client's option.
-				return nil, &invalidEnvironmentError{err}
+				return nil, &invalidOptionError{err}
 			}
 			return nil, fmt.Errorf("client: %w", err)
 		}
@@ -372,7 +376,7 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 		// still the initial layout, not that of a stream the caller made.
 		var ie *memory.InstallError
 		if errors.As(err, &ie) {
-			return nil, fmt.Errorf("client: initial layout %s: %w", c.layout.Brief(), ie)
+			return nil, &invalidOptionError{fmt.Errorf("initial layout %s: %w", c.layout.Brief(), ie)}
 		}
 		return nil, err
 	}
@@ -380,14 +384,17 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 	return cl, nil
 }
 
-// invalidEnvironmentError is the environment's refusal of the name or an
-// option WithEnvironment gave: it matches ErrInvalidOption as well as the
-// environment's own kind, and says "client: " once.
-type invalidEnvironmentError struct{ err error }
+// invalidOptionError is a refusal of an option's value by what it
+// configures (the environment's of WithEnvironment's name or options, the
+// pools' of WithLayout's layout): it matches ErrInvalidOption as well as
+// err's own kind, and says "client: " once.
+type invalidOptionError struct{ err error }
 
-func (e *invalidEnvironmentError) Error() string { return "client: " + e.err.Error() }
+func (e *invalidOptionError) Error() string {
+	return "client: " + strings.TrimPrefix(e.err.Error(), "client: ")
+}
 
-func (e *invalidEnvironmentError) Unwrap() []error { return []error{ErrInvalidOption, e.err} }
+func (e *invalidOptionError) Unwrap() []error { return []error{ErrInvalidOption, e.err} }
 
 // readOnlyEnvironment is Open's refusal of env, opened read-only, given by
 // option: RecordMemory failed in it, every time, with ErrReadOnly.

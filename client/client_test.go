@@ -24,10 +24,13 @@ func TestOpenOptions(t *testing.T) {
 	require.ErrorContains(t, err, "no")
 	require.ErrorContains(t, err, "device 1048576")
 
+	// A layout the device cannot honour is an invalid option, and an
+	// *InstallError of the pools.
 	_, err = Open(ctx, WithLayout(memory.SlicedLayout(memory.SlicedPool{PageSize: 0})))
 	var ie *memory.InstallError
 	require.ErrorAs(t, err, &ie)
 	require.Equal(t, memory.InvalidLayout, ie.Kind)
+	require.ErrorIs(t, err, ErrInvalidOption)
 
 	_, err = Open(ctx, WithEnvironment("no/such"))
 	require.ErrorIs(t, err, environment.ErrInvalidName)
@@ -43,6 +46,7 @@ func TestOpenOptions(t *testing.T) {
 	require.NoError(t, err)
 	_, err = Open(ctx, WithBackend(d), WithLayout(memory.ArenaLayout(memory.ArenaPlan{Pages: []uint64{256 * 200000}, Slots: slots})))
 	require.ErrorAs(t, err, &ie)
+	require.ErrorIs(t, err, ErrInvalidOption)
 	require.Equal(t, "client: initial layout an Arena plan of 1 page (51200000 B), 200000 slots and 0 fallback pools: the pool layout cannot be honoured: arena slot 199999: offset 3 is not a multiple of the alignment of 256 B", err.Error())
 
 	// A page past the storage's largest allocation is refused by the
@@ -52,6 +56,7 @@ func TestOpenOptions(t *testing.T) {
 	_, err = Open(ctx, WithBackend(d), WithLayout(memory.SlicedLayout(memory.SlicedPool{PageSize: 2 << 20})))
 	require.ErrorAs(t, err, &ie)
 	require.Equal(t, memory.InvalidLayout, ie.Kind)
+	require.ErrorIs(t, err, ErrInvalidOption, "refused by the default stream's pools")
 	require.Equal(t, `client: initial layout {"Sliced":[{"page_size":2097152,"pages":null,"max_slice":null}]}: the pool layout cannot be honoured: pool 0: a page of 2097152 B is larger than the backend's largest allocation of 1048576 B`, err.Error())
 
 	direct := openClient(t, WithLayout(memory.DirectLayout()))
