@@ -90,3 +90,18 @@ func TestNilOptionIsRefused(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidOption)
 	require.Nil(t, c)
 }
+
+// A nil pointer as the device (a nil *cpu.Device) fails Open with
+// ErrInvalidOption, where Open panicked asking it its storage; the device
+// handed before it is closed.
+func TestWithBackendOfANilPointerIsRefused(t *testing.T) {
+	var typedNil *cpu.Device
+	before, err := cpu.New()
+	require.NoError(t, err)
+	var c *Client
+	require.NotPanics(t, func() { c, err = Open(context.Background(), WithBackend(before), WithBackend(typedNil)) })
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.EqualError(t, err, "client: invalid option: WithBackend was given a nil *cpu.Device")
+	require.Nil(t, c)
+	requireClosed(t, before, "the device replaced is closed")
+}

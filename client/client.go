@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -134,9 +135,9 @@ type Option func(config) config
 // instead of opening the default device. Open takes d over whatever
 // follows: the client owns it from then on, Close closes it, and so does a
 // failed Open; where a later WithBackend replaces d, Open closes d, which
-// the client never runs on. A nil d fails Open (ErrInvalidOption), which
-// closes the devices given before it, and so does WithDevice or
-// WithValidation given with it.
+// the client never runs on. A nil d, or a nil pointer such as a nil
+// *cpu.Device, fails Open (ErrInvalidOption), which closes the devices
+// given before it, and so does WithDevice or WithValidation given with it.
 func WithBackend(d device.Device) Option {
 	return func(c config) config {
 		c.backend, c.backendSet = d, true
@@ -424,6 +425,19 @@ func closeUnused(d device.Device) {
 	_ = d.Close()
 }
 
+// isNilPointer says whether d is a nil pointer (or map, slice, function,
+// channel) in a non-nil interface: no device, whose methods panic.
+func isNilPointer(d device.Device) bool {
+	if d == nil {
+		return false
+	}
+	switch v := reflect.ValueOf(d); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
+}
+
 // sameDevice says whether a and b are one device. Devices whose type ==
 // cannot compare (a struct holding a slice) panic there; such a pair is
 // taken for one device, so that none the client runs on is closed.
@@ -442,6 +456,10 @@ func (c config) open(ctx context.Context) (device.Device, error) {
 		// Opening the default device instead ran the client on a device
 		// nobody asked for.
 		return nil, fmt.Errorf("%w: WithBackend was given no device (nil)", ErrInvalidOption)
+	}
+	if isNilPointer(c.backend) {
+		// A nil *cpu.Device: Open panicked asking it its storage.
+		return nil, fmt.Errorf("%w: WithBackend was given a nil %T", ErrInvalidOption, c.backend)
 	}
 	if c.backend != nil {
 		if c.deviceSet {
