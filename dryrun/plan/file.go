@@ -515,13 +515,18 @@ func (f File) For(d vkruntime.DeviceProperties, granule uint64) (memory.Layout, 
 // Runs plans from dry runs of one workload under the Virtual layout on the
 // replay device (opts.Device, H200 when zero, with sparse residency): the
 // first stream's placement becomes the slots, and the planned memory is
-// the most any of the streams needs under them. opts.Trace is ignored.
+// the most any of the streams needs under them. opts.Trace is ignored. A
+// nil stream among them is refused, before anything is replayed, with an
+// error matching ErrCannotPlan and trace.ErrNil.
 func Runs(streams []*trace.Trace, opts Options) (File, error) {
 	if len(streams) == 0 {
 		return File{}, fmt.Errorf("%w: no stream to plan from", ErrCannotPlan)
 	}
 	names := make([]string, len(streams))
 	for i, t := range streams {
+		if t == nil {
+			return File{}, fmt.Errorf("%w: stream %d of %d: %w", ErrCannotPlan, i+1, len(streams), trace.ErrNil)
+		}
 		names[i] = t.Name
 	}
 	// The file must read back: what its names hold is known before the

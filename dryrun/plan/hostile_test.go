@@ -267,3 +267,24 @@ func TestSizesPastWhatAPlanCanHoldAreRefused(t *testing.T) {
 	_, err := Derive(memory.Report{}, Options{Strength: Strong, Trace: tr})
 	require.NotErrorIs(t, err, ErrCannotPlan)
 }
+
+// A nil trace handed to Runs, first or later, or to Measure is refused with
+// trace.ErrNil: each panicked on the nil dereference.
+func TestRunsAndMeasureRefuseANilTrace(t *testing.T) {
+	tr := tracetest.Inline(t, "a 1 100 0\na 2 200 0\nf 1\nf 2\n")
+	for want, streams := range map[string][]*trace.Trace{
+		"stream 1 of 1": {nil}, "stream 1 of 2": {nil, tr}, "stream 3 of 3": {tr, tr, nil},
+	} {
+		require.NotPanics(t, func() {
+			_, err := Runs(streams, Options{})
+			require.ErrorIs(t, err, trace.ErrNil, want)
+			require.ErrorIs(t, err, ErrCannotPlan, want)
+			require.ErrorContains(t, err, want)
+		}, want)
+	}
+	require.NotPanics(t, func() {
+		m, err := Measure(nil, memory.SubSlicesLayout(), Options{})
+		require.ErrorIs(t, err, trace.ErrNil)
+		require.Nil(t, m)
+	})
+}

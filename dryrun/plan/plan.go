@@ -185,7 +185,8 @@ type Measured struct {
 }
 
 // Measure replays t under the layout it is measured with, plans from the
-// result (opts.Trace is set to t) and replays t under the plan.
+// result (opts.Trace is set to t) and replays t under the plan. A nil t is
+// refused with trace.ErrNil, as a replay refuses it.
 func Measure(t *trace.Trace, measured memory.Layout, opts Options) (*Measured, error) {
 	// Options Derive refuses are refused before the dry run is replayed.
 	if err := opts.checkStrength(); err != nil {

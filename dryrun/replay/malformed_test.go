@@ -37,3 +37,18 @@ func TestAMalformedTraceIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(30), r.PeakLiveBytes)
 }
+
+// A nil trace is refused with trace.ErrNil, Run's and Measure's alike: it
+// panicked on the nil dereference.
+func TestANilTraceIsRefused(t *testing.T) {
+	require.NotPanics(t, func() {
+		r, err := Run(nil, memory.VirtualLayout(memory.VirtualPlan{}), Options{})
+		require.ErrorIs(t, err, trace.ErrNil)
+		require.NotErrorIs(t, err, trace.ErrMalformed)
+		require.Nil(t, r)
+		r, _, err = Measure(nil, memory.SubSlicesLayout(), Options{})
+		require.ErrorIs(t, err, trace.ErrNil)
+		require.ErrorContains(t, err, "replay: trace: a nil *Trace")
+		require.Nil(t, r)
+	})
+}

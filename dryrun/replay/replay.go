@@ -130,7 +130,7 @@ const progressEvery = 1 << 14
 // its own manager, as each stream of a client has its own pools. A
 // reservation the pools refuse stops the replay with an error naming the
 // trace line; a trace Read could not have made (trace.Check) is refused
-// before anything is replayed.
+// before anything is replayed, and a nil one with trace.ErrNil.
 func Run(t *trace.Trace, l memory.Layout, opts Options) (*Result, error) {
 	res, _, err := Measure(t, l, opts)
 	return res, err

@@ -42,3 +42,13 @@ func TestCheckRefusesMoreAllocationsThanEvents(t *testing.T) {
 	}
 	require.NoError(t, (&Trace{Name: "hand", Allocations: 1, Events: one}).Check())
 }
+
+// Check of a nil trace says so, ErrNil and not ErrMalformed: it panicked.
+func TestCheckRefusesANilTrace(t *testing.T) {
+	var tr *Trace
+	require.NotPanics(t, func() {
+		err := tr.Check()
+		require.ErrorIs(t, err, ErrNil)
+		require.NotErrorIs(t, err, ErrMalformed)
+	})
+}

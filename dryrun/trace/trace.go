@@ -103,6 +103,11 @@ func (t *Trace) as() checkedAs {
 // *LineError.
 var ErrMalformed = errors.New("trace: malformed")
 
+// ErrNil: a nil *Trace where a trace is wanted. Check and everything
+// that checks a trace (a replay, a plan) refuse one with it; it is not
+// ErrMalformed, as there is no trace to be malformed.
+var ErrNil = errors.New("trace: a nil *Trace, no trace at all")
+
 // ErrTruncated: the trace's compressed stream ends before its end, as a
 // copy cut short leaves it. It is also ErrMalformed.
 var ErrTruncated error = malformedKind("trace: truncated")
@@ -515,8 +520,11 @@ func NameOf(path string) string {
 // built by hand (its fields are exported) is checked before it is
 // replayed; one from Read always passes, at once unless its events were
 // replaced or appended to since (events Read made, changed in place, are
-// not checked again).
+// not checked again). A nil trace is refused with ErrNil.
 func (t *Trace) Check() error {
+	if t == nil {
+		return ErrNil
+	}
 	if t.checked == t.as() {
 		return nil
 	}
