@@ -52,3 +52,21 @@ func TestCheckRefusesANilTrace(t *testing.T) {
 		require.NotErrorIs(t, err, ErrMalformed)
 	})
 }
+
+// PeakLiveBytes of a trace that fails Check is 0, as it documents: an
+// index past Allocations panicked, and a free of what was never allocated
+// wrapped the live bytes past 2^64.
+func TestPeakLiveBytesOfATraceThatFailsCheckIsZero(t *testing.T) {
+	for name, tr := range map[string]*Trace{
+		"nil":                   nil,
+		"index past the allocs": {Allocations: 1, Events: []Event{{Op: OpAlloc, Index: 5, Size: 10}}},
+		"negative index":        {Allocations: 1, Events: []Event{{Op: OpAlloc, Index: -1, Size: 10}}},
+		"freed before made":     {Allocations: 2, Events: []Event{{Op: OpAlloc, Index: 1, Size: 10}, {Op: OpFree, Index: 0}, {Op: OpAlloc, Index: 0, Size: 7}}},
+		"freed twice":           {Allocations: 2, Events: []Event{{Op: OpAlloc, Index: 0, Size: 10}, {Op: OpFree, Index: 0}, {Op: OpFree, Index: 0}, {Op: OpAlloc, Index: 1, Size: 5}}},
+	} {
+		require.Error(t, tr.Check(), name)
+		require.NotPanics(t, func() { require.Zero(t, tr.PeakLiveBytes(), name) }, name)
+	}
+	ok := &Trace{Allocations: 2, Events: []Event{{Op: OpAlloc, Index: 0, Size: 10}, {Op: OpAlloc, Index: 1, Size: 7}, {Op: OpFree, Index: 0}}}
+	require.Equal(t, uint64(17), ok.PeakLiveBytes())
+}

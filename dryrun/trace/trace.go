@@ -568,7 +568,15 @@ func (t *Trace) Check() error {
 
 // PeakLiveBytes is the most requested bytes live at once in the trace,
 // saturated at 2^64-1 (Read takes sizes up to it, so two can pass it).
+// A trace that fails Check (nil, or built by hand with an index past its
+// Allocations, say) has no peak to tell: it is 0, and Check says why, as
+// a replay or a plan of it would. A trace from Read always has one.
 func (t *Trace) PeakLiveBytes() uint64 {
+	if t.Check() != nil {
+		// Its indices would be taken as they stand: one past
+		// Allocations panicked.
+		return 0
+	}
 	sizes := make([]uint64, t.Allocations)
 	var live, peak uint64
 	for _, e := range t.Events {
