@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"strings"
@@ -69,4 +70,25 @@ func TestPeakLiveBytesOfATraceThatFailsCheckIsZero(t *testing.T) {
 	}
 	ok := &Trace{Allocations: 2, Events: []Event{{Op: OpAlloc, Index: 0, Size: 10}, {Op: OpAlloc, Index: 1, Size: 7}, {Op: OpFree, Index: 0}}}
 	require.Equal(t, uint64(17), ok.PeakLiveBytes())
+}
+
+// WriteTo refuses a trace that fails Check and writes nothing: it wrote
+// an unknown op as a free and a negative index as a negative id, a text
+// Read refuses, and panicked on a nil trace.
+func TestWriteToRefusesATraceThatFailsCheck(t *testing.T) {
+	for name, tr := range map[string]*Trace{
+		"nil":            nil,
+		"unknown op":     {Allocations: 1, Events: []Event{{Op: OpAlloc, Index: 0, Size: 10}, {Op: 'x', Index: 0}}},
+		"negative index": {Allocations: 1, Events: []Event{{Op: OpAlloc, Index: -1, Size: 10}}},
+		"freed twice":    {Allocations: 1, Events: []Event{{Op: OpAlloc, Index: 0, Size: 10}, {Op: OpFree, Index: 0}, {Op: OpFree, Index: 0}}},
+	} {
+		var buf bytes.Buffer
+		require.NotPanics(t, func() {
+			n, err := tr.WriteTo(&buf)
+			require.Error(t, err, name)
+			require.EqualError(t, err, tr.Check().Error(), name)
+			require.Zero(t, n, name)
+		}, name)
+		require.Zero(t, buf.Len(), name)
+	}
 }

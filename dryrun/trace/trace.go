@@ -596,7 +596,13 @@ func (t *Trace) PeakLiveBytes() uint64 {
 }
 
 // WriteTo writes the trace in its text form, ids being the dense indices.
+// A trace that fails Check is refused with its error, nothing written:
+// its text would not read back (an unknown op was written as a free, a
+// negative index as a negative id).
 func (t *Trace) WriteTo(w io.Writer) (int64, error) {
+	if err := t.Check(); err != nil {
+		return 0, err
+	}
 	bw := bufio.NewWriter(w)
 	var n int64
 	buf := make([]byte, 0, 64)
