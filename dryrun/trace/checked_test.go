@@ -92,3 +92,34 @@ func TestWriteToRefusesATraceThatFailsCheck(t *testing.T) {
 		require.Zero(t, buf.Len(), name)
 	}
 }
+
+// Check names the event at fault as the replay's and the planner's errors
+// do (Event.Where): its line, or the allocation it makes or frees, counted
+// from 1; one whose index or op names no allocation by its place, counted
+// from 1. It said "event 2 (index 0)", both counted from 0.
+func TestCheckNamesTheEventAsWhereDoes(t *testing.T) {
+	alloc := func(i int32) Event { return Event{Op: OpAlloc, Index: i, Size: 10} }
+	free := func(i int32) Event { return Event{Op: OpFree, Index: i} }
+	for want, events := range map[string][]Event{
+		"h free of allocation 1: freed while not allocated":     {alloc(0), free(0), free(0)},
+		"h allocation 2: allocated twice":                       {alloc(0), alloc(1), alloc(1)},
+		"h allocation 2: an allocation of 0 bytes":              {alloc(0), {Op: OpAlloc, Index: 1}},
+		"h event 3: index 7 outside the trace's 2 allocations":  {alloc(0), alloc(1), free(7)},
+		"h event 1: index -1 outside the trace's 2 allocations": {alloc(-1), alloc(0)},
+		"h event 2: unknown op 120":                             {alloc(0), {Op: 'x', Index: 1}},
+	} {
+		err := (&Trace{Name: "h", Allocations: 2, Events: events}).Check()
+		require.ErrorIs(t, err, ErrMalformed, want)
+		require.EqualError(t, err, "trace: malformed: "+want)
+	}
+	// Events read from a file keep their lines.
+	tr, err := Read("t", strings.NewReader("a 1 10 0\n\nf 1\n"))
+	require.NoError(t, err)
+	tr.Events = append(tr.Events, tr.Events[1])
+	require.EqualError(t, tr.Check(), "trace: malformed: t line 3: freed while not allocated")
+	// A trace with no name is named by the event alone.
+	err = (&Trace{Allocations: 1, Events: []Event{free(0)}}).Check()
+	require.EqualError(t, err, "trace: malformed: free of allocation 1: freed while not allocated")
+	err = (&Trace{Allocations: 2, Events: []Event{alloc(0)}}).Check()
+	require.EqualError(t, err, "trace: malformed: 2 allocations in 1 events")
+}

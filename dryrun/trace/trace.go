@@ -533,7 +533,11 @@ func (t *Trace) Check() error {
 	// claiming 2^40 allocations asked for a terabyte, and one claiming
 	// more than an int holds panicked.
 	if t.Allocations < 0 || t.Allocations > len(t.Events) {
-		return fmt.Errorf("%w: %s: %d allocations in %d events", ErrMalformed, t.Name, t.Allocations, len(t.Events))
+		name := t.Name
+		if name != "" {
+			name += ": "
+		}
+		return fmt.Errorf("%w: %s%d allocations in %d events", ErrMalformed, name, t.Allocations, len(t.Events))
 	}
 	const (
 		unseen = iota
@@ -542,11 +546,21 @@ func (t *Trace) Check() error {
 	)
 	state := make([]uint8, t.Allocations)
 	for i, e := range t.Events {
+		// The event is named as every other error names it (Where): its
+		// line, or the allocation it makes or frees. One whose index or
+		// op names no allocation is told by its place, counted from 1.
 		bad := func(reason string) error {
-			return fmt.Errorf("%w: %s: event %d (index %d): %s", ErrMalformed, t.Name, i, e.Index, reason)
+			where := e.Where()
+			if e.Line <= 0 && (e.Index < 0 || int(e.Index) >= t.Allocations || (e.Op != OpAlloc && e.Op != OpFree)) {
+				where = fmt.Sprintf("event %d", i+1)
+			}
+			if t.Name != "" {
+				where = t.Name + " " + where
+			}
+			return fmt.Errorf("%w: %s: %s", ErrMalformed, where, reason)
 		}
 		if e.Index < 0 || int(e.Index) >= t.Allocations {
-			return bad(fmt.Sprintf("index outside the trace's %d allocations", t.Allocations))
+			return bad(fmt.Sprintf("index %d outside the trace's %d allocations", e.Index, t.Allocations))
 		}
 		switch {
 		case e.Op == OpAlloc && e.Size == 0:
