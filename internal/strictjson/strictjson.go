@@ -28,7 +28,10 @@ import (
 var ErrNumberDoesNotFit = errors.New("json: number does not fit its field")
 
 // NumberError is ErrNumberDoesNotFit with the text of the number and the
-// type it was to fill.
+// type it was to fill. For a field of one of Go's integer types its
+// message says what is wrong: a fractional part or an exponent (4.0 and
+// 1e3 are refused too: the field takes digits alone), a minus sign for an
+// unsigned field, or a value past the field's range, which it gives.
 type NumberError struct {
 	// Number is the JSON text of the number, at most 40 bytes of it.
 	Number string
@@ -36,13 +39,70 @@ type NumberError struct {
 	Type string
 	// Field is the path of the field where encoding/json knows it.
 	Field string
+
+	// why is what is wrong with the number, where the field is an
+	// integer of Go's: "does not fit" alone told 4.0 and 1e3, whole
+	// numbers both, from numbers past the field's range.
+	why string
 }
 
 func (e *NumberError) Error() string {
+	var msg string
 	if e.Field != "" {
-		return fmt.Sprintf("json: number %s does not fit field %s of type %s", e.Number, e.Field, e.Type)
+		msg = fmt.Sprintf("json: number %s does not fit field %s of type %s", e.Number, e.Field, e.Type)
+	} else {
+		msg = fmt.Sprintf("json: number %s does not fit %s", e.Number, e.Type)
 	}
-	return fmt.Sprintf("json: number %s does not fit %s", e.Number, e.Type)
+	if e.why != "" {
+		msg += ": " + e.why
+	}
+	return msg
+}
+
+// integerKinds are the kinds of Go's integer types, by their names.
+var integerKinds = map[string]reflect.Kind{
+	"int": reflect.Int, "int8": reflect.Int8, "int16": reflect.Int16, "int32": reflect.Int32, "int64": reflect.Int64,
+	"uint": reflect.Uint, "uint8": reflect.Uint8, "uint16": reflect.Uint16, "uint32": reflect.Uint32, "uint64": reflect.Uint64,
+	"uintptr": reflect.Uintptr,
+}
+
+// whyNot says what is wrong with the JSON number num for an integer
+// field of kind k, or "" for a field of another kind: a fraction or an
+// exponent (the field takes digits alone, even for a whole number such as
+// 4.0 or 1e3), a minus sign for an unsigned field, or else a value past
+// the field's range.
+func whyNot(num []byte, k reflect.Kind) string {
+	var bits int
+	switch k {
+	case reflect.Int8, reflect.Uint8:
+		bits = 8
+	case reflect.Int16, reflect.Uint16:
+		bits = 16
+	case reflect.Int32, reflect.Uint32:
+		bits = 32
+	case reflect.Int64, reflect.Uint64:
+		bits = 64
+	case reflect.Int, reflect.Uint, reflect.Uintptr:
+		bits = strconv.IntSize
+	default:
+		return ""
+	}
+	signed := k >= reflect.Int && k <= reflect.Int64
+	fraction, exponent := bytes.IndexByte(num, '.') >= 0, bytes.IndexAny(num, "eE") >= 0
+	const digits = ", and the field takes a whole number in digits alone"
+	switch {
+	case fraction && exponent:
+		return "it has a fractional part and an exponent" + digits
+	case fraction:
+		return "it has a fractional part" + digits
+	case exponent:
+		return "it has an exponent" + digits
+	case !signed && len(num) > 0 && num[0] == '-':
+		return fmt.Sprintf("it has a minus sign, and the field is unsigned (0 to %d)", uint64(1)<<bits-1)
+	case signed:
+		return fmt.Sprintf("the field holds %d to %d", -int64(1)<<(bits-1), int64(uint64(1)<<(bits-1)-1))
+	}
+	return fmt.Sprintf("the field holds 0 to %d", uint64(1)<<bits-1)
 }
 
 // Is makes a *NumberError match ErrNumberDoesNotFit.
@@ -53,8 +113,12 @@ const maxQuoted = 40
 // NewNumberError is the *NumberError for the number literal num that does
 // not fit a field of type typ, its text cut to what every NumberError
 // quotes: a megabyte-long number gives a short error.
+//
+// Where typ names one of Go's integer types (as reflect.Type.String does),
+// the message says what is wrong with the number: a fraction or an
+// exponent, a minus sign for an unsigned type, or a value past its range.
 func NewNumberError(num, typ, field string) *NumberError {
-	return &NumberError{Number: quote([]byte(num)), Type: typ, Field: field}
+	return &NumberError{Number: quote([]byte(num)), Type: typ, Field: field, why: whyNot([]byte(num), integerKinds[typ])}
 }
 
 func quote(b []byte) string {
@@ -117,11 +181,11 @@ func ParseUint64(raw []byte) (uint64, error) {
 		return 0, fmt.Errorf("json: want a non-negative integer, got %q", quote(t))
 	}
 	if t[0] == '-' || bytes.ContainsAny(t, ".eE") {
-		return 0, &NumberError{Number: quote(t), Type: "uint64"}
+		return 0, &NumberError{Number: quote(t), Type: "uint64", why: whyNot(t, reflect.Uint64)}
 	}
 	v, err := strconv.ParseUint(string(t), 10, 64)
 	if err != nil {
-		return 0, &NumberError{Number: quote(t), Type: "uint64"}
+		return 0, &NumberError{Number: quote(t), Type: "uint64", why: whyNot(t, reflect.Uint64)}
 	}
 	return v, nil
 }
@@ -143,7 +207,8 @@ func Unmarshal(data []byte, v any) error {
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
 		if num, ok := strings.CutPrefix(typeErr.Value, "number "); ok {
-			return &NumberError{Number: quote([]byte(num)), Type: typeErr.Type.String(), Field: typeErr.Field}
+			return &NumberError{Number: quote([]byte(num)), Type: typeErr.Type.String(), Field: typeErr.Field,
+				why: whyNot([]byte(num), typeErr.Type.Kind())}
 		}
 		if typeErr.Value == "number" {
 			return &NumberError{Number: "?", Type: typeErr.Type.String(), Field: typeErr.Field}

@@ -237,3 +237,37 @@ func FuzzMemberNames(f *testing.F) {
 		require.Equal(t, want, MemberNames([]byte(in)), "%q", in)
 	})
 }
+
+// A number refused for an integer field says what is wrong with it, not
+// "does not fit" alone: 4.0 and 1e3 are whole numbers, and were told
+// they did not fit as a number past the field's range is. The kind stays
+// ErrNumberDoesNotFit.
+func TestNumberErrorSaysWhatIsWrong(t *testing.T) {
+	for doc, want := range map[string]string{
+		`{"i64":4.0}`:                  "json: number 4.0 does not fit field i64 of type int64: it has a fractional part, and the field takes a whole number in digits alone",
+		`{"i64":1e3}`:                  "json: number 1e3 does not fit field i64 of type int64: it has an exponent, and the field takes a whole number in digits alone",
+		`{"u32":1.5E2}`:                "json: number 1.5E2 does not fit field u32 of type uint32: it has a fractional part and an exponent, and the field takes a whole number in digits alone",
+		`{"u32":-1}`:                   "json: number -1 does not fit field u32 of type uint32: it has a minus sign, and the field is unsigned (0 to 4294967295)",
+		`{"u32":4294967296}`:           "json: number 4294967296 does not fit field u32 of type uint32: the field holds 0 to 4294967295",
+		`{"i64":-9223372036854775809}`: "json: number -9223372036854775809 does not fit field i64 of type int64: the field holds -9223372036854775808 to 9223372036854775807",
+		`{"f64":1e400}`:                "json: number 1e400 does not fit field f64 of type float64",
+	} {
+		var s sample
+		err := Unmarshal([]byte(doc), &s)
+		require.ErrorIs(t, err, ErrNumberDoesNotFit, doc)
+		require.EqualError(t, err, want)
+	}
+	for num, want := range map[string]string{
+		"4.0":                  "json: number 4.0 does not fit uint64: it has a fractional part, and the field takes a whole number in digits alone",
+		"1e3":                  "json: number 1e3 does not fit uint64: it has an exponent, and the field takes a whole number in digits alone",
+		"-0":                   "json: number -0 does not fit uint64: it has a minus sign, and the field is unsigned (0 to 18446744073709551615)",
+		"18446744073709551616": "json: number 18446744073709551616 does not fit uint64: the field holds 0 to 18446744073709551615",
+	} {
+		_, err := ParseUint64([]byte(num))
+		require.ErrorIs(t, err, ErrNumberDoesNotFit, num)
+		require.EqualError(t, err, want)
+	}
+	require.EqualError(t, NewNumberError("2.0", "uint8", "device.alignment"),
+		"json: number 2.0 does not fit field device.alignment of type uint8: it has a fractional part, and the field takes a whole number in digits alone")
+	require.EqualError(t, NewNumberError("2.0", "memory.Pages", "pages"), "json: number 2.0 does not fit field pages of type memory.Pages")
+}
