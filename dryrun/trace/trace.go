@@ -182,7 +182,9 @@ func numberReason(field string, bits int, err error) string {
 // Ids are unsigned decimal integers unique within the trace. Blank lines and
 // lines starting with '#' are skipped. The input may be gzip-compressed (its
 // magic bytes are detected). Every malformed line, free of an unknown or
-// already freed id, and repeated id is a *LineError naming the line.
+// already freed id, and repeated id is a *LineError naming the line; one
+// refused because the trace is UTF-16 text (a byte-order mark or not) or
+// its lines end in \r alone says so.
 func Read(name string, r io.Reader) (*Trace, error) { return read(name, "", r) }
 
 // read is Read; path, when not empty, is the file the messages name.
@@ -221,9 +223,9 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 	var live []bool
 	line := 0
 	fields := make([][]byte, 0, 8)
-	// fail blames line for reason, quoting text (none for a line too
+	// blame blames line for reason, quoting text (none for a line too
 	// long to quote).
-	fail := func(text []byte, reason string) error {
+	blame := func(text []byte, reason string) error {
 		s := string(text)
 		if len(s) > 80 {
 			s = s[:80] + "…"
@@ -248,6 +250,18 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 		}
 		return lineErr
 	}
+	// fail is blame, but a line refused for being text of another
+	// encoding or with other line ends is told so (misread).
+	fail := func(text []byte, reason string) error {
+		if why := misread(text); why != "" {
+			reason = why
+		}
+		return blame(text, reason)
+	}
+	// commentCRs: a comment line held carriage returns followed by
+	// events, as a trace whose lines end in \r alone reads; said if the
+	// trace then holds no event.
+	commentCRs := false
 	// A line too long is blamed as a bad line is: in a gzipped trace it
 	// is most often damage too (a block of the file overwritten).
 	tooLong := fmt.Sprintf("line longer than %d bytes", maxTraceLine)
@@ -255,19 +269,26 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 		line++
 		text := sc.Bytes()
 		if len(text) > maxTraceLine {
+			if crLines(text) {
+				return nil, fail(nil, crOnly)
+			}
 			return nil, fail(nil, tooLong)
 		}
 		if line == 1 && bytes.HasPrefix(text, utf8BOM) {
 			// The event would be told unknown, shown as "\ufeffa 1 …".
-			return nil, fail(text, "the trace starts with a UTF-8 byte-order mark: save it without one")
+			return nil, blame(text, "the trace starts with a UTF-8 byte-order mark: save it without one")
 		}
 		if line == 1 && (bytes.HasPrefix(text, utf16LEBOM) || bytes.HasPrefix(text, utf16BEBOM)) {
 			// As a shell's redirection writes it on Windows: the event
 			// was told unknown, shown as "\xff\xfea\x00 \x001\x00 …".
-			return nil, fail(text, "the trace is UTF-16 text (it starts with a UTF-16 byte-order mark): save it as UTF-8 or ASCII")
+			return nil, blame(text, "the trace is UTF-16 text (it starts with a UTF-16 byte-order mark): save it as UTF-8 or ASCII")
 		}
 		fields = splitFields(fields[:0], text)
-		if len(fields) == 0 || fields[0][0] == '#' {
+		if len(fields) == 0 {
+			continue
+		}
+		if fields[0][0] == '#' {
+			commentCRs = commentCRs || crLines(text)
 			continue
 		}
 		switch {
@@ -327,6 +348,10 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 			line++
 			return nil, fail(nil, tooLong)
 		}
+		if errors.Is(err, errCRLines) {
+			line++
+			return nil, fail(nil, crOnly)
+		}
 		if errors.Is(err, errAfterGzip) {
 			return nil, fmt.Errorf("%w: %s: %w, after line %d", ErrMalformed, where, err, line)
 		}
@@ -339,6 +364,9 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 		return nil, fmt.Errorf("trace: reading %s after line %d: %w", where, line, err)
 	}
 	if len(t.Events) == 0 {
+		if commentCRs {
+			return nil, fmt.Errorf("%w: %s holds no events (%d lines): %s, so a comment took the events after it", ErrEmpty, where, line, crOnly)
+		}
 		return nil, fmt.Errorf("%w: %s holds no events (%d lines)", ErrEmpty, where, line)
 	}
 	t.checked = t.as() // every line was checked as it was read
@@ -356,6 +384,67 @@ func (t *Trace) lineOf(op Op, index int32) int {
 		}
 	}
 	return 0
+}
+
+// crOnly says a trace's lines end in a carriage return alone.
+const crOnly = `its lines end in a carriage return alone (\r, as classic Mac OS ends them), which ends no line here: end them with \n or \r\n`
+
+// errCRLines: a line past maxTraceLine, as crLines tells it, is a trace
+// whose lines end in \r alone.
+var errCRLines = errors.New("trace: lines end in \\r alone")
+
+// crLines says whether a line holds a carriage return followed by what
+// starts an event or a comment ("\ra ", "\rf ", "\r#"), as a trace whose
+// lines end in \r alone reads: its events are one line. Said only of a
+// line refused (a comment's text is not looked at, but for a trace that
+// holds no event), so no trace Read takes is told so.
+func crLines(text []byte) bool {
+	for {
+		i := bytes.IndexByte(text, '\r')
+		if i < 0 {
+			return false
+		}
+		text = bytes.TrimLeft(text[i+1:], " \t")
+		if len(text) > 0 && (text[0] == '#' || len(text) > 1 && (text[0] == byte(OpAlloc) || text[0] == byte(OpFree)) && (text[1] == ' ' || text[1] == '\t')) {
+			return true
+		}
+	}
+}
+
+// utf16Like says whether a line is ASCII written as UTF-16 with no
+// byte-order mark: every other byte a NUL, the others not. No line Read
+// takes holds a NUL outside a comment.
+func utf16Like(text []byte) bool {
+	if len(text) < 2 {
+		return false
+	}
+	for parity := range 2 {
+		nul, other := 0, 0
+		for i, c := range text {
+			switch {
+			case i%2 == parity && c == 0:
+				nul++
+			case i%2 != parity && c != 0:
+				other++
+			}
+		}
+		if nul == (len(text)+1-parity)/2 && other == len(text)-nul {
+			return true
+		}
+	}
+	return false
+}
+
+// misread says why a refused line is text Read cannot take as it stands
+// (UTF-16, or lines ending in \r alone), or "" where it is not.
+func misread(text []byte) string {
+	switch {
+	case utf16Like(text):
+		return "the trace is UTF-16 text with no byte-order mark (a NUL byte by each character): save it as UTF-8 or ASCII"
+	case crLines(text):
+		return crOnly
+	}
+	return ""
 }
 
 // utf8BOM is the byte-order mark some editors put before UTF-8 text.
@@ -427,6 +516,12 @@ func (rr *readRecorder) Read(p []byte) (int, error) {
 func (rr *readRecorder) lines(data []byte, atEOF bool) (int, []byte, error) {
 	if atEOF && rr.err != nil && len(data) > 0 && bytes.IndexByte(data, '\n') < 0 {
 		return 0, nil, rr.err
+	}
+	// A line that is too long whatever ends it (dropping a last \r
+	// leaves it past maxTraceLine) is told by its carriage returns, if
+	// they end lines: the scanner would drop it as too long.
+	if len(data) >= maxTraceLine+2 && bytes.IndexByte(data, '\n') < 0 && crLines(data) {
+		return 0, nil, errCRLines
 	}
 	return bufio.ScanLines(data, atEOF)
 }

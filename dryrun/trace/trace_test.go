@@ -406,3 +406,88 @@ func TestABadLineInAnEndlessGzippedStreamIsBlamedInTime(t *testing.T) {
 		t.Fatal("Read still reading an endless stream after a bad line")
 	}
 }
+
+// utf16 is s as UTF-16 with no byte-order mark, little- or big-endian.
+func utf16(s string, bigEndian bool) string {
+	var b []byte
+	for _, c := range []byte(s) {
+		if bigEndian {
+			b = append(b, 0, c)
+		} else {
+			b = append(b, c, 0)
+		}
+	}
+	return string(b)
+}
+
+// A trace in UTF-16 with no byte-order mark, and one whose lines end in
+// \r alone, say so: they were an unknown event "a\x00 \x001\x00 …", a line
+// of too many fields, a line too long, or a trace of no events.
+func TestReadTraceSaysItIsMisencoded(t *testing.T) {
+	const utf16Reason, crReason = "UTF-16 text with no byte-order mark", "lines end in a carriage return alone"
+	events := "a 1 10 0\r\nf 1\r\n"
+	long := strings.Repeat("a 1 10 0\rf 1\r", 1000)
+	for _, c := range []struct {
+		text   string
+		line   int
+		reason string
+	}{
+		{utf16(events, false), 1, utf16Reason},
+		{utf16(events, true), 1, utf16Reason},
+		{utf16("a 1 10 0\n", true), 1, utf16Reason},
+		// A comment in UTF-16LE reads as one; the line after it, led by
+		// the NUL of the comment's line feed, does not.
+		{utf16("# by hand\n"+events, false), 2, utf16Reason},
+		{"a 1 10 0\rf 1\r", 1, crReason},
+		{"a 1 10 0\r f 1\r", 1, crReason},
+		{"a 1 10 0\r# done\r", 1, crReason},
+		{long, 1, crReason},
+		{"# made by hand" + long, 1, crReason},
+		{"a 1 10 0\n" + long[:trace.MaxLine+3], 2, crReason},
+	} {
+		_, err := trace.Read("bad", strings.NewReader(c.text))
+		require.ErrorIs(t, err, trace.ErrMalformed, "%q", c.text)
+		var le *trace.LineError
+		require.ErrorAs(t, err, &le, "%q", c.text[:min(len(c.text), 40)])
+		require.Equal(t, c.line, le.Line)
+		require.Contains(t, le.Reason, c.reason)
+	}
+	_, err := trace.Read("bad", strings.NewReader("# made by hand\ra 1 10 0\rf 1\r"))
+	require.ErrorIs(t, err, trace.ErrEmpty)
+	require.ErrorContains(t, err, crReason)
+	require.ErrorContains(t, err, "a comment took the events after it")
+	_, err = trace.Read("bad", strings.NewReader("# made by hand\n\n"))
+	require.ErrorIs(t, err, trace.ErrEmpty)
+	require.NotContains(t, err.Error(), crReason)
+
+	// Lines refused for another reason are told as before.
+	for text, reason := range map[string]string{
+		"a 1 10 0 7\r8\n": "needs 3 fields",
+		"a 1 10\rx 0 0\n": "needs 3 fields",
+		"a 1 1\x000 0\n":  "bytes is not",
+		"\x00a 1 10 0\n":  "unknown event",
+	} {
+		_, err := trace.Read("bad", strings.NewReader(text))
+		var le *trace.LineError
+		require.ErrorAs(t, err, &le, "%q", text)
+		require.Contains(t, le.Reason, reason, "%q", text)
+		require.NotContains(t, le.Reason, "UTF-16", "%q", text)
+		require.NotContains(t, le.Reason, "carriage return", "%q", text)
+	}
+}
+
+// Traces Read takes are taken still: a NUL or a carriage return followed
+// by an event in a comment, a carriage return between fields.
+func TestReadTraceTakesCarriageReturnsAndNULsWhereItDid(t *testing.T) {
+	for _, text := range []string{
+		"# a\x00b\x00\na 1 10 0\nf 1\n",
+		"# notes\ra 1 10 0\na 1 10 0\nf 1\r\n",
+		"a 1\r10 0\nf\r1\n",
+		"a 1 10 0\r\r\nf 1\r",
+		utf16("#", false) + "\na 1 10 0\n",
+	} {
+		tr, err := trace.Read("ok", strings.NewReader(text))
+		require.NoError(t, err, "%q", text)
+		require.Equal(t, 1, tr.Allocations)
+	}
+}
