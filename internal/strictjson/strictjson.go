@@ -33,7 +33,9 @@ var ErrNumberDoesNotFit = errors.New("json: number does not fit its field")
 // 1e3 are refused too: the field takes digits alone), a minus sign for an
 // unsigned field, or a value past the field's range, which it gives.
 type NumberError struct {
-	// Number is the JSON text of the number, at most 40 bytes of it.
+	// Number is the JSON text of the number, at most 40 bytes of it, or
+	// "?" where the field takes no number at all (a string, a bool, an
+	// array): encoding/json does not give the text then.
 	Number string
 	// Type is the Go type of the field, "uint64" for ParseUint64.
 	Type string
@@ -47,6 +49,14 @@ type NumberError struct {
 }
 
 func (e *NumberError) Error() string {
+	if e.Number == "?" {
+		// "number ? does not fit field name of type string" told of a
+		// number that could not be read.
+		if e.Field != "" {
+			return fmt.Sprintf("json: a number where field %s of type %s takes none", e.Field, e.Type)
+		}
+		return fmt.Sprintf("json: a number where %s takes none", e.Type)
+	}
 	var msg string
 	if e.Field != "" {
 		msg = fmt.Sprintf("json: number %s does not fit field %s of type %s", e.Number, e.Field, e.Type)

@@ -271,3 +271,26 @@ func TestNumberErrorSaysWhatIsWrong(t *testing.T) {
 		"json: number 2.0 does not fit field device.alignment of type uint8: it has a fractional part, and the field takes a whole number in digits alone")
 	require.EqualError(t, NewNumberError("2.0", "memory.Pages", "pages"), "json: number 2.0 does not fit field pages of type memory.Pages")
 }
+
+// A number where the field takes no number at all (a string, a bool, an
+// array) says so: it read "json: number ? does not fit field s of type
+// string". The kind and the "?" stay, which readers tell it by.
+func TestNumberWhereTheFieldTakesNoneSaysSo(t *testing.T) {
+	var v struct {
+		S string `json:"s"`
+		B []bool `json:"b"`
+	}
+	for doc, want := range map[string]string{
+		`{"s":5}`:        "json: a number where field s of type string takes none",
+		`{"b":[true,1]}`: "json: a number where field b of type bool takes none",
+	} {
+		err := Unmarshal([]byte(doc), &v)
+		require.ErrorIs(t, err, ErrNumberDoesNotFit, doc)
+		require.EqualError(t, err, want)
+		var ne *NumberError
+		require.ErrorAs(t, err, &ne)
+		require.Equal(t, "?", ne.Number)
+	}
+	var s string
+	require.EqualError(t, Unmarshal([]byte(`5`), &s), "json: a number where string takes none")
+}
