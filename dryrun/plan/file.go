@@ -298,10 +298,18 @@ func DecodeFile(data []byte) (File, error) {
 		return File{}, fmt.Errorf("%w: %v", ErrPlanFile, err)
 	}
 	switch {
+	case string(bytes.Trim(data, jsonSpace)) == "null":
+		// Decoded into a struct, null left it as it was: no member.
+		return File{}, fmt.Errorf("%w: want an object, got null", ErrPlanFile)
+	case raw.Version == nil && isNull(data, fileMagic):
+		// Decoded into a pointer, null left it nil, as no member did.
+		return File{}, fmt.Errorf("%w: %s: want a non-negative integer, got null", ErrPlanFile, fileMagic)
 	case raw.Version == nil:
 		return File{}, fmt.Errorf("%w: no %q member", ErrPlanFile, fileMagic)
 	case *raw.Version < oldestFileVersion || *raw.Version > FileVersion:
 		return File{}, fmt.Errorf("%w: version %d, this vkrt reads versions %d to %d", ErrPlanFile, *raw.Version, oldestFileVersion, FileVersion)
+	case raw.Device == nil && isNull(data, "device"):
+		return File{}, fmt.Errorf("%w: device: want an object, got null", ErrPlanFile)
 	case raw.Device == nil:
 		return File{}, fmt.Errorf("%w: no device", ErrPlanFile)
 	case raw.Layout == nil:
@@ -325,6 +333,15 @@ func DecodeFile(data []byte) (File, error) {
 	d := raw.Device
 	return File{Device: vkruntime.DeviceProperties{Alignment: d.Alignment, MaxPageSize: d.MaxPageSize, MemorySize: d.MemorySize},
 		Granule: d.SparseGranule, Traces: raw.Traces, Layout: l}, nil
+}
+
+// isNull says whether the object in data, valid JSON, has a member name
+// whose value is null.
+func isNull(data []byte, name string) bool {
+	members, _ := strictjson.Members(data)
+	return slices.ContainsFunc(members, func(m strictjson.Member) bool {
+		return m.Name == name && string(m.Value) == "null"
+	})
 }
 
 // jsonKindOf is what a plan file's member of Go type t holds, in JSON's

@@ -465,3 +465,21 @@ func TestAnEmptyPlanFileSaysSo(t *testing.T) {
 		require.ErrorContains(t, err, "plan.json.gz: plan: not a usable plan file: it is empty", "%q gzipped", data)
 	}
 }
+
+// A member given as null, or a file of null alone, says so: they read as
+// members left out ("no \"vkrt_plan\" member", "no device"), which the
+// file had.
+func TestPlanFileMemberOfNullSaysSo(t *testing.T) {
+	dev := `"device":{"alignment":16,"max_page_size":4294967280,"memory_size":150000000000,"sparse_granule":65536}`
+	for doc, want := range map[string]string{
+		`{"vkrt_plan":null,` + dev + `,"traces":[],"layout":"Virtual"}`: `vkrt_plan: want a non-negative integer, got null`,
+		`{"vkrt_plan":4,"device":null,"traces":[],"layout":"Virtual"}`:  `device: want an object, got null`,
+		` null `: `want an object, got null`,
+		`{` + dev + `,"traces":[],"layout":"Virtual"}`:   `no "vkrt_plan" member`,
+		`{"vkrt_plan":4,"traces":[],"layout":"Virtual"}`: `no device`,
+	} {
+		_, err := DecodeFile([]byte(doc))
+		require.ErrorIs(t, err, ErrPlanFile, doc)
+		require.EqualError(t, err, "plan: not a usable plan file: "+want, doc)
+	}
+}
