@@ -534,7 +534,9 @@ func (f File) For(d vkruntime.DeviceProperties, granule uint64) (memory.Layout, 
 // first stream's placement becomes the slots, and the planned memory is
 // the most any of the streams needs under them. opts.Trace is ignored. A
 // nil stream among them is refused, before anything is replayed, with an
-// error matching ErrCannotPlan and trace.ErrNil.
+// error matching ErrCannotPlan and trace.ErrNil, and a first stream with
+// no allocation (one built by hand; Read refuses it) as ErrCannotPlan: it
+// has no placement to give.
 func Runs(streams []*trace.Trace, opts Options) (File, error) {
 	if len(streams) == 0 {
 		return File{}, fmt.Errorf("%w: no stream to plan from", ErrCannotPlan)
@@ -560,6 +562,13 @@ func Runs(streams []*trace.Trace, opts Options) (File, error) {
 		if err := oneStream(t); err != nil {
 			return File{}, err
 		}
+	}
+	// (One that fails Check is refused by its replay, below.)
+	if streams[0].Check() == nil && streams[0].Allocations == 0 {
+		// A basic plan of it was the Virtual layout with no plan, and
+		// the file said it was a plan of the stream; a strong one was
+		// refused so.
+		return File{}, fmt.Errorf("%w: %s has no allocations", ErrCannotPlan, streams[0].Name)
 	}
 	device := deviceOrH200(opts.Device)
 	ro := replay.Options{Device: device}

@@ -288,3 +288,21 @@ func TestRunsAndMeasureRefuseANilTrace(t *testing.T) {
 		require.Nil(t, m)
 	})
 }
+
+// A first stream with no allocation gives no plan, basic or strong: a
+// basic one was the Virtual layout with no plan in it, written as the
+// stream's plan. A later one needs nothing, and changes nothing.
+func TestRunsRefusesAFirstStreamOfNoAllocations(t *testing.T) {
+	empty := &trace.Trace{Name: "empty"}
+	tr := tracetest.Inline(t, "a 1 100 0\na 2 200 0\nf 1\nf 2\n")
+	for _, s := range []Strength{Basic, Strong} {
+		_, err := Runs([]*trace.Trace{empty, tr}, Options{Strength: s})
+		require.ErrorIs(t, err, ErrCannotPlan, s)
+		require.EqualError(t, err, "plan: cannot plan: empty has no allocations", s)
+		alone, err := Runs([]*trace.Trace{tr}, Options{Strength: s})
+		require.NoError(t, err)
+		with, err := Runs([]*trace.Trace{tr, empty}, Options{Strength: s})
+		require.NoError(t, err)
+		require.True(t, alone.Layout.Equal(with.Layout), s)
+	}
+}
