@@ -37,7 +37,7 @@ type Options struct {
 	// NoSparse models a device without sparse residency (lavapipe): the
 	// Virtual layout then builds the SubSlices pools. Otherwise the storage
 	// offers sparse residency in granules of Granule bytes, a power of two
-	// (0: H200Granule).
+	// (0: H200Granule); a replay with another is refused.
 	NoSparse bool
 	Granule  uint64
 	// Observe, when set, is called after each event with its index in the
@@ -299,6 +299,12 @@ func (r *replayer) retry(e *trace.Event, err error) (memory.Handle, error) {
 func Measure(t *trace.Trace, l memory.Layout, opts Options) (*Result, Timing, error) {
 	if err := t.Check(); err != nil {
 		return nil, Timing{}, fmt.Errorf("replay: %w", err)
+	}
+	if g := opts.Granule; !opts.NoSparse && g&(g-1) != 0 {
+		// The pools take no such granule, and built the SubSlices pools
+		// for the Virtual layout as for a device without sparse
+		// residency, saying nothing.
+		return nil, Timing{}, fmt.Errorf("replay: a sparse granule of %d B (Options.Granule) is not a power of two, as a device's is", g)
 	}
 	device := opts.device()
 	storage := NewCountingStorage(device.MemorySize)

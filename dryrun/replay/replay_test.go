@@ -228,6 +228,21 @@ func TestReplayModelsTheSparseGranuleAskedFor(t *testing.T) {
 	}
 }
 
+// A granule that is not a power of two is refused: the pools took none,
+// and the Virtual layout was the SubSlices pools, the Result saying
+// nothing of it. NoSparse models no granule, and ignores it.
+func TestReplayRefusesAGranuleNotAPowerOfTwo(t *testing.T) {
+	tr := tracetest.Inline(t, "a 1 3000000 0\na 2 100 0\nf 1\nf 2\n")
+	virtual := memory.VirtualLayout(memory.VirtualPlan{})
+	for _, g := range []uint64{3, 65535, 3 << 20, 1<<63 + 1} {
+		r, err := replay.Run(tr, virtual, replay.Options{Granule: g})
+		require.EqualError(t, err, fmt.Sprintf("replay: a sparse granule of %d B (Options.Granule) is not a power of two, as a device's is", g))
+		require.Nil(t, r)
+		_, err = replay.Run(tr, virtual, replay.Options{Granule: g, NoSparse: true})
+		require.NoError(t, err)
+	}
+}
+
 // Streams share the device's sparse address space (1 TiB on the H200, 7.6
 // heaps): sixteen streams holding 6 GiB each, 96 GiB of the 141 GB heap,
 // run to the end under the default layout with no plan, and hold little
