@@ -111,9 +111,14 @@ type Manager struct {
 	spills       uint64
 }
 
-// ManagerOption configures NewManager. A nil option is no option, as a
-// nil logger or warning function given to one is the default.
+// ManagerOption configures NewManager. A nil option is refused
+// (ErrInvalidOption), as the client, the environment and the WASM host
+// refuse theirs; a nil logger or warning function given to one is the
+// default.
 type ManagerOption func(*Manager)
+
+// ErrInvalidOption: NewManager was given a nil option.
+var ErrInvalidOption = errors.New("memory: invalid option")
 
 // WithLogger is where the manager warns, from the layout NewManager builds
 // on (SetLogger after NewManager comes too late for that layout's
@@ -167,11 +172,14 @@ func NewManager(s vkruntime.Storage, p vkruntime.DeviceProperties, l Layout, opt
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("memory: NewManager: %w", err)
 	}
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: option %d of the %d given to NewManager is nil", ErrInvalidOption, i+1, len(opts))
+		}
+	}
 	m := &Manager{id: managerIDs.Add(1), storage: s, props: p, logger: slog.Default(), unusedSlot: noSlot}
 	for _, o := range opts {
-		if o != nil {
-			o(m)
-		}
+		o(m)
 	}
 	if lim, ok := s.(vkruntime.AllocationLimiter); ok {
 		m.backendLimit = lim.MaxAllocationSize()

@@ -327,14 +327,19 @@ func TestInstallRefusalCountsReservationsOfNoBytes(t *testing.T) {
 	require.NoError(t, m.Install(DirectLayout()))
 }
 
-// A nil option is no option: NewManager builds the manager as without it,
-// where it panicked calling it.
-func TestNewManagerIgnoresANilOption(t *testing.T) {
+// A nil option is refused, naming which, where NewManager panicked
+// calling it; the storage is not touched.
+func TestNewManagerRefusesANilOption(t *testing.T) {
 	var none ManagerOption
 	logger := slog.New(slog.DiscardHandler)
-	m, err := NewManager(newFakeStorage(), testProps, SubSlicesLayout(), none, WithLogger(logger), nil)
+	s := newFakeStorage()
+	m, err := NewManager(s, testProps, SubSlicesLayout(), WithLogger(logger), none)
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.EqualError(t, err, "memory: invalid option: option 2 of the 2 given to NewManager is nil")
+	require.Nil(t, m)
+	require.Zero(t, s.liveBytes())
+	m, err = NewManager(s, testProps, SubSlicesLayout(), WithLogger(logger))
 	require.NoError(t, err)
-	require.Same(t, logger, m.logger, "the options past a nil one apply")
 	h := mustReserve(t, m, 100, Eager)
 	require.NoError(t, m.Free(h))
 }
