@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -159,6 +161,9 @@ func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 	if cfg.cacheDir != "" {
 		cache, err := wazero.NewCompilationCacheWithDir(cfg.cacheDir)
 		if err != nil {
+			if notDir := cacheNotDir(err); notDir != nil {
+				return nil, fmt.Errorf("%w: WithCompilationCacheDir: %w", ErrInvalidOption, notDir)
+			}
 			return nil, fmt.Errorf("%w: WithCompilationCacheDir: compilation cache in %s: %w", ErrInvalidOption, cfg.cacheDir, err)
 		}
 		h.cache = cache
@@ -785,4 +790,16 @@ func moduleConfig(cfg runConfig, dirs []guestDir, sleep sys.Nanosleep, output fu
 		mc = mc.WithRandSource(rand.Reader)
 	}
 	return mc
+}
+
+// cacheNotDir is wazero's refusal of a compilation cache directory that a
+// file stands in the way of ("PATH is not dir", said in its message only)
+// as Go's os.MkdirAll says it, "mkdir PATH: not a directory", matching
+// syscall.ENOTDIR; nil for any other error.
+func cacheNotDir(err error) error {
+	path, ok := strings.CutSuffix(err.Error(), " is not dir")
+	if !ok {
+		return nil
+	}
+	return &fs.PathError{Op: "mkdir", Path: path, Err: syscall.ENOTDIR}
 }

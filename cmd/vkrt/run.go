@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	json "github.com/goccy/go-json"
@@ -61,26 +59,6 @@ func defaultCompileCache() string {
 		return ""
 	}
 	return filepath.Join(dir, "vkrt", "wazero")
-}
-
-// compileCacheError is err, the error of a host given a compilation cache
-// directory, with wazero's words for a path that is no directory ("PATH is
-// not dir", which it says in its message only) said as Go's os.MkdirAll
-// says them: "mkdir PATH: not a directory", matching syscall.ENOTDIR.
-func compileCacheError(err error) error {
-	inner := errors.Unwrap(err)
-	if inner == nil {
-		return err
-	}
-	path, ok := strings.CutSuffix(inner.Error(), " is not dir")
-	if !ok {
-		return err
-	}
-	head, ok := strings.CutSuffix(err.Error(), inner.Error())
-	if !ok {
-		return err
-	}
-	return fmt.Errorf("%s%w", head, &fs.PathError{Op: "mkdir", Path: path, Err: syscall.ENOTDIR})
 }
 
 // guestSession is an open client and host with a compiled guest.
@@ -143,7 +121,6 @@ func openGuest(ctx context.Context, path string, args []string, f guestFlags, st
 	}
 	hostOpts := []wasmhost.Option{wasmhost.WithMaxMemoryPages(f.maxMemoryPages)}
 	h, err := wasmhost.New(ctx, c, append(hostOpts, wasmhost.WithCompilationCacheDir(f.cacheDir))...)
-	err = compileCacheError(err)
 	if err != nil && f.cacheDir == defaultCompileCache() && f.cacheDir != "" {
 		// The user's cache directory is a convenience: without it the guest
 		// is compiled, slower, and runs the same. A host that fails without
