@@ -208,15 +208,9 @@ func (d *brokenDevice) Dispatch(ctx context.Context, ops []kernel.Op) error {
 		if d.flaw == notZeroed && op.Kernel.Name == "fill" && len(op.Push) >= 8 && op.Push[4]|op.Push[5]|op.Push[6]|op.Push[7] == 0 {
 			continue
 		}
-		bindings := make([]vkruntime.StorageHandle, len(op.Bindings))
-		for i, b := range op.Bindings {
-			h, err := d.storage.inner(b)
-			if err != nil {
-				return device.NothingRan(err)
-			}
-			bindings[i] = h
+		if err := d.resolveBindings(&op); err != nil {
+			return err
 		}
-		op.Bindings = bindings
 		kept = append(kept, op)
 	}
 	d.memoryAccess.Lock()
@@ -244,6 +238,21 @@ func (d *brokenDevice) Dispatch(ctx context.Context, ops []kernel.Op) error {
 	return d.Device.Dispatch(ctx, kept)
 }
 
+// resolveBindings points op's bindings at the inner device's allocations;
+// one the wrapper does not hold refuses the batch before any op ran.
+func (d *brokenDevice) resolveBindings(op *kernel.Op) error {
+	bindings := make([]vkruntime.StorageHandle, len(op.Bindings))
+	for i, b := range op.Bindings {
+		h, err := d.storage.inner(b)
+		if err != nil {
+			return device.NothingRan(err)
+		}
+		bindings[i] = h
+	}
+	op.Bindings = bindings
+	return nil
+}
+
 // dispatchLax runs ops as a device that checks all of them first, but
 // leniently: push constants past the kernel's are dropped, the grid is
 // clamped to the device's limits, and a copy whose output overlaps its
@@ -265,15 +274,9 @@ func (d *brokenDevice) dispatchLax(ctx context.Context, ops []kernel.Op) error {
 		if err := kernel.Validate(op.Kernel, op.Grid, checked, op.Push, d.Limits()); err != nil {
 			return device.NothingRan(err)
 		}
-		bindings := make([]vkruntime.StorageHandle, len(op.Bindings))
-		for i, b := range op.Bindings {
-			h, err := d.storage.inner(b)
-			if err != nil {
-				return device.NothingRan(err)
-			}
-			bindings[i] = h
+		if err := d.resolveBindings(&op); err != nil {
+			return err
 		}
-		op.Bindings = bindings
 		lax[j] = op
 	}
 	for _, op := range lax {
