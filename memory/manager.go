@@ -172,13 +172,11 @@ func NewManager(s vkruntime.Storage, p vkruntime.DeviceProperties, l Layout, opt
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("memory: NewManager: %w", err)
 	}
+	m := &Manager{id: managerIDs.Add(1), storage: s, props: p, logger: slog.Default(), unusedSlot: noSlot}
 	for i, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%w: option %d of the %d given to NewManager is nil", ErrInvalidOption, i+1, len(opts))
 		}
-	}
-	m := &Manager{id: managerIDs.Add(1), storage: s, props: p, logger: slog.Default(), unusedSlot: noSlot}
-	for _, o := range opts {
 		o(m)
 	}
 	if lim, ok := s.(vkruntime.AllocationLimiter); ok {
