@@ -61,10 +61,7 @@ var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 
 // wantWords is what a field of type t takes, in JSON's words.
 func wantWords(t reflect.Type) string {
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == nil {
+	if t = peelPointer(t); t == nil {
 		return "a value"
 	}
 	if reflect.PointerTo(t).Implements(textUnmarshaler) {
@@ -185,8 +182,9 @@ func jsonField(t reflect.Type, name string, depth int) reflect.Type {
 	return nil
 }
 
+// peelPointer strips the pointers around t; nil stays nil.
 func peelPointer(t reflect.Type) reflect.Type {
-	for t.Kind() == reflect.Pointer {
+	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	return t
