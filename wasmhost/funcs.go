@@ -304,7 +304,11 @@ func writeOut(g *instance, mem api.Memory, what string, stack []uint64, msg []by
 	if errno != ESUCCESS {
 		return errno
 	}
-	outLen := uint32(stack[2])
+	return putOut(g, mem, what, dst, uint32(stack[2]), msg, record)
+}
+
+// putOut is writeOut past checkOut, which gave dst, the bytes of buf.
+func putOut(g *instance, mem api.Memory, what string, dst []byte, outLen uint32, msg []byte, record bool) Errno {
 	if uint64(len(msg)) > math.MaxUint32 {
 		return g.fail(fail(EIO, "%s: %d B do not fit a u32 length", what, len(msg)))
 	}
@@ -355,7 +359,8 @@ func faultOrKeep(g *instance, what string, ptr, n uint32, mem api.Memory, record
 }
 
 func memoryReport(g *instance, mem api.Memory, stack []uint64) Errno {
-	if _, errno := checkOut(g, mem, "memory_report", stack, true); errno != ESUCCESS {
+	dst, errno := checkOut(g, mem, "memory_report", stack, true)
+	if errno != ESUCCESS {
 		return errno
 	}
 	if err := g.streamClosed(); err != nil {
@@ -366,7 +371,7 @@ func memoryReport(g *instance, mem api.Memory, stack []uint64) Errno {
 	if err != nil {
 		return g.fail(fail(EIO, "memory_report: %v", err))
 	}
-	return writeOut(g, mem, "memory_report", stack, msg, true)
+	return putOut(g, mem, "memory_report", dst, uint32(stack[2]), msg, true)
 }
 
 func lastError(g *instance, mem api.Memory, stack []uint64) Errno {
