@@ -286,41 +286,11 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 		c = o(c)
 	}
 	c.closeReplaced()
-	if ctx == nil {
+	if err := c.refusal(ctx, nilAt, len(opts)); err != nil {
 		if c.backend != nil {
 			closeUnused(c.backend) // the client's from WithBackend on
 		}
-		return nil, ErrNilContext
-	}
-	if nilAt > 0 {
-		if c.backend != nil {
-			closeUnused(c.backend) // the client's from WithBackend on
-		}
-		return nil, fmt.Errorf("%w: option %d of the %d given to Open is nil", ErrInvalidOption, nilAt, len(opts))
-	}
-	if c.envUsed && c.env == nil {
-		if c.backend != nil {
-			closeUnused(c.backend) // the client's from WithBackend on
-		}
-		return nil, fmt.Errorf("%w: UseEnvironment was given no environment (nil); open one with environment.Open, "+
-			"or leave the option out to record into the default environment", ErrInvalidOption)
-	}
-	if c.envUsed {
-		var err error
-		switch {
-		case c.env.Name() == "":
-			err = fmt.Errorf("%w: UseEnvironment was given a zero environment.Env, which environment.Open never returns", ErrInvalidOption)
-		case c.env.Closed():
-			err = fmt.Errorf("%w: UseEnvironment was given environment %q, which is closed", ErrInvalidOption, c.env.Name())
-		case c.env.ReadOnly():
-			err = readOnlyEnvironment("UseEnvironment", c.env)
-		}
-		if err != nil {
-			if c.backend != nil {
-				closeUnused(c.backend) // the client's from WithBackend on
-			}
-			return nil, err
-		}
+		return nil, err
 	}
 	dev, err := c.open(ctx)
 	if err != nil {
@@ -383,6 +353,31 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 	}
 	cl.def = def
 	return cl, nil
+}
+
+// refusal is Open's refusal of what it was given, before a device is
+// opened: a nil ctx, a nil option (the nilAt-th of the n given, counted
+// from 1), or an environment given with UseEnvironment that no record can
+// go to (nil, zero, closed or read-only); nil where it takes them.
+func (c config) refusal(ctx context.Context, nilAt, n int) error {
+	switch {
+	case ctx == nil:
+		return ErrNilContext
+	case nilAt > 0:
+		return fmt.Errorf("%w: option %d of the %d given to Open is nil", ErrInvalidOption, nilAt, n)
+	case !c.envUsed:
+		return nil
+	case c.env == nil:
+		return fmt.Errorf("%w: UseEnvironment was given no environment (nil); open one with environment.Open, "+
+			"or leave the option out to record into the default environment", ErrInvalidOption)
+	case c.env.Name() == "":
+		return fmt.Errorf("%w: UseEnvironment was given a zero environment.Env, which environment.Open never returns", ErrInvalidOption)
+	case c.env.Closed():
+		return fmt.Errorf("%w: UseEnvironment was given environment %q, which is closed", ErrInvalidOption, c.env.Name())
+	case c.env.ReadOnly():
+		return readOnlyEnvironment("UseEnvironment", c.env)
+	}
+	return nil
 }
 
 // invalidOptionError is a refusal of an option's value by what it
