@@ -162,6 +162,19 @@ func FuzzReadTrace(f *testing.F) {
 	})
 }
 
+// storedGzip is s gzipped stored, not compressed: a byte of the text is a
+// byte of the file.
+func storedGzip(t *testing.T, s string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.NoCompression)
+	require.NoError(t, err)
+	_, err = zw.Write([]byte(s))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return buf.Bytes()
+}
+
 // A byte damaged inside a gzipped trace reads as a bad line before the
 // checksum at the stream's end can tell: the error says the compressed
 // data is corrupt, not that the line is, while a bad line in an intact
@@ -171,17 +184,7 @@ func TestADamagedGzippedTraceIsCorruptDataNotABadLine(t *testing.T) {
 	for i := range 2000 {
 		fmt.Fprintf(&text, "a %d %d 0\n", i, 1000+i)
 	}
-	// Stored, not compressed: a byte of the text is a byte of the file.
-	pack := func(s string) []byte {
-		var buf bytes.Buffer
-		zw, err := gzip.NewWriterLevel(&buf, gzip.NoCompression)
-		require.NoError(t, err)
-		_, err = zw.Write([]byte(s))
-		require.NoError(t, err)
-		require.NoError(t, zw.Close())
-		return buf.Bytes()
-	}
-	whole := pack(text.String())
+	whole := storedGzip(t, text.String())
 	at := bytes.Index(whole, []byte("a 1000 2000 0"))
 	require.Positive(t, at)
 	damaged := bytes.Clone(whole)
@@ -192,7 +195,7 @@ func TestADamagedGzippedTraceIsCorruptDataNotABadLine(t *testing.T) {
 	var le *trace.LineError
 	require.False(t, errors.As(err, &le), "no line is blamed: %v", err)
 
-	edited := pack(strings.Replace(text.String(), "a 1000 2000 0", "? 1000 2000 0", 1))
+	edited := storedGzip(t, strings.Replace(text.String(), "a 1000 2000 0", "? 1000 2000 0", 1))
 	_, err = trace.Read("edited", bytes.NewReader(edited))
 	require.ErrorAs(t, err, &le, "an intact stream's bad line is the line's")
 	require.Equal(t, 1001, le.Line)
@@ -207,17 +210,7 @@ func TestADamagedGzippedTraceIsCorruptDataNotALineTooLong(t *testing.T) {
 	for i := range 2000 {
 		fmt.Fprintf(&text, "a %d %d 0\n", i, 1000+i)
 	}
-	// Stored, not compressed: a byte of the text is a byte of the file.
-	pack := func(s string) []byte {
-		var buf bytes.Buffer
-		zw, err := gzip.NewWriterLevel(&buf, gzip.NoCompression)
-		require.NoError(t, err)
-		_, err = zw.Write([]byte(s))
-		require.NoError(t, err)
-		require.NoError(t, zw.Close())
-		return buf.Bytes()
-	}
-	whole := pack(text.String())
+	whole := storedGzip(t, text.String())
 	at := bytes.Index(whole, []byte("a 1000 2000 0"))
 	require.Positive(t, at)
 	damaged := bytes.Clone(whole)
@@ -229,7 +222,7 @@ func TestADamagedGzippedTraceIsCorruptDataNotALineTooLong(t *testing.T) {
 	require.False(t, errors.As(err, &le), "no line is blamed: %v", err)
 
 	long := text.String()[:strings.Index(text.String(), "a 1000 2000 0")] + strings.Repeat("x", 8192) + "\n"
-	_, err = trace.Read("edited", bytes.NewReader(pack(long)))
+	_, err = trace.Read("edited", bytes.NewReader(storedGzip(t, long)))
 	require.ErrorAs(t, err, &le, "an intact stream's line too long is the line's")
 	require.Equal(t, 1001, le.Line)
 	require.Equal(t, "line longer than 4096 bytes", le.Reason)
