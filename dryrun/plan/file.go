@@ -563,8 +563,9 @@ func Runs(streams []*trace.Trace, opts Options) (File, error) {
 			return File{}, err
 		}
 	}
-	// (One that fails Check is refused by its replay, below.)
-	if streams[0].Check() == nil && streams[0].Allocations == 0 {
+	// (One that fails Check is refused by its replay, below, which checks
+	// it: it is checked here only where it has no allocations.)
+	if streams[0].Allocations == 0 && streams[0].Check() == nil {
 		// A basic plan of it was the Virtual layout with no plan, and
 		// the file said it was a plan of the stream; a strong one was
 		// refused so.
