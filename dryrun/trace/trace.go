@@ -288,7 +288,11 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 			continue
 		}
 		if fields[0][0] == '#' {
-			commentCRs = commentCRs || crLines(text)
+			// Only told of a trace of no events: once one is read,
+			// its comments are not looked at.
+			if !commentCRs && len(t.Events) == 0 {
+				commentCRs = crLines(text)
+			}
 			continue
 		}
 		switch {
