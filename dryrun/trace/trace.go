@@ -521,13 +521,15 @@ func (rr *readRecorder) lines(data []byte, atEOF bool) (int, []byte, error) {
 	if atEOF && rr.err != nil && len(data) > 0 && bytes.IndexByte(data, '\n') < 0 {
 		return 0, nil, rr.err
 	}
+	advance, token, err := bufio.ScanLines(data, atEOF)
 	// A line that is too long whatever ends it (dropping a last \r
 	// leaves it past maxTraceLine) is told by its carriage returns, if
-	// they end lines: the scanner would drop it as too long.
-	if len(data) >= maxTraceLine+2 && bytes.IndexByte(data, '\n') < 0 && crLines(data) {
+	// they end lines: the scanner would drop it as too long. (At the end
+	// of the stream it is the last line, which Read tells so itself.)
+	if advance == 0 && len(data) >= maxTraceLine+2 && crLines(data) {
 		return 0, nil, errCRLines
 	}
-	return bufio.ScanLines(data, atEOF)
+	return advance, token, err
 }
 
 // corruptGzip tells a damaged compressed stream from a failing reader.
