@@ -251,10 +251,16 @@ func notALayout(path string, head []byte) string {
 	switch {
 	case bytes.HasPrefix(head, wasmMagic):
 		return fmt.Sprintf("%s is a WebAssembly workload, not a layout: run it (vkrt run %s) or plan it (vkrt plan %s)", path, path, path)
-	case strings.HasSuffix(strings.TrimSuffix(filepath.Base(path), ".gz"), ".trace"):
+	case namedAsTrace(path):
 		return fmt.Sprintf("%s is an allocation trace, not a layout: replay it (vkrt replay %s) or plan from it (vkrt plan %s --out FILE)", path, path, path)
 	}
 	return ""
+}
+
+// namedAsTrace says whether the file at path is named as an allocation
+// trace is: NAME.trace or NAME.trace.gz.
+func namedAsTrace(path string) bool {
+	return strings.HasSuffix(strings.TrimSuffix(filepath.Base(path), ".gz"), ".trace")
 }
 
 // checkPlanOn checks the --layout a guest runs under on client c: layout,

@@ -225,10 +225,10 @@ func notAWorkload(path string) string {
 			return fmt.Sprintf("%s is a plan file, not a WebAssembly workload: give it to --layout (vkrt run, vkrt plan, vkrt replay) or --plan (vkrt report)", path)
 		}
 	}
-	switch base := filepath.Base(path); {
-	case strings.HasSuffix(strings.TrimSuffix(base, ".gz"), ".trace"):
+	switch {
+	case namedAsTrace(path):
 		return fmt.Sprintf("%s is an allocation trace, not a WebAssembly workload: replay it (vkrt replay %s) or plan from it (vkrt plan %s --out FILE)", path, path, path)
-	case strings.HasSuffix(base, ".wat"):
+	case strings.HasSuffix(filepath.Base(path), ".wat"):
 		return fmt.Sprintf("%s is WebAssembly text: vkrt runs the binary format (wat2wasm makes it)", path)
 	}
 	return ""
