@@ -202,13 +202,17 @@ func (r Report) JUnit() JUnitSuites {
 }
 
 // WriteJUnit writes the report as JUnit XML.
-func (r Report) WriteJUnit(w io.Writer) error {
+func (r Report) WriteJUnit(w io.Writer) error { return r.JUnit().Write(w) }
+
+// Write writes the document as WriteJUnit does: the XML header, the
+// document indented, a final newline.
+func (d JUnitSuites) Write(w io.Writer) error {
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return err
 	}
 	enc := xml.NewEncoder(w)
 	enc.Indent("", "  ")
-	if err := enc.Encode(r.JUnit()); err != nil {
+	if err := enc.Encode(d); err != nil {
 		return err
 	}
 	_, err := io.WriteString(w, "\n")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -222,16 +221,7 @@ func notStarted(stdout io.Writer, f conformanceFlags, selected []conformance.Che
 				}
 			}
 		}
-		if _, err := io.WriteString(w, xml.Header); err != nil {
-			return err
-		}
-		enc := xml.NewEncoder(w)
-		enc.Indent("", "  ")
-		if err := enc.Encode(doc); err != nil {
-			return err
-		}
-		_, err := io.WriteString(w, "\n")
-		return err
+		return doc.Write(w)
 	}
 	_, writeErrs := writeReports(stdout, f, rep.WriteJSON, writeJUnit)
 	return errors.Join(append(writeErrs, err)...)
