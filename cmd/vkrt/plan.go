@@ -25,12 +25,14 @@ import (
 
 // planTraceLine is one stream's line of `vkrt plan TRACE... --json`.
 type planTraceLine struct {
-	Trace         string       `json:"trace"`
+	Trace         string       `json:"trace"` // the trace's name itself
 	PeakLiveBytes uint64       `json:"peak_live_bytes"`
 	DryRun        planTraceRun `json:"dry_run"`
 	Plan          planTraceRun `json:"plan"`
 	Out           string       `json:"out"`
 	FileBytes     int          `json:"file_bytes"`
+	// shown is the trace's name as the table shows it (traceNames).
+	shown string
 }
 
 type planTraceRun struct {
@@ -65,10 +67,10 @@ func planTraces(cmd *cobra.Command, paths []string, out string, asJSON bool) err
 	if err := checkTraceArgs(paths); err != nil {
 		return err
 	}
-	names := distinctTraceNames(paths)
+	names, plain := traceNames(paths)
 	// Too many traces, or names too long for a plan file, are refused
 	// before any is read, not once every one was.
-	if err := plan.CheckTraceNames(names); err != nil {
+	if err := plan.CheckTraceNames(plain); err != nil {
 		return err // it says "plan:" itself
 	}
 	bar := newReplayProgress(cmd.ErrOrStderr())
@@ -87,6 +89,9 @@ func planTraces(cmd *cobra.Command, paths []string, out string, asJSON bool) err
 	if err != nil {
 		return err
 	}
+	// The file is JSON, which escapes a name on its own: it names the
+	// runs by their names, not as a terminal shows them.
+	pf.Traces = plain
 	data, err := pf.Encode(plan.CompressedName(out))
 	if err != nil {
 		return err
@@ -105,7 +110,7 @@ func planTraces(cmd *cobra.Command, paths []string, out string, asJSON bool) err
 		if err != nil {
 			return fmt.Errorf("replaying %s under the plan: %w", t.Name, err)
 		}
-		lines[i] = planTraceLine{Trace: t.Name, PeakLiveBytes: dry.PeakLiveBytes, DryRun: runFigures(dry),
+		lines[i] = planTraceLine{Trace: plain[i], shown: t.Name, PeakLiveBytes: dry.PeakLiveBytes, DryRun: runFigures(dry),
 			Plan: runFigures(under), Out: out, FileBytes: len(data)}
 	}
 	bar.clear()
@@ -148,7 +153,7 @@ func writePlanTraces(w io.Writer, lines []planTraceLine, asJSON bool) error {
 		ratio := func(r planTraceRun) string {
 			return fmt.Sprintf("%.4f×", float64(r.ReservedPeakBytes)/float64(max(l.PeakLiveBytes, 1)))
 		}
-		t.row(l.Trace, memory.FormatBytes(l.PeakLiveBytes), ratio(l.DryRun), fmt.Sprint(l.DryRun.DriverAllocs), fmt.Sprint(l.DryRun.BindCalls),
+		t.row(l.shown, memory.FormatBytes(l.PeakLiveBytes), ratio(l.DryRun), fmt.Sprint(l.DryRun.DriverAllocs), fmt.Sprint(l.DryRun.BindCalls),
 			ratio(l.Plan), fmt.Sprint(l.Plan.DriverAllocs), fmt.Sprint(l.Plan.BindCalls), fmt.Sprint(l.Plan.Spills))
 	}
 	if err := t.write(w); err != nil {

@@ -413,3 +413,26 @@ func TestPlanTracesRefusesTooManyBeforeReadingThem(t *testing.T) {
 	require.ErrorIs(t, err, plan.ErrCannotPlan)
 	require.ErrorContains(t, err, fmt.Sprintf("%d runs, more than the %d a plan file names", plan.MaxFileTraces+1, plan.MaxFileTraces))
 }
+
+// vkrt plan --json and the plan file name each trace by its own name,
+// JSON escaping what it must: both carried the name as the table shows
+// it, quoted and escaped, escaped again.
+func TestPlanTracesJSONCarriesTheTracesOwnName(t *testing.T) {
+	name := "\"x\ny\""
+	first := writeTrace(t, name+".trace", shortRun)
+	out := filepath.Join(t.TempDir(), "workload.plan")
+	stdout, _, err := execute(t, "plan", first, "--out", out, "--json")
+	require.NoError(t, err)
+	var line planTraceLine
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(stdout)), &line), stdout)
+	require.Equal(t, name, line.Trace)
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	pf, err := plan.DecodeFile(data)
+	require.NoError(t, err)
+	require.Equal(t, []string{name}, pf.Traces)
+
+	table, _, err := execute(t, "plan", first, "--out", out)
+	require.NoError(t, err)
+	require.Contains(t, table, `"\"x\ny\""`, "the table shows it quoted")
+}

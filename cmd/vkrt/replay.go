@@ -340,9 +340,10 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 func replayAll(out io.Writer, bar *replayProgress, paths []string, layout memory.Layout, f replayFlags) error {
 	var rows []replayRow
 	var failed []error
-	names := distinctTraceNames(paths)
+	names, plain := traceNames(paths)
 	for i, path := range paths {
 		row, err := replayTrace(path, names[i], layout, f, bar)
+		row.name = plain[i]
 		if err != nil {
 			// The other traces still run, and those done are still shown.
 			failed = append(failed, err)
@@ -434,6 +435,9 @@ func replayTrace(path, name string, layout memory.Layout, f replayFlags, bar *re
 }
 
 type replayRow struct {
+	// name is the trace's name itself, for --json; the replay's results
+	// name it as it shows (traceNames).
+	name      string
 	dry, plan *replay.Result
 	// timing is the dry replay's; with --bench the best pass of the layout,
 	// and reference and refTiming the reference's result and best pass.
@@ -555,7 +559,7 @@ func (r *replayRow) overReference(t replay.Timing) float64 {
 
 func writeReplayLine(w io.Writer, row replayRow, f replayFlags) error {
 	d := row.dry
-	line := replayLine{Trace: d.Trace, Events: d.Events, Allocations: d.Allocations, PeakLiveBytes: d.PeakLiveBytes,
+	line := replayLine{Trace: row.name, Events: d.Events, Allocations: d.Allocations, PeakLiveBytes: d.PeakLiveBytes,
 		replayFigures: figuresOf(d), Report: d.Report}
 	if len(d.Streams) > 1 {
 		for _, s := range d.Streams {

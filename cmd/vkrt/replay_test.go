@@ -827,7 +827,7 @@ func TestSecondRunOfATraceWhoseNameShowsEscaped(t *testing.T) {
 		} `json:"second_run"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(stdout)), &line))
-	require.Equal(t, `"my\u00a0run"`, line.Trace, "the name shows escaped, quoted")
+	require.Equal(t, "my\u00a0run", line.Trace, "JSON carries the name itself")
 	require.NotNil(t, line.SecondRun, stdout)
 	require.Equal(t, uint64(45_000_000), line.SecondRun.PeakLiveBytes)
 }
@@ -1250,4 +1250,38 @@ func TestLayoutThePoolsCannotHonourIsTheFlagsError(t *testing.T) {
 	_, _, err = executeReplay(t, "--layout", `{"Sliced":[{"page_size":200000000000,"pages":1}]}`, resnetTrace)
 	require.NoError(t, err)
 	require.Equal(t, 1, strings.Count(logged.String(), "is larger than the device memory"), logged.String())
+}
+
+// A trace's --json line carries the trace's name itself, JSON escaping
+// what it must: it carried the name as the table shows it, quoted and
+// escaped, then escaped again ("\"\\\"x\\ny\\\"\"" for a file named "x,
+// a newline and y"). The table still shows the name escaped.
+func TestReplayJSONCarriesTheTracesOwnName(t *testing.T) {
+	name := "\"x\ny\""
+	tr := writeTrace(t, name+".trace", shortRun)
+	stdout, _, err := executeReplay(t, "--json", tr)
+	require.NoError(t, err)
+	lines := parseReplayLines(t, stdout)
+	require.Len(t, lines, 1)
+	require.Equal(t, name, lines[0].Trace)
+
+	table, _, err := executeReplay(t, tr)
+	require.NoError(t, err)
+	require.Contains(t, table, `"\"x\ny\""`, "the table shows it quoted")
+
+	// Traces of one name, told apart by their directories: the path, as
+	// it is.
+	dir := t.TempDir()
+	for _, sub := range []string{"a\tb", "c"} {
+		require.NoError(t, os.Mkdir(filepath.Join(dir, sub), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, sub, "r\n.trace"), []byte(shortRun), 0o644))
+	}
+	stdout, _, err = executeReplay(t, "--json", filepath.Join(dir, "a\tb", "r\n.trace"), filepath.Join(dir, "c", "r\n.trace"),
+		filepath.Join(dir, "c", "r\n.trace"))
+	require.NoError(t, err)
+	lines = parseReplayLines(t, stdout)
+	require.Len(t, lines, 3)
+	require.Equal(t, filepath.ToSlash(dir)+"/a\tb/r\n", lines[0].Trace)
+	require.Equal(t, filepath.ToSlash(dir)+"/c/r\n", lines[1].Trace)
+	require.Equal(t, filepath.ToSlash(dir)+"/c/r\n (2)", lines[2].Trace)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -168,41 +170,55 @@ func reportTraces(paths []string, layouts htmlreport.Layouts, bar *replayProgres
 	return traces, nil
 }
 
-// distinctNames names the traces as distinctTraceNames does.
+// distinctNames names the traces as traceNames shows them.
 func distinctNames(traces []*htmlreport.TraceReport, paths []string) {
-	for i, name := range distinctTraceNames(paths) {
+	shown, _ := traceNames(paths)
+	for i, name := range shown {
 		traces[i].Name = name
 	}
 }
 
-// distinctTraceNames are the names the traces at paths go by: their
-// files' (trace.NameOf), but where traces share a name (a run and its
-// second run in variants/), the paths they were read from, less the
-// extensions, so that headings, rows and lines tell them apart; the same
-// path given twice is numbered.
-func distinctTraceNames(paths []string) []string {
-	names := make([]string, len(paths))
+// traceNames are the names the traces at paths go by: their files'
+// (trace.NameOf), but where traces share a name (a run and its second
+// run in variants/), the paths they were read from, less the extensions,
+// so that headings, rows and lines tell them apart; the same path given
+// twice is numbered. shown is each name as a terminal, a table or a page
+// shows it, quoted where trace.NameOf quotes it; plain is the name itself,
+// for JSON, which escapes what it must on its own (shown's quotes and
+// backslashes, escaped again, read "\"a\\nb\"" for a file named a, a
+// newline and b).
+func traceNames(paths []string) (shown, plain []string) {
+	shown, plain = make([]string, len(paths)), make([]string, len(paths))
 	count := map[string]int{}
 	for i, p := range paths {
-		names[i] = trace.NameOf(p)
-		count[names[i]]++
+		shown[i] = trace.NameOf(p)
+		plain[i] = shown[i]
+		if strings.HasPrefix(plain[i], `"`) {
+			// NameOf quotes a name as Go quotes it (printable.Label), and
+			// no name it leaves as it is starts with a quote.
+			if name, err := strconv.Unquote(plain[i]); err == nil {
+				plain[i] = name
+			}
+		}
+		count[plain[i]]++
 	}
 	seen := map[string]int{}
 	for i, p := range paths {
-		if count[names[i]] < 2 {
+		if count[plain[i]] < 2 {
 			continue
 		}
-		dir := filepath.Dir(p)
-		name := names[i]
-		if dir != "." {
-			name = printable.Label(filepath.ToSlash(dir)) + "/" + name
+		if dir := filepath.Dir(p); dir != "." {
+			dir = filepath.ToSlash(dir)
+			shown[i] = printable.Label(dir) + "/" + shown[i]
+			plain[i] = dir + "/" + plain[i]
 		}
-		if seen[name]++; seen[name] > 1 {
-			name += fmt.Sprintf(" (%d)", seen[name])
+		if seen[plain[i]]++; seen[plain[i]] > 1 {
+			n := fmt.Sprintf(" (%d)", seen[plain[i]])
+			shown[i] += n
+			plain[i] += n
 		}
-		names[i] = name
 	}
-	return names
+	return shown, plain
 }
 
 // envRecords reads an environment's memory records, oldest first. Those
