@@ -242,3 +242,32 @@ func resetHelpFlags(t *testing.T, c *cobra.Command) {
 		resetHelpFlags(t, sub)
 	}
 }
+
+// Every flag that takes a value names it in the help (FILE, N, LAYOUT),
+// as vkrt conformance did: the rest showed their type ("--layout string",
+// "--passes int", "--max-device-bytes uint").
+func TestHelpNamesEveryFlagsValue(t *testing.T) {
+	rootCmd.InitDefaultHelpCmd()
+	rootCmd.InitDefaultCompletionCmd()
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if f.NoOptDefVal != "" {
+				return // a bool: no value
+			}
+			name, _ := pflag.UnquoteUsage(f)
+			require.Contains(t, f.Usage, "`"+name+"`", "%s --%s names its value %q, its type", c.CommandPath(), f.Name, name)
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(rootCmd)
+
+	for _, name := range []string{"replay", "plan", "report", "run", "records", "conformance"} {
+		stdout, _, err := execute(t, "help", name)
+		require.NoError(t, err)
+		require.Contains(t, stdout, "Flags:", name)
+		require.NotRegexp(t, `--[a-z-]+ (string|int|uint|uint32|uint64|duration)\s`, stdout, name)
+	}
+}

@@ -545,7 +545,7 @@ replay under the plan is reported. Planning from traces takes --out and
 		},
 	}
 	f.guest.register(cmd)
-	cmd.Flags().StringVar(&f.out, "out", "", "write the plan to this file, a versioned plan file recording the device (the workload's) or the device model (traces') it was made for; gzipped where the name ends in .gz")
+	cmd.Flags().StringVar(&f.out, "out", "", "write the plan to `FILE`, a versioned plan file recording the device (the workload's) or the device model (traces') it was made for; gzipped where the name ends in .gz")
 	cmd.Flags().BoolVar(&f.verify, "verify", false, "run the workload for real under the plan and check it fits (it fails where the guest installs a layout of its own)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "JSON: for a workload one object (dry_run, plan, verify; error where the command fails after the dry run), for traces one object per trace and line")
 	rootCmd.AddCommand(cmd)

@@ -82,10 +82,10 @@ stderr names the kinds the environment holds, or says it holds no records
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&envName, "env", environment.DefaultName, "environment name (directory: $"+environment.DirEnvVar+", else the XDG data directory)")
-	f.StringVar(&glob, "label", "", "only labels matching this glob ('*', '?', '[...]', no escape character: '[*]' matches a '*'; '': every label)")
-	f.StringVar(&kind, "kind", environment.KindMemory, "record kind, or '"+allKinds+"' for every kind")
-	f.IntVar(&last, "last", 0, "only the newest N records (0: all)")
+	f.StringVar(&envName, "env", environment.DefaultName, "`NAME` of the environment (directory: $"+environment.DirEnvVar+", else the XDG data directory)")
+	f.StringVar(&glob, "label", "", "only labels matching `GLOB` ('*', '?', '[...]', no escape character: '[*]' matches a '*'; '': every label)")
+	f.StringVar(&kind, "kind", environment.KindMemory, "record `KIND`, or '"+allKinds+"' for every kind")
+	f.IntVar(&last, "last", 0, "only the newest `N` records (0: all)")
 	f.BoolVar(&asJSON, "json", false, "one JSON object per line")
 	return cmd
 }

@@ -85,12 +85,12 @@ live bytes, and device allocations (cudaMalloc calls, or mapping calls).`,
 			return runReplay(cmd, args, f)
 		},
 	}
-	cmd.Flags().StringVar(&f.layout, "layout", "virtual", "pool layout: a preset, a layout JSON literal, or a file holding one or a plan file (vkrt plan --out)")
+	cmd.Flags().StringVar(&f.layout, "layout", "virtual", "pool `LAYOUT`: a preset, a layout JSON literal, or a file holding one or a plan file (vkrt plan --out)")
 	cmd.Flags().BoolVar(&f.plan, "plan", false, "derive a plan from the replay and replay under it")
 	cmd.Flags().BoolVar(&f.json, "json", false, "one JSON object per trace and line")
 	cmd.Flags().BoolVar(&f.bench, "bench", false, "report the cost of one replayed event, beside VMA's TLSF placement on the same stream")
-	cmd.Flags().IntVar(&f.passes, "passes", 0, "with --bench: timed passes of each side, alternating, the best of each kept (at most 10,000); 0: as many as fill 2 s of both, 5 to 1,000")
-	cmd.Flags().StringVar(&f.secondRuns, "second-runs", "", "with --plan: a directory of second runs of the traces (same names: NAME.trace.gz or NAME.trace, not both); each runs under the first run's plan and the other way round")
+	cmd.Flags().IntVar(&f.passes, "passes", 0, "with --bench: `N` timed passes of each side, alternating, the best of each kept (at most 10,000); 0: as many as fill 2 s of both, 5 to 1,000")
+	cmd.Flags().StringVar(&f.secondRuns, "second-runs", "", "with --plan: a directory `DIR` of second runs of the traces (same names: NAME.trace.gz or NAME.trace, not both); each runs under the first run's plan and the other way round")
 	cmd.Flags().BoolVar(&f.pytorch, "pytorch", false, "also replay each stream through a model of PyTorch's caching allocator (default and expandable segments)")
 	cmd.Flags().BoolVar(&f.markdown, "markdown", false, "the table in Markdown, deterministic figures only (the README's plan table)")
 	rootCmd.AddCommand(cmd)

@@ -63,10 +63,10 @@ does.`, htmlreport.MaxEnvBars),
 			return runReport(cmd, args, f)
 		},
 	}
-	cmd.Flags().StringVar(&f.html, "html", "", "the HTML file to write")
-	cmd.Flags().StringVar(&f.env, "env", "", "an environment whose memory records to chart")
-	cmd.Flags().StringVar(&f.layout, "layout", reportDefaultLayout, "the layout without a plan: a preset, a layout JSON literal, or a file holding one or a plan file (vkrt plan --out)")
-	cmd.Flags().StringVar(&f.plan, "plan", "", "the plan to replay under: a preset, a layout JSON literal, or a file holding one or a plan file (vkrt plan --out)")
+	cmd.Flags().StringVar(&f.html, "html", "", "the HTML `FILE` to write")
+	cmd.Flags().StringVar(&f.env, "env", "", "`NAME` of an environment whose memory records to chart")
+	cmd.Flags().StringVar(&f.layout, "layout", reportDefaultLayout, "the `LAYOUT` without a plan: a preset, a layout JSON literal, or a file holding one or a plan file (vkrt plan --out)")
+	cmd.Flags().StringVar(&f.plan, "plan", "", "the plan `LAYOUT` to replay under: a preset, a layout JSON literal, or a file holding one or a plan file (vkrt plan --out)")
 	_ = cmd.MarkFlagRequired("html")
 	return cmd
 }
