@@ -86,8 +86,8 @@ func writeDevicesText(w io.Writer, infos []vk.DeviceInfo) error {
 		fmt.Fprintf(&b, "  alignment %d B (minStorageBufferOffsetAlignment %d), max storage buffer range %s, max allocations %d\n",
 			max(4, l.MinStorageBufferOffsetAlignment), l.MinStorageBufferOffsetAlignment,
 			memory.FormatBytes(l.MaxStorageBufferRange), l.MaxMemoryAllocationCount)
-		fmt.Fprintf(&b, "  compute: work groups %v, work-group size %v (%d invocations), shared memory %s, push constants %d B, robust buffer access %v\n",
-			l.MaxComputeWorkGroupCount, l.MaxComputeWorkGroupSize, l.MaxComputeWorkGroupInvocations,
+		fmt.Fprintf(&b, "  compute: work groups %v, work-group size %v (%s), shared memory %s, push constants %d B, robust buffer access %v\n",
+			l.MaxComputeWorkGroupCount, l.MaxComputeWorkGroupSize, plural(int(l.MaxComputeWorkGroupInvocations), "invocation"),
 			memory.FormatBytes(uint64(l.MaxComputeSharedMemorySize)), l.MaxPushConstantsSize, d.RobustBufferAccess)
 		if d.SparseResidency {
 			var heap uint64 // the largest device-local heap, where the storage's memory lies

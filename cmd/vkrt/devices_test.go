@@ -103,3 +103,16 @@ func TestDevicesJSONGivesEveryHeapsBudgetWhereThereIsOne(t *testing.T) {
 		require.Equal(t, infos[i], back, "the line reads back as the device")
 	}
 }
+
+// A count in the text agrees with its noun: a device of one invocation a
+// work group read "(1 invocations)".
+func TestDevicesTextCountsAgreeWithTheirNouns(t *testing.T) {
+	var b strings.Builder
+	info := vk.DeviceInfo{Name: "one", Limits: vk.DeviceLimits{MaxComputeWorkGroupInvocations: 1}}
+	require.NoError(t, writeDevicesText(&b, []vk.DeviceInfo{info}))
+	require.Contains(t, b.String(), "(1 invocation),")
+	info.Limits.MaxComputeWorkGroupInvocations = 1024
+	b.Reset()
+	require.NoError(t, writeDevicesText(&b, []vk.DeviceInfo{info}))
+	require.Contains(t, b.String(), "(1024 invocations),")
+}
