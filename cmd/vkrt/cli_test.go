@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -269,5 +270,24 @@ func TestHelpNamesEveryFlagsValue(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, stdout, "Flags:", name)
 		require.NotRegexp(t, `--[a-z-]+ (string|int|uint|uint32|uint64|duration)\s`, stdout, name)
+	}
+}
+
+// An empty argument (a variable that expanded to nothing) where a file is
+// named says so: it read "stat : no such file or directory" for a trace
+// and "open : no such file or directory" for a workload.
+func TestAnEmptyFileArgumentSaysItIsEmpty(t *testing.T) {
+	tr := writeTrace(t, "run.trace", shortRun)
+	for _, args := range [][]string{
+		{"replay", tr, ""},
+		{"plan", "", "--out", filepath.Join(t.TempDir(), "p.plan")},
+		{"report", "--html", filepath.Join(t.TempDir(), "r.html"), ""},
+		{"run", ""},
+		{"run", "--json", ""},
+	} {
+		_, _, err := execute(t, args[0], args[1:]...)
+		require.ErrorIs(t, err, fs.ErrNotExist, "%q", args)
+		require.ErrorContains(t, err, "an empty argument names no file", "%q", args)
+		require.NotContains(t, err.Error(), " : ", "%q", args)
 	}
 }

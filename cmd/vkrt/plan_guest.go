@@ -61,7 +61,7 @@ func checkTraceArgs(paths []string) error {
 		fi, err := os.Stat(p)
 		switch {
 		case err != nil:
-			return fmt.Errorf("trace: %w", stdinHint(p, err))
+			return fmt.Errorf("trace: %w", pathHint(p, err))
 		case fi.IsDir():
 			return fmt.Errorf("trace: %s is a directory", p)
 		case !fi.Mode().IsRegular():

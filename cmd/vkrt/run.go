@@ -185,7 +185,7 @@ var maxGuestBytes int64 = 1 << 30
 func readGuest(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, stdinHint(path, err)
+		return nil, pathHint(path, err)
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > maxGuestBytes {
@@ -234,12 +234,17 @@ func notAWorkload(path string) string {
 	return ""
 }
 
-// stdinHint is err, the error of opening path, saying how standard input
+// pathHint is err, the error of opening path, saying how standard input
 // is named where path is "-" and no file has that name: the commands read
-// files, and "-" reads no standard input, but /dev/stdin does.
-func stdinHint(path string, err error) error {
-	if path == "-" && errors.Is(err, os.ErrNotExist) {
+// files, and "-" reads no standard input, but /dev/stdin does. An empty
+// path (a variable that expanded to nothing) is said to be one: it read
+// "open : no such file or directory".
+func pathHint(path string, err error) error {
+	switch {
+	case path == "-" && errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("%w (to read standard input, name /dev/stdin)", err)
+	case path == "" && errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("an empty argument names no file (%w): give a file's name or leave the argument out", os.ErrNotExist)
 	}
 	return err
 }
