@@ -35,8 +35,11 @@ type replayFlags struct {
 	passes   int
 	markdown bool
 	pytorch  bool
-	// secondRuns is a directory of second runs of the traces, by name.
+	// secondRuns is a directory of second runs of the traces, by name;
+	// seconds, the second run found there of each trace's path, as the
+	// command checked them before the first replay.
 	secondRuns string
+	seconds    map[string]string
 }
 
 func init() {
@@ -304,6 +307,7 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 		// A trace of the directory itself would be its own second run: a
 		// plan replayed on its own stream, shown as another run's.
 		var seconds []string
+		f.seconds = map[string]string{}
 		for _, p := range paths {
 			second, err := secondRunPath(f.secondRuns, p)
 			if err != nil {
@@ -314,6 +318,7 @@ func runReplay(cmd *cobra.Command, paths []string, f replayFlags) error {
 			}
 			if second != "" {
 				seconds = append(seconds, second)
+				f.seconds[p] = second
 			}
 		}
 		if len(seconds) == 0 {
@@ -425,9 +430,12 @@ func replayTrace(path, name string, layout memory.Layout, f replayFlags, bar *re
 			return replayRow{}, fmt.Errorf("timing %s under its plan: %w", tr.Name, err)
 		}
 	}
-	if f.secondRuns != "" {
+	// The second run found when the command checked them: one removed
+	// since is an error, where a second look for it found none and the
+	// row read as a trace with no second run.
+	if second := f.seconds[path]; second != "" {
 		bar.stage("second run of "+tr.Name, bar.total(long, 1))
-		if row.second, err = replaySecondRun(tr, path, planned, layout, f.secondRuns); err != nil {
+		if row.second, err = replaySecondRun(tr, path, second, planned, layout, f.secondRuns); err != nil {
 			return replayRow{}, err
 		}
 	}

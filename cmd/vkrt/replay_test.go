@@ -1285,3 +1285,29 @@ func TestReplayJSONCarriesTheTracesOwnName(t *testing.T) {
 	require.Equal(t, filepath.ToSlash(dir)+"/c/r\n", lines[1].Trace)
 	require.Equal(t, filepath.ToSlash(dir)+"/c/r\n (2)", lines[2].Trace)
 }
+
+// A second run the command found when it checked the traces, removed
+// before its turn came (here while the trace before it is read from a
+// pipe), is an error naming it: it was looked for again, none was found,
+// and the trace's row read as one with no second run.
+func TestReplaySecondRunRemovedBeforeItsTurnFails(t *testing.T) {
+	dir, first, seconds := firstRunAndSecondsDir(t)
+	second := filepath.Join(seconds, "run.trace")
+	require.NoError(t, os.WriteFile(second, []byte(longRun), 0o644))
+	pipe := filepath.Join(dir, "piped.trace")
+	require.NoError(t, syscall.Mkfifo(pipe, 0o600))
+	go func() {
+		w, err := os.OpenFile(pipe, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		defer w.Close()
+		// The replay has checked the second runs and opened the pipe.
+		_ = os.Remove(second)
+		_, _ = w.Write([]byte(shortRun))
+	}()
+	stdout, _, err := executeReplay(t, "--plan", "--json", "--second-runs", seconds, pipe, first)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.ErrorContains(t, err, second)
+	require.Len(t, parseReplayLines(t, stdout), 1, "the piped trace, which has no second run, is still replayed")
+}

@@ -50,14 +50,9 @@ func secondRunPath(dir, first string) (string, error) {
 	return "", fmt.Errorf("--second-runs %s holds both %s and %s as the second run of %s: keep one, remove or rename the other", dir, found[0], found[1], first)
 }
 
-// replaySecondRun finds the second run in dir of first, read from
-// firstPath (nil when there is none), and runs each under the other's
-// plan.
-func replaySecondRun(first *trace.Trace, firstPath string, firstPlan, layout memory.Layout, dir string) (*secondRun, error) {
-	path, err := secondRunPath(dir, firstPath)
-	if path == "" || err != nil {
-		return nil, err
-	}
+// replaySecondRun reads path, the second run in dir of first (read from
+// firstPath), and runs each under the other's plan.
+func replaySecondRun(first *trace.Trace, firstPath, path string, firstPlan, layout memory.Layout, dir string) (*secondRun, error) {
 	tr, err := trace.ReadFile(path)
 	if err != nil {
 		return nil, err
