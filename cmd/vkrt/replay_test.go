@@ -1311,3 +1311,30 @@ func TestReplaySecondRunRemovedBeforeItsTurnFails(t *testing.T) {
 	require.ErrorContains(t, err, second)
 	require.Len(t, parseReplayLines(t, stdout), 1, "the piped trace, which has no second run, is still replayed")
 }
+
+// A trace given twice is numbered past the name of another trace: the
+// second x.trace and the file "x (2).trace" were both "x (2)", in the
+// table, the --json lines and a plan file's runs.
+func TestReplayNumbersATraceGivenTwicePastAnotherTracesName(t *testing.T) {
+	t.Chdir(t.TempDir()) // names in the working directory go by their own
+	x, x2 := "x.trace", "x (2).trace"
+	for _, p := range []string{x, x2} {
+		require.NoError(t, os.WriteFile(p, []byte(shortRun), 0o644))
+	}
+	stdout, _, err := executeReplay(t, "--json", x, x, x2, x)
+	require.NoError(t, err)
+	var names []string
+	for _, l := range parseReplayLines(t, stdout) {
+		names = append(names, l.Trace)
+	}
+	require.Equal(t, []string{"x", "x (3)", "x (2)", "x (4)"}, names)
+
+	out := filepath.Join(t.TempDir(), "p.plan")
+	_, _, err = execute(t, "plan", "--out", out, x, x, x2)
+	require.NoError(t, err)
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	pf, err := plan.DecodeFile(data)
+	require.NoError(t, err)
+	require.Equal(t, []string{"x", "x (3)", "x (2)"}, pf.Traces)
+}

@@ -202,21 +202,34 @@ func traceNames(paths []string) (shown, plain []string) {
 		}
 		count[plain[i]]++
 	}
-	seen := map[string]int{}
 	for i, p := range paths {
-		if count[plain[i]] < 2 {
-			continue
-		}
-		if dir := filepath.Dir(p); dir != "." {
+		if dir := filepath.Dir(p); count[plain[i]] > 1 && dir != "." {
 			dir = filepath.ToSlash(dir)
 			shown[i] = printable.Label(dir) + "/" + shown[i]
 			plain[i] = dir + "/" + plain[i]
 		}
-		if seen[plain[i]]++; seen[plain[i]] > 1 {
-			n := fmt.Sprintf(" (%d)", seen[plain[i]])
-			shown[i] += n
-			plain[i] += n
+	}
+	// A name given again (the same path twice) is numbered, past the
+	// numbers another trace's own name holds: "x (2)" was both the second
+	// x.trace and the file x (2).trace.
+	taken := map[string]bool{}
+	for _, name := range plain {
+		taken[name] = true
+	}
+	given := map[string]int{}
+	for i := range paths {
+		if given[plain[i]]++; given[plain[i]] == 1 {
+			continue
 		}
+		n := given[plain[i]]
+		for taken[fmt.Sprintf("%s (%d)", plain[i], n)] {
+			n++
+		}
+		given[plain[i]] = n
+		suffix := fmt.Sprintf(" (%d)", n)
+		taken[plain[i]+suffix] = true
+		shown[i] += suffix
+		plain[i] += suffix
 	}
 	return shown, plain
 }
