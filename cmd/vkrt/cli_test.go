@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -289,5 +290,16 @@ func TestAnEmptyFileArgumentSaysItIsEmpty(t *testing.T) {
 		require.ErrorIs(t, err, fs.ErrNotExist, "%q", args)
 		require.ErrorContains(t, err, "an empty argument names no file", "%q", args)
 		require.NotContains(t, err.Error(), " : ", "%q", args)
+	}
+}
+
+// A directory given as the workload is told as one, as a trace that is a
+// directory is: it read "read PATH: is a directory".
+func TestAWorkloadThatIsADirectoryIsToldAsOne(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "guest.wasm")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	for _, name := range []string{"run", "plan"} {
+		_, _, err := execute(t, name, dir)
+		require.EqualError(t, err, dir+" is a directory, not a WebAssembly workload", name)
 	}
 }

@@ -190,6 +190,10 @@ func readGuest(path string) ([]byte, error) {
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > maxGuestBytes {
 		return nil, fmt.Errorf("%s: a module of %d B; vkrt reads at most %d B", path, fi.Size(), maxGuestBytes)
+	} else if err == nil && fi.IsDir() {
+		// As a trace that is a directory is told: it read "read PATH: is
+		// a directory", as if the reading had failed.
+		return nil, fmt.Errorf("%s is a directory, not a WebAssembly workload", path)
 	}
 	head, wasm, err := readWasmHead(f)
 	if err != nil || !wasm {
