@@ -83,10 +83,12 @@
 // deterministic. Layout, Report, Record, PoolKind and Usage read and write
 // the externally tagged JSON of the contract, strictly: unknown fields or
 // variants, wrong types, repeated fields, trailing data and numbers that do
-// not fit their field are errors. A layout holds at most [MaxLayoutPools]
+// not fit their field are errors; a layout's variant names alone match in
+// any case. A layout holds at most [MaxLayoutPools]
 // sliced pools, [MaxArenaSlots] slots and [MaxArenaPages] arena pages.
 // [ParseLayout] takes the command line's preset names (sub-slices,
-// exclusive-pages, direct, virtual) or a JSON literal, [ReadLayoutFile] a
+// exclusive-pages, direct, virtual, or their kinds' names as reports print
+// them, SubSlices to Virtual; in any case) or a JSON literal, [ReadLayoutFile] a
 // file of at most [MaxLayoutFileBytes]. A layout that cannot be read is
 // an [InvalidLayout] as one that cannot be honoured is: errors.Is(err,
 // &InstallError{Kind: InvalidLayout}) holds for both.

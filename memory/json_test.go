@@ -231,8 +231,51 @@ func TestParseLayoutPresets(t *testing.T) {
 		require.NoError(t, err, in)
 		require.Equal(t, want, l.Kind(), in)
 	}
-	_, err := ParseLayout("subslices")
-	require.ErrorContains(t, err, `unknown layout "subslices": want sub-slices, exclusive-pages, direct, virtual or a layout JSON literal`)
+	_, err := ParseLayout("sub_slices")
+	require.ErrorContains(t, err, `unknown layout "sub_slices": want sub-slices, exclusive-pages, direct, virtual or a layout JSON literal`)
+}
+
+// A preset's name matches in any case, and so does its kind's name as
+// reports and vkrt replay print it: "Virtual" was an unknown layout. So
+// does a layout's JSON variant. A name of neither stays unknown, with the
+// names it could have been.
+func TestPresetNamesMatchInAnyCase(t *testing.T) {
+	for in, want := range map[string]LayoutKind{
+		"Virtual": LayoutVirtual, "VIRTUAL": LayoutVirtual, "Direct": LayoutDirect, "Sub-Slices": LayoutSubSlices,
+		"SubSlices": LayoutSubSlices, "subslices": LayoutSubSlices, "EXCLUSIVE-PAGES": LayoutExclusivePages,
+		"ExclusivePages": LayoutExclusivePages, " Virtual\n": LayoutVirtual,
+		`"virtual"`: LayoutVirtual, `"DIRECT"`: LayoutDirect, `"subslices"`: LayoutSubSlices,
+		`"exclusivePages"`: LayoutExclusivePages, `{"direct":null}`: LayoutDirect,
+		`{"virtual":{"planned_bytes":64}}`: LayoutVirtual, `{"sliced":[{"page_size":4096}]}`: LayoutSliced,
+		`{"ARENA":{"pages":[64],"slots":[]}}`: LayoutArena,
+	} {
+		l, err := ParseLayout(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, l.Kind(), in)
+		var back Layout
+		if json.Valid([]byte(in)) {
+			require.NoError(t, json.Unmarshal([]byte(in), &back), in)
+			require.True(t, l.Equal(back), in)
+		}
+	}
+	l, err := ReadLayoutFile(writeTemp(t, "Virtual\n"+strings.Repeat(" ", 100)))
+	require.NoError(t, err)
+	require.Equal(t, LayoutVirtual, l.Kind())
+
+	for _, in := range []string{"Virtua", "virtual-pages", "sub_slices"} {
+		_, err := ParseLayout(in)
+		require.ErrorIs(t, err, &InstallError{Kind: InvalidLayout}, in)
+		require.ErrorContains(t, err, "want sub-slices, exclusive-pages, direct, virtual or a layout JSON literal", in)
+	}
+	_, err = ParseLayout(`"Virtua"`)
+	require.ErrorContains(t, err, "unknown variant \"Virtua\" (known: [SubSlices ExclusivePages Direct Sliced Arena Virtual])")
+}
+
+func writeTemp(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "layout")
+	require.NoError(t, os.WriteFile(path, []byte(text), 0o600))
+	return path
 }
 
 func TestLayoutIsAValue(t *testing.T) {

@@ -276,24 +276,18 @@ func (p ArenaPlan) clone() ArenaPlan {
 }
 
 // ParseLayout reads a layout as the command line takes it: a preset name
-// (sub-slices, exclusive-pages, direct, virtual) or a layout JSON literal.
-// A string that is neither is refused with an error matching InvalidLayout
-// (see InstallErrorKind).
+// (sub-slices, exclusive-pages, direct, virtual, or the name of its kind,
+// SubSlices, ExclusivePages, Direct, Virtual, as reports print it; either
+// in any case) or a layout JSON literal. A string that is neither is
+// refused with an error matching InvalidLayout (see InstallErrorKind).
 func ParseLayout(s string) (Layout, error) { return parseLayout([]byte(s)) }
 
 // parseLayout is ParseLayout on bytes, so a layout file is parsed where it
 // was read rather than copied into a string and back.
 func parseLayout(b []byte) (Layout, error) {
 	t := bytes.TrimSpace(b)
-	switch string(t) {
-	case "sub-slices":
-		return SubSlicesLayout(), nil
-	case "exclusive-pages":
-		return ExclusivePagesLayout(), nil
-	case "direct":
-		return DirectLayout(), nil
-	case "virtual":
-		return VirtualLayout(VirtualPlan{}), nil
+	if l, ok := presetNamed(t); ok {
+		return l, nil
 	}
 	if bom := byteOrderMark(t); bom != "" {
 		return Layout{}, layoutUnreadable(fmt.Errorf("memory: layout %s starts with a %s byte order mark: want a layout JSON literal or a preset name, in UTF-8 without one", abbreviate(t), bom))
@@ -460,11 +454,32 @@ func byteOrderMark(b []byte) string {
 // is a preset name and white space alone: a preset padded past the head
 // is a layout, as ParseLayout reads it.
 func presetHead(start []byte) bool {
-	switch string(bytes.TrimRight(start, " \t\r\n")) {
-	case "sub-slices", "exclusive-pages", "direct", "virtual":
-		return true
+	_, ok := presetNamed(bytes.TrimRight(start, " \t\r\n"))
+	return ok
+}
+
+// presetNames are the preset layouts' names as ParseLayout takes them,
+// and their kinds' names as reports print them.
+var presetNames = [...]struct {
+	name, kind string
+	layout     func() Layout
+}{
+	{"sub-slices", "SubSlices", SubSlicesLayout},
+	{"exclusive-pages", "ExclusivePages", ExclusivePagesLayout},
+	{"direct", "Direct", DirectLayout},
+	{"virtual", "Virtual", func() Layout { return VirtualLayout(VirtualPlan{}) }},
+}
+
+// presetNamed is the preset layout name names, by its name or its kind's,
+// matched in any case: the kinds print capitalised ("Virtual"), and a
+// name copied from a report was an unknown layout.
+func presetNamed(name []byte) (Layout, bool) {
+	for _, p := range presetNames {
+		if bytes.EqualFold(name, []byte(p.name)) || bytes.EqualFold(name, []byte(p.kind)) {
+			return p.layout(), true
+		}
 	}
-	return false
+	return Layout{}, false
 }
 
 func (p SlicedPool) MarshalJSON() ([]byte, error) {
@@ -668,8 +683,12 @@ func (l Layout) MarshalJSON() ([]byte, error) {
 	return nil, fmt.Errorf("memory: layout of unknown kind %d", l.kind)
 }
 
-// UnmarshalJSON reads the layout's JSON strictly; an error matches
-// InvalidLayout (see InstallErrorKind).
+// layoutVariants are the names of a layout's JSON variants.
+var layoutVariants = [...]string{"SubSlices", "ExclusivePages", "Direct", "Sliced", "Arena", "Virtual"}
+
+// UnmarshalJSON reads the layout's JSON strictly, but for the variant's
+// name, which matches in any case ("virtual", {"sliced":[…]}); an error
+// matches InvalidLayout (see InstallErrorKind).
 func (l *Layout) UnmarshalJSON(data []byte) error {
 	return layoutUnreadable(l.unmarshalJSON(data))
 }
@@ -679,6 +698,13 @@ func (l *Layout) unmarshalJSON(data []byte) error {
 	name, body, err := decodeVariant(data, what)
 	if err != nil {
 		return err
+	}
+	// A variant's name matches in any case, as a preset's name does.
+	for _, known := range layoutVariants {
+		if strings.EqualFold(name, known) {
+			name = known
+			break
+		}
 	}
 	var out Layout
 	switch name {
@@ -703,7 +729,7 @@ func (l *Layout) unmarshalJSON(data []byte) error {
 			return err
 		}
 	default:
-		return unknownVariant(what, name, "SubSlices", "ExclusivePages", "Direct", "Sliced", "Arena", "Virtual")
+		return unknownVariant(what, name, layoutVariants[:]...)
 	}
 	*l = out
 	return nil
