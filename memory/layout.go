@@ -366,6 +366,10 @@ func ReadLayoutFile(path string) (Layout, error) {
 // ReadLayout is ReadLayoutFile for a stream already open, a pipe as well
 // as a file, named name in errors: it reads r once, front to back.
 func ReadLayout(r io.Reader, name string) (Layout, error) {
+	// What r fails with is told apart from what the gzip reader makes of
+	// it: a stream cut by the disk is no corrupt layout.
+	rec := &recordingReader{r: r}
+	r = rec
 	head := make([]byte, 64)
 	n, err := io.ReadFull(r, head)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
@@ -403,6 +407,12 @@ func ReadLayout(r io.Reader, name string) (Layout, error) {
 	// as it is read: it costs neither memory nor parsing.
 	squeezer := strictjson.Squeezer{MaxStringBytes: MaxLayoutStringBytes}
 	data, _, err := gzread.ReadAllWith(src, MaxLayoutFileBytes, squeezer.Append)
+	if err != nil && rec.err != nil {
+		// The reader failed under the gzip stream (which calls it
+		// unreadable, the reader's error in words alone): the file could
+		// not be read, and keeps the reader's error.
+		return Layout{}, fmt.Errorf("memory: layout file %s%s: %w", name, what, rec.err)
+	}
 	if errors.Is(err, strictjson.ErrStringBytes) {
 		return Layout{}, layoutUnreadable(fmt.Errorf("memory: layout file %s: %w: a layout's strings are the names of its variants and members", name, err))
 	}
@@ -425,6 +435,20 @@ func ReadLayout(r io.Reader, name string) (Layout, error) {
 		return Layout{}, nested("layout file "+name, err)
 	}
 	return l, nil
+}
+
+// recordingReader keeps the first error its reader gave other than io.EOF.
+type recordingReader struct {
+	r   io.Reader
+	err error
+}
+
+func (r *recordingReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF && r.err == nil {
+		r.err = err
+	}
+	return n, err
 }
 
 // malformedFile is whether err, a layout file's reading error, is about

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"testing/iotest"
 
@@ -368,4 +370,53 @@ func TestUnreadableLayoutsAreInvalidLayouts(t *testing.T) {
 	l, err := ReadLayoutFile(write("good", []byte(" exclusive-pages\n")))
 	require.NoError(t, err)
 	require.Equal(t, ExclusivePagesLayout(), l)
+}
+
+// failingReader reads data, then fails with err: a disk failing mid-stream.
+type failingReader struct {
+	data []byte
+	err  error
+}
+
+func (r *failingReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, r.err
+	}
+	n := copy(p, r.data)
+	r.data = r.data[n:]
+	return n, nil
+}
+
+// A gzipped layout whose reader fails mid-stream could not be read: it was
+// an InvalidLayout, the gzip reader's "cannot be read" with the reader's
+// error in words alone, as if the layout were corrupt. It keeps the
+// reader's error now, wherever in the stream it came, while corrupt gzip
+// data stays InvalidLayout.
+func TestAReadFailureInAGzippedLayoutIsNoInvalidLayout(t *testing.T) {
+	var pools []string
+	for i := range 200 {
+		pools = append(pools, fmt.Sprintf(`{"page_size":%d}`, 4096*(i+1)))
+	}
+	packed := gzread.Pack([]byte(`{"Sliced":[` + strings.Join(pools, ",") + `]}`))
+	require.Greater(t, len(packed), 600)
+	broken := &fs.PathError{Op: "read", Path: "layout.gz", Err: errors.New("input/output error")}
+	for _, at := range []int{5, 20, 100, len(packed) / 2, len(packed) - 4} {
+		_, err := ReadLayout(&failingReader{data: bytes.Clone(packed[:at]), err: broken}, "layout.gz")
+		require.ErrorIs(t, err, broken, "at %d", at)
+		var pe *fs.PathError
+		require.ErrorAs(t, err, &pe, "at %d", at)
+		require.NotErrorIs(t, err, &InstallError{Kind: InvalidLayout}, "at %d: %v", at, err)
+		require.ErrorContains(t, err, "memory: layout file layout.gz", "at %d", at)
+		require.ErrorContains(t, err, "input/output error", "at %d", at)
+	}
+	// Corrupt or cut short, the data is at fault.
+	flipped := bytes.Clone(packed)
+	flipped[len(flipped)/2] ^= 0xff
+	for _, data := range [][]byte{flipped, packed[:len(packed)/2]} {
+		_, err := ReadLayout(bytes.NewReader(data), "layout.gz")
+		require.ErrorIs(t, err, &InstallError{Kind: InvalidLayout}, "%v", err)
+	}
+	l, err := ReadLayout(bytes.NewReader(packed), "layout.gz")
+	require.NoError(t, err)
+	require.Equal(t, LayoutSliced, l.Kind())
 }
