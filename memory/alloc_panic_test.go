@@ -328,3 +328,41 @@ func TestAPanicInAnExclusiveSweepLeaksNoPage(t *testing.T) {
 		}
 	}
 }
+
+// The reservation a sweep whose Dealloc or Flush panics rolls back is no
+// reservation served: the pool's largest_alloc counted it all the same,
+// larger than any the pool had served, as a report's high-water mark.
+func TestAPanicInAnExclusiveSweepLeavesLargestAllocAsItWas(t *testing.T) {
+	for _, what := range []string{"Dealloc", "Flush"} {
+		t.Run(what, func(t *testing.T) {
+			s := &panickingStorage{sparseStorage: newSparseStorage(256)}
+			m, err := NewManager(s, testProps, SlicedLayout(SlicedPool{PageSize: 8 << 20, Exclusive: true}))
+			require.NoError(t, err)
+			p := m.pools[0].(*exclusivePool)
+			// The page of b stays free, for the second sweep to return.
+			a := mustReserve(t, m, 1<<20, Eager)
+			b := mustReserve(t, m, 2<<20, Eager)
+			require.NoError(t, m.Free(a))
+			require.NoError(t, m.Free(b))
+			for p.lastSweep == 0 || p.served+1-p.lastSweep < exclusiveDeallocPeriod {
+				require.NoError(t, m.Free(mustReserve(t, m, 1<<20, Eager)))
+			}
+			require.Equal(t, uint64(2<<20), m.Report().Dynamic[0].LargestAlloc)
+			if what == "Dealloc" {
+				s.dealloc = 1
+			} else {
+				s.flush = 1
+			}
+			// A page of its own (the free ones too small hold less than
+			// half of it), then the sweep, which panics.
+			require.PanicsWithValue(t, "the device's "+what+" panics", func() { _, _ = m.Reserve(7<<20, Eager) })
+			require.NoError(t, m.checkInvariants())
+			require.Zero(t, m.Usage().NumberAllocs)
+			require.Equal(t, uint64(2<<20), m.Report().Dynamic[0].LargestAlloc, "the rolled-back reservation is not the largest served")
+			// One that stands counts as ever.
+			h := mustReserve(t, m, 7<<20, Eager)
+			require.Equal(t, uint64(7<<20), m.Report().Dynamic[0].LargestAlloc)
+			require.NoError(t, m.Free(h))
+		})
+	}
+}

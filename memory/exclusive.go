@@ -183,19 +183,22 @@ func (p *exclusivePool) newPage(size, requested uint64, lazy bool) (int32, error
 // serve marks page ref, just taken, in use by a reservation, and sweeps
 // the pool when a period has passed. Where the device's Dealloc or Flush
 // panics in that sweep, the page goes back to the free pages, held, and
-// the reservation uncounted: the manager gives out no handle for it, and
-// kept in use the page leaked with the reservation counted live.
+// the reservation uncounted, the largest reservation served too: the
+// manager gives out no handle for it, and kept in use the page leaked
+// with the reservation counted live.
 func (p *exclusivePool) serve(ref int32, requested uint64) int32 {
 	pg := &p.pages[ref]
 	pg.inUse = true
 	pg.lastUsed = p.served
 	p.served++
+	largest := p.largest
 	p.countAlloc(requested, pg.size)
 	if p.served-p.lastSweep >= exclusiveDeallocPeriod {
 		swept := false
 		defer func() {
 			if !swept {
 				p.free(ref, requested)
+				p.largest = largest
 			}
 		}()
 		p.sweep(false)
