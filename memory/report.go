@@ -208,7 +208,8 @@ type Report struct {
 	Persistent PoolReport `json:"persistent"`
 }
 
-// Usage sums the usage of every pool in the report.
+// Usage sums the usage of every pool in the report, saturating as
+// [Usage.Combine] does.
 func (r Report) Usage() Usage {
 	u := r.Persistent.Usage
 	for _, p := range r.Dynamic {

@@ -25,13 +25,16 @@ type Usage struct {
 	BytesReserved uint64 `json:"bytes_reserved"`
 }
 
-// Combine sums two readings.
+// Combine sums two readings, each field saturating at math.MaxUint64: no
+// device's pools hold that much (a manager refuses a page that would take
+// its own past it), but readings decoded from a report, or made up, may
+// sum past it, and a sum that wrapped read as a few bytes.
 func (u Usage) Combine(o Usage) Usage {
 	return Usage{
-		NumberAllocs:  u.NumberAllocs + o.NumberAllocs,
-		BytesInUse:    u.BytesInUse + o.BytesInUse,
-		BytesPadding:  u.BytesPadding + o.BytesPadding,
-		BytesReserved: u.BytesReserved + o.BytesReserved,
+		NumberAllocs:  saturatingAdd(u.NumberAllocs, o.NumberAllocs),
+		BytesInUse:    saturatingAdd(u.BytesInUse, o.BytesInUse),
+		BytesPadding:  saturatingAdd(u.BytesPadding, o.BytesPadding),
+		BytesReserved: saturatingAdd(u.BytesReserved, o.BytesReserved),
 	}
 }
 

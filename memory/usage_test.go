@@ -60,6 +60,23 @@ func TestUsageCombine(t *testing.T) {
 	require.Equal(t, a, a.Combine(Usage{}))
 }
 
+// Readings that sum past 2^64 (a report made up, or decoded from one) wrapped
+// to a few bytes; each field of the sum stops at math.MaxUint64, alone.
+func TestUsageCombineSaturates(t *testing.T) {
+	const top = math.MaxUint64
+	a := Usage{NumberAllocs: top - 1, BytesInUse: top, BytesPadding: 1 << 63, BytesReserved: 5}
+	b := Usage{NumberAllocs: 1, BytesInUse: 1, BytesPadding: 1 << 63, BytesReserved: 7}
+	want := Usage{NumberAllocs: top, BytesInUse: top, BytesPadding: top, BytesReserved: 12}
+	require.Equal(t, want, a.Combine(b))
+	require.Equal(t, want, b.Combine(a))
+	huge := Usage{NumberAllocs: top, BytesInUse: top, BytesPadding: top, BytesReserved: top}
+	require.Equal(t, huge, huge.Combine(huge))
+
+	r := Report{Persistent: PoolReport{Usage: huge}, Dynamic: []PoolReport{{Usage: a}, {Usage: b}}}
+	require.Equal(t, huge, r.Usage())
+	require.Contains(t, r.Usage().String(), " Total bytes reserved: 18.45 EB\n")
+}
+
 func TestInstallErrorMessages(t *testing.T) {
 	for _, c := range []struct {
 		err       *InstallError
