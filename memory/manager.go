@@ -76,7 +76,10 @@ type reservation struct {
 const noSlot = -1
 
 // Manager routes one stream's reservations through its pools. It is not
-// safe for concurrent use; callers serialise access.
+// safe for concurrent use; callers serialise access. Build one with
+// NewManager: the zero Manager has no pools, and refuses reservations and
+// layouts with ErrNotBuilt (its Report is the zero one, its Cleanup does
+// nothing, and no handle is live in it).
 type Manager struct {
 	id           uint32
 	storage      vkruntime.Storage
@@ -119,6 +122,13 @@ type ManagerOption func(*Manager)
 
 // ErrInvalidOption: NewManager was given a nil option.
 var ErrInvalidOption = errors.New("memory: invalid option")
+
+// ErrNotBuilt: a Manager that NewManager did not build (the zero Manager)
+// was asked to reserve or install: it has no pools.
+var ErrNotBuilt = errors.New("memory: the manager was not built by NewManager")
+
+// built is whether NewManager built m: the zero Manager has no pools.
+func (m *Manager) built() bool { return m.persistent != nil }
 
 // WithLogger is where the manager warns, from the layout NewManager builds
 // on (SetLogger after NewManager comes too late for that layout's
@@ -464,6 +474,10 @@ func (e *requestRefused) Unwrap() []error { return []error{e.oom, e.err} }
 
 // reserveSlow is Reserve past its common case, and ReserveTight when tight.
 func (m *Manager) reserveSlow(size uint64, mapping Mapping, tight bool) (Handle, error) {
+	if !m.built() {
+		// Its alignment of 0 read as a size that overflows when aligned.
+		return Handle{}, fmt.Errorf("%w: reserve %d B", ErrNotBuilt, size)
+	}
 	if mapping != Eager && mapping != Lazy {
 		return Handle{}, fmt.Errorf("%w %d (want Eager or Lazy): reserve %d B", ErrUnknownMapping, int(mapping), size)
 	}
@@ -894,6 +908,9 @@ func (m *Manager) Usage() Usage { return m.total }
 // Report is a per-pool snapshot: the arena first when there is one, then the
 // dynamic pools in routing order, and the persistent pool.
 func (m *Manager) Report() Report {
+	if !m.built() {
+		return Report{}
+	}
 	r := Report{Dynamic: make([]PoolReport, 0, len(m.pools)+1), Persistent: m.persistent.report()}
 	if m.arena != nil {
 		r.Dynamic = append(r.Dynamic, m.arena.report())
@@ -909,6 +926,9 @@ func (m *Manager) Report() Report {
 // persistent pool last) and returns it: what a per-event observer needs of
 // a report, without building one.
 func (m *Manager) PoolUsages(dst []Usage) []Usage {
+	if !m.built() {
+		return dst
+	}
 	if m.arena != nil {
 		dst = append(dst, m.arena.usage)
 	}
@@ -973,6 +993,9 @@ func (m *Manager) Check(l Layout) error {
 }
 
 func (m *Manager) check(l Layout) (resolvedLayout, error) {
+	if !m.built() {
+		return resolvedLayout{}, fmt.Errorf("%w: install %s", ErrNotBuilt, l.Brief())
+	}
 	resolved, ierr := l.resolve(m.props, m.backendLimit)
 	if ierr != nil {
 		return resolvedLayout{}, ierr
@@ -987,6 +1010,9 @@ func (m *Manager) check(l Layout) (resolvedLayout, error) {
 // direct allocations past the watermark). Where the device panics in it,
 // what went back before the panic is gone and the rest held as it was.
 func (m *Manager) Cleanup(explicit bool) {
+	if !m.built() {
+		return
+	}
 	m.cleanupDynamic(explicit)
 	m.persistent.cleanup(explicit)
 	m.storage.Flush()

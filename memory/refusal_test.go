@@ -298,3 +298,38 @@ func allErrors(err error) func(func(error) bool) {
 		walk(err)
 	}
 }
+
+// The zero Manager, which NewManager did not build, has no pools: its
+// Report, Install and Cleanup panicked on the missing persistent pool, and
+// its Reserve said a byte overflowed when aligned to 0 B. Each now refuses
+// with ErrNotBuilt, or reports the nothing it holds.
+func TestTheZeroManagerRefusesWithErrNotBuilt(t *testing.T) {
+	var m Manager
+	for name, reserve := range map[string]func(uint64, Mapping) (Handle, error){"Reserve": m.Reserve, "ReserveTight": m.ReserveTight} {
+		for _, persistent := range []bool{false, true} {
+			if persistent {
+				m.BeginPersistent()
+			}
+			var h Handle
+			var err error
+			require.NotPanics(t, func() { h, err = reserve(1, Eager) }, name)
+			require.ErrorIs(t, err, ErrNotBuilt, name)
+			require.EqualError(t, err, "memory: the manager was not built by NewManager: reserve 1 B", name)
+			require.True(t, h.IsZero(), name)
+			m.EndPersistent()
+		}
+	}
+	require.NotPanics(t, func() {
+		require.Equal(t, Report{}, m.Report())
+		require.Empty(t, m.PoolUsages(nil))
+		m.Cleanup(true)
+		m.Cleanup(false)
+	})
+	for _, err := range []error{m.Install(DirectLayout()), m.Check(VirtualLayout(VirtualPlan{}))} {
+		require.ErrorIs(t, err, ErrNotBuilt)
+		require.NotErrorIs(t, err, &InstallError{Kind: InvalidLayout})
+	}
+	require.EqualError(t, m.Install(DirectLayout()), `memory: the manager was not built by NewManager: install "Direct"`)
+	require.ErrorIs(t, m.Free(Handle{}), vkruntime.ErrNotFound)
+	require.Equal(t, Usage{}, m.Usage())
+}
