@@ -692,6 +692,14 @@ func (c *Client) Close() error {
 	return errors.Join(errs...)
 }
 
+// Closed says whether Close has been called on the client: from its start
+// on, the client takes no new work, refusing it with ErrClosed. A nil or
+// zero Client, which has no device to act on, says true, as Stream.Closed
+// does. It is safe to call concurrently with Close.
+func (c *Client) Closed() bool {
+	return c.isNil() || c.closed.Load()
+}
+
 func (c *Client) nextBufferID() uint64 { return c.bufferID.Add(1) }
 
 // callContext is ctx, ended also when Close begins, for a call that may

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,4 +45,37 @@ func TestCloseEndsTheCallsInFlight(t *testing.T) {
 	require.Equal(t, 1, strings.Count(err.Error(), "client: "), "%v", err)
 	_, err = y.Read(ctx)
 	require.ErrorIs(t, err, ErrClosed)
+}
+
+// Closed says false for an open client and true from Close on, read by
+// other goroutines while Close runs (go test -race), and true for a nil or
+// zero Client, which takes no work.
+func TestClosedSaysWhetherCloseWasCalled(t *testing.T) {
+	c := openOnCPU(t, nil)
+	require.False(t, c.Closed())
+	stop := make(chan struct{})
+	var seen sync.WaitGroup
+	for range 4 {
+		seen.Add(1)
+		go func() {
+			defer seen.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					_ = c.Closed()
+				}
+			}
+		}()
+	}
+	require.NoError(t, c.Close())
+	require.True(t, c.Closed())
+	close(stop)
+	seen.Wait()
+	_, err := c.NewStream()
+	require.ErrorIs(t, err, ErrClosed, "a client that says it is closed refuses work")
+	var nilClient *Client
+	require.True(t, nilClient.Closed())
+	require.True(t, (&Client{}).Closed())
 }

@@ -321,3 +321,14 @@ func TestArgsAndEnvWASICannotPassAreRefused(t *testing.T) {
 	_, err := h.Run(ctx, m, WithArgs("guest", "a=b"), WithEnv("A", "b=c"), WithEnv("A", ""))
 	require.NoError(t, err, "'=' in an argument or a value, and an empty value, are passed")
 }
+
+// New refuses a closed client with client.ErrClosed, where it made a host
+// whose every Run then failed making the guest's stream.
+func TestNewRefusesAClosedClient(t *testing.T) {
+	c := openClient(t)
+	require.NoError(t, c.Close())
+	h, err := New(context.Background(), c)
+	require.ErrorIs(t, err, client.ErrClosed)
+	require.ErrorContains(t, err, "wasmhost: the client to run guests on is closed")
+	require.Nil(t, h)
+}

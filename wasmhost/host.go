@@ -126,9 +126,10 @@ const closedExitCode = 0xc105ed
 
 // New starts a host over c. ctx may carry wazero's experimental function
 // listener, which then sees every host call. A nil or zero c, which
-// client.Open never returns, is refused with client.ErrNil: the host ran
-// no guest on it. A nil Option, or a nil RunOption given to WithDefaults,
-// is refused with ErrInvalidOption, and so is an argument or environment
+// client.Open never returns, is refused with client.ErrNil, and a closed
+// one (client.Client.Closed) with client.ErrClosed: the host ran no guest
+// on it. A nil Option, or a nil RunOption given to WithDefaults, is
+// refused with ErrInvalidOption, and so is an argument or environment
 // variable WithDefaults gives that WASI cannot pass.
 func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 	if ctx == nil {
@@ -136,6 +137,10 @@ func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 	}
 	if c.Device() == nil { // a nil or zero client has none
 		return nil, fmt.Errorf("wasmhost: no client to run guests on: %w", client.ErrNil)
+	}
+	if c.Closed() {
+		// Every Run failed making the guest's stream, in the client's words.
+		return nil, fmt.Errorf("wasmhost: the client to run guests on is closed: %w", client.ErrClosed)
 	}
 	cfg := hostConfig{maxMemoryPages: DefaultMaxMemoryPages, maxTableEntries: DefaultMaxTableEntries, records: true}
 	for i, o := range opts {
