@@ -112,3 +112,59 @@ func TestAGrantedDirectoryThatCannotBeOpenedIsAnInvalidOption(t *testing.T) {
 	require.Nil(t, res)
 	require.Len(t, c.Streams(), streams, "no stream was made for the guest")
 }
+
+// A directory grant no guest can be given, an empty or NUL-holding path, a
+// relative or unclean guest path (which wazero took for another) or a
+// guest path granted twice (the later hid the earlier), is refused as the
+// host's option (ErrInvalidOption), naming the path and why: by New where
+// WithDefaults gives it, by Run before anything is made for the guest.
+// New took each of them, and Run all but the empty host directory.
+func TestAGrantedDirectoryOfABadPathIsAnInvalidOption(t *testing.T) {
+	dir, other := t.TempDir(), t.TempDir()
+	for _, tc := range []struct {
+		name string
+		opts []RunOption
+		want string
+	}{
+		{"empty host", []RunOption{WithReadOnlyDir("", "/data")}, `the host directory for "/data" is empty`},
+		{"NUL host", []RunOption{WithReadOnlyDir(dir+"\x00x", "/data")}, `the host directory "` + dir + `\x00x" holds a NUL byte`},
+		{"empty guest", []RunOption{WithReadOnlyDir(dir, "")}, `the guest path for "` + dir + `" is empty; want an absolute path ("/" for the root)`},
+		{"NUL guest", []RunOption{WithReadOnlyDir(dir, "/da\x00ta")}, `the guest path "/da\x00ta" holds a NUL byte`},
+		{"relative guest", []RunOption{WithReadOnlyDir(dir, "data")}, `the guest path "data" is relative; want an absolute path such as "/data"`},
+		{"dot guest", []RunOption{WithReadOnlyDir(dir, "./data")}, `the guest path "./data" is relative`},
+		{"trailing slash", []RunOption{WithReadOnlyDir(dir, "/data/")}, `the guest path "/data/" is not clean; want "/data"`},
+		{"dot-dot", []RunOption{WithReadOnlyDir(dir, "/a/../b")}, `the guest path "/a/../b" is not clean; want "/b"`},
+		{"twice", []RunOption{WithReadOnlyDir(dir, "/data"), WithReadOnlyDir(other, "/data")},
+			`the guest path "/data" is granted twice, "` + dir + `" and "` + other + `"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := openClient(t)
+			h, err := New(context.Background(), c, WithDefaults(tc.opts...))
+			require.ErrorIs(t, err, ErrInvalidOption)
+			require.ErrorContains(t, err, "WithReadOnlyDir: "+tc.want)
+			require.Nil(t, h)
+
+			h = newHost(t, context.Background(), c)
+			m := compile(t, h, guestWAT(t, "", `(drop (call $sync))`))
+			streams := len(c.Streams())
+			res, err := h.Run(context.Background(), m, tc.opts...)
+			require.ErrorIs(t, err, ErrInvalidOption)
+			require.NotErrorIs(t, err, ErrRefused, "the module is not to blame")
+			require.ErrorContains(t, err, "wasmhost: invalid option: WithReadOnlyDir: "+tc.want)
+			require.Nil(t, res)
+			require.Len(t, c.Streams(), streams, "no stream was made for the guest")
+		})
+	}
+	// One grant at a guest path by the host's defaults and another by Run's
+	// options is the same guest path granted twice.
+	c := openClient(t)
+	h := newHost(t, context.Background(), c, WithDefaults(WithReadOnlyDir(dir, "/data")))
+	m := compile(t, h, guestWAT(t, "", `(drop (call $sync))`))
+	_, err := h.Run(context.Background(), m, WithReadOnlyDir(other, "/data"))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.ErrorContains(t, err, "is granted twice")
+	_, err = h.Run(context.Background(), m, WithReadOnlyDir(other, "/other"))
+	require.NoError(t, err, "a second guest path takes another directory")
+	_, err = h.Run(context.Background(), m, WithReadOnlyDir(other, "/"))
+	require.NoError(t, err, "the root is a guest path")
+}

@@ -30,7 +30,8 @@
 //	res, err := h.Run(ctx, m, wasmhost.WithDeadline(time.Minute))
 //
 // An option New or Run cannot follow (a nil one, an argument or environment
-// variable WASI cannot pass) is refused with ErrInvalidOption before
+// variable WASI cannot pass, a directory granted at a guest path that is
+// empty, relative or taken) is refused with ErrInvalidOption before
 // anything is made: the guest is not to blame.
 //
 // Go guests are written with package wasmhost/guest.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strings"
 	"time"
 
@@ -136,6 +137,39 @@ func (c runConfig) check() error {
 				abbreviate([]byte(name)), strings.IndexByte(value, 0))
 		}
 	}
+	return checkDirs(c.dirs)
+}
+
+// checkDirs says what of dirs ([host, guest] pairs, WithReadOnlyDir) no
+// guest can be granted: an empty host directory or guest path, one holding
+// a NUL byte, a guest path that is not absolute or not clean (wazero
+// takes "data", "./data" and "/data/" for "/data", and "/a/../b" for a
+// directory named so), and a guest path granted twice, where the later
+// grant silently hid the earlier.
+func checkDirs(dirs [][2]string) error {
+	granted := make(map[string]string, len(dirs))
+	for _, d := range dirs {
+		host, guest := d[0], d[1]
+		switch {
+		case host == "":
+			return fmt.Errorf("WithReadOnlyDir: the host directory for %q is empty", guest)
+		case strings.IndexByte(host, 0) >= 0:
+			return fmt.Errorf("WithReadOnlyDir: the host directory %q holds a NUL byte", host)
+		case guest == "":
+			return fmt.Errorf("WithReadOnlyDir: the guest path for %q is empty; want an absolute path (\"/\" for the root)", host)
+		case strings.IndexByte(guest, 0) >= 0:
+			return fmt.Errorf("WithReadOnlyDir: the guest path %q holds a NUL byte", guest)
+		case !path.IsAbs(guest):
+			return fmt.Errorf("WithReadOnlyDir: the guest path %q is relative; want an absolute path such as %q", guest, path.Join("/", guest))
+		case path.Clean(guest) != guest:
+			return fmt.Errorf("WithReadOnlyDir: the guest path %q is not clean; want %q", guest, path.Clean(guest))
+		}
+		if before, ok := granted[guest]; ok {
+			return fmt.Errorf("WithReadOnlyDir: the guest path %q is granted twice, %q and %q; a guest path takes one directory",
+				guest, before, host)
+		}
+		granted[guest] = host
+	}
 	return nil
 }
 
@@ -215,8 +249,14 @@ func WithEnv(name, value string) RunOption {
 // link in it leads outside it, and the guest reads only its regular files
 // and directories: a FIFO, device or socket it may list and stat, but a
 // read of one is refused (EPERM), since it could hold the guest inside the
-// host's call past its deadline. A directory that cannot be opened fails
-// Run with ErrInvalidOption before anything is made for the guest.
+// host's call past its deadline. guestPath is absolute and clean ("/data",
+// "/" for the root), and takes one directory: an empty host directory or
+// guest path, one holding a NUL byte, a relative or unclean guest path
+// ("data", "/data/", "/a/../b") and a guest path granted twice (by
+// WithDefaults and Run's options together too) are refused
+// (ErrInvalidOption): by New where WithDefaults gives them, else by Run.
+// A directory that cannot be opened fails Run with ErrInvalidOption
+// before anything is made for the guest.
 func WithReadOnlyDir(hostDir, guestPath string) RunOption {
 	return func(c runConfig) runConfig {
 		c.dirs = append(append([][2]string(nil), c.dirs...), [2]string{hostDir, guestPath})
