@@ -307,10 +307,9 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 		// pages by it, not by the heap.
 		props.MemorySize = limit
 	}
-	if props.Alignment%4 != 0 {
-		// Buffers are cleared with 32-bit fills of their whole slices.
+	if err := checkProperties(dev.Name(), props); err != nil {
 		dev.Close()
-		return nil, fmt.Errorf("client: device %s aligns slices to %d B; the client needs whole 32-bit words (a multiple of 4 B)", dev.Name(), props.Alignment)
+		return nil, err
 	}
 	if err := c.layout.Validate(props); err != nil {
 		dev.Close()
@@ -353,6 +352,42 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 	}
 	cl.def = def
 	return cl, nil
+}
+
+// ErrUnsupportedDevice: Open was given a device whose properties the
+// client cannot run on: slices aligned to other than a power of two of
+// whole 32-bit words (*AlignmentError), or a largest page the alignment
+// does not divide. Open closes the device.
+var ErrUnsupportedDevice = errors.New("client: unsupported device")
+
+// AlignmentError is ErrUnsupportedDevice with the numbers: device Device
+// aligns slices to Alignment bytes, which is no power of two (0 included)
+// or less than 4 B. The pools split pages by the alignment, which must be
+// a power of two, and buffers are cleared with 32-bit fills of their whole
+// slices.
+type AlignmentError struct {
+	Device    string
+	Alignment uint64
+}
+
+func (e *AlignmentError) Error() string {
+	return fmt.Sprintf("client: device %s aligns slices to %d B; the client needs a power of two of whole 32-bit words (4 B, 8 B, …)", e.Device, e.Alignment)
+}
+
+// Is makes an *AlignmentError match ErrUnsupportedDevice.
+func (e *AlignmentError) Is(target error) bool { return target == ErrUnsupportedDevice }
+
+// checkProperties refuses the properties of a device the client cannot run
+// on (ErrUnsupportedDevice); they were refused later, as the initial
+// layout's fault (ErrInvalidOption), where not in words of no kind.
+func checkProperties(name string, p vkruntime.DeviceProperties) error {
+	if a := p.Alignment; a < 4 || a&(a-1) != 0 {
+		return &AlignmentError{Device: name, Alignment: a}
+	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("%w: device %s: %w", ErrUnsupportedDevice, name, err)
+	}
+	return nil
 }
 
 // refusal is Open's refusal of what it was given, before a device is

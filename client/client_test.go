@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -201,20 +202,46 @@ func TestWithBackendHandsTheClientADevice(t *testing.T) {
 	require.Equal(t, uint64(4<<20), oom.Limit)
 }
 
-// halfWordDevice claims a 2 B alignment, which no buffer clear can honour.
-type halfWordDevice struct{ *cpu.Device }
+// oddDevice claims properties of its own, which the client cannot run
+// on: an alignment no buffer clear can honour or the pools cannot split
+// pages by, a largest page of none.
+type oddDevice struct {
+	*cpu.Device
+	alignment, maxPage uint64
+}
 
-func (d halfWordDevice) Properties() vkruntime.DeviceProperties {
+func (d oddDevice) Properties() vkruntime.DeviceProperties {
 	p := d.Device.Properties()
-	p.Alignment = 2
+	p.Alignment, p.MaxPageSize = d.alignment, d.maxPage
 	return p
 }
 
+// Open refuses a device whose properties the client cannot run on with
+// ErrUnsupportedDevice (an *AlignmentError giving the numbers where the
+// alignment is at fault), and closes it. An alignment of 2 B was refused
+// in words of no kind, and one of 0 B or 12 B as the initial layout's
+// fault (ErrInvalidOption).
 func TestOpenRefusesADeviceWhoseSlicesAreNotWholeWords(t *testing.T) {
+	for _, alignment := range []uint64{0, 1, 2, 6, 12} {
+		d, err := cpu.New()
+		require.NoError(t, err)
+		_, err = Open(context.Background(), WithBackend(oddDevice{d, alignment, 1 << 20}))
+		require.ErrorIs(t, err, ErrUnsupportedDevice, "alignment %d", alignment)
+		require.NotErrorIs(t, err, ErrInvalidOption, "the layout is not to blame")
+		var ae *AlignmentError
+		require.ErrorAs(t, err, &ae)
+		require.Equal(t, AlignmentError{Device: d.Name(), Alignment: alignment}, *ae)
+		require.EqualError(t, err, fmt.Sprintf("client: device %s aligns slices to %d B; the client needs a power of two of whole 32-bit words (4 B, 8 B, …)", d.Name(), alignment))
+		_, err = d.Storage().Alloc(16)
+		require.ErrorContains(t, err, "closed", "the refused device was closed")
+	}
 	d, err := cpu.New()
 	require.NoError(t, err)
-	_, err = Open(context.Background(), WithBackend(halfWordDevice{d}))
-	require.ErrorContains(t, err, "aligns slices to 2 B")
+	_, err = Open(context.Background(), WithBackend(oddDevice{d, 256, 0}))
+	require.ErrorIs(t, err, ErrUnsupportedDevice)
+	require.NotErrorIs(t, err, ErrInvalidOption, "the layout is not to blame")
+	require.ErrorContains(t, err, "client: unsupported device: device "+d.Name()+": ")
+	require.ErrorContains(t, err, "max page size is 0")
 	_, err = d.Storage().Alloc(16)
 	require.ErrorContains(t, err, "closed", "the refused device was closed")
 }

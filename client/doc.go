@@ -64,4 +64,7 @@
 // the others their zero value (Stream.Closed says true), rather than
 // dereferencing nil. A call given a nil context, Open's too, is refused
 // with ErrNilContext, and Open given a nil Option with ErrInvalidOption.
+// A device whose properties the client cannot run on (slices aligned to
+// other than a power of two of whole 32-bit words: *AlignmentError) is
+// refused by Open with ErrUnsupportedDevice, and closed.
 package client
