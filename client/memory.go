@@ -89,13 +89,14 @@ func (c *Client) Persistent(ctx context.Context, fn func(ctx context.Context) er
 }
 
 // InstallMemoryPools rebuilds the calling stream's dynamic pools with layout
-// l, which also becomes the layout of streams created afterwards. Errors are
-// *memory.InstallError: InvalidLayout (nothing changes), PoolsInUse (the
-// stream still holds live dynamic buffers; its old layout is kept, and so is
-// the client's), StreamUnavailable (the stream is in an error state; l still
-// applies to new streams) or Unsupported; a closed calling stream is
-// ErrClosed and one of another client ErrForeignStream, and neither changes
-// the client's layout.
+// l, which also becomes the layout of streams created afterwards. The
+// pools' refusals say "client: stream N: installing layout …" and wrap a
+// *memory.InstallError (errors.As): InvalidLayout (nothing changes),
+// PoolsInUse (the stream still holds live dynamic buffers; its old layout
+// is kept, and so is the client's), StreamUnavailable (the stream is in an
+// error state; l still applies to new streams) or Unsupported; a closed
+// calling stream is ErrClosed and one of another client ErrForeignStream,
+// and neither changes the client's layout.
 func (c *Client) InstallMemoryPools(ctx context.Context, l memory.Layout) error {
 	s, err := c.CallingStream(ctx)
 	if err != nil {
@@ -142,7 +143,7 @@ func (s *Stream) install(l memory.Layout) (installs uint64, err error) {
 		return 0, s.closedError()
 	}
 	if err := l.Validate(s.c.props); err != nil {
-		return 0, err
+		return 0, s.installRefused(l, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -153,18 +154,25 @@ func (s *Stream) install(l memory.Layout) (installs uint64, err error) {
 		// The client keeps l for its new streams: one they could not be
 		// built with is refused as a healthy stream refuses it.
 		if err := s.mgr.Check(l); err != nil {
-			return 0, err
+			return 0, s.installRefused(l, err)
 		}
-		return 0, &memory.InstallError{Kind: memory.StreamUnavailable}
+		return 0, s.installRefused(l, &memory.InstallError{Kind: memory.StreamUnavailable})
 	}
 	if err := s.mgr.Install(l); err != nil {
-		return 0, err
+		return 0, s.installRefused(l, err)
 	}
 	s.layout = l
 	s.installs++
 	// Install cleaned the old pools up; hand their pages to the driver now.
 	s.c.storage.Flush()
 	return s.installs, nil
+}
+
+// installRefused is err, the pools' refusal to install l on s, in the
+// client's words ("client: stream 1: installing layout …: …"): errors.Is
+// and errors.As still find the pools' *memory.InstallError.
+func (s *Stream) installRefused(l memory.Layout, err error) error {
+	return prefixed(err, "stream %d: installing layout %s", s.id, l.Brief())
 }
 
 // BeginPersistent opens a persistent window on the stream: what it

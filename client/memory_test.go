@@ -34,7 +34,11 @@ func TestInstallMemoryPools(t *testing.T) {
 	require.ErrorAs(t, err, &ie)
 	require.Equal(t, memory.InvalidLayout, ie.Kind)
 	require.False(t, ie.Transient())
+	require.ErrorContains(t, err, "client: stream 0: installing layout "+memory.SlicedLayout().Brief()+": the pool layout cannot be honoured: ")
 	require.True(t, c.Layout().Equal(byDefault))
+	err = c.DefaultStream().InstallMemoryPools(memory.SlicedLayout())
+	require.ErrorIs(t, err, &memory.InstallError{Kind: memory.InvalidLayout})
+	require.ErrorContains(t, err, "client: stream 0: installing layout ", "a stream's install says so too")
 
 	// PoolsInUse while a dynamic buffer lives: transient, old layout kept.
 	b, err := c.Empty(ctx, 1000)
@@ -44,7 +48,9 @@ func TestInstallMemoryPools(t *testing.T) {
 	require.Equal(t, memory.PoolsInUse, ie.Kind)
 	require.True(t, ie.Transient())
 	require.Equal(t, uint64(1000), ie.BytesInUse)
-	require.Equal(t, "1000 B still live in the pools, in 1 reservation", err.Error())
+	// In the client's words, as its other errors are: the stream and the
+	// layout, then the pools' own.
+	require.Equal(t, "client: stream 0: installing layout "+capped.Brief()+": 1000 B still live in the pools, in 1 reservation", err.Error())
 	require.True(t, c.DefaultStream().Layout().Equal(byDefault))
 	require.True(t, c.Layout().Equal(byDefault))
 	got, err := b.Read(ctx)
@@ -83,7 +89,8 @@ func TestInstallMemoryPools(t *testing.T) {
 	err = c.InstallMemoryPools(WithStream(ctx, s), direct)
 	require.ErrorAs(t, err, &ie)
 	require.Equal(t, memory.StreamUnavailable, ie.Kind)
-	require.Equal(t, "the calling stream is in an error state", err.Error())
+	require.Equal(t, fmt.Sprintf("client: stream %d: installing layout %s: the calling stream is in an error state", s.ID(), direct.Brief()), err.Error())
+	require.ErrorIs(t, err, &memory.InstallError{Kind: memory.StreamUnavailable})
 	require.True(t, s.Layout().Equal(capped))
 	require.True(t, c.Layout().Equal(direct))
 	_, err = s.Empty(ctx, 16)

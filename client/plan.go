@@ -202,7 +202,7 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 	// against.
 	installs, err := c.installOn(target, m.Plan)
 	if err != nil {
-		return m, fmt.Errorf("client: installing the measured plan on stream %d: %w", target.id, err)
+		return m, prefixed(err, "installing the measured plan")
 	}
 	if !opts.Verify {
 		return m, nil

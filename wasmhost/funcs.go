@@ -442,6 +442,12 @@ func memoryInstall(g *instance, mem api.Memory, stack []uint64) Errno {
 		}
 	}
 	if err := g.stream.InstallMemoryPools(l); err != nil {
+		var ie *memory.InstallError
+		if errors.As(err, &ie) {
+			// The guest is told the pools' words: the client's name its
+			// stream and the layout the guest gave.
+			return g.failShown(err, ie.Error())
+		}
 		return g.fail(err)
 	}
 	g.installed, g.ownLayout = l, true

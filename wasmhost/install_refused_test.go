@@ -2,9 +2,13 @@ package wasmhost
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/vkrt/vkrt/memory"
 )
 
 // A memory_install refused with EBUSY (a buffer is live) changes nothing:
@@ -46,4 +50,29 @@ func TestAnInstalledLayoutIsToldInTheResult(t *testing.T) {
 	res, err = h.Run(context.Background(), none)
 	require.NoError(t, err)
 	require.False(t, res.InstalledLayout)
+}
+
+// A memory_install the pools refuse tells the guest the pools' words
+// through last_error, not the client's, which name the guest's stream and
+// repeat the layout it gave; the host's words (Result.LastError) are the
+// client's.
+func TestARefusedInstallTellsTheGuestThePoolsWords(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	s, err := c.NewStream()
+	require.NoError(t, err)
+	defer s.Close()
+	g := newInstance(h, context.Background(), s, runConfig{})
+	t.Cleanup(func() { require.NoError(t, g.release()) })
+	ctx := context.WithValue(context.Background(), instanceKey{}, g)
+	mem := &fakeMemory{b: make([]byte, 8192)}
+	mod := fakeModule{mem: mem}
+	copy(mem.b[1024:], "direct")
+	require.Equal(t, ESUCCESS, call(ctx, mod, "buffer_create", 16, 0))
+	require.Equal(t, EBUSY, call(ctx, mod, "memory_install", 1024, 6))
+	require.Equal(t, ESUCCESS, call(ctx, mod, "last_error", 2048, 4096, 4))
+	n := binary.LittleEndian.Uint32(mem.b[4:])
+	require.Equal(t, "16 B still live in the pools, in 1 reservation", string(mem.b[2048:2048+n]))
+	require.Equal(t, fmt.Sprintf("client: stream %d: installing layout %s: 16 B still live in the pools, in 1 reservation", s.ID(), memory.DirectLayout().Brief()),
+		g.last.message())
 }
