@@ -54,7 +54,8 @@ type MeasureOptions struct {
 	// Label, when set, records the pools into the client's environment:
 	// "<Label>: dry run" after the dry run and "<Label>: real run" after the
 	// verification. A label either record would refuse is refused before
-	// the workload runs.
+	// the workload runs, with the environment's error
+	// (environment.ErrInvalidRecord).
 	Label string
 }
 
@@ -134,7 +135,9 @@ func (c *Client) MeasurePlan(ctx context.Context, workload Workload, opts Measur
 	if opts.Label != "" {
 		for _, run := range []string{dryRunLabel, realRunLabel} {
 			if err := environment.CheckLabel(opts.Label + run); err != nil {
-				return nil, err
+				// The environment's words name the record's label, not the
+				// one the caller gave.
+				return nil, prefixed(err, "MeasureOptions.Label of %d B, with %q added, labels a record", len(opts.Label), run)
 			}
 		}
 	}

@@ -261,6 +261,9 @@ func TestMeasurePlanRefusesItsRecordsLabelBeforeTheWorkloadRuns(t *testing.T) {
 		_, err := c.MeasurePlan(ctx, func(context.Context) error { ran = true; return nil }, MeasureOptions{Label: label, Verify: true})
 		require.ErrorIs(t, err, environment.ErrInvalidRecord, "label of %d B", len(label))
 		require.False(t, ran, "label of %d B: the workload ran for records that could not be written", len(label))
+		// In the client's words, naming the label given and what the
+		// record's label adds to it.
+		require.ErrorContains(t, err, fmt.Sprintf(`client: MeasureOptions.Label of %d B, with ": dry run" added, labels a record: environment: invalid record: `, len(label)))
 	}
 	require.Zero(t, records())
 	_, err := c.MeasurePlan(ctx, allocations(c, 0, 1000), MeasureOptions{Label: strings.Repeat("x", 4086), Verify: true})
