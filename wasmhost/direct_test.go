@@ -332,3 +332,23 @@ func TestNewRefusesAClosedClient(t *testing.T) {
 	require.ErrorContains(t, err, "wasmhost: the client to run guests on is closed")
 	require.Nil(t, h)
 }
+
+// Run on a host whose client was closed since New is refused with
+// client.ErrClosed, the client named, before anything is made: a guest
+// given a stream with OnStream was refused as an invalid option (the
+// stream read as closed), one without failed making its stream.
+func TestRunOnAClosedClientIsRefused(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	m := compile(t, h, guestWAT(t, "", `(drop (call $sync))`))
+	s := c.DefaultStream()
+	require.NoError(t, c.Close())
+	for _, opts := range [][]RunOption{nil, {OnStream(s)}} {
+		res, err := h.Run(context.Background(), m, opts...)
+		require.ErrorIs(t, err, client.ErrClosed)
+		require.NotErrorIs(t, err, ErrInvalidOption, "the options are not to blame")
+		require.NotErrorIs(t, err, ErrClosed, "the host is open")
+		require.EqualError(t, err, "wasmhost: the client the host runs guests on is closed: client: closed")
+		require.Nil(t, res)
+	}
+}

@@ -489,8 +489,9 @@ type instanceKey struct{}
 // freed before Run returns. m is a module this host compiled and has not
 // closed: a nil one, one of another host or a closed one is ErrRefused.
 // A nil RunOption, and an argument or environment variable WASI cannot
-// pass (see WithArgs, WithEnv), are refused with ErrInvalidOption, before
-// anything is made for the guest.
+// pass (see WithArgs, WithEnv), are refused with ErrInvalidOption, and a
+// client closed since New with client.ErrClosed, before anything is made
+// for the guest.
 func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, error) {
 	if h.isNil() {
 		return nil, ErrNil
@@ -529,6 +530,11 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 	}
 	if err := cfg.check(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	if h.c.Closed() {
+		// Closed by its owner after New: no stream can be made or used for
+		// the guest. OnStream's stream read as the option's fault.
+		return nil, fmt.Errorf("wasmhost: the client the host runs guests on is closed: %w", client.ErrClosed)
 	}
 	if cfg.stream != nil {
 		// A stream of another client, or a closed one: every buffer call
