@@ -230,3 +230,39 @@ func runRecorder(t *testing.T, c *client.Client, ending string, gate <-chan stru
 	}
 	return h, result
 }
+
+// A Run that loads a module while the module's Close runs is refused as
+// one after it, "the module is closed" (ErrRefused), where wazero's words
+// came through: "source module must be compiled before instantiation".
+// Runs in a loop on several goroutines, one of them is caught between its
+// check of the module and the load in most rounds.
+func TestARunRacingModuleCloseSaysTheModuleIsClosed(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	src := guestWAT(t, "", ``)
+	for round := range 20 {
+		m := compile(t, h, src)
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					if _, err := h.Run(context.Background(), m); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(round%5) * time.Millisecond)
+		require.NoError(t, m.Close(context.Background()))
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.ErrorIs(t, err, ErrRefused)
+			require.ErrorContains(t, err, "wasmhost: module refused: the module is closed")
+		}
+	}
+}

@@ -349,8 +349,9 @@ func compileModule(ctx context.Context, rt wazero.Runtime, wasm []byte) (cm waze
 	return rt.CompileModule(ctx, wasm)
 }
 
-// Close releases the compiled code; a Run of the module after it is
-// ErrRefused. A nil or zero Module is ErrNil.
+// Close releases the compiled code; a Run of the module after it, or one
+// loading it while Close runs, is ErrRefused ("the module is closed"); a
+// guest already loaded runs on. A nil or zero Module is ErrNil.
 func (m *Module) Close(ctx context.Context) error {
 	if m == nil || m.compiled == nil {
 		return ErrNil
@@ -593,6 +594,12 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 		err = fmt.Errorf("%w (while loading): %w", ErrClosed, shown(err))
 	} else if runCtx.Err() != nil {
 		err = fmt.Errorf("%w (while loading): %w", endedBy(runCtx), shown(err))
+	} else if m.closed.Load() {
+		// Closed after the check above, before wazero loaded it: its
+		// words were "source module must be compiled before
+		// instantiation". Close marks the module before it releases the
+		// code, so a load that failed for it sees the mark.
+		err = fmt.Errorf("%w: the module is closed (while loading)", ErrRefused)
 	} else {
 		err = fmt.Errorf("%w: %w", ErrRefused, shown(err))
 	}
