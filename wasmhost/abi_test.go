@@ -490,3 +490,34 @@ func TestARefusedFreeKeepsTheHandle(t *testing.T) {
 ==> vkrt_v1.buffer_free(handle=1048577)
 <== status=29`, hostCalls(log.String()))
 }
+
+// A stream WithDefaults gives with OnStream that no guest can run on is
+// refused by New, as Run refuses it: New made a host whose every Run was
+// refused it.
+func TestADefaultStreamNoGuestCanRunOnIsRefusedByNew(t *testing.T) {
+	c, other := openClient(t), openClient(t)
+	closed, err := c.NewStream()
+	require.NoError(t, err)
+	require.NoError(t, closed.Close())
+	foreign, err := other.NewStream()
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		s    *client.Stream
+		kind error
+		want string
+	}{
+		{closed, client.ErrClosed, fmt.Sprintf("wasmhost: invalid option: WithDefaults: OnStream: stream %d is closed: client: closed", closed.ID())},
+		{&client.Stream{}, client.ErrNil, "wasmhost: invalid option: WithDefaults: OnStream: client: a nil or zero Client or Stream"},
+		{foreign, client.ErrForeignStream, fmt.Sprintf("wasmhost: invalid option: WithDefaults: OnStream: client: the context's stream %d belongs to another client", foreign.ID())},
+	} {
+		h, err := New(context.Background(), c, WithDefaults(OnStream(tc.s)))
+		require.ErrorIs(t, err, ErrInvalidOption, tc.want)
+		require.ErrorIs(t, err, tc.kind, tc.want)
+		require.ErrorContains(t, err, tc.want)
+		require.Nil(t, h)
+	}
+	h := newHost(t, context.Background(), c, WithDefaults(OnStream(c.DefaultStream())))
+	m := compile(t, h, guestWAT(t, "", `(drop (call $create (i64.const 16) (i32.const 0)))`))
+	_, err = h.Run(context.Background(), m)
+	require.NoError(t, err, "a stream of the host's client is taken")
+}

@@ -129,8 +129,9 @@ const closedExitCode = 0xc105ed
 // client.Open never returns, is refused with client.ErrNil, and a closed
 // one (client.Client.Closed) with client.ErrClosed: the host ran no guest
 // on it. A nil Option, or a nil RunOption given to WithDefaults, is
-// refused with ErrInvalidOption, and so is an argument or environment
-// variable WithDefaults gives that WASI cannot pass.
+// refused with ErrInvalidOption, and so is an argument, environment
+// variable, directory or stream (OnStream) WithDefaults gives that no run
+// can take.
 func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 	if ctx == nil {
 		return nil, ErrNilContext
@@ -155,6 +156,10 @@ func New(ctx context.Context, c *client.Client, opts ...Option) (*Host, error) {
 	if err := cfg.run.check(); err != nil {
 		// Every run would be refused it.
 		return nil, fmt.Errorf("%w: WithDefaults: %w", ErrInvalidOption, err)
+	}
+	if err := streamRefusal(c, cfg.run.stream); err != nil {
+		// So every run would be refused this stream, unless given another.
+		return nil, fmt.Errorf("%w: WithDefaults: OnStream: %w", ErrInvalidOption, err)
 	}
 	if cfg.maxMemoryPages == 0 || cfg.maxMemoryPages > MaxMemoryPages {
 		return nil, fmt.Errorf("%w: WithMaxMemoryPages: memory limit of %d pages: want 1 to %d", ErrInvalidOption, cfg.maxMemoryPages, MaxMemoryPages)
@@ -537,16 +542,8 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 		// the guest. OnStream's stream read as the option's fault.
 		return nil, fmt.Errorf("wasmhost: the client the host runs guests on is closed: %w", client.ErrClosed)
 	}
-	if cfg.stream != nil {
-		// A stream of another client, or a closed one: every buffer call
-		// of the guest would fail, one by one, as EIO.
-		_, err := h.c.CallingStream(client.WithStream(ctx, cfg.stream))
-		if err == nil && cfg.stream.Closed() {
-			err = fmt.Errorf("stream %d is closed: %w", cfg.stream.ID(), client.ErrClosed)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: OnStream: %w", ErrInvalidOption, err)
-		}
+	if err := streamRefusal(h.c, cfg.stream); err != nil {
+		return nil, fmt.Errorf("%w: OnStream: %w", ErrInvalidOption, err)
 	}
 	dirs, err := openGuestDirs(cfg.dirs)
 	if err != nil {
@@ -620,6 +617,21 @@ func (h *Host) Run(ctx context.Context, m *Module, opts ...RunOption) (*Result, 
 		return res, errors.Join(err, fmt.Errorf("wasmhost: releasing the guest's buffers: %w", relErr))
 	}
 	return res, err
+}
+
+// streamRefusal says why no guest can run on s (OnStream), a stream of
+// another client than c, a zero one or a closed one: every buffer call of
+// the guest would fail, one by one, as EIO. nil for s nil (no OnStream)
+// and for a stream a guest can run on.
+func streamRefusal(c *client.Client, s *client.Stream) error {
+	if s == nil {
+		return nil
+	}
+	_, err := c.CallingStream(client.WithStream(context.Background(), s))
+	if err == nil && s.Closed() {
+		err = fmt.Errorf("stream %d is closed: %w", s.ID(), client.ErrClosed)
+	}
+	return err
 }
 
 // classify turns the error of _start into Run's.

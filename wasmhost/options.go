@@ -299,8 +299,8 @@ func WithRandomness() RunOption {
 // (client.MeasurePlan) runs a guest on the stream it measures this way.
 // A stream of another client than the host's (client.ErrForeignStream), a
 // zero one (client.ErrNil) and a closed one (client.ErrClosed) are refused
-// with an error that matches ErrInvalidOption too, before the guest is
-// loaded.
+// with an error that matches ErrInvalidOption too: by New where
+// WithDefaults gives it, else by Run before the guest is loaded.
 // A quota (WithMaxDeviceBytes) bounds what the stream's pools reserve,
 // which are shared: on a stream where others hold buffers (the host, a
 // guest run on it at the same time) theirs count against the guest's
