@@ -7,6 +7,7 @@ package gzread
 import (
 	"bufio"
 	"bytes"
+	"compress/flate"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -62,9 +63,23 @@ func unpacker(br *bufio.Reader) (*gzip.Reader, error) {
 	}
 	zr, err := gzip.NewReader(br)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
+		return nil, broken(err)
 	}
 	return zr, nil
+}
+
+// broken is err, from reading a gzip stream, as ErrUnreadable where the
+// stream is at fault (cut short, not gzip, failing its checksum), and as
+// it is where the reader under it failed: a disk failing inside a gzipped
+// file was a broken stream, though the same failure in a plain file was
+// returned as it is.
+func broken(err error) error {
+	var corrupt flate.CorruptInputError
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, gzip.ErrHeader) ||
+		errors.Is(err, gzip.ErrChecksum) || errors.As(err, &corrupt) {
+		return fmt.Errorf("%w: %v", ErrUnreadable, err)
+	}
+	return err
 }
 
 // ReadAll reads all of r, unpacked where it is gzip (its members one after
@@ -113,7 +128,7 @@ func ReadAllWith(r io.Reader, limit int64, add func(data, piece []byte) ([]byte,
 			switch {
 			case IsGzip(next):
 				if err := zr.Reset(br); err != nil {
-					return nil, true, fmt.Errorf("%w: %v", ErrUnreadable, err)
+					return nil, true, broken(err)
 				}
 				zr.Multistream(false)
 				continue
@@ -130,7 +145,7 @@ func ReadAllWith(r io.Reader, limit int64, add func(data, piece []byte) ([]byte,
 		}
 		if err != nil {
 			if gzipped {
-				return nil, true, fmt.Errorf("%w: %v", ErrUnreadable, err)
+				return nil, true, broken(err)
 			}
 			return nil, false, err
 		}

@@ -132,3 +132,24 @@ func TestReadAllReadsEveryMember(t *testing.T) {
 	_, _, err = ReadAll(bytes.NewReader(append(bytes.Clone(in), 0x1f, 0x8b, 'n', 'o', 't')), 1<<10)
 	require.ErrorIs(t, err, ErrUnreadable, "a member that is not gzip past its magic")
 }
+
+// A reader that fails inside a gzip stream (a disk failing, a pipe's
+// writer dying) is no broken stream: its error comes back as it is, as it
+// does for a plain file, and not as ErrUnreadable, whether it fails in the
+// header, in a member or between members.
+func TestAReaderFailingInsideAGzipStreamIsNotABrokenStream(t *testing.T) {
+	doc := Pack(bytes.Repeat([]byte(`"direct" `), 1<<12))
+	boom := errors.New("boom")
+	for name, in := range map[string]io.Reader{
+		"header":          io.MultiReader(bytes.NewReader(doc[:5]), iotest.ErrReader(boom)),
+		"member":          io.MultiReader(bytes.NewReader(doc[:len(doc)/2]), iotest.ErrReader(boom)),
+		"between members": io.MultiReader(bytes.NewReader(doc), bytes.NewReader(doc[:1]), iotest.ErrReader(boom)),
+	} {
+		_, _, err := ReadAll(in, 1<<20)
+		require.ErrorIs(t, err, boom, name)
+		require.NotErrorIs(t, err, ErrUnreadable, name)
+	}
+	_, _, err := Reader(io.MultiReader(bytes.NewReader(doc[:5]), iotest.ErrReader(boom)))
+	require.ErrorIs(t, err, boom)
+	require.NotErrorIs(t, err, ErrUnreadable)
+}
