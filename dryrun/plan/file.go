@@ -479,15 +479,23 @@ func ReadFile(path string) (File, error) {
 }
 
 // Read is ReadFile for a stream already open, a pipe as well as a file,
-// named name in errors: it reads r once, front to back.
+// named name in errors: it reads r once, front to back. With no name its
+// errors start as this package's do, "plan: ".
 func Read(r io.Reader, name string) (File, error) {
+	named := func(err error) error {
+		if name == "" {
+			// ": plan: …" named nothing.
+			return err
+		}
+		return fmt.Errorf("%s: %w", name, err)
+	}
 	data, err := readBounded(r, memory.MaxLayoutFileBytes)
 	if err != nil {
-		return File{}, fmt.Errorf("%s: %w", name, err)
+		return File{}, named(err)
 	}
 	pf, err := DecodeFile(data)
 	if err != nil {
-		return File{}, fmt.Errorf("%s: %w", name, err)
+		return File{}, named(err)
 	}
 	return pf, nil
 }

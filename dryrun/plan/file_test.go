@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	stdjson "encoding/json"
+	"errors"
 	"io"
 	"sort"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/require"
 
@@ -482,4 +484,16 @@ func TestPlanFileMemberOfNullSaysSo(t *testing.T) {
 		require.ErrorIs(t, err, ErrPlanFile, doc)
 		require.EqualError(t, err, "plan: not a usable plan file: "+want, doc)
 	}
+}
+
+func TestReadWithNoNameSaysPlan(t *testing.T) {
+	for _, in := range []io.Reader{strings.NewReader(`{"vkrt_plan":99}`), strings.NewReader(""),
+		iotest.ErrReader(errors.New("disk on fire"))} {
+		_, err := Read(in, "")
+		require.Error(t, err)
+		require.True(t, strings.HasPrefix(err.Error(), "plan: "), "%q", err)
+	}
+	_, err := Read(strings.NewReader(`{"vkrt_plan":99}`), "p.json")
+	require.ErrorIs(t, err, ErrPlanFile)
+	require.True(t, strings.HasPrefix(err.Error(), "p.json: plan: "), "%q", err)
 }
