@@ -22,15 +22,19 @@ func RealRun(ctx context.Context) context.Context {
 	return context.WithValue(ctx, markKey{}, false)
 }
 
-// Active reports whether the innermost mark on ctx is a dry run.
+// Active reports whether the innermost mark on ctx is a dry run. A nil
+// ctx carries no mark: it is not a dry run, as context.Background is not.
 func Active(ctx context.Context) bool {
+	if ctx == nil {
+		return false
+	}
 	dry, _ := ctx.Value(markKey{}).(bool)
 	return dry
 }
 
 // Mapping is how allocations made under ctx map their pages: Lazy in a dry
 // run, so no device memory backs them unless a real-run scope resolves them,
-// Eager otherwise.
+// Eager otherwise (a nil ctx among them).
 func Mapping(ctx context.Context) memory.Mapping {
 	if Active(ctx) {
 		return memory.Lazy

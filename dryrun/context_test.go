@@ -40,3 +40,9 @@ func TestMappingFollowsTheMarks(t *testing.T) {
 	require.Equal(t, memory.Eager, Mapping(RealRun(With(base))))
 	require.Equal(t, memory.Lazy, Mapping(With(RealRun(With(base)))))
 }
+
+func TestANilContextIsNoDryRun(t *testing.T) {
+	var ctx context.Context // a caller's zero value
+	require.NotPanics(t, func() { require.False(t, Active(ctx)) })
+	require.NotPanics(t, func() { require.Equal(t, memory.Eager, Mapping(ctx)) })
+}

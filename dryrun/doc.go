@@ -1,6 +1,7 @@
 // Package dryrun marks a context as a dry run: the same allocation stream as
 // the real run, no compute, no device memory behind its pages. [With] and
-// [RealRun] set the mark, [Active] and [Mapping] read it.
+// [RealRun] set the mark, [Active] and [Mapping] read it; a nil context
+// carries none, and runs for real.
 //
 // What a dry run measures is used by the subpackages: [trace] reads and
 // writes allocation streams, [replay] drives the memory pools over one on a
