@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/vkrt/vkrt/dryrun/replay"
 	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/internal/tracetest"
 	"github.com/vkrt/vkrt/memory"
@@ -304,5 +305,33 @@ func TestRunsRefusesAFirstStreamOfNoAllocations(t *testing.T) {
 		with, err := Runs([]*trace.Trace{tr, empty}, Options{Strength: s})
 		require.NoError(t, err)
 		require.True(t, alone.Layout.Equal(with.Layout), s)
+	}
+}
+
+// Derive and Measure refuse a stream with no allocation as Runs does,
+// under every layout and strength: a basic plan of one measured under the
+// Virtual layout was that layout with no plan in it.
+func TestDeriveAndMeasureRefuseAStreamOfNoAllocations(t *testing.T) {
+	empty := &trace.Trace{Name: "empty"}
+	for _, l := range []memory.Layout{memory.VirtualLayout(memory.VirtualPlan{}), memory.SubSlicesLayout()} {
+		for _, s := range []Strength{Basic, Strong} {
+			what := fmt.Sprintf("%s %s", l.Kind(), s)
+			_, err := Measure(empty, l, Options{Strength: s})
+			require.ErrorIs(t, err, ErrCannotPlan, what)
+			require.ErrorContains(t, err, "empty has no allocations", what)
+			dry, err := replay.Run(empty, l, replay.Options{})
+			require.NoError(t, err, what)
+			_, err = Derive(dry.Report, Options{Strength: s, Trace: empty})
+			require.ErrorIs(t, err, ErrCannotPlan, what)
+			require.EqualError(t, err, "plan: cannot plan: empty has no allocations", what)
+		}
+	}
+	// The report of such a run alone, measured under the Virtual layout.
+	dry, err := replay.Run(empty, memory.VirtualLayout(memory.VirtualPlan{}), replay.Options{})
+	require.NoError(t, err)
+	for _, s := range []Strength{Basic, Strong} {
+		_, err = Derive(dry.Report, Options{Strength: s})
+		require.ErrorIs(t, err, ErrCannotPlan, s)
+		require.ErrorContains(t, err, "never needed a byte", s)
 	}
 }

@@ -110,11 +110,21 @@ const growableCap = 65535
 // device memory the dry run needed at its peak, and for a strong plan the
 // stream's arena assignment laid out as slots in the address range. A report measured under pools the basic plan cannot cap
 // (direct, arena) still gets a strong plan, then without the comparison.
+//
+// A stream with no allocation (one built by hand; trace.Read refuses it),
+// or a report of a dry run that allocated nothing, has no placement to
+// plan: it is refused as ErrCannotPlan, whatever the strength or the
+// layout measured under.
 func Derive(report memory.Report, opts Options) (memory.Layout, error) {
 	if opts.Trace != nil {
 		// A stream built by hand is checked as a replay checks it.
 		if err := opts.Trace.Check(); err != nil {
 			return memory.Layout{}, err
+		}
+		if opts.Trace.Allocations == 0 {
+			// A basic plan of it under the Virtual layout was that
+			// layout with no plan in it, where every other refused it.
+			return memory.Layout{}, fmt.Errorf("%w: %s has no allocations", ErrCannotPlan, opts.Trace.Name)
 		}
 		if err := oneStream(opts.Trace); err != nil {
 			return memory.Layout{}, err
@@ -186,7 +196,8 @@ type Measured struct {
 
 // Measure replays t under the layout it is measured with, plans from the
 // result (opts.Trace is set to t) and replays t under the plan. A nil t is
-// refused with trace.ErrNil, as a replay refuses it.
+// refused with trace.ErrNil, as a replay refuses it, and one with no
+// allocation as ErrCannotPlan, as Derive refuses it.
 func Measure(t *trace.Trace, measured memory.Layout, opts Options) (*Measured, error) {
 	// Options Derive refuses are refused before the dry run is replayed.
 	if err := opts.checkStrength(); err != nil {

@@ -32,6 +32,10 @@ func deriveVirtual(k memory.VirtualKind, opts Options) (memory.Layout, error) {
 	// will have.
 	granule := cmp.Or(k.GranuleSize, replay.H200Granule)
 	switch {
+	case opts.Trace == nil && k.NeededPeakBytes == 0:
+		// The Virtual layout with no plan in it, as the plan of a run
+		// that allocated nothing.
+		return memory.Layout{}, fmt.Errorf("%w: the report's virtual pool never needed a byte", ErrCannotPlan)
 	case opts.Trace == nil:
 		return memory.VirtualLayout(memory.VirtualPlan{PlannedBytes: k.NeededPeakBytes}), nil
 	case opts.Strength == Basic:
