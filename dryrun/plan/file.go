@@ -247,8 +247,30 @@ func utf16Text(data []byte) bool {
 
 // DecodeFile reads a plan file: strictly (unknown members, wrong types and
 // numbers that do not fit are errors), refusing versions it does not know.
-// Every error matches ErrPlanFile.
+// Every error matches ErrPlanFile. Broken JSON is told where, by the line
+// and column (both from 1) and the byte offset (from 0) in data, and
+// wraps the *json.SyntaxError of encoding/json.
 func DecodeFile(data []byte) (File, error) {
+	return decodeFile(data, func(off int64) string { return position(data, off) })
+}
+
+// position is where byte off of data is, in words: its line and column,
+// counted from 1 in bytes, and its offset.
+func position(data []byte, off int64) string {
+	off = min(max(off, 0), int64(len(data)))
+	head := data[:off]
+	line := bytes.Count(head, []byte("\n")) + 1
+	column := off - int64(bytes.LastIndexByte(head, '\n'))
+	return fmt.Sprintf("line %d, column %d (byte offset %d)", line, column, off)
+}
+
+// syntaxOffset is the offset of the byte a *json.SyntaxError refused: its
+// Offset counts the bytes read, that one included.
+func syntaxOffset(se *stdjson.SyntaxError) int64 { return max(se.Offset-1, 0) }
+
+// decodeFile is DecodeFile naming the place of the byte at offset off of
+// data by at(off).
+func decodeFile(data []byte, at func(off int64) string) (File, error) {
 	if bytes.HasPrefix(data, utf8BOM) {
 		// The decoder would name the mark's first byte, as Latin-1: 'ï'.
 		return File{}, fmt.Errorf("%w: it starts with a UTF-8 byte-order mark (JSON has none): save it without one", ErrPlanFile)
@@ -287,10 +309,18 @@ func DecodeFile(data []byte) (File, error) {
 			// The decoder says no more than "unexpected EOF".
 			return File{}, fmt.Errorf("%w: it ends inside the plan, cut short: %w", ErrPlanFile, err)
 		}
+		var syntaxErr *stdjson.SyntaxError
+		if errors.As(err, &syntaxErr) {
+			// The decoder says what, not where: a hand-edited plan of
+			// megabytes was searched for "invalid character ','".
+			return File{}, fmt.Errorf("%w: at %s: %w", ErrPlanFile, at(syntaxOffset(syntaxErr)), err)
+		}
 		return File{}, fmt.Errorf("%w: %v", ErrPlanFile, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return File{}, fmt.Errorf("%w: data after the plan", ErrPlanFile)
+		end := dec.InputOffset()
+		end += int64(len(data[end:]) - len(bytes.TrimLeft(data[end:], jsonSpace)))
+		return File{}, fmt.Errorf("%w: data after the plan, at %s", ErrPlanFile, at(end))
 	}
 	// The decoder takes a name in any case and the last of two: a plan
 	// file's names are exact and given once.
@@ -480,7 +510,8 @@ func ReadFile(path string) (File, error) {
 
 // Read is ReadFile for a stream already open, a pipe as well as a file,
 // named name in errors: it reads r once, front to back. With no name its
-// errors start as this package's do, "plan: ".
+// errors start as this package's do, "plan: ". The place of broken JSON
+// is counted from where r stood when Read was called.
 func Read(r io.Reader, name string) (File, error) {
 	named := func(err error) error {
 		if name == "" {
@@ -489,37 +520,67 @@ func Read(r io.Reader, name string) (File, error) {
 		}
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	data, err := readBounded(r, memory.MaxLayoutFileBytes)
+	data, text, err := readBounded(r, memory.MaxLayoutFileBytes)
 	if err != nil {
 		return File{}, named(err)
 	}
-	pf, err := DecodeFile(data)
+	pf, err := decodeFile(data, text.at(data))
 	if err != nil {
 		return File{}, named(err)
 	}
 	return pf, nil
 }
 
+// readText is what readBounded tells of the text it read, to place an
+// error in it.
+type readText struct {
+	verbatim int64 // the squeezed text's bytes that stand where they stood
+	gzipped  bool
+}
+
+// at places byte off of data, the squeezed text, in the text read from
+// where its reader stood: line, column and byte offset where the text
+// up to it was kept as it was (a file vkrt wrote, or any without white
+// space before that byte); past that, the byte offset in the squeezed
+// text and the bytes around it, to search the file for.
+func (t readText) at(data []byte) func(off int64) string {
+	return func(off int64) string {
+		gunzipped := ""
+		if t.gzipped {
+			gunzipped = "gunzipped "
+		}
+		if off < t.verbatim {
+			if gunzipped != "" {
+				return position(data, off) + " of the gunzipped text"
+			}
+			return position(data, off)
+		}
+		off = min(max(off, 0), int64(len(data)))
+		near := data[max(off-24, 0):min(off+8, int64(len(data)))]
+		return fmt.Sprintf("byte offset %d of the %splan with the white space between its tokens dropped, near %q", off, gunzipped, near)
+	}
+}
+
 // readBounded reads a plan file's bytes from r, gunzipped if they are
 // gzip, refusing more than limit bytes of plan. Every error about the
 // bytes matches ErrPlanFile.
-func readBounded(r io.Reader, limit int64) ([]byte, error) {
+func readBounded(r io.Reader, limit int64) ([]byte, readText, error) {
 	// Padding is dropped as it is read: it costs neither memory nor
 	// decoding.
 	squeezer := strictjson.Squeezer{MaxStringBytes: maxFileStringBytes}
-	data, _, err := gzread.ReadAllWith(r, limit, squeezer.Append)
+	data, gzipped, err := gzread.ReadAllWith(r, limit, squeezer.Append)
 	var tooLarge *gzread.TooLargeError
 	switch {
 	case errors.Is(err, gzread.ErrTrailing):
-		return nil, fmt.Errorf("%w: data after the plan's gzip stream", ErrPlanFile)
+		return nil, readText{}, fmt.Errorf("%w: data after the plan's gzip stream", ErrPlanFile)
 	case errors.Is(err, strictjson.ErrStringBytes):
-		return nil, fmt.Errorf("%w: %w: a plan's strings are the names of its traces, variants and members", ErrPlanFile, err)
+		return nil, readText{}, fmt.Errorf("%w: %w: a plan's strings are the names of its traces, variants and members", ErrPlanFile, err)
 	case errors.Is(err, gzread.ErrUnreadable), errors.As(err, &tooLarge):
-		return nil, fmt.Errorf("%w: %w", ErrPlanFile, err)
+		return nil, readText{}, fmt.Errorf("%w: %w", ErrPlanFile, err)
 	case err != nil:
-		return nil, fmt.Errorf("plan: %w", err)
+		return nil, readText{}, fmt.Errorf("plan: %w", err)
 	}
-	return data, nil
+	return data, readText{verbatim: squeezer.Verbatim(), gzipped: gzipped}, nil
 }
 
 // For checks that the plan was made for a device like d with sparse

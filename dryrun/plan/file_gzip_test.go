@@ -63,21 +63,21 @@ func TestABrokenOrOversizedGzippedPlanFileIsRefused(t *testing.T) {
 	packed, err := pf.Encode(true)
 	require.NoError(t, err)
 
-	_, err = readBounded(bytes.NewReader(packed[:len(packed)/2]), 1<<30)
+	_, _, err = readBounded(bytes.NewReader(packed[:len(packed)/2]), 1<<30)
 	require.ErrorIs(t, err, ErrPlanFile)
 	require.ErrorContains(t, err, "gzip stream that cannot be read")
 
-	_, err = readBounded(bytes.NewReader([]byte{0x1f, 0x8b, 'n', 'o', 't'}), 1<<30)
+	_, _, err = readBounded(bytes.NewReader([]byte{0x1f, 0x8b, 'n', 'o', 't'}), 1<<30)
 	require.ErrorIs(t, err, ErrPlanFile)
 	require.ErrorContains(t, err, "gzip stream that cannot be read")
 
 	zeros := gzread.Pack(make([]byte, 1<<20))
 	require.Less(t, len(zeros), 4<<10)
-	_, err = readBounded(bytes.NewReader(zeros), 1<<19)
+	_, _, err = readBounded(bytes.NewReader(zeros), 1<<19)
 	require.ErrorIs(t, err, ErrPlanFile)
 	require.ErrorContains(t, err, "gunzipped, it is larger than 524288 bytes")
 
-	_, err = readBounded(bytes.NewReader(make([]byte, 1<<20)), 1<<19)
+	_, _, err = readBounded(bytes.NewReader(make([]byte, 1<<20)), 1<<19)
 	require.ErrorIs(t, err, ErrPlanFile)
 	require.ErrorContains(t, err, "it is larger than 524288 bytes")
 
@@ -85,7 +85,7 @@ func TestABrokenOrOversizedGzippedPlanFileIsRefused(t *testing.T) {
 	// is refused; another member is read on, as gzip -d reads it, so a
 	// plan split in two members (bgzip's) is the plan, and a second plan
 	// in one is data after the plan's JSON.
-	_, err = readBounded(bytes.NewReader(append(slices.Clip(packed), '\n')), 1<<30)
+	_, _, err = readBounded(bytes.NewReader(append(slices.Clip(packed), '\n')), 1<<30)
 	require.ErrorIs(t, err, ErrPlanFile)
 	require.ErrorContains(t, err, "data after the plan's gzip stream")
 	_, err = Read(bytes.NewReader(append(slices.Clip(packed), gzread.Pack([]byte("{}"))...)), "two plans")
@@ -96,7 +96,7 @@ func TestABrokenOrOversizedGzippedPlanFileIsRefused(t *testing.T) {
 	back2, err := Read(bytes.NewReader(split), "split")
 	require.NoError(t, err)
 	require.True(t, back2.Layout.Equal(pf.Layout))
-	data, err := readBounded(bytes.NewReader(packed), 1<<30)
+	data, _, err := readBounded(bytes.NewReader(packed), 1<<30)
 	require.NoError(t, err)
 	back, err := DecodeFile(data)
 	require.NoError(t, err)
@@ -120,7 +120,7 @@ func FuzzReadGzippedPlan(f *testing.F) {
 	f.Add([]byte{0x1f, 0x8b})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		const limit = 1 << 20
-		plain, err := readBounded(bytes.NewReader(data), limit)
+		plain, _, err := readBounded(bytes.NewReader(data), limit)
 		if err != nil {
 			require.ErrorIs(t, err, ErrPlanFile)
 			return

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	stdjson "encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -496,4 +498,63 @@ func TestReadWithNoNameSaysPlan(t *testing.T) {
 	_, err := Read(strings.NewReader(`{"vkrt_plan":99}`), "p.json")
 	require.ErrorIs(t, err, ErrPlanFile)
 	require.True(t, strings.HasPrefix(err.Error(), "p.json: plan: "), "%q", err)
+}
+
+// Broken JSON in a plan file is told where: the decoder said what it
+// refused ("invalid character ','") and nothing of where. DecodeFile
+// counts in the bytes it is given; Read in the text it read, gunzipped,
+// where no white space before the fault was dropped as it read, and says
+// which bytes are around the fault where some was.
+func TestPlanFileOfBrokenJSONSaysWhere(t *testing.T) {
+	pf := File{Device: replay.H200(), Granule: replay.H200Granule, Traces: []string{"t"},
+		Layout: memory.VirtualLayout(memory.VirtualPlan{PlannedBytes: 1 << 20, Slots: []memory.VirtualSlot{{Size: 256, Offset: 0}}})}
+	good, err := pf.MarshalJSON()
+	require.NoError(t, err)
+	broken := bytes.Replace(good, []byte(`"traces":`), []byte(`"traces":,`), 1)
+	off := bytes.Index(broken, []byte(`:,`)) + 1
+	var indented bytes.Buffer
+	require.NoError(t, stdjson.Indent(&indented, good, "", "  "))
+	lines := strings.Split(indented.String(), "\n")
+	for i, l := range lines {
+		if strings.Contains(l, `"traces"`) {
+			lines[i] = "  \"traces\": [\"a\" \"b\"],"
+		}
+	}
+	pretty := []byte(strings.Join(lines, "\n"))
+	prettyAt := fmt.Sprintf("line %d, column 18 (byte offset %d)", slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, `"traces"`) })+1,
+		bytes.Index(pretty, []byte(`"b"`)))
+	for _, c := range []struct {
+		doc  string
+		data []byte
+		want string
+	}{
+		{"one line", broken, fmt.Sprintf("at line 1, column %d (byte offset %d): invalid character ','", off+1, off)},
+		{"indented", pretty, "at " + prettyAt + `: invalid character '"' after array element`},
+		{"trailing", append(slices.Clip(good), "\n\n  x"...), fmt.Sprintf("data after the plan, at line 3, column 3 (byte offset %d)", len(good)+4)},
+	} {
+		_, err := DecodeFile(c.data)
+		require.ErrorIs(t, err, ErrPlanFile, c.doc)
+		require.ErrorContains(t, err, c.want, c.doc)
+		if c.doc != "trailing" {
+			var se *stdjson.SyntaxError
+			require.ErrorAs(t, err, &se, c.doc)
+		}
+	}
+
+	// Read: a file as vkrt writes it, gzipped or not, is placed as
+	// DecodeFile places it.
+	_, err = Read(bytes.NewReader(broken), "p.json")
+	require.ErrorIs(t, err, ErrPlanFile)
+	require.ErrorContains(t, err, fmt.Sprintf("p.json: plan: not a usable plan file: at line 1, column %d (byte offset %d): invalid character", off+1, off))
+	_, err = Read(bytes.NewReader(gzread.Pack(broken)), "p.json.gz")
+	require.ErrorContains(t, err, fmt.Sprintf("at line 1, column %d (byte offset %d) of the gunzipped text: invalid character", off+1, off))
+	// An indented one had its white space dropped as it was read: the
+	// offset is in what was kept, with the bytes around the fault.
+	_, err = Read(bytes.NewReader(pretty), "p.json")
+	require.ErrorIs(t, err, ErrPlanFile)
+	require.ErrorContains(t, err, `of the plan with the white space between its tokens dropped, near "`)
+	require.ErrorContains(t, err, `\"traces\":[\"a\" \"b\"],`)
+	require.NotContains(t, err.Error(), "line 1,")
+	_, err = Read(bytes.NewReader(gzread.Pack(pretty)), "p.json.gz")
+	require.ErrorContains(t, err, ` of the gunzipped plan with the white space between its tokens dropped, near "`)
 }

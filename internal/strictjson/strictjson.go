@@ -252,6 +252,22 @@ type Squeezer struct {
 	inString, escaped, space bool
 	kept                     bool // some byte was kept: last is the latest
 	last                     byte
+
+	out       int64 // the bytes Append has appended, all told
+	run       int64 // the white space since the last byte kept
+	changed   bool  // a byte's offset moved: the text is verbatim up to changedAt
+	changedAt int64
+}
+
+// Verbatim is how many bytes at the head of the squeezed text so far stand
+// at the offsets they had in the text given: white space was dropped (or a
+// run of it kept as one space) only past them. A position a decoder gives
+// in the squeezed text below it is the text's own; above it, it is not.
+func (s *Squeezer) Verbatim() int64 {
+	if s.changed {
+		return s.changedAt
+	}
+	return s.out
 }
 
 // ErrStringBytes is text with more bytes in its strings than a Squeezer's
@@ -275,6 +291,7 @@ func (s *Squeezer) Append(dst, src []byte) ([]byte, error) {
 				return dst, &StringBytesError{Limit: s.MaxStringBytes}
 			}
 			dst = append(dst, c)
+			s.out++
 			switch {
 			case s.escaped:
 				s.escaped = false
@@ -289,13 +306,25 @@ func (s *Squeezer) Append(dst, src []byte) ([]byte, error) {
 		switch c {
 		case ' ', '\t', '\r', '\n':
 			s.space = true
+			s.run++
 			continue
 		}
-		if s.space && s.kept && !structural(s.last) && !structural(c) {
-			dst = append(dst, ' ')
+		if s.space {
+			var kept int64
+			if s.kept && !structural(s.last) && !structural(c) {
+				kept = 1
+			}
+			if s.run != kept && !s.changed {
+				s.changed, s.changedAt = true, s.out
+			}
+			if kept == 1 {
+				dst = append(dst, ' ')
+				s.out++
+			}
 		}
-		s.space = false
+		s.space, s.run = false, 0
 		dst = append(dst, c)
+		s.out++
 		s.last, s.kept = c, true
 		if s.inString = c == '"'; s.inString {
 			s.stringBytes++

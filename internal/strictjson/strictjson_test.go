@@ -147,6 +147,28 @@ func TestSqueezeDropsOnlySpaceThatSeparatesNothing(t *testing.T) {
 	}
 }
 
+// Verbatim is where the squeezed text first parts from the text given:
+// the offsets a decoder gives below it are the text's own.
+func TestSqueezerVerbatimIsWhereTheOffsetsStopMatching(t *testing.T) {
+	for in, want := range map[string]int64{
+		"":                    0,
+		`{"a":[1,2]}`:         11,
+		`[1 2]`:               5,  // one space between tokens is kept
+		"[1\t2]":              5,  // as a space, at its offset
+		`[1  2]`:              2,  // two are one
+		`{"a": 1}`:            5,  // dropped after the colon
+		" {}":                 0,  // dropped ahead of the text
+		"{}\n":                2,  // dropped past its end
+		`{"a b  c":1, "d":2}`: 12, // white space in strings is kept
+		"{\"a\":1,\n,}":       7,
+	} {
+		var s Squeezer
+		_, err := s.Append(nil, []byte(in))
+		require.NoError(t, err)
+		require.Equal(t, want, s.Verbatim(), "%q", in)
+	}
+}
+
 // MaxStringBytes bounds the bytes of every string together, quotes and
 // escapes counted, read in pieces or at once; white space and other
 // tokens do not count.
@@ -191,6 +213,15 @@ func FuzzSqueeze(f *testing.F) {
 		require.NoError(t, err)
 		out := Squeeze([]byte(in))
 		require.Equal(t, string(out), string(pieces), "cut at %d", at)
+		// Below Verbatim, each byte is where it was (a space for any
+		// white space).
+		v := s.Verbatim()
+		require.LessOrEqual(t, v, int64(len(out)))
+		for i := range v {
+			if out[i] != in[i] && !(out[i] == ' ' && bytes.IndexByte([]byte(" \t\r\n"), in[i]) >= 0) {
+				t.Fatalf("%q squeezed to %q: byte %d moved, below Verbatim %d", in, out, i, v)
+			}
+		}
 		require.Equal(t, json.Valid([]byte(in)), json.Valid(out), "%q squeezed to %q", in, out)
 		if !json.Valid([]byte(in)) {
 			return
