@@ -184,14 +184,21 @@ func numberReason(field string, bits int, err error) string {
 // magic bytes are detected). Every malformed line, free of an unknown or
 // already freed id, and repeated id is a *LineError naming the line; one
 // refused because the trace is UTF-16 text (a byte-order mark or not) or
-// its lines end in \r alone says so.
+// its lines end in \r alone says so. The errors name the trace by name,
+// or as "trace" where it is empty.
 func Read(name string, r io.Reader) (*Trace, error) { return read(name, "", r) }
 
 // read is Read; path, when not empty, is the file the messages name.
 func read(name, path string, r io.Reader) (*Trace, error) {
 	where := name
-	if path != "" {
+	switch {
+	case path != "":
 		where = path
+	case name == "":
+		// As a *LineError of no name says it: "trace: empty:  holds no
+		// events" and "trace: truncated: : the gzip stream …" named
+		// nothing.
+		where = "trace"
 	}
 	br := bufio.NewReaderSize(r, 64<<10)
 	magic, _ := br.Peek(2)

@@ -484,3 +484,29 @@ func TestReadTraceTakesCarriageReturnsAndNULsWhereItDid(t *testing.T) {
 		require.Equal(t, 1, tr.Allocations)
 	}
 }
+
+// A trace read with no name is called "trace" in every error, as a bad
+// line of it is ("trace: trace line 2: …"): the errors that name the
+// stream rather than a line named nothing ("trace: empty:  holds no
+// events").
+func TestReadWithNoNameCallsItTrace(t *testing.T) {
+	var packed bytes.Buffer
+	zw := gzip.NewWriter(&packed)
+	_, err := zw.Write([]byte("a 1 10 0\n"))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	for _, c := range []struct{ in, want string }{
+		{"", "trace: empty: trace holds no events (0 lines)"},
+		{"# c\n", "trace: empty: trace holds no events (1 lines)"},
+		{"\x1f\x8b", "trace: truncated: trace: the gzip stream is cut short in its header"},
+		{packed.String()[:packed.Len()-4], "trace: truncated: trace: the gzip stream is cut short after line 1"},
+		{packed.String() + "x", "trace: malformed: trace: data after the end of the gzip stream, after line 1"},
+		{"a 1 10 0\nf 2\n", "trace: trace line 2: free of id 2, which was never allocated"},
+	} {
+		_, err := trace.Read("", strings.NewReader(c.in))
+		require.ErrorIs(t, err, trace.ErrMalformed, "%q", c.in)
+		require.ErrorContains(t, err, c.want, "%q", c.in)
+		require.NotContains(t, err.Error(), ": :", "%q", c.in)
+		require.NotContains(t, err.Error(), "  ", "%q", c.in)
+	}
+}
