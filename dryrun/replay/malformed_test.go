@@ -52,3 +52,24 @@ func TestANilTraceIsRefused(t *testing.T) {
 		require.Nil(t, r)
 	})
 }
+
+// A trace with no name (built by hand, or read with none) is named in no
+// error of its replay, as trace.Check names none: "replay:  line 2: …"
+// and "replay: : memory: …" named nothing.
+func TestAReplayOfATraceWithNoNameSaysNoName(t *testing.T) {
+	big := &trace.Trace{Allocations: 2, Events: []trace.Event{
+		{Op: trace.OpAlloc, Index: 0, Size: 100, Line: 1}, {Op: trace.OpAlloc, Index: 1, Size: 1 << 40, Line: 2}}}
+	_, err := Run(big, memory.SubSlicesLayout(), Options{})
+	require.ErrorContains(t, err, "replay: line 2: 1099511627776 B with 100 B live")
+
+	bad := H200()
+	bad.Alignment = 3
+	_, err = Run(big, memory.SubSlicesLayout(), Options{Device: bad})
+	require.ErrorContains(t, err, "replay: memory: NewManager: ")
+
+	big.Name = "t"
+	_, err = Run(big, memory.SubSlicesLayout(), Options{})
+	require.ErrorContains(t, err, "replay: t line 2: 1099511627776 B with 100 B live")
+	_, err = Run(big, memory.SubSlicesLayout(), Options{Device: bad})
+	require.ErrorContains(t, err, "replay: t: memory: NewManager: ")
+}

@@ -255,7 +255,7 @@ func (r *replayer) events(run []trace.Event, from int) error {
 		}
 		fm := r.managers[a.owner]
 		if err := fm.Free(a.h); err != nil {
-			return fmt.Errorf("replay: %s %s: free: %w", r.t.Name, e.Where(), err)
+			return fmt.Errorf("replay: %s: free: %w", at(r.t, e.Where()), err)
 		}
 		r.live -= a.size
 		if r.observe != nil {
@@ -265,11 +265,20 @@ func (r *replayer) events(run []trace.Event, from int) error {
 	return nil
 }
 
+// at names a place in trace t, as trace.Check names it: the trace's name
+// before it, where the trace has one ("replay:  line 2" named nothing).
+func at(t *trace.Trace, where string) string {
+	if t.Name == "" {
+		return where
+	}
+	return t.Name + " " + where
+}
+
 // switchTo makes the manager of e's stream the one at hand.
 func (r *replayer) switchTo(e *trace.Event) error {
 	m, k, err := r.pools.manager(e.Stream)
 	if err != nil {
-		return fmt.Errorf("replay: %s %s: stream %d: %w", r.t.Name, e.Where(), e.Stream, err)
+		return fmt.Errorf("replay: %s: stream %d: %w", at(r.t, e.Where()), e.Stream, err)
 	}
 	// The manager left has had the events since it came to hand.
 	r.pools.touch(r.k)
@@ -291,8 +300,8 @@ func (r *replayer) retry(e *trace.Event, err error) (memory.Handle, error) {
 			return h, nil
 		}
 	}
-	return h, fmt.Errorf("replay: %s %s: %d B with %d B live and %d B reserved: %w",
-		r.t.Name, e.Where(), e.Size, r.live, r.pools.storage.Counts().BytesHeld, err)
+	return h, fmt.Errorf("replay: %s: %d B with %d B live and %d B reserved: %w",
+		at(r.t, e.Where()), e.Size, r.live, r.pools.storage.Counts().BytesHeld, err)
 }
 
 // Measure is Run, timed.
@@ -324,6 +333,9 @@ func Measure(t *trace.Trace, l memory.Layout, opts Options) (*Result, Timing, er
 	}
 	m, k, err := pools.manager(first)
 	if err != nil {
+		if t.Name == "" {
+			return nil, Timing{}, fmt.Errorf("replay: %w", err)
+		}
 		return nil, Timing{}, fmt.Errorf("replay: %s: %w", t.Name, err)
 	}
 	res := &Result{Trace: t.Name, Events: len(t.Events), Allocations: t.Allocations, Layout: l}
