@@ -37,7 +37,10 @@ type Options struct {
 	// NoSparse models a device without sparse residency (lavapipe): the
 	// Virtual layout then builds the SubSlices pools. Otherwise the storage
 	// offers sparse residency in granules of Granule bytes, a power of two
-	// (0: H200Granule); a replay with another is refused.
+	// (0: H200Granule); a replay with another is refused, and so is one of
+	// the Virtual layout with a granule its pools cannot take on Device
+	// (too small, not a multiple of its alignment, past its memory), which
+	// would build the SubSlices pools in its place.
 	NoSparse bool
 	Granule  uint64
 	// Observe, when set, is called after each event with its index in the
@@ -134,6 +137,30 @@ const progressEvery = 1 << 14
 func Run(t *trace.Trace, l memory.Layout, opts Options) (*Result, error) {
 	res, _, err := Measure(t, l, opts)
 	return res, err
+}
+
+// virtualPool says whether the pools of a report are a Virtual layout's
+// pool, as the manager built it on a storage with sparse residency.
+func virtualPool(r memory.Report) bool {
+	if len(r.Dynamic) != 1 {
+		return false
+	}
+	_, ok := r.Dynamic[0].Kind.(memory.VirtualKind)
+	return ok
+}
+
+// unusableGranule says why the pools took no sparse granule of g bytes,
+// a power of two, on the device d modelled by storage s.
+func unusableGranule(g uint64, d vkruntime.DeviceProperties, s *CountingStorage) string {
+	switch {
+	case g%d.Alignment != 0:
+		return fmt.Sprintf("not a multiple of the device's alignment of %d B", d.Alignment)
+	case d.MemorySize != 0 && g > d.MemorySize:
+		return fmt.Sprintf("more than the device's memory of %d B", d.MemorySize)
+	case g > s.MaxVirtualSize():
+		return fmt.Sprintf("more than the %d B its sparse ranges may take", s.MaxVirtualSize())
+	}
+	return "too small for the pools"
 }
 
 // streamPools are the managers of a replay, one per stream in the order the
@@ -337,6 +364,14 @@ func Measure(t *trace.Trace, l memory.Layout, opts Options) (*Result, Timing, er
 			return nil, Timing{}, fmt.Errorf("replay: %w", err)
 		}
 		return nil, Timing{}, fmt.Errorf("replay: %s: %w", t.Name, err)
+	}
+	if _, virtual := l.Virtual(); virtual && opts.Granule != 0 && !opts.NoSparse && !virtualPool(m.Report()) {
+		// The pools took no such granule, as for a granule not a power
+		// of two, and built the SubSlices pools for the Virtual layout,
+		// saying nothing.
+		return nil, Timing{}, fmt.Errorf("replay: a sparse granule of %d B (Options.Granule) is %s: the pools take none such, "+
+			"and the Virtual layout would be the SubSlices pools; give a granule this device takes, or NoSparse to model one without sparse residency",
+			opts.Granule, unusableGranule(opts.Granule, device, storage))
 	}
 	res := &Result{Trace: t.Name, Events: len(t.Events), Allocations: t.Allocations, Layout: l}
 	r := &replayer{t: t, res: res, pools: pools, m: m, k: k, stream: first, managers: pools.managers,

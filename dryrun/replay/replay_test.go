@@ -348,3 +348,41 @@ func TestALayoutPastTheDeviceIsSaidOnceAReplay(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, strings.Count(logged.String(), memory.LayoutWarning), logged.String())
 }
+
+// A granule that is a power of two the pools cannot take on the device is
+// refused under the Virtual layout, which was the SubSlices pools, the
+// Result saying nothing of it. Other layouts take no granule, and NoSparse
+// models none: both ignore it.
+func TestReplayRefusesAGranuleThePoolsCannotTake(t *testing.T) {
+	tr := tracetest.Inline(t, "a 1 3000000 0\na 2 100 0\nf 1\nf 2\n")
+	virtual := memory.VirtualLayout(memory.VirtualPlan{})
+	small := vkruntime.DeviceProperties{Alignment: 1 << 10, MaxPageSize: 8 << 20, MemorySize: 64 << 20}
+	for _, c := range []struct {
+		granule uint64
+		device  vkruntime.DeviceProperties
+		why     string
+	}{
+		{1, replay.H200(), "not a multiple of the device's alignment of 16 B"},
+		{128, replay.H200(), "too small for the pools"},
+		{16, replay.H200(), "too small for the pools"},
+		{256, small, "not a multiple of the device's alignment of 1024 B"},
+		{128 << 20, small, "more than the device's memory of 67108864 B"},
+		{1 << 40, replay.H200(), "more than the device's memory of 150000000000 B"},
+		{1 << 63, replay.H200(), "more than the device's memory of 150000000000 B"},
+	} {
+		r, err := replay.Run(tr, virtual, replay.Options{Granule: c.granule, Device: c.device})
+		require.ErrorContains(t, err, fmt.Sprintf("replay: a sparse granule of %d B (Options.Granule) is %s: ", c.granule, c.why))
+		require.ErrorContains(t, err, "the Virtual layout would be the SubSlices pools")
+		require.Nil(t, r)
+		_, err = replay.Run(tr, virtual, replay.Options{Granule: c.granule, Device: c.device, NoSparse: true})
+		require.NoError(t, err)
+		_, err = replay.Run(tr, memory.SubSlicesLayout(), replay.Options{Granule: c.granule, Device: c.device})
+		require.NoError(t, err)
+	}
+	// One it takes is modelled.
+	r, err := replay.Run(tr, virtual, replay.Options{Granule: 4 << 10, Device: small})
+	require.NoError(t, err)
+	k, ok := r.Report.Dynamic[0].Kind.(memory.VirtualKind)
+	require.True(t, ok)
+	require.Equal(t, uint64(4<<10), k.GranuleSize)
+}
