@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"reflect"
 	"slices"
@@ -516,6 +517,11 @@ func Read(r io.Reader, name string) (File, error) {
 	named := func(err error) error {
 		if name == "" {
 			// ": plan: …" named nothing.
+			return err
+		}
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) && pe.Path == name {
+			// ReadFile's of a directory said it twice: "DIR: plan:
+			// read DIR: is a directory".
 			return err
 		}
 		return fmt.Errorf("%s: %w", name, err)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/iotest"
 
@@ -557,4 +558,13 @@ func TestPlanFileOfBrokenJSONSaysWhere(t *testing.T) {
 	require.NotContains(t, err.Error(), "line 1,")
 	_, err = Read(bytes.NewReader(gzread.Pack(pretty)), "p.json.gz")
 	require.ErrorContains(t, err, ` of the gunzipped plan with the white space between its tokens dropped, near "`)
+}
+
+// A directory given for a plan file is named once: "DIR: plan: read DIR:
+// is a directory" said it twice.
+func TestReadFileOfADirectoryNamesItOnce(t *testing.T) {
+	dir := t.TempDir()
+	_, err := ReadFile(dir)
+	require.ErrorIs(t, err, syscall.EISDIR)
+	require.EqualError(t, err, "plan: read "+dir+": is a directory")
 }
