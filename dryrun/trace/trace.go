@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"math/bits"
 	"os"
@@ -371,6 +372,15 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 		}
 		if corruptGzip(err) {
 			return nil, fmt.Errorf("%w: %s: corrupt compressed data after line %d: %w", ErrMalformed, where, line, err)
+		}
+		var pathErr *fs.PathError
+		switch {
+		case line == 0 && errors.As(err, &pathErr) && pathErr.Path == where:
+			// "trace: reading DIR after line 0: read DIR: is a
+			// directory" said the path twice, and of a line none read.
+			return nil, fmt.Errorf("trace: %w", err)
+		case line == 0:
+			return nil, fmt.Errorf("trace: reading %s: %w", where, err)
 		}
 		return nil, fmt.Errorf("trace: reading %s after line %d: %w", where, line, err)
 	}

@@ -11,7 +11,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -509,4 +511,19 @@ func TestReadWithNoNameCallsItTrace(t *testing.T) {
 		require.NotContains(t, err.Error(), ": :", "%q", c.in)
 		require.NotContains(t, err.Error(), "  ", "%q", c.in)
 	}
+}
+
+// A read that fails before any line is told so, and a directory given for
+// a trace is named once: "trace: reading DIR after line 0: read DIR: is a
+// directory".
+func TestReadFailingBeforeAnyLineSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	_, err := trace.ReadFile(dir)
+	require.ErrorIs(t, err, syscall.EISDIR)
+	require.EqualError(t, err, "trace: read "+dir+": is a directory")
+
+	_, err = trace.Read("n", iotest.ErrReader(errors.New("disk on fire")))
+	require.EqualError(t, err, "trace: reading n: disk on fire")
+	_, err = trace.Read("n", io.MultiReader(strings.NewReader("a 1 1 0\n"), iotest.ErrReader(errors.New("disk on fire"))))
+	require.EqualError(t, err, "trace: reading n after line 1: disk on fire")
 }
