@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"cmp"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -29,6 +30,12 @@ type Report struct {
 	// and those after it.
 	Interrupted string   `json:"interrupted,omitempty"`
 	NotRun      []string `json:"not_run,omitempty"`
+	// NotStarted, when the suite could not start at all (its device did
+	// not open), says why; NotRun then names every check selected, and
+	// Results is empty. The JSON report's interrupted and the JUnit
+	// suite's property of that name say it too where Interrupted is
+	// empty, as they said it before there was a field of its own.
+	NotStarted string `json:"not_started,omitempty"`
 }
 
 // Counts tallies the results by status.
@@ -68,7 +75,14 @@ func (r Report) Result(check string) (Result, bool) {
 }
 
 // OK: every check ran and none failed.
-func (r Report) OK() bool { _, fail, _ := r.Counts(); return fail == 0 && r.Interrupted == "" }
+func (r Report) OK() bool {
+	_, fail, _ := r.Counts()
+	return fail == 0 && r.Interrupted == "" && r.NotStarted == ""
+}
+
+// stopped is what ended the run before every check had run: Interrupted,
+// else NotStarted.
+func (r Report) stopped() string { return cmp.Or(r.Interrupted, r.NotStarted) }
 
 func (r Report) duration() time.Duration {
 	var d time.Duration
@@ -93,6 +107,7 @@ func (x Result) elapsed() time.Duration {
 func (r Report) WriteJSON(w io.Writer) error {
 	pass, fail, ns := r.Counts()
 	r.Results = slices.Clone(r.Results)
+	r.Interrupted = r.stopped()
 	for i := range r.Results {
 		r.Results[i].Seconds = r.Results[i].elapsed().Seconds()
 	}
@@ -113,8 +128,8 @@ func (r Report) WriteJSON(w io.Writer) error {
 // JUnitSuites is the JUnit XML document CI systems read: one test suite,
 // one test case per check. A failure carries the rule as its message and
 // the evidence as its text; not supported is a skipped test case; a check
-// an interrupted run did not run is an error, so that no CI takes the
-// document for a whole run.
+// an interrupted run, or a suite that did not start, did not run is an
+// error, so that no CI takes the document for a whole run.
 type JUnitSuites struct {
 	XMLName  xml.Name     `xml:"testsuites"`
 	Tests    int          `xml:"tests,attr"`
@@ -181,8 +196,11 @@ func (r Report) JUnit() JUnitSuites {
 	if r.Target != "" {
 		s.Props = []JUnitProperty{{Name: "target", Value: r.Target}}
 	}
-	if r.Interrupted != "" {
-		s.Props = append(s.Props, JUnitProperty{Name: "interrupted", Value: r.Interrupted})
+	if stopped := r.stopped(); stopped != "" {
+		s.Props = append(s.Props, JUnitProperty{Name: "interrupted", Value: stopped})
+	}
+	if r.NotStarted != "" {
+		s.Props = append(s.Props, JUnitProperty{Name: "not_started", Value: r.NotStarted})
 	}
 	for _, x := range r.Results {
 		tc := JUnitCase{Name: x.Check, ClassName: "conformance." + r.Suite, Time: seconds(x.elapsed())}
@@ -194,9 +212,13 @@ func (r Report) JUnit() JUnitSuites {
 		}
 		s.Cases = append(s.Cases, tc)
 	}
+	notRunError := JUnitMessage{Message: "not run: the run was interrupted (" + r.Interrupted + ")", Type: "interrupted"}
+	if r.Interrupted == "" && r.NotStarted != "" {
+		notRunError = JUnitMessage{Message: "not run: " + r.NotStarted, Type: "not started"}
+	}
 	for _, name := range r.NotRun {
-		s.Cases = append(s.Cases, JUnitCase{Name: name, ClassName: "conformance." + r.Suite, Time: seconds(0),
-			Error: &JUnitMessage{Message: "not run: the run was interrupted (" + r.Interrupted + ")", Type: "interrupted"}})
+		e := notRunError
+		s.Cases = append(s.Cases, JUnitCase{Name: name, ClassName: "conformance." + r.Suite, Time: seconds(0), Error: &e})
 	}
 	return JUnitSuites{Tests: s.Tests, Failures: fail, Errors: notRun, Skipped: ns, Time: s.Time, Suites: []JUnitSuite{s}}
 }
@@ -266,7 +288,11 @@ func (r Report) WriteTable(w io.Writer) error {
 		noun = "check"
 	}
 	if len(r.NotRun) > 0 {
-		fmt.Fprintf(&b, "interrupted (%s): %d of %d %s not run\n", r.Interrupted, len(r.NotRun), ran+len(r.NotRun), noun)
+		what := "interrupted (" + r.Interrupted + ")"
+		if r.Interrupted == "" && r.NotStarted != "" {
+			what = "not started (" + r.NotStarted + ")"
+		}
+		fmt.Fprintf(&b, "%s: %d of %d %s not run\n", what, len(r.NotRun), ran+len(r.NotRun), noun)
 		noun = "run"
 	}
 	fmt.Fprintf(&b, "%d %s: %d passed, %d failed, %d not supported (%s)\n", ran, noun, pass, fail, ns, formatDuration(r.duration()))

@@ -362,3 +362,43 @@ func TestJUnitTimestampIsUTCWithoutAZone(t *testing.T) {
 	require.Regexp(t, `^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$`, ts)
 	require.Equal(t, "2026-11-30T10:00:00", ts)
 }
+
+// A suite that did not start says why in a field of its own, in every
+// form of the report: not_started in JSON (interrupted too, as readers
+// before it read it), the JUnit suite's property of that name and each
+// check's <error>, and the table. The command rewrote each JUnit message.
+func TestReportOfASuiteThatDidNotStart(t *testing.T) {
+	const why = "the device did not open: it fell off the bus"
+	rep := Report{Suite: "device", NotStarted: why, NotRun: []string{"kernel/add", "kernel/mul"}}
+	require.False(t, rep.OK(), "a suite that did not start is not a whole run")
+
+	var js bytes.Buffer
+	require.NoError(t, rep.WriteJSON(&js))
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(js.Bytes(), &doc))
+	require.Equal(t, why, doc["not_started"])
+	require.Equal(t, why, doc["interrupted"])
+	require.Equal(t, []any{"kernel/add", "kernel/mul"}, doc["not_run"])
+	var back Report
+	require.NoError(t, json.Unmarshal(js.Bytes(), &back))
+	require.Equal(t, why, back.NotStarted)
+
+	var x bytes.Buffer
+	require.NoError(t, rep.WriteJUnit(&x))
+	var junit JUnitSuites
+	require.NoError(t, xml.Unmarshal(x.Bytes(), &junit))
+	require.Equal(t, 2, junit.Tests)
+	require.Equal(t, 2, junit.Errors)
+	props := junit.Suites[0].Props
+	require.Contains(t, props, JUnitProperty{Name: "not_started", Value: why})
+	require.Contains(t, props, JUnitProperty{Name: "interrupted", Value: why})
+	require.Len(t, junit.Suites[0].Cases, 2)
+	for _, c := range junit.Suites[0].Cases {
+		require.Equal(t, &JUnitMessage{Message: "not run: " + why, Type: "not started"}, c.Error, c.Name)
+	}
+
+	var table bytes.Buffer
+	require.NoError(t, rep.WriteTable(&table))
+	require.Contains(t, table.String(), "not started ("+why+"): 2 of 2 checks not run\n0 run:")
+	require.NotContains(t, table.String(), "interrupted")
+}

@@ -44,8 +44,9 @@ with the rule and the evidence under each failure. --json and --junit write
 the report to files ("-" or /dev/stdout for stdout, the table then going to
 stderr). The exit status is non-zero when any check fails. A device that
 does not open fails the command before any check, and the reports still say
-why: "interrupted" in JSON and the JUnit suite's property of that name, with
-every check not run (JSON's not_run, JUnit <error> test cases).
+why: "not_started" in JSON and the JUnit suite's property of that name
+("interrupted" too, as before), with every check not run (JSON's not_run,
+JUnit <error> test cases).
 
 SIGINT, SIGTERM or SIGHUP stops the suite: the reports and the table are
 still written, with the checks done so far and the rest listed as not run
@@ -199,31 +200,19 @@ func writeReports(stdout io.Writer, f conformanceFlags, writeJSON, writeJUnit fu
 // notStarted ends a suite that could not start, with err, what saying why
 // (the device did not open, or close, for its name): the --json and
 // --junit reports are still written, so that a CI reading them finds why,
-// as the error line says it. They say it
-// where an interrupted run says what ended it (interrupted, and the JUnit
-// suite's property of that name), with every selected check not run: in
-// not_run (JSON), and as a JUnit <error> test case whose message is why.
+// as the error line says it: the report's NotStarted, with every selected
+// check not run (not_run in JSON, JUnit <error> test cases whose message
+// is why).
 func notStarted(stdout io.Writer, f conformanceFlags, selected []conformance.Check, what string, err error) error {
 	if f.json == "" && f.junit == "" {
 		return err
 	}
 	why := what + ": " + strings.TrimPrefix(withoutInnerPrefixes(err), "vkrt: ")
-	rep := conformance.Report{Suite: "device", Started: time.Now().UTC(), Interrupted: why}
+	rep := conformance.Report{Suite: "device", Started: time.Now().UTC(), NotStarted: why}
 	for _, ch := range selected {
 		rep.NotRun = append(rep.NotRun, ch.Name)
 	}
-	writeJUnit := func(w io.Writer) error {
-		doc := rep.JUnit()
-		for i := range doc.Suites {
-			for j := range doc.Suites[i].Cases {
-				if e := doc.Suites[i].Cases[j].Error; e != nil {
-					e.Message, e.Type = "not run: "+why, "not started"
-				}
-			}
-		}
-		return doc.Write(w)
-	}
-	_, writeErrs := writeReports(stdout, f, rep.WriteJSON, writeJUnit)
+	_, writeErrs := writeReports(stdout, f, rep.WriteJSON, rep.WriteJUnit)
 	return errors.Join(append(writeErrs, err)...)
 }
 

@@ -284,6 +284,7 @@ func TestConformanceThatDoesNotStartReportsWhy(t *testing.T) {
 	}
 	const why = "the device did not open: the device fell off the bus"
 	type jsonReport struct {
+		NotStarted  string   `json:"not_started"`
 		Interrupted string   `json:"interrupted"`
 		NotRun      []string `json:"not_run"`
 		Results     []any    `json:"results"`
@@ -298,7 +299,7 @@ func TestConformanceThatDoesNotStartReportsWhy(t *testing.T) {
 	require.NoError(t, rerr)
 	var rep jsonReport
 	require.NoError(t, json.Unmarshal(data, &rep))
-	require.Equal(t, jsonReport{Interrupted: why, NotRun: []string{"kernel/add", "kernel/mul"}, Results: []any{}}, rep)
+	require.Equal(t, jsonReport{NotStarted: why, Interrupted: why, NotRun: []string{"kernel/add", "kernel/mul"}, Results: []any{}}, rep)
 
 	data, rerr = os.ReadFile(junitPath)
 	require.NoError(t, rerr)
@@ -306,6 +307,7 @@ func TestConformanceThatDoesNotStartReportsWhy(t *testing.T) {
 		Tests  int `xml:"tests,attr"`
 		Errors int `xml:"errors,attr"`
 		Suites []struct {
+			Props []conformance.JUnitProperty `xml:"properties>property"`
 			Cases []struct {
 				Name  string `xml:"name,attr"`
 				Error *struct {
@@ -318,6 +320,7 @@ func TestConformanceThatDoesNotStartReportsWhy(t *testing.T) {
 	require.Equal(t, 2, doc.Tests)
 	require.Equal(t, 2, doc.Errors)
 	require.Len(t, doc.Suites, 1)
+	require.Contains(t, doc.Suites[0].Props, conformance.JUnitProperty{Name: "not_started", Value: why})
 	require.Len(t, doc.Suites[0].Cases, 2)
 	for _, c := range doc.Suites[0].Cases {
 		require.NotNil(t, c.Error, c.Name)
@@ -335,7 +338,8 @@ func TestConformanceThatDoesNotStartReportsWhy(t *testing.T) {
 	require.NoError(t, rerr)
 	rep = jsonReport{}
 	require.NoError(t, json.Unmarshal(data, &rep))
-	require.True(t, strings.HasPrefix(rep.Interrupted, "the device did not close: "), rep.Interrupted)
+	require.True(t, strings.HasPrefix(rep.NotStarted, "the device did not close: "), rep.NotStarted)
+	require.Equal(t, rep.NotStarted, rep.Interrupted)
 	require.Contains(t, rep.Interrupted, "the device would not close")
 	require.Equal(t, []string{"kernel/add"}, rep.NotRun)
 
@@ -345,7 +349,7 @@ func TestConformanceThatDoesNotStartReportsWhy(t *testing.T) {
 	require.EqualError(t, err, "the device fell off the bus")
 	rep = jsonReport{}
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep), stdout.String())
-	require.Equal(t, jsonReport{Interrupted: why, NotRun: []string{"kernel/add"}, Results: []any{}}, rep)
+	require.Equal(t, jsonReport{NotStarted: why, Interrupted: why, NotRun: []string{"kernel/add"}, Results: []any{}}, rep)
 }
 
 // A report write that fails half way (past the file size limit, as a full
