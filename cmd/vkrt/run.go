@@ -280,7 +280,12 @@ func (e *exitCode) Unwrap() error { return e.err }
 // runLine is `vkrt run --json`'s line.
 type runLine struct {
 	Workload string `json:"workload"`
-	Status   string `json:"status"`
+	// Status is how the run ended (runStatus): ok, exit, trapped,
+	// deadline, canceled, refused (wasmhost.ErrRefused: the host read the
+	// module and would not load or start it), or failed for every other
+	// end, a workload the host was never handed (missing, a directory, an
+	// empty name) and a bad flag included.
+	Status string `json:"status"`
 	// ExitCode is the guest's own exit code: 0 when it returned, null
 	// where it gave none (refused, trapped, stopped or failed first), so
 	// that a run that failed never reads as one that exited 0.
@@ -331,7 +336,7 @@ func guestExitCode(res *wasmhost.Result, status string) *uint32 {
 	return &res.ExitCode
 }
 
-// runStatus names how a guest ended.
+// runStatus names how a guest ended, as runLine.Status says.
 func runStatus(err error) string {
 	var exit *wasmhost.ExitError
 	switch {

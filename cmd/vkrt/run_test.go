@@ -91,9 +91,13 @@ func TestRunExitCodes(t *testing.T) {
 	}
 
 	// So does a run that never started: a file or a device that is not
-	// there, a layout refused.
+	// there, a directory or an empty argument where the workload goes (the
+	// host is never handed a module: "failed", not "refused"), a layout
+	// refused.
 	for _, never := range [][]string{
 		{filepath.Join(t.TempDir(), "missing.wasm")},
+		{t.TempDir()},
+		{""},
 		{argc, "--device", "99"},
 		{argc, "--layout", `{"Virtual":{"planned_bytes":-1}}`},
 	} {
