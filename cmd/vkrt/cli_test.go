@@ -294,12 +294,23 @@ func TestAnEmptyFileArgumentSaysItIsEmpty(t *testing.T) {
 }
 
 // A directory given as the workload is told as one, as a trace that is a
-// directory is: it read "read PATH: is a directory".
+// directory is: it read "read PATH: is a directory". It matches
+// syscall.EISDIR, as a directory given as a trace, a layout or an output
+// does: only --layout's did.
 func TestAWorkloadThatIsADirectoryIsToldAsOne(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "guest.wasm")
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	for _, name := range []string{"run", "plan"} {
 		_, _, err := execute(t, name, dir)
 		require.EqualError(t, err, dir+" is a directory, not a WebAssembly workload", name)
+		require.ErrorIs(t, err, syscall.EISDIR, name)
 	}
+	traceDir := t.TempDir()
+	for _, args := range [][]string{{"replay", traceDir}, {"plan", traceDir}} {
+		_, _, err := execute(t, args[0], args[1:]...)
+		require.ErrorIs(t, err, syscall.EISDIR, "%v", args)
+	}
+	_, _, err := execute(t, "plan", writeTrace(t, "x.trace", shortRun), "--out", traceDir)
+	require.EqualError(t, err, "--out "+traceDir+": is a directory")
+	require.ErrorIs(t, err, syscall.EISDIR)
 }

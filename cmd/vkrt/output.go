@@ -65,7 +65,7 @@ func writeOutput(flag, path string, write func(io.Writer) error) (err error) {
 	if fi, err := os.Stat(target); err == nil {
 		switch {
 		case fi.IsDir():
-			return errors.New("is a directory")
+			return syscall.EISDIR // "is a directory"
 		case !fi.Mode().IsRegular():
 			return writeInPlace(target, write)
 		}

@@ -211,7 +211,7 @@ func readLayoutArg(path string) (_ memory.Layout, pf *plan.File, _ error) {
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil && fi.IsDir() {
 		// Its read said the name twice: "DIR: read DIR: is a directory".
-		return memory.Layout{}, nil, &isDirectoryError{path}
+		return memory.Layout{}, nil, &isDirectoryError{path: path}
 	}
 	br := bufio.NewReader(f)
 	// JSON may start with any amount of whitespace: the head is past it.
@@ -242,10 +242,17 @@ func readLayoutArg(path string) (_ memory.Layout, pf *plan.File, _ error) {
 }
 
 // isDirectoryError is an input named on the command line that is a
-// directory: "PATH is a directory", matching syscall.EISDIR.
-type isDirectoryError struct{ path string }
+// directory: "PATH is a directory", or "PATH is a directory, not WANT"
+// where want says what the input is, matching syscall.EISDIR.
+type isDirectoryError struct{ path, want string }
 
-func (e *isDirectoryError) Error() string { return e.path + " is a directory" }
+func (e *isDirectoryError) Error() string {
+	if e.want != "" {
+		return e.path + " is a directory, not " + e.want
+	}
+	return e.path + " is a directory"
+}
+
 func (e *isDirectoryError) Unwrap() error { return syscall.EISDIR }
 
 // notALayout says what the file at path, whose first bytes are head, is

@@ -63,7 +63,7 @@ func checkTraceArgs(paths []string) error {
 		case err != nil:
 			return fmt.Errorf("trace: %w", pathHint(p, err))
 		case fi.IsDir():
-			return fmt.Errorf("trace: %s is a directory", p)
+			return fmt.Errorf("trace: %w", &isDirectoryError{path: p})
 		case !fi.Mode().IsRegular():
 			// A pipe is read once: named again (/dev/stdin twice), it
 			// was an empty trace, "holds no events (0 lines)".

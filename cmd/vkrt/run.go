@@ -193,7 +193,7 @@ func readGuest(path string) ([]byte, error) {
 	} else if err == nil && fi.IsDir() {
 		// As a trace that is a directory is told: it read "read PATH: is
 		// a directory", as if the reading had failed.
-		return nil, fmt.Errorf("%s is a directory, not a WebAssembly workload", path)
+		return nil, &isDirectoryError{path: path, want: "a WebAssembly workload"}
 	}
 	head, wasm, err := readWasmHead(f)
 	if err != nil || !wasm {
