@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/vkrt/vkrt/internal/gzread"
+	"github.com/vkrt/vkrt/internal/printable"
 	"github.com/vkrt/vkrt/internal/strictjson"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -217,27 +218,19 @@ func (l Layout) Brief() string {
 	}
 	switch l.kind {
 	case LayoutSliced:
-		return "a Sliced layout of " + countOf(len(l.sliced), "pool")
+		return "a Sliced layout of " + printable.Count(len(l.sliced), "pool")
 	case LayoutArena:
 		var bytes uint64
 		for _, p := range l.arena.Pages {
 			bytes += min(p, math.MaxUint64-bytes)
 		}
-		return fmt.Sprintf("an Arena plan of %s (%d B), %s and %s", countOf(len(l.arena.Pages), "page"), bytes,
-			countOf(len(l.arena.Slots), "slot"), countOf(len(l.arena.Fallback), "fallback pool"))
+		return fmt.Sprintf("an Arena plan of %s (%d B), %s and %s", printable.Count(len(l.arena.Pages), "page"), bytes,
+			printable.Count(len(l.arena.Slots), "slot"), printable.Count(len(l.arena.Fallback), "fallback pool"))
 	case LayoutVirtual:
 		return fmt.Sprintf("a Virtual plan of %d B planned, %s and %s", l.virtual.PlannedBytes,
-			countOf(len(l.virtual.Slots), "slot"), countOf(len(l.virtual.Profile), "profile mark"))
+			printable.Count(len(l.virtual.Slots), "slot"), printable.Count(len(l.virtual.Profile), "profile mark"))
 	}
 	return l.kind.String()
-}
-
-// countOf is n nouns, in words.
-func countOf(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func (p SlicedPool) equal(o SlicedPool) bool {

@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/vkrt/vkrt/internal/printable"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
@@ -252,7 +253,7 @@ func resolveArena(plan ArenaPlan, p vkruntime.DeviceProperties, backendLimit uin
 			return resolvedLayout{}, invalidLayout("arena slot %d has size 0", k)
 		}
 		if int(s.Page) >= len(cfg.pages) {
-			return resolvedLayout{}, invalidLayout("arena slot %d names page %d, but the arena has %s", k, s.Page, countOf(len(cfg.pages), "page"))
+			return resolvedLayout{}, invalidLayout("arena slot %d names page %d, but the arena has %s", k, s.Page, printable.Count(len(cfg.pages), "page"))
 		}
 		if s.Offset%p.Alignment != 0 {
 			return resolvedLayout{}, invalidLayout("arena slot %d: offset %d is not a multiple of the alignment of %d B", k, s.Offset, p.Alignment)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/vkrt/vkrt/internal/printable"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
@@ -358,7 +359,7 @@ func resolveVirtual(plan VirtualPlan, p vkruntime.DeviceProperties, backendLimit
 	c.profile = plan.Profile
 	if s := plan.Settled; s.Bytes != 0 {
 		if s.Ordinal >= uint64(len(plan.Slots)) {
-			return resolvedLayout{}, invalidLayout("virtual settled start: reservation %d is past the plan's %s", s.Ordinal, countOf(len(plan.Slots), "slot"))
+			return resolvedLayout{}, invalidLayout("virtual settled start: reservation %d is past the plan's %s", s.Ordinal, printable.Count(len(plan.Slots), "slot"))
 		}
 		c.settled = s
 	}

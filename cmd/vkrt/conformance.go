@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/vkrt/vkrt/conformance"
+	"github.com/vkrt/vkrt/internal/printable"
 )
 
 type conformanceFlags struct {
@@ -157,14 +158,14 @@ func runConformance(ctx context.Context, stdout, stderr io.Writer, open conforma
 	}
 	failed := rep.Failed()
 	if stopped != nil {
-		err := fmt.Errorf("%w: %d of %s not run", stopped, len(rep.NotRun), plural(len(rep.Results)+len(rep.NotRun), "check"))
+		err := fmt.Errorf("%w: %d of %s not run", stopped, len(rep.NotRun), printable.Count(len(rep.Results)+len(rep.NotRun), "check"))
 		if len(failed) > 0 {
 			err = fmt.Errorf("%w; %d of those run failed: %v", err, len(failed), failed)
 		}
 		return errors.Join(append(writeErrs, err)...)
 	}
 	if len(failed) > 0 {
-		return errors.Join(append(writeErrs, fmt.Errorf("%d of %s failed: %v", len(failed), plural(len(rep.Results), "check"), failed))...)
+		return errors.Join(append(writeErrs, fmt.Errorf("%d of %s failed: %v", len(failed), printable.Count(len(rep.Results), "check"), failed))...)
 	}
 	return errors.Join(writeErrs...)
 }

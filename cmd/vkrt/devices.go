@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vkrt/vkrt/device"
+	"github.com/vkrt/vkrt/internal/printable"
 	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 	"github.com/vkrt/vkrt/vk"
@@ -87,7 +88,7 @@ func writeDevicesText(w io.Writer, infos []vk.DeviceInfo) error {
 			max(4, l.MinStorageBufferOffsetAlignment), l.MinStorageBufferOffsetAlignment,
 			memory.FormatBytes(l.MaxStorageBufferRange), l.MaxMemoryAllocationCount)
 		fmt.Fprintf(&b, "  compute: work groups %v, work-group size %v (%s), shared memory %s, push constants %d B, robust buffer access %v\n",
-			l.MaxComputeWorkGroupCount, l.MaxComputeWorkGroupSize, plural(int(l.MaxComputeWorkGroupInvocations), "invocation"),
+			l.MaxComputeWorkGroupCount, l.MaxComputeWorkGroupSize, printable.Count(int(l.MaxComputeWorkGroupInvocations), "invocation"),
 			memory.FormatBytes(uint64(l.MaxComputeSharedMemorySize)), l.MaxPushConstantsSize, d.RobustBufferAccess)
 		if d.SparseResidency {
 			var heap uint64 // the largest device-local heap, where the storage's memory lies

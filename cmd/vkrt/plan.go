@@ -298,7 +298,7 @@ func checkPlanOn(arg string, pf *plan.File, layout memory.Layout, c *client.Clie
 	}
 	if v, ok := layout.Virtual(); ok && v.PlannedBytes != 0 && granule == 0 {
 		fmt.Fprintf(stderr, "vkrt: --layout is a virtual plan (%s in %s), but this device has no sparse residency: the guest runs under the SubSlices pools, unplanned\n",
-			memory.FormatBytes(v.PlannedBytes), plural(len(v.Slots), "slot"))
+			memory.FormatBytes(v.PlannedBytes), printable.Count(len(v.Slots), "slot"))
 	}
 	return nil
 }

@@ -427,7 +427,7 @@ func printPlanWasm(to io.Writer, l planWasmLine, out string) error {
 		}
 		binds := ""
 		if v.DeviceBindCalls > 0 {
-			binds = " and " + plural(int(v.DeviceBindCalls), "sparse-binding submission")
+			binds = " and " + printable.Count(int(v.DeviceBindCalls), "sparse-binding submission")
 		}
 		// A run that spilled reserved past the plan, in the pools it
 		// spilled to: the parts are said so that they add up.
@@ -436,8 +436,8 @@ func printPlanWasm(to io.Writer, l planWasmLine, out string) error {
 			past = fmt.Sprintf(", and %s past them", memory.FormatBytes(v.ReservedPeakBytes-planned))
 		}
 		fmt.Fprintf(w, "verify:   %s in %.2f s: %s; %s live and %s reserved at peak (the plan's %s and the persistent pool's %s%s), %s of device memory in %s%s\n",
-			verdict, v.WallS, plural(int(v.Spills), "spill"), memory.FormatBytes(v.PeakLiveBytes), memory.FormatBytes(v.ReservedPeakBytes),
-			memory.FormatBytes(l.Capacity), memory.FormatBytes(v.PersistentBytes), past, memory.FormatBytes(v.DeviceBytesPeak), plural(int(v.DeviceAllocs), "device allocation"), binds)
+			verdict, v.WallS, printable.Count(int(v.Spills), "spill"), memory.FormatBytes(v.PeakLiveBytes), memory.FormatBytes(v.ReservedPeakBytes),
+			memory.FormatBytes(l.Capacity), memory.FormatBytes(v.PersistentBytes), past, memory.FormatBytes(v.DeviceBytesPeak), printable.Count(int(v.DeviceAllocs), "device allocation"), binds)
 		if v.PlanReplaced {
 			fmt.Fprintln(w, "          the guest installed a layout of its own (memory_install): the run did not follow the plan, and its spills and reservations are its own layout's")
 		}
@@ -456,7 +456,7 @@ func describePlan(l memory.Layout, capacity uint64) string {
 			pages, memory.FormatBytes(capacity), placesFor(len(a.Slots)))
 	}
 	if pools, ok := l.Sliced(); ok {
-		desc := fmt.Sprintf("%s capped at %s in all", plural(len(pools), "sliced pool"), memory.FormatBytes(capacity))
+		desc := fmt.Sprintf("%s capped at %s in all", printable.Count(len(pools), "sliced pool"), memory.FormatBytes(capacity))
 		if brief := l.Brief(); strings.HasPrefix(brief, "{") { // the pools themselves, where they are few
 			desc += ": " + brief
 		}

@@ -338,7 +338,7 @@ type undecodableError struct {
 // line starts with, as if each were a failure of its own.
 func (e *undecodableError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d of %s could not be decoded (%s):", len(e.Entries), plural(e.Total, "record"), e.Shown)
+	fmt.Fprintf(&b, "%d of %s could not be decoded (%s):", len(e.Entries), printable.Count(e.Total, "record"), e.Shown)
 	for _, err := range e.Errs {
 		b.WriteString("\n  ")
 		b.WriteString(strings.ReplaceAll(err.Error(), "\n", "\n  "))

@@ -736,10 +736,10 @@ func summarizeLayout(l memory.Layout) string {
 		for _, p := range a.Pages {
 			bytes += p
 		}
-		return fmt.Sprintf("arena: %s, %s, %s", plural(len(a.Pages), "page"), memory.FormatBytes(bytes), plural(len(a.Slots), "slot"))
+		return fmt.Sprintf("arena: %s, %s, %s", printable.Count(len(a.Pages), "page"), memory.FormatBytes(bytes), printable.Count(len(a.Slots), "slot"))
 	}
 	if v, ok := l.Virtual(); ok && (v.PlannedBytes != 0 || len(v.Slots) > 0) {
-		return fmt.Sprintf("virtual: %s planned, %s", memory.FormatBytes(v.PlannedBytes), plural(len(v.Slots), "slot"))
+		return fmt.Sprintf("virtual: %s planned, %s", memory.FormatBytes(v.PlannedBytes), printable.Count(len(v.Slots), "slot"))
 	}
 	if pools, ok := l.Sliced(); ok {
 		var bytes uint64
@@ -757,21 +757,14 @@ func summarizeLayout(l memory.Layout) string {
 		}
 		switch capped {
 		case len(pools):
-			return fmt.Sprintf("sliced: %s capped at %s", plural(len(pools), "pool"), memory.FormatBytes(bytes))
+			return fmt.Sprintf("sliced: %s capped at %s", printable.Count(len(pools), "pool"), memory.FormatBytes(bytes))
 		case 0:
-			return fmt.Sprintf("sliced: %s, uncapped", plural(len(pools), "pool"))
+			return fmt.Sprintf("sliced: %s, uncapped", printable.Count(len(pools), "pool"))
 		}
-		return fmt.Sprintf("sliced: %s, %d capped at %s, %d uncapped", plural(len(pools), "pool"), capped,
+		return fmt.Sprintf("sliced: %s, %d capped at %s, %d uncapped", printable.Count(len(pools), "pool"), capped,
 			memory.FormatBytes(bytes), len(pools)-capped)
 	}
 	return l.Kind().String()
-}
-
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // traceProgressBytes is the trace file size past which a terminal gets a

@@ -4,6 +4,7 @@
 package printable
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode"
@@ -39,4 +40,13 @@ func Escaped(s string) string {
 // shows says whether s shows as it is: valid UTF-8, every rune printable.
 func shows(s string) bool {
 	return utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0
+}
+
+// Count is n nouns in words: "1 slot", "0 slots", "2 slots". The nouns it
+// is given take an s in the plural.
+func Count[N ~int | ~int64 | ~uint32 | ~uint64](n N, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -38,3 +38,11 @@ func TestEscaped(t *testing.T) {
 		require.Equal(t, want, Escaped(in), "%q", in)
 	}
 }
+
+func TestCountAgreesWithItsNumber(t *testing.T) {
+	require.Equal(t, "1 line", Count(1, "line"))
+	require.Equal(t, "0 lines", Count(0, "line"))
+	require.Equal(t, "2 device allocations", Count(uint64(2), "device allocation"))
+	require.Equal(t, "-1 slots", Count(-1, "slot"))
+	require.Equal(t, "18446744073709551615 events", Count(^uint64(0), "event"))
+}
