@@ -38,7 +38,7 @@ func TestCheckRefusesMoreAllocationsThanEvents(t *testing.T) {
 		require.NotPanics(t, func() {
 			err := tr.Check()
 			require.ErrorIs(t, err, ErrMalformed)
-			require.ErrorContains(t, err, fmt.Sprintf("%d allocations in 1 events", n))
+			require.ErrorContains(t, err, fmt.Sprintf("%d allocations in 1 event", n))
 		})
 	}
 	require.NoError(t, (&Trace{Name: "hand", Allocations: 1, Events: one}).Check())
@@ -121,5 +121,5 @@ func TestCheckNamesTheEventAsWhereDoes(t *testing.T) {
 	err = (&Trace{Allocations: 1, Events: []Event{free(0)}}).Check()
 	require.EqualError(t, err, "trace: malformed: free of allocation 1: freed while not allocated")
 	err = (&Trace{Allocations: 2, Events: []Event{alloc(0)}}).Check()
-	require.EqualError(t, err, "trace: malformed: 2 allocations in 1 events")
+	require.EqualError(t, err, "trace: malformed: 2 allocations in 1 event")
 }

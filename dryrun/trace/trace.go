@@ -386,9 +386,9 @@ func read(name, path string, r io.Reader) (*Trace, error) {
 	}
 	if len(t.Events) == 0 {
 		if commentCRs {
-			return nil, fmt.Errorf("%w: %s holds no events (%d lines): %s, so a comment took the events after it", ErrEmpty, where, line, crOnly)
+			return nil, fmt.Errorf("%w: %s holds no events (%s): %s, so a comment took the events after it", ErrEmpty, where, printable.Count(line, "line"), crOnly)
 		}
-		return nil, fmt.Errorf("%w: %s holds no events (%d lines)", ErrEmpty, where, line)
+		return nil, fmt.Errorf("%w: %s holds no events (%s)", ErrEmpty, where, printable.Count(line, "line"))
 	}
 	t.checked = t.as() // every line was checked as it was read
 	return t, nil
@@ -655,7 +655,7 @@ func (t *Trace) Check() error {
 		if name != "" {
 			name += ": "
 		}
-		return fmt.Errorf("%w: %s%d allocations in %d events", ErrMalformed, name, t.Allocations, len(t.Events))
+		return fmt.Errorf("%w: %s%s in %s", ErrMalformed, name, printable.Count(t.Allocations, "allocation"), printable.Count(len(t.Events), "event"))
 	}
 	const (
 		unseen = iota

@@ -499,7 +499,7 @@ func TestReadWithNoNameCallsItTrace(t *testing.T) {
 	require.NoError(t, zw.Close())
 	for _, c := range []struct{ in, want string }{
 		{"", "trace: empty: trace holds no events (0 lines)"},
-		{"# c\n", "trace: empty: trace holds no events (1 lines)"},
+		{"# c\n", "trace: empty: trace holds no events (1 line)"},
 		{"\x1f\x8b", "trace: truncated: trace: the gzip stream is cut short in its header"},
 		{packed.String()[:packed.Len()-4], "trace: truncated: trace: the gzip stream is cut short after line 1"},
 		{packed.String() + "x", "trace: malformed: trace: data after the end of the gzip stream, after line 1"},
