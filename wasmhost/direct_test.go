@@ -112,16 +112,8 @@ func TestHostFunctionsCalledDirectly(t *testing.T) {
 // over it (or the other way round), so the guest read a length made of
 // its message. Ranges that only touch are apart.
 func TestOutLenOverlappingBufIsRefused(t *testing.T) {
-	c := openClient(t)
-	h := newHost(t, context.Background(), c)
-	s, err := c.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
-	g := newInstance(h, context.Background(), s, runConfig{})
-	t.Cleanup(func() { require.NoError(t, g.release()) })
-	ctx := context.WithValue(context.Background(), instanceKey{}, g)
-	mem := &fakeMemory{b: make([]byte, 8192)}
-	mod := fakeModule{mem: mem}
+	dg := newDirectGuest(t)
+	ctx, mem, mod := dg.ctx, dg.mem, dg.mod
 
 	require.Equal(t, EBADF, call(ctx, mod, "buffer_free", 99), "a last error to read")
 	for _, fn := range []string{"last_error", "memory_report"} {
@@ -162,15 +154,8 @@ func TestOutLenOverlappingBufIsRefused(t *testing.T) {
 // ESUCCESS with the zeros of pools that were gone. persistent_end answers
 // EIO too, as persistent_begin does.
 func TestUsageAndReportOfAClosedStreamAreEIO(t *testing.T) {
-	c := openClient(t)
-	h := newHost(t, context.Background(), c)
-	s, err := c.NewStream()
-	require.NoError(t, err)
-	g := newInstance(h, context.Background(), s, runConfig{})
-	t.Cleanup(func() { require.NoError(t, g.release()) })
-	ctx := context.WithValue(context.Background(), instanceKey{}, g)
-	mem := &fakeMemory{b: make([]byte, 8192)}
-	mod := fakeModule{mem: mem}
+	dg := newDirectGuest(t)
+	ctx, s, mem, mod := dg.ctx, dg.s, dg.mem, dg.mod
 	require.Equal(t, ESUCCESS, call(ctx, mod, "memory_usage", 0))
 	require.Equal(t, ESUCCESS, call(ctx, mod, "memory_report", 0, 4096, 4096))
 	require.Equal(t, ESUCCESS, call(ctx, mod, "persistent_begin"))
@@ -351,4 +336,28 @@ func TestRunOnAClosedClientIsRefused(t *testing.T) {
 		require.EqualError(t, err, "wasmhost: the client the host runs guests on is closed: client: closed")
 		require.Nil(t, res)
 	}
+}
+
+// directGuest is a guest instance on a new stream of a new host, for host
+// functions called directly: the context a call is made in, and a module
+// of 8 KiB memory.
+type directGuest struct {
+	ctx context.Context
+	g   *instance
+	s   *client.Stream
+	mem *fakeMemory
+	mod fakeModule
+}
+
+func newDirectGuest(t *testing.T) directGuest {
+	t.Helper()
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	s, err := c.NewStream()
+	require.NoError(t, err)
+	g := newInstance(h, context.Background(), s, runConfig{})
+	t.Cleanup(func() { require.NoError(t, g.release()) })
+	t.Cleanup(func() { _ = s.Close() }) // before the instance's release, as a deferred close was
+	mem := &fakeMemory{b: make([]byte, 8192)}
+	return directGuest{ctx: context.WithValue(context.Background(), instanceKey{}, g), g: g, s: s, mem: mem, mod: fakeModule{mem: mem}}
 }

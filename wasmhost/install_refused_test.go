@@ -57,16 +57,8 @@ func TestAnInstalledLayoutIsToldInTheResult(t *testing.T) {
 // repeat the layout it gave; the host's words (Result.LastError) are the
 // client's.
 func TestARefusedInstallTellsTheGuestThePoolsWords(t *testing.T) {
-	c := openClient(t)
-	h := newHost(t, context.Background(), c)
-	s, err := c.NewStream()
-	require.NoError(t, err)
-	defer s.Close()
-	g := newInstance(h, context.Background(), s, runConfig{})
-	t.Cleanup(func() { require.NoError(t, g.release()) })
-	ctx := context.WithValue(context.Background(), instanceKey{}, g)
-	mem := &fakeMemory{b: make([]byte, 8192)}
-	mod := fakeModule{mem: mem}
+	dg := newDirectGuest(t)
+	ctx, g, s, mem, mod := dg.ctx, dg.g, dg.s, dg.mem, dg.mod
 	copy(mem.b[1024:], "direct")
 	require.Equal(t, ESUCCESS, call(ctx, mod, "buffer_create", 16, 0))
 	require.Equal(t, EBUSY, call(ctx, mod, "memory_install", 1024, 6))
