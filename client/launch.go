@@ -145,9 +145,13 @@ func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 	}))
 }
 
+// batchError is the kernel's refusal of op n of a batch of of ops, in the
+// client's words ("client: launch: vkrt: invalid dispatch …", "client:
+// launch 1 of a batch of 2: …"); errors.Is and errors.As still find the
+// kernel's ErrInvalidDispatch and *kernel.DispatchError.
 func batchError(n, of int, err error) error {
 	if of == 1 {
-		return err
+		return prefixed(err, "launch")
 	}
 	return prefixed(err, "launch %d of a batch of %d", n, of)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -158,4 +159,30 @@ func TestABatchTheDeviceRefusedWholeRunsAgain(t *testing.T) {
 	got, err := x.Read(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []float32{4, 4, 4, 4}, cpuref.Floats(got), "each op ran once")
+}
+
+// A single launch the kernel's checks refuse says "client:" as a batch's
+// refusal and the client's other errors do: it came back in the kernel's
+// words alone ("vkrt: invalid dispatch …"). errors.Is and errors.As still
+// reach the kernel's sentinel and typed error, in a dry run too.
+func TestARefusedSingleLaunchSpeaksAsTheClient(t *testing.T) {
+	c := openClient(t)
+	ctx := context.Background()
+	x, err := c.Empty(ctx, 64)
+	require.NoError(t, err)
+	for _, run := range []context.Context{ctx, dryrun.With(ctx)} {
+		for what, err := range map[string]error{
+			"Run":         c.Run(run, kernel.ReLU(32), x),
+			"Launch":      c.DefaultStream().Launch(run, kernel.ReLU(32).Kernel, kernel.ReLU(32).Grid, []*Buffer{x}, kernel.ReLU(32).Push),
+			"LaunchBatch": c.LaunchBatch(run, []LaunchOp{Op(kernel.ReLU(32), x)}),
+		} {
+			require.ErrorIs(t, err, kernel.ErrInvalidDispatch, what)
+			var de *kernel.DispatchError
+			require.ErrorAs(t, err, &de, what)
+			require.Equal(t, "relu", de.Kernel, what)
+			require.True(t, strings.HasPrefix(err.Error(), `client: launch: vkrt: invalid dispatch of kernel "relu": `), "%s: %v", what, err)
+		}
+	}
+	err = c.LaunchBatch(ctx, []LaunchOp{Op(kernel.ReLU(16), x, x), Op(kernel.ReLU(32), x)})
+	require.True(t, strings.HasPrefix(err.Error(), `client: launch 1 of a batch of 2: vkrt: invalid dispatch of kernel "relu": `), "%v", err)
 }
