@@ -38,7 +38,8 @@ func ctxErr(ctx context.Context) error {
 // ErrInvalidOption: Open was given an option it cannot follow, such as a
 // nil Option, a nil, closed or read-only environment (UseEnvironment), an
 // environment name or options the environment refuses (WithEnvironment), a
-// layout the device cannot honour (WithLayout) or a nil device
+// layout the device cannot honour (WithLayout), a memory limit no buffer
+// fits under (WithMemoryLimit, *MemoryLimitError) or a nil device
 // (WithBackend).
 var ErrInvalidOption = errors.New("client: invalid option")
 
@@ -169,10 +170,30 @@ func WithLayout(l memory.Layout) Option {
 // once; 0 means no cap beyond the heap. The default device enforces it
 // itself; on a device handed with WithBackend the client counts what its
 // pools hold and refuses past the cap the same way, with a
-// *runtime.OutOfMemoryError.
+// *runtime.OutOfMemoryError. A cap below the device's alignment (256 B on
+// the cpu device), which not even a buffer of 1 B fits under, fails Open
+// with a *MemoryLimitError (ErrInvalidOption).
 func WithMemoryLimit(bytes uint64) Option {
 	return func(c config) config { c.device.MemoryLimit = bytes; return c }
 }
+
+// MemoryLimitError is ErrInvalidOption with the numbers: WithMemoryLimit
+// capped the storage of device Device at Limit bytes, less than the
+// Alignment bytes the device aligns slices to. Every buffer takes at
+// least one slice, so no buffer could ever be allocated; the least cap
+// that allows one is Alignment.
+type MemoryLimitError struct {
+	Device           string
+	Limit, Alignment uint64
+}
+
+func (e *MemoryLimitError) Error() string {
+	return fmt.Sprintf("client: invalid option: WithMemoryLimit(%d): device %s aligns slices to %d B, so not even a buffer of 1 B fits under %d B; give at least %d B, or 0 for no cap",
+		e.Limit, e.Device, e.Alignment, e.Limit, e.Alignment)
+}
+
+// Is makes a *MemoryLimitError match ErrInvalidOption.
+func (e *MemoryLimitError) Is(target error) bool { return target == ErrInvalidOption }
 
 // WithLogger is where the pools warn that a capped pool spilled (the plan
 // was short); the default is slog.Default.
@@ -310,6 +331,12 @@ func Open(ctx context.Context, opts ...Option) (*Client, error) {
 	if err := checkProperties(dev.Name(), props); err != nil {
 		dev.Close()
 		return nil, err
+	}
+	if limit := c.device.MemoryLimit; limit > 0 && limit < props.Alignment {
+		// Every buffer takes a slice of at least the alignment: Open
+		// succeeded, and every allocation failed.
+		dev.Close()
+		return nil, &MemoryLimitError{Device: dev.Name(), Limit: limit, Alignment: props.Alignment}
 	}
 	if err := c.layout.Validate(props); err != nil {
 		dev.Close()

@@ -63,7 +63,9 @@
 // makes) is no client: a method of it that returns an error returns ErrNil,
 // the others their zero value (Stream.Closed says true), rather than
 // dereferencing nil. A call given a nil context, Open's too, is refused
-// with ErrNilContext, and Open given a nil Option with ErrInvalidOption.
+// with ErrNilContext, and Open given a nil Option, or a memory limit below
+// the device's alignment that no buffer fits under (*MemoryLimitError),
+// with ErrInvalidOption.
 // A device whose properties the client cannot run on (slices aligned to
 // other than a power of two of whole 32-bit words: *AlignmentError) is
 // refused by Open with ErrUnsupportedDevice, and closed.

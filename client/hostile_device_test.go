@@ -12,6 +12,7 @@ import (
 	"github.com/vkrt/vkrt/device"
 	"github.com/vkrt/vkrt/device/cpu"
 	"github.com/vkrt/vkrt/dryrun"
+	"github.com/vkrt/vkrt/internal/devtest"
 	"github.com/vkrt/vkrt/kernel"
 	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
@@ -285,5 +286,50 @@ func TestHostileDevice(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A memory limit below the device's alignment, which not even a buffer of
+// 1 B fits under, is refused by Open with the numbers, on a device handed
+// with WithBackend (the client holds it to the limit) and on the default
+// one (it holds itself): Open succeeded, and every allocation failed. The
+// least cap that allows a buffer, the alignment, opens and allocates.
+func TestAMemoryLimitNoBufferFitsUnderIsRefused(t *testing.T) {
+	ctx := context.Background()
+	for _, backend := range []bool{true, false} {
+		open := func(limit uint64) (*Client, error) {
+			if !backend {
+				return Open(ctx, WithMemoryLimit(limit))
+			}
+			d, err := cpu.New()
+			require.NoError(t, err)
+			return Open(ctx, WithMemoryLimit(limit), WithBackend(d))
+		}
+		probe, err := open(0)
+		if !backend {
+			devtest.SkipUnavailable(t, err)
+		}
+		require.NoError(t, err)
+		align := probe.Properties().Alignment
+		require.NoError(t, probe.Close())
+		for _, limit := range []uint64{1, align / 2, align - 1} {
+			c, err := open(limit)
+			require.ErrorIs(t, err, ErrInvalidOption, "limit %d", limit)
+			require.Nil(t, c)
+			var le *MemoryLimitError
+			require.ErrorAs(t, err, &le)
+			require.Equal(t, limit, le.Limit)
+			require.Equal(t, align, le.Alignment)
+			require.ErrorContains(t, err, fmt.Sprintf("WithMemoryLimit(%d)", limit))
+			require.ErrorContains(t, err, fmt.Sprintf("give at least %d B", align))
+		}
+		c, err := open(align)
+		require.NoError(t, err)
+		b, err := c.Create(ctx, []byte{1, 2, 3, 4})
+		require.NoError(t, err, "backend %v", backend)
+		got, err := b.Read(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []byte{1, 2, 3, 4}, got)
+		require.NoError(t, c.Close())
 	}
 }
