@@ -68,8 +68,10 @@ func (s *Stream) MemoryCleanup() {
 // allocates on it (weights, caches) goes to the persistent pool, which
 // InstallMemoryPools leaves alone. Windows nest; other work on the same
 // stream meanwhile is inside the window too. A nil fn is refused with
-// ErrNilFunction, opening no window.
-func (c *Client) Persistent(ctx context.Context, fn func(ctx context.Context) error) error {
+// ErrNilFunction, opening no window. Where fn returns nil but closed the
+// window itself (Stream.EndPersistent), leaving none for Persistent to
+// close, Persistent returns ErrNoPersistentWindow.
+func (c *Client) Persistent(ctx context.Context, fn func(ctx context.Context) error) (err error) {
 	if c.isNil() {
 		return ErrNil
 	}
@@ -84,7 +86,11 @@ func (c *Client) Persistent(ctx context.Context, fn func(ctx context.Context) er
 	if err := s.BeginPersistent(); err != nil {
 		return err
 	}
-	defer s.EndPersistent()
+	defer func() {
+		if end := s.EndPersistent(); err == nil && errors.Is(end, ErrNoPersistentWindow) {
+			err = end
+		}
+	}()
 	return fn(WithStream(ctx, s))
 }
 
@@ -185,15 +191,31 @@ func (s *Stream) BeginPersistent() error {
 	return s.locked(func() error { s.mgr.BeginPersistent(); return nil })
 }
 
+// ErrNoPersistentWindow: EndPersistent was called on a stream with no
+// persistent window open: one more than BeginPersistent opened, or after
+// another caller closed the window. Nothing changes.
+var ErrNoPersistentWindow = errors.New("client: no persistent window is open")
+
 // EndPersistent closes the innermost persistent window BeginPersistent
-// opened.
-func (s *Stream) EndPersistent() {
+// opened. With none open it changes nothing and returns
+// ErrNoPersistentWindow (an EndPersistent too many went unnoticed, and the
+// caller's windows were not the stream's); on a closed stream it returns
+// ErrClosed, whose windows went with its pools. A stream in an error state
+// still closes its windows: they hold no device memory.
+func (s *Stream) EndPersistent() error {
 	if s.isNil() {
-		return
+		return ErrNil
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return s.closedError()
+	}
+	if !s.mgr.InPersistent() {
+		return fmt.Errorf("%w (stream %d): EndPersistent without a BeginPersistent to match", ErrNoPersistentWindow, s.id)
+	}
 	s.mgr.EndPersistent()
-	s.mu.Unlock()
+	return nil
 }
 
 func (c *Client) setLayout(l memory.Layout) {

@@ -353,3 +353,46 @@ func TestASecondClientCloseWaitsForTheFirst(t *testing.T) {
 	require.True(t, st.closed)
 	require.Empty(t, st.late)
 }
+
+// EndPersistent with no persistent window open is refused with
+// ErrNoPersistentWindow and changes nothing: it did nothing and said
+// nothing, so a caller's windows could drift from the stream's unseen. One
+// on a closed stream is ErrClosed, and a nil stream's ErrNil. Persistent
+// whose fn closed the window itself says so.
+func TestEndPersistentWithNoWindowIsRefused(t *testing.T) {
+	c := openClient(t)
+	ctx := context.Background()
+	s, err := c.NewStream()
+	require.NoError(t, err)
+
+	err = s.EndPersistent()
+	require.ErrorIs(t, err, ErrNoPersistentWindow)
+	require.ErrorContains(t, err, fmt.Sprintf("stream %d", s.ID()))
+
+	require.NoError(t, s.BeginPersistent())
+	require.NoError(t, s.BeginPersistent())
+	require.NoError(t, s.EndPersistent())
+	b, err := s.Empty(ctx, 64)
+	require.NoError(t, err)
+	require.NotZero(t, s.Report().Persistent.Usage.BytesInUse, "one window is still open")
+	require.NoError(t, s.EndPersistent())
+	require.ErrorIs(t, s.EndPersistent(), ErrNoPersistentWindow, "one too many")
+	require.NoError(t, b.Free())
+
+	err = c.Persistent(WithStream(ctx, s), func(ctx context.Context) error {
+		return s.EndPersistent()
+	})
+	require.ErrorIs(t, err, ErrNoPersistentWindow, "fn closed Persistent's window")
+	mine := errors.New("fn's own")
+	err = c.Persistent(WithStream(ctx, s), func(ctx context.Context) error {
+		_ = s.EndPersistent()
+		return mine
+	})
+	require.ErrorIs(t, err, mine, "fn's error comes first")
+	require.NoError(t, c.Persistent(WithStream(ctx, s), func(ctx context.Context) error { return nil }))
+
+	require.NoError(t, s.BeginPersistent())
+	require.NoError(t, s.Close())
+	require.ErrorIs(t, s.EndPersistent(), ErrClosed)
+	require.ErrorIs(t, (*Stream)(nil).EndPersistent(), ErrNil)
+}

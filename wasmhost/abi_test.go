@@ -521,3 +521,36 @@ func TestADefaultStreamNoGuestCanRunOnIsRefusedByNew(t *testing.T) {
 	_, err = h.Run(context.Background(), m)
 	require.NoError(t, err, "a stream of the host's client is taken")
 }
+
+// persistent_end after the host program closed the guest's window on the
+// stream it gave (OnStream) answers EINVAL with the client's words, as
+// one with no window open does: it answered 0, closing nothing. The guest
+// holds no window after, and its end closes none of the stream's.
+func TestPersistentEndAfterTheHostClosedTheWindow(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	s, err := c.NewStream()
+	require.NoError(t, err)
+	prelude := strings.Replace(watPrelude, `(memory (export "memory") 1)`,
+		`(import "wasi_snapshot_preview1" "fd_write" (func $fdw (param i32 i32 i32 i32) (result i32))) (memory (export "memory") 1)`, 1)
+	m := compile(t, h, wat(t, prelude+`(data (i32.const 16) "\20\00\00\00\01\00\00\00x")
+  (func (export "_start")
+    (if (call $pbegin) (then unreachable))
+    (drop (call $fdw (i32.const 1) (i32.const 16) (i32.const 1) (i32.const 8)))
+    (call $exit (call $pend))))`))
+	res, err := h.Run(context.Background(), m, OnStream(s), WithStdout(windowEndingWriter{s}))
+	var exit *ExitError
+	require.ErrorAs(t, err, &exit)
+	require.Equal(t, uint32(EINVAL), exit.Code, "persistent_end's status")
+	require.Contains(t, res.LastError, "persistent_end: the host program closed the guest's persistent windows on its stream: client: no persistent window is open")
+	require.ErrorIs(t, s.EndPersistent(), client.ErrNoPersistentWindow, "the stream has no window open")
+}
+
+// windowEndingWriter closes a persistent window of a stream when the guest
+// writes to it.
+type windowEndingWriter struct{ s *client.Stream }
+
+func (w windowEndingWriter) Write(p []byte) (int, error) {
+	_ = w.s.EndPersistent()
+	return len(p), nil
+}

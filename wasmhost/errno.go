@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/kernel"
 	"github.com/vkrt/vkrt/memory"
 	vkruntime "github.com/vkrt/vkrt/runtime"
@@ -90,7 +91,7 @@ func errnoOf(err error) Errno {
 		return E2BIG
 	case errors.Is(err, vkruntime.ErrOutOfDeviceMemory), errors.Is(err, vkruntime.ErrPoolCapacityExceeded):
 		return ENOMEM
-	case errors.Is(err, kernel.ErrInvalidDispatch):
+	case errors.Is(err, kernel.ErrInvalidDispatch), errors.Is(err, client.ErrNoPersistentWindow):
 		return EINVAL
 	case errors.Is(err, vkruntime.ErrDeviceLost):
 		return EIO

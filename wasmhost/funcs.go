@@ -476,7 +476,15 @@ func persistentEnd(g *instance, _ api.Memory, _ []uint64) Errno {
 		// Its windows went with its pools; release ends what is counted.
 		return g.fail(err)
 	}
-	g.stream.EndPersistent()
+	if err := g.stream.EndPersistent(); err != nil {
+		if errors.Is(err, client.ErrNoPersistentWindow) {
+			// The host program closed the stream's windows (OnStream):
+			// none of the guest's is open any more.
+			g.persistent = 0
+			err = fmt.Errorf("persistent_end: the host program closed the guest's persistent windows on its stream: %w", err)
+		}
+		return g.fail(err)
+	}
 	g.persistent--
 	return ESUCCESS
 }

@@ -338,7 +338,7 @@ func (g *instance) sampleDevice() {
 func (g *instance) release() error {
 	var errs []error
 	for ; g.persistent > 0; g.persistent-- {
-		g.stream.EndPersistent()
+		_ = g.stream.EndPersistent() // a closed stream's went with it
 	}
 	// A stream the host program closed under the guest freed its buffers
 	// as it closed: they are gone, not left.
