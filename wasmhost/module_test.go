@@ -234,3 +234,22 @@ func FuzzReadModule(f *testing.F) {
 		require.LessOrEqual(t, len(walk.tables.defined), 1)
 	})
 }
+
+// WithMaxTableEntries(0) is a limit, as documented: it allows no table,
+// so a guest that declares none, or an empty one, loads and runs, and one
+// that declares a table of one entry is refused by Compile, naming both
+// numbers.
+func TestATableLimitOfZeroAllowsNoTable(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c, WithMaxTableEntries(0))
+	for _, src := range []string{
+		`(module (memory (export "memory") 1) (func (export "_start")))`,
+		`(module (memory (export "memory") 1) (table 0 funcref) (func (export "_start")))`,
+	} {
+		_, err := h.Run(context.Background(), compile(t, h, wat(t, src)))
+		require.NoError(t, err, src)
+	}
+	_, err := h.Compile(context.Background(), wat(t, `(module (memory (export "memory") 1) (table 1 funcref) (func (export "_start")))`))
+	require.ErrorIs(t, err, ErrRefused)
+	require.ErrorContains(t, err, "it declares a table of 1 entries (8 B of host memory); the host allows at most 0")
+}

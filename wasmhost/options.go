@@ -65,17 +65,25 @@ type runConfig struct {
 type Option func(hostConfig) hostConfig
 
 // WithMaxMemoryPages limits each guest's linear memory to pages of 64 KiB
-// (1 to MaxMemoryPages); a guest that asks for more is refused at load or
-// sees memory.grow fail. The default is DefaultMaxMemoryPages.
+// (1 to MaxMemoryPages); a guest whose memory starts larger is refused by
+// Compile (a *MemoryLimitError), one that grows past it sees memory.grow
+// fail. A small limit is not refused: a guest written by hand may need a
+// page or none, while Go guests start at about 45 pages (Go 1.26) and grow
+// their heap from there. The default is DefaultMaxMemoryPages.
 func WithMaxMemoryPages(pages uint32) Option {
 	return func(c hostConfig) hostConfig { c.maxMemoryPages = pages; return c }
 }
 
 // WithMaxTableEntries limits each guest's WebAssembly table to entries
-// entries; a guest that declares a larger one is refused at load. A table is
-// host memory outside WithMaxMemoryPages, 8 bytes an entry, and no guest can
-// grow its table (the host leaves the reference-types feature off, which
-// also limits a guest to one table). The default is DefaultMaxTableEntries.
+// entries; a guest that declares a larger one is refused by Compile
+// (ErrRefused, naming both numbers). A table is host memory outside
+// WithMaxMemoryPages, 8 bytes an entry, and no guest can grow its table
+// (the host leaves the reference-types feature off, which also limits a
+// guest to one table). 0 is a limit, not the default: it allows no table,
+// so only guests that declare none (or an empty one), such as guests
+// written by hand that make no indirect call, load. Go guests declare
+// about 6,000 entries (Go 1.26) and are refused below that. The default is
+// DefaultMaxTableEntries.
 func WithMaxTableEntries(entries uint32) Option {
 	return func(c hostConfig) hostConfig { c.maxTableEntries = entries; return c }
 }
