@@ -65,7 +65,10 @@ func (s *Stream) LaunchBatch(ctx context.Context, ops []LaunchOp) error {
 		for n, op := range ops {
 			for i, b := range op.Buffers {
 				if err := s.owns(b); err != nil {
-					return prefixed(err, "launch %d (%s), binding %d", n, op.Kernel.Name, i)
+					if len(ops) == 1 {
+						return prefixed(err, "launch (%s), binding %d", op.Kernel.Name, i)
+					}
+					return prefixed(err, "launch %d of a batch of %d (%s), binding %d", n, len(ops), op.Kernel.Name, i)
 				}
 			}
 		}

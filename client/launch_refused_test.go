@@ -186,3 +186,33 @@ func TestARefusedSingleLaunchSpeaksAsTheClient(t *testing.T) {
 	err = c.LaunchBatch(ctx, []LaunchOp{Op(kernel.ReLU(16), x, x), Op(kernel.ReLU(32), x)})
 	require.True(t, strings.HasPrefix(err.Error(), `client: launch 1 of a batch of 2: vkrt: invalid dispatch of kernel "relu": `), "%v", err)
 }
+
+// A launch given a buffer it cannot bind (freed, nil, of another stream)
+// names the binding as the kernel's refusals name the launch: a single
+// launch said "launch 0 (copy)", as if it were the first of a batch, and
+// an op of a batch "launch 1 (copy)", where the kernel's refusal of the
+// same op said "launch 1 of a batch of 2". The refusal keeps its class.
+func TestALaunchNamesTheBindingItRefusesAsItsOtherRefusals(t *testing.T) {
+	c := openClient(t)
+	ctx := context.Background()
+	x, err := c.Create(ctx, make([]byte, 16))
+	require.NoError(t, err)
+	freed, err := c.Empty(ctx, 16)
+	require.NoError(t, err)
+	require.NoError(t, freed.Free())
+	s, err := c.NewStream()
+	require.NoError(t, err)
+	foreign, err := s.Empty(ctx, 16)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		b    *Buffer
+		kind error
+	}{{freed, vkruntime.ErrNotFound}, {nil, vkruntime.ErrNotFound}, {foreign, ErrForeignBuffer}} {
+		err := c.Run(ctx, kernel.CopyWords(4), x, tc.b)
+		require.ErrorIs(t, err, tc.kind)
+		require.True(t, strings.HasPrefix(err.Error(), "client: launch (copy), binding 1: "), "%v", err)
+		err = c.LaunchBatch(ctx, []LaunchOp{Op(kernel.CopyWords(4), x, x), Op(kernel.CopyWords(4), tc.b, x)})
+		require.ErrorIs(t, err, tc.kind)
+		require.True(t, strings.HasPrefix(err.Error(), "client: launch 1 of a batch of 2 (copy), binding 0: "), "%v", err)
+	}
+}
