@@ -46,7 +46,9 @@ type Device interface {
 	// Dispatch runs ops in order, each one's writes visible to the next,
 	// and waits for them. Every op is checked (kernel.Validate, then that
 	// its bindings lie in live allocations) before any runs: a refused
-	// batch changes nothing. An op Validate refuses is an error matching
+	// batch changes nothing, and its error is that of its first op at
+	// fault, which it names in a batch of several ("op 1 of 3: …"). An op
+	// Validate refuses is an error matching
 	// kernel.ErrInvalidDispatch, a binding of a released allocation one
 	// matching runtime.ErrNotFound, one past the end of its allocation one
 	// matching runtime.ErrOutOfRange. When ctx ends first, Dispatch returns ctx.Err()

@@ -100,7 +100,9 @@ func (d *Device) buildPipeline(k kernel.Kernel) (*pipeline, error) {
 // kernel.Validate against the device's limits, then that the bindings name
 // live allocations of the device's storage and lie inside them; a refused
 // batch changes nothing, and its error matches device.ErrNothingRan as
-// well as its own kind.
+// well as its own kind. The error is the first refused op's, whichever
+// check refused it, and names the op ("op 1 of 3: …") in a batch of
+// several, as the cpu device's does.
 //
 // Under a context that can end, the batch runs in submissions, each
 // waited for before the next is recorded, each holding the ops that the
@@ -134,10 +136,12 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 	for i := range own.Len() {
 		op := own.Op(i)
 		if err := kernel.Validate(op.Kernel, op.Grid, op.Bindings, op.Push, limits); err != nil {
-			if len(ops) > 1 {
-				err = fmt.Errorf("op %d of %d: %w", i, len(ops), err)
+			// An op before it whose bindings the storage refuses is the
+			// batch's first fault, as the cpu device reports it.
+			if bad := d.firstBadBindings(own, i); bad != nil {
+				return device.NothingRan(bad)
 			}
-			return device.NothingRan(err)
+			return device.NothingRan(opError(i, len(ops), err))
 		}
 		if kernel.NoOp(op.Kernel, op.Grid, op.Push) {
 			// Nothing to run (an empty launch on any grid would still run
@@ -159,7 +163,7 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 	}
 	if len(unrun) > 0 { // the storage's lock is not taken for nothing
 		if err := d.storage.check(unrun...); err != nil {
-			return device.NothingRan(err)
+			return device.NothingRan(d.bindingsRefused(own, err))
 		}
 	}
 	if len(live) == 0 {
@@ -174,7 +178,7 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 	}
 	pins, err := d.storage.pin(handles...)
 	if err != nil {
-		return device.NothingRan(err)
+		return device.NothingRan(d.bindingsRefused(own, err))
 	}
 	if afterCheck != nil {
 		afterCheck()
@@ -225,6 +229,49 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 		from, next = to, next+n
 	}
 	return nil
+}
+
+// opError is err of op i of a batch of n, naming the op where there are
+// several.
+func opError(i, n int, err error) error {
+	if n > 1 {
+		return fmt.Errorf("op %d of %d: %w", i, n, err)
+	}
+	return err
+}
+
+// firstBadBindings is the error of the first of own's ops before op end
+// (checked by kernel.Validate) whose bindings the storage refuses, naming
+// it; nil where it refuses none. The storage is asked op by op only once a
+// batch is refused, so that the error is the first op's fault, whatever
+// the kind: checked all together, a binding released in op 0 was reported
+// after op 1's invalid grid, and a refused binding without its op.
+func (d *Device) firstBadBindings(own kernel.OwnedOps, end int) error {
+	for i := range end {
+		var hs []vkruntime.StorageHandle
+		for _, h := range own.Op(i).Bindings {
+			if h.Size > 0 {
+				hs = append(hs, h)
+			}
+		}
+		if len(hs) == 0 {
+			continue
+		}
+		if err := d.storage.check(hs...); err != nil {
+			return opError(i, own.Len(), err)
+		}
+	}
+	return nil
+}
+
+// bindingsRefused is the error of a batch whose bindings the storage
+// refused with err, checked all together: the first op's refusal, naming
+// it (err itself, should the ops' checks all pass).
+func (d *Device) bindingsRefused(own kernel.OwnedOps, err error) error {
+	if bad := d.firstBadBindings(own, own.Len()); bad != nil {
+		return bad
+	}
+	return err
 }
 
 // firstSubmission is the error of a batch's first submission, marked as

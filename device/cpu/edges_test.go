@@ -130,3 +130,36 @@ func TestCopyGridsThatWrapAreRefused(t *testing.T) {
 		require.ErrorContains(t, err, "past its bindings")
 	})
 }
+
+// A refused batch is refused for its first op at fault, named, whichever
+// check refuses it: vk checked every op's launch before any op's bindings,
+// and the bindings of ops that run no work group before the others', so a
+// binding released in op 0 came back as op 1's invalid grid, and a
+// refused binding without its op, where the cpu device named op 0.
+func TestRefusedBatchNamesItsFirstOpAtFault(t *testing.T) {
+	onDevices(t, func(t *testing.T, d device.Device) {
+		const n = 64
+		x, out := put(t, d, make([]float32, n)), put(t, d, make([]float32, n))
+		gone := put(t, d, make([]float32, n))
+		d.Storage().Dealloc(gone.ID)
+		past := out
+		past.Size += 4096
+
+		for _, c := range []struct {
+			ops  []kernel.Op
+			want error
+			op   string
+		}{
+			{[]kernel.Op{kernel.ReLU(n).With(gone, out), kernel.ReLU(n+1).With(x, out)}, vkruntime.ErrNotFound, "op 0 of 2: "},
+			{[]kernel.Op{kernel.ReLU(n).With(x, out), kernel.ReLU(n+1).With(x, out), kernel.ReLU(n).With(gone, out)}, kernel.ErrInvalidDispatch, "op 1 of 3: "},
+			{[]kernel.Op{kernel.ReLU(n).With(x, past), kernel.ReLU(0).With(gone, gone)}, vkruntime.ErrOutOfRange, "op 0 of 2: "},
+			{[]kernel.Op{kernel.ReLU(n).With(x, out), kernel.ReLU(0).With(gone, gone)}, vkruntime.ErrNotFound, "op 1 of 2: "},
+			{[]kernel.Op{kernel.ReLU(n).With(x, out), kernel.ReLU(n).With(x, gone)}, vkruntime.ErrNotFound, "op 1 of 2: "},
+		} {
+			err := d.Dispatch(t.Context(), c.ops)
+			require.ErrorIs(t, err, c.want)
+			require.ErrorIs(t, err, device.ErrNothingRan)
+			require.ErrorContains(t, err, c.op)
+		}
+	})
+}
