@@ -51,7 +51,9 @@ type Device interface {
 	// Validate refuses is an error matching
 	// kernel.ErrInvalidDispatch, a binding of a released allocation one
 	// matching runtime.ErrNotFound, one past the end of its allocation one
-	// matching runtime.ErrOutOfRange. When ctx ends first, Dispatch returns ctx.Err()
+	// matching runtime.ErrOutOfRange. A checked batch runs on the
+	// allocations its check found, one released since included (a GPU's
+	// device keeps the memory it binds). When ctx ends first, Dispatch returns ctx.Err()
 	// at once; work already handed to the device may still finish, and the
 	// device keeps the memory it binds alive and orders later calls after it,
 	// but no op starts once ctx has ended, so a batch holds the device past

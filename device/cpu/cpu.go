@@ -244,8 +244,11 @@ func (d *Device) Download(ctx context.Context, src vkruntime.StorageHandle, dst 
 // Dispatch checks every op, then runs them in order on the calling
 // goroutine; an op refused by the check is an error matching
 // device.ErrNothingRan as well as its own kind (kernel.ErrInvalidDispatch,
-// runtime.ErrNotFound, runtime.ErrOutOfRange). When ctx ends it stops between work items and returns
-// ctx.Err(); the ops not finished leave their outputs partly written.
+// runtime.ErrNotFound, runtime.ErrOutOfRange). The ops run on the pages
+// the check found: one released since (Dealloc, ReleaseVirtual) is still
+// read and written, as a GPU's device keeps the memory of a checked batch.
+// When ctx ends it stops between work items and returns ctx.Err(); the ops
+// not finished leave their outputs partly written.
 func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 	if err := d.begin(ctx); err != nil {
 		return err
@@ -255,11 +258,20 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 	// a batch, and an op run as changed since its check could read or
 	// write past what was checked.
 	own := kernel.OwnOps(ops)
+	// The pages the checks found are the ones the ops run on: a page
+	// released once the batch was checked is still written, as a GPU's
+	// device keeps the memory a checked batch binds; looked up again to
+	// run, a page released meanwhile failed a batch that had passed its
+	// checks, after the ops before it ran.
+	// They lie in one array, op i's from firstPage[i] on.
+	var pages []*page
+	firstPage := make([]int, own.Len())
 	for i := range own.Len() {
 		op := own.Op(i)
+		firstPage[i] = len(pages)
 		err := kernel.Validate(op.Kernel, op.Grid, op.Bindings, op.Push, d.limits)
 		if err == nil {
-			err = d.storage.check(op.Bindings)
+			pages, err = d.storage.resolve(pages, op.Bindings)
 		}
 		if err != nil {
 			// Refused before any op ran: the batch changed nothing, and the
@@ -287,10 +299,7 @@ func (d *Device) Dispatch(ctx context.Context, ops []kernel.Op) error {
 		views := make([]view, len(op.Bindings))
 		mem := make([][]byte, len(op.Bindings))
 		for j, h := range op.Bindings {
-			v, err := d.storage.view(h, min(h.Size, touched[j]))
-			if err != nil {
-				return err
-			}
+			v := d.storage.viewOf(pages[firstPage[i]+j], h, min(h.Size, touched[j]))
 			views[j], mem[j] = v, v.mem
 		}
 		err := run(ctx, op, mem)
@@ -539,17 +548,28 @@ func (s *Storage) copyVirtual(p *page, offset uint64, buf []byte, toRange bool) 
 // past its own back from that copy over whatever had changed them since.
 func (s *Storage) view(h vkruntime.StorageHandle, n uint64) (view, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	p, err := s.lookup(h)
-	if err != nil || p == nil || n == 0 {
+	s.mu.Unlock()
+	if err != nil {
 		return view{}, err
 	}
+	return s.viewOf(p, h, n), nil
+}
+
+// viewOf is the view of the first n <= h.Size bytes of h, which lies in p
+// (nil for an empty h), looked up before.
+func (s *Storage) viewOf(p *page, h vkruntime.StorageHandle, n uint64) view {
+	if p == nil || n == 0 {
+		return view{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if p.virtual == nil {
-		return view{mem: p.mem[h.Offset : h.Offset+n : h.Offset+n]}, nil
+		return view{mem: p.mem[h.Offset : h.Offset+n : h.Offset+n]}
 	}
 	v := view{mem: make([]byte, n), virtual: p, offset: h.Offset, granule: s.granule, s: s}
 	s.copyVirtual(p, h.Offset, v.mem, false)
-	return v, nil
+	return v
 }
 
 // lookup finds h's page and checks h lies inside it; an empty handle has
@@ -572,14 +592,17 @@ func (s *Storage) lookup(h vkruntime.StorageHandle) (*page, error) {
 	return p, nil
 }
 
-// check looks every handle up without touching memory.
-func (s *Storage) check(hs []vkruntime.StorageHandle) error {
+// resolve looks every handle up without touching memory, appending to
+// pages the page each lies in, nil for an empty one.
+func (s *Storage) resolve(pages []*page, hs []vkruntime.StorageHandle) ([]*page, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, h := range hs {
-		if _, err := s.lookup(h); err != nil {
-			return err
+		p, err := s.lookup(h)
+		if err != nil {
+			return pages, err
 		}
+		pages = append(pages, p)
 	}
-	return nil
+	return pages, nil
 }

@@ -400,3 +400,30 @@ func TestVirtualRangesTakeWholeGranules(t *testing.T) {
 	_, err = s.ReserveVirtual(g)
 	require.NoError(t, err)
 }
+
+// A batch runs on the pages its check found: one released once the batch
+// was checked is still read and written, as vk's pinned pages are. Looked
+// up again to run, it failed the batch with ErrNotFound (not marked as one
+// that ran nothing, though none of it had) where vk ran it.
+func TestDispatchRunsOnPagesReleasedAfterItsCheck(t *testing.T) {
+	d := newDevice(t)
+	const n = 16
+	tmp, err := d.Storage().Alloc(4 * n)
+	require.NoError(t, err)
+	out, err := d.Storage().Alloc(4 * n)
+	require.NoError(t, err)
+	cpu.SetAfterCheck(t, func() {
+		d.Storage().Dealloc(tmp.ID)
+		d.Storage().Flush()
+	})
+	err = d.Dispatch(t.Context(), []kernel.Op{kernel.FillWords(n, 7).With(tmp), kernel.CopyWords(n).With(tmp, out)})
+	require.NoError(t, err)
+	want := make([]byte, 4*n)
+	for i := range n {
+		want[4*i] = 7
+	}
+	got := make([]byte, 4*n)
+	require.NoError(t, d.Download(t.Context(), out, got))
+	require.Equal(t, want, got, "the copy read what the fill wrote into the released page")
+	require.ErrorIs(t, d.Upload(t.Context(), tmp, []byte{1}), vkruntime.ErrNotFound, "released all the same")
+}
