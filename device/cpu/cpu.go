@@ -344,6 +344,10 @@ type page struct {
 	// index: the page and offset of the memory behind each.
 	virtual map[uint64]granuleMemory
 	size    uint64 // a virtual range's size
+	// backing is how many granules of live virtual ranges the page's
+	// memory backs: a page deallocated while some are is kept, counted,
+	// until the last is unbound or its range released.
+	backing uint64
 }
 
 type granuleMemory struct {
@@ -448,27 +452,38 @@ func (s *Storage) Dealloc(id vkruntime.StorageID) {
 }
 
 // forget drops a page or a virtual range from the live ones; a range's
-// address space goes back however it is released. s.mu is held.
+// address space goes back however it is released, and the pages bound in
+// it back it no more. s.mu is held.
 func (s *Storage) forget(id vkruntime.StorageID, p *page) {
 	delete(s.pages, id)
 	if p.virtual != nil {
 		s.virtualBytes -= p.held
+		for _, m := range p.virtual {
+			m.page.backing--
+		}
 	}
 }
 
-// Flush hands deallocated pages back.
+// Flush hands deallocated pages back, but for those whose memory still
+// backs granules of a live virtual range: those stay, counted, until a
+// Flush after the last is unbound or its range released.
 func (s *Storage) Flush() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	kept := s.deferred[:0]
 	for _, p := range s.deferred {
+		if p.backing > 0 {
+			kept = append(kept, p)
+			continue
+		}
 		s.allocated -= p.held
 	}
-	clear(s.deferred)
-	s.deferred = s.deferred[:0]
+	clear(s.deferred[len(kept):])
+	s.deferred = kept
 }
 
 // Allocated is the number of bytes held, deallocated pages not yet flushed
-// included.
+// (or still bound in a virtual range) included.
 func (s *Storage) Allocated() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()

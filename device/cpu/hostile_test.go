@@ -342,3 +342,40 @@ func TestUnbindingALargeRangeReturnsAtOnce(t *testing.T) {
 	require.NoError(t, d.Download(t.Context(), vkruntime.StorageHandle{ID: v.ID, Offset: 4 * g, Size: 8}, got))
 	require.Equal(t, make([]byte, 8), got, "granule 4 is unbound")
 }
+
+// A page deallocated while its memory backs granules of a live virtual
+// range stays, counted, until they are unbound or the range released:
+// the Flush after Dealloc handed its bytes back, though the range still
+// read and wrote them, so the storage held more than it counted (and a
+// GPU's driver may hand freed memory to the next allocation, which the
+// range would then read).
+func TestPagesBoundInARangeAreKeptUntilUnbound(t *testing.T) {
+	const g = 4096
+	d := newDevice(t, cpu.WithSparseGranule(g))
+	s := d.Storage().(*cpu.Storage)
+	for _, unbind := range []string{"unbound", "range released"} {
+		v, err := s.ReserveVirtual(2 * g)
+		require.NoError(t, err)
+		m, err := s.Alloc(2 * g)
+		require.NoError(t, err)
+		require.NoError(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 0, Size: g, Memory: m.ID, MemoryOffset: g}}))
+		first := vkruntime.StorageHandle{ID: v.ID, Size: g}
+		require.NoError(t, d.Upload(t.Context(), first, cpuref.Bytes(ramp(g/4, 1))))
+		s.Dealloc(m.ID)
+		s.Flush()
+		require.EqualValues(t, 2*g, s.Allocated(), "%s: the page backs the range still", unbind)
+		require.Equal(t, 1, s.Allocations(), unbind)
+		got := make([]byte, g)
+		require.NoError(t, d.Download(t.Context(), first, got))
+		require.Equal(t, cpuref.Bytes(ramp(g/4, 1)), got, unbind)
+		if unbind == "unbound" {
+			require.NoError(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 0, Size: 2 * g}}))
+		} else {
+			s.ReleaseVirtual(v.ID)
+		}
+		s.Flush()
+		require.Zero(t, s.Allocated(), unbind)
+		require.Zero(t, s.Allocations(), unbind)
+		s.ReleaseVirtual(v.ID)
+	}
+}

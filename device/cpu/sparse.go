@@ -135,18 +135,24 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 			// An unbind of more granules than are bound looks only at
 			// those bound: granule by granule, one of a 1 TiB range of
 			// 256 B granules held the storage's lock for 2^32 steps.
-			for k := range vp.virtual {
+			for k, m := range vp.virtual {
 				if k-first < n {
+					m.page.backing--
 					delete(vp.virtual, k)
 				}
 			}
 			continue
 		}
 		for o := uint64(0); o < b.Size; o += g {
+			k := (b.Offset + o) / g
+			if old, ok := vp.virtual[k]; ok {
+				old.page.backing--
+			}
 			if mems[i] == nil {
-				delete(vp.virtual, (b.Offset+o)/g)
+				delete(vp.virtual, k)
 			} else {
-				vp.virtual[(b.Offset+o)/g] = granuleMemory{page: mems[i], offset: b.MemoryOffset + o}
+				vp.virtual[k] = granuleMemory{page: mems[i], offset: b.MemoryOffset + o}
+				mems[i].backing++
 			}
 		}
 	}
