@@ -148,7 +148,7 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 	}
 	pins, err := s.pin(handles...)
 	if err != nil {
-		return fmt.Errorf("vk: sparse bind: %w", err)
+		return s.bindRefusal(virtual, binds, err)
 	}
 	release := func() { s.unpin(pins) }
 	vp := pins[0].page
@@ -207,4 +207,21 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 		return err
 	}
 	return d.checkValidation()
+}
+
+// bindRefusal is the error of a Bind whose range or memory pin refused
+// (err): which of them is not found, as the cpu device names it, where
+// err named only a handle of 0 B.
+func (s *Storage) bindRefusal(virtual vkruntime.StorageID, binds []vkruntime.SparseBind, err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p, ok := s.pages[virtual]; !ok || !p.virtual {
+		return fmt.Errorf("vk: sparse bind into storage %d, which is no virtual range: %w", virtual, vkruntime.ErrNotFound)
+	}
+	for i, b := range binds {
+		if _, ok := s.pages[b.Memory]; b.Memory != 0 && !ok {
+			return fmt.Errorf("vk: sparse bind %d (%+v): no page %d: %w", i, b, b.Memory, vkruntime.ErrNotFound)
+		}
+	}
+	return fmt.Errorf("vk: sparse bind: %w", err)
 }

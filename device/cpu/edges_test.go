@@ -163,3 +163,21 @@ func TestRefusedBatchNamesItsFirstOpAtFault(t *testing.T) {
 		}
 	})
 }
+
+// A sparse bind on a device without sparse residency names a range that
+// cannot be: not found, on every device. The cpu device's refusal matched
+// no error kind where vk's matched runtime.ErrNotFound.
+func TestBindWithoutSparseResidencyIsNotFound(t *testing.T) {
+	onDevices(t, func(t *testing.T, d device.Device) {
+		s, ok := d.Storage().(vkruntime.SparseStorage)
+		if !ok || s.SparseGranule() != 0 {
+			t.Skipf("%s has sparse residency", d.Name())
+		}
+		page := put(t, d, make([]float32, 16))
+		for _, id := range []vkruntime.StorageID{page.ID, page.ID + 1<<40} {
+			err := s.Bind(id, []vkruntime.SparseBind{{Size: 4096, Memory: page.ID}})
+			require.ErrorIs(t, err, vkruntime.ErrNotFound)
+			require.ErrorContains(t, err, "virtual range")
+		}
+	})
+}

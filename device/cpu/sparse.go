@@ -88,7 +88,9 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 	}
 	defer s.dev.end()
 	if s.granule == 0 {
-		return errNoSparse
+		// Without sparse residency no storage is a virtual range: the
+		// range named is not found, as on vk.
+		return fmt.Errorf("cpu: sparse bind into storage %d, which is no virtual range: %w (%w)", virtual, vkruntime.ErrNotFound, errNoSparse)
 	}
 	// What is checked is what is bound: binds read again from the
 	// caller's slice, which may change meanwhile, could bind memory past
