@@ -91,12 +91,11 @@ func CheckOverlappingBinds(binds []SparseBind) error {
 func overlappingBinds(binds []SparseBind) (i, j int, ok bool) {
 	if len(binds) <= 16 {
 		for j := 1; j < len(binds); j++ {
-			lo, hi := binds[j].Offset, binds[j].Offset+binds[j].Size
-			if lo == hi {
+			if binds[j].Size == 0 {
 				continue
 			}
 			for i := range j {
-				if a := &binds[i]; a.Size != 0 && a.Offset < hi && lo < a.Offset+a.Size {
+				if overlap(&binds[i], &binds[j]) {
 					return i, j, true
 				}
 			}
@@ -111,12 +110,25 @@ func overlappingBinds(binds []SparseBind) (i, j int, ok bool) {
 	}
 	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(binds[a].Offset, binds[b].Offset) })
 	for k := 1; k < len(order); k++ {
-		lo, hi := binds[order[k-1]], binds[order[k]]
-		if lo.Offset+lo.Size > hi.Offset {
+		if overlap(&binds[order[k-1]], &binds[order[k]]) {
 			return min(order[k-1], order[k]), max(order[k-1], order[k]), true
 		}
 	}
 	return 0, 0, false
+}
+
+// overlap says whether two binds share a byte, counted without wrapping:
+// a bind whose end lies past 2^64 (which no range holds, but a storage may
+// check overlaps first) covers every byte from its offset on, where its
+// wrapped end read as one below its start and hid the overlap.
+func overlap(a, b *SparseBind) bool {
+	if a.Size == 0 || b.Size == 0 {
+		return false
+	}
+	if a.Offset <= b.Offset {
+		return b.Offset-a.Offset < a.Size
+	}
+	return a.Offset-b.Offset < b.Size
 }
 
 // The H200's driver (580.159) reports a sparse address space of 1.10 TB

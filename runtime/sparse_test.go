@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -29,6 +30,9 @@ func TestOverlappingBinds(t *testing.T) {
 		{"long, none at a bind", append(spaced(40, 8, -1), SparseBind{Offset: 80}), 0, 0, false},
 		{"long, none at a bind first", append([]SparseBind{{Offset: 80}}, spaced(40, 8, -1)...), 0, 0, false},
 		{"long, none inside a bind", append(spaced(40, 8, -1), SparseBind{Offset: 84}), 0, 0, false},
+		{"one ending past 2^64", []SparseBind{{Offset: 0, Size: 8192}, {Offset: 4096, Size: math.MaxUint64 - 4095}}, 0, 1, true},
+		{"one ending past 2^64 first", []SparseBind{{Offset: 4096, Size: math.MaxUint64}, {Offset: 1 << 40, Size: 8}}, 0, 1, true},
+		{"long, one ending past 2^64", append(spaced(40, 8, -1), SparseBind{Offset: 2, Size: math.MaxUint64}), 39, 40, true},
 	} {
 		i, j, ok := overlappingBinds(c.binds)
 		if ok != c.ok || (ok && (i != c.i || j != c.j)) {
