@@ -27,7 +27,10 @@
 // writer refuses, before writing anything, a file it cannot write (an error
 // matching fs.ErrPermission) and one that fails SQLite's quick check
 // (ErrCorrupt), and a reader's first read (Each, Get or Kinds, once per
-// Open) fails with the same error; a writer refuses a file that has other names (hard
+// Open) fails with the same error. Reader and writer refuse at Open, with
+// ErrCorrupt, a write-ahead log holding frames beside a file that is empty
+// or missing, or whose header SQLite does not take: SQLite reads either
+// log as holding no records, and a writer deletes or restarts it. A writer refuses a file that has other names (hard
 // links: SQLite keeps a log beside each name, and writers through two
 // damage it) with ErrHardLinked; a reader reads it, without the records a
 // writer through another name holds in its log; a write lock held by

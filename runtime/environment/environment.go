@@ -75,7 +75,7 @@ func WithoutCreate() Option {
 // a directory the reader cannot write, never leaves a log or shared-memory
 // file owned by the reader (which would make the owner's next write fail),
 // and never blocks a writer. An empty file reads as an environment with no
-// records and stays empty. A write-ahead log left without its shared-memory
+// records and stays empty (one beside a log holding frames is ErrCorrupt). A write-ahead log left without its shared-memory
 // index (a writer stopped without checkpointing and the index was lost, or
 // only the file and its log were copied) is read, with every record
 // committed in it, from a private copy in the temporary directory that
@@ -383,6 +383,9 @@ func openContext(ctx context.Context, name string, opts []Option, attempt int) (
 	file := path
 	info, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
+		if err := checkLog(path, path); err != nil {
+			return nil, named(name, err)
+		}
 		if !c.create {
 			return nil, fmt.Errorf("environment %q does not exist (no file %s): %w", name, path, fs.ErrNotExist)
 		}
@@ -406,6 +409,9 @@ func openContext(ctx context.Context, name string, opts []Option, attempt int) (
 	}
 	if err := checkHeader(path); err != nil {
 		return nil, err
+	}
+	if err := checkLog(path, file); err != nil {
+		return nil, named(name, err)
 	}
 	if c.readOnly {
 		return openReadOnly(ctx, name, path, file, c)

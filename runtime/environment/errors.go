@@ -26,7 +26,11 @@ var (
 	// damaged (truncated, overwritten). A writer refuses it at Open, before
 	// writing into it; a reader opened ReadOnly is refused it at its first
 	// read (Each, Query, EachAs, QueryAs, Get or Kinds), where SQLite reads
-	// a broken page of records as holding none.
+	// a broken page of records as holding none. Both are refused it at
+	// Open where a write-ahead log holding frames lies beside a file that
+	// is empty or missing (the error also matches fs.ErrNotExist), or has
+	// a header SQLite does not take: SQLite reads such a log as holding no
+	// records, and a writer deletes it or starts it again.
 	ErrCorrupt = errors.New("environment: file is damaged")
 	// ErrBusy: another writer (a goroutine or a process) held the
 	// environment's write lock for longer than the busy timeout.

@@ -614,22 +614,96 @@ func TestReadOnlyReaderCopiesOnlyTheLogsCommittedFrames(t *testing.T) {
 	require.Positive(t, copied.Size())
 }
 
-// A log whose header is not a log's holds nothing SQLite reads: it is
-// copied empty, and the main file's records are read.
-func TestReadOnlyReaderCopiesALogOfGarbageEmpty(t *testing.T) {
+// A log whose header is not a log's holds frames SQLite reads as none, and
+// a writer starts it again over them: a reader listed no records and said
+// nothing. Reader and writer are refused it with ErrCorrupt, and it stays.
+func TestALogOfGarbageIsRefusedAsDamaged(t *testing.T) {
 	dir := logWithoutIndex(t, 2)
 	log := filepath.Join(dir, "copied.sqlite-wal")
-	require.NoError(t, os.WriteFile(log, bytes.Repeat([]byte{0x5a}, 1<<20), 0o644))
+	garbage := bytes.Repeat([]byte{0x5a}, 1<<20)
+	require.NoError(t, os.WriteFile(log, garbage, 0o644))
 	t.Setenv("TMPDIR", t.TempDir())
+	for _, opts := range [][]Option{{WithDir(dir), ReadOnly()}, {WithDir(dir)}} {
+		_, err := Open("copied", opts...)
+		require.ErrorIs(t, err, ErrCorrupt)
+		require.EqualError(t, err, `environment "copied": file is damaged: the write-ahead log `+log+` of `+
+			filepath.Join(dir, "copied.sqlite")+` has a damaged header: SQLite would read its 1048576 bytes as no records, `+
+			`and a writer would start it again over them; both are left as they are (remove the log to open the file `+
+			`without the records it held)`)
+		after, err := os.ReadFile(log)
+		require.NoError(t, err)
+		require.Equal(t, garbage, after)
+	}
+	// A file that is no SQLite file is told as such, whatever lies beside it.
+	path := filepath.Join(dir, "copied.sqlite")
+	main, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, []byte("not an environment at all"), 0o644))
+	_, err = Open("copied", WithDir(dir), ReadOnly())
+	require.ErrorIs(t, err, ErrNotEnvironment)
+	require.NoError(t, os.WriteFile(path, main, 0o644))
+
+	require.NoError(t, os.Remove(log))
 	reader, err := Open("copied", WithDir(dir), ReadOnly())
 	require.NoError(t, err)
 	defer reader.Close()
 	recs, err := reader.Query(context.Background(), Query{})
 	require.NoError(t, err)
-	require.Empty(t, recs, "the records were in the log, which is garbage now")
-	copied, err := os.Stat(filepath.Join(reader.copies[0], "copied.sqlite-wal"))
+	require.Empty(t, recs, "the records were in the log")
+}
+
+// A log whose header's checksum was damaged, beside the file it belongs
+// to, is refused as well: SQLite read the file without the log's records.
+func TestALogWithADamagedHeaderIsRefused(t *testing.T) {
+	dir := logWithoutIndex(t, 3)
+	log := filepath.Join(dir, "copied.sqlite-wal")
+	data, err := os.ReadFile(log)
 	require.NoError(t, err)
-	require.Zero(t, copied.Size())
+	data[25] ^= 0xff
+	require.NoError(t, os.WriteFile(log, data, 0o644))
+	for _, opts := range [][]Option{{WithDir(dir), ReadOnly()}, {WithDir(dir)}} {
+		_, err := Open("copied", opts...)
+		require.ErrorIs(t, err, ErrCorrupt)
+		require.ErrorContains(t, err, "has a damaged header")
+		after, err := os.ReadFile(log)
+		require.NoError(t, err)
+		require.Equal(t, data, after, "the log is left as it was")
+	}
+}
+
+// A log holding records beside a file that is empty (truncated, or
+// replaced by an empty one) or missing: SQLite reads the file as a new
+// database and deletes the log, so a reader listed no records and a writer
+// erased them. Both are refused with ErrCorrupt, and the log stays.
+func TestALogBesideAnEmptyOrMissingFileIsRefused(t *testing.T) {
+	for _, missing := range []bool{false, true} {
+		dir := logWithoutIndex(t, 3)
+		path := filepath.Join(dir, "copied.sqlite")
+		log := path + "-wal"
+		data, err := os.ReadFile(log)
+		require.NoError(t, err)
+		if missing {
+			require.NoError(t, os.Remove(path))
+		} else {
+			require.NoError(t, os.Truncate(path, 0))
+		}
+		for _, opts := range [][]Option{{WithDir(dir), ReadOnly()}, {WithDir(dir)}} {
+			_, err := Open("copied", opts...)
+			require.ErrorIs(t, err, ErrCorrupt, "missing %v", missing)
+			want := path + " is empty, but its write-ahead log " + log
+			if missing {
+				want = path + " does not exist (file does not exist), but its write-ahead log " + log
+				require.ErrorIs(t, err, fs.ErrNotExist)
+			}
+			require.ErrorContains(t, err, want)
+			require.ErrorContains(t, err, fmt.Sprintf("holds %d bytes", len(data)))
+			after, err := os.ReadFile(log)
+			require.NoError(t, err)
+			require.Equal(t, data, after, "the log is left as it was")
+			_, err = os.Stat(path)
+			require.Equal(t, missing, errors.Is(err, fs.ErrNotExist), "no file is made")
+		}
+	}
 }
 
 // The side-access test re-executes a copy of the test binary as nobody,

@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"time"
 )
 
 // The write-ahead log's format (sqlite.org/fileformat2.html#walformat): a
@@ -48,23 +51,11 @@ func copyCommittedFrames(r io.Reader, w io.Writer) (int64, error) {
 	if _, err := io.ReadFull(r, header); err != nil {
 		return 0, ignoreShortRead(err)
 	}
-	var order binary.ByteOrder
-	switch binary.BigEndian.Uint32(header) {
-	case walMagicLittle:
-		order = binary.LittleEndian
-	case walMagicBig:
-		order = binary.BigEndian
-	default:
-		return 0, nil
-	}
-	pageSize := binary.BigEndian.Uint32(header[8:])
-	if binary.BigEndian.Uint32(header[4:]) != walVersion || pageSize < 512 || pageSize > 65536 || pageSize&(pageSize-1) != 0 {
+	order, pageSize, ok := walHeader(header)
+	if !ok {
 		return 0, nil
 	}
 	s0, s1 := walChecksum(order, header[:24], 0, 0)
-	if s0 != binary.BigEndian.Uint32(header[24:]) || s1 != binary.BigEndian.Uint32(header[28:]) {
-		return 0, nil
-	}
 	if _, err := w.Write(header); err != nil {
 		return 0, err
 	}
@@ -90,6 +81,88 @@ func copyCommittedFrames(r io.Reader, w io.Writer) (int64, error) {
 			committed = written
 		}
 	}
+}
+
+// walHeader reads a log's header: the byte order of its checksums and its
+// page size, and whether SQLite takes it as one (its magic, version, page
+// size and checksum hold). A log whose header it does not take is one SQLite
+// reads as empty, and a writer starts it again, frames and all.
+func walHeader(header []byte) (order binary.ByteOrder, pageSize uint32, ok bool) {
+	if len(header) < walHeaderBytes {
+		return nil, 0, false
+	}
+	switch binary.BigEndian.Uint32(header) {
+	case walMagicLittle:
+		order = binary.LittleEndian
+	case walMagicBig:
+		order = binary.BigEndian
+	default:
+		return nil, 0, false
+	}
+	pageSize = binary.BigEndian.Uint32(header[8:])
+	if binary.BigEndian.Uint32(header[4:]) != walVersion || pageSize < 512 || pageSize > 65536 || pageSize&(pageSize-1) != 0 {
+		return nil, 0, false
+	}
+	s0, s1 := walChecksum(order, header[:24], 0, 0)
+	if s0 != binary.BigEndian.Uint32(header[24:]) || s1 != binary.BigEndian.Uint32(header[28:]) {
+		return nil, 0, false
+	}
+	return order, pageSize, true
+}
+
+// checkLog refuses, with ErrCorrupt, a write-ahead log beside file (the
+// environment's file at path, its links resolved) that holds frames SQLite
+// would drop without a word: one beside a file that is empty or missing
+// (SQLite reads such a file as a new database and deletes its log, so a
+// reader listed no records and a writer erased them), and one whose header
+// SQLite does not take (it reads the log as empty, and a writer starts it
+// again). A log of a header or less holds no record and passes. The file and
+// the log are left as they are.
+func checkLog(path, file string) error {
+	log := file + "-wal"
+	info, err := os.Lstat(log)
+	if err != nil || !info.Mode().IsRegular() || info.Size() <= walHeaderBytes {
+		return nil
+	}
+	main, err := os.Stat(file)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %s does not exist (%w), but its write-ahead log %s holds %d bytes: the records committed there "+
+			"belong to the file that is gone; both are left as they are (put the file back beside its log, or remove the log "+
+			"to start with no records)", ErrCorrupt, path, fs.ErrNotExist, log, info.Size())
+	case err == nil && main.Size() == 0:
+		return fmt.Errorf("%w: %s is empty, but its write-ahead log %s holds %d bytes: the records committed there "+
+			"belong to a file that was emptied or replaced, and SQLite would delete the log; both are left as they are "+
+			"(put the file back beside its log, or remove the log to start with no records)", ErrCorrupt, path, log, info.Size())
+	}
+	// A writer rewrites the header in place when it starts the log again:
+	// a header read as it does so is read once more.
+	for attempt := 0; ; attempt++ {
+		header, err := readHeader(log)
+		if err != nil {
+			return nil // SQLite says why, as it opens the log
+		}
+		if _, _, ok := walHeader(header); ok {
+			return nil
+		}
+		if attempt == 1 {
+			return fmt.Errorf("%w: the write-ahead log %s of %s has a damaged header: SQLite would read its %d bytes as no "+
+				"records, and a writer would start it again over them; both are left as they are (remove the log to open "+
+				"the file without the records it held)", ErrCorrupt, log, path, info.Size())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func readHeader(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	header := make([]byte, walHeaderBytes)
+	_, err = io.ReadFull(f, header)
+	return header, err
 }
 
 // ignoreShortRead: a log that ends part-way through a header or frame
