@@ -274,12 +274,15 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 			label := poolLabel(p)
 			col := cs.of(label)
 			fmt.Fprintf(&title, "\n%s: live %s B, reserved %s B", label, group(p.Usage.BytesInUse), group(p.Usage.BytesReserved))
-			top, live := s.y(base+p.Usage.BytesReserved), s.y(base+p.Usage.BytesInUse)
+			// Stacked as stackHeight stacks them, saturating: a stack
+			// wrapped past 2^64 drew the pools above it from near 0 B up,
+			// rects of negative height that no browser draws.
+			top, live := s.y(addBytes(base, p.Usage.BytesReserved)), s.y(addBytes(base, p.Usage.BytesInUse))
 			bottom := s.y(base)
 			bar.Rects = append(bar.Rects,
 				envRect{X: x, Y: top, W: width, H: bottom - top, Fill: pale(col), Pool: label, Part: "reserved"},
 				envRect{X: x, Y: live, W: width, H: bottom - live, Fill: col, Pool: label, Part: "live"})
-			base += p.Usage.BytesReserved
+			base = addBytes(base, p.Usage.BytesReserved)
 		}
 		bar.Title = title.String()
 		v.Bars = append(v.Bars, bar)
@@ -294,20 +297,22 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 // at 2^64-1.
 func stackHeight(r memory.Report) uint64 {
 	var base, top uint64
-	add := func(a, b uint64) uint64 {
-		if s, carry := bits.Add64(a, b, 0); carry == 0 {
-			return s
-		}
-		return math.MaxUint64
-	}
 	for _, p := range append(append([]memory.PoolReport(nil), r.Dynamic...), r.Persistent) {
 		if p.Usage.BytesReserved == 0 {
 			continue
 		}
-		top = max(top, add(base, max(p.Usage.BytesReserved, p.Usage.BytesInUse)))
-		base = add(base, p.Usage.BytesReserved)
+		top = max(top, addBytes(base, max(p.Usage.BytesReserved, p.Usage.BytesInUse)))
+		base = addBytes(base, p.Usage.BytesReserved)
 	}
 	return top
+}
+
+// addBytes is a+b, saturating at 2^64-1.
+func addBytes(a, b uint64) uint64 {
+	if s, carry := bits.Add64(a, b, 0); carry == 0 {
+		return s
+	}
+	return math.MaxUint64
 }
 
 // abbreviateLabel is a record's label as printable.Label writes it, cut

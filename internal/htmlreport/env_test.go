@@ -53,6 +53,24 @@ func TestEnvBarsOfMoreLiveThanReservedStayInsideThePlot(t *testing.T) {
 	requireRectsInsidePlot(t, v, "5,000 B live over 1,000 B reserved")
 }
 
+// A record whose pools reserve more than 2^64 B together stacks them
+// saturating, as its height is reckoned: the stack wrapped past 2^64, and
+// the pools above drew from near 0 B up to the bar's top, rects of
+// negative height that no browser draws.
+func TestEnvBarsOfPoolsPast64BitsTogetherStayInsideThePlot(t *testing.T) {
+	at := time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC)
+	v, err := envViewOf(&EnvRecords{Name: "e", Records: []EnvRecord{{ID: 1, Label: "r", Time: at, Report: memory.Report{
+		Dynamic:    []memory.PoolReport{{Kind: memory.DirectKind{}, Usage: memory.Usage{NumberAllocs: 1, BytesInUse: 1 << 63, BytesReserved: math.MaxUint64 - 5}}},
+		Persistent: memory.PoolReport{Kind: memory.PersistentKind{}, Usage: memory.Usage{NumberAllocs: 1, BytesInUse: 100, BytesReserved: 1000}}}}}})
+	require.NoError(t, err)
+	requireRectsInsidePlot(t, v, "2^64-6 B and 1,000 B reserved")
+	rects := v.Bars[0].Rects
+	require.Len(t, rects, 4)
+	for _, r := range rects[2:] {
+		require.InDelta(t, float64(v.PlotY), r.Y, 0.01, "the persistent pool's %s part is at the top of the stack", r.Part)
+	}
+}
+
 // An undecodable record with no time (its stored time was not a number)
 // says so rather than showing the zero Time's year 1.
 func TestAnUndecodableRecordWithNoTimeSaysSo(t *testing.T) {
