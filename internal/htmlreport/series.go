@@ -129,7 +129,9 @@ const MaxPools = 64
 var ErrTooManyPools = errors.New("htmlreport: too many pools to chart")
 
 // Replay replays t under l and charts the pools in buckets buckets of
-// events (one per pixel column of the chart).
+// events (one per pixel column of the chart). A trace that fails
+// trace.Check (nil, or built by hand with an event naming no allocation)
+// is refused with its error, as replay.Run refuses it.
 func Replay(t *trace.Trace, l memory.Layout, buckets int) (*Run, error) {
 	return chartedReplay(t, l, buckets, nil)
 }
@@ -137,6 +139,12 @@ func Replay(t *trace.Trace, l memory.Layout, buckets int) (*Run, error) {
 // chartedReplay is Replay telling step of the events replayed, every so
 // many and once at the end (replay.Options.Progress), when step is set.
 func chartedReplay(t *trace.Trace, l memory.Layout, buckets int, step func(done, total int)) (*Run, error) {
+	// The events are read below before the replay checks them: a trace
+	// built by hand freeing what it never allocated, or naming an
+	// allocation past its count, panicked.
+	if err := t.Check(); err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
 	run := &Run{}
 	// The streams in the order the trace first allocates on them: the
 	// order in which the replay builds their managers.
@@ -276,8 +284,12 @@ func (p Progress) stage(desc string, steps int) {
 
 // ReplayTrace replays t without a plan and under the plan, telling
 // progress of each stage. A trace the planner refuses comes back without a
-// plan run, NoPlan saying why, rather than as an error.
+// plan run, NoPlan saying why, rather than as an error; one that fails
+// trace.Check is refused with its error, as Replay refuses it.
 func ReplayTrace(t *trace.Trace, ls Layouts, buckets int, progress Progress) (*TraceReport, error) {
+	if err := t.Check(); err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
 	progress.stage("replaying "+t.Name, len(t.Events))
 	dry, err := chartedReplay(t, ls.Default, buckets, progress.Step)
 	if err != nil {

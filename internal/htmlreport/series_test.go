@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vkrt/vkrt/dryrun/replay"
+	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/internal/tracetest"
 )
 
@@ -71,4 +72,26 @@ func TestReplayTraceTellsItsProgress(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, stages, 2)
 	require.Equal(t, "replaying bert_dynamic under the plan", stages[1].desc)
+}
+
+// A trace built by hand that frees what it never allocated, names an
+// allocation past its count, or is nil, is refused as the replay refuses
+// it (trace.ErrMalformed, trace.ErrNil): the chart read its events before
+// the replay checked them, and panicked with an index out of range.
+func TestAMalformedTraceIsRefusedNotPanickedOn(t *testing.T) {
+	for name, tr := range map[string]*trace.Trace{
+		"free only":        {Name: "f", Events: []trace.Event{{Op: trace.OpFree, Index: 0}}},
+		"index past count": {Name: "p", Allocations: 1, Events: []trace.Event{{Op: trace.OpAlloc, Index: 3, Size: 8}}},
+		"negative index":   {Name: "n", Allocations: 1, Events: []trace.Event{{Op: trace.OpAlloc, Index: 0, Size: 8}, {Op: trace.OpFree, Index: -1}}},
+	} {
+		_, err := Replay(tr, testDefault.Default, Buckets)
+		require.ErrorIs(t, err, trace.ErrMalformed, name)
+		_, err = ReplayTrace(tr, testDefault, Buckets, Progress{})
+		require.ErrorIs(t, err, trace.ErrMalformed, name)
+		require.ErrorContains(t, err, tr.Name+" event", name)
+	}
+	_, err := Replay(nil, testDefault.Default, Buckets)
+	require.ErrorIs(t, err, trace.ErrNil)
+	_, err = ReplayTrace(nil, testDefault, Buckets, Progress{})
+	require.ErrorIs(t, err, trace.ErrNil)
 }
