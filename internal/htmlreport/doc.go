@@ -14,5 +14,7 @@
 // the totals reach their minimum and maximum and where each edge of the
 // stacked pools peaks, so every peak on the page is the exact one. The page
 // also charts an environment's memory records in the order they were
-// written, in groups of records in a row past [MaxEnvBars] of them.
+// written, in groups of records in a row past [MaxEnvBars] of them, each
+// record's pools summed where they are more than [MaxPools] (in one record,
+// or of more configurations in all).
 package htmlreport

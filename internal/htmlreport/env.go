@@ -182,6 +182,9 @@ type envView struct {
 	// Undecodable says which records are not drawn because they could not
 	// be decoded, one line each.
 	Undecodable []string
+	// Note says how the bars are drawn where not one band a pool: summed,
+	// past MaxPools pools.
+	Note string
 }
 
 type envBar struct {
@@ -231,6 +234,16 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 	}
 	s := scale{top: topOf(most), base: float64(v.PlotBottom), height: envPlotHeight}
 	v.YTicks = byteTicks(s.top, s)
+	// Past MaxPools pools (of one record, or told apart on the page) the
+	// bars draw each record's pools summed, as a trace's chart draws each
+	// stream's: a page of records of 5,000 pools each drew 10,000 rects
+	// and a title of 5,000 lines a bar, and a legend of 5,000 swatches,
+	// close to a gigabyte for a full chart.
+	summed, why := drawsSummed(e.Records)
+	if summed {
+		v.Note = fmt.Sprintf("%s, more than a chart draws (%d): each bar draws its record's pools summed, in one colour, and its title names the first %d.",
+			why, MaxPools, envTitlePools)
+	}
 	var cs colours
 	// Bars are labelled with the clock time, and the day too when the
 	// records span more than one.
@@ -267,13 +280,30 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 		fmt.Fprintf(&title, "#%d %s, %s\nlive %s (%s B), reserved %s (%s B)", r.ID, printable.Label(r.Label), r.Time.UTC().Format("2006-01-02 15:04:05 UTC"),
 			memory.FormatBytes(u.BytesInUse), group(u.BytesInUse), memory.FormatBytes(u.BytesReserved), group(u.BytesReserved))
 		var base uint64
-		for _, p := range append(append([]memory.PoolReport(nil), r.Report.Dynamic...), r.Report.Persistent) {
-			if p.Usage.BytesReserved == 0 {
-				continue
+		drawn := drawnPools(r.Report)
+		for k, p := range drawn {
+			if summed && k == envTitlePools {
+				fmt.Fprintf(&title, "\nand %s", plural(uint64(len(drawn)-k), "more pool"))
+				break
 			}
-			label := poolLabel(p)
+			fmt.Fprintf(&title, "\n%s: live %s B, reserved %s B", poolLabel(p), group(p.Usage.BytesInUse), group(p.Usage.BytesReserved))
+		}
+		if summed {
+			var sum memory.Usage
+			for _, p := range drawn {
+				sum.BytesInUse, sum.BytesReserved = addBytes(sum.BytesInUse, p.Usage.BytesInUse), addBytes(sum.BytesReserved, p.Usage.BytesReserved)
+			}
+			drawn = nil
+			if sum.BytesReserved > 0 {
+				drawn = []memory.PoolReport{{Usage: sum}}
+			}
+		}
+		for _, p := range drawn {
+			label := allPools
+			if !summed {
+				label = poolLabel(p)
+			}
 			col := cs.of(label)
-			fmt.Fprintf(&title, "\n%s: live %s B, reserved %s B", label, group(p.Usage.BytesInUse), group(p.Usage.BytesReserved))
 			// Stacked as stackHeight stacks them, saturating: a stack
 			// wrapped past 2^64 drew the pools above it from near 0 B up,
 			// rects of negative height that no browser draws.
@@ -289,6 +319,45 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 	}
 	v.Legend = cs.legend
 	return v, nil
+}
+
+// envTitlePools bounds the pools a bar's title names, one line each.
+const envTitlePools = 12
+
+// allPools labels the one band of a bar whose pools are drawn summed.
+const allPools = "all pools, summed"
+
+// drawnPools are the pools of a report a bar draws, in report order: those
+// that reserved anything.
+func drawnPools(r memory.Report) []memory.PoolReport {
+	var out []memory.PoolReport
+	for _, p := range append(append([]memory.PoolReport(nil), r.Dynamic...), r.Persistent) {
+		if p.Usage.BytesReserved > 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// drawsSummed says whether the bars of records draw each record's pools
+// summed: where one record has more than MaxPools pools that reserved
+// anything, or the records' pools are of more than MaxPools labels in all.
+// why says which, as the chart's note begins.
+func drawsSummed(records []EnvRecord) (summed bool, why string) {
+	labels := map[string]bool{}
+	for _, r := range records {
+		drawn := drawnPools(r.Report)
+		if len(drawn) > MaxPools {
+			return true, fmt.Sprintf("Record #%d has %s", r.ID, plural(uint64(len(drawn)), "pool"))
+		}
+		for _, p := range drawn {
+			labels[poolLabel(p)] = true
+		}
+		if len(labels) > MaxPools {
+			return true, fmt.Sprintf("Its records have pools of more than %d configurations", MaxPools)
+		}
+	}
+	return false, ""
 }
 
 // stackHeight is the top of a record's bar: each drawn pool's reserved

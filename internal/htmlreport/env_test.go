@@ -2,6 +2,7 @@ package htmlreport
 
 import (
 	"fmt"
+	"html"
 	"math"
 	"slices"
 	"strings"
@@ -270,4 +271,57 @@ func TestEnvBarsTooNarrowToLabelGetATimeAxis(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, v.XTicks)
 	require.NotEmpty(t, v.Bars[0].Label)
+}
+
+// Records of more pools than a chart draws, in one record or told apart
+// across them, are drawn a band a bar, each record's pools summed, with a
+// note saying so and titles naming the first pools: records of 5,000
+// pools each drew 10,000 rects, a legend of 5,000 swatches and a title of
+// 5,000 lines a bar, 6 MB for three records and close to a gigabyte for a
+// full chart.
+func TestEnvRecordsOfThousandsOfPoolsAreDrawnSummed(t *testing.T) {
+	at := time.Date(2026, 12, 2, 13, 0, 0, 0, time.UTC)
+	pools := func(n, from int) []memory.PoolReport {
+		var out []memory.PoolReport
+		for i := range n {
+			out = append(out, memory.PoolReport{Kind: memory.ExclusiveKind{MaxAllocSize: uint64(from + i + 1)},
+				Usage: memory.Usage{NumberAllocs: 1, BytesInUse: 1, BytesReserved: 10}})
+		}
+		return out
+	}
+	for name, reports := range map[string][]memory.Report{
+		"5,000 pools a record":          {{Dynamic: pools(5000, 0)}, {Dynamic: pools(5000, 0)}, {Dynamic: pools(5000, 0)}},
+		"40 pools a record, 120 in all": {{Dynamic: pools(40, 0)}, {Dynamic: pools(40, 40)}, {Dynamic: pools(40, 80)}},
+	} {
+		e := &EnvRecords{Name: "e"}
+		for i, rep := range reports {
+			e.Add(EnvRecord{ID: int64(i + 1), Label: "r", Time: at.Add(time.Duration(i) * time.Second), Report: rep})
+		}
+		v, err := envViewOf(e)
+		require.NoError(t, err)
+		require.Len(t, v.Legend, 1, name)
+		require.Contains(t, v.Note, "more than a chart draws (64)", name)
+		for _, b := range v.Bars {
+			require.Len(t, b.Rects, 2, name)
+			require.Equal(t, allPools, b.Rects[0].Pool)
+			drawn := len(drawnPools(reports[b.ID-1]))
+			require.LessOrEqual(t, strings.Count(b.Title, "\n"), 2+envTitlePools+1, name)
+			require.Contains(t, b.Title, "\nand "+group(uint64(drawn-envTitlePools))+" more pools", name)
+			require.Equal(t, b.Reserv, uint64(10*drawn))
+		}
+		requireRectsInsidePlot(t, v, name)
+		var page strings.Builder
+		require.NoError(t, Render(&page, Page{Env: e}))
+		require.Less(t, page.Len(), 64<<10, name)
+		require.Contains(t, page.String(), html.EscapeString(v.Note), name)
+	}
+
+	// 64 pools a record, of 64 configurations in all, are drawn each.
+	e := &EnvRecords{Name: "e"}
+	e.Add(EnvRecord{ID: 1, Label: "r", Time: at, Report: memory.Report{Dynamic: pools(MaxPools, 0)}})
+	v, err := envViewOf(e)
+	require.NoError(t, err)
+	require.Empty(t, v.Note)
+	require.Len(t, v.Legend, MaxPools)
+	require.Len(t, v.Bars[0].Rects, 2*MaxPools)
 }
