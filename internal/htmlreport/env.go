@@ -134,6 +134,11 @@ func (e *EnvRecords) span() (n int, first, last time.Time) {
 	return n, e.Groups[0].FirstTime, e.Groups[len(e.Groups)-1].LastTime
 }
 
+// maxUndecodableShown bounds the undecodable records the page names, a
+// line each: an environment of 100,000 of them, labels of 4 kB each,
+// named every one on a page of close to half a gigabyte.
+const maxUndecodableShown = 100
+
 // UndecodableRecord is a memory record that could not be decoded, and why.
 type UndecodableRecord struct {
 	ID     int64
@@ -180,8 +185,10 @@ type envView struct {
 	// the last may stand for fewer.
 	Per int
 	// Undecodable says which records are not drawn because they could not
-	// be decoded, one line each.
-	Undecodable []string
+	// be decoded, one line each, the first maxUndecodableShown of them and
+	// a line saying how many more; UndecodableHead says how many in all.
+	Undecodable     []string
+	UndecodableHead string
 	// Note says how the bars are drawn where not one band a pool: summed,
 	// past MaxPools pools.
 	Note string
@@ -205,7 +212,18 @@ type envRect struct {
 func envViewOf(e *EnvRecords) (*envView, error) {
 	v := &envView{Name: e.Name, Width: chartWidth, Height: envHeight, PlotX: marginLeft, PlotY: marginTop,
 		PlotRight: marginLeft + plotWidth, PlotBottom: marginTop + envPlotHeight}
-	for _, r := range e.Undecodable {
+	if n := len(e.Undecodable); n > 0 {
+		verb := "are"
+		if n == 1 {
+			verb = "is"
+		}
+		v.UndecodableHead = fmt.Sprintf("%s could not be decoded and %s not drawn:", plural(uint64(n), "record"), verb)
+	}
+	for i, r := range e.Undecodable {
+		if i == maxUndecodableShown {
+			v.Undecodable = append(v.Undecodable, fmt.Sprintf("and %s, not named here", plural(uint64(len(e.Undecodable)-i), "more record")))
+			break
+		}
 		when := "no time"
 		if !r.Time.IsZero() {
 			when = r.Time.UTC().Format("2006-01-02 15:04:05 UTC")

@@ -325,3 +325,29 @@ func TestEnvRecordsOfThousandsOfPoolsAreDrawnSummed(t *testing.T) {
 	require.Len(t, v.Legend, MaxPools)
 	require.Len(t, v.Bars[0].Rects, 2*MaxPools)
 }
+
+// An environment of thousands of undecodable records names the first
+// hundred under the chart and says how many more there are: each was
+// named, so 10,000 of them with labels of 4 kB made a page of 41 MB.
+func TestUndecodableRecordsAreNamedUpToAHundred(t *testing.T) {
+	at := time.Date(2026, 12, 3, 14, 39, 38, 0, time.UTC)
+	e := &EnvRecords{Name: "e"}
+	for i := range 10_000 {
+		e.Undecodable = append(e.Undecodable, UndecodableRecord{ID: int64(i + 1), Label: strings.Repeat("l", 4096), Time: at, Reason: "bytes_reserved"})
+	}
+	v, err := envViewOf(e)
+	require.NoError(t, err)
+	require.Equal(t, "10,000 records could not be decoded and are not drawn:", v.UndecodableHead)
+	require.Len(t, v.Undecodable, maxUndecodableShown+1)
+	require.True(t, strings.HasPrefix(v.Undecodable[maxUndecodableShown-1], "#100 "))
+	require.Equal(t, "and 9,900 more records, not named here", v.Undecodable[maxUndecodableShown])
+	var page strings.Builder
+	require.NoError(t, Render(&page, Page{Env: e}))
+	require.Less(t, page.Len(), 1<<20)
+	require.Contains(t, page.String(), "<p>10,000 records could not be decoded and are not drawn:</p>")
+
+	one, err := envViewOf(&EnvRecords{Name: "e", Undecodable: e.Undecodable[:1]})
+	require.NoError(t, err)
+	require.Equal(t, "1 record could not be decoded and is not drawn:", one.UndecodableHead)
+	require.Len(t, one.Undecodable, 1)
+}
