@@ -2,6 +2,7 @@ package htmlreport
 
 import (
 	_ "embed"
+	"errors"
 	"fmt"
 	"html/template"
 	"io"
@@ -33,10 +34,31 @@ var pageScript string
 
 var tmpl = template.Must(template.New("report").Parse(pageTemplate))
 
-// Render writes the page as one self-contained HTML document.
+// ErrInvalidPage: a Page that cannot be drawn: a nil trace or one without
+// its run under the default layout, or environment records whose Groups
+// do not stand one for each of its Records. Render refused none of them and
+// panicked.
+var ErrInvalidPage = errors.New("htmlreport: invalid page")
+
+// Render writes the page as one self-contained HTML document. A page that
+// cannot be drawn is refused with ErrInvalidPage, and nothing is written.
 func Render(w io.Writer, p Page) error {
 	view := pageView{Script: template.JS(pageScript)}
 	ids := map[string]bool{"env": true}
+	for i, tr := range p.Traces {
+		switch {
+		case tr == nil:
+			return fmt.Errorf("%w: trace %d of %d is nil", ErrInvalidPage, i+1, len(p.Traces))
+		case tr.Default == nil || tr.Default.Result == nil:
+			return fmt.Errorf("%w: trace %d of %d (%s) has no run under the default layout", ErrInvalidPage, i+1, len(p.Traces), tr.Name)
+		case tr.Plan != nil && tr.Plan.Result == nil:
+			return fmt.Errorf("%w: trace %d of %d (%s) has a plan run with no result", ErrInvalidPage, i+1, len(p.Traces), tr.Name)
+		}
+	}
+	if e := p.Env; e != nil && e.Groups != nil && len(e.Groups) != len(e.Records) {
+		return fmt.Errorf("%w: environment %s has %s for %s; each group stands for the record drawn at its place",
+			ErrInvalidPage, e.Name, plural(uint64(len(e.Groups)), "group"), plural(uint64(len(e.Records)), "record"))
+	}
 	for _, tr := range p.Traces {
 		tv, err := traceViewOf(tr)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -135,4 +136,26 @@ func TestSectionIDsAreValidAndUnique(t *testing.T) {
 	for _, m := range regexp.MustCompile(`href="#([^"]*)"`).FindAllStringSubmatch(html, -1) {
 		require.True(t, ids[m[1]], "a link to #%s finds no section", m[1])
 	}
+}
+
+// A page that cannot be drawn (a nil trace, one without its default run,
+// records whose groups do not stand one for each) is refused with
+// ErrInvalidPage, nothing written: Render panicked on each.
+func TestAPageThatCannotBeDrawnIsRefused(t *testing.T) {
+	one := &trace.Trace{Name: "one", Allocations: 1, Events: []trace.Event{{Op: trace.OpAlloc, Index: 0, Size: 100}}}
+	good, err := ReplayTrace(one, testDefault, Buckets, Progress{})
+	require.NoError(t, err)
+	recs := []EnvRecord{{ID: 1, Time: time.Unix(1, 0)}, {ID: 2, Time: time.Unix(2, 0)}}
+	for name, page := range map[string]Page{
+		"nil trace":         {Traces: []*TraceReport{good, nil}},
+		"no default run":    {Traces: []*TraceReport{{Name: "x"}}},
+		"fewer groups":      {Env: &EnvRecords{Name: "e", Records: recs, Groups: []EnvGroup{{Records: 1}}}},
+		"groups of no bars": {Env: &EnvRecords{Name: "e", Records: recs[:1], Groups: []EnvGroup{}}},
+	} {
+		var b strings.Builder
+		require.ErrorIs(t, Render(&b, page), ErrInvalidPage, name)
+		require.Zero(t, b.Len(), name)
+	}
+	var b strings.Builder
+	require.NoError(t, Render(&b, Page{Traces: []*TraceReport{good}, Env: &EnvRecords{Name: "e", Records: recs}}))
 }
