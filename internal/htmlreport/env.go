@@ -17,7 +17,7 @@ import (
 type EnvRecord struct {
 	ID     int64
 	Label  string
-	Time   time.Time
+	Time   time.Time // the zero Time where the record has none: shown "no time"
 	Report memory.Report
 }
 
@@ -122,16 +122,42 @@ func (e *EnvRecords) grouped() *EnvRecords {
 	return g
 }
 
-// span is how many records e stands for, and the times of the first and
-// last.
+// span is how many records e stands for, and the first and last of their
+// times, leaving out records of no time (the zero Time): both zero where
+// none has one.
 func (e *EnvRecords) span() (n int, first, last time.Time) {
+	see := func(t time.Time) {
+		if t.IsZero() {
+			return
+		}
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+		if last.IsZero() || t.After(last) {
+			last = t
+		}
+	}
 	if e.Groups == nil {
-		return len(e.Records), e.Records[0].Time, e.Records[len(e.Records)-1].Time
+		for _, r := range e.Records {
+			see(r.Time)
+		}
+		return len(e.Records), first, last
 	}
 	for _, g := range e.Groups {
 		n += g.Records
+		see(g.FirstTime)
+		see(g.LastTime)
 	}
-	return n, e.Groups[0].FirstTime, e.Groups[len(e.Groups)-1].LastTime
+	return n, first, last
+}
+
+// timeOf writes t in layout, in UTC, or says "no time" for the zero Time:
+// a record whose stored time is not a number read as the year 1.
+func timeOf(t time.Time, layout string) string {
+	if t.IsZero() {
+		return "no time"
+	}
+	return t.UTC().Format(layout)
 }
 
 // maxUndecodableShown bounds the undecodable records the page names, a
@@ -224,11 +250,7 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 			v.Undecodable = append(v.Undecodable, fmt.Sprintf("and %s, not named here", plural(uint64(len(e.Undecodable)-i), "more record")))
 			break
 		}
-		when := "no time"
-		if !r.Time.IsZero() {
-			when = r.Time.UTC().Format("2006-01-02 15:04:05 UTC")
-		}
-		v.Undecodable = append(v.Undecodable, fmt.Sprintf("#%d %s, %s: %s", r.ID, printable.Label(r.Label), when, r.Reason))
+		v.Undecodable = append(v.Undecodable, fmt.Sprintf("#%d %s, %s: %s", r.ID, printable.Label(r.Label), timeOf(r.Time, "2006-01-02 15:04:05 UTC"), r.Reason))
 	}
 	if len(e.Records) == 0 {
 		v.Summary = "no memory records"
@@ -238,7 +260,9 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 	n, first, last := e.span()
 	v.Summary = fmt.Sprintf("%s, %s to %s", plural(uint64(n), "memory record"),
 		first.UTC().Format("2006-01-02 15:04:05"), last.UTC().Format("2006-01-02 15:04:05 UTC"))
-	if first.UTC().Truncate(time.Second).Equal(last.UTC().Truncate(time.Second)) {
+	if first.IsZero() {
+		v.Summary = plural(uint64(n), "memory record") + ", of no time"
+	} else if first.UTC().Truncate(time.Second).Equal(last.UTC().Truncate(time.Second)) {
 		// Records of one second are of one time, not a span from it to itself.
 		v.Summary = fmt.Sprintf("%s, at %s", plural(uint64(n), "memory record"), last.UTC().Format("2006-01-02 15:04:05 UTC"))
 	}
@@ -279,7 +303,7 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 		n := len(e.Records)
 		for k := range envTimeTicks {
 			i := int(math.Round(float64(k) * float64(n-1) / (envTimeTicks - 1)))
-			v.XTicks = append(v.XTicks, tick{Pos: marginLeft + slot*(float64(i)+0.5), Label: e.Records[i].Time.UTC().Format(clock)})
+			v.XTicks = append(v.XTicks, tick{Pos: marginLeft + slot*(float64(i)+0.5), Label: timeOf(e.Records[i].Time, clock)})
 		}
 	}
 	for i, r := range e.Records {
@@ -287,15 +311,15 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 		u := r.Report.Usage()
 		bar := envBar{ID: r.ID, Live: u.BytesInUse, Reserv: u.BytesReserved, LabelX: x + width/2}
 		if labelled {
-			bar.Label = abbreviateLabel(r.Label, envLabelChars) + " · " + r.Time.UTC().Format(clock)
+			bar.Label = abbreviateLabel(r.Label, envLabelChars) + " · " + timeOf(r.Time, clock)
 		}
 		var title strings.Builder
 		if e.Groups != nil && e.Groups[i].Records > 1 {
 			g := e.Groups[i]
 			fmt.Fprintf(&title, "records #%d to #%d (%d, %s to %s), the one that reserved the most drawn:\n", g.FirstID, g.LastID, g.Records,
-				g.FirstTime.UTC().Format("2006-01-02 15:04:05"), g.LastTime.UTC().Format("2006-01-02 15:04:05 UTC"))
+				timeOf(g.FirstTime, "2006-01-02 15:04:05"), timeOf(g.LastTime, "2006-01-02 15:04:05 UTC"))
 		}
-		fmt.Fprintf(&title, "#%d %s, %s\nlive %s (%s B), reserved %s (%s B)", r.ID, printable.Label(r.Label), r.Time.UTC().Format("2006-01-02 15:04:05 UTC"),
+		fmt.Fprintf(&title, "#%d %s, %s\nlive %s (%s B), reserved %s (%s B)", r.ID, printable.Label(r.Label), timeOf(r.Time, "2006-01-02 15:04:05 UTC"),
 			memory.FormatBytes(u.BytesInUse), group(u.BytesInUse), memory.FormatBytes(u.BytesReserved), group(u.BytesReserved))
 		var base uint64
 		drawn := drawnPools(r.Report)

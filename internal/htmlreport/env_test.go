@@ -351,3 +351,26 @@ func TestUndecodableRecordsAreNamedUpToAHundred(t *testing.T) {
 	require.Equal(t, "1 record could not be decoded and is not drawn:", one.UndecodableHead)
 	require.Len(t, one.Undecodable, 1)
 }
+
+// A record of no time (the zero Time: its stored time was not a number)
+// says so in its caption and title, and the chart's span and clock are
+// those of the records that have one: it read "0001-01-01 00:00:00 UTC",
+// the summary spanned two thousand years, and every caption lost its
+// seconds to a clock showing the day.
+func TestEnvRecordsOfNoTimeSaySo(t *testing.T) {
+	rep := memory.Report{Persistent: memory.PoolReport{Kind: memory.PersistentKind{}, Usage: memory.Usage{NumberAllocs: 1, BytesInUse: 1, BytesReserved: 10}}}
+	at := time.Date(2026, 12, 3, 14, 0, 0, 0, time.UTC)
+	e := &EnvRecords{Name: "e"}
+	e.Add(EnvRecord{ID: 1, Label: "a", Report: rep})
+	e.Add(EnvRecord{ID: 2, Label: "b", Time: at, Report: rep})
+	e.Add(EnvRecord{ID: 3, Label: "c", Time: at.Add(5 * time.Second), Report: rep})
+	v, err := envViewOf(e)
+	require.NoError(t, err)
+	require.Equal(t, "3 memory records, 2026-12-03 14:00:00 to 2026-12-03 14:00:05 UTC", v.Summary)
+	require.Equal(t, []string{"a · no time", "b · 14:00:00", "c · 14:00:05"}, []string{v.Bars[0].Label, v.Bars[1].Label, v.Bars[2].Label})
+	require.True(t, strings.HasPrefix(v.Bars[0].Title, "#1 a, no time\n"), v.Bars[0].Title)
+
+	none, err := envViewOf(&EnvRecords{Name: "e", Records: e.Records[:1]})
+	require.NoError(t, err)
+	require.Equal(t, "1 memory record, of no time", none.Summary)
+}
