@@ -2,7 +2,8 @@
 // (matmul, ReLU, matmul, softmax, one batched submission per step) over
 // batches of varying size, its weights in a persistent window. Every
 // step's class probabilities are checked against a CPU reference; a
-// mismatch exits 1.
+// mismatch exits 1, and a closing line that cannot be written to stdout
+// exits 2.
 //
 //	GOOS=wasip1 GOARCH=wasm go build -o mlp.wasm ./examples/mlp
 //	vkrt run mlp.wasm -- --steps 20 --scale 4   # 20 steps, batches 4x the base sizes
@@ -59,10 +60,5 @@ func main() {
 		samples += b
 	}
 	weights.Free()
-	fmt.Printf("mlp: %d steps, %d samples, %d -> %d -> %d", sizes.Steps, samples, inputs, hidden, classes)
-	if guest.DryRun() {
-		fmt.Println(" (dry run: nothing computed)")
-	} else {
-		fmt.Println(", every output matches the CPU reference")
-	}
+	workload.Finish("mlp", fmt.Sprintf("mlp: %d steps, %d samples, %d -> %d -> %d", sizes.Steps, samples, inputs, hidden, classes))
 }

@@ -2,7 +2,8 @@
 // block (layernorm, single-head attention with softmax, residual,
 // layernorm, GELU MLP, residual) run over sequences whose length changes
 // every step, each step one batched submission of 16 kernels. Every output
-// is checked against a CPU reference; a mismatch exits 1.
+// is checked against a CPU reference; a mismatch exits 1, and a closing
+// line that cannot be written to stdout exits 2.
 //
 //	GOOS=wasip1 GOARCH=wasm go build -o transformer.wasm ./examples/transformer
 //	vkrt plan --verify transformer.wasm
@@ -92,12 +93,7 @@ func main() {
 		tokens += n
 	}
 	params.Free()
-	fmt.Printf("transformer: %d steps, %d tokens, width %d, MLP %d", sizes.Steps, tokens, model, ffn)
-	if guest.DryRun() {
-		fmt.Println(" (dry run: nothing computed)")
-	} else {
-		fmt.Println(", every output matches the CPU reference")
-	}
+	workload.Finish("transformer", fmt.Sprintf("transformer: %d steps, %d tokens, width %d, MLP %d", sizes.Steps, tokens, model, ffn))
 }
 
 // reference is the block on the CPU.

@@ -1,7 +1,8 @@
 // Package workload holds what the example guests share: deterministic
-// inputs, buffers made and freed together, and the check of the device's
+// inputs, buffers made and freed together, the check of the device's
 // numbers against the CPU reference that ends a guest with a non-zero exit
-// code on a mismatch.
+// code on a mismatch, and the closing report on stdout, whose failed write
+// ends it with one too.
 package workload
 
 import (
@@ -102,6 +103,28 @@ func mismatch(what string, want, got []float32, e float64, at int) string {
 		return fmt.Sprintf("MISMATCH %s: %d elements, want %d", what, len(got), len(want))
 	}
 	return fmt.Sprintf("MISMATCH %s: element %d: want %v, got %v (relative error %.3g > %.3g)", what, at, want[at], got[at], e, Tolerance)
+}
+
+// Finish writes the guest's closing line to stdout: summary, then that
+// every output matched the CPU reference, or that a dry run computed
+// nothing. A write that fails (a host refusing the guest's stdout, a full
+// disk) ends the guest with exit code 2 and says so on stderr: the result
+// was not reported, and exit code 0 would say it was.
+func Finish(name, summary string) {
+	if err := finish(os.Stdout, summary, guest.DryRun()); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: writing the result to stdout: %v\n", name, err)
+		os.Exit(2)
+	}
+}
+
+// finish is Finish's line, written to w.
+func finish(w io.Writer, summary string, dry bool) error {
+	line := summary + ", every output matches the CPU reference\n"
+	if dry {
+		line = summary + " (dry run: nothing computed)\n"
+	}
+	_, err := io.WriteString(w, line)
+	return err
 }
 
 // Sizes are the command-line arguments of an example: how many steps it

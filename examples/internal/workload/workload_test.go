@@ -59,3 +59,19 @@ func TestMismatchOfAnotherLength(t *testing.T) {
 	e, at = cpuref.MaxRelError(want, got)
 	require.Equal(t, "MISMATCH logits: element 1: want 2, got 3 (relative error 0.333 > 0.002)", mismatch("logits", want, got, e, at))
 }
+
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("input/output error") }
+
+// The closing line is one write, whose failure is returned: fmt.Printf's
+// was dropped and the guest exited 0 with its result unreported.
+func TestFinish(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, finish(&out, "ex: 2 steps", false))
+	require.Equal(t, "ex: 2 steps, every output matches the CPU reference\n", out.String())
+	out.Reset()
+	require.NoError(t, finish(&out, "ex: 2 steps", true))
+	require.Equal(t, "ex: 2 steps (dry run: nothing computed)\n", out.String())
+	require.EqualError(t, finish(failingWriter{}, "ex", false), "input/output error")
+}

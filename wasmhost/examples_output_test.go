@@ -1,0 +1,33 @@
+package wasmhost
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// failingWriter fails every write, as a full disk or a closed pipe does.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+// An example reports its result on stdout: a stdout the host fails (EIO)
+// lost that report, and the guest exited 0 as if it had been read. It
+// exits 2 and says on stderr that the result was not written.
+func TestExampleWhoseStdoutFailsExits2(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	for _, name := range []string{"mlp", "transformer"} {
+		m := compile(t, h, buildGuest(t, "examples/"+name))
+		var stderr bytes.Buffer
+		_, err := h.Run(context.Background(), m, WithArgs(name+".wasm", "--steps", "1"), WithStdout(failingWriter{}), WithStderr(&stderr))
+		var exit *ExitError
+		require.True(t, errors.As(err, &exit), "%s: %v %s", name, err, stderr.String())
+		require.Equal(t, uint32(2), exit.Code, stderr.String())
+		require.Contains(t, stderr.String(), name+": writing the result to stdout: ")
+		require.Zero(t, liveBuffers(c))
+	}
+}
