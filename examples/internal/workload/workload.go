@@ -136,6 +136,11 @@ type Sizes struct {
 	Scale float64
 }
 
+// MaxSteps is the most steps an example runs: the base sizes repeat every
+// few steps, so more shows a plan nothing new, and a mistyped count ran
+// without end in sight.
+const MaxSteps = 100000
+
 // ParseSizes reads --steps and --scale from the guest's arguments. --help
 // prints the usage and ends the guest with exit code 0; a bad flag or an
 // argument that is not a flag ends it with exit code 2.
@@ -161,7 +166,7 @@ func Parse(name string, defaultSteps int, args []string, out io.Writer) (Sizes, 
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)
 	sz := Sizes{}
-	fs.IntVar(&sz.Steps, "steps", defaultSteps, "steps to run, cycling through the base sizes")
+	fs.IntVar(&sz.Steps, "steps", defaultSteps, fmt.Sprintf("steps to run, cycling through the base sizes, 1 to %d", MaxSteps))
 	fs.Float64Var(&sz.Scale, "scale", 1, "factor on the base sizes, in (0, 10000]")
 	if err := fs.Parse(args); err != nil {
 		return Sizes{}, err // the flag package has printed it and the usage
@@ -172,8 +177,10 @@ func Parse(name string, defaultSteps int, args []string, out io.Writer) (Sizes, 
 		// A forgotten "--" or a bare number would otherwise run the
 		// default sizes as if asked for.
 		err = fmt.Errorf("%s: unexpected argument %q: the arguments are --steps N and --scale K", name, fs.Arg(0))
-	case sz.Steps < 1 || !(sz.Scale > 0) || sz.Scale > 1e4:
-		err = fmt.Errorf("%s: --steps must be at least 1 and --scale in (0, 10000], got %d and %g", name, sz.Steps, sz.Scale)
+	case sz.Steps < 1 || sz.Steps > MaxSteps || !(sz.Scale > 0) || sz.Scale > 1e4:
+		// A --steps of 10^12 was taken and ran for days, the base
+		// sizes cycling all the while.
+		err = fmt.Errorf("%s: --steps must be 1 to %d and --scale in (0, 10000], got %d and %g", name, MaxSteps, sz.Steps, sz.Scale)
 	}
 	if err != nil {
 		fmt.Fprintln(out, err)

@@ -36,10 +36,15 @@ func TestParse(t *testing.T) {
 		require.False(t, errors.Is(err, flag.ErrHelp))
 		require.Contains(t, out.String(), "unexpected argument", "%q", args)
 	}
-	for _, args := range [][]string{{"--steps", "0"}, {"--scale", "NaN"}, {"--scale", "1e5"}, {"--scale", "-1"}, {"--nope"}} {
+	for _, args := range [][]string{{"--steps", "0"}, {"--steps", "100001"}, {"--steps", "1000000000000"}, {"--scale", "NaN"}, {"--scale", "1e5"}, {"--scale", "-1"}, {"--nope"}} {
+		out.Reset()
 		_, err = Parse("ex", 10, args, &out)
 		require.Error(t, err, "%q", args)
+		require.NotEmpty(t, out.String(), "%q: said why", args)
 	}
+	sz, err = Parse("ex", 10, []string{"--steps", "100000"}, &out)
+	require.NoError(t, err)
+	require.Equal(t, MaxSteps, sz.Steps)
 }
 
 func TestLargest(t *testing.T) {
