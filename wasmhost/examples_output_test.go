@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,6 +29,27 @@ func TestExampleWhoseStdoutFailsExits2(t *testing.T) {
 		require.True(t, errors.As(err, &exit), "%s: %v %s", name, err, stderr.String())
 		require.Equal(t, uint32(2), exit.Code, stderr.String())
 		require.Contains(t, stderr.String(), name+": writing the result to stdout: ")
+		require.Zero(t, liveBuffers(c))
+	}
+}
+
+// A call the host refuses ends an example with exit code 2 and a message
+// naming the example and its step and size: "error: vkrt: EDQUOT: …"
+// alone left the user to guess which --scale went past the quota.
+func TestExampleRefusedNamesItsStep(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c)
+	for name, want := range map[string]string{
+		"mlp":         "mlp: step 3 (batch 640): vkrt: EDQUOT: buffer_create: ",
+		"transformer": "transformer: step 1 (sequence of 240): vkrt: EDQUOT: buffer_create: ",
+	} {
+		m := compile(t, h, buildGuest(t, "examples/"+name))
+		var stderr bytes.Buffer
+		_, err := h.Run(context.Background(), m, WithArgs(name+".wasm", "--scale", "10"), WithMaxDeviceBytes(1000000), WithStdout(io.Discard), WithStderr(&stderr))
+		var exit *ExitError
+		require.True(t, errors.As(err, &exit), "%s: %v %s", name, err, stderr.String())
+		require.Equal(t, uint32(2), exit.Code, stderr.String())
+		require.Contains(t, stderr.String(), want)
 		require.Zero(t, liveBuffers(c))
 	}
 }

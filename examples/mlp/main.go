@@ -34,6 +34,7 @@ func main() {
 	w2v := workload.Random(rng, hidden*classes, 0.0625)
 
 	var weights workload.Buffers
+	workload.Doing("making the weights")
 	workload.Check(guest.BeginPersistent())
 	w1, w2 := weights.Floats(w1v), weights.Floats(w2v)
 	workload.Check(guest.EndPersistent())
@@ -41,6 +42,7 @@ func main() {
 	samples := 0
 	for step := range sizes.Steps {
 		b := sizes.Size(batches, step)
+		workload.Doing("step %d (batch %d)", step, b)
 		var bs workload.Buffers
 		xv := workload.Random(rng, b*inputs, 1)
 		x := bs.Floats(xv)
@@ -59,6 +61,7 @@ func main() {
 		bs.Free()
 		samples += b
 	}
+	workload.Doing("freeing the weights")
 	weights.Free()
 	workload.Finish("mlp", fmt.Sprintf("mlp: %d steps, %d samples, %d -> %d -> %d", sizes.Steps, samples, inputs, hidden, classes))
 }

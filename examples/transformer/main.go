@@ -53,6 +53,7 @@ func main() {
 		g2: workload.Random(rng, model, 1), b2: workload.Random(rng, model, 0.1),
 	}
 	var params workload.Buffers
+	workload.Doing("making the weights")
 	workload.Check(guest.BeginPersistent())
 	wq, wk, wv, wo := params.Floats(w.q), params.Floats(w.k), params.Floats(w.v), params.Floats(w.o)
 	wup, wdown := params.Floats(w.up), params.Floats(w.down)
@@ -62,6 +63,7 @@ func main() {
 	tokens := 0
 	for step := range sizes.Steps {
 		n := sizes.Size(lengths, step)
+		workload.Doing("step %d (sequence of %d)", step, n)
 		t := uint32(n)
 		var bs workload.Buffers
 		xv := workload.Random(rng, n*model, 1)
@@ -92,6 +94,7 @@ func main() {
 		bs.Free()
 		tokens += n
 	}
+	workload.Doing("freeing the weights")
 	params.Free()
 	workload.Finish("transformer", fmt.Sprintf("transformer: %d steps, %d tokens, width %d, MLP %d", sizes.Steps, tokens, model, ffn))
 }

@@ -41,18 +41,42 @@ func Constant(n int, c float32) []float32 {
 }
 
 // Must ends the guest with exit code 2 and the error on stderr when err is
-// not nil.
+// not nil, as Check does.
 func Must[T any](v T, err error) T {
 	Check(err)
 	return v
 }
 
-// Check ends the guest with exit code 2 when err is not nil.
+// Check ends the guest with exit code 2 when err is not nil, saying on
+// stderr the example's name (as ParseSizes was given it), what it was
+// doing (Doing) and err.
 func Check(err error) {
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
+		fmt.Fprintln(os.Stderr, failure(program, doing, err))
 		os.Exit(2)
 	}
+}
+
+// program is the example's name, doing what it does now: the context of
+// Check's message.
+var program, doing string
+
+// Doing says what the guest does from now on, such as a step and its
+// size, for Check to name with an error: "error: vkrt: EDQUOT:
+// buffer_create: …" alone left a guest's user to guess which step of which
+// example, and which of its sizes, went past the host's quota.
+func Doing(format string, args ...any) { doing = fmt.Sprintf(format, args...) }
+
+// failure is Check's message: "NAME: DOING: ERR", each part there is.
+func failure(name, doing string, err error) string {
+	msg := "error"
+	if name != "" {
+		msg = name
+	}
+	if doing != "" {
+		msg += ": " + doing
+	}
+	return msg + ": " + err.Error()
 }
 
 // Buffers makes and frees the buffers of one step together.
@@ -149,6 +173,7 @@ func ParseSizes(name string, defaultSteps int) Sizes {
 	if len(args) > 0 {
 		args = args[1:]
 	}
+	program = name
 	sz, err := Parse(name, defaultSteps, args, os.Stderr)
 	switch {
 	case errors.Is(err, flag.ErrHelp):

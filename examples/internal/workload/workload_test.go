@@ -80,3 +80,12 @@ func TestFinish(t *testing.T) {
 	require.Equal(t, "ex: 2 steps (dry run: nothing computed)\n", out.String())
 	require.EqualError(t, finish(failingWriter{}, "ex", false), "input/output error")
 }
+
+// Check's message names the example and what it was doing, where it said
+// "error: ERR" alone.
+func TestFailure(t *testing.T) {
+	err := errors.New("vkrt: EDQUOT: buffer_create: 655360 B more would take the guest past its quota")
+	require.Equal(t, "mlp: step 2 (batch 320): "+err.Error(), failure("mlp", "step 2 (batch 320)", err))
+	require.Equal(t, "mlp: "+err.Error(), failure("mlp", "", err))
+	require.Equal(t, "error: "+err.Error(), failure("", "", err))
+}
