@@ -53,3 +53,19 @@ func TestExampleRefusedNamesItsStep(t *testing.T) {
 		require.Zero(t, liveBuffers(c))
 	}
 }
+
+// The MLP's CPU reference held a whole batch's hidden activations, 2 KiB a
+// sample, where the device held them well: a batch of 5120 under 12 MiB
+// of guest memory (as 2 million under the default 1 GiB) ended the guest
+// in the Go runtime's "fatal error: out of memory" after the device had
+// computed it. The reference takes the batch in parts.
+func TestMLPReferenceFitsAGuestOfLittleMemory(t *testing.T) {
+	c := openClient(t)
+	h := newHost(t, context.Background(), c, WithMaxMemoryPages(192))
+	m := compile(t, h, buildGuest(t, "examples/mlp"))
+	var out bytes.Buffer
+	_, err := h.Run(context.Background(), m, WithArgs("mlp.wasm", "--steps", "4", "--scale", "80"), WithStdout(&out), WithStderr(&out))
+	require.NoError(t, err, out.String())
+	require.Contains(t, out.String(), "mlp: 4 steps, 8320 samples, 64 -> 256 -> 10, every output matches the CPU reference")
+	require.Zero(t, liveBuffers(c))
+}
