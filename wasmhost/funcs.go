@@ -243,12 +243,13 @@ func launch(g *instance, mem api.Memory, stack []uint64) Errno {
 	// no device stops a dispatch once submitted.
 	for i, op := range ops {
 		if err := kernel.CheckIdleGroups(op.Kernel, op.Grid, op.Push); err != nil {
-			return g.fail(fmt.Errorf("launch %d of %d: %w", i, len(ops), err))
+			return g.fail(&launchError{op: i, ops: len(ops), err: err})
 		}
 	}
 	if err := g.stream.LaunchBatch(g.ctx, ops); err != nil {
 		if errors.Is(err, kernel.ErrInvalidDispatch) {
-			return g.failShown(err, guestRefusal(ops, handles, g.host.c.Device().Limits()))
+			shown, op := guestRefusal(ops, handles, g.host.c.Device().Limits())
+			return g.failShown(&launchError{op: op, ops: len(ops), err: err}, shown)
 		}
 		return g.fail(err)
 	}

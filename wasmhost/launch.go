@@ -106,7 +106,11 @@ func (t kernelTable) parse(d []byte, g *instance) ([]client.LaunchOp, [][]uint32
 			h := binary.LittleEndian.Uint32(raw[n][4*i:])
 			handles[n][i] = h
 			if op.Buffers[i] = g.lookup(h); op.Buffers[i] == nil {
-				return nil, nil, fail(EBADF, "launch %d (%s), binding %d: handle %#x names no live buffer of this guest", n, op.Kernel.Name, i, h)
+				where := "launch:"
+				if count > 1 {
+					where = opWhere(n, int(count)) + ","
+				}
+				return nil, nil, fail(EBADF, "%s kernel %q, binding %d: handle %#x names no live buffer of this guest", where, op.Kernel.Name, i, h)
 			}
 		}
 	}
@@ -121,13 +125,55 @@ func abbreviate(b []byte) string {
 	return string(b)
 }
 
+// opWhere names op n of a batch of of launches in a message: "launch"
+// for a single one, "launch: op 1 of 2" in a batch. Each message of a
+// launch starts "launch: ", which the guest's SDK takes as naming the call
+// and does not name again.
+func opWhere(n, of int) string {
+	if of == 1 {
+		return "launch"
+	}
+	return fmt.Sprintf("launch: op %d of %d", n, of)
+}
+
+// launchError is a launch the kernel's checks refused: op of ops, err the
+// refusal (the client's, or kernel.CheckIdleGroups'). Its message says
+// "launch: " and the refusal once, without the client's and the kernel's
+// own prefixes ("client: launch: vkrt: invalid dispatch …"); errors.Is
+// and errors.As still find kernel.ErrInvalidDispatch and
+// *kernel.DispatchError. An op of -1 is one not known.
+type launchError struct {
+	op, ops int
+	err     error
+}
+
+func (e *launchError) Error() string {
+	where := "launch"
+	if e.op >= 0 {
+		where = opWhere(e.op, e.ops)
+	}
+	return where + ": " + refusalText(e.err)
+}
+
+func (e *launchError) Unwrap() error { return e.err }
+
+// refusalText is a launch's refusal without the client's and the kernel's
+// prefixes: "invalid dispatch of kernel "fill": …".
+func refusalText(err error) string {
+	var de *kernel.DispatchError
+	if errors.As(err, &de) {
+		return fmt.Sprintf("invalid dispatch of kernel %q: %s", de.Kernel, de.Reason)
+	}
+	return strings.TrimPrefix(err.Error(), "vkrt: ")
+}
+
 // guestRefusal is what last_error tells of a launch the client refused
-// for the kernel's checks: the same refusal, naming the guest's handles
-// where the client names its own buffer ids as storages ("storage 1
-// [0, 64)"), which a guest cannot map to its handles and which number the
-// host's buffers. "" where the launches pass (a refusal of their device
-// memory's handles, not their sizes).
-func guestRefusal(ops []client.LaunchOp, handles [][]uint32, limits kernel.Limits) string {
+// for the kernel's checks, and which op it was: the same refusal, naming
+// the guest's handles where the client names its own buffer ids as
+// storages ("storage 1 [0, 64)"), which a guest cannot map to its handles
+// and which number the host's buffers. "" and -1 where the launches pass
+// (a refusal of their device memory's handles, not their sizes).
+func guestRefusal(ops []client.LaunchOp, handles [][]uint32, limits kernel.Limits) (string, int) {
 	for n, op := range ops {
 		sh := make([]vkruntime.StorageHandle, len(op.Buffers))
 		for i, b := range op.Buffers {
@@ -142,10 +188,7 @@ func guestRefusal(ops []client.LaunchOp, handles [][]uint32, limits kernel.Limit
 		for i, h := range sh {
 			de.Reason = strings.ReplaceAll(de.Reason, h.String(), fmt.Sprintf("handle %#x [0, %d)", handles[n][i], h.Size))
 		}
-		if len(ops) > 1 {
-			return fmt.Sprintf("launch %d of %d: %v", n, len(ops), de)
-		}
-		return de.Error()
+		return (&launchError{op: n, ops: len(ops), err: de}).Error(), n
 	}
-	return ""
+	return "", -1
 }

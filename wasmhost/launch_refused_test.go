@@ -43,11 +43,11 @@ func TestRefusedLaunchNamesGuestHandles(t *testing.T) {
 		want   string
 	}{
 		{"undersized", []guest.Launch{{Kernel: "fill", Grid: [3]uint32{1, 1, 1}, Push: words(32, 7), Buffers: []*guest.Buffer{b}}},
-			`vkrt: invalid dispatch of kernel "fill": binding 0 (out): handle 0x100002 [0, 64) holds 64 B, the push constants {n=32 value=7} call for 128 B`},
+			`launch: invalid dispatch of kernel "fill": binding 0 (out): handle 0x100002 [0, 64) holds 64 B, the push constants {n=32 value=7} call for 128 B`},
 		{"aliased", []guest.Launch{
 			{Kernel: "fill", Grid: [3]uint32{1, 1, 1}, Push: words(16, 7), Buffers: []*guest.Buffer{b}},
 			{Kernel: "transpose", Grid: [3]uint32{1, 1, 1}, Push: words(8, 8), Buffers: []*guest.Buffer{a, a}}},
-			`launch 1 of 2: vkrt: invalid dispatch of kernel "transpose": binding 1 (out): handle 0x100001 [0, 256), written, and binding 0 (x): handle 0x100001 [0, 256) share bytes`},
+			`launch: op 1 of 2: invalid dispatch of kernel "transpose": binding 1 (out): handle 0x100001 [0, 256), written, and binding 0 (x): handle 0x100001 [0, 256) share bytes`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			desc, err := guest.AppendDescriptor(nil, tc.launch...)
