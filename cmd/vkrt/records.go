@@ -50,8 +50,9 @@ characters in a label or a kind (a newline, a tab) are shown escaped, the
 label or kind quoted; so is one that starts or ends with a space.
 A memory record that cannot be decoded, or a record of any kind whose body
 is not JSON in UTF-8, is listed with '-' for its figures (with --json,
-written as stored where it is JSON); each such record is reported on stderr
-and the command exits non-zero once every record is written. Kinds are open
+written as stored where it is JSON); such records are reported on stderr,
+the first 100 by a line each and the rest by their number, and the command
+exits non-zero once every record is written. Kinds are open
 (an application names its own): a --kind no record has lists nothing, and
 stderr names the kinds the environment holds, or says it holds no records
 (as it says for --kind all); the command succeeds.`,
@@ -247,8 +248,9 @@ func noRecordsOfKind(stderr io.Writer, envName, kind string) func(kinds []string
 // with each record q selects, oldest first, a page at a time
 // (environment.Env.Each), with its decoded memory record (nil for a
 // record of another kind or one that cannot be decoded) and, for one that
-// cannot be decoded, why. Those are named in undecodable, which a reader
-// returns once it has shown the rest; shown says what became of them. An
+// cannot be decoded, why. Those are counted in undecodable, the first
+// maxUndecodableNamed of them named, which a reader returns once it has
+// shown the rest; shown says what became of them. An
 // error of fn ends the listing. Where nothing is listed, noneOfKind (if
 // not nil) is called with the kinds the environment holds if q names a
 // kind not among them, or if it holds none.
@@ -270,10 +272,13 @@ func eachRecord(ctx context.Context, name string, q environment.Query, shown str
 			if undecodable == nil {
 				undecodable = &undecodableError{Shown: shown}
 			}
-			named := e
-			named.Body = nil // named, not kept
-			undecodable.Entries = append(undecodable.Entries, named)
-			undecodable.Errs = append(undecodable.Errs, err)
+			undecodable.Count++
+			if len(undecodable.Entries) < maxUndecodableNamed {
+				named := e
+				named.Body = nil // named, not kept
+				undecodable.Entries = append(undecodable.Entries, named)
+				undecodable.Errs = append(undecodable.Errs, err)
+			}
 		}
 		return fn(e, rec, err)
 	})
@@ -322,26 +327,37 @@ func memoryRecord(e environment.Entry) (*memory.Record, error) {
 	return &rec, nil
 }
 
+// maxUndecodableNamed bounds the undecodable records an undecodableError
+// names, as the report's page does: an environment of 100,000 of them kept
+// every one's label and reason in memory and wrote a line each on stderr.
+const maxUndecodableNamed = 100
+
 // undecodableError names the memory records of an environment that could
-// not be decoded; it matches each decoding error (errors.Is,
+// not be decoded, the first maxUndecodableNamed of them, and counts them
+// all; it matches each named one's decoding error (errors.Is,
 // strictjson.ErrNumberDoesNotFit for a number out of range).
 type undecodableError struct {
-	Entries []environment.Entry // the records, with Errs[i] for Entries[i]
+	Entries []environment.Entry // the records named, with Errs[i] for Entries[i]
 	Errs    []error
+	Count   int    // the records that could not be decoded, named or not
 	Total   int    // the records read, those of every kind included
 	Shown   string // what became of the undecodable ones
 }
 
-// Error says how many records could not be decoded, then why for each, a
-// line each indented under it: joined, the second and later reasons were
-// lines of their own that stderr showed without the "vkrt: " every error
-// line starts with, as if each were a failure of its own.
+// Error says how many records could not be decoded, then why for each of
+// those named, a line each indented under it, and how many more there are:
+// joined, the second and later reasons were lines of their own that stderr
+// showed without the "vkrt: " every error line starts with, as if each
+// were a failure of its own.
 func (e *undecodableError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d of %s could not be decoded (%s):", len(e.Entries), printable.Count(e.Total, "record"), e.Shown)
+	fmt.Fprintf(&b, "%d of %s could not be decoded (%s):", e.Count, printable.Count(e.Total, "record"), e.Shown)
 	for _, err := range e.Errs {
 		b.WriteString("\n  ")
 		b.WriteString(strings.ReplaceAll(err.Error(), "\n", "\n  "))
+	}
+	if more := e.Count - len(e.Errs); more > 0 {
+		fmt.Fprintf(&b, "\n  and %s, not named here", printable.Count(more, "more record"))
 	}
 	return b.String()
 }

@@ -753,3 +753,38 @@ func TestRecordsLabelGlobHasNoEscape(t *testing.T) {
 		require.Equal(t, want, line.Label, glob)
 	}
 }
+
+// Of many records that could not be decoded, stderr names the first 100
+// and says how many more, and the error keeps those 100 only: every one
+// was a line of its own and held in memory.
+func TestRecordsNamesTheFirstHundredUndecodable(t *testing.T) {
+	t.Setenv(environment.DirEnvVar, t.TempDir())
+	seedEnvironment(t, "bench")
+	rows := make([][3]string, 150)
+	for i := range rows {
+		rows[i] = [3]string{"memory", fmt.Sprintf("not json %d", i), "plain words"}
+	}
+	insertForeignRows(t, "bench", rows...)
+	_, err := executeRecords(t, "--env", "bench", "--kind", "all")
+	require.Error(t, err)
+	lines := strings.Split(errorLine(err), "\n")
+	require.Len(t, lines, 1+100+1, "%s", errorLine(err))
+	require.True(t, strings.HasPrefix(lines[0], "vkrt: 150 of 154 records could not be decoded (listed with '-'):"), lines[0])
+	require.Contains(t, lines[100], "record 104")
+	require.Equal(t, "  and 50 more records, not named here", lines[101])
+	var ue *undecodableError
+	require.ErrorAs(t, err, &ue)
+	require.Len(t, ue.Entries, 100)
+	require.Len(t, ue.Errs, 100)
+	require.Equal(t, 150, ue.Count)
+
+	// The report's page counts them all, and names the first 100.
+	dir := t.TempDir()
+	page := filepath.Join(dir, "r.html")
+	_, _, err = execute(t, "report", "--env", "bench", "--html", page)
+	require.Error(t, err)
+	require.Len(t, strings.Split(errorLine(err), "\n"), 102)
+	html, rerr := os.ReadFile(page)
+	require.NoError(t, rerr)
+	require.Contains(t, string(html), "150 records could not be decoded")
+}

@@ -243,9 +243,14 @@ func envRecords(ctx context.Context, name string, stderr io.Writer) (_ *htmlrepo
 	out := &htmlreport.EnvRecords{Name: name}
 	q := environment.Query{Kind: environment.KindMemory}
 	bad, err := eachRecord(ctx, name, q, "left out of the records chart", noRecordsOfKind(stderr, name, q.Kind),
-		func(e environment.Entry, rec *memory.Record, _ error) error {
-			if rec != nil {
+		func(e environment.Entry, rec *memory.Record, why error) error {
+			switch {
+			case rec != nil:
 				out.Add(htmlreport.EnvRecord{ID: e.ID, Label: e.Label, Time: e.Time, Report: rec.Report})
+			case why != nil:
+				// Every one, which the page counts (bad names the first
+				// maxUndecodableNamed).
+				out.Undecodable = append(out.Undecodable, htmlreport.UndecodableRecord{ID: e.ID, Label: e.Label, Time: e.Time, Reason: why.Error()})
 			}
 			return nil
 		})
@@ -254,9 +259,6 @@ func envRecords(ctx context.Context, name string, stderr io.Writer) (_ *htmlrepo
 	}
 	if bad == nil {
 		return out, nil, nil
-	}
-	for i, e := range bad.Entries {
-		out.Undecodable = append(out.Undecodable, htmlreport.UndecodableRecord{ID: e.ID, Label: e.Label, Time: e.Time, Reason: bad.Errs[i].Error()})
 	}
 	return out, bad, nil
 }
