@@ -285,7 +285,18 @@ func parseLayout(b []byte) (Layout, error) {
 	if bom := byteOrderMark(t); bom != "" {
 		return Layout{}, layoutUnreadable(fmt.Errorf("memory: layout %s starts with a %s byte order mark: want a layout JSON literal or a preset name, in UTF-8 without one", abbreviate(t), bom))
 	}
-	if len(t) > 0 && (t[0] == '{' || t[0] == '"') {
+	if len(t) == 0 {
+		// abbreviate called it the unknown layout "nothing".
+		what := "the layout is empty"
+		if len(b) > 0 {
+			what = fmt.Sprintf("layout %q is blank, white space only", b)
+			if len(b) > 40 {
+				what = fmt.Sprintf("layout of %d B is blank, white space only", len(b))
+			}
+		}
+		return Layout{}, layoutUnreadable(fmt.Errorf("memory: %s: want sub-slices, exclusive-pages, direct, virtual or a layout JSON literal", what))
+	}
+	if t[0] == '{' || t[0] == '"' {
 		var l Layout
 		if err := l.UnmarshalJSON(t); err != nil {
 			// The decoder's errors name the layout already: the literal
@@ -417,7 +428,7 @@ func ReadLayout(r io.Reader, name string) (Layout, error) {
 		return Layout{}, err
 	}
 	if len(data) == 0 {
-		// parseLayout would call it the unknown layout "nothing".
+		// parseLayout would call it an empty layout, not an empty file.
 		return Layout{}, layoutUnreadable(fmt.Errorf("memory: layout file %s%s is empty: want a layout JSON literal or a preset name", name, what))
 	}
 	l, err := parseLayout(data)

@@ -420,3 +420,20 @@ func TestAReadFailureInAGzippedLayoutIsNoInvalidLayout(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, LayoutSliced, l.Kind())
 }
+
+// A layout of nothing or of white space only is said to be empty or
+// blank, where it was "unknown layout nothing", and is still an
+// InvalidLayout.
+func TestBlankLayoutSaysSo(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", "memory: the layout is empty: want sub-slices, exclusive-pages, direct, virtual or a layout JSON literal"},
+		{" ", `memory: layout " " is blank, white space only: want sub-slices`},
+		{" \t\n", `memory: layout " \t\n" is blank, white space only: want`},
+		{strings.Repeat(" ", 100), "memory: layout of 100 B is blank, white space only: want"},
+	} {
+		_, err := ParseLayout(tc.in)
+		require.ErrorContains(t, err, tc.want)
+		require.NotContains(t, err.Error(), "nothing")
+		require.ErrorIs(t, err, &InstallError{Kind: InvalidLayout})
+	}
+}

@@ -118,8 +118,11 @@ func layoutFlag(flag, arg string) (memory.Layout, error) {
 			// two variants, "vkrt_plan" and "device".
 			return memory.Layout{}, fmt.Errorf("%s holds a plan file's JSON, not a layout: give the plan file's name (%s FILE), which is read with the device it was made for", flag, flag)
 		}
-		if t := strings.TrimSpace(arg); t != "" && (t[0] == '{' || t[0] == '"') {
-			return memory.Layout{}, fmt.Errorf("%s: %w", flag, err) // a literal that does not hold
+		if t := strings.TrimSpace(arg); t == "" || t[0] == '{' || t[0] == '"' {
+			// A literal that does not hold, or none at all: memory says
+			// which, where "neither a preset, a layout JSON literal nor a
+			// file" said nothing of a blank one.
+			return memory.Layout{}, fmt.Errorf("%s: %w", flag, err)
 		}
 		if _, err := os.Lstat(arg); err == nil && errors.Is(statErr, os.ErrNotExist) {
 			// A link whose file is gone was told it is no file at all.

@@ -1338,3 +1338,14 @@ func TestReplayNumbersATraceGivenTwicePastAnotherTracesName(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"x", "x (3)", "x (2)"}, pf.Traces)
 }
+
+// --layout of spaces only says the layout is blank: it read "unknown
+// layout nothing", after "is neither a preset, a layout JSON literal nor
+// a file".
+func TestReplayBlankLayoutSaysSo(t *testing.T) {
+	small := writeTrace(t, "small.trace", shortRun)
+	_, _, err := executeReplay(t, "--layout", "  ", small)
+	require.ErrorContains(t, err, `--layout: memory: layout "  " is blank, white space only: want sub-slices`)
+	require.NotContains(t, err.Error(), "nothing")
+	require.NotContains(t, err.Error(), "neither a preset")
+}
