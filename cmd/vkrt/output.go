@@ -95,7 +95,14 @@ func writeOutput(flag, path string, write func(io.Writer) error) (err error) {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
 			// The temporary name means nothing to the user: say what failed.
-			return fmt.Errorf("cannot create a file in %s: %w", filepath.Dir(target), pe.Err)
+			dir := filepath.Dir(target)
+			if fi, statErr := os.Stat(dir); statErr == nil && fi.IsDir() && errors.Is(pe.Err, os.ErrNotExist) {
+				// A file system that makes no files (/proc, /sys) says
+				// "no such file or directory" of the directory it holds.
+				return fmt.Errorf("cannot create a file in %s: the directory is there, but its file system makes no new files (%w); the output is written to a new file there, renamed over %s once complete",
+					dir, pe.Err, target)
+			}
+			return fmt.Errorf("cannot create a file in %s: %w", dir, pe.Err)
 		}
 		return err
 	}

@@ -549,3 +549,18 @@ func TestOutputOfTheLongestNameIsWritten(t *testing.T) {
 	require.Equal(t, "ab€", cutName("ab€", 5))
 	require.Equal(t, "", cutName("ab€", -3))
 }
+
+// A file in a directory whose file system makes no new files (/proc)
+// says so: it read "cannot create a file in /proc: no such file or
+// directory", though /proc is there.
+func TestOutputInADirectoryThatMakesNoFilesSaysSo(t *testing.T) {
+	const target = "/proc/version"
+	if _, err := os.Stat(target); err != nil || unix.Access(target, unix.W_OK) != nil {
+		t.Skip("needs a /proc/version this user may write")
+	}
+	err := writeOutput("--json", target, func(io.Writer) error { return nil })
+	require.ErrorContains(t, err, "--json /proc/version: cannot create a file in /proc: the directory is there, but its file system makes no new files (no such file or directory)")
+	require.ErrorIs(t, err, os.ErrNotExist)
+	_, _, err = execute(t, "conformance", "--json", target)
+	require.ErrorContains(t, err, "the directory is there, but its file system makes no new files")
+}
