@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -313,4 +314,27 @@ func TestAWorkloadThatIsADirectoryIsToldAsOne(t *testing.T) {
 	_, _, err := execute(t, "plan", writeTrace(t, "x.trace", shortRun), "--out", traceDir)
 	require.EqualError(t, err, "--out "+traceDir+": is a directory")
 	require.ErrorIs(t, err, syscall.EISDIR)
+}
+
+// A --timeout past the longest duration, or misspelt, says what the flag
+// takes and up to what: it read only as Go's `time: invalid duration
+// "99999999h"`.
+func TestTimeoutRefusalSaysTheRange(t *testing.T) {
+	for _, c := range []struct{ cmd, arg, want string }{
+		{"conformance", "99999999h", `time: invalid duration "99999999h": want a positive duration such as 90s, 5m or 1h30m, at most 2562047h (about 292 years)`},
+		{"run", "99999999h", `time: invalid duration "99999999h": want 0 (no deadline) or a positive duration such as 90s, 5m or 1h30m, at most 2562047h (about 292 years)`},
+		{"run", "5x", `time: unknown unit "x" in duration "5x": want 0 (no deadline) or a positive duration`},
+	} {
+		_, _, err := execute(t, c.cmd, "--timeout", c.arg, "x.wasm")
+		require.ErrorContains(t, err, c.want, "%s --timeout %s", c.cmd, c.arg)
+	}
+	// The flag still reads a duration, and the help its default.
+	var d time.Duration
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	durationVar(fs, &d, "timeout", time.Minute, "a positive duration", "")
+	require.Equal(t, "1m0s", fs.Lookup("timeout").DefValue)
+	require.NoError(t, fs.Parse([]string{"--timeout", "1h30m"}))
+	require.Equal(t, 90*time.Minute, d)
+	durationVar(fs, &d, "none", 0, "0", "")
+	require.Equal(t, "0", fs.Lookup("none").DefValue)
 }

@@ -73,7 +73,7 @@ signal would have ended it. A second signal ends it at once.
 	cmd.Flags().StringVar(&f.junit, "junit", "", "write the report as JUnit XML to `FILE` (- for stdout)")
 	cmd.Flags().StringVar(&f.run, "run", "", "run only the checks whose name matches `REGEXP`")
 	cmd.Flags().BoolVar(&f.list, "list", false, "list the checks (those --run selects) with their rules and run none")
-	cmd.Flags().DurationVar(&f.timeout, "timeout", conformance.DefaultTimeout, "fail a check that runs longer than `DURATION`")
+	durationVar(cmd.Flags(), &f.timeout, "timeout", conformance.DefaultTimeout, "a positive duration", "fail a check that runs longer than `DURATION`")
 	return cmd
 }
 

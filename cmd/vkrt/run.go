@@ -46,7 +46,7 @@ func (f *guestFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.layout, "layout", "virtual", "pool `LAYOUT`: a preset (virtual, the client's default; sub-slices, exclusive-pages, direct), a layout JSON literal, or a file holding one or a plan file (vkrt plan --out)")
 	fl.IntVar(&f.device, "device", 0, "index `N` of the Vulkan device, as vkrt devices lists them")
 	fl.StringVar(&f.env, "env", environment.DefaultName, "`NAME` of the environment the guest's memory records go to")
-	fl.DurationVar(&f.timeout, "timeout", 0, "end the guest after `DURATION` (90s, 5m; 0: no deadline)")
+	durationVar(fl, &f.timeout, "timeout", 0, "0 (no deadline) or a positive duration", "end the guest after `DURATION` (90s, 5m; 0: no deadline)")
 	fl.Uint64Var(&f.maxDeviceBytes, "max-device-bytes", 0, "quota of device memory, in `BYTES`, the guest's live buffers may hold; its pools may then reserve at most twice that plus a page of each pool it fills (ABI.md, Limits of a run; 0: none)")
 	fl.Uint32Var(&f.maxHandles, "max-handles", wasmhost.DefaultMaxHandles, fmt.Sprintf("quota of `N` live buffer handles (1 to %d)", maxGuestHandles))
 	fl.Uint32Var(&f.maxMemoryPages, "max-memory-pages", wasmhost.DefaultMaxMemoryPages, fmt.Sprintf("limit of the guest's linear memory, `N` pages of 64 KiB (1 to %d)", wasmhost.MaxMemoryPages))
