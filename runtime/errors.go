@@ -37,6 +37,16 @@ var (
 	// storage (Alloc, ReserveVirtual), which Vulkan has no such thing as;
 	// nothing was made.
 	ErrZeroSize = errors.New("vkrt: allocation of 0 B")
+	// ErrInvalidArgument: a call's arguments are wrong in themselves,
+	// whatever the device holds: a copy whose ranges overlap, a fill not
+	// on whole 32-bit words, a sparse bind not on whole granules, a device
+	// index past the devices there are, an option out of its range.
+	// Nothing was changed; the message says which argument.
+	ErrInvalidArgument = errors.New("vkrt: invalid argument")
+	// ErrUnsupported: the device lacks what the call needs (a virtual
+	// range of a device without sparse residency); the same call succeeds
+	// on a device that has it. Nothing was changed.
+	ErrUnsupported = errors.New("vkrt: not supported by the device")
 )
 
 // CapacityError is ErrPoolCapacityExceeded with the numbers: a request of

@@ -25,8 +25,9 @@ type SparseStorage interface {
 	// bound: one buffer a slice (ID, Offset, Size) of which binds to a
 	// kernel like a slice of a page. Past the address space the live
 	// ranges leave, it fails with an error matching ErrOutOfDeviceMemory,
-	// and for size 0 with one matching ErrZeroSize; either changes
-	// nothing.
+	// and for size 0 with one matching ErrZeroSize; on a device without
+	// sparse residency (a granule of 0) it fails with one matching
+	// ErrUnsupported. None of these changes anything.
 	ReserveVirtual(size uint64) (StorageHandle, error)
 	// ReleaseVirtual releases a range made by ReserveVirtual. Its address
 	// space is free again by the next Flush at the latest: like a

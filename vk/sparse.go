@@ -68,7 +68,7 @@ func (s *Storage) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
 	defer d.end()
 	switch {
 	case d.sparseGranule == 0:
-		return vkruntime.StorageHandle{}, fmt.Errorf("vk: device %d (%s) has no sparse residency", d.info.Index, d.info.Name)
+		return vkruntime.StorageHandle{}, fmt.Errorf("vk: device %d (%s) has no sparse residency: %w", d.info.Index, d.info.Name, vkruntime.ErrUnsupported)
 	case size == 0:
 		return vkruntime.StorageHandle{}, fmt.Errorf("vk: a virtual range needs at least one byte: %w", vkruntime.ErrZeroSize)
 	case size > d.sparseSpace:

@@ -181,3 +181,21 @@ func TestBindWithoutSparseResidencyIsNotFound(t *testing.T) {
 		}
 	})
 }
+
+// A virtual range asked of a device without sparse residency is refused
+// as unsupported, on every device, whatever the size; the refusals
+// matched no error kind.
+func TestReserveVirtualWithoutSparseResidencyIsUnsupported(t *testing.T) {
+	onDevices(t, func(t *testing.T, d device.Device) {
+		s, ok := d.Storage().(vkruntime.SparseStorage)
+		if !ok || s.SparseGranule() != 0 {
+			t.Skipf("%s has sparse residency", d.Name())
+		}
+		for _, size := range []uint64{1, 1 << 20} {
+			_, err := s.ReserveVirtual(size)
+			require.ErrorIs(t, err, vkruntime.ErrUnsupported)
+			require.ErrorContains(t, err, "no sparse residency")
+			require.NotErrorIs(t, err, vkruntime.ErrNotFound)
+		}
+	})
+}

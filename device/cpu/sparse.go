@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -19,7 +18,7 @@ var _ vkruntime.SparseStorage = (*Storage)(nil)
 // 1 TiB as on an H200.
 const maxVirtualSpace = 1 << 40
 
-var errNoSparse = errors.New("cpu: the device has no sparse residency (cpu.WithSparseGranule gives it some)")
+var errNoSparse = fmt.Errorf("cpu: the device has no sparse residency (cpu.WithSparseGranule gives it some): %w", vkruntime.ErrUnsupported)
 
 // SparseGranule is the granule WithSparseGranule set, 0 for none.
 func (s *Storage) SparseGranule() uint64 { return s.granule }
@@ -90,7 +89,7 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 	if s.granule == 0 {
 		// Without sparse residency no storage is a virtual range: the
 		// range named is not found, as on vk.
-		return fmt.Errorf("cpu: sparse bind into storage %d, which is no virtual range: %w (%w)", virtual, vkruntime.ErrNotFound, errNoSparse)
+		return fmt.Errorf("cpu: sparse bind into storage %d, which is no virtual range: %w (the device has no sparse residency)", virtual, vkruntime.ErrNotFound)
 	}
 	// What is checked is what is bound: binds read again from the
 	// caller's slice, which may change meanwhile, could bind memory past
