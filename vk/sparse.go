@@ -162,7 +162,7 @@ func (s *Storage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind
 	for i, b := range binds {
 		if b.Offset%g != 0 || b.Size%g != 0 || b.MemoryOffset%g != 0 || b.Size == 0 {
 			release()
-			return fmt.Errorf("vk: sparse bind %d (%+v): offsets and sizes must be non-zero multiples of the %d B granule", i, b, g)
+			return fmt.Errorf("vk: sparse bind %d (%+v): offsets and sizes must be non-zero multiples of the %d B granule: %w", i, b, g, vkruntime.ErrInvalidArgument)
 		}
 		if b.Offset > math.MaxUint64-b.Size || b.Offset+b.Size > vp.size {
 			release()

@@ -296,7 +296,12 @@ func TestSparseGranulesAliasPageMemory(t *testing.T) {
 	require.Equal(t, ramp(int(across.Size/4), 1)[:n/2], got[:n/2], "the bound half of granule 0")
 	require.Equal(t, make([]float32, n), got[n/2:n/2+n], "granule 1 is unbound")
 
-	require.ErrorContains(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 1, Size: g, Memory: m.ID}}), "multiples of the")
+	// Binds not on whole granules are arguments wrong in themselves.
+	for _, b := range []vkruntime.SparseBind{{Offset: 1, Size: g, Memory: m.ID}, {Size: g / 2, Memory: m.ID}, {Size: g, Memory: m.ID, MemoryOffset: 4}, {Memory: m.ID}} {
+		err := s.Bind(v.ID, []vkruntime.SparseBind{b})
+		require.ErrorIs(t, err, vkruntime.ErrInvalidArgument, "%+v", b)
+		require.ErrorContains(t, err, "multiples of the")
+	}
 	require.ErrorContains(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 3 * g, Size: g, Memory: m.ID, MemoryOffset: 2 * g}}), "holds")
 	// Past the page's memory or past the range: the range error kind.
 	require.ErrorIs(t, s.Bind(v.ID, []vkruntime.SparseBind{{Offset: 3 * g, Size: g, Memory: m.ID, MemoryOffset: 2 * g}}), vkruntime.ErrOutOfRange)
