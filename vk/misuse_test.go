@@ -53,6 +53,13 @@ func TestZeroLengthTransfersCheckTheirHandle(t *testing.T) {
 		require.ErrorIs(t, d.Fill(t.Context(), h, 0), vkruntime.ErrNotFound)
 		require.ErrorIs(t, d.Copy(t.Context(), h, handle(other.ID, 0, 0)), vkruntime.ErrNotFound)
 		require.ErrorIs(t, d.Copy(t.Context(), other, h), vkruntime.ErrNotFound)
+		// A released page is not found, though the ranges named would
+		// overlap or not fit were it live.
+		require.ErrorIs(t, d.Copy(t.Context(), handle(h.ID, 8, 16), handle(h.ID, 0, 16)), vkruntime.ErrNotFound)
+		require.ErrorIs(t, d.Copy(t.Context(), handle(h.ID, 0, 8), handle(h.ID, 32, 16)), vkruntime.ErrNotFound)
+		err := d.CopyBatch(t.Context(), []CopyPair{{Dst: handle(other.ID, 0, 8), Src: handle(other.ID, 8, 8)}, {Dst: handle(h.ID, 8, 16), Src: handle(h.ID, 0, 16)}})
+		require.ErrorIs(t, err, vkruntime.ErrNotFound)
+		require.NotErrorIs(t, err, vkruntime.ErrInvalidArgument)
 		// Empty handles name nothing, freed or not.
 		for _, empty := range []vkruntime.StorageHandle{{}, handle(h.ID, 0, 0), handle(other.ID, 0, 0)} {
 			require.NoError(t, d.Upload(t.Context(), empty, nil))

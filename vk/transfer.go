@@ -219,20 +219,42 @@ func (d *Device) Copy(ctx context.Context, dst, src vkruntime.StorageHandle) err
 type CopyPair struct{ Dst, Src vkruntime.StorageHandle }
 
 // CopyBatch records the copies in order into one submission (each one's
-// writes visible to the next) and waits for them. Every pair is checked
-// before any is recorded: Dst and Src must lie in live pages, whether or
-// not there are bytes to copy; an empty handle (Size 0) names no page.
+// writes visible to the next) and waits for them. Every pair is checked, in
+// order, before any is recorded: Dst and Src must lie in live pages,
+// whether or not there are bytes to copy (runtime.ErrNotFound,
+// runtime.ErrOutOfRange), and an empty handle (Size 0) names no page; then
+// Src must fit into Dst (runtime.ErrOutOfRange) and not overlap it
+// (runtime.ErrInvalidArgument).
 func (d *Device) CopyBatch(ctx context.Context, pairs []CopyPair) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := d.begin(); err != nil {
+		return err
+	}
+	defer d.end()
 	var handles []vkruntime.StorageHandle
 	var copies [][2]int // the indices in handles of each copy's Src and Dst
 	for i, c := range pairs {
 		src, dst := c.Src, c.Dst
+		// The handles are looked up first: a released page is not found,
+		// whatever else is wrong with the pair.
+		named := make([]vkruntime.StorageHandle, 0, 2)
+		if dst.Size > 0 {
+			named = append(named, dst)
+		}
+		if src.Size > 0 {
+			named = append(named, src)
+		}
+		if err := d.storage.check(named...); err != nil {
+			return err
+		}
 		if src.Size > dst.Size {
 			// A copy past its destination handle is a transfer past it.
 			return fmt.Errorf("vk: copy %d: %v (%d B) does not fit into %v (%d B): %w", i, src, src.Size, dst, dst.Size, vkruntime.ErrOutOfRange)
 		}
 		if src.ID == dst.ID && src.Offset < dst.Offset+src.Size && dst.Offset < src.End() {
-			return fmt.Errorf("vk: copy %d: %v into %v: the ranges overlap", i, src, dst)
+			return fmt.Errorf("vk: copy %d: %v into %v: the ranges overlap: %w", i, src, dst, vkruntime.ErrInvalidArgument)
 		}
 		if dst.Size > 0 {
 			handles = append(handles, dst)
@@ -242,13 +264,6 @@ func (d *Device) CopyBatch(ctx context.Context, pairs []CopyPair) error {
 			copies = append(copies, [2]int{len(handles) - 1, len(handles) - 2})
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := d.begin(); err != nil {
-		return err
-	}
-	defer d.end()
 	if len(handles) == 0 {
 		return nil
 	}
