@@ -262,6 +262,7 @@ func TestTransfersAreBoundsChecked(t *testing.T) {
 		// Arguments wrong in themselves are their own kind.
 		err := d.Fill(t.Context(), vkruntime.StorageHandle{ID: page.ID, Offset: 2, Size: 8}, 0)
 		require.ErrorContains(t, err, "multiples of 4")
+		require.ErrorIs(t, err, vkruntime.ErrInvalidArgument)
 		err = d.Copy(t.Context(), vkruntime.StorageHandle{ID: page.ID, Offset: 8, Size: 16}, vkruntime.StorageHandle{ID: page.ID, Size: 16})
 		require.ErrorContains(t, err, "overlap")
 		require.ErrorIs(t, err, vkruntime.ErrInvalidArgument)

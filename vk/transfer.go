@@ -192,10 +192,10 @@ func (d *Device) uploadPinned(h vkruntime.StorageHandle, data []byte) error {
 }
 
 // Fill sets every 32-bit word of h to value; h's offset and size must be
-// multiples of 4.
+// multiples of 4 (else an error matching runtime.ErrInvalidArgument).
 func (d *Device) Fill(ctx context.Context, h vkruntime.StorageHandle, value uint32) error {
 	if h.Offset%4 != 0 || h.Size%4 != 0 {
-		return fmt.Errorf("vk: fill of %v: offset and size must be multiples of 4 B", h)
+		return fmt.Errorf("vk: fill of %v: offset and size must be multiples of 4 B: %w", h, vkruntime.ErrInvalidArgument)
 	}
 	return d.transfer(ctx, h, h.Size, func(p pinned) error {
 		if p.page.mapped != nil {
