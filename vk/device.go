@@ -94,11 +94,15 @@ func init() {
 
 var _ device.Device = (*Device)(nil)
 
-// Open opens the physical device at index (in the order of Devices).
+// Open opens the physical device at index (in the order of Devices). An
+// index past the devices the loader found, or an option out of its range
+// (a memory fraction outside (0, 1] or one that leaves no byte), fails with
+// an error matching runtime.ErrInvalidArgument; a machine with no device
+// at all with one matching device.ErrUnavailable.
 func Open(index int, opts ...Option) (*Device, error) {
 	o := newConfig(opts)
 	if o.fractionSet && !(o.memoryFraction > 0 && o.memoryFraction <= 1) {
-		return nil, fmt.Errorf("vk: memory fraction %v is outside (0, 1]", o.memoryFraction)
+		return nil, fmt.Errorf("vk: memory fraction %v is outside (0, 1]: %w", o.memoryFraction, vkruntime.ErrInvalidArgument)
 	}
 	inst, err := acquireInstance(o.validation)
 	if err != nil {
@@ -119,7 +123,7 @@ func Open(index int, opts ...Option) (*Device, error) {
 		if len(physical) == 1 {
 			devices = "device 0 only"
 		}
-		return nil, fmt.Errorf("vk: no Vulkan device %d: the loader found %s (vkrt devices lists them)", index, devices)
+		return nil, fmt.Errorf("vk: no Vulkan device %d: the loader found %s (vkrt devices lists them): %w", index, devices, vkruntime.ErrInvalidArgument)
 	}
 	d := &Device{inst: inst, physical: physical[index], pipelines: map[string]*pipeline{}, closed: make(chan struct{})}
 	var err2 error
@@ -152,7 +156,7 @@ func storageLimit(o config, heap uint64) (uint64, error) {
 	if o.fractionSet {
 		byFraction := uint64(o.memoryFraction * float64(heap))
 		if byFraction == 0 {
-			return 0, fmt.Errorf("memory fraction %v of the %d B heap leaves no byte to allocate", o.memoryFraction, heap)
+			return 0, fmt.Errorf("memory fraction %v of the %d B heap leaves no byte to allocate: %w", o.memoryFraction, heap, vkruntime.ErrInvalidArgument)
 		}
 		if limit == 0 || byFraction < limit {
 			limit = byFraction

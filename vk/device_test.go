@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	vulkan "github.com/vulkan-go/vulkan"
 
+	"github.com/vkrt/vkrt/device"
 	"github.com/vkrt/vkrt/kernel"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
@@ -81,6 +82,19 @@ func TestOpenRejectsBadArguments(t *testing.T) {
 	require.ErrorContains(t, err, "memory fraction 0 is outside (0, 1]")
 	_, err = Open(0, WithMemoryFraction(1.5))
 	require.Error(t, err)
+	// Each is an argument wrong in itself, as callers classify it, and no
+	// machine without a device (ErrUnavailable, which tests skip on).
+	for _, f := range []func() (*Device, error){
+		func() (*Device, error) { return Open(len(infos)) },
+		func() (*Device, error) { return Open(-1) },
+		func() (*Device, error) { return Open(0, WithMemoryFraction(0)) },
+		func() (*Device, error) { return Open(0, WithMemoryFraction(1.5)) },
+		func() (*Device, error) { return Open(0, WithMemoryFraction(1e-12)) },
+	} {
+		_, err := f()
+		require.ErrorIs(t, err, vkruntime.ErrInvalidArgument)
+		require.NotErrorIs(t, err, device.ErrUnavailable)
+	}
 }
 
 // A fraction so small the limit rounds to 0 B would read as "no limit":

@@ -99,30 +99,31 @@ type Device struct {
 
 var _ device.Device = (*Device)(nil)
 
-// New makes a device; an unusable configuration is an error.
+// New makes a device; an unusable configuration is an error matching
+// runtime.ErrInvalidArgument.
 func New(opts ...Option) (*Device, error) {
 	c := config{name: "cpu", alignment: DefaultAlignment, memorySize: DefaultMemorySize}
 	for _, o := range opts {
 		c = o(c)
 	}
 	if c.alignment < 4 || c.alignment&(c.alignment-1) != 0 {
-		return nil, fmt.Errorf("cpu: alignment %d is not a power of two of at least 4 B", c.alignment)
+		return nil, fmt.Errorf("cpu: alignment %d is not a power of two of at least 4 B: %w", c.alignment, vkruntime.ErrInvalidArgument)
 	}
 	if c.memorySize < c.alignment {
-		return nil, fmt.Errorf("cpu: a heap of %d B holds no %d B slice", c.memorySize, c.alignment)
+		return nil, fmt.Errorf("cpu: a heap of %d B holds no %d B slice: %w", c.memorySize, c.alignment, vkruntime.ErrInvalidArgument)
 	}
 	if c.maxPageSize == 0 {
 		c.maxPageSize = min(maxBindingRange, c.memorySize) / c.alignment * c.alignment
 		if c.maxPageSize == 0 {
 			// Such a device ran, but every memory manager refused it.
-			return nil, fmt.Errorf("cpu: alignment %d leaves no page below 4 GiB that is a multiple of it", c.alignment)
+			return nil, fmt.Errorf("cpu: alignment %d leaves no page below 4 GiB that is a multiple of it: %w", c.alignment, vkruntime.ErrInvalidArgument)
 		}
 	}
 	if c.maxPageSize%c.alignment != 0 || c.maxPageSize > maxBindingRange {
-		return nil, fmt.Errorf("cpu: max page size %d is not a multiple of the %d B alignment below 4 GiB", c.maxPageSize, c.alignment)
+		return nil, fmt.Errorf("cpu: max page size %d is not a multiple of the %d B alignment below 4 GiB: %w", c.maxPageSize, c.alignment, vkruntime.ErrInvalidArgument)
 	}
 	if c.granule != 0 && (c.granule&(c.granule-1) != 0 || c.granule%c.alignment != 0) {
-		return nil, fmt.Errorf("cpu: sparse granule %d is not a power of two that is a multiple of the %d B alignment", c.granule, c.alignment)
+		return nil, fmt.Errorf("cpu: sparse granule %d is not a power of two that is a multiple of the %d B alignment: %w", c.granule, c.alignment, vkruntime.ErrInvalidArgument)
 	}
 	d := &Device{
 		name:  c.name,
@@ -140,10 +141,11 @@ func New(opts ...Option) (*Device, error) {
 }
 
 // Open is New as a device.Opener, for device.Register: the device of index
-// 0 with cfg's memory limit (there is no validation layer to turn on).
+// 0 with cfg's memory limit (there is no validation layer to turn on). Any
+// other index is refused with an error matching runtime.ErrInvalidArgument.
 func Open(ctx context.Context, cfg device.Config) (device.Device, error) {
 	if cfg.Index != 0 {
-		return nil, fmt.Errorf("cpu: no device %d: there is one (0)", cfg.Index)
+		return nil, fmt.Errorf("cpu: no device %d: there is one (0): %w", cfg.Index, vkruntime.ErrInvalidArgument)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package cpu_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -257,6 +258,21 @@ func TestNewRefusesUnusableConfigurations(t *testing.T) {
 	require.ErrorContains(t, err, "holds no 256 B slice")
 	_, err = cpu.New(cpu.WithMaxPageSize(1000))
 	require.ErrorContains(t, err, "not a multiple")
+	// Each is an argument wrong in itself, as callers classify it.
+	for _, opts := range [][]cpu.Option{
+		{cpu.WithAlignment(48)}, {cpu.WithAlignment(2)},
+		{cpu.WithMemorySize(16), cpu.WithAlignment(256)},
+		{cpu.WithMaxPageSize(1000)}, {cpu.WithMaxPageSize(1 << 33)},
+		{cpu.WithSparseGranule(3000)},
+	} {
+		_, err := cpu.New(opts...)
+		require.ErrorIs(t, err, vkruntime.ErrInvalidArgument)
+	}
+	for _, index := range []int{-1, 1} {
+		_, err := cpu.Open(t.Context(), device.Config{Index: index})
+		require.ErrorContains(t, err, fmt.Sprintf("no device %d", index))
+		require.ErrorIs(t, err, vkruntime.ErrInvalidArgument)
+	}
 	d := newDevice(t, cpu.WithMemorySize(1<<20))
 	require.Equal(t, uint64(1<<20), d.Properties().MemorySize)
 	require.Equal(t, uint64(1<<20), d.Storage().MaxAllocationSize())
