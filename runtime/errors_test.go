@@ -42,3 +42,14 @@ func TestErrClosedIsItsOwnKind(t *testing.T) {
 		require.NotErrorIs(t, other, ErrClosed)
 	}
 }
+
+// Arguments wrong in themselves and what a device lacks are kinds of their
+// own, told from every other and from each other.
+func TestInvalidArgumentAndUnsupportedAreTheirOwnKinds(t *testing.T) {
+	kinds := []error{ErrNotFound, ErrBufferTooBig, ErrPoolCapacityExceeded, ErrOutOfDeviceMemory, ErrDeviceLost, ErrClosed, ErrOverlappingBinds, ErrOutOfRange, ErrZeroSize, ErrInvalidArgument, ErrUnsupported}
+	for i, a := range kinds {
+		for j, b := range kinds {
+			require.Equal(t, i == j, errors.Is(fmt.Errorf("device: %w", a), b), "%v against %v", a, b)
+		}
+	}
+}
