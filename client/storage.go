@@ -1,7 +1,6 @@
 package client
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 
@@ -205,7 +204,9 @@ func (s *clientStorage) statsNow() StorageStats {
 	return st
 }
 
-var errNoSparse = errors.New("client: the device has no sparse residency")
+// errNoSparse refuses a virtual range where the device has no sparse
+// residency, as the devices themselves do.
+var errNoSparse = fmt.Errorf("client: the device has no sparse residency: %w", vkruntime.ErrUnsupported)
 
 // SparseGranule is the device's, 0 where it has no sparse residency.
 func (s *clientStorage) SparseGranule() uint64 {
@@ -246,7 +247,10 @@ func (s *clientStorage) ReleaseVirtual(id vkruntime.StorageID) {
 
 func (s *clientStorage) Bind(virtual vkruntime.StorageID, binds []vkruntime.SparseBind) error {
 	if s.sparse == nil {
-		return errNoSparse
+		// No range was ever reserved, so virtual names none, as the
+		// devices say.
+		return fmt.Errorf("client: sparse bind into storage %d, which is no virtual range (the device has no sparse residency): %w",
+			virtual, vkruntime.ErrNotFound)
 	}
 	s.mu.Lock()
 	s.stats.BindCalls++

@@ -300,3 +300,15 @@ func TestPagesTheDeviceKeepsStayCounted(t *testing.T) {
 	require.NoError(t, err, "the work ended: the next Flush frees the unit")
 	require.Equal(t, uint64(2*unit), d.Storage().Allocated())
 }
+
+// Over a device storage with no sparse residency, the client's storage
+// refuses a virtual range as the devices do, with runtime.ErrUnsupported,
+// and a bind with runtime.ErrNotFound, as it names no range: both were
+// errors of no kind.
+func TestAStorageWithoutSparseResidencyRefusesAsTheDevicesDo(t *testing.T) {
+	_, s := newGatedStorage(t, 0)
+	require.Zero(t, s.SparseGranule())
+	_, err := s.ReserveVirtual(unit)
+	require.ErrorIs(t, err, vkruntime.ErrUnsupported)
+	require.ErrorIs(t, s.Bind(1, []vkruntime.SparseBind{{Size: unit}}), vkruntime.ErrNotFound)
+}
