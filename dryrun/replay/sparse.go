@@ -105,7 +105,7 @@ func (s *CountingStorage) Bind(virtual vkruntime.StorageID, binds []vkruntime.Sp
 	var bound, boundBytes, unboundBytes uint64
 	for i, b := range binds {
 		if b.Offset%g != 0 || b.Size%g != 0 || b.MemoryOffset%g != 0 || b.Size == 0 {
-			return fmt.Errorf("replay: sparse bind %d (%+v): offsets and sizes must be non-zero multiples of the %d B granule", i, b, g)
+			return fmt.Errorf("replay: sparse bind %d (%+v): offsets and sizes must be non-zero multiples of the %d B granule: %w", i, b, g, vkruntime.ErrInvalidArgument)
 		}
 		if b.Offset > size || b.Size > size-b.Offset {
 			return fmt.Errorf("replay: sparse bind %d (%+v) lies outside the %d B virtual range: %w", i, b, size, vkruntime.ErrOutOfRange)
