@@ -110,6 +110,17 @@ func checkSparseBinding(c *checkState, t StorageTarget) {
 			c.Errorf("Bind(%+v) into a range over an allocation of %d B succeeded", bad, 4*g)
 		}
 	}
+	// Binds off the granule are arguments wrong in themselves, on every
+	// device: a caller tells them from memory not held by their kind.
+	for _, bad := range []vkruntime.SparseBind{
+		{Offset: g / 2, Size: g, Memory: page.ID},              // offset off the granule
+		{Offset: 0, Size: g / 2, Memory: page.ID},              // size off the granule
+		{Offset: 0, Size: g, Memory: page.ID, MemoryOffset: 4}, // memory offset off the granule
+	} {
+		if err := s.Bind(v.ID, []vkruntime.SparseBind{bad}); !errors.Is(err, vkruntime.ErrInvalidArgument) {
+			c.Errorf("Bind(%+v), not on whole granules of %d B: got %v, want an error matching vkruntime.ErrInvalidArgument", bad, g, err)
+		}
+	}
 	if err := s.Bind(v.ID, []vkruntime.SparseBind{{Offset: g, Size: 2 * g}}); err != nil {
 		c.Errorf("unbinding 2 granules: %v", err)
 	}

@@ -578,7 +578,7 @@ func storageChecks(newStorage NewStorage) []Check {
 		},
 		{
 			Name: "storage/sparse-binding",
-			Rule: "Where the storage offers sparse binding, a virtual range holds no memory, bound granules alias the allocation behind them, binding memory it does not hold or past its end is refused, a submission naming a granule twice is refused whole with ErrOverlappingBinds, and pools over a virtual range keep every slice aligned and every byte",
+			Rule: "Where the storage offers sparse binding, a virtual range holds no memory, bound granules alias the allocation behind them, binding memory it does not hold or past its end is refused, a bind not on whole granules is refused with ErrInvalidArgument, a submission naming a granule twice is refused whole with ErrOverlappingBinds, and pools over a virtual range keep every slice aligned and every byte",
 			run:  func(c *checkState) { checkSparseBinding(c, openStorage(c, newStorage, StorageConfig{})) },
 		},
 		{

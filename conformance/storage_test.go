@@ -58,27 +58,28 @@ type heapPage struct {
 type flaw int
 
 const (
-	noFlaw                  flaw = iota
-	overlappingPages             // each page starts 8 B before the previous one ends
-	ignoresAlignment             // pages packed in the arena at any byte, the offset in the handle
-	genericOOM                   // out of memory reported as a plain error
-	leaks                        // released pages are never given back
-	corruptsAfterChurn           // past 64 allocations, each one flips a byte of a live page
-	sparseMisbinds               // a sparse bind lands one granule further into the memory than asked
-	sparseAppliesOverlaps        // a sparse submission naming a granule twice is applied in order
-	sparseSpaceUnshared          // every virtual range gets the whole address space, however many are live
-	sparseGenericSpaceError      // a virtual range past the address space is refused with a plain error
-	sparseReleaseKeepsRange      // ReleaseVirtual forgets nothing: the range and its bindings stay usable
-	sparseUnbindIgnored          // a bind of Memory 0 leaves the granule bound
-	sparseBindsAsItChecks        // each bind of a submission applies once checked, before the next is
-	allocatesZero                // Alloc(0) and ReserveVirtual(0) make an allocation and a range of 0 B
-	genericZeroSize              // Alloc(0) and ReserveVirtual(0) fail with plain errors
+	noFlaw                    flaw = iota
+	overlappingPages               // each page starts 8 B before the previous one ends
+	ignoresAlignment               // pages packed in the arena at any byte, the offset in the handle
+	genericOOM                     // out of memory reported as a plain error
+	leaks                          // released pages are never given back
+	corruptsAfterChurn             // past 64 allocations, each one flips a byte of a live page
+	sparseMisbinds                 // a sparse bind lands one granule further into the memory than asked
+	sparseAppliesOverlaps          // a sparse submission naming a granule twice is applied in order
+	sparseSpaceUnshared            // every virtual range gets the whole address space, however many are live
+	sparseGenericSpaceError        // a virtual range past the address space is refused with a plain error
+	sparseReleaseKeepsRange        // ReleaseVirtual forgets nothing: the range and its bindings stay usable
+	sparseUnbindIgnored            // a bind of Memory 0 leaves the granule bound
+	sparseBindsAsItChecks          // each bind of a submission applies once checked, before the next is
+	allocatesZero                  // Alloc(0) and ReserveVirtual(0) make an allocation and a range of 0 B
+	genericZeroSize                // Alloc(0) and ReserveVirtual(0) fail with plain errors
+	sparseGenericGranuleError      // a sparse bind not on whole granules is refused with a plain error
 )
 
 func (f flaw) String() string {
 	return [...]string{"none", "overlapping pages", "ignores alignment", "generic out-of-memory error", "leaks", "corrupts a byte after churn", "binds the wrong granules", "applies overlapping binds",
 		"unshared address space", "generic address-space error", "release keeps the range", "ignores unbinds", "binds as it checks",
-		"allocates 0 B", "generic zero-size error"}[f]
+		"allocates 0 B", "generic zero-size error", "generic granule error"}[f]
 }
 
 const heapAlignment = 16
@@ -274,7 +275,10 @@ func (s *heapStorage) Bind(virtual vkruntime.StorageID, binds []vkruntime.Sparse
 			s.apply(granules, binds[i-1:i])
 		}
 		if b.Offset%heapGranule != 0 || b.Size%heapGranule != 0 || b.MemoryOffset%heapGranule != 0 {
-			return fmt.Errorf("heap storage: bind %+v is not in whole granules of %d B", b, heapGranule)
+			if s.flaw == sparseGenericGranuleError {
+				return fmt.Errorf("heap storage: bind %+v is not in whole granules of %d B", b, heapGranule)
+			}
+			return fmt.Errorf("heap storage: bind %+v is not in whole granules of %d B: %w", b, heapGranule, vkruntime.ErrInvalidArgument)
 		}
 		if b.Offset/heapGranule+b.Size/heapGranule > uint64(len(granules)) {
 			return fmt.Errorf("heap storage: bind %+v passes the end of a range of %d granules", b, len(granules))
@@ -420,6 +424,7 @@ func TestBrokenStoragesAreCaught(t *testing.T) {
 		{sparseBindsAsItChecks, []string{"storage/sparse-release"}},
 		{allocatesZero, []string{"storage/zero-size-refused"}},
 		{genericZeroSize, []string{"storage/zero-size-refused"}},
+		{sparseGenericGranuleError, []string{"storage/sparse-binding"}},
 	} {
 		t.Run(tc.flaw.String(), func(t *testing.T) {
 			rep := conformance.RunStorage(context.Background(), heapFactory(tc.flaw), conformance.Options{})
