@@ -7,8 +7,10 @@
 //     semantics, size accounting, alignment of every page and slice, out of
 //     memory under a limit, transfers at odd ranges and their bounds, the
 //     integrity of every byte through churn across every pool kind and
-//     layout, and, where the storage has sparse residency, binding, the
-//     sparse address space and the release of virtual ranges.
+//     layout, and, where the storage has sparse residency, binding (binds
+//     off the granule refused as runtime.ErrInvalidArgument), the sparse
+//     address space and the release of virtual ranges; where a sparse
+//     storage has none, virtual ranges refused as runtime.ErrUnsupported.
 //   - [TestDevice] checks a whole device through the client: the storage
 //     checks on the device's own storage, zero-initialised buffers, transfers
 //     at odd offsets and sizes and of partial ranges, the storage's figures,

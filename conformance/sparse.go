@@ -25,6 +25,40 @@ func needSparse(c *checkState, t StorageTarget) vkruntime.SparseStorage {
 	return s
 }
 
+// checkSparseUnsupported holds a sparse storage of a device without
+// sparse residency (a granule of 0) to refusing virtual ranges as
+// unsupported, a kind a caller tells from memory run out.
+func checkSparseUnsupported(c *checkState, t StorageTarget) {
+	s, ok := t.Storage.(vkruntime.SparseStorage)
+	if !ok {
+		c.NotSupportedf("the storage is no runtime.SparseStorage")
+	}
+	if g := s.SparseGranule(); g != 0 {
+		c.NotSupportedf("the storage offers sparse binding (a granule of %d B)", g)
+	}
+	held, hasHeld := t.held()
+	var before uint64
+	if hasHeld {
+		before = held()
+	}
+	for _, size := range []uint64{1, 1 << 20} {
+		h, err := s.ReserveVirtual(size)
+		switch {
+		case err == nil:
+			c.Errorf("ReserveVirtual(%d) = %v with a granule of 0: want an error matching runtime.ErrUnsupported", size, h)
+			s.ReleaseVirtual(h.ID)
+		case !errors.Is(err, vkruntime.ErrUnsupported):
+			c.Errorf("ReserveVirtual(%d) with a granule of 0: %v (%T), which does not match runtime.ErrUnsupported", size, err, err)
+		}
+	}
+	t.Storage.Flush()
+	if hasHeld {
+		if after := held(); after != before {
+			c.Errorf("the storage held %d B before the refusals and %d B after", before, after)
+		}
+	}
+}
+
 // sparseRecorder is a pageRecorder that passes sparse residency through,
 // recording virtual ranges as the allocations slices may lie in.
 type sparseRecorder struct {

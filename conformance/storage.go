@@ -582,6 +582,11 @@ func storageChecks(newStorage NewStorage) []Check {
 			run:  func(c *checkState) { checkSparseBinding(c, openStorage(c, newStorage, StorageConfig{})) },
 		},
 		{
+			Name: "storage/sparse-unsupported",
+			Rule: "Where the storage is a runtime.SparseStorage without sparse residency (a granule of 0), ReserveVirtual fails with an error matching runtime.ErrUnsupported and makes nothing",
+			run:  func(c *checkState) { checkSparseUnsupported(c, openStorage(c, newStorage, StorageConfig{})) },
+		},
+		{
 			Name: "storage/sparse-address-space",
 			Rule: "Where the storage offers sparse binding, live virtual ranges share MaxVirtualSize: ReserveVirtual past the space they leave fails with an error matching runtime.ErrOutOfDeviceMemory and changes nothing, and ReleaseVirtual gives the space back by the next Flush",
 			run:  func(c *checkState) { checkSparseAddressSpace(c, openStorage(c, newStorage, StorageConfig{})) },

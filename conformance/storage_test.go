@@ -334,7 +334,56 @@ func TestHeapStorageConforms(t *testing.T) {
 	}
 	rep := conformance.RunStorage(context.Background(), heapFactory(noFlaw), conformance.Options{})
 	pass, fail, notSupported := rep.Counts()
-	require.Equal(t, len(rep.Results), pass, "every check passes on a storage that keeps the contract: %d failed, %d not supported", fail, notSupported)
+	require.Equal(t, len(rep.Results)-1, pass, "every check passes on a storage that keeps the contract: %d failed, %d not supported", fail, notSupported)
+	r, _ := rep.Result("storage/sparse-unsupported")
+	require.Equal(t, conformance.NotSupported, r.Status, "the heap storage has sparse residency")
+}
+
+// noSparseHeap is the heap storage on a device without sparse residency:
+// a runtime.SparseStorage of granule 0 whose ReserveVirtual refuses every
+// range, as unsupported or, with generic, with a plain error.
+type noSparseHeap struct {
+	*heapStorage
+	generic bool
+}
+
+func (s noSparseHeap) SparseGranule() uint64  { return 0 }
+func (s noSparseHeap) MaxVirtualSize() uint64 { return 0 }
+
+func (s noSparseHeap) ReserveVirtual(size uint64) (vkruntime.StorageHandle, error) {
+	if s.generic {
+		return vkruntime.StorageHandle{}, errors.New("heap storage: no sparse residency")
+	}
+	return vkruntime.StorageHandle{}, fmt.Errorf("heap storage: no sparse residency: %w", vkruntime.ErrUnsupported)
+}
+
+func noSparseHeapFactory(generic bool) conformance.NewStorage {
+	return func(cfg conformance.StorageConfig) (conformance.StorageTarget, error) {
+		s := noSparseHeap{newHeapStorage(cfg.MemoryLimit, noFlaw), generic}
+		return conformance.StorageTarget{
+			Storage:    s,
+			Properties: vkruntime.DeviceProperties{Alignment: heapAlignment, MaxPageSize: 4 << 20, MemorySize: 64 << 20},
+			Memory:     s,
+		}, nil
+	}
+}
+
+// A storage without sparse residency that refuses a virtual range as
+// unsupported passes the check, and the sparse-binding checks are not
+// supported on it; one refusing it with an error of no kind is caught.
+func TestSparseUnsupportedIsClassified(t *testing.T) {
+	only := conformance.Options{Run: regexp.MustCompile(`sparse`)}
+	rep := conformance.RunStorage(context.Background(), noSparseHeapFactory(false), only)
+	for _, r := range rep.Results {
+		want := conformance.NotSupported
+		if r.Check == "storage/sparse-unsupported" {
+			want = conformance.Pass
+		}
+		require.Equal(t, want, r.Status, "%s: %v", r.Check, r.Evidence)
+	}
+	rep = conformance.RunStorage(context.Background(), noSparseHeapFactory(true), only)
+	require.Equal(t, []string{"storage/sparse-unsupported"}, rep.Failed())
+	requireCaught(t, rep, []string{"storage/sparse-unsupported"}, true, func(tb testing.TB) { conformance.TestStorage(tb, noSparseHeapFactory(true)) })
 }
 
 // The counting storage of dry-run replays holds no bytes: it passes every
