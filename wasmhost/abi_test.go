@@ -531,9 +531,7 @@ func TestPersistentEndAfterTheHostClosedTheWindow(t *testing.T) {
 	h := newHost(t, context.Background(), c)
 	s, err := c.NewStream()
 	require.NoError(t, err)
-	prelude := strings.Replace(watPrelude, `(memory (export "memory") 1)`,
-		`(import "wasi_snapshot_preview1" "fd_write" (func $fdw (param i32 i32 i32 i32) (result i32))) (memory (export "memory") 1)`, 1)
-	m := compile(t, h, wat(t, prelude+`(data (i32.const 16) "\20\00\00\00\01\00\00\00x")
+	m := compile(t, h, wat(t, watPreludeWithWrite+`(data (i32.const 16) "\20\00\00\00\01\00\00\00x")
   (func (export "_start")
     (if (call $pbegin) (then unreachable))
     (drop (call $fdw (i32.const 1) (i32.const 16) (i32.const 1) (i32.const 8)))

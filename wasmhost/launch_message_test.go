@@ -2,7 +2,6 @@ package wasmhost
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -21,53 +20,36 @@ import (
 func TestRefusedLaunchMessageSaysEachPartOnce(t *testing.T) {
 	c := openClient(t)
 	h := newHost(t, context.Background(), c)
-	words := func(v ...uint32) []byte {
-		var b []byte
-		for _, w := range v {
-			b = binary.LittleEndian.AppendUint32(b, w)
-		}
-		return b
-	}
 	a, b := guest.BufferOf(0x100001, 256), guest.BufferOf(0x100002, 64)
 	for _, tc := range []struct {
 		name        string
 		launch      []guest.Launch
 		guest, host string
 	}{
-		{"undersized", []guest.Launch{{Kernel: "fill", Grid: [3]uint32{1, 1, 1}, Push: words(32, 7), Buffers: []*guest.Buffer{b}}},
+		{"undersized", []guest.Launch{{Kernel: "fill", Grid: [3]uint32{1, 1, 1}, Push: pushWords(32, 7), Buffers: []*guest.Buffer{b}}},
 			`launch: invalid dispatch of kernel "fill": binding 0 (out): handle 0x100002 [0, 64) holds 64 B`,
 			`launch: invalid dispatch of kernel "fill": binding 0 (out): storage`},
 		{"aliased", []guest.Launch{
-			{Kernel: "fill", Grid: [3]uint32{1, 1, 1}, Push: words(16, 7), Buffers: []*guest.Buffer{b}},
-			{Kernel: "transpose", Grid: [3]uint32{1, 1, 1}, Push: words(8, 8), Buffers: []*guest.Buffer{a, a}}},
+			{Kernel: "fill", Grid: [3]uint32{1, 1, 1}, Push: pushWords(16, 7), Buffers: []*guest.Buffer{b}},
+			{Kernel: "transpose", Grid: [3]uint32{1, 1, 1}, Push: pushWords(8, 8), Buffers: []*guest.Buffer{a, a}}},
 			`launch: op 1 of 2: invalid dispatch of kernel "transpose": binding 1 (out): handle 0x100001 [0, 256), written`,
 			`launch: op 1 of 2: invalid dispatch of kernel "transpose": binding 1 (out): storage`},
-		{"idle groups", []guest.Launch{{Kernel: "fill", Grid: [3]uint32{64, 1, 1}, Push: words(16, 7), Buffers: []*guest.Buffer{b}}},
+		{"idle groups", []guest.Launch{{Kernel: "fill", Grid: [3]uint32{64, 1, 1}, Push: pushWords(16, 7), Buffers: []*guest.Buffer{b}}},
 			`launch: invalid dispatch of kernel "fill": grid [64 1 1] runs 64 work groups`,
 			`launch: invalid dispatch of kernel "fill": grid [64 1 1] runs 64 work groups`},
 		{"idle groups in a batch", []guest.Launch{
-			{Kernel: "fill", Grid: [3]uint32{1, 1, 1}, Push: words(16, 7), Buffers: []*guest.Buffer{b}},
-			{Kernel: "fill", Grid: [3]uint32{64, 1, 1}, Push: words(16, 7), Buffers: []*guest.Buffer{b}}},
+			{Kernel: "fill", Grid: [3]uint32{1, 1, 1}, Push: pushWords(16, 7), Buffers: []*guest.Buffer{b}},
+			{Kernel: "fill", Grid: [3]uint32{64, 1, 1}, Push: pushWords(16, 7), Buffers: []*guest.Buffer{b}}},
 			`launch: op 1 of 2: invalid dispatch of kernel "fill": grid [64 1 1] runs 64 work groups`,
 			`launch: op 1 of 2: invalid dispatch of kernel "fill": grid [64 1 1] runs 64 work groups`},
-		{"no live buffer", []guest.Launch{{Kernel: "fill", Grid: [3]uint32{1, 1, 1}, Push: words(16, 7), Buffers: []*guest.Buffer{guest.BufferOf(0x100009, 64)}}},
+		{"no live buffer", []guest.Launch{{Kernel: "fill", Grid: [3]uint32{1, 1, 1}, Push: pushWords(16, 7), Buffers: []*guest.Buffer{guest.BufferOf(0x100009, 64)}}},
 			`launch: kernel "fill", binding 0: handle 0x100009 names no live buffer of this guest`,
 			`launch: kernel "fill", binding 0: handle 0x100009 names no live buffer of this guest`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			desc, err := guest.AppendDescriptor(nil, tc.launch...)
 			require.NoError(t, err)
-			prelude := strings.Replace(watPrelude, `(memory (export "memory") 1)`,
-				`(import "wasi_snapshot_preview1" "fd_write" (func $fdw (param i32 i32 i32 i32) (result i32))) (memory (export "memory") 1)`, 1)
-			wasm := wat(t, prelude+fmt.Sprintf(`(data (i32.const 64) "%s")
-  (func (export "_start")`, watBytes(desc))+fmt.Sprintf(`
-    (drop (call $create (i64.const 256) (i32.const 0)))
-    (drop (call $create (i64.const 64) (i32.const 4)))
-    (drop (call $launch (i32.const 64) (i32.const %d)))
-    (if (i32.ne (call $lasterr (i32.const 1024) (i32.const 4096) (i32.const 16)) (i32.const 0)) (then unreachable))
-    (i32.store (i32.const 24) (i32.const 1024))
-    (i32.store (i32.const 28) (i32.load (i32.const 16)))
-    (drop (call $fdw (i32.const 1) (i32.const 24) (i32.const 1) (i32.const 32)))))`, len(desc)))
+			wasm := launchTellingLastError(t, desc, ESUCCESS)
 			var out strings.Builder
 			res, err := h.Run(context.Background(), compile(t, h, wasm), WithStdout(&out))
 			require.NoError(t, err)

@@ -25,6 +25,36 @@ func watBytes(b []byte) string {
 	return s.String()
 }
 
+// pushWords is push constants of 32-bit words v.
+func pushWords(v ...uint32) []byte {
+	var b []byte
+	for _, w := range v {
+		b = binary.LittleEndian.AppendUint32(b, w)
+	}
+	return b
+}
+
+// launchTellingLastError is a guest that makes two buffers, 256 B and
+// 64 B (handles 0x100001 and 0x100002), launches what descriptor desc
+// describes, and writes what last_error then says to standard output; the
+// launch must answer status, unless it is ESUCCESS (any answer will do).
+func launchTellingLastError(t *testing.T, desc []byte, status Errno) []byte {
+	t.Helper()
+	check := fmt.Sprintf(`(if (i32.ne (call $launch (i32.const 64) (i32.const %d)) (i32.const %d)) (then unreachable))`, len(desc), status)
+	if status == ESUCCESS {
+		check = fmt.Sprintf(`(drop (call $launch (i32.const 64) (i32.const %d)))`, len(desc))
+	}
+	return wat(t, watPreludeWithWrite+fmt.Sprintf(`(data (i32.const 64) "%s")
+  (func (export "_start")
+    (drop (call $create (i64.const 256) (i32.const 0)))
+    (drop (call $create (i64.const 64) (i32.const 4)))
+    %s
+    (if (i32.ne (call $lasterr (i32.const 1024) (i32.const 4096) (i32.const 16)) (i32.const 0)) (then unreachable))
+    (i32.store (i32.const 24) (i32.const 1024))
+    (i32.store (i32.const 28) (i32.load (i32.const 16)))
+    (drop (call $fdw (i32.const 1) (i32.const 24) (i32.const 1) (i32.const 32)))))`, watBytes(desc), check))
+}
+
 // A launch the kernel's checks refuse is told to the guest on its own
 // handles, not on the client's buffer ids as storages, which the guest
 // cannot map to its handles and which number the host's buffers. The
@@ -33,37 +63,23 @@ func TestRefusedLaunchNamesGuestHandles(t *testing.T) {
 	c := openClient(t)
 	h := newHost(t, context.Background(), c)
 	// The guest's first buffers are handles 0x100001 and 0x100002.
-	words := func(v ...uint32) []byte {
-		return binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, v[0]), v[1])
-	}
 	a, b := guest.BufferOf(0x100001, 256), guest.BufferOf(0x100002, 64)
 	for _, tc := range []struct {
 		name   string
 		launch []guest.Launch
 		want   string
 	}{
-		{"undersized", []guest.Launch{{Kernel: "fill", Grid: [3]uint32{1, 1, 1}, Push: words(32, 7), Buffers: []*guest.Buffer{b}}},
+		{"undersized", []guest.Launch{{Kernel: "fill", Grid: [3]uint32{1, 1, 1}, Push: pushWords(32, 7), Buffers: []*guest.Buffer{b}}},
 			`launch: invalid dispatch of kernel "fill": binding 0 (out): handle 0x100002 [0, 64) holds 64 B, the push constants {n=32 value=7} call for 128 B`},
 		{"aliased", []guest.Launch{
-			{Kernel: "fill", Grid: [3]uint32{1, 1, 1}, Push: words(16, 7), Buffers: []*guest.Buffer{b}},
-			{Kernel: "transpose", Grid: [3]uint32{1, 1, 1}, Push: words(8, 8), Buffers: []*guest.Buffer{a, a}}},
+			{Kernel: "fill", Grid: [3]uint32{1, 1, 1}, Push: pushWords(16, 7), Buffers: []*guest.Buffer{b}},
+			{Kernel: "transpose", Grid: [3]uint32{1, 1, 1}, Push: pushWords(8, 8), Buffers: []*guest.Buffer{a, a}}},
 			`launch: op 1 of 2: invalid dispatch of kernel "transpose": binding 1 (out): handle 0x100001 [0, 256), written, and binding 0 (x): handle 0x100001 [0, 256) share bytes`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			desc, err := guest.AppendDescriptor(nil, tc.launch...)
 			require.NoError(t, err)
-			// The guest writes what last_error tells it to standard output.
-			prelude := strings.Replace(watPrelude, `(memory (export "memory") 1)`,
-				`(import "wasi_snapshot_preview1" "fd_write" (func $fdw (param i32 i32 i32 i32) (result i32))) (memory (export "memory") 1)`, 1)
-			wasm := wat(t, prelude+fmt.Sprintf(`(data (i32.const 64) "%s")
-  (func (export "_start")`, watBytes(desc))+fmt.Sprintf(`
-    (drop (call $create (i64.const 256) (i32.const 0)))
-    (drop (call $create (i64.const 64) (i32.const 4)))
-    (if (i32.ne (call $launch (i32.const 64) (i32.const %d)) (i32.const 28)) (then unreachable))
-    (if (i32.ne (call $lasterr (i32.const 1024) (i32.const 4096) (i32.const 16)) (i32.const 0)) (then unreachable))
-    (i32.store (i32.const 24) (i32.const 1024))
-    (i32.store (i32.const 28) (i32.load (i32.const 16)))
-    (drop (call $fdw (i32.const 1) (i32.const 24) (i32.const 1) (i32.const 32)))))`, len(desc)))
+			wasm := launchTellingLastError(t, desc, EINVAL)
 			var out strings.Builder
 			res, err := h.Run(context.Background(), compile(t, h, wasm), WithStdout(&out))
 			require.NoError(t, err)
@@ -83,9 +99,7 @@ func TestRefusedRecordHidesHostPaths(t *testing.T) {
 	// Removed under the open environment, the file refuses the record.
 	require.NoError(t, os.Remove(filepath.Join(dir, "wasmhost-test.sqlite")))
 	h := newHost(t, context.Background(), c)
-	prelude := strings.Replace(watPrelude, `(memory (export "memory") 1)`,
-		`(import "wasi_snapshot_preview1" "fd_write" (func $fdw (param i32 i32 i32 i32) (result i32))) (memory (export "memory") 1)`, 1)
-	wasm := wat(t, prelude+`(data (i32.const 64) "label")
+	wasm := wat(t, watPreludeWithWrite+`(data (i32.const 64) "label")
   (func (export "_start")
     (drop (call $create (i64.const 64) (i32.const 0)))
     (if (i32.ne (call $record (i32.const 64) (i32.const 5)) (i32.const 29)) (then unreachable))

@@ -103,6 +103,11 @@ const watPrelude = `(module
   (func $h1 (result i32) (i32.load (i32.const 4)))
 `
 
+// watPreludeWithWrite is watPrelude with WASI's fd_write as $fdw, for a
+// guest that writes what it learns to standard output.
+var watPreludeWithWrite = strings.Replace(watPrelude, `(memory (export "memory") 1)`,
+	`(import "wasi_snapshot_preview1" "fd_write" (func $fdw (param i32 i32 i32 i32) (result i32))) (memory (export "memory") 1)`, 1)
+
 // guestWAT is a guest of the prelude, extra definitions and a _start body.
 func guestWAT(t testing.TB, extra, body string) []byte {
 	return wat(t, watPrelude+extra+"\n  (func (export \"_start\")\n"+body+"))")
