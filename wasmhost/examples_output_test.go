@@ -54,34 +54,30 @@ func TestExampleRefusedNamesItsStep(t *testing.T) {
 	}
 }
 
-// The MLP's CPU reference held a whole batch's hidden activations, 2 KiB a
-// sample, where the device held them well: a batch of 5120 under 12 MiB
-// of guest memory (as 2 million under the default 1 GiB) ended the guest
-// in the Go runtime's "fatal error: out of memory" after the device had
-// computed it. The reference takes the batch in parts.
-func TestMLPReferenceFitsAGuestOfLittleMemory(t *testing.T) {
-	c := openClient(t)
-	h := newHost(t, context.Background(), c, WithMaxMemoryPages(192))
-	m := compile(t, h, buildGuest(t, "examples/mlp"))
-	var out bytes.Buffer
-	_, err := h.Run(context.Background(), m, WithArgs("mlp.wasm", "--steps", "4", "--scale", "80"), WithStdout(&out), WithStderr(&out))
-	require.NoError(t, err, out.String())
-	require.Contains(t, out.String(), "mlp: 4 steps, 8320 samples, 64 -> 256 -> 10, every output matches the CPU reference")
-	require.Zero(t, liveBuffers(c))
-}
-
-// The transformer's CPU reference held a whole sequence's attention scores
-// (n*n float32s, three times) where the device held them well: 800 tokens
-// under 10 MiB of guest memory (as 9600 under the default 1 GiB) ended the
-// guest in "fatal error: out of memory" after the device had computed
-// them. The reference takes the queries in parts.
-func TestTransformerReferenceFitsAGuestOfLittleMemory(t *testing.T) {
-	c := openClient(t)
-	h := newHost(t, context.Background(), c, WithMaxMemoryPages(160))
-	m := compile(t, h, buildGuest(t, "examples/transformer"))
-	var out bytes.Buffer
-	_, err := h.Run(context.Background(), m, WithArgs("transformer.wasm", "--steps", "1", "--scale", "100"), WithStdout(&out), WithStderr(&out))
-	require.NoError(t, err, out.String())
-	require.Contains(t, out.String(), "transformer: 1 steps, 800 tokens, width 64, MLP 256, every output matches the CPU reference")
-	require.Zero(t, liveBuffers(c))
+// The examples' CPU references held a whole batch or sequence where the
+// device held it well, and ended the guest in the Go runtime's "fatal
+// error: out of memory" after the device had computed it: the MLP's hidden
+// activations, 2 KiB a sample (a batch of 5120 under 12 MiB of guest
+// memory, as 2 million under the default 1 GiB), the transformer's
+// attention scores, n*n float32s three times (800 tokens under 10 MiB, as
+// 9600 under 1 GiB). The references take their inputs in parts.
+func TestExampleReferencesFitAGuestOfLittleMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		pages uint32
+		args  []string
+		want  string
+	}{
+		{"mlp", 192, []string{"--steps", "4", "--scale", "80"}, "mlp: 4 steps, 8320 samples, 64 -> 256 -> 10, every output matches the CPU reference"},
+		{"transformer", 160, []string{"--steps", "1", "--scale", "100"}, "transformer: 1 steps, 800 tokens, width 64, MLP 256, every output matches the CPU reference"},
+	} {
+		c := openClient(t)
+		h := newHost(t, context.Background(), c, WithMaxMemoryPages(tc.pages))
+		m := compile(t, h, buildGuest(t, "examples/"+tc.name))
+		var out bytes.Buffer
+		_, err := h.Run(context.Background(), m, WithArgs(append([]string{tc.name + ".wasm"}, tc.args...)...), WithStdout(&out), WithStderr(&out))
+		require.NoError(t, err, out.String())
+		require.Contains(t, out.String(), tc.want)
+		require.Zero(t, liveBuffers(c))
+	}
 }
