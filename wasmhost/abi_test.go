@@ -408,18 +408,26 @@ func TestSyncOnAClosedStreamFails(t *testing.T) {
 <== status=29`, hostCalls(log.String()))
 }
 
+// streamsNoGuestCanRunOn are a stream of c closed, and one of another
+// client.
+func streamsNoGuestCanRunOn(t *testing.T, c *client.Client) (closed, foreign *client.Stream) {
+	t.Helper()
+	closed, err := c.NewStream()
+	require.NoError(t, err)
+	require.NoError(t, closed.Close())
+	foreign, err = openClient(t).NewStream()
+	require.NoError(t, err)
+	return closed, foreign
+}
+
 // A closed or zero stream given with OnStream is refused as an invalid
 // option before the guest is loaded, as another client's is: the guest
 // ran, and each of its buffer calls failed with EIO.
 func TestAClosedOrZeroStreamIsRefused(t *testing.T) {
-	c, other := openClient(t), openClient(t)
+	c := openClient(t)
 	h, log := newLoggedHost(t, c)
 	m := compile(t, h, guestWAT(t, "", `(drop (call $create (i64.const 16) (i32.const 0)))`))
-	closed, err := c.NewStream()
-	require.NoError(t, err)
-	require.NoError(t, closed.Close())
-	foreign, err := other.NewStream()
-	require.NoError(t, err)
+	closed, foreign := streamsNoGuestCanRunOn(t, c)
 	for _, tc := range []struct {
 		s    *client.Stream
 		kind error
@@ -495,12 +503,8 @@ func TestARefusedFreeKeepsTheHandle(t *testing.T) {
 // refused by New, as Run refuses it: New made a host whose every Run was
 // refused it.
 func TestADefaultStreamNoGuestCanRunOnIsRefusedByNew(t *testing.T) {
-	c, other := openClient(t), openClient(t)
-	closed, err := c.NewStream()
-	require.NoError(t, err)
-	require.NoError(t, closed.Close())
-	foreign, err := other.NewStream()
-	require.NoError(t, err)
+	c := openClient(t)
+	closed, foreign := streamsNoGuestCanRunOn(t, c)
 	for _, tc := range []struct {
 		s    *client.Stream
 		kind error
@@ -518,7 +522,7 @@ func TestADefaultStreamNoGuestCanRunOnIsRefusedByNew(t *testing.T) {
 	}
 	h := newHost(t, context.Background(), c, WithDefaults(OnStream(c.DefaultStream())))
 	m := compile(t, h, guestWAT(t, "", `(drop (call $create (i64.const 16) (i32.const 0)))`))
-	_, err = h.Run(context.Background(), m)
+	_, err := h.Run(context.Background(), m)
 	require.NoError(t, err, "a stream of the host's client is taken")
 }
 
