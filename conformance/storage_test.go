@@ -316,14 +316,22 @@ func (s *heapStorage) apply(granules []granuleBinding, binds []vkruntime.SparseB
 	}
 }
 
+// heapTarget is a heap storage as the suite takes it, on the heap's
+// device properties.
+func heapTarget[S interface {
+	vkruntime.Storage
+	conformance.Memory
+}](s S) conformance.StorageTarget {
+	return conformance.StorageTarget{
+		Storage:    s,
+		Properties: vkruntime.DeviceProperties{Alignment: heapAlignment, MaxPageSize: 4 << 20, MemorySize: 64 << 20},
+		Memory:     s,
+	}
+}
+
 func heapFactory(f flaw) conformance.NewStorage {
 	return func(cfg conformance.StorageConfig) (conformance.StorageTarget, error) {
-		s := newHeapStorage(cfg.MemoryLimit, f)
-		return conformance.StorageTarget{
-			Storage:    s,
-			Properties: vkruntime.DeviceProperties{Alignment: heapAlignment, MaxPageSize: 4 << 20, MemorySize: 64 << 20},
-			Memory:     s,
-		}, nil
+		return heapTarget(newHeapStorage(cfg.MemoryLimit, f)), nil
 	}
 }
 
@@ -359,12 +367,7 @@ func (s noSparseHeap) ReserveVirtual(size uint64) (vkruntime.StorageHandle, erro
 
 func noSparseHeapFactory(generic bool) conformance.NewStorage {
 	return func(cfg conformance.StorageConfig) (conformance.StorageTarget, error) {
-		s := noSparseHeap{newHeapStorage(cfg.MemoryLimit, noFlaw), generic}
-		return conformance.StorageTarget{
-			Storage:    s,
-			Properties: vkruntime.DeviceProperties{Alignment: heapAlignment, MaxPageSize: 4 << 20, MemorySize: 64 << 20},
-			Memory:     s,
-		}, nil
+		return heapTarget(noSparseHeap{newHeapStorage(cfg.MemoryLimit, noFlaw), generic}), nil
 	}
 }
 
