@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/vkrt/vkrt/internal/saturate"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
@@ -72,7 +73,7 @@ func (p *exclusivePool) report() PoolReport {
 // capacity is what a capped pool's pages would hold were each of the
 // largest size it takes: its cap in bytes, at the most.
 func (p *exclusivePool) capacity() (uint64, uint64, bool) {
-	return saturatingMul(p.capPages, p.maxAlloc), p.usage.BytesInUse + p.usage.BytesPadding, p.capPages != 0
+	return saturate.Mul(p.capPages, p.maxAlloc), p.usage.BytesInUse + p.usage.BytesPadding, p.capPages != 0
 }
 
 func (p *exclusivePool) reserve(size, requested uint64, lazy bool) (int32, error) {

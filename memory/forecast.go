@@ -1,9 +1,6 @@
 package memory
 
-import (
-	"math"
-	"math/bits"
-)
+import "github.com/vkrt/vkrt/internal/saturate"
 
 // warnForecastShort is the hook of a sliced pool whose cap is a forecast:
 // each page past the cap is a spill, and the first of the layout warns,
@@ -43,24 +40,8 @@ func (m *Manager) plannedCappedBytes() uint64 {
 	var sum uint64
 	for _, p := range m.pools {
 		if c, _, capped := p.capacity(); capped {
-			sum = saturatingAdd(sum, c)
+			sum = saturate.Add(sum, c)
 		}
 	}
 	return sum
-}
-
-// saturatingAdd is a+b, or 2^64 - 1 past it.
-func saturatingAdd(a, b uint64) uint64 {
-	if sum, carry := bits.Add64(a, b, 0); carry == 0 {
-		return sum
-	}
-	return math.MaxUint64
-}
-
-// saturatingMul is a*b, or 2^64 - 1 past it.
-func saturatingMul(a, b uint64) uint64 {
-	if hi, lo := bits.Mul64(a, b); hi == 0 {
-		return lo
-	}
-	return math.MaxUint64
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/vkrt/vkrt/internal/saturate"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
@@ -680,7 +681,7 @@ func (m *Manager) warnLeftArena(size uint64) {
 		m.warned[len(m.pools)] = true
 		var planned uint64
 		for _, page := range m.arena.cfg.pages {
-			planned = saturatingAdd(planned, page)
+			planned = saturate.Add(planned, page)
 		}
 		m.logger.Warn("memory: the allocation stream left the arena plan; later reservations go to the free room of its held pages, then to the fallback pools",
 			"reservation", m.ordinal, "bytes", size, "planned_slots", len(m.arena.cfg.slots), "planned_bytes", planned,

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vkrt/vkrt/internal/saturate"
 	vkruntime "github.com/vkrt/vkrt/runtime"
 )
 
@@ -634,7 +635,7 @@ func checkModel(t *testing.T, streams []*modelStream, fs *faultStorage, fail fun
 		if ru := rep.Usage(); ru != u {
 			fail("usage %+v, the report sums to %+v", u, ru)
 		}
-		reserved = saturatingAdd(reserved, u.BytesReserved) // each manager may hold 2^63 B lazily
+		reserved = saturate.Add(reserved, u.BytesReserved) // each manager may hold 2^63 B lazily
 	}
 	for id, s := range spans {
 		slices.SortFunc(s, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
@@ -664,7 +665,7 @@ func checkModel(t *testing.T, streams []*modelStream, fs *faultStorage, fail fun
 	}
 	var deviceBytes uint64
 	for _, size := range fs.live {
-		deviceBytes = saturatingAdd(deviceBytes, size)
+		deviceBytes = saturate.Add(deviceBytes, size)
 	}
 	if deviceBytes > reserved {
 		fail("the device holds %d B, the pools report %d B reserved", deviceBytes, reserved)

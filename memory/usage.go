@@ -4,6 +4,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/vkrt/vkrt/internal/saturate"
 )
 
 // Usage is one reading of a pool's or a manager's memory: live allocations,
@@ -31,10 +33,10 @@ type Usage struct {
 // sum past it, and a sum that wrapped read as a few bytes.
 func (u Usage) Combine(o Usage) Usage {
 	return Usage{
-		NumberAllocs:  saturatingAdd(u.NumberAllocs, o.NumberAllocs),
-		BytesInUse:    saturatingAdd(u.BytesInUse, o.BytesInUse),
-		BytesPadding:  saturatingAdd(u.BytesPadding, o.BytesPadding),
-		BytesReserved: saturatingAdd(u.BytesReserved, o.BytesReserved),
+		NumberAllocs:  saturate.Add(u.NumberAllocs, o.NumberAllocs),
+		BytesInUse:    saturate.Add(u.BytesInUse, o.BytesInUse),
+		BytesPadding:  saturate.Add(u.BytesPadding, o.BytesPadding),
+		BytesReserved: saturate.Add(u.BytesReserved, o.BytesReserved),
 	}
 }
 

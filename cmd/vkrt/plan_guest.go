@@ -19,6 +19,7 @@ import (
 	"github.com/vkrt/vkrt/client"
 	"github.com/vkrt/vkrt/dryrun/plan"
 	"github.com/vkrt/vkrt/internal/printable"
+	"github.com/vkrt/vkrt/internal/saturate"
 	"github.com/vkrt/vkrt/memory"
 	"github.com/vkrt/vkrt/wasmhost"
 )
@@ -221,24 +222,16 @@ func planCapacity(l memory.Layout) uint64 {
 				if hi != 0 {
 					lo = math.MaxUint64
 				}
-				n = addSaturated(n, lo)
+				n = saturate.Add(n, lo)
 			}
 		}
 	}
 	if a, ok := l.Arena(); ok {
 		for _, p := range a.Pages {
-			n = addSaturated(n, p)
+			n = saturate.Add(n, p)
 		}
 	}
 	return n
-}
-
-// addSaturated is a+b, or 2^64 - 1 where that wraps.
-func addSaturated(a, b uint64) uint64 {
-	if sum, carry := bits.Add64(a, b, 0); carry == 0 {
-		return sum
-	}
-	return math.MaxUint64
 }
 
 // reportedCapacity is planCapacity as the pools hold it, from their
@@ -248,7 +241,7 @@ func addSaturated(a, b uint64) uint64 {
 // growth past the plan with nothing spilled).
 func reportedCapacity(rep memory.Report) uint64 {
 	var n uint64
-	add := func(b uint64) { n = addSaturated(n, b) }
+	add := func(b uint64) { n = saturate.Add(n, b) }
 	for _, pr := range rep.Dynamic {
 		switch k := pr.Kind.(type) {
 		case memory.SlicedKind:

@@ -22,6 +22,7 @@ import (
 	"github.com/vkrt/vkrt/dryrun/replay"
 	"github.com/vkrt/vkrt/dryrun/trace"
 	"github.com/vkrt/vkrt/internal/printable"
+	"github.com/vkrt/vkrt/internal/saturate"
 	"github.com/vkrt/vkrt/internal/tlsfref"
 	"github.com/vkrt/vkrt/internal/torchalloc"
 	"github.com/vkrt/vkrt/memory"
@@ -259,7 +260,7 @@ func figuresOf(r *replay.Result) replayFigures {
 func streamsCapacity(r *replay.Result) uint64 {
 	var n uint64
 	for _, s := range r.Streams {
-		n = addSaturated(n, reportedCapacity(s.Report))
+		n = saturate.Add(n, reportedCapacity(s.Report))
 	}
 	return n
 }

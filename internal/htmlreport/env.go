@@ -3,13 +3,13 @@ package htmlreport
 import (
 	"fmt"
 	"math"
-	"math/bits"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/vkrt/vkrt/internal/printable"
+	"github.com/vkrt/vkrt/internal/saturate"
 	"github.com/vkrt/vkrt/memory"
 )
 
@@ -333,7 +333,7 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 		if summed {
 			var sum memory.Usage
 			for _, p := range drawn {
-				sum.BytesInUse, sum.BytesReserved = addBytes(sum.BytesInUse, p.Usage.BytesInUse), addBytes(sum.BytesReserved, p.Usage.BytesReserved)
+				sum.BytesInUse, sum.BytesReserved = saturate.Add(sum.BytesInUse, p.Usage.BytesInUse), saturate.Add(sum.BytesReserved, p.Usage.BytesReserved)
 			}
 			drawn = nil
 			if sum.BytesReserved > 0 {
@@ -349,12 +349,12 @@ func envViewOf(e *EnvRecords) (*envView, error) {
 			// Stacked as stackHeight stacks them, saturating: a stack
 			// wrapped past 2^64 drew the pools above it from near 0 B up,
 			// rects of negative height that no browser draws.
-			top, live := s.y(addBytes(base, p.Usage.BytesReserved)), s.y(addBytes(base, p.Usage.BytesInUse))
+			top, live := s.y(saturate.Add(base, p.Usage.BytesReserved)), s.y(saturate.Add(base, p.Usage.BytesInUse))
 			bottom := s.y(base)
 			bar.Rects = append(bar.Rects,
 				envRect{X: x, Y: top, W: width, H: bottom - top, Fill: pale(col), Pool: label, Part: "reserved"},
 				envRect{X: x, Y: live, W: width, H: bottom - live, Fill: col, Pool: label, Part: "live"})
-			base = addBytes(base, p.Usage.BytesReserved)
+			base = saturate.Add(base, p.Usage.BytesReserved)
 		}
 		bar.Title = title.String()
 		v.Bars = append(v.Bars, bar)
@@ -412,18 +412,10 @@ func stackHeight(r memory.Report) uint64 {
 		if p.Usage.BytesReserved == 0 {
 			continue
 		}
-		top = max(top, addBytes(base, max(p.Usage.BytesReserved, p.Usage.BytesInUse)))
-		base = addBytes(base, p.Usage.BytesReserved)
+		top = max(top, saturate.Add(base, max(p.Usage.BytesReserved, p.Usage.BytesInUse)))
+		base = saturate.Add(base, p.Usage.BytesReserved)
 	}
 	return top
-}
-
-// addBytes is a+b, saturating at 2^64-1.
-func addBytes(a, b uint64) uint64 {
-	if s, carry := bits.Add64(a, b, 0); carry == 0 {
-		return s
-	}
-	return math.MaxUint64
 }
 
 // abbreviateLabel is a record's label as printable.Label writes it, cut
